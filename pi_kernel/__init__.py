@@ -1,0 +1,43 @@
+"""pi-kernel: a Jupyter-native agent kernel and widgets.
+
+``from pi_kernel import tool, agent`` gives the ``@tool`` decorator and the
+session's agent (created on first use). Attributes are resolved lazily so that
+importing the package costs nothing until something is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "tool": ("pi_kernel.tools", "tool"),
+    "Agent": ("pi_kernel.agent", "Agent"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "agent":
+        from pi_kernel.kernel.session import get_session
+
+        return get_session().agent
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'pi_kernel' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext pi_kernel``: the ``%pi`` / ``%%pi`` magics in any IPython."""
+    from pi_kernel.kernel.extension import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from pi_kernel.kernel.extension import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -1,0 +1,58 @@
+"""``python -m pi_kernel``: start the kernel, or run a subcommand.
+
+    python -m pi_kernel -f CONNECTION_FILE       the kernel (what kernel.json runs)
+    python -m pi_kernel install [--user | --sys-prefix | --prefix P] [--name NAME]
+
+Subcommands live in ``SUBCOMMANDS``: a name mapped to ``fn(argv) -> exit code``.
+Anything that is not a subcommand goes to the kernel application unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+
+def _install(argv: Sequence[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pi_kernel install", description="Register the Pi Agent kernel.")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="install for the current user")
+    where.add_argument("--sys-prefix", action="store_true", help=f"install into {sys.prefix}")
+    where.add_argument("--prefix", help="install into PREFIX/share/jupyter/kernels")
+    parser.add_argument("--name", default=None, help="kernelspec name (default: pi)")
+    args = parser.parse_args(list(argv))
+
+    from pi_kernel.kernel.kernelspec import KERNEL_NAME, install
+
+    prefix = sys.prefix if args.sys_prefix else args.prefix
+    path = install(user=args.user, prefix=prefix, kernel_name=args.name or KERNEL_NAME)
+    print(f"Installed kernelspec {args.name or KERNEL_NAME} in {path}")
+    return 0
+
+
+def _kernel(argv: Sequence[str]) -> int:
+    from ipykernel.kernelapp import IPKernelApp
+
+    from pi_kernel.kernel.kernel import PiKernel
+
+    IPKernelApp.launch_instance(argv=list(argv), kernel_class=PiKernel)
+    return 0
+
+
+SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "install": _install,
+}
+"""Add a subcommand here (``serve-local`` is planned)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[args[0]](args[1:])
+    return _kernel(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

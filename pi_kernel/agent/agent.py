@@ -1,0 +1,382 @@
+"""``Agent``: the loop with a transcript, listeners, queues and abort, as pi's ``agent.ts``.
+
+One run at a time: ``prompt()`` and ``continue_()`` start a run and return
+when it is over and every listener has handled ``agent_end``. While a run is
+active, ``steer()`` queues a message for the next turn and ``follow_up()`` one
+for when the agent would stop; ``abort()`` (safe from any thread) ends it.
+
+Listeners (``subscribe``) may be sync or async. Each event is applied to
+``state`` first, then handed to every listener in subscription order; async
+ones are awaited, and the loop waits for all of them before it goes on. A
+listener that raises is logged and does not disturb the run.
+
+Approval plugs in as ``before_tool_call``: an async hook may wait for a person
+(the wait ends at once on ``abort()``) and return
+``BeforeToolCallResult(block=True, reason=...)`` to deny, ``None`` to approve
+or ``BeforeToolCallResult(args={...})`` to approve edited arguments (they are
+validated again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pi_kernel.agent.events import (
+    AgentEndEvent,
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    ToolExecutionEndEvent,
+    TurnEndEvent,
+)
+from pi_kernel.agent.loop import run_agent_loop, run_agent_loop_continue
+from pi_kernel.agent.state import (
+    AgentState,
+    MessageQueue,
+    QueueMode,
+    reduce_agent_state,
+    results_for_unanswered_tool_calls,
+)
+from pi_kernel.agent.tool_execution import OPERATION_ABORTED
+from pi_kernel.agent.types import (
+    AfterToolCallHook,
+    AgentLoopConfig,
+    AgentToolResult,
+    BeforeToolCallHook,
+    ConvertToLlm,
+    PrepareNextTurn,
+    ShouldStopAfterTurn,
+    StreamFn,
+    ToolExecutionMode,
+    TransformContext,
+)
+from pi_kernel.ai import (
+    AbortController,
+    AbortSignal,
+    AssistantMessage,
+    Context,
+    ImageContent,
+    Message,
+    Model,
+    StreamOptions,
+    TextContent,
+    Tool,
+    UserMessage,
+)
+
+logger = logging.getLogger("pi_kernel.agent")
+
+Listener = Callable[[AgentEvent], Any]
+PromptInput = str | Message | Sequence[Message]
+
+
+@dataclass(slots=True)
+class _ActiveRun:
+    controller: AbortController
+    done: asyncio.Future[None]
+
+
+class Agent:
+    def __init__(
+        self,
+        model: Model | None = None,
+        *,
+        system_prompt: str = "",
+        tools: Iterable[Tool] = (),
+        messages: Iterable[Message] = (),
+        stream_fn: StreamFn | None = None,
+        before_tool_call: BeforeToolCallHook | None = None,
+        after_tool_call: AfterToolCallHook | None = None,
+        tool_execution: ToolExecutionMode = "parallel",
+        convert_to_llm: ConvertToLlm | None = None,
+        transform_context: TransformContext | None = None,
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
+        stream_options: StreamOptions | None = None,
+        prepare_next_turn: PrepareNextTurn | None = None,
+        should_stop_after_turn: ShouldStopAfterTurn | None = None,
+        max_turns: int | None = None,
+    ) -> None:
+        self._state = AgentState(model, system_prompt, tools, messages)
+        # The loop's configuration; read when a run starts (hooks: at each use).
+        self.stream_fn = stream_fn
+        self.before_tool_call = before_tool_call
+        self.after_tool_call = after_tool_call
+        self.tool_execution: ToolExecutionMode = tool_execution
+        self.convert_to_llm = convert_to_llm
+        self.transform_context = transform_context
+        self.stream_options = stream_options
+        self.prepare_next_turn = prepare_next_turn
+        self.should_stop_after_turn = should_stop_after_turn
+        self.max_turns = max_turns
+        self._steering = MessageQueue(steering_mode)
+        self._follow_ups = MessageQueue(follow_up_mode)
+        self._listeners: tuple[Listener, ...] = ()
+        self._active: _ActiveRun | None = None
+
+    # ------------------------------------------------------------ state and listeners
+
+    @property
+    def state(self) -> AgentState:
+        return self._state
+
+    def replace_messages(self, messages: Iterable[Message]) -> None:
+        self._state.messages = messages  # type: ignore[assignment]
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` for every event; returns a function that unsubscribes."""
+        self._listeners = (*self._listeners, listener)
+
+        def unsubscribe() -> None:
+            self._listeners = tuple(item for item in self._listeners if item is not listener)
+
+        return unsubscribe
+
+    @property
+    def signal(self) -> AbortSignal | None:
+        """The active run's abort signal (None when idle)."""
+        return self._active.controller.signal if self._active else None
+
+    @property
+    def is_running(self) -> bool:
+        return self._active is not None
+
+    # ------------------------------------------------------------ queues
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        return self._steering.mode
+
+    @steering_mode.setter
+    def steering_mode(self, mode: QueueMode) -> None:
+        self._steering.mode = mode
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        return self._follow_ups.mode
+
+    @follow_up_mode.setter
+    def follow_up_mode(self, mode: QueueMode) -> None:
+        self._follow_ups.mode = mode
+
+    def steer(self, message: Message | str) -> None:
+        """Queue a message for the next turn (after the current tool batch); any thread."""
+        self._steering.enqueue(_as_message(message))
+
+    def follow_up(self, message: Message | str) -> None:
+        """Queue a message for when the agent would stop; any thread."""
+        self._follow_ups.enqueue(_as_message(message))
+
+    def clear_steering_queue(self) -> None:
+        self._steering.clear()
+
+    def clear_follow_up_queue(self) -> None:
+        self._follow_ups.clear()
+
+    def clear_all_queues(self) -> None:
+        self._steering.clear()
+        self._follow_ups.clear()
+
+    def has_queued_messages(self) -> bool:
+        return bool(len(self._steering) or len(self._follow_ups))
+
+    # ------------------------------------------------------------ control
+
+    def abort(self) -> None:
+        """Abort the active run (no-op when idle); safe from any thread."""
+        active = self._active
+        if active is not None:
+            active.controller.abort()
+
+    async def wait_for_idle(self) -> None:
+        """Return when the active run and its listeners are done (at once when idle)."""
+        active = self._active
+        if active is not None:
+            await asyncio.shield(active.done)
+
+    def reset(self) -> None:
+        """Clear the transcript, run-time state and queues."""
+        if self._active is not None:
+            raise RuntimeError("Agent is already processing. Wait for completion before resetting.")
+        state = self._state
+        state.messages = []
+        state.is_streaming = False
+        state.streaming_message = None
+        state.pending_tool_calls = set()
+        state.error_message = None
+        self.clear_all_queues()
+
+    async def prompt(self, prompt: PromptInput, images: Sequence[ImageContent] | None = None) -> None:
+        """Run the agent on a text (optionally with images), a message, or a list of messages."""
+        if self._active is not None:
+            raise RuntimeError(
+                "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
+                "or wait for completion."
+            )
+        await self._run(_prompt_messages(prompt, images))
+
+    async def continue_(self) -> None:
+        """Continue from the transcript (after an error, an abort, ``max_turns``, a terminate).
+
+        When the transcript ends with an assistant message, queued steering
+        (else follow-up) messages start the run instead.
+        """
+        if self._active is not None:
+            raise RuntimeError("Agent is already processing. Wait for completion before continuing.")
+        messages = self._state.messages
+        if not messages:
+            raise ValueError("No messages to continue from")
+        if getattr(messages[-1], "role", None) == "assistant":
+            steering = self._steering.drain()
+            if steering:
+                await self._run(steering, skip_initial_steering_poll=True)
+                return
+            follow_ups = self._follow_ups.drain()
+            if follow_ups:
+                await self._run(follow_ups)
+                return
+            raise ValueError("Cannot continue from message role: assistant")
+        await self._run(None)
+
+    # ------------------------------------------------------------ the run
+
+    async def _run(self, prompts: list[Message] | None, skip_initial_steering_poll: bool = False) -> None:
+        if self._state.model is None:
+            raise ValueError("No model configured")
+        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future())
+        self._active = active  # before any await: a second prompt() sees it
+        state = self._state
+        state.is_streaming = True
+        state.streaming_message = None
+        state.error_message = None
+        signal = active.controller.signal
+        try:
+            context = Context(state.system_prompt, list(state.messages), list(state.tools))
+            config = self._loop_config(skip_initial_steering_poll)
+            if prompts is None:
+                await run_agent_loop_continue(context, config, self._process_event, signal)
+            else:
+                await run_agent_loop(prompts, context, config, self._process_event, signal)
+        except asyncio.CancelledError:
+            # Cancelled from outside (a kernel interrupt cancels the cell's task):
+            # tools see the abort, and every tool call keeps exactly one result.
+            active.controller.abort()
+            await self._close_cancelled_run()
+            raise
+        except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
+            await self._report_failure(error, signal.aborted)
+        finally:
+            state.is_streaming = False
+            state.streaming_message = None
+            state.pending_tool_calls = set()
+            self._active = None
+            if not active.done.done():
+                active.done.set_result(None)
+
+    def _loop_config(self, skip_initial_steering_poll: bool) -> AgentLoopConfig:
+        skip = skip_initial_steering_poll
+
+        def get_steering_messages() -> list[Message]:
+            nonlocal skip
+            if skip:
+                skip = False
+                return []
+            return self._steering.drain()
+
+        model = self._state.model
+        assert model is not None
+        return AgentLoopConfig(
+            model=model,
+            stream_fn=self.stream_fn,
+            convert_to_llm=self.convert_to_llm,
+            transform_context=self.transform_context,
+            before_tool_call=self.before_tool_call,
+            after_tool_call=self.after_tool_call,
+            tool_execution=self.tool_execution,
+            get_steering_messages=get_steering_messages,
+            get_follow_up_messages=self._follow_ups.drain,
+            should_stop_after_turn=self.should_stop_after_turn,
+            prepare_next_turn=self._prepare_next_turn,
+            stream_options=self.stream_options,
+            max_turns=self.max_turns,
+        )
+
+    def _prepare_next_turn(self, context: Context) -> Any:
+        """Before each request: the current system prompt and tools, then the user's hook.
+
+        So ``state.system_prompt`` / ``state.tools`` set during a run apply
+        from the next model request on.
+        """
+        context.system_prompt = self._state.system_prompt
+        context.tools = list(self._state.tools)
+        hook = self.prepare_next_turn
+        return hook(context) if hook is not None else None
+
+    async def _process_event(self, event: AgentEvent) -> None:
+        reduce_agent_state(self._state, event)
+        await self._notify(event)
+
+    async def _notify(self, event: AgentEvent) -> None:
+        for listener in self._listeners:
+            try:
+                result = listener(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # a broken listener must not break the run
+                logger.exception("Agent listener %r failed on a %s event", listener, event.type)
+
+    async def _close_cancelled_run(self) -> None:
+        """Answer the calls a cancelled run left open, then tell the listeners.
+
+        The state gets the ``Operation aborted`` results at once; the events
+        (their ends and messages, then ``agent_end``) follow, as far as a
+        further cancellation lets them.
+        """
+        state = self._state
+        results = results_for_unanswered_tool_calls(state.messages, OPERATION_ABORTED)
+        events: list[AgentEvent] = []
+        for result in results:
+            if result.tool_call_id in state.pending_tool_calls:
+                aborted = AgentToolResult(result.content)
+                events.append(ToolExecutionEndEvent(result.tool_call_id, result.tool_name, aborted, True))
+            events += [MessageStartEvent(result), MessageEndEvent(result)]
+        events.append(AgentEndEvent(list(results)))
+        for event in events:
+            reduce_agent_state(state, event)
+        for event in events:
+            await self._notify(event)
+
+    async def _report_failure(self, error: Exception, aborted: bool) -> None:
+        """A run that raised ends with a failed assistant message and the closing events."""
+        model = self._state.model
+        message = AssistantMessage(
+            content=[],
+            stop_reason="aborted" if aborted else "error",
+            model=model.id if model else "",
+            provider=model.provider if model else "",
+            error_message=str(error) or type(error).__name__,
+        )
+        for event in (
+            MessageStartEvent(message),
+            MessageEndEvent(message),
+            TurnEndEvent(message, []),
+            AgentEndEvent([message]),
+        ):
+            await self._process_event(event)
+
+
+def _as_message(message: Message | str) -> Message:
+    return UserMessage([TextContent(message)]) if isinstance(message, str) else message
+
+
+def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None) -> list[Message]:
+    if isinstance(prompt, str):
+        return [UserMessage([TextContent(prompt), *(images or ())])]
+    if isinstance(prompt, (list, tuple)):
+        return list(prompt)
+    return [prompt]  # type: ignore[list-item]

@@ -1,0 +1,376 @@
+"""The agent loop: model request, tool calls, results, again, until done.
+
+A port of pi's ``agent-loop.ts``. The turn structure::
+
+    agent_start
+    turn_start, message_start/end for each prompt
+    ┌ (steering or follow-up messages: message_start/end each)
+    │ prepare_next_turn(context)              before every model request
+    │ transform_context → convert_to_llm → stream_fn
+    │ message_start, message_update*, message_end   the assistant's answer
+    │ tool calls (see ``tool_execution``)
+    │ turn_end(message, tool_results)
+    └ next turn_start while there are tool calls or steering messages;
+      when the agent would stop, follow-up messages start more turns
+    agent_end(messages this run added)
+
+How a run ends:
+
+- the assistant message ended in ``error`` or ``aborted``: its tool calls are
+  not run and get no results (the provider layer drops such messages when it
+  replays the history); ``turn_end`` then ``agent_end``.
+- ``stop_reason == "length"``: no tool call of that message runs; each gets the
+  truncation error result and the model is asked again.
+- every result of a tool batch asks to ``terminate`` (a blocking
+  ``before_tool_call`` may ask too).
+- ``should_stop_after_turn(turn_end_event)`` returns True.
+- ``max_turns`` model requests were made. The last assistant message's tool
+  calls have run, so the transcript ends with their results and
+  ``agent_loop_continue`` (``Agent.continue_()``) resumes it.
+- the signal was aborted: during streaming the provider ends the message as
+  ``aborted``; during tools every call still gets one result (``Operation
+  aborted`` for those that did not finish) and no further model request is
+  made.
+
+Cost per turn: nothing proportional to the history except what the provider
+needs to build its request. The default ``convert_to_llm`` checks only the
+messages added since the last request and hands the loop's own message list to
+``stream_fn`` (no copy): a stream function must read ``context.messages``
+during the request and copy it if it keeps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from pi_kernel.agent.events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from pi_kernel.agent.tool_execution import call_hook, execute_tool_calls, fail_truncated_tool_calls
+from pi_kernel.agent.types import AgentLoopConfig, StreamFn
+from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
+
+Emit = Callable[[AgentEvent], Awaitable[None]]
+"""Receives every event; the loop waits for it before going on."""
+
+LLM_ROLES = frozenset(("user", "assistant", "tool_result"))
+
+
+class DefaultLlmMessages:
+    """The default ``convert_to_llm``: keep user, assistant and tool-result messages.
+
+    As pi's filter, but incremental: when every message is an LLM message (the
+    usual case) it returns the given list itself and, on the next turn, looks
+    only at the messages appended since. A different list, or a shorter one,
+    is checked from the start again.
+    """
+
+    __slots__ = ("_checked", "_source")
+
+    def __init__(self) -> None:
+        self._source: list[Any] | None = None
+        self._checked = 0
+
+    def __call__(self, messages: list[Any]) -> list[Any]:
+        if messages is not self._source or len(messages) < self._checked:
+            self._source, self._checked = messages, 0
+        checked = self._checked
+        count = len(messages)
+        while checked < count and getattr(messages[checked], "role", None) in LLM_ROLES:
+            checked += 1
+        self._checked = checked
+        if checked == count:
+            return messages
+        return [message for message in messages if getattr(message, "role", None) in LLM_ROLES]
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def _poll(source: Callable[[], Any] | None) -> list[Any]:
+    if source is None:
+        return []
+    return list(await _maybe_await(source()) or ())
+
+
+def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
+    if inspect.iscoroutinefunction(emit):
+        return emit
+
+    async def emit_and_wait(event: AgentEvent) -> None:
+        await _maybe_await(emit(event))
+
+    return emit_and_wait
+
+
+def _default_stream_fn() -> StreamFn:
+    from pi_kernel.ai import stream
+
+    return stream
+
+
+# ---------------------------------------------------------------- runs with an emit sink
+
+
+async def run_agent_loop(
+    prompts: Sequence[Message],
+    context: Context,
+    config: AgentLoopConfig,
+    emit: Callable[[AgentEvent], Any],
+    signal: AbortSignal | None = None,
+) -> list[Message]:
+    """Run the loop with new prompt messages; events go to ``emit`` (awaited).
+
+    ``context`` is not changed: the loop works on a copy of its message list.
+    Without a ``signal`` the run gets one that never fires, so tools and hooks
+    always receive an ``AbortSignal``. Returns the messages this run added
+    (the prompts first).
+    """
+    emit = _as_async_emit(emit)
+    new_messages: list[Message] = list(prompts)
+    current = Context(context.system_prompt, [*context.messages, *prompts], context.tools)
+    await emit(AgentStartEvent())
+    await emit(TurnStartEvent())
+    for prompt in prompts:
+        await emit(MessageStartEvent(prompt))
+        await emit(MessageEndEvent(prompt))
+    await _run_turns(current, new_messages, config, signal or AbortSignal(), emit)
+    return new_messages
+
+
+def check_can_continue(context: Context) -> None:
+    if not context.messages:
+        raise ValueError("Cannot continue: no messages in context")
+    if getattr(context.messages[-1], "role", None) == "assistant":
+        raise ValueError("Cannot continue from message role: assistant")
+
+
+async def run_agent_loop_continue(
+    context: Context,
+    config: AgentLoopConfig,
+    emit: Callable[[AgentEvent], Any],
+    signal: AbortSignal | None = None,
+) -> list[Message]:
+    """Continue from ``context`` as it is (its last message must not be an assistant's)."""
+    check_can_continue(context)
+    emit = _as_async_emit(emit)
+    new_messages: list[Message] = []
+    current = Context(context.system_prompt, list(context.messages), context.tools)
+    await emit(AgentStartEvent())
+    await emit(TurnStartEvent())
+    await _run_turns(current, new_messages, config, signal or AbortSignal(), emit)
+    return new_messages
+
+
+async def _run_turns(
+    context: Context, new_messages: list[Message], config: AgentLoopConfig, signal: AbortSignal, emit: Emit
+) -> None:
+    options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
+    stream_fn = config.stream_fn or _default_stream_fn()
+    to_llm: Callable[[list[Any]], Any] = config.convert_to_llm or DefaultLlmMessages()
+    requests = 0
+    first_turn = True
+    pending: list[Any] = await _poll(config.get_steering_messages)
+    while True:  # one pass per batch of follow-up messages
+        has_more_tool_calls = True
+        while has_more_tool_calls or pending:
+            if not first_turn:
+                await emit(TurnStartEvent())
+            first_turn = False
+            for message in pending:
+                await emit(MessageStartEvent(message))
+                await emit(MessageEndEvent(message))
+                context.messages.append(message)
+                new_messages.append(message)
+            pending = []
+
+            if config.prepare_next_turn is not None:
+                replacement = await call_hook(config.prepare_next_turn, context)
+                if isinstance(replacement, Context):
+                    context = replacement
+            message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options)
+            requests += 1
+            new_messages.append(message)
+            if message.stop_reason in ("error", "aborted"):
+                await emit(TurnEndEvent(message, []))
+                await emit(AgentEndEvent(new_messages))
+                return
+
+            tool_calls = message.tool_calls
+            tool_results = []
+            has_more_tool_calls = False
+            if tool_calls:
+                if message.stop_reason == "length":
+                    batch = await fail_truncated_tool_calls(tool_calls, emit)
+                else:
+                    batch = await execute_tool_calls(context, message, config, signal, emit)
+                tool_results = batch.messages
+                has_more_tool_calls = not batch.terminate
+                context.messages.extend(tool_results)
+                new_messages.extend(tool_results)
+
+            turn_end = TurnEndEvent(message, tool_results)
+            stop_after = config.should_stop_after_turn
+            await emit(turn_end)
+            if (
+                signal.aborted
+                or (config.max_turns is not None and requests >= config.max_turns)
+                or (stop_after is not None and await call_hook(stop_after, turn_end))
+            ):
+                await emit(AgentEndEvent(new_messages))
+                return
+            pending = await _poll(config.get_steering_messages)
+
+        follow_ups = await _poll(config.get_follow_up_messages)
+        if not follow_ups:
+            break
+        pending = follow_ups
+    await emit(AgentEndEvent(new_messages))
+
+
+async def stream_assistant_response(
+    context: Context,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+    stream_fn: StreamFn,
+    to_llm: Callable[[list[Any]], Any],
+    options: StreamOptions,
+) -> AssistantMessage:
+    """One model request; streams ``message_*`` events and appends the final message to the context."""
+    messages: list[Any] = context.messages
+    if config.transform_context is not None:
+        messages = await _maybe_await(config.transform_context(messages, signal))
+    llm_messages = await _maybe_await(to_llm(messages))
+    request = Context(context.system_prompt, llm_messages, context.tools)
+    response = await _maybe_await(stream_fn(config.model, request, options))
+
+    final: AssistantMessage | None = None
+    started = False
+    async for event in response:
+        kind = event.type
+        if kind == "done" or kind == "error":
+            final = event.partial
+        elif kind == "start":
+            started = True
+            await emit(MessageStartEvent(event.partial))
+        elif started:
+            await emit(MessageUpdateEvent(event.partial, event))
+    if final is None:
+        result = getattr(response, "result", None)
+        final = await result() if result is not None else _stream_ended_early(config)
+    if not started:
+        await emit(MessageStartEvent(final))
+    context.messages.append(final)
+    await emit(MessageEndEvent(final))
+    return final
+
+
+def _stream_ended_early(config: AgentLoopConfig) -> AssistantMessage:
+    from pi_kernel.ai.stream import error_message
+
+    return error_message(config.model, "Stream ended without a done or error event")
+
+
+# ---------------------------------------------------------------- the async-iterator form
+
+
+class AgentEventStream:
+    """``async for event in agent_loop(...)``; ``await stream.result()`` for the messages added.
+
+    The run starts on first iteration (or ``result()``) as a task of its own,
+    and waits after each event until the consumer asks for the next one, so an
+    abort issued while handling an event takes effect before the loop goes on.
+    Leaving the ``async for`` early cancels the run. An exception inside the
+    run (a failing ``transform_context``, say) is raised from the iteration.
+    """
+
+    def __init__(self, run: Callable[[Emit], Awaitable[list[Message]]]) -> None:
+        self._run = run
+        self._messages: list[Message] | None = None
+        self._started = False
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[AgentEvent]:
+        if self._started:
+            raise RuntimeError("An agent event stream can be iterated only once")
+        self._started = True
+        loop = asyncio.get_running_loop()
+        handed: deque[tuple[AgentEvent, asyncio.Future[None]] | None] = deque()
+        wake = asyncio.Event()
+
+        async def emit(event: AgentEvent) -> None:
+            taken: asyncio.Future[None] = loop.create_future()
+            handed.append((event, taken))
+            wake.set()
+            await taken
+
+        async def produce() -> list[Message]:
+            try:
+                return await self._run(emit)
+            finally:
+                handed.append(None)
+                wake.set()
+
+        producer = loop.create_task(produce())
+        taken: asyncio.Future[None] | None = None
+        try:
+            while True:
+                if taken is not None and not taken.done():
+                    taken.set_result(None)
+                while not handed:
+                    wake.clear()
+                    await wake.wait()
+                item = handed.popleft()
+                if item is None:
+                    break
+                event, taken = item
+                yield event
+            self._messages = await producer
+        finally:
+            if not producer.done():
+                producer.cancel()
+                await asyncio.gather(producer, return_exceptions=True)
+
+    async def result(self) -> list[Message]:
+        """Run to the end if nobody iterates; the messages the run added."""
+        if not self._started:
+            async for _ in self:
+                pass
+        if self._messages is None:
+            raise RuntimeError("The agent run did not finish")
+        return self._messages
+
+
+def agent_loop(
+    prompts: Sequence[Message], context: Context, config: AgentLoopConfig, signal: AbortSignal | None = None
+) -> AgentEventStream:
+    """Start a run with new prompt messages: an async iterator of ``AgentEvent``s."""
+    return AgentEventStream(lambda emit: run_agent_loop(prompts, context, config, emit, signal))
+
+
+def agent_loop_continue(
+    context: Context, config: AgentLoopConfig, signal: AbortSignal | None = None
+) -> AgentEventStream:
+    """Continue from ``context`` without a new message (retries, resumed runs).
+
+    Raises ``ValueError`` at once when the context is empty or ends with an
+    assistant message (the provider would reject such a request).
+    """
+    check_can_continue(context)
+    return AgentEventStream(lambda emit: run_agent_loop_continue(context, config, emit, signal))

@@ -1,0 +1,151 @@
+"""The ``Agent``'s state, the reducer that keeps it in step with loop events, and its queues."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pi_kernel.agent.events import AgentEvent
+from pi_kernel.ai import AssistantMessage, Message, Model, TextContent, Tool, ToolResultMessage
+
+QueueMode = Literal["one-at-a-time", "all"]
+
+
+class AgentState:
+    """What the agent knows now. Read it freely; set ``system_prompt``,
+    ``model``, ``tools`` and ``messages`` between runs (``tools`` and
+    ``messages`` copy the list they are given).
+
+    The run-time fields are kept by the agent from its events:
+    ``is_streaming`` (a run is active), ``streaming_message`` (the message
+    being streamed, between ``message_start`` and ``message_end``),
+    ``pending_tool_calls`` (ids of calls between ``tool_execution_start`` and
+    ``_end``; a new set on each change, so a kept reference is a snapshot) and
+    ``error_message`` (of the last assistant message that ended in error).
+    """
+
+    __slots__ = (
+        "_messages",
+        "_tools",
+        "error_message",
+        "is_streaming",
+        "model",
+        "pending_tool_calls",
+        "streaming_message",
+        "system_prompt",
+    )
+
+    def __init__(
+        self,
+        model: Model | None = None,
+        system_prompt: str = "",
+        tools: Iterable[Tool] = (),
+        messages: Iterable[Message] = (),
+    ) -> None:
+        self.system_prompt = system_prompt
+        self.model = model
+        self._tools: list[Tool] = list(tools)
+        self._messages: list[Any] = list(messages)
+        self.is_streaming = False
+        self.streaming_message: Message | None = None
+        self.pending_tool_calls: set[str] = set()
+        self.error_message: str | None = None
+
+    @property
+    def tools(self) -> list[Tool]:
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: Iterable[Tool]) -> None:
+        self._tools = list(tools)
+
+    @property
+    def messages(self) -> list[Any]:
+        return self._messages
+
+    @messages.setter
+    def messages(self, messages: Iterable[Any]) -> None:
+        self._messages = list(messages)
+
+    def __repr__(self) -> str:
+        model = self.model.id if self.model else None
+        return (
+            f"AgentState(model={model!r}, messages={len(self._messages)}, tools={[t.name for t in self._tools]}, "
+            f"is_streaming={self.is_streaming}, pending_tool_calls={sorted(self.pending_tool_calls)}, "
+            f"error_message={self.error_message!r})"
+        )
+
+
+def reduce_agent_state(state: AgentState, event: AgentEvent) -> None:
+    """Apply one loop event to ``state`` (in place; O(1) except the pending-call set)."""
+    kind = event.type
+    if kind == "message_update" or kind == "message_start":
+        state.streaming_message = event.message  # type: ignore[union-attr]
+    elif kind == "message_end":
+        state.streaming_message = None
+        state.messages.append(event.message)  # type: ignore[union-attr]
+    elif kind == "tool_execution_start":
+        state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
+    elif kind == "tool_execution_end":
+        state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}  # type: ignore[union-attr]
+    elif kind == "turn_end":
+        message = event.message  # type: ignore[union-attr]
+        if isinstance(message, AssistantMessage) and message.error_message:
+            state.error_message = message.error_message
+    elif kind == "agent_end":
+        state.streaming_message = None
+
+
+def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[ToolResultMessage]:
+    """Error results for the last assistant message's tool calls that have none.
+
+    Used when a run is cancelled from outside (the task awaiting ``prompt()``
+    was cancelled) so the transcript still gives every tool call one result.
+    """
+    answered: set[str] = set()
+    for message in reversed(messages):
+        role = getattr(message, "role", None)
+        if role == "tool_result":
+            answered.add(message.tool_call_id)
+        elif role == "assistant":
+            if message.stop_reason in ("error", "aborted"):
+                return []
+            return [
+                ToolResultMessage(call.id, call.name, [TextContent(text)], is_error=True)
+                for call in message.tool_calls
+                if call.id not in answered
+            ]
+        else:
+            return []
+    return []
+
+
+class MessageQueue:
+    """Steering or follow-up messages waiting for the loop; safe to fill from any thread."""
+
+    def __init__(self, mode: QueueMode = "one-at-a-time") -> None:
+        self.mode: QueueMode = mode
+        self._items: list[Any] = []
+        self._lock = threading.Lock()
+
+    def enqueue(self, message: Any) -> None:
+        with self._lock:
+            self._items.append(message)
+
+    def drain(self) -> list[Any]:
+        """``all``: every queued message; ``one-at-a-time``: the oldest one."""
+        with self._lock:
+            if not self._items:
+                return []
+            if self.mode == "all":
+                drained, self._items = self._items, []
+                return drained
+            return [self._items.pop(0)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items = []
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,412 @@
+"""Running the tool calls of one assistant message, phase by phase, as pi does.
+
+Each call goes through three phases, each one small function:
+
+``prepare_tool_call``   (preflight) look the tool up, ``prepare_arguments``,
+                        validate, ``before_tool_call`` (may block or edit the
+                        arguments). Returns a ``PreparedToolCall`` or an
+                        ``ImmediateOutcome`` (the call will not run).
+``execute_prepared_tool_call``  runs ``execute`` (sync tools on a worker
+                        thread); an exception becomes an error result.
+``finalize_executed_tool_call`` ``after_tool_call`` patches the result.
+
+Batches (``execute_tool_calls``): preflight is always one call at a time in
+source order, and ``tool_execution_start`` is emitted for every call there.
+In parallel mode every prepared call then runs at once (``tool_runner``),
+``tool_execution_end`` follows completion order and the tool-result messages
+follow source order after the batch; in sequential mode each call runs and
+gets its result message before the next one is prepared. A message cut off by
+the output token limit runs none of its calls (``fail_truncated_tool_calls``).
+
+Every tool call gets exactly one ``tool_execution_end`` and one result
+message, whatever happens: unknown tool, bad arguments, a hook or the tool
+raising, a block, an abort (``Operation aborted``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
+from pi_kernel.agent.invoke import await_unless_aborted, call_hook, is_async_callable, run_in_worker
+from pi_kernel.agent.types import (
+    AfterToolCallContext,
+    AgentLoopConfig,
+    AgentTool,
+    AgentToolResult,
+    BeforeToolCallContext,
+    ToolUpdateCallback,
+)
+from pi_kernel.ai import (
+    AbortSignal,
+    AssistantMessage,
+    Context,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    validate_tool_arguments,
+)
+
+Emit = Callable[[Any], Awaitable[None]]
+
+OPERATION_ABORTED = "Operation aborted"
+TOOL_BLOCKED = "Tool execution was blocked"
+
+
+def truncated_call_text(tool_name: str) -> str:
+    return (
+        f'Tool call "{tool_name}" was not executed: the response hit the output token limit, '
+        "so its arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+
+
+def tool_not_found_text(tool_name: str, tools: Sequence[Tool] | None) -> str:
+    names = ", ".join(tool.name for tool in tools or ())
+    return f"Tool {tool_name} not found. " + (f"Available tools: {names}" if names else "No tools are available.")
+
+
+# ---------------------------------------------------------------- outcomes
+
+
+@dataclass(slots=True)
+class PreparedToolCall:
+    """Preflight passed: the call will run with ``args``."""
+
+    tool_call: ToolCall
+    tool: AgentTool
+    args: Any
+    """The validated (possibly hook-edited) arguments ``execute`` receives."""
+    kind: Literal["prepared"] = "prepared"
+
+
+@dataclass(slots=True)
+class ImmediateOutcome:
+    """Preflight decided the result: the call does not run."""
+
+    result: AgentToolResult
+    is_error: bool = True
+    kind: Literal["immediate"] = "immediate"
+
+
+@dataclass(slots=True)
+class ExecutedOutcome:
+    """What ``execute`` gave (or the error it raised, as a result)."""
+
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass(slots=True)
+class FinalizedToolCall:
+    """The call's final result, after ``after_tool_call``."""
+
+    tool_call: ToolCall
+    result: AgentToolResult
+    is_error: bool
+
+
+@dataclass(slots=True)
+class ToolBatchResult:
+    messages: list[ToolResultMessage]
+    """One result message per tool call, in source order."""
+    terminate: bool
+    """Every result of the batch asked to stop."""
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def error_result(text: str) -> AgentToolResult:
+    return AgentToolResult(content=[TextContent(text)])
+
+
+def error_text(error: BaseException) -> str:
+    """The exception's message, or its class name when the message is empty."""
+    return str(error) or type(error).__name__
+
+
+def aborted_call(tool_call: ToolCall) -> FinalizedToolCall:
+    return FinalizedToolCall(tool_call, error_result(OPERATION_ABORTED), True)
+
+
+def find_tool(tools: Sequence[Tool] | None, name: str) -> AgentTool | None:
+    for tool in tools or ():
+        if tool.name == name:
+            return tool  # type: ignore[return-value]
+    return None
+
+
+def as_tool_result(value: Any) -> AgentToolResult:
+    """What ``execute`` returned, as an ``AgentToolResult`` (a str becomes its text)."""
+    if isinstance(value, AgentToolResult):
+        if value.content is None:  # an untyped tool; never let None reach the transcript
+            value.content = []
+        return value
+    if isinstance(value, str):
+        return AgentToolResult(content=[TextContent(value)])
+    raise TypeError(f"execute returned {type(value).__name__}, expected an AgentToolResult")
+
+
+def create_tool_result_message(finalized: FinalizedToolCall) -> ToolResultMessage:
+    result = finalized.result
+    return ToolResultMessage(
+        tool_call_id=finalized.tool_call.id,
+        tool_name=finalized.tool_call.name,
+        content=result.content if result.content is not None else [],
+        details=result.details,
+        is_error=finalized.is_error,
+        usage=result.usage,
+    )
+
+
+async def emit_tool_execution_end(finalized: FinalizedToolCall, emit: Emit) -> None:
+    call = finalized.tool_call
+    await emit(ToolExecutionEndEvent(call.id, call.name, finalized.result, finalized.is_error))
+
+
+async def emit_tool_result_message(message: ToolResultMessage, emit: Emit) -> None:
+    await emit(MessageStartEvent(message))
+    await emit(MessageEndEvent(message))
+
+
+def should_terminate_tool_batch(finalized: Sequence[FinalizedToolCall]) -> bool:
+    return bool(finalized) and all(item.result.terminate is True for item in finalized)
+
+
+# ---------------------------------------------------------------- phase 1: preflight
+
+
+async def prepare_arguments(tool: AgentTool, tool_call: ToolCall) -> ToolCall:
+    """``tool.prepare_arguments`` rewrites old argument shapes; None or the same object keeps them."""
+    if tool.prepare_arguments is None:
+        return tool_call
+    prepared = await call_hook(tool.prepare_arguments, tool_call.arguments)
+    if prepared is None or prepared is tool_call.arguments:
+        return tool_call
+    return dataclasses.replace(tool_call, arguments=prepared)
+
+
+def _plain_arguments(args: Any) -> Any:
+    return args.model_dump() if isinstance(args, BaseModel) else args
+
+
+async def prepare_tool_call(
+    context: Context,
+    assistant_message: AssistantMessage,
+    tool_call: ToolCall,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+) -> PreparedToolCall | ImmediateOutcome:
+    tool = find_tool(context.tools, tool_call.name)
+    if tool is None:
+        return ImmediateOutcome(error_result(tool_not_found_text(tool_call.name, context.tools)))
+    try:
+        args = validate_tool_arguments(tool, await prepare_arguments(tool, tool_call))
+        if config.before_tool_call is not None:
+            hook_context = BeforeToolCallContext(assistant_message, tool_call, args, context)
+            decision = config.before_tool_call(hook_context, signal)
+            aborted = False
+            if inspect.isawaitable(decision):
+                aborted, decision = await await_unless_aborted(decision, signal)
+            if aborted or signal.aborted:
+                return ImmediateOutcome(error_result(OPERATION_ABORTED))
+            if decision is not None and decision.block:
+                result = error_result(decision.reason or TOOL_BLOCKED)
+                result.terminate = decision.terminate is True
+                return ImmediateOutcome(result)
+            if decision is not None and decision.args is not None:
+                # Approval with edited arguments: they pass validation again.
+                edited = dataclasses.replace(tool_call, arguments=_plain_arguments(decision.args), raw_arguments=None)
+                args = validate_tool_arguments(tool, edited)
+        if signal.aborted:
+            return ImmediateOutcome(error_result(OPERATION_ABORTED))
+        return PreparedToolCall(tool_call, tool, args)
+    except Exception as error:  # noqa: BLE001 - validation and hook failures become results the model reads
+        return ImmediateOutcome(error_result(error_text(error)))
+
+
+# ---------------------------------------------------------------- phase 2: execute
+
+
+async def call_tool_execute(
+    tool: AgentTool, tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
+) -> Any:
+    """Run ``tool.execute``: async ones on the loop, sync ones on a worker thread.
+
+    A sync function that returns an awaitable (a wrapper around a coroutine)
+    gets that awaitable awaited back on the loop.
+    """
+    execute = tool.execute
+    if is_async_callable(execute):
+        value = execute(tool_call_id, args, signal, on_update)
+    else:
+        value = await run_in_worker(execute, tool_call_id, args, signal, on_update)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+async def execute_prepared_tool_call(
+    prepared: PreparedToolCall, signal: AbortSignal, on_update: ToolUpdateCallback
+) -> ExecutedOutcome:
+    try:
+        value = await call_tool_execute(prepared.tool, prepared.tool_call.id, prepared.args, signal, on_update)
+        return ExecutedOutcome(as_tool_result(value), False)
+    except Exception as error:  # noqa: BLE001 - a failing tool is a result the model reads
+        return ExecutedOutcome(error_result(error_text(error)), True)
+
+
+# ---------------------------------------------------------------- phase 3: finalize
+
+
+async def finalize_executed_tool_call(
+    context: Context,
+    assistant_message: AssistantMessage,
+    prepared: PreparedToolCall,
+    executed: ExecutedOutcome,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+) -> FinalizedToolCall:
+    result, is_error = executed.result, executed.is_error
+    if config.after_tool_call is not None:
+        hook_context = AfterToolCallContext(
+            assistant_message, prepared.tool_call, prepared.args, result, is_error, context
+        )
+        try:
+            patch = await call_hook(config.after_tool_call, hook_context, signal)
+        except Exception as error:  # noqa: BLE001 - a failing hook is a result the model reads
+            return FinalizedToolCall(prepared.tool_call, error_result(error_text(error)), True)
+        if patch is not None:
+            # Field by field: None keeps, a given value replaces the field whole.
+            result = dataclasses.replace(
+                result,
+                content=result.content if patch.content is None else patch.content,
+                details=result.details if patch.details is None else patch.details,
+                usage=result.usage if patch.usage is None else patch.usage,
+                terminate=result.terminate if patch.terminate is None else patch.terminate,
+            )
+            is_error = is_error if patch.is_error is None else patch.is_error
+    return FinalizedToolCall(prepared.tool_call, result, is_error)
+
+
+async def run_tool_call(
+    context: Context,
+    assistant_message: AssistantMessage,
+    prepared: PreparedToolCall,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    on_update: ToolUpdateCallback,
+) -> FinalizedToolCall:
+    """Phases 2 and 3 of one prepared call (what ``tool_runner`` runs as a task)."""
+    executed = await execute_prepared_tool_call(prepared, signal, on_update)
+    return await finalize_executed_tool_call(context, assistant_message, prepared, executed, config, signal)
+
+
+# ---------------------------------------------------------------- batches
+
+
+async def execute_tool_calls(
+    context: Context,
+    assistant_message: AssistantMessage,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> ToolBatchResult:
+    tool_calls = assistant_message.tool_calls
+    sequential = config.tool_execution == "sequential" or any(
+        getattr(find_tool(context.tools, call.name), "execution_mode", None) == "sequential" for call in tool_calls
+    )
+    run_batch = execute_tool_calls_sequential if sequential else execute_tool_calls_parallel
+    return await run_batch(context, assistant_message, tool_calls, config, signal, emit)
+
+
+async def _preflight(
+    context: Context,
+    assistant_message: AssistantMessage,
+    tool_call: ToolCall,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> PreparedToolCall | FinalizedToolCall:
+    """Emit the call's start, prepare it; an outcome decided here gets its end at once."""
+    await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+    if signal.aborted:
+        finalized = aborted_call(tool_call)
+    else:
+        preparation = await prepare_tool_call(context, assistant_message, tool_call, config, signal)
+        if isinstance(preparation, PreparedToolCall):
+            return preparation
+        finalized = FinalizedToolCall(tool_call, preparation.result, preparation.is_error)
+    await emit_tool_execution_end(finalized, emit)
+    return finalized
+
+
+async def execute_tool_calls_sequential(
+    context: Context,
+    assistant_message: AssistantMessage,
+    tool_calls: list[ToolCall],
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> ToolBatchResult:
+    from pi_kernel.agent.tool_runner import run_prepared_tool_calls  # it builds on this module
+
+    finalized_calls: list[FinalizedToolCall] = []
+    messages: list[ToolResultMessage] = []
+    for tool_call in tool_calls:
+        outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
+        if isinstance(outcome, PreparedToolCall):
+            [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
+        message = create_tool_result_message(outcome)
+        await emit_tool_result_message(message, emit)
+        finalized_calls.append(outcome)
+        messages.append(message)
+    return ToolBatchResult(messages, should_terminate_tool_batch(finalized_calls))
+
+
+async def execute_tool_calls_parallel(
+    context: Context,
+    assistant_message: AssistantMessage,
+    tool_calls: list[ToolCall],
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> ToolBatchResult:
+    from pi_kernel.agent.tool_runner import run_prepared_tool_calls  # it builds on this module
+
+    outcomes: list[PreparedToolCall | FinalizedToolCall] = []
+    for tool_call in tool_calls:
+        outcomes.append(await _preflight(context, assistant_message, tool_call, config, signal, emit))
+    prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
+    if prepared:
+        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
+        outcomes = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
+    finalized_calls: list[FinalizedToolCall] = outcomes  # type: ignore[assignment]
+    messages = [create_tool_result_message(item) for item in finalized_calls]
+    for message in messages:
+        await emit_tool_result_message(message, emit)
+    return ToolBatchResult(messages, should_terminate_tool_batch(finalized_calls))
+
+
+async def fail_truncated_tool_calls(tool_calls: list[ToolCall], emit: Emit) -> ToolBatchResult:
+    """A ``length`` stop may have cut any argument short: run nothing, tell the model why.
+
+    No lookup, no validation, no hooks: a truncated call's arguments can parse
+    and validate and still be incomplete.
+    """
+    messages: list[ToolResultMessage] = []
+    for tool_call in tool_calls:
+        await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+        finalized = FinalizedToolCall(tool_call, error_result(truncated_call_text(tool_call.name)), True)
+        await emit_tool_execution_end(finalized, emit)
+        message = create_tool_result_message(finalized)
+        await emit_tool_result_message(message, emit)
+        messages.append(message)
+    return ToolBatchResult(messages, terminate=False)

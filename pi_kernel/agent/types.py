@@ -1,0 +1,181 @@
+"""The agent layer's types: tools that execute, hook contracts, loop config.
+
+Each hook's contract is written beside its type, as pi does. Hooks and tools
+may be sync or async; a sync tool runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from pi_kernel.ai import (
+    AbortSignal,
+    AssistantMessage,
+    AssistantMessageStream,
+    Context,
+    ImageContent,
+    Message,
+    Model,
+    StreamOptions,
+    TextContent,
+    Tool,
+    ToolCall,
+    Usage,
+)
+
+ToolExecutionMode = Literal["parallel", "sequential"]
+
+MaybeAwaitable: TypeAlias = "Any | Awaitable[Any]"
+
+
+@dataclass(slots=True)
+class AgentToolResult:
+    content: list[TextContent | ImageContent] = field(default_factory=list)
+    """What the model receives."""
+    details: Any = None
+    """Structured data for the UI (a diff, rich outputs); never sent to the model."""
+    usage: Usage | None = None
+    """Tokens the tool itself spent."""
+    terminate: bool = False
+    """Ask the loop to stop after this batch; honoured only when every result
+    of the batch asks for it."""
+
+
+ToolUpdateCallback = Callable[[AgentToolResult], None]
+"""``on_update(partial_result)``: streams a partial result to the UI as a
+``tool_execution_update`` event. Calls after the tool finished are ignored."""
+
+
+class _NotGiven:
+    def __repr__(self) -> str:
+        return "<execute not given>"
+
+
+_NOT_GIVEN: Any = _NotGiven()
+
+
+@dataclass(eq=False)
+class AgentTool(Tool):
+    """A ``Tool`` that can run.
+
+    Give ``execute=`` a function, or subclass and define ``execute``:
+    ``execute(tool_call_id, params, signal, on_update) -> AgentToolResult``,
+    sync or async. ``params`` is the validated value (a model instance when
+    ``parameters`` is a model, else a dict).
+    """
+
+    label: str = ""
+    """Name shown in the UI."""
+    prepare_arguments: Callable[[Any], Any] | None = None
+    """Rewrites raw arguments of an older shape into the current schema's shape
+    before validation. Returning ``None`` (or the same object) keeps them."""
+    execution_mode: ToolExecutionMode = "parallel"
+    """``sequential``: a batch holding this tool runs one call at a time."""
+    execute: Any = _NOT_GIVEN
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.label:
+            self.label = self.name
+        if self.execute is _NOT_GIVEN:
+            del self.execute  # let a subclass's ``execute`` method show through
+            if type(self).execute is _NOT_GIVEN:
+                raise TypeError(f'AgentTool "{self.name}" needs an execute function')
+
+
+@dataclass(slots=True)
+class BeforeToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    """The validated arguments."""
+    context: Context
+
+
+@dataclass(slots=True)
+class BeforeToolCallResult:
+    """What ``before_tool_call`` returns (``None`` lets the call run).
+
+    ``block=True``: the tool does not run; the model receives ``reason`` (or
+    ``Tool execution was blocked``) as an error result. ``terminate`` asks the
+    loop to stop after this batch, as a tool result's ``terminate`` does.
+    ``args``: replacement arguments (re-validated before the call runs), for
+    approvals that edit the call.
+    """
+
+    block: bool = False
+    reason: str | None = None
+    terminate: bool = False
+    args: Any = None
+
+
+@dataclass(slots=True)
+class AfterToolCallContext:
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    result: AgentToolResult
+    is_error: bool
+    context: Context
+
+
+@dataclass(slots=True)
+class AfterToolCallResult:
+    """A patch returned by ``after_tool_call`` (``None`` keeps everything).
+
+    Each field that is not ``None`` replaces the result's field whole; there is
+    no deep merge of ``content`` or ``details``.
+    """
+
+    content: list[TextContent | ImageContent] | None = None
+    details: Any = None
+    is_error: bool | None = None
+    usage: Usage | None = None
+    terminate: bool | None = None
+
+
+BeforeToolCallHook = Callable[[BeforeToolCallContext, AbortSignal | None], Any]
+"""Runs after validation, before ``execute``; may block. Sync or async. If it
+raises, the call becomes an error result with the exception's message."""
+AfterToolCallHook = Callable[[AfterToolCallContext, AbortSignal | None], Any]
+"""Runs after ``execute`` (also when it raised, with ``is_error=True``); may
+patch the result. Sync or async. If it raises, the call becomes an error result."""
+
+StreamFn = Callable[[Model, Context, StreamOptions], AssistantMessageStream]
+"""Makes one model request; ``pi_kernel.ai.stream`` by default."""
+ConvertToLlm = Callable[[list[Any]], "Sequence[Message] | Awaitable[Sequence[Message]]"]
+"""Turns the agent's messages (which may hold app-only kinds) into LLM messages."""
+TransformContext = Callable[[list[Any], AbortSignal | None], Any]
+"""Rewrites the message list before ``convert_to_llm`` (pruning, injecting)."""
+MessageSource = Callable[[], Any]
+"""Returns (or awaits to) a list of messages to inject; ``[]`` for none."""
+ShouldStopAfterTurn = Callable[[Any], Any]
+"""Gets a ``TurnEndEvent``; returning True ends the run after that turn."""
+PrepareNextTurn = Callable[[Context], Any]
+"""Called before each model request with the loop's context; may set
+``system_prompt`` and ``tools`` on it (the tool registry rebuilds both
+channels here every turn)."""
+
+
+@dataclass
+class AgentLoopConfig:
+    model: Model
+    stream_fn: StreamFn | None = None
+    convert_to_llm: ConvertToLlm | None = None
+    transform_context: TransformContext | None = None
+    before_tool_call: BeforeToolCallHook | None = None
+    after_tool_call: AfterToolCallHook | None = None
+    tool_execution: ToolExecutionMode = "parallel"
+    get_steering_messages: MessageSource | None = None
+    """Checked after each tool batch (and after a turn with no tools): messages
+    the user typed while the agent worked, injected before the next request."""
+    get_follow_up_messages: MessageSource | None = None
+    """Checked when the agent would stop: more work to continue with."""
+    should_stop_after_turn: ShouldStopAfterTurn | None = None
+    prepare_next_turn: PrepareNextTurn | None = None
+    stream_options: StreamOptions | None = None
+    """Options for every request; the loop sets ``signal`` on a copy."""
+    max_turns: int | None = None
+    """Stop after this many model requests (``None``: no limit)."""

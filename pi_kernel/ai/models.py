@@ -1,0 +1,176 @@
+"""``Model`` and the per-provider compatibility flags of OpenAI-compatible APIs.
+
+Every OpenAI-compatible server speaks the same chat-completions protocol with
+small differences (which field carries reasoning, whether ``strict`` is
+accepted, ...). ``Compat`` names each difference once; ``detect_compat`` fills
+it from the provider name and base URL; a model can override any flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pi_kernel.ai.messages import Usage
+
+ThinkingFormat = Literal["openai", "deepseek"]
+
+
+@dataclass(frozen=True, slots=True)
+class Compat:
+    send_strict_field: bool = True
+    """Whether a tool's ``function`` may carry a ``strict`` key at all; some
+    servers (Ollama and similar) reject unknown keys."""
+    supports_strict_mode: bool = False
+    """Whether ``strict: true`` constrains decoding to the schema."""
+    supports_developer_role: bool = False
+    """Send the system prompt as ``developer`` (OpenAI reasoning models)."""
+    supports_usage_in_streaming: bool = True
+    """Send ``stream_options: {include_usage: true}``."""
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_tokens"
+    thinking_format: ThinkingFormat | None = None
+    """``openai``: ``reasoning_effort``; ``deepseek``: ``thinking: {type}``."""
+    requires_reasoning_content_on_assistant_messages: bool = False
+    """DeepSeek reasoning models: every replayed assistant message carries
+    ``reasoning_content`` (``""`` when it had none), or the API answers 400."""
+    supports_tool_choice: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCost:
+    """US dollars per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    def of(self, usage: Usage) -> float:
+        uncached = max(usage.input - usage.cache_read - usage.cache_write, 0)
+        return (
+            uncached * self.input
+            + usage.output * self.output
+            + usage.cache_read * self.cache_read
+            + usage.cache_write * self.cache_write
+        ) / 1_000_000
+
+
+KNOWN_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
+    # provider: (default base URL, environment variable holding the key)
+    "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
+    "deepseek": ("https://api.deepseek.com", "DEEPSEEK_API_KEY"),
+    "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    "ollama": ("http://127.0.0.1:11434/v1", None),
+    "vllm": ("http://127.0.0.1:8000/v1", None),
+    "llamacpp": ("http://127.0.0.1:8080/v1", None),
+    "openai-compatible": (None, "OPENAI_API_KEY"),
+    "local": (None, None),
+}
+
+# Published list prices; used only to show an estimate in the usage footer.
+KNOWN_COSTS: dict[str, ModelCost] = {
+    "gpt-4o-mini": ModelCost(0.15, 0.60, 0.075),
+    "gpt-4o": ModelCost(2.50, 10.00, 1.25),
+    "gpt-4.1": ModelCost(2.00, 8.00, 0.50),
+    "gpt-4.1-mini": ModelCost(0.40, 1.60, 0.10),
+    "deepseek-chat": ModelCost(0.28, 0.42, 0.028),
+    "deepseek-reasoner": ModelCost(0.28, 0.42, 0.028),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    id: str
+    """The model name the API expects (``gpt-4o-mini``, ``deepseek-chat``)."""
+    provider: str = "openai"
+    base_url: str | None = None
+    """``None``: the provider's default URL."""
+    api_key_env: str | None = None
+    """Environment variable with the key; ``None``: the provider's default."""
+    name: str | None = None
+    reasoning: bool | None = None
+    """Whether it is a reasoning model; ``None``: guessed from the id."""
+    context_window: int = 128_000
+    max_tokens: int = 16_384
+    cost: ModelCost | None = None
+    compat: dict[str, object] = field(default_factory=dict)
+    """Overrides of ``Compat`` flags by name."""
+
+    @property
+    def resolved_base_url(self) -> str | None:
+        return self.base_url or KNOWN_PROVIDERS.get(self.provider, (None, None))[0]
+
+    @property
+    def resolved_api_key_env(self) -> str | None:
+        return self.api_key_env or KNOWN_PROVIDERS.get(self.provider, (None, None))[1]
+
+    @property
+    def is_reasoning(self) -> bool:
+        if self.reasoning is not None:
+            return self.reasoning
+        model_id = self.id.lower()
+        return model_id.startswith(("o1", "o3", "o4", "gpt-5")) or "reasoner" in model_id or "-r1" in model_id
+
+    @property
+    def resolved_cost(self) -> ModelCost | None:
+        return self.cost or KNOWN_COSTS.get(self.id)
+
+    def resolved_compat(self) -> Compat:
+        detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)
+        return dataclasses.replace(detected, **self.compat) if self.compat else detected  # type: ignore[arg-type]
+
+    def with_(self, **changes: object) -> Model:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def detect_provider(base_url: str | None) -> str:
+    """Guess the provider from a base URL (``openai-compatible`` if unknown)."""
+    url = (base_url or "").lower()
+    for needle, provider in (
+        ("api.openai.com", "openai"),
+        ("deepseek.com", "deepseek"),
+        ("openrouter.ai", "openrouter"),
+        (":11434", "ollama"),
+        ("ollama", "ollama"),
+        (":8000", "vllm"),
+        ("vllm", "vllm"),
+        (":8080", "llamacpp"),
+        ("llama", "llamacpp"),
+    ):
+        if needle in url:
+            return provider
+    return "openai-compatible"
+
+
+def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning: bool) -> Compat:
+    if provider == "openai-compatible" and base_url:
+        provider = detect_provider(base_url)
+    if provider == "openai":
+        return Compat(
+            supports_strict_mode=True,
+            supports_developer_role=reasoning,
+            max_tokens_field="max_completion_tokens",
+            thinking_format="openai" if reasoning else None,
+        )
+    if provider == "openrouter":
+        return Compat(supports_strict_mode=True, thinking_format="openai" if reasoning else None)
+    if provider == "deepseek":
+        return Compat(
+            thinking_format="deepseek",
+            requires_reasoning_content_on_assistant_messages=reasoning,
+        )
+    if provider in ("ollama", "llamacpp", "local"):
+        return Compat(send_strict_field=False)
+    if provider == "vllm":
+        return Compat(send_strict_field=False)
+    return Compat(send_strict_field=False)
+
+
+def parse_model_spec(spec: str, provider: str | None = None) -> Model:
+    """``"gpt-4o-mini"``, ``"deepseek:deepseek-chat"`` or ``"ollama:qwen3"`` → Model."""
+    if ":" in spec and spec.split(":", 1)[0] in KNOWN_PROVIDERS:
+        provider, spec = spec.split(":", 1)
+    if provider is None:
+        provider = "deepseek" if spec.startswith("deepseek") else "openai"
+    return Model(id=spec, provider=provider)

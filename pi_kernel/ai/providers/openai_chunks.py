@@ -1,0 +1,283 @@
+"""Turn chat-completions stream chunks into pi's assistant message events.
+
+``ChunkAssembler`` owns the partial ``AssistantMessage`` of one stream. Blocks
+follow pi's ``openai-completions.ts``: one block is open at a time, and a delta
+of another kind (text, thinking, tool calls) ends it and starts a new one, so
+text after a tool call is a new text block.
+
+Tool-call deltas are assembled by ``index``, which every server sends, rather
+than by position: OpenAI gives id and name in the first delta only, llama.cpp
+repeats them in every delta, some servers send the id late, Ollama sends a whole
+call in one chunk (and numbers each chunk's calls from 0, so a different id at
+a known index is a new call). All calls of one run of tool-call deltas stay open
+until the run ends, so interleaved fragments of parallel calls still land in the
+right call. Arguments go through one ``IncrementalJSONParser`` per call; a call
+whose text is not valid JSON at the end keeps it in ``raw_arguments``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pi_kernel.ai.json_stream import IncrementalJSONParser
+from pi_kernel.ai.messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall, Usage
+from pi_kernel.ai.models import Model
+from pi_kernel.ai.providers.openai_convert import REASONING_FIELDS
+from pi_kernel.ai.stream_types import AssistantEventType, AssistantMessageEvent
+
+BlockKind = Literal["text", "thinking", "tool_calls"]
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+}
+MISSING_FINISH_REASON = "Stream ended without finish_reason"
+
+
+def field_of(obj: Any, name: str) -> Any:
+    """``obj.name`` for ``openai`` models (extra fields included) and ``obj[name]`` for dicts."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def new_tool_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+@dataclass(slots=True)
+class _OpenCall:
+    block: ToolCall
+    content_index: int
+    parser: IncrementalJSONParser
+    server_id: bool = False
+    """Whether ``block.id`` came from the server (else it is still unset)."""
+
+
+class ChunkAssembler:
+    """Feed it chunks; it returns the events each chunk produces."""
+
+    def __init__(self, model: Model, requested_max_tokens: int | None = None) -> None:
+        self.model = model
+        self.message = AssistantMessage(model=model.id, provider=model.provider)
+        self.finish_reason: str | None = None
+        """The last ``finish_reason`` the server sent (``None``: none yet)."""
+        self.requested_max_tokens = requested_max_tokens
+        self._kind: BlockKind | None = None
+        self._block_index = -1
+        self._calls: dict[int, _OpenCall] = {}
+        """Open tool calls of the current run, by the server's ``index``."""
+        self._out: list[AssistantMessageEvent] = []
+
+    # ---------------------------------------------------------------- input
+
+    def start(self) -> AssistantMessageEvent:
+        return AssistantMessageEvent("start", self.message)
+
+    def feed(self, chunk: Any) -> list[AssistantMessageEvent]:
+        """Events for one chunk (often one, sometimes none or several)."""
+        out: list[AssistantMessageEvent] = []
+        self._out = out
+        usage = field_of(chunk, "usage")
+        if usage:
+            self._set_usage(usage)
+        choices = field_of(chunk, "choices")
+        if not choices:
+            return out
+        choice = choices[0]
+        finish_reason = field_of(choice, "finish_reason")
+        if finish_reason:
+            self.finish_reason = finish_reason
+        delta = field_of(choice, "delta")
+        if delta is None:
+            return out
+        text = field_of(delta, "content") or field_of(delta, "refusal")
+        if text:
+            self._add_text(text)
+        for name in REASONING_FIELDS:
+            # The first non-empty field only: some servers send the same text
+            # under two names.
+            reasoning = field_of(delta, name)
+            if reasoning:
+                self._add_thinking(reasoning, name)
+                break
+        tool_calls = field_of(delta, "tool_calls")
+        if tool_calls:
+            for tool_delta in tool_calls:
+                self._add_tool_delta(tool_delta)
+        return out
+
+    # -------------------------------------------------------------- output
+
+    def finish(self) -> list[AssistantMessageEvent]:
+        """Once the stream has ended: the open block's ``*_end`` events, then ``done`` (or ``error``)."""
+        closing: list[AssistantMessageEvent] = []
+        self._out = closing
+        self._close_block()
+        message = self.message
+        reason = self.finish_reason
+        if reason is None:
+            return [*closing, self.fail("error", MISSING_FINISH_REASON)]
+        stop_reason = _FINISH_REASONS.get(reason)
+        if stop_reason is None:
+            return [*closing, self.fail("error", f"Provider finish_reason: {reason}")]
+        has_calls = any(isinstance(block, ToolCall) for block in message.content)
+        if stop_reason == "stop" and has_calls:
+            stop_reason = "tool_use"  # some servers say "stop" after tool calls
+        elif stop_reason == "tool_use" and not has_calls:
+            stop_reason = "stop"  # nothing to run
+        if stop_reason == "tool_use" and self._hit_token_limit():
+            # vLLM reports tool_calls on output cut off by max_tokens; running
+            # a call with truncated arguments would be worse than not running it.
+            stop_reason = "length"
+        message.stop_reason = stop_reason
+        return [*closing, AssistantMessageEvent("done", message)]
+
+    def fail(self, stop_reason: Literal["error", "aborted"], error_message: str) -> AssistantMessageEvent:
+        """The final ``error`` event; the partial content is kept as it is."""
+        self._finalize_calls_silently()
+        self.message.stop_reason = stop_reason
+        self.message.error_message = error_message
+        return AssistantMessageEvent("error", self.message)
+
+    def _hit_token_limit(self) -> bool:
+        limit = self.requested_max_tokens
+        return limit is not None and self.message.usage.output >= limit
+
+    # --------------------------------------------------------------- blocks
+
+    def _open(self, kind: BlockKind) -> None:
+        if self._kind != kind:
+            self._close_block()
+            self._kind = kind
+
+    def _close_block(self) -> None:
+        kind, self._kind = self._kind, None
+        if kind == "text" or kind == "thinking":
+            block = self.message.content[self._block_index]
+            value = block.text if isinstance(block, TextContent) else block.thinking  # type: ignore[union-attr]
+            event_type: AssistantEventType = "text_end" if kind == "text" else "thinking_end"
+            self._out.append(AssistantMessageEvent(event_type, self.message, self._block_index, content=value))
+        elif kind == "tool_calls":
+            calls, self._calls = self._calls, {}
+            for call in sorted(calls.values(), key=lambda open_call: open_call.content_index):
+                self._finalize_call(call)
+                self._out.append(
+                    AssistantMessageEvent("toolcall_end", self.message, call.content_index, tool_call=call.block)
+                )
+
+    def _append_block(self, block: TextContent | ThinkingContent | ToolCall) -> int:
+        self.message.content.append(block)
+        self._block_index = len(self.message.content) - 1
+        return self._block_index
+
+    def _add_text(self, text: str) -> None:
+        if self._kind != "text":
+            self._open("text")
+            index = self._append_block(TextContent(""))
+            self._out.append(AssistantMessageEvent("text_start", self.message, index))
+        block = self.message.content[self._block_index]
+        block.text += text  # type: ignore[union-attr]
+        self._out.append(AssistantMessageEvent("text_delta", self.message, self._block_index, delta=text))
+
+    def _add_thinking(self, text: str, field: str) -> None:
+        if self._kind != "thinking":
+            self._open("thinking")
+            index = self._append_block(ThinkingContent("", signature=field))
+            self._out.append(AssistantMessageEvent("thinking_start", self.message, index))
+        block = self.message.content[self._block_index]
+        block.thinking += text  # type: ignore[union-attr]
+        self._out.append(AssistantMessageEvent("thinking_delta", self.message, self._block_index, delta=text))
+
+    def _add_tool_delta(self, tool_delta: Any) -> None:
+        self._open("tool_calls")
+        call_id = field_of(tool_delta, "id") or None
+        function = field_of(tool_delta, "function")
+        name = field_of(function, "name") or None
+        arguments = field_of(function, "arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            import json  # a server that sends the arguments as an object, not a JSON string
+
+            arguments = json.dumps(arguments)
+        index = self._call_index(field_of(tool_delta, "index"), call_id)
+        call = self._calls.get(index)
+        if call is not None and call_id and call.server_id and call.block.id != call_id:
+            # Same index, another id: a new call (Ollama numbers each chunk's calls from 0).
+            self._finalize_call(call)
+            self._out.append(
+                AssistantMessageEvent("toolcall_end", self.message, call.content_index, tool_call=call.block)
+            )
+            call = None
+        changed = False
+        if call is None:
+            block = ToolCall(id="", name="")
+            call = _OpenCall(block, self._append_block(block), IncrementalJSONParser())
+            self._calls[index] = call
+            self._out.append(AssistantMessageEvent("toolcall_start", self.message, call.content_index))
+        if call_id and not call.server_id:
+            call.block.id, call.server_id, changed = call_id, True, True
+        if name and not call.block.name:
+            call.block.name, changed = name, True
+        if arguments:
+            call.parser.feed(arguments)
+            call.block.arguments = call.parser.snapshot()
+            changed = True
+        if changed:
+            self._out.append(
+                AssistantMessageEvent("toolcall_delta", self.message, call.content_index, delta=arguments or "")
+            )
+
+    def _call_index(self, index: Any, call_id: str | None) -> int:
+        if isinstance(index, int):
+            return index
+        # No index (off-spec servers): match by id, else continue the last call.
+        for key, call in self._calls.items():
+            if call_id and call.block.id == call_id:
+                return key
+        if call_id or not self._calls:
+            return max(self._calls, default=-1) + 1
+        return max(self._calls, key=lambda key: self._calls[key].content_index)
+
+    def _finalize_call(self, call: _OpenCall) -> None:
+        block = call.block
+        if not block.id:
+            block.id = new_tool_call_id()
+        try:
+            arguments = call.parser.finish()
+        except ValueError:
+            # Keep what the model wrote: validation then names the tool and the
+            # problem instead of running it with {} or a half-parsed object.
+            block.raw_arguments = call.parser.text
+            block.arguments = call.parser.snapshot()
+            return
+        block.arguments = arguments
+
+    def _finalize_calls_silently(self) -> None:
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            self._finalize_call(call)
+        self._kind = None
+
+    # ---------------------------------------------------------------- usage
+
+    def _set_usage(self, raw: Any) -> None:
+        details = field_of(raw, "prompt_tokens_details")
+        cache_read = field_of(details, "cached_tokens") or field_of(raw, "prompt_cache_hit_tokens") or 0
+        prompt = field_of(raw, "prompt_tokens") or 0
+        completion = field_of(raw, "completion_tokens") or 0
+        usage = Usage(
+            input=prompt,
+            output=completion,
+            cache_read=cache_read,
+            total_tokens=field_of(raw, "total_tokens") or prompt + completion,
+        )
+        cost = self.model.resolved_cost
+        if cost is not None:
+            usage.cost = cost.of(usage)
+        self.message.usage = usage

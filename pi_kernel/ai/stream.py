@@ -1,0 +1,39 @@
+"""``stream()``: one entry point over every provider.
+
+Providers are imported on first use: ``openai`` and ``llama_cpp`` are slow to
+import, and a kernel should start fast.
+"""
+
+from __future__ import annotations
+
+from pi_kernel.ai.messages import AssistantMessage
+from pi_kernel.ai.models import Model
+from pi_kernel.ai.stream_types import AssistantMessageStream, Context, StreamOptions
+
+
+def error_message(model: Model, text: str, stop_reason: str = "error") -> AssistantMessage:
+    """An empty assistant message that ended in error (or abort)."""
+    return AssistantMessage(
+        content=[],
+        stop_reason="aborted" if stop_reason == "aborted" else "error",
+        model=model.id,
+        provider=model.provider,
+        error_message=text,
+    )
+
+
+def stream(model: Model, context: Context, options: StreamOptions | None = None) -> AssistantMessageStream:
+    """Stream one assistant message from ``model``; never raises."""
+    options = options or StreamOptions()
+    if model.provider == "local":
+        from pi_kernel.ai.providers.local import stream_local
+
+        return stream_local(model, context, options)
+    from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
+
+    return stream_openai_compatible(model, context, options)
+
+
+async def complete(model: Model, context: Context, options: StreamOptions | None = None) -> AssistantMessage:
+    """The final message of ``stream()``, for callers that want no events."""
+    return await stream(model, context, options).result()

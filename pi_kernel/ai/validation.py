@@ -1,0 +1,285 @@
+"""``validate_tool_arguments``: copy, coerce leniently, check strictly, explain failures.
+
+The arguments a model sends are untrusted. They are copied (the transcript keeps
+what the model really sent), repaired where the repair is unambiguous (see
+``coercion``), and then checked strictly: a pydantic model in lax mode, or a
+JSON schema with ``jsonschema``. A failure raises ``ToolArgumentsError`` whose
+text is written for the model to read and correct itself::
+
+    Validation failed for tool "edit":
+      - edits.0.old_text: Field required
+
+    Received arguments:
+    { ... what the model sent ... }
+
+Fast path first: arguments that are already valid skip coercion entirely, so
+the common call costs one copy and one check. Compiled validators are cached.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as ModelValidationError
+
+from pi_kernel.ai.coercion import SchemaCoercer, copy_json
+from pi_kernel.ai.messages import ToolCall
+from pi_kernel.ai.tool import Tool
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError as SchemaValidationError
+    from jsonschema.protocols import Validator
+
+# ``jsonschema`` is imported where a schema is compiled or checked, not here:
+# importing it costs about a second (rfc3987_syntax), and a kernel that has
+# not run a tool yet should not pay for it.
+
+ErrorList = list[tuple[str, str]]
+"""``(dotted path, message)`` pairs; the path is ``root`` for the whole object."""
+
+
+class ToolArgumentsError(ValueError):
+    """A tool call's arguments failed validation; ``str()`` is the text for the model."""
+
+    def __init__(self, tool_name: str, errors: ErrorList, received: Any, *, received_text: str | None = None) -> None:
+        self.tool_name = tool_name
+        """The tool the model called."""
+        self.errors = errors
+        """``(path, message)`` for each problem."""
+        self.received = received
+        """What the model sent: the arguments, or the raw text when it was not valid JSON."""
+        if received_text is None:
+            received_text = _dump(received)
+        lines = "\n".join(f"  - {path}: {message}" for path, message in errors)
+        super().__init__(f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{received_text}')
+        self._received_text = received_text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # ``BaseException`` pickles as ``cls(*self.args)``, which does not fit this signature.
+        return (_rebuild_error, (self.tool_name, self.errors, self.received, self._received_text))
+
+
+def _rebuild_error(tool_name: str, errors: ErrorList, received: Any, received_text: str) -> ToolArgumentsError:
+    return ToolArgumentsError(tool_name, errors, received, received_text=received_text)
+
+
+def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
+    """The validated arguments: a model instance for a model tool, a dict for a JSON-schema tool.
+
+    ``tool_call.arguments`` is never mutated. Raises ``ToolArgumentsError``.
+    """
+    received: Any = tool_call.arguments
+    received_text: str | None = None
+    if tool_call.raw_arguments is not None:
+        received, received_text = tool_call.raw_arguments, tool_call.raw_arguments
+        try:
+            received = json.loads(tool_call.raw_arguments)
+        except ValueError as error:
+            problem = f"The arguments are not valid JSON ({error})"
+            raise ToolArgumentsError(
+                tool_call.name, [("root", problem)], received, received_text=received_text
+            ) from None
+        if not isinstance(received, dict):
+            problem = f"The arguments must be a JSON object, not {_json_kind(received)}"
+            raise ToolArgumentsError(tool_call.name, [("root", problem)], received, received_text=received_text)
+    compiled = compiled_schema(tool)
+    arguments = copy_json(received)  # the contract's deep copy; everything below works on it
+    if compiled.model is not None:
+        result, errors = _check_model(compiled, arguments)
+    else:
+        result, errors = _check_json(compiled, tool, arguments)
+    if errors:
+        raise ToolArgumentsError(tool_call.name, errors, received, received_text=received_text)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSchema:
+    """Everything validation needs for one tool schema, built once."""
+
+    validator: Validator
+    """``jsonschema`` validator for the tool's JSON schema (its ``$schema`` draft, else 2020-12)."""
+    coercer: SchemaCoercer
+    """Lenient coercion guided by the same schema."""
+    model: type[BaseModel] | None
+    """The pydantic model class, when the tool has one (it then decides validity)."""
+
+
+def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
+    """Build the validator and coercer for ``schema`` (the tool's ``json_schema()``)."""
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    if isinstance(parameters, type) and issubclass(parameters, BaseModel):
+        validator = Draft202012Validator(schema)  # pydantic emits 2020-12
+        # Drop, do not fill: pydantic applies its own default (and default_factory).
+        return CompiledSchema(validator, SchemaCoercer(schema, fill_defaults=False, validator=validator), parameters)
+    cls = validator_for(schema, default=Draft202012Validator)
+    cls.check_schema(schema)  # a broken schema is the tool author's error: say so once, clearly
+    validator = cls(schema)
+    return CompiledSchema(validator, SchemaCoercer(schema, fill_defaults=True, validator=validator), None)
+
+
+# Cache. Two levels, because a dict cannot be weakly referenced:
+# 1. per Tool object (weakly held), remembering the exact json_schema() object it
+#    was built from: one dict lookup and one identity check per call, and the
+#    entry dies with the tool;
+# 2. shared by content, so that equal schemas (a tool re-wrapped every prompt,
+#    several tools with one schema) compile once: a pydantic model class (weakly
+#    held), or the canonical JSON text of a dict schema in a bounded LRU. The
+#    canonical text is computed only on a level-1 miss.
+_by_tool: weakref.WeakKeyDictionary[Tool, tuple[dict[str, Any], CompiledSchema]] = weakref.WeakKeyDictionary()
+_by_model: weakref.WeakKeyDictionary[type[BaseModel], CompiledSchema] = weakref.WeakKeyDictionary()
+_by_text: OrderedDict[str, CompiledSchema] = OrderedDict()
+_BY_TEXT_LIMIT = 256
+_lock = threading.Lock()
+
+
+def compiled_schema(tool: Tool) -> CompiledSchema:
+    """The cached ``CompiledSchema`` for ``tool`` (built on first use)."""
+    schema = tool.json_schema()
+    try:
+        entry = _by_tool.get(tool)
+    except TypeError:  # an unhashable Tool subclass: use the content-keyed level only
+        return _shared_compiled(tool, schema)
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    compiled = _shared_compiled(tool, schema)
+    _by_tool[tool] = (schema, compiled)
+    return compiled
+
+
+def _shared_compiled(tool: Tool, schema: dict[str, Any]) -> CompiledSchema:
+    parameters = tool.parameters
+    if isinstance(parameters, type) and issubclass(parameters, BaseModel):
+        compiled = _by_model.get(parameters)
+        if compiled is None:
+            compiled = _by_model[parameters] = _build(tool, parameters, schema)
+        return compiled
+    text = json.dumps(schema, sort_keys=True, default=repr)
+    with _lock:
+        compiled = _by_text.get(text)
+        if compiled is not None:
+            _by_text.move_to_end(text)
+            return compiled
+    compiled = _build(tool, parameters, schema)
+    with _lock:
+        _by_text[text] = compiled
+        while len(_by_text) > _BY_TEXT_LIMIT:
+            _by_text.popitem(last=False)
+    return compiled
+
+
+def _build(tool: Tool, parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
+    from jsonschema import exceptions as schema_exceptions
+
+    try:
+        return build_compiled_schema(parameters, schema)
+    except schema_exceptions.SchemaError as error:
+        raise ValueError(f'Tool "{tool.name}" has an invalid parameters schema: {error.message}') from None
+
+
+def clear_validation_cache() -> None:
+    """Forget every compiled schema (tests, or after editing a schema in place)."""
+    with _lock:
+        _by_tool.clear()
+        _by_model.clear()
+        _by_text.clear()
+
+
+def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
+    """Lax pydantic validation; on failure coerce, then validate once more."""
+    model = compiled.model
+    assert model is not None
+    try:
+        return model.model_validate(arguments, strict=False), []
+    except ModelValidationError:
+        pass
+    except (TypeError, AttributeError, KeyError, IndexError) as error:
+        # A model validator that crashed on odd input: still the model's input to fix.
+        return None, [("root", f"{type(error).__name__}: {error}")]
+    arguments = compiled.coercer.coerce_in_place(arguments)
+    try:
+        return model.model_validate(arguments, strict=False), []
+    except ModelValidationError as error:
+        return None, [(_dotted(item["loc"]), item["msg"]) for item in error.errors(include_url=False)]
+    except (TypeError, AttributeError, KeyError, IndexError) as error:
+        return None, [("root", f"{type(error).__name__}: {error}")]
+
+
+def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:
+    """``jsonschema`` check; on failure coerce, then list what is still wrong."""
+    from jsonschema import exceptions as schema_exceptions
+    from referencing.exceptions import Unresolvable
+
+    validator = compiled.validator
+    try:
+        if validator.is_valid(arguments):
+            return arguments, []
+        arguments = compiled.coercer.coerce_in_place(arguments)
+        raw_errors = list(validator.iter_errors(arguments))
+    except schema_exceptions.SchemaError as error:
+        raise ValueError(f'Tool "{tool.name}" has an invalid parameters schema: {error.message}') from None
+    except Unresolvable as error:
+        raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
+    if not raw_errors:
+        return arguments, []
+    errors: ErrorList = []
+    for raw in raw_errors:
+        for item in _describe(raw):
+            if item not in errors:
+                errors.append(item)
+    return None, errors
+
+
+def _describe(error: SchemaValidationError) -> ErrorList:
+    """Readable ``(path, message)`` pairs for one ``jsonschema`` error."""
+    path = list(error.absolute_path)
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        names = error.validator_value if isinstance(error.validator_value, list) else []
+        return [(_dotted([*path, name]), "Field required") for name in names if name not in instance]
+    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = schema.get("properties") or {}
+        patterns = schema.get("patternProperties") or {}
+        extras = [key for key in instance if key not in known and not any(re.search(p, key) for p in patterns)]
+        return [(_dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        # Inside a structure, the deepest branch error is the useful one
+        # (``edits.0.old_text: Field required``); at the union itself, the
+        # generic "not valid under any of the given schemas" is the honest one.
+        # The branch that got furthest into the value is the one the model meant.
+        deepest = max(error.context, key=lambda branch_error: len(branch_error.absolute_path))
+        if len(deepest.absolute_path) > len(path):
+            return _describe(deepest)
+    return [(_dotted(path), error.message)]
+
+
+def _dotted(path: Any) -> str:
+    return ".".join(str(part) for part in path) or "root"
+
+
+def _dump(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2)
+    except (TypeError, ValueError):  # a prepare_arguments hook put non-JSON values in
+        return json.dumps(value, indent=2, default=repr)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"

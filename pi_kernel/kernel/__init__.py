@@ -1,0 +1,35 @@
+"""The Jupyter side: the Pi kernel, the ``%pi``/``%%pi`` magics, the session, the kernelspec.
+
+Names are resolved lazily so that importing ``pi_kernel.kernel`` costs nothing:
+
+- ``PiKernel``: the kernel class (``python -m pi_kernel``);
+- ``PiSession`` / ``get_session()``: the session of the running IPython;
+- ``install_kernel_spec(user=False, prefix=None)``: register the ``pi`` kernelspec;
+- ``make_turn_view`` / ``TurnView`` / ``TurnOptions`` / ``TurnOutcome``: how a turn is shown.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "PiKernel": ("pi_kernel.kernel.kernel", "PiKernel"),
+    "PiSession": ("pi_kernel.kernel.session", "PiSession"),
+    "get_session": ("pi_kernel.kernel.session", "get_session"),
+    "install_kernel_spec": ("pi_kernel.kernel.kernelspec", "install"),
+    "make_turn_view": ("pi_kernel.kernel.views", "make_turn_view"),
+    "TurnView": ("pi_kernel.kernel.views", "TurnView"),
+    "TurnOptions": ("pi_kernel.kernel.views", "TurnOptions"),
+    "TurnOutcome": ("pi_kernel.kernel.views", "TurnOutcome"),
+    "PiSettings": ("pi_kernel.kernel.config", "PiSettings"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'pi_kernel.kernel' has no attribute {name!r}")

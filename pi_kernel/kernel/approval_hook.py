@@ -1,0 +1,144 @@
+"""``before_tool_call`` for a session: the policy first, then a person if it says "ask".
+
+Arguments were validated by the loop before this hook runs, so a malformed
+call never reaches a person. Who can answer, in order:
+
+1. the front-end (widgets, or a client holding a ``pi.approval`` comm): the
+   request waits in the broker until a button or comm message resolves it;
+2. stdin, when the cell's request allows it: a question through ipykernel's
+   ``raw_input`` (answers can also still come from a comm meanwhile);
+3. nobody (nbclient, papermill without stdin): denied with a reason that says
+   how to allow such calls.
+
+Every wait ends: a decision, the broker's timeout, or an interrupt (the
+signal's abort and ``deny_all`` resolve it as denied).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pi_kernel.kernel.stdin_prompt import ask_on_stdin, parse_answer, question
+
+if TYPE_CHECKING:
+    from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
+    from pi_kernel.ai import AbortSignal
+    from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
+    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.definition import ToolDefinition
+
+Route = Literal["frontend", "stdin"] | None
+
+USER_DENIED = "The user denied this tool call."
+
+
+def nobody_to_ask(tool_name: str) -> str:
+    return (
+        f'Tool "{tool_name}" needs approval, but nobody can approve it here (no widget front-end, no '
+        f"pi.approval comm, no stdin), so it was not run. To allow such calls, set PI_APPROVAL=auto, "
+        f"or run `%pi approve auto` or `%pi approve {tool_name}=auto` in the notebook."
+    )
+
+
+def plain_arguments(args: Any) -> Any:
+    """Validated arguments as JSON-ready data (a pydantic model is dumped)."""
+    dump = getattr(args, "model_dump", None)
+    return dump(mode="json") if callable(dump) else args
+
+
+def decision_from_fields(fields: dict[str, Any], source: str) -> ApprovalDecision:
+    """A comm message's or stdin answer's fields → ``ApprovalDecision`` (``ValueError`` if malformed)."""
+    from pi_kernel.tools.approval import ApprovalDecision
+
+    kind = fields.get("decision")
+    if kind not in ("approve", "always", "deny"):
+        raise ValueError(f"decision must be approve, always or deny; got {kind!r}")
+    args = fields.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise ValueError("args must be a JSON object")
+    reason = fields.get("reason")
+    return ApprovalDecision(kind, str(reason) if reason else None, args, source=source)
+
+
+def result_of(decision: ApprovalDecision, policy: ApprovalPolicy, tool_name: str) -> BeforeToolCallResult | None:
+    """What the loop gets for a person's decision (``None``: run as is)."""
+    from pi_kernel.agent.types import BeforeToolCallResult
+
+    if decision.kind == "deny":
+        return BeforeToolCallResult(block=True, reason=decision.reason or USER_DENIED)
+    if decision.kind == "always":
+        policy.allow_always(tool_name)
+    if decision.args is not None:
+        return BeforeToolCallResult(args=decision.args)
+    return None
+
+
+@dataclass
+class ApprovalGate:
+    """The hook. The session gives it callables so that it reads the current state each call."""
+
+    policy: Callable[[], ApprovalPolicy]
+    broker: Callable[[], ApprovalBroker]
+    definition: Callable[[str], ToolDefinition | None]
+    route: Callable[[], Route]
+    mode_override: Callable[[], str | None] = lambda: None
+    """A ``%%pi --approve MODE`` for the running cell."""
+    raw_input: Callable[[], Callable[[str], str] | None] = lambda: None
+    """The front-end's ``input()`` for the running cell, when it allows stdin."""
+    _stdin_turn: asyncio.Lock | None = field(default=None, init=False, repr=False)
+    """One stdin question at a time (parallel tool calls)."""
+
+    async def __call__(self, ctx: BeforeToolCallContext, signal: AbortSignal | None = None) -> Any:
+        from pi_kernel.agent.types import BeforeToolCallResult
+        from pi_kernel.tools.approval import ApprovalRequest
+
+        name = ctx.tool_call.name
+        definition = self.definition(name)
+        policy = self.policy()
+        mode = self.mode_override()
+        verdict = policy.decide(definition, ctx.args, name, mode=mode)
+        if verdict == "run":
+            return None
+        if verdict == "deny":
+            return BeforeToolCallResult(block=True, reason=policy.deny_reason(name, mode))
+        route = self.route()
+        if route is None:
+            return BeforeToolCallResult(block=True, reason=nobody_to_ask(name))
+        schema = None
+        if definition is not None and isinstance(definition.parameters, dict):
+            schema = definition.parameters
+        request = ApprovalRequest(
+            tool_call_id=ctx.tool_call.id,
+            tool_name=name,
+            args=plain_arguments(ctx.args),
+            label=definition.label if definition is not None else name,
+            schema=schema,
+        )
+        decision = await self._wait(request, route, signal)
+        return result_of(decision, policy, name)
+
+    async def _wait(self, request: ApprovalRequest, route: Route, signal: AbortSignal | None) -> ApprovalDecision:
+        broker = self.broker()
+        reader = self.raw_input() if route == "stdin" else None
+        asker = asyncio.ensure_future(self._ask_on_stdin(broker, request, reader)) if reader else None
+        try:
+            return await broker.request(request, signal)
+        finally:
+            if asker is not None:
+                asker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asker
+
+    async def _ask_on_stdin(self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]) -> None:
+        if self._stdin_turn is None:
+            self._stdin_turn = asyncio.Lock()
+        async with self._stdin_turn:
+            if request.decision is not None:
+                return
+            answer = await ask_on_stdin(reader, question(request.tool_name, request.args))
+            fields = parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
+            broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))

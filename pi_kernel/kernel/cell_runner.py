@@ -1,0 +1,189 @@
+"""Running one ``%%pi`` cell: a prompt to the session's agent, shown by a turn view.
+
+In a kernel the cell is rewritten into ``await run_pi_cell(body, options)``
+(see ``magics.rewrite_pi_cell``), so it runs inside ipykernel's event loop:
+the cell stays busy while it awaits, and comm messages (approval buttons) are
+still dispatched meanwhile (ipykernel >= 7.4). ``run_pi_cell_blocking`` is the
+``%%pi`` magic's path where top-level ``await`` is off: it runs the same
+coroutine on a private loop and blocks (comm approvals cannot arrive then;
+stdin still works).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import builtins
+import contextvars
+import shlex
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec, redact
+from pi_kernel.kernel.interrupt import interrupt_hook
+from pi_kernel.kernel.views import TurnOptions, TurnOutcome, make_turn_view
+
+if TYPE_CHECKING:
+    from pi_kernel.kernel.session import PiSession
+
+
+class PiUsageError(Exception):
+    """A ``%%pi`` cell that cannot run (bad options, no model); shown without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"UsageError: {self}"]
+
+
+class PiInterrupted(KeyboardInterrupt):
+    """The turn was interrupted; the conversation is kept and the next ``%%pi`` continues it."""
+
+    def _render_traceback_(self) -> list[str]:
+        return ["Interrupted: the turn was stopped (every tool call has a result; the next %%pi continues)."]
+
+
+class PiTurnFailed(Exception):
+    """The model request failed (the provider's message, keys redacted)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"Error: {self}"]
+
+
+class _OptionParser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would exit the kernel
+        raise PiUsageError(f"%%pi: {message}")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def parse_options(line: str) -> TurnOptions:
+    """``--model NAME --no-tools --max-turns N --approve MODE`` (the ``%%pi`` line)."""
+    parser = _OptionParser(prog="%%pi", add_help=False)
+    parser.add_argument("--model", "-m")
+    parser.add_argument("--no-tools", action="store_true")
+    parser.add_argument("--max-turns", type=_positive)
+    parser.add_argument("--approve", choices=("ask", "auto", "deny", "read-only"))
+    try:
+        words = shlex.split(line)
+    except ValueError as error:
+        raise PiUsageError(f"%%pi: {error}") from None
+    args = parser.parse_args(words)
+    return TurnOptions(model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve)
+
+
+def _stdin_reader(session: PiSession) -> tuple[bool, Any]:
+    """Whether the running cell may read stdin, and the function that asks."""
+    kernel = session.kernel
+    if kernel is not None:
+        allowed = bool(getattr(kernel, "_allow_stdin", False))
+        return allowed, (kernel.raw_input if allowed else None)
+    return sys.stdin is not None and sys.stdin.isatty(), builtins.input
+
+
+def outcome_of(added: list[Any], interrupted: bool) -> TurnOutcome:
+    last = next((message for message in reversed(added) if getattr(message, "role", "") == "assistant"), None)
+    if interrupted or (last is not None and last.stop_reason == "aborted"):
+        return TurnOutcome("interrupted", added)
+    if last is not None and last.stop_reason == "error":
+        return TurnOutcome("error", added, redact(last.error_message or "the model request failed"))
+    return TurnOutcome("done", added)
+
+
+async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_id: str | None = None) -> TurnOutcome:
+    """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does."""
+    from pi_kernel.kernel.session import RunState
+
+    prompt = prompt.strip()
+    if not prompt:
+        raise PiUsageError("%%pi needs a prompt in the cell body")
+    model = model_from_spec(options.model, session.settings) if options.model else session.model
+    if model is None:
+        raise PiUsageError(NO_MODEL_HELP)
+    agent = session.agent
+    if agent.is_running:
+        raise PiUsageError("the agent is already running a turn (interrupt it first)")
+    loop = asyncio.get_running_loop()
+    allow_stdin, raw_input = _stdin_reader(session)
+    run = RunState(options, cell_id, allow_stdin, raw_input, loop)
+    session.begin_turn(cell_id)
+    session.tool_context.cwd = Path.cwd()
+    view = make_turn_view(session, prompt, options)
+    start = len(agent.state.messages)
+    saved = (agent.state.model, agent.max_turns)
+    agent.state.model = model
+    agent.max_turns = options.max_turns or session.settings.max_turns
+    context = contextvars.copy_context()  # approvals resolved on other threads update the view in this cell
+
+    def on_approval(kind: str, request: Any) -> None:
+        loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
+
+    unsubscribe_view = agent.subscribe(view.handle_event)
+    unsubscribe_approvals = session.broker.subscribe(on_approval)
+    session.run = run
+    cancelled = False
+    try:
+        with interrupt_hook(session.interrupt, loop):
+            await agent.prompt(prompt)
+    except asyncio.CancelledError:
+        cancelled = True  # a second interrupt (the turn did not stop on the first)
+    finally:
+        session.run = None
+        unsubscribe_view()
+        unsubscribe_approvals()
+        agent.state.model = saved[0] if options.model else agent.state.model
+        agent.max_turns = saved[1]
+        outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
+        view.finish(outcome)
+    if outcome.status == "interrupted":
+        raise PiInterrupted
+    if outcome.status == "error":
+        raise PiTurnFailed(outcome.error)
+    return outcome
+
+
+async def run_pi_cell(body: str, line: str = "") -> None:
+    """What a rewritten ``%%pi`` cell awaits."""
+    from pi_kernel.kernel.session import get_session
+
+    session = get_session()
+    await run_turn(session, body, parse_options(line), session.current_cell_id())
+
+
+def run_pi_cell_blocking(body: str, line: str = "") -> None:
+    """The ``%%pi`` magic without top-level ``await``: run the turn on the session's private loop."""
+    from pi_kernel.kernel.session import get_session
+
+    session = get_session()
+    options = parse_options(line)
+    cell_id = session.current_cell_id()
+    loop = session.private_loop()
+    try:
+        asyncio.get_running_loop()
+        in_a_loop = True
+    except RuntimeError:
+        in_a_loop = False
+    if not in_a_loop:
+        loop.run_until_complete(run_turn(session, body, options, cell_id))
+        return
+    # This thread already runs a loop (ipykernel with %autoawait off): use a worker thread.
+    context = contextvars.copy_context()
+    result: dict[str, BaseException] = {}
+
+    def work() -> None:
+        try:
+            context.run(loop.run_until_complete, run_turn(session, body, options, cell_id))
+        except BaseException as error:  # noqa: BLE001 - re-raised in the cell's thread below
+            result["error"] = error
+
+    worker = threading.Thread(target=work, name="pi-cell", daemon=True)
+    with interrupt_hook(session.interrupt, loop):
+        worker.start()
+        worker.join()
+    if "error" in result:
+        raise result["error"]

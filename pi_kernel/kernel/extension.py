@@ -1,0 +1,72 @@
+"""Wiring a session into an IPython shell: ``%load_ext pi_kernel`` and the Pi kernel both use ``attach``.
+
+``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
+``%%pi`` cells awaitable, the ``pre_run_cell`` hook (cell ids, ``@tool``
+wiring, comm targets) and the comm targets themselves. It is cheap: nothing
+here imports the agent, the tools or a provider.
+
+Settings come from a ``.env`` file in the working directory (filling unset
+variables only), the environment, then ``c.PiKernel.*`` config (also read in
+a stock kernel's config) and finally ``overrides`` (the Pi kernel's traitlets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, settings_from_env
+
+
+def session_settings(shell: Any, overrides: Mapping[str, Any] | None = None) -> PiSettings:
+    load_dotenv(Path.cwd() / ".env")
+    settings = settings_from_env()
+    config = getattr(shell, "config", None)
+    section = config.get("PiKernel", {}) if config is not None and hasattr(config, "get") else {}
+    settings = apply_config(settings, dict(section))
+    return apply_config(settings, dict(overrides or {}))
+
+
+def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
+    """The session of ``shell``, created and wired on first call."""
+    from pi_kernel.kernel import session as sessions
+    from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter
+
+    current = sessions._session
+    if current is not None and current.shell is shell:
+        return current
+    session = sessions.PiSession(shell, session_settings(shell, overrides), kernel)
+    sessions.set_session(session)
+    shell.register_magics(PiMagics(shell, session))
+    transformers = shell.input_transformers_post
+    transformers[:] = [t for t in transformers if not getattr(t, "pi_kernel", False)]
+    transformers.append(make_cell_rewriter(shell))
+    shell.events.register("pre_run_cell", session.note_cell)
+    session.frontend.ensure_targets()
+    return session
+
+
+def detach(shell: Any) -> None:
+    from pi_kernel.kernel import session as sessions
+
+    session = sessions._session
+    if session is None or session.shell is not shell:
+        return
+    shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if not getattr(t, "pi_kernel", False)]
+    try:
+        shell.events.unregister("pre_run_cell", session.note_cell)
+    except ValueError:
+        pass
+    shell.magics_manager.magics["line"].pop("pi", None)
+    shell.magics_manager.magics["cell"].pop("pi", None)
+    session.frontend.remove_targets()
+    sessions.set_session(None)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    attach(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    detach(ipython)

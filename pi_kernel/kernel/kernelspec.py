@@ -1,0 +1,59 @@
+"""The ``pi`` kernelspec: where its files live and how to install it.
+
+The wheel ships ``resources/`` as ``share/jupyter/kernels/pi`` (pyproject's
+shared-data), so ``pip install`` alone registers the kernel; there ``argv``
+starts with a bare ``python``, which jupyter_client replaces with its own
+``sys.executable`` (right when Jupyter and pi-kernel share an environment).
+``install`` writes the running interpreter's full path instead, so a Jupyter
+installed elsewhere still starts the kernel in this environment.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+KERNEL_NAME = "pi"
+DISPLAY_NAME = "Pi Agent (Python 3)"
+RESOURCES = Path(__file__).with_name("resources")
+
+
+def kernel_spec_dict(executable: str | None = None, env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """The ``kernel.json`` content, with ``argv[0]`` = ``executable`` (default: the shipped ``python``)."""
+    spec: dict[str, object] = json.loads((RESOURCES / "kernel.json").read_text())
+    if executable:
+        argv = list(spec["argv"])  # type: ignore[call-overload]
+        argv[0] = executable
+        spec["argv"] = argv
+    if env:
+        spec["env"] = dict(env)
+    return spec
+
+
+def write_kernel_spec(directory: Path, executable: str | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Write ``kernel.json`` and the logos into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for logo in RESOURCES.glob("logo-*"):
+        shutil.copy(logo, directory / logo.name)
+    (directory / "kernel.json").write_text(json.dumps(kernel_spec_dict(executable, env), indent=2) + "\n")
+    return directory
+
+
+def install(
+    user: bool = False,
+    prefix: str | None = None,
+    kernel_name: str = KERNEL_NAME,
+    executable: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Install the kernelspec (``user``: per-user; ``prefix``: ``PREFIX/share/jupyter/kernels``);
+    returns the installed directory."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    with tempfile.TemporaryDirectory() as staging:
+        source = write_kernel_spec(Path(staging) / kernel_name, executable or sys.executable, env)
+        return KernelSpecManager().install_kernel_spec(str(source), kernel_name, user=user, prefix=prefix)

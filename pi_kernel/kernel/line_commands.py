@@ -1,0 +1,211 @@
+"""The ``%pi`` line commands: each takes the session and its words and returns text to print."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pi_kernel.kernel.config import (
+    DEFAULT_DEEPSEEK_MODEL,
+    NO_MODEL_HELP,
+    describe_model,
+    list_server_models,
+    local_model_installed,
+    model_from_spec,
+)
+
+if TYPE_CHECKING:
+    from pi_kernel.kernel.session import PiSession
+
+
+class CommandError(Exception):
+    """A ``%pi`` command that cannot be done; printed as a usage error."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"UsageError: {self}"]
+
+
+def status(session: PiSession, words: list[str]) -> str:
+    model = session.model
+    tools = [info.name for info in session.registry.list() if info.enabled]
+    frontend = "widgets" if session.frontend.widgets else "text"
+    if session.frontend.approval_clients:
+        frontend += f" + {session.frontend.approval_clients} approval client(s)"
+    lines = [
+        f"model:     {describe_model(model) if model else '(none) - see %pi model'}",
+        f"tools:     {', '.join(tools) or '(none)'}",
+        f"approval:  {session.policy.describe()}",
+        f"messages:  {len(session.agent.state.messages)}",
+        f"front-end: {frontend}",
+    ]
+    return "\n".join(lines)
+
+
+def show_help(session: PiSession, words: list[str]) -> str:
+    from pi_kernel.kernel.magics import HELP
+
+    return HELP
+
+
+def model(session: PiSession, words: list[str]) -> str:
+    if words:
+        session.set_model(model_from_spec(" ".join(words), session.settings))
+    current = session.model
+    return f"model: {describe_model(current)}" if current else NO_MODEL_HELP
+
+
+def models(session: PiSession, words: list[str]) -> str:
+    current = session.model
+    choices: list[str] = []
+    if current is not None and current.base_url:
+        choices += [f"{current.provider}:{name}" for name in list_server_models(current.base_url, current.resolved_api_key_env)]
+    if os.environ.get("OPENAI_API_KEY") and not (current and current.base_url):
+        choices += ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"]
+    if os.environ.get("DEEPSEEK_API_KEY"):
+        choices += [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"]
+    if local_model_installed():
+        from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
+
+        choices.append(f"local:{LOCAL_MODEL_ID}")
+    chosen = f"{current.provider}:{current.id}" if current else None
+    rows = [("* " if choice == chosen else "  ") + choice for choice in dict.fromkeys(choices)]
+    return "\n".join(rows) if rows else "No models found.\n" + NO_MODEL_HELP
+
+
+def tools(session: PiSession, words: list[str]) -> str:
+    registry = session.registry
+    if words:
+        action, names = words[0], words[1:]
+        if action not in ("enable", "disable") or not names:
+            raise CommandError("%pi tools [enable|disable NAME ...]")
+        for name in names:
+            if name not in registry:
+                raise CommandError(f"no tool named {name!r} (known: {', '.join(registry.names()) or 'none'})")
+        for name in names:
+            registry.enable(name) if action == "enable" else registry.disable(name)
+    rows = [f"{'[x]' if info.enabled else '[ ]'} {info.name}: {info.description}" for info in registry.list()]
+    return "\n".join(rows) if rows else "(no tools)"
+
+
+def approve(session: PiSession, words: list[str]) -> str:
+    if words:
+        try:
+            session.policy.apply_spec(words)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+    return f"approval: {session.policy.describe()}"
+
+
+def _decide(session: PiSession, target: str, fields: dict[str, object]) -> str:
+    pending = session.pending_requests()
+    ids = [request["tool_call_id"] for request in pending] if target == "all" else [target]
+    done = [tool_call_id for tool_call_id in ids if session.resolve_request_fields(tool_call_id, fields)]
+    if not done:
+        waiting = ", ".join(f"{r['tool_call_id']} ({r['tool_name']})" for r in pending) or "none"
+        raise CommandError(f"nothing waits for approval under {target!r} (waiting: {waiting})")
+    return f"{fields['decision']}: {', '.join(done)}"
+
+
+def allow(session: PiSession, words: list[str]) -> str:
+    if not words:
+        raise CommandError("%pi allow ID|all [--always] [--args JSON]")
+    fields: dict[str, object] = {"decision": "always" if "--always" in words else "approve"}
+    if "--args" in words:
+        position = words.index("--args")
+        try:
+            fields["args"] = json.loads(" ".join(words[position + 1 :]))
+        except ValueError as error:
+            raise CommandError(f"--args needs a JSON object ({error})") from None
+    return _decide(session, words[0], fields)
+
+
+def deny(session: PiSession, words: list[str]) -> str:
+    if not words:
+        raise CommandError("%pi deny ID|all [REASON]")
+    return _decide(session, words[0], {"decision": "deny", "reason": " ".join(words[1:]) or None})
+
+
+def reset(session: PiSession, words: list[str]) -> str:
+    if session.run is not None:
+        raise CommandError("a turn is running; interrupt it first")
+    session.reset()
+    return "The conversation was reset."
+
+
+def history(session: PiSession, words: list[str]) -> str:
+    from pi_kernel.kernel.text_view import render_messages
+
+    return render_messages(session.agent.state.messages)
+
+
+def usage(session: PiSession, words: list[str]) -> str:
+    from pi_kernel.kernel.text_view import usage_line
+
+    messages = session.agent.state.messages
+    requests = sum(1 for message in messages if getattr(message, "role", "") == "assistant")
+    return f"{usage_line(messages)} over {requests} model request(s)"
+
+
+def save(session: PiSession, words: list[str]) -> str:
+    from pi_kernel.kernel.persistence import save_conversation
+
+    if len(words) != 1:
+        raise CommandError("%pi save PATH")
+    current = session.model
+    path = save_conversation(
+        words[0], session.agent.state.messages, f"{current.provider}:{current.id}" if current else None
+    )
+    return f"Saved {len(session.agent.state.messages)} messages to {path}"
+
+
+def load(session: PiSession, words: list[str]) -> str:
+    from pi_kernel.kernel.persistence import load_conversation
+
+    if len(words) != 1:
+        raise CommandError("%pi load PATH")
+    if session.run is not None:
+        raise CommandError("a turn is running; interrupt it first")
+    try:
+        saved = load_conversation(words[0])
+    except (OSError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    session.replace_conversation(saved.messages)
+    return f"Loaded {len(saved.messages)} messages from {words[0]} (saved with {saved.model or 'an unknown model'})"
+
+
+def system(session: PiSession, words: list[str]) -> str:
+    return session.registry.system_prompt()
+
+
+COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
+    "": status,
+    "status": status,
+    "help": show_help,
+    "model": model,
+    "models": models,
+    "tools": tools,
+    "approve": approve,
+    "allow": allow,
+    "deny": deny,
+    "reset": reset,
+    "history": history,
+    "usage": usage,
+    "save": save,
+    "load": load,
+    "system": system,
+}
+
+
+def run_line_command(session: PiSession, line: str) -> str:
+    try:
+        words = shlex.split(line)
+    except ValueError as error:
+        raise CommandError(f"%pi: {error}") from None
+    name, args = (words[0], words[1:]) if words else ("", [])
+    command = COMMANDS.get(name)
+    if command is None:
+        raise CommandError(f"unknown command %pi {name} (see %pi help)")
+    return command(session, args)

@@ -1,0 +1,107 @@
+"""``%pi`` and ``%%pi``.
+
+``%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]`` + a prompt:
+one turn of the session's agent. ``rewrite_pi_cell`` (an IPython
+``input_transformers_post`` entry) turns such a cell into
+``await run_pi_cell(body, line)`` wherever IPython runs top-level ``await`` on
+asyncio (ipykernel, the terminal), so the turn runs inside the kernel's event
+loop; the ``%%pi`` cell magic below is the fallback when that is off.
+
+``%pi`` line commands: see ``HELP``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from pi_kernel.kernel.config import redact
+
+if TYPE_CHECKING:
+    from pi_kernel.kernel.session import PiSession
+
+HELP = """%pi                         status: model, tools, approval, conversation
+%pi model [NAME]            show or set the model (provider:model allowed)
+%pi models                  models you can pick
+%pi tools [enable|disable NAME ...]   list tools, or turn them on/off
+%pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
+%pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
+%pi deny ID|all [REASON]    deny a waiting tool call
+%pi reset                   forget the conversation
+%pi history                 the conversation so far
+%pi usage                   tokens (and cost) so far
+%pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
+%pi system                  the system prompt the model gets
+%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]   then a prompt: one agent turn"""
+
+RUNNER = "__import__('pi_kernel.kernel.cell_runner', fromlist=['run_pi_cell']).run_pi_cell"
+
+
+def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
+    """``(line, body)`` if ``code`` is IPython's translation of a ``%%pi`` cell."""
+    if "run_cell_magic" not in code:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return None
+    call = tree.body[0].value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic"):
+        return None
+    target = call.func.value
+    if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "get_ipython"):
+        return None
+    values = [arg.value for arg in call.args if isinstance(arg, ast.Constant)]
+    if len(values) != 3 or len(call.args) != 3 or values[0] != "pi" or not all(isinstance(v, str) for v in values):
+        return None
+    return values[1], values[2]
+
+
+def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:
+    """The ``input_transformers_post`` entry for ``shell``."""
+
+    def rewrite_pi_cell(lines: list[str]) -> list[str]:
+        found = _pi_cell_magic_call("".join(lines))
+        if found is None or not can_await(shell):
+            return lines
+        line, body = found
+        return [f"await {RUNNER}({body!r}, {line!r})\n"]
+
+    rewrite_pi_cell.pi_kernel = True  # type: ignore[attr-defined]
+    return rewrite_pi_cell
+
+
+def can_await(shell: Any) -> bool:
+    """IPython runs top-level ``await`` here, on asyncio."""
+    try:
+        from IPython.core.async_helpers import _asyncio_runner
+    except ImportError:
+        return False
+    return bool(getattr(shell, "autoawait", False)) and getattr(shell, "loop_runner", None) is _asyncio_runner
+
+
+@magics_class
+class PiMagics(Magics):
+    def __init__(self, shell: Any, session: PiSession) -> None:
+        super().__init__(shell)
+        self.session = session
+
+    @line_cell_magic
+    def pi(self, line: str, cell: str | None = None) -> None:
+        """%pi commands and %%pi prompts (%pi help)."""
+        if cell is not None:
+            from pi_kernel.kernel.cell_runner import run_pi_cell_blocking
+
+            run_pi_cell_blocking(cell, line)
+            return
+        from pi_kernel.kernel.line_commands import run_line_command
+
+        output = run_line_command(self.session, line)
+        if output:
+            print(redact(output))
+

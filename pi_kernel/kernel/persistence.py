@@ -1,0 +1,66 @@
+"""``%pi save`` / ``%pi load``: a conversation as JSON lines.
+
+The first line is a header (format name, version, model id); each further
+line is one message (``pi_kernel.ai.to_dict``). Keys are never written: a
+``Model`` holds only the name of the variable with its key, the header only
+``provider:id``, and every string is passed through ``redact`` on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pi_kernel.kernel.config import redact_data
+
+FORMAT = "pi-kernel-conversation"
+VERSION = 1
+
+
+@dataclass
+class SavedConversation:
+    messages: list[Any]
+    model: str | None = None
+    """``provider:id`` of the model it was saved with."""
+    header: dict[str, Any] = field(default_factory=dict)
+
+
+def save_conversation(path: str | Path, messages: list[Any], model: str | None = None) -> Path:
+    """Write ``messages`` to ``path`` (JSON lines); returns the path."""
+    from pi_kernel.ai import to_dict
+
+    target = Path(path).expanduser()
+    header = {"format": FORMAT, "version": VERSION, "model": model, "saved_at": int(time.time()), "count": len(messages)}
+    lines = [json.dumps(header)]
+    lines += [json.dumps(redact_data(to_dict(message)), ensure_ascii=False) for message in messages]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return target
+
+
+def load_conversation(path: str | Path) -> SavedConversation:
+    """Read a file written by ``save_conversation``; ``ValueError`` names the bad line."""
+    from pi_kernel.ai import message_from_dict
+
+    source = Path(path).expanduser()
+    rows = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"{source}: empty file")
+    try:
+        header = json.loads(rows[0])
+    except ValueError as error:
+        raise ValueError(f"{source}:1: not a {FORMAT} header ({error})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError(f"{source}:1: not a {FORMAT} file")
+    if header.get("version") != VERSION:
+        raise ValueError(f"{source}:1: format version {header.get('version')!r} is not supported (expected {VERSION})")
+    messages = []
+    for number, row in enumerate(rows[1:], start=2):
+        try:
+            messages.append(message_from_dict(json.loads(row)))
+        except (ValueError, TypeError, KeyError) as error:
+            raise ValueError(f"{source}:{number}: not a message ({error})") from None
+    return SavedConversation(messages, header.get("model"), header)

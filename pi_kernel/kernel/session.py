@@ -1,0 +1,288 @@
+"""``PiSession``: one agent per kernel (or IPython) session, and everything around it.
+
+A session owns the agent, the tool registry, the approval broker and policy,
+the settings, the cell → turn map and what is known of the front-end. It is
+created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
+expensive parts (the agent, the registry, pydantic models, ``openai``) on first
+use, so that a kernel starts as fast as a stock one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pi_kernel.kernel.approval_hook import Route
+from pi_kernel.kernel.cell_turns import CellTurns
+from pi_kernel.kernel.config import PiSettings, resolve_model
+from pi_kernel.kernel.frontend import FrontendTracker
+from pi_kernel.kernel.views import TurnOptions
+
+if TYPE_CHECKING:
+    from pi_kernel.agent import Agent
+    from pi_kernel.ai import Context, Model
+    from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
+    from pi_kernel.tools.approval_policy import ApprovalPolicy
+
+NO_TOOLS_NOTE = "Tools are disabled for this request: answer without calling any tool."
+
+
+@dataclass
+class RunState:
+    """The ``%%pi`` cell that is running now."""
+
+    options: TurnOptions
+    cell_id: str | None
+    allow_stdin: bool
+    raw_input: Callable[[str], str] | None
+    loop: asyncio.AbstractEventLoop
+    interrupted: bool = False
+
+
+class PiSession:
+    def __init__(self, shell: Any, settings: PiSettings | None = None, kernel: Any = None) -> None:
+        self.shell = shell
+        self.kernel = kernel if kernel is not None else getattr(shell, "kernel", None)
+        self.settings = settings or PiSettings()
+        self.cell_turns = CellTurns()
+        self.frontend = FrontendTracker(self.resolve_request_fields, self.pending_requests, self.settings.widgets)
+        self.view_factory: Callable[..., Any] | None = None
+        """Overrides ``views.make_turn_view`` (tests, other front-ends)."""
+        self.run: RunState | None = None
+        self._agent: Agent | None = None
+        self._registry: ToolRegistry | None = None
+        self._tool_context: ToolContext | None = None
+        self._broker: ApprovalBroker | None = None
+        self._policy: ApprovalPolicy | None = None
+        self._model: Model | None = None
+        self._model_resolved = False
+        self._cell_ids: dict[int, str | None] = {}
+        self._private_loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.RLock()
+
+    # -- the model ----------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model | None:
+        """The session's model (resolved from the settings on first use); ``None``: none configured."""
+        if not self._model_resolved:
+            self._model = resolve_model(self.settings)
+            self._model_resolved = True
+        return self._model
+
+    def set_model(self, model: Model | None) -> None:
+        self._model, self._model_resolved = model, True
+        if self._agent is not None:
+            self._agent.state.model = model
+
+    # -- lazily built parts -------------------------------------------------------------------
+
+    @property
+    def tool_context(self) -> ToolContext:
+        with self._lock:
+            if self._tool_context is None:
+                from pi_kernel.tools import ToolContext
+
+                root = Path(self.settings.workspace_root).expanduser() if self.settings.workspace_root else None
+                namespace = getattr(self.shell, "user_ns", None)
+                self._tool_context = ToolContext(
+                    workspace_root=root, namespace=namespace, extra={"session": self, "shell": self.shell}
+                )
+            return self._tool_context
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The session's tools; ``@tool`` registers here (it is the default registry)."""
+        with self._lock:
+            if self._registry is None:
+                from pi_kernel.tools import ToolRegistry, set_default_registry
+
+                registry = ToolRegistry(context=self.tool_context)
+                for definition in _builtin_definitions(self.tool_context):
+                    registry.add(definition, enabled=definition.name in self.settings.builtin_tools)
+                if self.settings.system_prompt:
+                    registry.configure_prompt(append_prompt=self.settings.system_prompt)
+                self._registry = registry
+                set_default_registry(registry)
+            return self._registry
+
+    @property
+    def broker(self) -> ApprovalBroker:
+        with self._lock:
+            if self._broker is None:
+                from pi_kernel.tools import ApprovalBroker
+
+                self._broker = ApprovalBroker(timeout=self.settings.approval_timeout)
+                self._broker.subscribe(self._announce_approval)
+            return self._broker
+
+    @property
+    def policy(self) -> ApprovalPolicy:
+        with self._lock:
+            if self._policy is None:
+                from pi_kernel.tools.approval_policy import ApprovalPolicy
+
+                self._policy = ApprovalPolicy()
+                self._policy.set_mode(self.settings.approval)
+                for name, mode in self.settings.approval_overrides.items():
+                    self._policy.set_override(name, mode)
+            return self._policy
+
+    @property
+    def agent(self) -> Agent:
+        """The session's agent (``from pi_kernel import agent``)."""
+        with self._lock:
+            if self._agent is None:
+                from pi_kernel.agent import Agent
+                from pi_kernel.kernel.approval_hook import ApprovalGate
+
+                gate = ApprovalGate(
+                    policy=lambda: self.policy,
+                    broker=lambda: self.broker,
+                    definition=self.tool_definition,
+                    route=self.approval_route,
+                    mode_override=lambda: self.run.options.approve if self.run else None,
+                    raw_input=lambda: self.run.raw_input if self.run else None,
+                )
+                self._agent = Agent(
+                    self.model, before_tool_call=gate, prepare_next_turn=self._prepare_next_turn
+                )
+            return self._agent
+
+    def tool_definition(self, name: str) -> ToolDefinition | None:
+        return self.registry.get(name)
+
+    def _prepare_next_turn(self, context: Context) -> None:
+        self.registry.prepare_next_turn(context)
+        if self.run is not None and self.run.options.no_tools:
+            context.tools = []
+            context.system_prompt = f"{context.system_prompt or ''}\n\n{NO_TOOLS_NOTE}".strip()
+
+    # -- cells --------------------------------------------------------------------------------
+
+    def note_cell(self, info: Any) -> None:
+        """IPython's ``pre_run_cell``: remember the cell id; wire up ``@tool`` when the cell needs it."""
+        self._cell_ids[threading.get_ident()] = getattr(info, "cell_id", None)
+        self.frontend.ensure_targets()
+        raw = getattr(info, "raw_cell", "") or ""
+        if self._registry is None and "pi_kernel" in raw:
+            _ = self.registry  # so that ``@tool`` in this very cell lands in the session's registry
+
+    def current_cell_id(self) -> str | None:
+        return self._cell_ids.get(threading.get_ident())
+
+    def begin_turn(self, cell_id: str | None) -> None:
+        """Cut the conversation back to where this cell's turn starts (re-run) or keep it (new cell)."""
+        messages = self.agent.state.messages
+        start = self.cell_turns.begin(cell_id, len(messages))
+        if start < len(messages):
+            self.agent.state.messages = messages[:start]
+
+    def reset(self) -> None:
+        if self._agent is not None:
+            self._agent.reset()
+        self.cell_turns.clear()
+
+    def interrupt(self) -> None:
+        """Stop the running turn: abort the model stream and tools, deny waiting approvals."""
+        if self.run is not None:
+            self.run.interrupted = True
+        if self._agent is not None:
+            self._agent.abort()
+        if self._broker is not None:
+            self._broker.deny_all()
+
+    def private_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop of ``%%pi`` cells run without top-level ``await`` (kept: the agent outlives a cell)."""
+        with self._lock:
+            if self._private_loop is None or self._private_loop.is_closed():
+                self._private_loop = asyncio.new_event_loop()
+            return self._private_loop
+
+    def replace_conversation(self, messages: list[Any]) -> None:
+        self.agent.state.messages = messages
+        self.cell_turns.clear()
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    def approval_route(self) -> Route:
+        """Who can answer an approval now: the front-end, stdin, or nobody."""
+        from pi_kernel.kernel.views import widget_view_factory
+
+        widgets_answer = self.frontend.widgets and (self.view_factory is not None or widget_view_factory() is not None)
+        if widgets_answer or self.frontend.approval_clients:
+            return "frontend"
+        if self.run is not None and self.run.allow_stdin and self.run.raw_input is not None:
+            return "stdin"
+        return None
+
+    def resolve_request_fields(self, tool_call_id: str, fields: dict[str, Any], source: str = "user") -> bool:
+        """Resolve a waiting approval from a comm message or a magic (any thread)."""
+        from pi_kernel.kernel.approval_hook import decision_from_fields
+
+        if self._broker is None:
+            return False
+        return self._broker.resolve(tool_call_id, decision_from_fields(fields, source))
+
+    def pending_requests(self) -> list[dict[str, Any]]:
+        if self._broker is None:
+            return []
+        return [request_fields(request) for request in self._broker.pending()]
+
+    def _announce_approval(self, event: str, request: Any) -> None:
+        message: dict[str, Any] = {"event": event, "request": request_fields(request)}
+        if request.decision is not None:
+            decision = request.decision
+            message["decision"] = {"kind": decision.kind, "reason": decision.reason, "source": decision.source}
+        self.frontend.broadcast(message)
+
+
+def request_fields(request: Any) -> dict[str, Any]:
+    from pi_kernel.kernel.config import redact_data
+
+    return redact_data(
+        {
+            "tool_call_id": request.tool_call_id,
+            "tool_name": request.tool_name,
+            "label": request.label,
+            "args": request.args,
+        }
+    )  # type: ignore[no-any-return]
+
+
+def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:
+    try:
+        from pi_kernel.tools.builtin import builtin_tools
+    except ImportError:
+        return []
+    return list(builtin_tools(ctx))
+
+
+# -- the session of this process --------------------------------------------------------------
+
+_session: PiSession | None = None
+
+
+def get_session(create: bool = True) -> PiSession:
+    """The session of the running IPython (created with default settings if needed)."""
+    global _session
+    if _session is None and create:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            raise RuntimeError("pi_kernel's session needs IPython: run it in a Jupyter kernel or IPython")
+        from pi_kernel.kernel.extension import attach
+
+        attach(shell)
+    assert _session is not None
+    return _session
+
+
+def set_session(session: PiSession | None) -> None:
+    global _session
+    _session = session

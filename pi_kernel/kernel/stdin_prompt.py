@@ -1,0 +1,91 @@
+"""Ask for an approval on the front-end's stdin (consoles, nbclient with stdin).
+
+The question goes through ipykernel's own ``raw_input`` (an ``input_request``
+to the client of the running cell) in a worker thread, so the event loop keeps
+running while the person types. ``raw_input`` polls its socket until a reply
+comes; when the approval is settled another way (a comm, a timeout, an
+interrupt) the worker is stopped by raising ``KeyboardInterrupt`` in it, which
+that poll loop handles by returning: it checks for interrupts every 10 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import ctypes
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pi_kernel.kernel.config import redact
+
+ANSWERS_HELP = "[y]es / [a]lways / [n]o[: reason] / {json} to edit the arguments"
+
+
+def parse_answer(answer: str) -> dict[str, Any]:
+    """A typed answer → decision fields (``decision``, ``reason``, ``args``)."""
+    text = answer.strip()
+    lowered = text.lower()
+    if lowered in ("y", "yes", "ok", "approve"):
+        return {"decision": "approve"}
+    if lowered in ("a", "always"):
+        return {"decision": "always"}
+    if text.startswith("{"):
+        try:
+            args = json.loads(text)
+        except ValueError as error:
+            return {"decision": "deny", "reason": f"The edited arguments were not valid JSON ({error})."}
+        return {"decision": "approve", "args": args}
+    if lowered in ("n", "no", "deny") or lowered.startswith(("n:", "no:", "n ", "no ")):
+        reason = text.split(":", 1)[1] if ":" in text else text.partition(" ")[2]
+        return {"decision": "deny", "reason": reason.strip() or None}
+    return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
+
+
+def question(tool_name: str, args: Any) -> str:
+    try:
+        shown = json.dumps(args, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        shown = repr(args)
+    if len(shown) > 2000:
+        shown = shown[:2000] + " …"
+    return redact(f"Allow {tool_name} {shown}? {ANSWERS_HELP}: ")
+
+
+def _raise_in_thread(thread: threading.Thread) -> None:
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
+
+
+async def ask_on_stdin(raw_input: Callable[[str], str], prompt: str) -> str | None:
+    """``raw_input(prompt)`` in a worker; ``None`` if it failed. Cancelling this stops the worker."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str | None] = loop.create_future()
+    context = contextvars.copy_context()  # ipykernel finds the cell's request through context vars
+
+    def settle(value: str | None) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    reading = threading.Event()
+    reading.set()
+
+    def work() -> None:
+        try:
+            try:
+                value: str | None = context.run(raw_input, prompt)
+            except BaseException:  # noqa: BLE001 - EOF, no stdin, or stopped by _raise_in_thread
+                value = None
+            reading.clear()
+            loop.call_soon_threadsafe(settle, value)
+        except BaseException:  # noqa: BLE001 - a late stop request, or the loop closed meanwhile
+            pass
+
+    worker = threading.Thread(target=work, name="pi-approval-stdin", daemon=True)
+    worker.start()
+    try:
+        return await future
+    finally:
+        if reading.is_set():
+            _raise_in_thread(worker)

@@ -1,0 +1,78 @@
+"""How a ``%%pi`` turn is shown: the ``TurnView`` protocol and the factory that picks one.
+
+The cell runner calls a view from the event loop's thread only:
+``handle_event`` for every agent event (it must be quick: the agent awaits
+its listeners), ``handle_approval`` when a tool call starts or stops waiting
+for a person, and ``finish`` once with the outcome.
+
+``make_turn_view`` picks the widget view when widgets render in this
+front-end and ``pi_kernel.widgets`` provides ``make_turn_view``; otherwise the
+plain-text view, which is also the fallback for consoles and the static
+rendering. A session may set ``session.view_factory`` to use another view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from pi_kernel.kernel.session import PiSession
+
+TurnStatus = Literal["done", "interrupted", "error"]
+
+
+@dataclass
+class TurnOptions:
+    """The options of one ``%%pi`` cell."""
+
+    model: str | None = None
+    """``--model NAME`` for this cell only."""
+    no_tools: bool = False
+    """``--no-tools``: no tools offered to the model in this cell."""
+    max_turns: int | None = None
+    """``--max-turns N``: stop after N model requests."""
+    approve: str | None = None
+    """``--approve MODE``: the approval mode for this cell only."""
+
+
+@dataclass
+class TurnOutcome:
+    status: TurnStatus
+    messages: list[Any] = field(default_factory=list)
+    """The messages this cell added (its prompt, answers, tool results)."""
+    error: str | None = None
+    """For ``error``: what went wrong (keys redacted)."""
+
+
+class TurnView(Protocol):
+    def handle_event(self, event: Any) -> None:
+        """An ``AgentEvent`` (``pi_kernel.agent.events``)."""
+
+    def handle_approval(self, kind: str, request: Any) -> None:
+        """``kind`` is ``requested`` or ``resolved``; ``request`` an ``ApprovalRequest``."""
+
+    def finish(self, outcome: TurnOutcome) -> None:
+        """The turn ended; replace live parts with static output."""
+
+
+def widget_view_factory() -> Any:
+    """``pi_kernel.widgets.make_turn_view`` when the widgets package provides it, else ``None``."""
+    try:
+        from pi_kernel import widgets
+    except ImportError:
+        return None
+    return getattr(widgets, "make_turn_view", None)
+
+
+def make_turn_view(session: PiSession, prompt: str, options: TurnOptions) -> TurnView:
+    """The view for one turn: ``session.view_factory``, else widgets where they render, else text."""
+    if session.view_factory is not None:
+        return session.view_factory(session, prompt, options)  # type: ignore[no-any-return]
+    if session.frontend.widgets:
+        factory = widget_view_factory()
+        if factory is not None:
+            return factory(session, prompt, options)  # type: ignore[no-any-return]
+    from pi_kernel.kernel.text_view import TextTurnView
+
+    return TextTurnView(session, prompt, options)

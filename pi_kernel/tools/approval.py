@@ -1,0 +1,127 @@
+"""The approval broker: a tool call waits here until a person decides.
+
+Requests are keyed by tool call id. A decision may come from any thread: a
+widget's button callback runs on the main shell or on a subshell thread
+(JupyterLab routes comms to subshells), a stdin prompt runs in a worker, an
+interrupt arrives from the signal handler. So ``resolve`` hands the decision
+to the waiting loop with ``call_soon_threadsafe``. Nothing waits forever: a
+timeout, an abort or ``deny_all`` resolve a request as denied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pi_kernel.ai import AbortSignal
+
+DecisionKind = Literal["approve", "always", "deny"]
+
+
+@dataclass(slots=True)
+class ApprovalDecision:
+    kind: DecisionKind
+    """``approve`` once; ``always`` allow this tool for the session; ``deny``."""
+    reason: str | None = None
+    """For ``deny``: what the model is told."""
+    args: dict[str, Any] | None = None
+    """For ``approve``/``always``: edited arguments (re-validated before running)."""
+    source: str = "user"
+    """Who decided: ``user``, ``policy``, ``timeout``, ``interrupt``, ``stdin``."""
+
+
+@dataclass(slots=True)
+class ApprovalRequest:
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    """The validated arguments (what the call will run with)."""
+    label: str = ""
+    schema: dict[str, Any] | None = None
+    """The tool's JSON schema, for an edit-arguments form."""
+    decision: ApprovalDecision | None = None
+
+
+Listener = Callable[[str, ApprovalRequest], None]
+"""``listener(event, request)`` with event ``"requested"`` or ``"resolved"``."""
+
+
+@dataclass
+class ApprovalBroker:
+    timeout: float | None = 600.0
+    """Seconds before an unanswered request is denied (``None``: never)."""
+    _waiting: dict[str, tuple[ApprovalRequest, asyncio.AbstractEventLoop, asyncio.Future[ApprovalDecision]]] = field(
+        default_factory=dict, repr=False
+    )
+    _listeners: list[Listener] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def pending(self) -> list[ApprovalRequest]:
+        with self._lock:
+            return [request for request, _, _ in self._waiting.values()]
+
+    async def request(self, request: ApprovalRequest, signal: AbortSignal | None = None) -> ApprovalDecision:
+        """Wait for a decision on ``request``; never raises on timeout or abort."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ApprovalDecision] = loop.create_future()
+        with self._lock:
+            self._waiting[request.tool_call_id] = (request, loop, future)
+        remove_abort = (
+            signal.add_listener(lambda _: self.resolve(request.tool_call_id, _interrupted())) if signal else None
+        )
+        self._notify("requested", request)
+        try:
+            decision = await asyncio.wait_for(asyncio.shield(future), self.timeout)
+        except asyncio.TimeoutError:
+            decision = ApprovalDecision(
+                "deny", f"Approval timed out after {self.timeout:g} s; the call was not run.", source="timeout"
+            )
+            self.resolve(request.tool_call_id, decision)
+        finally:
+            if remove_abort:
+                remove_abort()
+            with self._lock:
+                self._waiting.pop(request.tool_call_id, None)
+        return decision
+
+    def resolve(self, tool_call_id: str, decision: ApprovalDecision) -> bool:
+        """Decide a waiting request, from any thread. False if none waits."""
+        with self._lock:
+            entry = self._waiting.get(tool_call_id)
+            if entry is None or entry[0].decision is not None:
+                return False
+            request, loop, future = entry
+            request.decision = decision
+
+        def settle() -> None:
+            if not future.done():
+                future.set_result(decision)
+
+        loop.call_soon_threadsafe(settle)
+        self._notify("resolved", request)
+        return True
+
+    def deny_all(self, reason: str = "Interrupted by the user", source: str = "interrupt") -> int:
+        """Deny every waiting request (kernel interrupt); returns how many."""
+        count = 0
+        for request in self.pending():
+            count += self.resolve(request.tool_call_id, ApprovalDecision("deny", reason, source=source))
+        return count
+
+    def _notify(self, event: str, request: ApprovalRequest) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event, request)
+            except Exception:  # noqa: BLE001 - a broken view must not break the approval
+                pass
+
+
+def _interrupted() -> ApprovalDecision:
+    return ApprovalDecision("deny", "Interrupted by the user", source="interrupt")

@@ -1,0 +1,132 @@
+"""The session's approval policy: which tool calls run, which ask a person, which are denied.
+
+A tool's own ``approval`` (on its ``ToolDefinition``) says whether its calls are
+risky: ``"ask"``, ``"auto"`` or a callable judging the arguments. The session
+mode says what happens to a risky call:
+
+- ``ask``: a person decides (widget, comm, stdin); safe calls run;
+- ``auto``: everything runs without asking;
+- ``deny``: risky calls are denied, safe calls run (for unattended runs);
+- ``read-only``: only read-only tools run, everything else is denied.
+
+Per-tool overrides (``bash=ask python=auto``) win over the mode, and a tool the
+person chose to "always allow" runs for the rest of the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pi_kernel.tools.definition import ToolDefinition
+
+Verdict = Literal["run", "ask", "deny"]
+SessionMode = Literal["ask", "auto", "deny", "read-only"]
+SESSION_MODES: tuple[str, ...] = ("ask", "auto", "deny", "read-only")
+TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
+"""What a per-tool override may say."""
+
+READ_ONLY_TOOLS = frozenset({"read", "ls", "grep", "find"})
+"""Built-in tools that only read; a definition may also declare ``read_only = True``."""
+
+
+def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
+    """What the tool itself asks for: ``run`` (auto), ``ask`` or ``deny``."""
+    if definition is None:
+        return "ask"
+    policy = definition.approval
+    if callable(policy):
+        answer = policy(args)
+        if answer is True or answer == "auto":
+            return "run"
+        if answer == "deny":
+            return "deny"
+        return "ask"
+    return "run" if policy == "auto" else "ask"
+
+
+def is_read_only(definition: ToolDefinition | None, name: str) -> bool:
+    declared = getattr(definition, "read_only", None)
+    if declared is not None:
+        return bool(declared)
+    return name in READ_ONLY_TOOLS
+
+
+@dataclass
+class ApprovalPolicy:
+    mode: SessionMode = "ask"
+    overrides: dict[str, str] = field(default_factory=dict)
+    """Tool name → ``ask`` | ``auto`` | ``deny``."""
+    always_allowed: set[str] = field(default_factory=set)
+    """Tools the person allowed for the session ("always allow")."""
+
+    def decide(
+        self, definition: ToolDefinition | None, args: Any, name: str | None = None, mode: str | None = None
+    ) -> Verdict:
+        """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args``.
+
+        ``mode`` replaces the session mode for this decision (a cell's ``--approve``).
+        """
+        tool_name = name or (definition.name if definition is not None else "")
+        mode = mode or self.mode
+        if tool_name in self.always_allowed:
+            return "run"
+        override = self.overrides.get(tool_name)
+        if override is not None:
+            return "run" if override == "auto" else override  # type: ignore[return-value]
+        if mode == "auto":
+            return "run"
+        if mode == "read-only":
+            return "run" if is_read_only(definition, tool_name) else "deny"
+        verdict = _definition_verdict(definition, args)
+        if verdict == "ask" and mode == "deny":
+            return "deny"
+        return verdict
+
+    def deny_reason(self, tool_name: str, mode: str | None = None) -> str:
+        """What the model is told when the policy (not a person) denied a call."""
+        if self.overrides.get(tool_name) == "deny":
+            return f'Tool "{tool_name}" is disabled by the approval policy of this session (deny).'
+        if (mode or self.mode) == "read-only":
+            return f'Tool "{tool_name}" was not run: this session is read-only.'
+        return f'Tool "{tool_name}" needs approval and this session denies such calls (approval policy: deny).'
+
+    def allow_always(self, tool_name: str) -> None:
+        self.always_allowed.add(tool_name)
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in SESSION_MODES:
+            raise ValueError(f"Approval mode must be one of {', '.join(SESSION_MODES)}; got {mode!r}")
+        self.mode = mode  # type: ignore[assignment]
+
+    def set_override(self, tool_name: str, mode: str) -> None:
+        if mode not in TOOL_MODES:
+            raise ValueError(f"A per-tool approval must be one of {', '.join(TOOL_MODES)}; got {mode!r}")
+        self.overrides[tool_name] = mode
+
+    def apply_spec(self, words: Iterable[str]) -> None:
+        """Apply ``ask`` / ``auto`` / ``deny`` / ``read-only`` and ``name=mode`` words, all or nothing."""
+        mode: str | None = None
+        overrides: dict[str, str] = {}
+        for word in words:
+            if "=" in word:
+                name, _, value = word.partition("=")
+                if not name or value not in TOOL_MODES:
+                    raise ValueError(f"Expected TOOL=ask|auto|deny, got {word!r}")
+                overrides[name] = value
+            elif word in SESSION_MODES:
+                mode = word
+            else:
+                raise ValueError(f"Unknown approval setting {word!r}: use {', '.join(SESSION_MODES)} or TOOL=MODE")
+        if mode is not None:
+            self.set_mode(mode)
+        self.overrides.update(overrides)
+
+    def describe(self) -> str:
+        parts = [f"mode: {self.mode}"]
+        if self.overrides:
+            parts.append("per tool: " + ", ".join(f"{name}={mode}" for name, mode in sorted(self.overrides.items())))
+        if self.always_allowed:
+            parts.append("always allowed: " + ", ".join(sorted(self.always_allowed)))
+        return "; ".join(parts)

@@ -1,0 +1,78 @@
+"""The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools) and ``python``.
+
+Each factory returns a ``ToolDefinition``; the tools learn where they run
+from the ``ToolContext`` given to ``wrap_tool_definition`` (cwd, workspace
+root, the notebook namespace for ``python``). ``read`` runs without asking;
+the others ask for approval by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pi_kernel.tools.builtin.bash import BashParams, create_bash_tool
+from pi_kernel.tools.builtin.edit import EditParams, ReplaceEdit, create_edit_tool, prepare_edit_arguments, preview_edit
+from pi_kernel.tools.builtin.python import PythonParams, create_python_tool, run_python
+from pi_kernel.tools.builtin.read import ReadParams, create_read_tool
+from pi_kernel.tools.builtin.write import WriteParams, create_write_tool
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
+
+BUILTIN_TOOL_NAMES = ("read", "bash", "edit", "write", "python")
+"""In pi's order (read, bash, edit, write), then ``python``."""
+
+
+def builtin_tools(
+    ctx: ToolContext | None = None,
+    *,
+    names: Iterable[str] | None = None,
+    python_namespace: dict[str, Any] | None = None,
+) -> list[ToolDefinition]:
+    """Fresh definitions of the built-in tools named (all by default), in ``BUILTIN_TOOL_NAMES`` order.
+
+    The tools read cwd, workspace root and namespace from the context they are
+    *called* with (``wrap_tool_definition(defn, ctx)``); ``ctx`` here only
+    supplies ``python``'s fallback namespace (``ctx.namespace``) for calls whose
+    context has none. ``python_namespace`` overrides that fallback. Unknown
+    names raise ``ValueError``.
+    """
+    wanted = list(BUILTIN_TOOL_NAMES if names is None else names)
+    unknown = [name for name in wanted if name not in BUILTIN_TOOL_NAMES]
+    if unknown:
+        raise ValueError(f"Unknown built-in tool(s): {', '.join(unknown)}. Known: {', '.join(BUILTIN_TOOL_NAMES)}")
+    namespace = python_namespace if python_namespace is not None else (ctx.namespace if ctx is not None else None)
+    tools: list[ToolDefinition] = []
+    for name in BUILTIN_TOOL_NAMES:
+        if name not in wanted:
+            continue
+        if name == "read":
+            tools.append(create_read_tool())
+        elif name == "bash":
+            tools.append(create_bash_tool())
+        elif name == "edit":
+            tools.append(create_edit_tool())
+        elif name == "write":
+            tools.append(create_write_tool())
+        else:
+            tools.append(create_python_tool(namespace=namespace))
+    return tools
+
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "BashParams",
+    "EditParams",
+    "PythonParams",
+    "ReadParams",
+    "ReplaceEdit",
+    "WriteParams",
+    "builtin_tools",
+    "create_bash_tool",
+    "create_edit_tool",
+    "create_python_tool",
+    "create_read_tool",
+    "create_write_tool",
+    "prepare_edit_arguments",
+    "preview_edit",
+    "run_python",
+]

@@ -1,0 +1,82 @@
+"""Command output kept as pi's ``bash`` keeps it: a rolling tail in memory, all of it on disk when long.
+
+Used by ``bash`` (streamed chunks) and ``python`` (one block of text). The
+model gets the tail (``truncate_tail``: last 2000 lines / 50 KB) with pi's
+trailer naming the temp file that holds the full output.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections import deque
+from typing import IO, Any
+
+from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, TruncationResult, tail_notice, truncate_tail, utf8_len
+
+
+class OutputSpool:
+    def __init__(self, prefix: str = "pi-bash") -> None:
+        self._prefix = prefix
+        self._chunks: deque[bytes] = deque()
+        self._chunk_bytes = 0
+        self.total_bytes = 0
+        """Every byte seen, also those no longer in memory."""
+        self.full_output_path: str | None = None
+        """The temp file with the whole output, once there is one."""
+        self._file: IO[bytes] | None = None
+        self._max_memory = DEFAULT_MAX_BYTES * 2
+
+    def add(self, data: bytes) -> None:
+        if not data:
+            return
+        self.total_bytes += len(data)
+        if self.total_bytes > DEFAULT_MAX_BYTES:
+            self._ensure_file()
+        if self._file is not None:
+            self._file.write(data)
+        self._chunks.append(data)
+        self._chunk_bytes += len(data)
+        while self._chunk_bytes > self._max_memory and len(self._chunks) > 1:
+            self._chunk_bytes -= len(self._chunks.popleft())
+
+    def _ensure_file(self) -> None:
+        if self._file is not None:
+            return
+        self.full_output_path = os.path.join(tempfile.gettempdir(), f"{self._prefix}-{secrets.token_hex(8)}.log")
+        self._file = open(self.full_output_path, "wb")
+        for chunk in self._chunks:  # everything so far is still in memory (the file starts before trimming)
+            self._file.write(chunk)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def tail_text(self) -> str:
+        return b"".join(self._chunks).decode("utf-8", "replace")
+
+    def snapshot(self) -> tuple[str, dict[str, Any]]:
+        """The current tail for a streaming update: ``(text, details)``."""
+        truncation = truncate_tail(self.tail_text())
+        if truncation.truncated:
+            self._ensure_file()
+        return truncation.content, self._details(truncation)
+
+    def final(self) -> tuple[str, dict[str, Any]]:
+        """The tail with pi's trailer (``(no output)`` when empty), and ``details``; closes the file."""
+        text = self.tail_text()
+        truncation = truncate_tail(text)
+        if truncation.truncated:
+            self._ensure_file()
+        self.close()
+        output = truncation.content or "(no output)"
+        if truncation.truncated:
+            output += tail_notice(truncation, self.full_output_path, utf8_len(text.rsplit("\n", 1)[-1]))
+        return output, self._details(truncation)
+
+    def _details(self, truncation: TruncationResult) -> dict[str, Any]:
+        return {
+            "truncation": truncation.to_dict() if truncation.truncated else None,
+            "full_output_path": self.full_output_path,
+        }

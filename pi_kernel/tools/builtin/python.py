@@ -1,0 +1,317 @@
+"""The ``python`` tool: run code in the notebook's namespace, like a cell.
+
+The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without
+one, in the namespace given to ``create_python_tool`` or a private one kept
+by the tool; variables persist between calls. As in a notebook
+(``ast_node_interactivity='last_expr'``) the value of a final expression
+statement is shown unless the code ends with ``;``. Top-level ``await`` works
+(the code then runs on its own event loop in the worker thread).
+
+Threads (decided): the tool's ``execute`` is sync, so the agent loop runs it
+on a worker thread while the kernel's main thread idles in ``await``. One
+call runs at a time in the whole process (``_RUN_LOCK``): the namespace and
+matplotlib's pyplot are not thread-safe, and notebook code is written to run
+alone. Output capture is per context, not per process (see
+``python_capture``), so the kernel's own prints are not swallowed. An abort
+raises ``KeyboardInterrupt`` inside the running code (as a kernel interrupt
+would); code blocked in a C call notices when that call returns.
+
+What the model gets: stdout, stderr, the text/plain of displayed objects and
+of the result, in order, tail-truncated like ``bash`` (full text in a temp
+file), plus up to ``max_images`` images (PNG/JPEG from ``display`` and
+matplotlib figures). Figures the code created and left open are rendered and
+closed at the end, so they show in the tool's output rather than leaking into
+the cell. An exception gives an error result with the output so far and the
+traceback of the user's code only.
+
+``details``: ``{"outputs": [nbformat output dicts: stream / display_data /
+execute_result], "truncation": dict | None, "full_output_path": str | None}``.
+Updates while running carry ``{"outputs": [...]}`` so far.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import base64
+import builtins
+import ctypes
+import inspect
+import io
+import itertools
+import linecache
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from pi_kernel.agent import OPERATION_ABORTED
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import AbortSignal, ImageContent, TextContent
+from pi_kernel.tools.builtin.images import fit_image
+from pi_kernel.tools.builtin.output import OutputSpool
+from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.results import display_bundle, image_png_bytes
+
+MAX_MODEL_IMAGES = 3
+UPDATE_INTERVAL_SECONDS = 0.1
+_MODEL_IMAGE_TYPES = ("image/png", "image/jpeg")
+_RUN_LOCK = threading.Lock()
+_cell_numbers = itertools.count(1)
+_recent_cells: deque[str] = deque()
+_MAX_CACHED_CELLS = 200
+
+
+class PythonParams(BaseModel):
+    code: str = Field(
+        description="Python code to run, like a notebook cell. The value of the last expression is shown; end the "
+        "code with ';' to hide it."
+    )
+
+
+def create_python_tool(
+    *, namespace: dict[str, Any] | None = None, max_images: int = MAX_MODEL_IMAGES
+) -> ToolDefinition:
+    """The ``python`` tool (asks for approval by default).
+
+    ``namespace``: where code runs when the context has none (default: a
+    private dict kept by this tool); ``max_images``: images sent to the model per call.
+    """
+    private: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": builtins}
+
+    def execute(
+        tool_call_id: str,
+        params: PythonParams,
+        signal: AbortSignal | None,
+        on_update: Callable[[AgentToolResult], None] | None,
+        ctx: ToolContext,
+    ) -> AgentToolResult:
+        target = ctx.namespace if ctx.namespace is not None else private
+        return run_python(params.code, target, signal=signal, on_update=on_update, max_images=max_images)
+
+    return ToolDefinition(
+        name="python",
+        label="python",
+        description=(
+            "Run Python code in the notebook's namespace, like a notebook cell: variables persist between calls and "
+            "are shared with the user's cells. Returns stdout, stderr, the value of the last expression and the text "
+            "of displayed objects; images (matplotlib figures, displayed images) are attached. Output is truncated "
+            "to the last 2000 lines or 50KB."
+        ),
+        parameters=PythonParams,
+        execute=execute,
+        prompt_snippet="Run Python code in the notebook's namespace (variables persist and are shared with the user)",
+        prompt_guidelines=(
+            "Use python to inspect or compute with the notebook's variables; the last expression's value is shown",
+        ),
+        approval="ask",
+    )
+
+
+def run_python(
+    code: str,
+    namespace: dict[str, Any],
+    *,
+    signal: AbortSignal | None = None,
+    on_update: Callable[[AgentToolResult], None] | None = None,
+    max_images: int = MAX_MODEL_IMAGES,
+) -> AgentToolResult:
+    """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop)."""
+    if signal is not None and signal.aborted:
+        raise RuntimeError(OPERATION_ABORTED)
+    spool = OutputSpool("pi-python")
+    updates = _UpdateThrottle(on_update)
+    error: str | None = None
+
+    def on_text(text: str) -> None:
+        spool.add(text.encode("utf-8", "replace"))
+        updates.maybe_send(capture)
+
+    with _RUN_LOCK, capturing(on_text) as capture:
+        figures_before = _open_figure_numbers()
+        interrupter = _Interrupter(signal)
+        try:
+            with interrupter:
+                value, shown_figure = _run_cell(code, namespace)
+            if value is not None:
+                _add_result(capture, value)
+        except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
+            if interrupter.fired:
+                error = OPERATION_ABORTED
+            else:
+                error = _user_traceback(exception)
+            shown_figure = None
+        _capture_new_figures(capture, figures_before, shown_figure)
+    if error is not None:
+        spool.add((error if spool.total_bytes == 0 else f"\n{error}").encode("utf-8", "replace"))
+        text, _details = spool.final()
+        raise RuntimeError(text)
+    text, details = spool.final()
+    content: list[TextContent | ImageContent] = [TextContent(text)]
+    content.extend(_model_images(capture.outputs, max_images, content))
+    return AgentToolResult(content, details={"outputs": capture.outputs, **details})
+
+
+class _UpdateThrottle:
+    def __init__(self, on_update: Callable[[AgentToolResult], None] | None) -> None:
+        self._on_update = on_update
+        self._last = 0.0
+
+    def maybe_send(self, capture: OutputCapture) -> None:
+        now = time.monotonic()
+        if self._on_update is None or now - self._last < UPDATE_INTERVAL_SECONDS:
+            return
+        self._last = now
+        try:
+            self._on_update(AgentToolResult([], details={"outputs": [dict(output) for output in capture.outputs]}))
+        except Exception:  # noqa: BLE001 - a broken listener must not break the user's code
+            pass
+
+
+def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:
+    """Execute the cell: ``(value of the last expression or None, that value if it is a figure)``."""
+    filename = _register_source(code)
+    tree = ast.parse(code, filename=filename)
+    last: ast.expr | None = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
+        last = tree.body.pop().value  # type: ignore[attr-defined]
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    body = compile(tree, filename, "exec", flags=flags)
+    _evaluate(body, namespace)
+    if last is None:
+        return None, None
+    value = _evaluate(compile(ast.Expression(last), filename, "eval", flags=flags), namespace)
+    figure_module = sys.modules.get("matplotlib.figure")
+    is_figure = figure_module is not None and isinstance(value, figure_module.Figure)
+    return value, (value if is_figure else None)
+
+
+def _evaluate(code: Any, namespace: dict[str, Any]) -> Any:
+    result = eval(code, namespace)
+    if code.co_flags & inspect.CO_COROUTINE:
+        result = asyncio.run(result)
+    return result
+
+
+def _register_source(code: str) -> str:
+    """A cell file name whose source ``linecache`` knows, so tracebacks show the lines."""
+    filename = f"<python-tool-{next(_cell_numbers)}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    _recent_cells.append(filename)
+    while len(_recent_cells) > _MAX_CACHED_CELLS:
+        linecache.cache.pop(_recent_cells.popleft(), None)
+    return filename
+
+
+def _user_traceback(exception: BaseException) -> str:
+    """The traceback from the first frame of the user's code (the tool's own frames left out)."""
+    tb = exception.__traceback__
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<python-tool-"):
+        tb = tb.tb_next
+    if tb is None:  # a syntax error, or raised before user code ran
+        return "".join(traceback.format_exception_only(type(exception), exception)).rstrip()
+    return "".join(traceback.format_exception(type(exception), exception, tb)).rstrip()
+
+
+def _add_result(capture: OutputCapture, value: Any) -> None:
+    shell = current_shell()
+    if shell is not None:
+        data, metadata = shell.display_formatter.format(value)
+    else:
+        data, metadata = {"text/plain": repr(value)}, {}
+        data.update(display_bundle(value) or {})
+        png = image_png_bytes(value)
+        if png is not None:
+            data["image/png"] = base64.b64encode(png).decode("ascii")
+    capture.add_display(data, metadata, output_type="execute_result")
+
+
+def _open_figure_numbers() -> set[int]:
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    return set(pyplot.get_fignums()) if pyplot is not None else set()
+
+
+def _capture_new_figures(capture: OutputCapture, before: set[int], shown: Any) -> None:
+    """Render and close figures the code opened and left open (as the inline backend's flush does)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number in pyplot.get_fignums():
+        if number in before:
+            continue
+        figure = pyplot.figure(number)
+        if figure is not shown:
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png", bbox_inches="tight")
+            png = base64.b64encode(buffer.getvalue()).decode("ascii")
+            capture.add_display({"image/png": png, "text/plain": repr(figure)})
+        pyplot.close(figure)
+
+
+def _model_images(outputs: list[dict[str, Any]], limit: int, content: list[Any]) -> list[ImageContent]:
+    images: list[ImageContent] = []
+    skipped = 0
+    for output in outputs:
+        data = output.get("data", {})
+        mime = next((mime for mime in _MODEL_IMAGE_TYPES if isinstance(data.get(mime), str)), None)
+        if mime is None:
+            continue
+        if len(images) >= limit:
+            skipped += 1
+            continue
+        fitted = fit_image(base64.b64decode(data[mime]), mime)
+        if fitted is not None:
+            images.append(ImageContent(fitted.data, fitted.mime_type))
+    if skipped:
+        content.append(TextContent(f"[{skipped} more image(s) not attached; at most {limit} per call]"))
+    return images
+
+
+class _Interrupter:
+    """While active, an abort raises ``KeyboardInterrupt`` in the thread running the code."""
+
+    def __init__(self, signal: AbortSignal | None) -> None:
+        self._signal = signal
+        self._lock = threading.Lock()
+        self._thread_id: int | None = None
+        self.fired = False
+        self._remove: Callable[[], None] | None = None
+
+    def __enter__(self) -> _Interrupter:
+        with self._lock:
+            self._thread_id = threading.get_ident()
+        if self._signal is not None:
+            self._remove = self._signal.add_listener(self._interrupt)
+        return self
+
+    def _interrupt(self, _reason: Any) -> None:
+        with self._lock:
+            if self._thread_id is None:
+                return
+            self.fired = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self._thread_id), ctypes.py_object(KeyboardInterrupt)
+            )
+
+    def __exit__(self, *exc_info: Any) -> None:
+        # Stop interrupting before leaving the user's code, and cancel an
+        # interrupt that is scheduled but has not landed yet; one landing
+        # during this very step is caught and the step retried.
+        thread_id = threading.get_ident()
+        while True:
+            try:
+                with self._lock:
+                    self._thread_id = None
+                    if self.fired:
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
+                break
+            except KeyboardInterrupt:
+                self.fired = True
+        if self._remove is not None:
+            self._remove()

@@ -1,0 +1,237 @@
+"""Capturing what Python code prints and displays, per running call, not per process.
+
+The ``python`` tool runs user code on a worker thread while the kernel's main
+thread stays live (it streams widgets, prints to cells). Swapping
+``sys.stdout`` for a buffer would swallow every other thread's output. So:
+
+- ``sys.stdout`` / ``sys.stderr`` get a thin proxy (installed while at least
+  one capture is active, removed after the last) that looks up the capture of
+  the *current context* (a ``ContextVar``) and writes there, or passes the
+  write to the real stream. The tool sets the variable in the worker's own
+  context, so only the code it runs is captured (threads that code starts
+  itself do not inherit it and print to the real stream, as in a notebook).
+- Inside IPython, ``shell.display_pub`` gets the same kind of proxy:
+  ``display()``, ``update_display`` and ``clear_output`` from the captured
+  context land in the capture as nbformat outputs; all other publishing
+  (the kernel's own widgets and cells) goes to the real publisher.
+- Outside IPython, ``IPython.display.display`` has no shell and prints the
+  object's text form (IPython's own behaviour), which the stdout proxy then
+  captures as text. Rich forms need a shell; patching ``display`` itself is
+  not robust (code binds it with ``from IPython.display import display``).
+
+Anything written to file descriptors 1/2 directly (C extensions, ``os.system``)
+is not captured.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+MAX_DETAIL_STREAM_CHARS = 200_000
+"""Stream text kept for ``details`` (the model's text is spooled separately, with no limit)."""
+
+_current: ContextVar[OutputCapture | None] = ContextVar("pi_python_capture", default=None)
+
+
+class OutputCapture:
+    """Outputs of one call, as nbformat output dicts, in order."""
+
+    def __init__(self, on_text: Callable[[str], None] | None = None) -> None:
+        self.outputs: list[dict[str, Any]] = []
+        self._on_text = on_text
+        """Called with each piece of model-visible text (streams, display text)."""
+        self._stream_chars = 0
+        self._dropped_stream = False
+        self._display_ids: dict[str, int] = {}
+        self._clear_pending = False
+        self._lock = threading.Lock()
+
+    def write_stream(self, name: str, text: str) -> None:
+        if not text:
+            return
+        with self._lock:
+            self._maybe_clear()
+            if self._stream_chars + len(text) > MAX_DETAIL_STREAM_CHARS:
+                if not self._dropped_stream:
+                    self._dropped_stream = True
+                    self._append_stream(name, "\n[... more output not kept here; see the tool result text]\n")
+            else:
+                self._stream_chars += len(text)
+                self._append_stream(name, text)
+        if self._on_text is not None:
+            self._on_text(text)
+
+    def _append_stream(self, name: str, text: str) -> None:
+        last = self.outputs[-1] if self.outputs else None
+        if last is not None and last["output_type"] == "stream" and last["name"] == name:
+            last["text"] += text
+        else:
+            self.outputs.append({"output_type": "stream", "name": name, "text": text})
+
+    def add_display(
+        self,
+        data: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        *,
+        transient: Any = None,
+        update: bool = False,
+        output_type: str = "display_data",
+    ) -> None:
+        output: dict[str, Any] = {"output_type": output_type, "data": dict(data), "metadata": dict(metadata or {})}
+        if output_type == "execute_result":
+            output["execution_count"] = None
+        display_id = transient.get("display_id") if isinstance(transient, dict) else None
+        with self._lock:
+            self._maybe_clear()
+            if update:
+                index = self._display_ids.get(display_id) if display_id is not None else None
+                if index is not None:
+                    self.outputs[index] = output
+                return
+            if display_id is not None:
+                self._display_ids[display_id] = len(self.outputs)
+            self.outputs.append(output)
+        if self._on_text is not None:
+            self._on_text(display_text(output) + "\n")
+
+    def clear(self, wait: bool = False) -> None:
+        with self._lock:
+            if wait:
+                self._clear_pending = True
+            else:
+                self._clear_now()
+
+    def _maybe_clear(self) -> None:
+        if self._clear_pending:
+            self._clear_now()
+
+    def _clear_now(self) -> None:
+        self._clear_pending = False
+        self.outputs.clear()
+        self._display_ids.clear()
+        self._stream_chars = 0
+
+
+def display_text(output: dict[str, Any]) -> str:
+    """What the model reads for a display/execute output: its text/plain, else the MIME types."""
+    data = output.get("data", {})
+    text = data.get("text/plain")
+    if isinstance(text, list):
+        text = "".join(text)
+    if isinstance(text, str):
+        return text
+    return "[" + ", ".join(sorted(data)) + "]"
+
+
+class _StreamProxy:
+    """Stands in for ``sys.stdout``/``sys.stderr``: captured context → capture, else the real stream."""
+
+    def __init__(self, name: str, inner: Any) -> None:
+        self._pi_name = name
+        self._pi_inner = inner
+
+    def write(self, text: str) -> int:
+        capture = _current.get()
+        if capture is None:
+            return self._pi_inner.write(text)  # type: ignore[no-any-return]
+        capture.write_stream(self._pi_name, str(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if _current.get() is None:
+            self._pi_inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pi_inner, name)
+
+
+class _DisplayPublisherProxy:
+    """Stands in for an IPython shell's ``display_pub`` (see the module docstring)."""
+
+    def __init__(self, inner: Any) -> None:
+        object.__setattr__(self, "_pi_inner", inner)
+
+    def publish(self, *args: Any, **kwargs: Any) -> Any:
+        capture = _current.get()
+        if capture is None:
+            return self._pi_inner.publish(*args, **kwargs)
+        data = kwargs.get("data", args[0] if args else {})
+        metadata = kwargs.get("metadata", args[1] if len(args) > 1 else None)
+        capture.add_display(data, metadata, transient=kwargs.get("transient"), update=bool(kwargs.get("update")))
+        return None
+
+    def clear_output(self, wait: bool = False) -> Any:
+        capture = _current.get()
+        if capture is None:
+            return self._pi_inner.clear_output(wait)
+        capture.clear(wait)
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pi_inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._pi_inner, name, value)
+
+
+_install_lock = threading.Lock()
+_active = 0
+
+
+def current_shell() -> Any:
+    """The running IPython shell, or None (IPython is only looked up when already imported)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    return ipython.get_ipython()
+
+
+def _install() -> None:
+    global _active
+    with _install_lock:
+        _active += 1
+        if not isinstance(sys.stdout, _StreamProxy):
+            sys.stdout = _StreamProxy("stdout", sys.stdout)  # type: ignore[assignment]
+        if not isinstance(sys.stderr, _StreamProxy):
+            sys.stderr = _StreamProxy("stderr", sys.stderr)  # type: ignore[assignment]
+        shell = current_shell()
+        if shell is not None and not isinstance(shell.display_pub, _DisplayPublisherProxy):
+            shell.display_pub = _DisplayPublisherProxy(shell.display_pub)
+
+
+def _uninstall() -> None:
+    """After the last capture: put the real objects back where ours are still on top."""
+    global _active
+    with _install_lock:
+        _active -= 1
+        if _active:
+            return
+        if isinstance(sys.stdout, _StreamProxy):
+            sys.stdout = sys.stdout._pi_inner
+        if isinstance(sys.stderr, _StreamProxy):
+            sys.stderr = sys.stderr._pi_inner
+        shell = current_shell()
+        if shell is not None and isinstance(shell.display_pub, _DisplayPublisherProxy):
+            shell.display_pub = shell.display_pub._pi_inner
+
+
+@contextmanager
+def capturing(on_text: Callable[[str], None] | None = None) -> Iterator[OutputCapture]:
+    """Capture this context's prints and displays into a new ``OutputCapture``."""
+    capture = OutputCapture(on_text)
+    _install()
+    token = _current.set(capture)
+    try:
+        yield capture
+    finally:
+        _current.reset(token)
+        _uninstall()

@@ -1,0 +1,67 @@
+"""The ``write`` tool: create or overwrite a file, making its folders.
+
+Port of pi's ``write.ts``. The write runs inside the file mutation queue, so
+it never interleaves with an ``edit`` or another ``write`` of the same file.
+The text is written as UTF-8 exactly as given (no newline translation). The
+reply is pi's ``Successfully wrote N bytes to <path>``; N counts UTF-8 bytes
+(pi counts UTF-16 code units, which is the same for ASCII).
+
+``details``: ``{"path": <absolute path>, "bytes": N}``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from pi_kernel.agent import OPERATION_ABORTED
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.file_queue import with_file_mutation_queue
+from pi_kernel.tools.paths import resolve_tool_path
+
+
+class WriteParams(BaseModel):
+    path: str = Field(description="Path to the file to write (relative or absolute)")
+    content: str = Field(description="Content to write to the file")
+
+
+def create_write_tool() -> ToolDefinition:
+    """The ``write`` tool (asks for approval by default)."""
+
+    async def execute(
+        tool_call_id: str, params: WriteParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
+    ) -> AgentToolResult:
+        absolute = resolve_tool_path(params.path, ctx)
+        data = params.content.encode("utf-8", "surrogateescape")
+
+        def write() -> None:
+            # Checked inside the queue: an abort while waiting for the turn must not write.
+            if signal is not None and signal.aborted:
+                raise RuntimeError(OPERATION_ABORTED)
+            os.makedirs(os.path.dirname(absolute), exist_ok=True)
+            with open(absolute, "wb") as file:
+                file.write(data)
+
+        await with_file_mutation_queue(absolute, write)
+        return AgentToolResult(
+            [TextContent(f"Successfully wrote {len(data)} bytes to {params.path}")],
+            details={"path": absolute, "bytes": len(data)},
+        )
+
+    return ToolDefinition(
+        name="write",
+        label="write",
+        description=(
+            "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. "
+            "Automatically creates parent directories."
+        ),
+        parameters=WriteParams,
+        execute=execute,
+        prompt_snippet="Create or overwrite files",
+        prompt_guidelines=("Use write only for new files or complete rewrites.",),
+        approval="ask",
+    )

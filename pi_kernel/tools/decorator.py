@@ -1,0 +1,353 @@
+"""``@tool``: a notebook function becomes a ``ToolDefinition``.
+
+Three shapes are accepted:
+
+- a function whose single (non-injected) parameter is a pydantic model: the
+  model is the schema; its docstring (else the function's) describes the tool;
+  ``Field(description=...)`` describes the parameters;
+- a plain function with type hints: a pydantic model is built from the
+  signature (defaults kept, ``Annotated[..., Field(...)]`` respected), and the
+  docstring (Google, NumPy or Sphinx) gives the tool description and the
+  parameter descriptions;
+- either of them ``async``.
+
+Parameters named ``signal``, ``on_update``, ``ctx`` and ``tool_call_id`` are
+injected by the tool runtime and left out of the schema. ``signal`` is never
+``None`` (a fresh, never-aborted signal stands in); ``on_update(value)``
+accepts anything a tool may return (a string, say) and streams it to the UI.
+
+The decorated object is a ``FunctionTool`` (a ``ToolDefinition``) that is still
+callable like the function: ``my_tool(city="Paris")`` in a cell calls it.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+import sys
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, overload
+
+from pydantic import BaseModel, Field, create_model
+from pydantic.fields import FieldInfo
+
+from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
+from pi_kernel.ai import AbortSignal, ConstrainedSampling
+from pi_kernel.tools.definition import ApprovalPolicy, ToolContext, ToolDefinition
+from pi_kernel.tools.docstrings import parse_docstring
+from pi_kernel.tools.registry import ToolRegistry, get_default_registry
+from pi_kernel.tools.results import to_agent_tool_result
+from pi_kernel.tools.wrapper import is_async_callable
+
+INJECTED_PARAMETERS = frozenset({"signal", "on_update", "ctx", "tool_call_id"})
+"""Parameter names filled by the runtime, never shown to the model."""
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""What OpenAI-compatible APIs accept as a function name."""
+
+
+@dataclass(eq=False)
+class FunctionTool(ToolDefinition):
+    """A ``ToolDefinition`` made by ``@tool``; calling it calls the original function."""
+
+    fn: Callable[..., Any] | None = None
+    """The decorated function."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.fn is not None:
+            self.__wrapped__ = self.fn
+            self.__name__ = getattr(self.fn, "__name__", self.name)
+            self.__qualname__ = getattr(self.fn, "__qualname__", self.name)
+            self.__module__ = getattr(self.fn, "__module__", __name__)
+            self.__doc__ = self.fn.__doc__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.fn is None:
+            raise TypeError(f'Tool "{self.name}" has no function to call')
+        return self.fn(*args, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Argument:
+    """How one parameter of the function is filled."""
+
+    parameter: str
+    """The function's parameter name."""
+    source: str
+    """An injected name, ``"*model"`` for the whole validated model, or the model field to read."""
+    positional: bool
+    """Positional-only in the function's signature."""
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    label: str | None = None,
+    description: str | None = None,
+    snippet: str | None = None,
+    guidelines: str | Sequence[str] = (),
+    execution_mode: ToolExecutionMode = "parallel",
+    approval: ApprovalPolicy = "auto",
+    max_retries: int = 3,
+    registry: ToolRegistry | Literal[False] | None = None,
+    render_call: Callable[[Any], Any] | None = None,
+    render_result: Callable[[Any], Any] | None = None,
+    prepare_arguments: Callable[[Any], Any] | None = None,
+    constrained_sampling: bool | ConstrainedSampling = False,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    label: str | None = None,
+    description: str | None = None,
+    snippet: str | None = None,
+    guidelines: str | Sequence[str] = (),
+    execution_mode: ToolExecutionMode = "parallel",
+    approval: ApprovalPolicy = "auto",
+    max_retries: int = 3,
+    registry: ToolRegistry | Literal[False] | None = None,
+    render_call: Callable[[Any], Any] | None = None,
+    render_result: Callable[[Any], Any] | None = None,
+    prepare_arguments: Callable[[Any], Any] | None = None,
+    constrained_sampling: bool | ConstrainedSampling = False,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Turn a function into a tool; use as ``@tool`` or ``@tool(name=..., ...)``.
+
+    ``snippet`` is the one line shown under ``Available tools:`` in the system
+    prompt (a tool without one is left out of that list but still callable);
+    ``guidelines`` are added under ``Guidelines:``. ``registry``: where to
+    register the tool (``None``: the default registry when one is set, see
+    ``set_default_registry``; ``False``: nowhere). Redefining a tool with the
+    same name replaces the old one.
+    """
+    # Names visible where the decorator is used, for string annotations of a function
+    # defined inside another function (``from __future__ import annotations``).
+    caller_namespace = sys._getframe(1).f_locals
+
+    def decorate(function: Callable[..., Any]) -> FunctionTool:
+        definition = function_tool(
+            function,
+            name=name,
+            label=label,
+            description=description,
+            snippet=snippet,
+            guidelines=[guidelines] if isinstance(guidelines, str) else list(guidelines),
+            execution_mode=execution_mode,
+            approval=approval,
+            max_retries=max_retries,
+            render_call=render_call,
+            render_result=render_result,
+            prepare_arguments=prepare_arguments,
+            constrained_sampling=constrained_sampling,
+            local_namespace=caller_namespace,
+        )
+        target = get_default_registry() if registry is None else registry
+        if target is not False and target is not None:
+            target.add(definition)
+        return definition
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def function_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    snippet: str | None = None,
+    guidelines: Sequence[str] = (),
+    local_namespace: dict[str, Any] | None = None,
+    **options: Any,
+) -> FunctionTool:
+    """Build the ``FunctionTool`` for ``fn`` without registering it (``@tool`` minus the registry).
+
+    ``local_namespace`` resolves string annotations that ``fn``'s globals do not.
+    """
+    tool_name: str = name or str(getattr(fn, "__name__", ""))
+    if not _TOOL_NAME.match(tool_name):
+        raise ValueError(
+            f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (pass @tool(name=...))"
+        )
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f'@tool "{tool_name}": generator functions are not supported; return the result instead')
+    docs = parse_docstring(inspect.getdoc(fn))
+    param_docs = {key: text for key, text in docs.params.items() if text}
+    model, arguments = _parameters_model(fn, tool_name, param_docs, local_namespace)
+    if description is None:
+        model_doc = inspect.cleandoc(model.__doc__) if _uses_model(arguments) and model.__doc__ else ""
+        description = model_doc or docs.description
+    return FunctionTool(
+        name=tool_name,
+        description=description,
+        parameters=model,
+        execute=_make_execute(fn, model, arguments),
+        prompt_snippet=snippet,
+        prompt_guidelines=tuple(guidelines),
+        fn=fn,
+        **{key: value for key, value in options.items() if value is not None},
+    )
+
+
+def _uses_model(arguments: Sequence[_Argument]) -> bool:
+    return any(argument.source == "*model" for argument in arguments)
+
+
+def _parameters_model(
+    fn: Callable[..., Any], tool_name: str, param_docs: dict[str, str], local_namespace: dict[str, Any] | None
+) -> tuple[type[BaseModel], list[_Argument]]:
+    """The schema model and how to fill each of ``fn``'s parameters from it."""
+    signature = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, localns=local_namespace, include_extras=True)
+    except Exception as error:  # any failure to resolve hints gets the same clear message
+        raise TypeError(f'@tool "{tool_name}": cannot resolve the type hints: {error}') from error
+    exposed: list[inspect.Parameter] = []
+    arguments: list[_Argument] = []
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(
+                f'@tool "{tool_name}": *{parameter.name} / **{parameter.name} cannot be described to the model; '
+                "declare each argument explicitly"
+            )
+        positional = parameter.kind is parameter.POSITIONAL_ONLY
+        if parameter.name in INJECTED_PARAMETERS:
+            arguments.append(_Argument(parameter.name, parameter.name, positional))
+        else:
+            exposed.append(parameter)
+    if len(exposed) == 1 and _is_model_class(hints.get(exposed[0].name)):
+        only = exposed[0]
+        arguments.append(_Argument(only.name, "*model", only.kind is only.POSITIONAL_ONLY))
+        return hints[only.name], _in_signature_order(arguments, signature)
+    fields: dict[str, Any] = {}
+    taken = set(signature.parameters)
+    for parameter in exposed:
+        field_name = _field_name(parameter.name, taken)
+        taken.add(field_name)
+        annotation = hints.get(parameter.name, Any)
+        fields[field_name] = (annotation, _field_info(parameter, annotation, field_name, param_docs))
+        arguments.append(_Argument(parameter.name, field_name, parameter.kind is parameter.POSITIONAL_ONLY))
+    try:
+        model = create_model(_model_name(tool_name), **fields)
+        model.model_json_schema()
+    except Exception as error:  # pydantic raises several kinds for unsupported types
+        raise TypeError(
+            f'@tool "{tool_name}": its parameters cannot be described as JSON schema ({error}). '
+            "Use JSON-friendly types (str, int, float, bool, list, dict, Literal, pydantic models)."
+        ) from error
+    return model, _in_signature_order(arguments, signature)
+
+
+def _is_model_class(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _in_signature_order(arguments: list[_Argument], signature: inspect.Signature) -> list[_Argument]:
+    order = {name: index for index, name in enumerate(signature.parameters)}
+    return sorted(arguments, key=lambda argument: order[argument.parameter])
+
+
+def _field_name(parameter: str, taken: set[str]) -> str:
+    """A model field name for ``parameter``; the parameter itself becomes the alias when it
+    would clash with pydantic (``json``, ``copy``, a leading underscore)."""
+    if not parameter.startswith("_") and not hasattr(BaseModel, parameter):
+        return parameter
+    candidate = f"arg{parameter}" if parameter.startswith("_") else f"{parameter}_"
+    while candidate in taken:
+        candidate += "_"
+    return candidate
+
+
+def _field_info(parameter: inspect.Parameter, annotation: Any, field_name: str, param_docs: dict[str, str]) -> Any:
+    doc = param_docs.get(parameter.name)
+    alias = parameter.name if field_name != parameter.name else None
+    default = parameter.default
+    if isinstance(default, FieldInfo):
+        info = copy.copy(default)
+        if doc and not info.description:
+            info.description = doc
+        if alias:
+            info.alias = alias
+        return info
+    options: dict[str, Any] = {}
+    if doc and not _annotated_description(annotation):
+        options["description"] = doc
+    if alias:
+        options["alias"] = alias
+    return Field(... if default is parameter.empty else default, **options)
+
+
+def _annotated_description(annotation: Any) -> bool:
+    """Whether ``Annotated[..., Field(description=...)]`` already describes the parameter."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return False
+    return any(isinstance(extra, FieldInfo) and extra.description for extra in typing.get_args(annotation)[1:])
+
+
+def _model_name(tool_name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[_-]+", tool_name) if part) + "Params"
+
+
+def _make_execute(fn: Callable[..., Any], model: type[BaseModel], arguments: list[_Argument]) -> Callable[..., Any]:
+    """``execute(tool_call_id, params, signal, on_update, ctx)``: sync for a sync ``fn``, async for async."""
+
+    def bind(
+        tool_call_id: str,
+        params: Any,
+        signal: AbortSignal | None,
+        on_update: Callable[[AgentToolResult], None] | None,
+        ctx: ToolContext | None,
+    ) -> tuple[list[Any], dict[str, Any]]:
+        if not isinstance(params, model):
+            params = model.model_validate(params)
+
+        def update(value: Any) -> None:
+            if on_update is not None:
+                on_update(to_agent_tool_result(value))
+
+        injected = {
+            "tool_call_id": tool_call_id,
+            "signal": signal if signal is not None else AbortSignal(),
+            "on_update": update,
+            "ctx": ctx if ctx is not None else ToolContext(),
+            "*model": params,
+        }
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for argument in arguments:
+            value = injected[argument.source] if argument.source in injected else getattr(params, argument.source)
+            if argument.positional:
+                args.append(value)
+            else:
+                kwargs[argument.parameter] = value
+        return args, kwargs
+
+    if is_async_callable(fn):
+
+        async def execute_async(
+            tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None, ctx: Any = None
+        ) -> AgentToolResult:
+            args, kwargs = bind(tool_call_id, params, signal, on_update, ctx)
+            return to_agent_tool_result(await fn(*args, **kwargs))
+
+        return execute_async
+
+    def execute(
+        tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None, ctx: Any = None
+    ) -> AgentToolResult:
+        args, kwargs = bind(tool_call_id, params, signal, on_update, ctx)
+        return to_agent_tool_result(fn(*args, **kwargs))
+
+    return execute

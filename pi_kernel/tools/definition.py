@@ -1,0 +1,75 @@
+"""``ToolDefinition``: a tool as the product knows it.
+
+Adds to the agent's ``AgentTool`` what only the product layer needs: prompt
+metadata for the system prompt (kept here, never sent in the API ``tools``
+array), render hooks for the notebook views, and an approval policy.
+``wrap_tool_definition`` (in ``wrapper.py``) adapts one to an ``AgentTool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from pi_kernel.agent.types import ToolExecutionMode
+from pi_kernel.ai import ConstrainedSampling
+
+ApprovalPolicy = Literal["ask", "auto"] | Callable[[Any], Any]
+"""``"ask"``: a person approves each call; ``"auto"``: runs at once; a callable
+gets the validated arguments and returns ``True``/``"auto"`` (run),
+``False``/``"ask"`` (ask)."""
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may know of where it runs (pi's ExtensionContext)."""
+
+    cwd: Path = field(default_factory=Path.cwd)
+    """Relative paths resolve against this."""
+    workspace_root: Path | None = None
+    """When set, the file tools refuse paths outside it."""
+    namespace: dict[str, Any] | None = None
+    """The notebook's user namespace, for the ``python`` tool."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Room for the host (the kernel puts its session here)."""
+
+
+@dataclass(eq=False)
+class ToolDefinition:
+    name: str
+    """The name the model calls it by."""
+    description: str
+    """What it does, for the model (the API ``tools`` channel)."""
+    parameters: type[BaseModel] | dict[str, Any]
+    """The single schema: a pydantic model class or a JSON-schema dict."""
+    execute: Callable[..., Any]
+    """``execute(tool_call_id, params, signal, on_update, ctx) -> AgentToolResult``;
+    sync or async."""
+    label: str = ""
+    """Name shown in the UI; defaults to ``name``."""
+    prompt_snippet: str | None = None
+    """One line for ``Available tools:`` in the system prompt; without one the
+    tool is left out of that list (it stays in the API channel)."""
+    prompt_guidelines: Sequence[str] = ()
+    """Lines added under ``Guidelines:`` while the tool is active."""
+    execution_mode: ToolExecutionMode = "parallel"
+    prepare_arguments: Callable[[Any], Any] | None = None
+    """Rewrites an older argument shape into the current one, before validation."""
+    render_call: Callable[[Any], Any] | None = None
+    """``render_call(args) -> str | IPython display object``: how the UI shows
+    the call (the default is pretty JSON)."""
+    render_result: Callable[[Any], Any] | None = None
+    """``render_result(result: AgentToolResult) -> str | display object``."""
+    approval: ApprovalPolicy = "auto"
+    constrained_sampling: bool | ConstrainedSampling = False
+    max_retries: int = 3
+    """How many ``ToolRetry`` failures in a row before the model is told to stop
+    retrying this tool."""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            self.label = self.name

@@ -1,0 +1,173 @@
+"""The file mutation queue: writes to one file happen one after the other.
+
+Port of pi's ``file-mutation-queue.ts``. Tool calls of a batch run in
+parallel; ``write`` and ``edit`` read-modify-write a file, so two of them on
+the same file must not interleave. Each operation runs inside
+``with_file_mutation_queue(path, fn)``:
+
+- the key is the file's real path (``os.path.realpath``, which also resolves
+  the existing part of a path that does not exist yet): symlink aliases of a
+  file, and paths through a symlinked directory, share one queue;
+- the same key → strictly one after the other, in the order the calls were
+  made (FIFO); different keys → concurrently;
+- an operation that raises releases its turn like one that returns;
+- a key's entry is removed when its queue drains (no growth with the number
+  of files ever touched).
+
+Unlike pi's per-process promise chain, the queue here is a FIFO lock that
+works across threads and event loops: the waiting side is an asyncio future
+(woken with ``call_soon_threadsafe``) for async callers, or a
+``threading.Event`` for thread code (``hold_file_mutation_queue``). Tools
+run partly on worker threads and a notebook may run a second loop, and all of
+them must see the same queue.
+
+``fn`` (decided): a zero-argument callable. An ``async def`` function (or any
+callable returning an awaitable) is awaited on the caller's loop; a plain
+function runs on a worker thread (``asyncio.to_thread``) so its blocking file
+I/O does not stall the loop. Either way the queue is held until it finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class _Waiter:
+    """One caller waiting for its turn on a key."""
+
+    __slots__ = ("event", "future", "granted", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.granted = False
+        """Set (under the registry lock) when the turn is handed to this waiter."""
+        self.loop = loop
+        self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
+        self.event: threading.Event | None = None if loop is not None else threading.Event()
+
+    def wake(self) -> bool:
+        """Tell the waiter its turn came; False when its event loop is gone."""
+        if self.future is not None and self.loop is not None:
+            future = self.future
+            try:
+                self.loop.call_soon_threadsafe(_resolve, future)
+            except RuntimeError:  # the loop was closed while the waiter sat in line
+                return False
+        elif self.event is not None:
+            self.event.set()
+        return True
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():  # it may have been cancelled meanwhile
+        future.set_result(None)
+
+
+_lock = threading.Lock()
+_queues: dict[str, deque[_Waiter]] = {}
+"""A key is present while its file's turn is held; the deque holds those waiting behind."""
+
+
+def mutation_queue_key(path: str | os.PathLike[str]) -> str:
+    """The key a path queues under: its absolute real path."""
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def active_queue_count() -> int:
+    """How many files currently have an operation running (for tests and diagnostics)."""
+    with _lock:
+        return len(_queues)
+
+
+def _acquire_or_wait(key: str, loop: asyncio.AbstractEventLoop | None) -> _Waiter | None:
+    """Take the turn at once (returns None) or join the line (returns the waiter)."""
+    with _lock:
+        waiting = _queues.get(key)
+        if waiting is None:
+            _queues[key] = deque()
+            return None
+        waiter = _Waiter(loop)
+        waiting.append(waiter)
+        return waiter
+
+
+def _release(key: str) -> None:
+    """Hand the turn to the next waiter that can take it, or drop the key when nobody waits."""
+    while True:
+        with _lock:
+            waiting = _queues[key]
+            if not waiting:
+                del _queues[key]
+                return
+            waiter = waiting.popleft()
+            waiter.granted = True
+        if waiter.wake():
+            return
+
+
+def _give_up(key: str, waiter: _Waiter) -> None:
+    """A waiter stopped waiting (cancelled): leave the line, or pass on a turn already handed over."""
+    with _lock:
+        granted = waiter.granted
+        if not granted:
+            _queues[key].remove(waiter)
+    if granted:
+        _release(key)
+
+
+async def _acquire_async(key: str) -> None:
+    waiter = _acquire_or_wait(key, asyncio.get_running_loop())
+    if waiter is None:
+        return
+    assert waiter.future is not None
+    try:
+        await waiter.future
+    except BaseException:
+        _give_up(key, waiter)
+        raise
+
+
+async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[], T | Awaitable[T]]) -> T:
+    """Run ``fn()`` when every earlier operation on the same real file has finished.
+
+    Returns what ``fn`` returns (awaited when it is awaitable); its exception
+    propagates after the queue moved on. See the module docstring for how
+    ``fn`` runs.
+    """
+    key = mutation_queue_key(path)
+    await _acquire_async(key)
+    try:
+        if inspect.iscoroutinefunction(fn):
+            return await fn()  # type: ignore[no-any-return]
+        value: Any = await asyncio.to_thread(fn)
+        if inspect.isawaitable(value):
+            value = await value
+        return value  # type: ignore[no-any-return]
+    finally:
+        _release(key)
+
+
+@contextmanager
+def hold_file_mutation_queue(path: str | os.PathLike[str]) -> Iterator[None]:
+    """The blocking form for thread code: ``with hold_file_mutation_queue(p): ...``.
+
+    Never call it on an event loop's thread while an async holder of the same
+    file may need that loop to finish: it would wait forever.
+    """
+    key = mutation_queue_key(path)
+    waiter = _acquire_or_wait(key, None)
+    if waiter is not None:
+        assert waiter.event is not None
+        waiter.event.wait()
+    try:
+        yield
+    finally:
+        _release(key)

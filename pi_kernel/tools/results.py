@@ -1,0 +1,228 @@
+"""What a tool returned → the ``AgentToolResult`` the model and the UI receive.
+
+Conversion table (first match wins):
+
+=====================================  ==========================================================
+returned value                         result
+=====================================  ==========================================================
+``AgentToolResult``                    passed through
+``str``                                one text block
+a content block / non-empty list of    passed through as ``content``
+content blocks (text, image)
+``bytes`` with PNG/JPEG/GIF/WebP       one ``ImageContent`` with that MIME type
+magic
+other ``bytes``                        UTF-8 text, else ``<N bytes of binary data>``
+PIL image, matplotlib Figure/Axes,     one ``ImageContent`` (``image/png``)
+object with ``_repr_png_``
+object with ``_repr_mimebundle_``,     text for the model (markdown, else plain text, truncated)
+``_repr_markdown_`` or ``_repr_html_`` + the rich form in ``details["display"]``
+(a pandas DataFrame, say)
+``None``, numbers, ``dict``, ``list``  JSON text (pydantic models through ``model_dump``,
+``tuple``, pydantic model, dataclass   dataclasses through ``asdict``, numpy values through
+                                       ``tolist``, dates as ISO text, others through ``str``)
+anything else                          ``str(value)``
+=====================================  ==========================================================
+
+The display convention, for the widgets: ``details["display"]`` is a MIME
+bundle (a dict of MIME type → data, as IPython's ``display_data`` carries) or a
+list of them, to be shown in order. Text types hold ``str``; image types hold
+base64 ``str``. The model never sees ``details``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import enum
+import io
+import json
+import sys
+import uuid
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import PurePath
+from typing import Any
+
+from pydantic import BaseModel
+
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import ImageContent, TextContent
+
+MAX_SUMMARY_CHARS = 20_000
+"""Longest text summary of a rich object (a DataFrame's text form) sent to the model."""
+
+_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def to_agent_tool_result(value: Any) -> AgentToolResult:
+    """Convert whatever a tool returned into an ``AgentToolResult`` (see the module table)."""
+    if isinstance(value, AgentToolResult):
+        return value
+    if isinstance(value, str):
+        return AgentToolResult([TextContent(value)])
+    if isinstance(value, (TextContent, ImageContent)):
+        return AgentToolResult([value])
+    if isinstance(value, list) and value and all(isinstance(item, (TextContent, ImageContent)) for item in value):
+        return AgentToolResult(list(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _bytes_result(bytes(value))
+    png = image_png_bytes(value)
+    if png is not None:
+        return AgentToolResult([image_content(png, "image/png")])
+    rich = _rich_result(value)
+    if rich is not None:
+        return rich
+    if _is_json_like(value):
+        return AgentToolResult([TextContent(to_json_text(value))])
+    return AgentToolResult([TextContent(str(value))])
+
+
+def image_content(data: bytes, mime_type: str) -> ImageContent:
+    return ImageContent(base64.b64encode(data).decode("ascii"), mime_type)
+
+
+def image_mime_type(data: bytes) -> str | None:
+    """The MIME type when ``data`` starts with a known image signature."""
+    for magic, mime in _IMAGE_MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _bytes_result(data: bytes) -> AgentToolResult:
+    mime = image_mime_type(data)
+    if mime is not None:
+        return AgentToolResult([image_content(data, mime)])
+    try:
+        return AgentToolResult([TextContent(data.decode("utf-8"))])
+    except UnicodeDecodeError:
+        return AgentToolResult([TextContent(f"<{len(data)} bytes of binary data>")])
+
+
+def image_png_bytes(value: Any) -> bytes | None:
+    """PNG bytes of a PIL image, a matplotlib figure or axes, or a ``_repr_png_`` object; else None.
+
+    PIL and matplotlib are looked up in ``sys.modules`` only: a value of their
+    types cannot exist unless they were imported, and importing them here
+    would cost every tool call.
+    """
+    pil_image = sys.modules.get("PIL.Image")
+    if pil_image is not None and isinstance(value, pil_image.Image):
+        image = value if value.mode in ("1", "L", "LA", "I", "P", "RGB", "RGBA") else value.convert("RGBA")
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return buffer.getvalue()
+    figure_module = sys.modules.get("matplotlib.figure")
+    if figure_module is not None:
+        axes_module = sys.modules.get("matplotlib.axes")
+        if axes_module is not None and isinstance(value, axes_module.Axes):
+            value = value.get_figure()
+        if isinstance(value, figure_module.Figure):
+            buffer = io.BytesIO()
+            value.savefig(buffer, format="png", bbox_inches="tight")
+            return buffer.getvalue()
+    if isinstance(value, type):
+        return None
+    data = _call_repr(value, "_repr_png_")
+    if isinstance(data, tuple):  # IPython allows (data, metadata)
+        data = data[0]
+    if isinstance(data, str):
+        return base64.b64decode(data)
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    return None
+
+
+def _rich_result(value: Any) -> AgentToolResult | None:
+    """Text for the model, MIME bundle for the UI, for objects IPython would display richly."""
+    if isinstance(value, type):
+        return None
+    bundle = display_bundle(value)
+    if bundle is None:
+        return None
+    # ``str`` of a DataFrame honours pandas' display limits; ``to_string`` would print every row.
+    summary = bundle.get("text/markdown") or str(value)
+    bundle.setdefault("text/plain", summary)
+    return AgentToolResult([TextContent(truncate_summary(summary))], details={"display": bundle})
+
+
+def display_bundle(value: Any) -> dict[str, Any] | None:
+    """The MIME bundle of an object with ``_repr_mimebundle_`` / ``_repr_markdown_`` / ``_repr_html_``."""
+    bundle: dict[str, Any] = {}
+    produced = _call_repr(value, "_repr_mimebundle_", include=None, exclude=None)
+    data = produced[0] if isinstance(produced, tuple) else produced
+    if isinstance(data, Mapping):
+        bundle.update(data)
+    for mime, method in (("text/markdown", "_repr_markdown_"), ("text/html", "_repr_html_")):
+        if mime not in bundle:
+            text = _call_repr(value, method)
+            if isinstance(text, tuple):  # IPython allows (data, metadata)
+                text = text[0]
+            if isinstance(text, str):
+                bundle[mime] = text
+    if not bundle.keys() & {"text/markdown", "text/html"} and not any(key.startswith("image/") for key in bundle):
+        return None
+    return bundle
+
+
+def _call_repr(value: Any, method_name: str, **kwargs: Any) -> Any:
+    """Call an IPython ``_repr_*_`` method; a missing or failing one gives None, as in IPython."""
+    method = getattr(value, method_name, None)
+    if not callable(method):
+        return None
+    try:
+        return method(**kwargs)
+    except Exception:  # noqa: BLE001 - a broken rich repr falls back to plain text, as IPython does
+        return None
+
+
+def truncate_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters truncated]"
+
+
+def _is_json_like(value: Any) -> bool:
+    return (
+        value is None
+        or isinstance(value, (bool, int, float, dict, list, tuple, set, frozenset, BaseModel, Decimal, enum.Enum))
+        or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+        or _numpy_value(value)
+    )
+
+
+def _numpy_value(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and hasattr(value, "tolist")
+
+
+def to_json_text(value: Any) -> str:
+    """JSON text for the model; pydantic models through their own serializer."""
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=_json_default, ensure_ascii=False)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if _numpy_value(value):
+        return value.tolist()
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, (Decimal, uuid.UUID, PurePath)):
+        return str(value)
+    return str(value)

@@ -1,0 +1,109 @@
+"""Approve / Always allow / Deny, a reason for denying, and an editor for the arguments.
+
+The panel only proposes a decision: ``resolve(decision)`` (the broker's,
+bound to the call's id) decides, from whatever thread the click arrives on
+(JupyterLab may route comms to a subshell thread; the broker is thread-safe).
+It disables itself when the broker reports the decision, whoever made it
+(this panel, a timeout, an interrupt, a comm message), through
+``show_decision``. Edited arguments must be a JSON object; anything else shows
+an error and decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
+from pi_kernel.widgets.html_render import STATUS_COLORS, escape
+from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
+
+Resolve = Callable[[ApprovalDecision], bool]
+
+
+def decision_text(decision: ApprovalDecision) -> str:
+    """``approved``, ``always allowed``, ``denied: <reason>``, ``interrupted``, ... with who decided."""
+    edited = " with edited arguments" if decision.args is not None else ""
+    if decision.kind == "approve":
+        text = f"approved{edited}"
+    elif decision.kind == "always":
+        text = f"always allowed{edited}"
+    elif decision.source == "interrupt":
+        text = "interrupted"
+    else:
+        text = "denied" + (f": {decision.reason}" if decision.reason else "")
+    if decision.source not in ("user", "interrupt"):
+        text += f" ({decision.source})"
+    return text
+
+
+class ApprovalPanel:
+    def __init__(self, kit: Any, request: ApprovalRequest, resolve: Resolve) -> None:
+        self._kit = kit
+        self._request = request
+        self._resolve = resolve
+        self.approve = kit.button("Approve", "success", "Run this call once")
+        self.always = kit.button(
+            "Always allow", "info", f"Run {request.tool_name} without asking for the rest of the session"
+        )
+        self.deny = kit.button("Deny", "danger", "Do not run it; the model is told why")
+        self.edit = kit.button("Edit arguments", "", "Change the arguments before approving")
+        self.reason = kit.text("Reason for denying (optional, sent to the model)")
+        self.message = kit.html("")
+        self.editor: Any = None
+        self.decided = False
+        self.approve.on_click(lambda _: self._decide("approve"))
+        self.always.on_click(lambda _: self._decide("always"))
+        self.deny.on_click(lambda _: self._decide("deny"))
+        self.edit.on_click(lambda _: self._toggle_editor())
+        self.widget = kit.vbox([kit.hbox([self.approve, self.always, self.deny, self.edit]), self.reason, self.message])
+
+    @property
+    def controls(self) -> list[Any]:
+        return [self.approve, self.always, self.deny, self.edit, self.reason] + ([self.editor] if self.editor else [])
+
+    @property
+    def editing(self) -> bool:
+        """The arguments editor is open: approving uses its text."""
+        return self.editor is not None and self.editor in self.widget.children
+
+    def disable(self) -> None:
+        self.decided = True
+        for control in self.controls:
+            control.disabled = True
+
+    def show_decision(self, decision: ApprovalDecision) -> None:
+        self.disable()
+        color = STATUS_COLORS["done"] if decision.kind != "deny" else STATUS_COLORS["denied"]
+        self.message.value = f'<span style="color:{color}">Decision: {escape(decision_text(decision))}</span>'
+
+    def _decide(self, kind: str) -> None:
+        if self.decided:
+            return
+        args: dict[str, Any] | None = None
+        if kind != "deny" and self.editing:
+            args, error = parse_arguments(self.editor.value)
+            if error is not None:
+                self.message.value = f'<span style="color:{STATUS_COLORS["error"]}">{escape(error)}</span>'
+                return
+            if args == jsonable(self._request.args):
+                args = None  # unchanged: approve as asked
+        reason = (self.reason.value.strip() or None) if kind == "deny" else None
+        decision = ApprovalDecision(kind, reason=reason, args=args)  # type: ignore[arg-type]
+        if self._resolve(decision):
+            self.show_decision(decision)
+        else:
+            self.disable()
+            self.message.value = "This call is no longer waiting for a decision."
+
+    def _toggle_editor(self) -> None:
+        if self.editor is None:
+            text = pretty_json(self._request.args)
+            self.editor = self._kit.textarea(text, rows=min(20, max(3, text.count("\n") + 2)))
+            self.widget.children = [*self.widget.children[:2], self.editor, self.message]
+            self.edit.description = "Hide editor"
+        else:
+            shown = self.editing
+            rest = [child for child in self.widget.children if child is not self.editor]
+            self.widget.children = rest if shown else [*rest[:2], self.editor, rest[-1]]
+            self.edit.description = "Edit arguments" if shown else "Hide editor"

@@ -1,0 +1,51 @@
+"""The footer: model, tokens in and out, cached tokens, cost when known.
+
+``usage_summary`` is plain text (the static rendering and the text view use
+it too); ``Footer`` shows it in a widget made by the view's ``WidgetKit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pi_kernel.ai import Usage
+from pi_kernel.widgets.html_render import MUTED, escape
+
+
+def usage_summary(model: str, provider: str, usage: Usage, *, duration: float | None = None) -> str:
+    """``provider:model · 1,234 in (1,000 cached) · 56 out · $0.0012 · 3.2 s``."""
+    parts = []
+    if model:
+        parts.append(f"{provider}:{model}" if provider and provider not in model else model)
+    if usage.input or usage.output:
+        cached = f" ({usage.cache_read:,} cached)" if usage.cache_read else ""
+        parts.append(f"{usage.input:,} in{cached}")
+        parts.append(f"{usage.output:,} out")
+    if usage.cost is not None:
+        parts.append(f"${usage.cost:.4f}")
+    if duration is not None:
+        parts.append(format_seconds(duration))
+    return " · ".join(parts)
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
+def footer_html(summary: str) -> str:
+    return f'<div style="{MUTED};font-size:12px;margin-top:4px">{escape(summary)}</div>' if summary else ""
+
+
+class Footer:
+    """A one-line HTML widget (an unchanged value sends nothing: traitlets compares)."""
+
+    def __init__(self, kit: Any) -> None:
+        self.widget = kit.html("")
+
+    def update(self, state: Any) -> None:
+        self.widget.value = footer_html(usage_summary(state.model, state.provider, state.usage))

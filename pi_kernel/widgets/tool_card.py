@@ -1,0 +1,122 @@
+"""One card per tool call: name and label, status with elapsed time, arguments, approval, output, result.
+
+The card redraws from its ``ToolCallBlock`` when the view flushes. Arguments
+are an HTML preview while they stream (bounded, see ``tool_render``) and the
+definition's ``render_call`` once complete. Live output from ``on_update``
+goes append-only into an ``Output`` widget (``StreamOutput``); when the call
+ends, the result replaces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pi_kernel.tools.approval import ApprovalDecision
+from pi_kernel.widgets.approval_panel import ApprovalPanel, decision_text
+from pi_kernel.widgets.footer import format_seconds
+from pi_kernel.widgets.frontend import OutputRouter, StreamOutput
+from pi_kernel.widgets.html_render import MUTED, badge, escape
+from pi_kernel.widgets.tool_render import call_html, result_html
+from pi_kernel.widgets.turn_state import ToolCallBlock
+
+STATUS_TEXT = {
+    "streaming": "writing arguments",
+    "pending": "queued",
+    "waiting": "waiting for approval",
+    "running": "running",
+    "done": "done",
+    "error": "error",
+    "denied": "denied",
+    "interrupted": "interrupted",
+}
+LIVE_OUTPUT_CHARS = 64_000
+"""Live output beyond this is cut to its last ``LIVE_OUTPUT_KEEP`` characters (the result shows it all)."""
+LIVE_OUTPUT_KEEP = 16_000
+
+
+def header_html(block: ToolCallBlock, now: float) -> str:
+    """``label  name  [status]  1.2 s  decision``, one line."""
+    elapsed = block.elapsed(now)
+    parts = [f"<b>{escape(block.label or block.name or 'tool')}</b>"]
+    if block.name and block.name != block.label:
+        parts.append(f'<code style="{MUTED}">{escape(block.name)}</code>')
+    parts.append(badge(block.status, STATUS_TEXT.get(block.status, block.status)))
+    if elapsed is not None and block.status != "pending":
+        parts.append(f'<span style="{MUTED};font-size:12px">{format_seconds(elapsed)}</span>')
+    if block.decision is not None and block.status not in ("interrupted",):
+        parts.append(f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>')
+    return f'<div style="display:flex;flex-wrap:wrap;gap:8px;align-items:center">{" ".join(parts)}</div>'
+
+
+class ToolCard:
+    def __init__(
+        self,
+        kit: Any,
+        router: OutputRouter,
+        definitions: Callable[[str], Any],
+        resolve: Callable[[str, ApprovalDecision], bool] | None,
+    ) -> None:
+        self._kit = kit
+        self._router = router
+        self._definitions = definitions
+        self._definition: Any = None
+        self._named = ""
+        self._resolve = resolve
+        self.header = kit.html("")
+        self.arguments = kit.html("")
+        self.panel: ApprovalPanel | None = None
+        self.live: StreamOutput | None = None
+        self.result: Any = None
+        self.widget = kit.vbox([self.header, self.arguments], card=True)
+        self.version = -1
+        self._arguments_key: tuple[Any, ...] | None = None
+
+    def update(self, block: ToolCallBlock, now: float) -> None:
+        self.header.value = header_html(block, now)
+        if block.version == self.version:
+            return  # only the clock moved
+        self.version = block.version
+        if block.name != self._named:  # the name may arrive after the first streamed byte
+            self._named = block.name
+            self._definition = self._definitions(block.name) if block.name else None
+        streaming = block.status == "streaming"
+        key = (id(block.arguments), streaming, block.version if streaming else 0)
+        if key != self._arguments_key:
+            self._arguments_key = key
+            self.arguments.value = call_html(block, self._definition)
+        self._update_panel(block)
+        if block.output_updates and not block.finished:
+            if self.live is None:
+                self.live = StreamOutput(
+                    self._kit.output(), self._router, limit=LIVE_OUTPUT_CHARS, keep=LIVE_OUTPUT_KEEP
+                )
+                self._show([self.header, self.arguments, *self._panel_widgets(), self.live.widget])
+            self.live.sync(block.output)
+        if block.finished and block.result is not None and self.result is None:
+            if self.live is not None:
+                self.live.done()
+            self.result = self._kit.html(result_html(block, self._definition))
+            self._show([self.header, self.arguments, *self._panel_widgets(), self.result])
+
+    def _update_panel(self, block: ToolCallBlock) -> None:
+        request = block.request
+        if self.panel is None and request is not None and block.status == "waiting" and self._resolve is not None:
+            resolve = self._resolve
+            call_id = request.tool_call_id
+            self.panel = ApprovalPanel(self._kit, request, lambda decision: resolve(call_id, decision))
+            self._show([*self.widget.children, self.panel.widget])
+        if self.panel is not None and block.decision is not None and not self.panel.decided:
+            self.panel.show_decision(block.decision)
+        if self.panel is not None and block.finished and not self.panel.decided:
+            self.panel.disable()
+
+    def _panel_widgets(self) -> list[Any]:
+        return [self.panel.widget] if self.panel is not None else []
+
+    def _show(self, children: list[Any]) -> None:
+        self.widget.children = children
+
+    def finish(self) -> None:
+        if self.live is not None:
+            self.live.done()

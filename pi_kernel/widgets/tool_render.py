@@ -1,0 +1,213 @@
+"""How a tool call and its result look: defaults per tool, and the definition's overrides.
+
+Defaults: ``python`` and ``bash`` show their code highlighted, ``edit`` a diff
+of each replacement, ``write`` the new file highlighted by its name, other
+tools pretty JSON. A result shows the notebook outputs of ``python``
+(``details["outputs"]``), the diff of ``edit`` (``details["diff"]``), rich
+displays (``details["display"]``), else its text and images. A definition's
+``render_call(args)`` / ``render_result(result)`` replace the defaults (a str
+or any IPython display object); a hook that raises falls back to the default,
+with the error named. While arguments stream in, the preview shows only their
+end (``LIVE_PREVIEW_CHARS``): the live view must not resend 40 KB per update.
+No ipywidgets here: the static rendering uses the same functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pi_kernel.ai import ImageContent, TextContent
+from pi_kernel.widgets.html_render import (
+    MUTED,
+    diff_html,
+    escape,
+    highlight,
+    image_html,
+    mime_bundle_of,
+    mime_html,
+    mime_text,
+    outputs_html,
+    outputs_text,
+    pre,
+    unified_diff,
+)
+from pi_kernel.widgets.json_view import jsonable, pretty_json
+from pi_kernel.widgets.turn_state import ToolCallBlock
+
+CODE_ARGUMENTS: dict[str, tuple[str, str]] = {"python": ("code", "python"), "bash": ("command", "bash")}
+"""Tool name → (argument holding code, its language)."""
+TAIL_RESULTS = frozenset({"bash", "python"})
+"""Tools whose long output matters most at its end (errors come last)."""
+LIVE_PREVIEW_CHARS = 3_000
+FINAL_ARGUMENTS_CHARS = 20_000
+RESULT_CHARS = 20_000
+
+DefinitionLookup = Callable[[str], Any]
+"""Tool name → its ``ToolDefinition`` (or ``None``)."""
+
+
+def call_html(block: ToolCallBlock, definition: Any = None) -> str:
+    """The call's arguments as HTML: the definition's ``render_call`` once they are complete."""
+    live = block.status == "streaming"
+    hook = getattr(definition, "render_call", None)
+    if hook is not None and not live:
+        rendered = _run_hook(hook, block.arguments)
+        if isinstance(rendered, dict):
+            return mime_html(rendered)
+        return _default_call_html(block, live) + _hook_error(rendered)
+    return _default_call_html(block, live)
+
+
+def call_text(block: ToolCallBlock, definition: Any = None) -> tuple[str, str]:
+    """``(text, language)`` of the call, for markdown and plain text (``language`` may be ``""``)."""
+    hook = getattr(definition, "render_call", None)
+    if hook is not None:
+        rendered = _run_hook(hook, block.arguments)
+        if isinstance(rendered, dict):
+            return mime_text(rendered), ""
+    args = jsonable(block.arguments) if block.arguments is not None else {}
+    code = _code_argument(block.name, args)
+    if code is not None:
+        return code, CODE_ARGUMENTS[block.name][1]
+    edits = _edits(args)
+    if edits is not None:
+        path = str(args.get("path") or args.get("file_path") or "")
+        return "".join(unified_diff(old, new, path) for old, new in edits), "diff"
+    return pretty_json(args), "json"
+
+
+def result_html(block: ToolCallBlock, definition: Any = None) -> str:
+    result = block.result
+    if result is None:
+        return ""
+    hook = getattr(definition, "render_result", None)
+    if hook is not None:
+        rendered = _run_hook(hook, result)
+        if isinstance(rendered, dict):
+            return mime_html(rendered)
+        return _default_result_html(block) + _hook_error(rendered)
+    return _default_result_html(block)
+
+
+def result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RESULT_CHARS) -> str:
+    result = block.result
+    if result is None:
+        return ""
+    hook = getattr(definition, "render_result", None)
+    if hook is not None:
+        rendered = _run_hook(hook, result)
+        if isinstance(rendered, dict):
+            return _bounded(mime_text(rendered), limit, block.name)
+    details = result.details if isinstance(result.details, Mapping) else {}
+    outputs = details.get("outputs")
+    if isinstance(outputs, list) and outputs:
+        return _bounded(outputs_text(outputs), limit, block.name)
+    parts = [
+        item.text if isinstance(item, TextContent) else f"[{item.mime_type} image]"
+        for item in result.content
+        if isinstance(item, (TextContent, ImageContent))
+    ]
+    return _bounded("\n".join(parts), limit, block.name)
+
+
+# ---------------------------------------------------------------------- defaults
+
+
+def _default_call_html(block: ToolCallBlock, live: bool) -> str:
+    limit = LIVE_PREVIEW_CHARS if live else FINAL_ARGUMENTS_CHARS
+    args = jsonable(block.arguments) if block.arguments is not None else {}
+    if not args and block.raw_tail and live:
+        return pre(block.raw_tail, limit=limit, tail=True)
+    if not isinstance(args, dict):
+        return pre(pretty_json(args), limit=limit, tail=live)
+    code = _code_argument(block.name, args)
+    if code is not None:
+        key, language = CODE_ARGUMENTS[block.name]
+        return highlight(code, language, limit=limit, tail=live) + _other_arguments(args, {key})
+    edits = _edits(args)
+    path = args.get("path") or args.get("file_path")
+    if edits is not None:
+        diff = "".join(unified_diff(old, new, str(path or "")) for old, new in edits)
+        return _path_line(path) + diff_html(diff, limit=limit)
+    content = args.get("content")
+    if block.name == "write" and isinstance(content, str) and isinstance(path, str):
+        return _path_line(path) + highlight(content, path, limit=limit, tail=live)
+    return pre(pretty_json(args), limit=limit, tail=live)
+
+
+def _default_result_html(block: ToolCallBlock) -> str:
+    result = block.result
+    assert result is not None
+    details = result.details if isinstance(result.details, Mapping) else {}
+    tail = block.name in TAIL_RESULTS
+    text = "\n".join(item.text for item in result.content if isinstance(item, TextContent))
+    images = "".join(image_html(item.data, item.mime_type) for item in result.content if isinstance(item, ImageContent))
+    outputs = details.get("outputs")
+    if isinstance(outputs, list) and outputs:
+        return outputs_html(outputs, limit=RESULT_CHARS)
+    display = details.get("display")
+    if isinstance(display, Mapping):
+        display = [display]
+    if isinstance(display, list) and display:
+        return "".join(mime_html(bundle) for bundle in display if isinstance(bundle, Mapping)) + images
+    diff = details.get("diff")
+    if isinstance(diff, str) and diff:
+        return (pre(text, limit=RESULT_CHARS) if text else "") + diff_html(diff, limit=RESULT_CHARS)
+    return (pre(text, limit=RESULT_CHARS, tail=tail) if text or not images else "") + images
+
+
+def _code_argument(name: str, args: Any) -> str | None:
+    if name not in CODE_ARGUMENTS or not isinstance(args, dict):
+        return None
+    code = args.get(CODE_ARGUMENTS[name][0])
+    return code if isinstance(code, str) else None
+
+
+def _edits(args: Any) -> list[tuple[str, str]] | None:
+    """``(old, new)`` pairs of an ``edit`` call (``edits: [...]`` or one pair), else ``None``."""
+    if not isinstance(args, dict):
+        return None
+    edits = args.get("edits")
+    items: list[Any] = edits if isinstance(edits, list) else [args]
+    pairs = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        old = item.get("old_text", item.get("oldText"))
+        new = item.get("new_text", item.get("newText"))
+        if isinstance(old, str) or isinstance(new, str):
+            pairs.append((old if isinstance(old, str) else "", new if isinstance(new, str) else ""))
+    return pairs or None
+
+
+def _other_arguments(args: dict[str, Any], shown: set[str]) -> str:
+    rest = {key: value for key, value in args.items() if key not in shown}
+    if not rest:
+        return ""
+    text = ", ".join(f"{key}={pretty_json(value)}" for key, value in rest.items())
+    return f'<div style="{MUTED};font-size:12px">{escape(text)}</div>'
+
+
+def _path_line(path: Any) -> str:
+    return f'<div style="font-size:12px"><code>{escape(str(path))}</code></div>' if path else ""
+
+
+def _bounded(text: str, limit: int, name: str) -> str:
+    if len(text) <= limit:
+        return text
+    if name in TAIL_RESULTS:
+        return f"… [{len(text) - limit:,} earlier characters]\n{text[-limit:]}"
+    return f"{text[:limit]}\n… [{len(text) - limit:,} more characters]"
+
+
+def _run_hook(hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
+    """The hook's output as a MIME bundle, or the text of its error."""
+    try:
+        return mime_bundle_of(hook(value))
+    except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
+        return f"{type(error).__name__}: {error}"
+
+
+def _hook_error(message: str) -> str:
+    return f'<div style="{MUTED};font-size:12px">render hook failed ({escape(message)}); default view shown</div>'

@@ -1,0 +1,375 @@
+"""What a turn looks like, built from agent events: the state every view renders.
+
+``TurnState`` folds the agent's events (and the approval broker's) into an
+ordered list of blocks: text, thinking, tool calls and notices, plus the usage
+and the model. It holds no loop logic and no widgets: the live widget view,
+the static rendering of a finished turn and the kernel's text view all read
+it. Every block carries a ``version`` that grows on each change, so a view
+redraws only what changed since it last looked.
+
+A "turn" here is one ``%%pi`` cell: everything between ``agent_start`` and
+``agent_end``, however many model requests it takes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pi_kernel.agent.events import AgentEvent
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
+from pi_kernel.ai.messages import text_of
+from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
+
+ToolStatus = Literal["streaming", "pending", "waiting", "running", "done", "error", "denied", "interrupted"]
+"""``streaming``: the model is still writing the arguments; ``pending``: written, not started;
+``waiting``: waiting for approval; the rest as named."""
+
+FINAL_STATUSES: frozenset[str] = frozenset({"done", "error", "denied", "interrupted"})
+RAW_ARGUMENTS_TAIL = 8192
+"""Characters of the raw streamed argument text kept (for a preview of invalid JSON)."""
+OPERATION_ABORTED = "Operation aborted"
+
+
+class TextBuffer:
+    """Text that grows by appends, joined only when read (a 40 KB answer arrives in 10,000 pieces)."""
+
+    __slots__ = ("_joined", "_parts", "length")
+
+    def __init__(self, text: str = "") -> None:
+        self._parts: list[str] = [text] if text else []
+        self._joined: str | None = text
+        self.length = len(text)
+
+    def append(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+            self.length += len(text)
+            self._joined = None
+
+    def replace(self, text: str) -> None:
+        self._parts = [text] if text else []
+        self._joined = text
+        self.length = len(text)
+
+    @property
+    def text(self) -> str:
+        if self._joined is None:
+            self._joined = "".join(self._parts)
+            self._parts = [self._joined]
+        return self._joined
+
+
+@dataclass(eq=False)
+class TextBlock:
+    """The assistant's text or thinking, one content block of one message."""
+
+    kind: Literal["text", "thinking"]
+    buffer: TextBuffer = field(default_factory=TextBuffer)
+    final: bool = False
+    """The block ended (its text is the provider's final text)."""
+    version: int = 0
+
+    @property
+    def text(self) -> str:
+        return self.buffer.text
+
+
+@dataclass(eq=False)
+class ToolCallBlock:
+    """One tool call, from its first streamed byte to its result."""
+
+    id: str
+    name: str
+    label: str = ""
+    arguments: Any = None
+    """The latest arguments: the partial parse while streaming, then the final ones."""
+    raw_tail: str = ""
+    """The last ``RAW_ARGUMENTS_TAIL`` characters of the streamed argument text."""
+    status: ToolStatus = "streaming"
+    request: ApprovalRequest | None = None
+    decision: ApprovalDecision | None = None
+    started_at: float | None = None
+    """Clock time of ``tool_execution_start`` (reset when an approval lets it run)."""
+    waiting_since: float | None = None
+    ended_at: float | None = None
+    output: str = ""
+    """Live output: the text of the latest ``tool_execution_update``."""
+    output_updates: int = 0
+    result: AgentToolResult | None = None
+    is_error: bool = False
+    version: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    def elapsed(self, now: float) -> float | None:
+        """Seconds in the current state (waiting) or since the call started (running, finished)."""
+        if self.status == "waiting" and self.waiting_since is not None:
+            return now - self.waiting_since
+        if self.started_at is None:
+            return None
+        return (self.ended_at if self.ended_at is not None else now) - self.started_at
+
+    def result_text(self) -> str:
+        return text_of(self.result.content) if self.result is not None else ""
+
+
+@dataclass(eq=False)
+class NoticeBlock:
+    """Something the person should see between blocks: an error, an interruption, a steering message."""
+
+    kind: Literal["error", "interrupted", "user"]
+    text: str
+    version: int = 0
+
+
+Block = TextBlock | ToolCallBlock | NoticeBlock
+
+
+@dataclass(eq=False)
+class TurnState:
+    """The blocks of one turn, in display order, plus its usage; fed by ``apply`` and ``apply_approval``."""
+
+    model: str = ""
+    provider: str = ""
+    label_of: Callable[[str], str] | None = None
+    """Tool name → label shown in the UI (from the tool's definition)."""
+    clock: Callable[[], float] = time.monotonic
+    blocks: list[Block] = field(default_factory=list)
+    tool_calls: dict[str, ToolCallBlock] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    usage_version: int = 0
+    started: bool = False
+    ended: bool = False
+    aborted: bool = False
+    stop_reason: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    _message_count: int = 0
+    _user_messages: int = 0
+    _streaming: dict[tuple[int, int], Block] = field(default_factory=dict)
+    """(message number, content index) → block, for the message being streamed."""
+
+    # ------------------------------------------------------------------ agent events
+
+    def apply(self, event: AgentEvent) -> None:
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+
+    def _on_agent_start(self, event: Any) -> None:
+        self.started = True
+        self.started_at = self.clock()
+
+    def _on_agent_end(self, event: Any) -> None:
+        self.finish()
+
+    def _on_message_start(self, event: Any) -> None:
+        message = event.message
+        if isinstance(message, AssistantMessage):
+            self._message_count += 1
+            self._streaming.clear()
+            self._note_model(message)
+        elif isinstance(message, UserMessage):
+            # The first prompt is the cell itself; later ones were steered or followed up.
+            self._user_messages += 1
+            if self._user_messages > 1:
+                self._add(NoticeBlock("user", text_of(message.content)))
+
+    def _on_message_update(self, event: Any) -> None:
+        update = event.assistant_message_event
+        kind, index = update.type, update.content_index
+        if index is None:
+            return
+        key = (self._message_count, index)
+        if kind in ("text_start", "thinking_start"):
+            self._streaming[key] = self._add(TextBlock("text" if kind == "text_start" else "thinking"))
+        elif kind in ("text_delta", "thinking_delta"):
+            block = self._text_block(key, "text" if kind == "text_delta" else "thinking")
+            block.buffer.append(update.delta or "")
+            block.version += 1
+        elif kind in ("text_end", "thinking_end"):
+            block = self._text_block(key, "text" if kind == "text_end" else "thinking")
+            if update.content is not None and update.content != block.text:
+                block.buffer.replace(update.content)
+            block.final = True
+            block.version += 1
+        elif kind in ("toolcall_start", "toolcall_delta", "toolcall_end"):
+            source = update.tool_call
+            content = update.partial.content
+            if source is None and index < len(content) and isinstance(content[index], ToolCall):
+                source = content[index]
+            delta = update.delta if kind == "toolcall_delta" else None
+            self._update_tool_call(key, source, delta, ended=kind == "toolcall_end")
+
+    def _update_tool_call(self, key: tuple[int, int], source: ToolCall | None, delta: str | None, ended: bool) -> None:
+        block = self._streaming.get(key)
+        if not isinstance(block, ToolCallBlock):
+            block = self._add(ToolCallBlock(id="", name=""))
+            self._streaming[key] = block
+        if source is not None:
+            if source.id and source.id != block.id:
+                self.tool_calls.pop(block.id, None)
+                block.id = source.id
+                self.tool_calls[block.id] = block
+            if source.name and not block.name:
+                block.name = source.name
+                block.label = self._label(source.name)
+            block.arguments = source.arguments
+        if delta:
+            block.raw_tail = (block.raw_tail + delta)[-RAW_ARGUMENTS_TAIL:]
+        if ended and block.status == "streaming":
+            block.status = "pending"
+        block.version += 1
+
+    def _on_message_end(self, event: Any) -> None:
+        message = event.message
+        if isinstance(message, AssistantMessage):
+            self._end_assistant_message(message)
+        elif isinstance(message, ToolResultMessage):
+            block = self._tool_block(message.tool_call_id, message.tool_name)
+            if block.result is None:
+                block.result = AgentToolResult(list(message.content), message.details, message.usage)
+                block.is_error = message.is_error
+                block.version += 1
+
+    def _end_assistant_message(self, message: AssistantMessage) -> None:
+        self._note_model(message)
+        self.usage = self.usage.add(message.usage)
+        self.usage_version += 1
+        self.stop_reason = message.stop_reason
+        # Blocks that never streamed (a provider that sends whole messages) appear now.
+        for index, content in enumerate(message.content):
+            key = (self._message_count, index)
+            if isinstance(content, ToolCall):
+                self._update_tool_call(key, content, None, ended=True)
+            elif content.type in ("text", "thinking"):
+                text = content.text if content.type == "text" else content.thinking  # type: ignore[union-attr]
+                block = self._text_block(key, content.type)  # type: ignore[arg-type]
+                if not block.final or block.text != text:
+                    block.buffer.replace(text)
+                    block.final = True
+                    block.version += 1
+        if message.stop_reason == "aborted":
+            self.aborted = True
+            self._add(NoticeBlock("interrupted", message.error_message or "Interrupted"))
+        elif message.stop_reason == "error":
+            self._add(NoticeBlock("error", message.error_message or "The model request failed"))
+
+    def _on_tool_execution_start(self, event: Any) -> None:
+        block = self._tool_block(event.tool_call_id, event.tool_name)
+        block.arguments = event.args
+        block.started_at = self.clock()
+        if block.status in ("streaming", "pending"):
+            block.status = "running"
+        block.version += 1
+
+    def _on_tool_execution_update(self, event: Any) -> None:
+        block = self._tool_block(event.tool_call_id, event.tool_name)
+        if block.finished:
+            return
+        block.output = text_of(event.partial_result.content)
+        block.output_updates += 1
+        block.version += 1
+
+    def _on_tool_execution_end(self, event: Any) -> None:
+        block = self._tool_block(event.tool_call_id, event.tool_name)
+        block.result = event.result
+        block.is_error = event.is_error
+        block.ended_at = self.clock()
+        if block.status not in ("denied", "interrupted"):
+            if not event.is_error:
+                block.status = "done"
+            elif self.aborted or block.result_text() == OPERATION_ABORTED:
+                block.status = "interrupted"
+            else:
+                block.status = "error"
+        block.version += 1
+
+    # ------------------------------------------------------------------ approvals
+
+    def apply_approval(self, event: str, request: ApprovalRequest) -> ToolCallBlock | None:
+        """Fold a broker notification (``requested`` / ``resolved``) into the call's block.
+
+        Returns the block, or ``None`` when the request is not one of this turn's calls.
+        """
+        block = self.tool_calls.get(request.tool_call_id)
+        if block is None:
+            if self.ended or not self.started:
+                return None
+            block = self._tool_block(request.tool_call_id, request.tool_name)
+        block.request = request
+        if event == "requested" and request.decision is None and not block.finished:
+            block.status = "waiting"
+            block.waiting_since = self.clock()
+        elif request.decision is not None:
+            block.decision = request.decision
+            if request.decision.kind == "deny":
+                block.status = "interrupted" if request.decision.source == "interrupt" else "denied"
+                block.ended_at = self.clock()
+            elif block.status == "waiting":
+                block.status = "running"
+                block.started_at = self.clock()
+        block.version += 1
+        return block
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self) -> None:
+        """The turn is over: calls that never finished were interrupted."""
+        if self.ended:
+            return
+        self.ended = True
+        self.ended_at = self.clock()
+        for call in self.tool_calls.values():
+            if not call.finished:
+                call.status = "interrupted"
+                call.ended_at = self.ended_at
+                call.version += 1
+        for block in self.blocks:
+            if isinstance(block, TextBlock) and not block.final:
+                block.final = True
+                block.version += 1
+
+    # ------------------------------------------------------------------ helpers
+
+    def text(self) -> str:
+        """The assistant's text of the whole turn, blocks joined by blank lines."""
+        return "\n\n".join(block.text for block in self.blocks if isinstance(block, TextBlock) and block.kind == "text")
+
+    def _add(self, block: Any) -> Any:
+        self.blocks.append(block)
+        return block
+
+    def _text_block(self, key: tuple[int, int], kind: Literal["text", "thinking"]) -> TextBlock:
+        block = self._streaming.get(key)
+        if not isinstance(block, TextBlock):
+            block = self._add(TextBlock(kind))
+            self._streaming[key] = block
+        return block
+
+    def _tool_block(self, tool_call_id: str, name: str) -> ToolCallBlock:
+        block = self.tool_calls.get(tool_call_id)
+        if block is None:
+            block = self._add(ToolCallBlock(id=tool_call_id, name=name, label=self._label(name), status="pending"))
+            self.tool_calls[tool_call_id] = block
+        return block
+
+    def _label(self, name: str) -> str:
+        if self.label_of is not None:
+            try:
+                return self.label_of(name) or name
+            except Exception:  # noqa: BLE001 - a label is cosmetic; never break the view for it
+                return name
+        return name
+
+    def _note_model(self, message: AssistantMessage) -> None:
+        if message.model:
+            self.model = message.model
+        if message.provider:
+            self.provider = message.provider

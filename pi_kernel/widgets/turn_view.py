@@ -1,0 +1,265 @@
+"""``TurnView``: the live widget view of one ``%%pi`` turn, replaced by static output when it ends.
+
+The kernel's ``%%pi`` runner calls ``handle_event`` for every agent event,
+``handle_approval`` for the broker's notifications (both on the event loop's
+thread) and ``finish(outcome)``; ``attach(agent)`` does the same wiring
+without the kernel. The view folds each event into its
+``TurnState`` and asks the ``Throttle`` for a redraw (at most ``1/interval``
+a second, the last change always drawn). A redraw creates widgets for new
+blocks and updates the changed ones: the assistant's text streams as plain
+text into an ``Output`` widget (append-only ``stream`` messages, see
+``frontend``) and becomes rendered markdown when its block ends; thinking
+streams into a collapsed section; each tool call gets a ``ToolCard``.
+
+Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
+(whoever decided: a click, a timeout, an interrupt, a comm message) disables
+them and shows the decision. A click calls ``broker.resolve`` (thread-safe);
+state changes happen on the loop's thread only.
+
+``finish()`` (also on ``agent_end``) drops pending redraws, replaces the
+live display by ``render_static`` through its display id, and closes every
+widget, so a saved notebook holds no widget state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
+from pi_kernel.widgets.footer import Footer
+from pi_kernel.widgets.frontend import IopubSender, OutputRouter, StreamOutput
+from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
+from pi_kernel.widgets.kit import WidgetKit
+from pi_kernel.widgets.static_render import StaticOutput, render_static
+from pi_kernel.widgets.throttle import Scheduler, Throttle
+from pi_kernel.widgets.tool_card import ToolCard
+from pi_kernel.widgets.tool_render import DefinitionLookup
+from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
+
+logger = logging.getLogger("pi_kernel.widgets")
+
+LIVE_PLAIN_TEXT = "Pi is working… (the live view needs JupyterLab or Notebook 7 with ipywidgets)"
+TICK_SECONDS = 1.0
+"""How often the elapsed time of running and waiting calls is redrawn."""
+
+
+class _TextView:
+    """Streamed text (or thinking) of one block; the text becomes rendered markdown when the block ends."""
+
+    def __init__(self, kit: WidgetKit, router: OutputRouter, block: TextBlock) -> None:
+        self.stream = StreamOutput(kit.output(), router)
+        self.widget = self.stream.widget if block.kind == "text" else kit.accordion(self.stream.widget, "Thinking")
+        self.version = -1
+        self._sent = 0
+        self._rendered = False
+
+    def update(self, block: TextBlock) -> None:
+        self.version = block.version
+        if self._rendered:
+            return
+        if block.final and block.kind == "text":
+            self.stream.show({"text/html": markdown_html(block.text)})
+            self._rendered = True
+        elif block.buffer.length > self._sent:
+            self.stream.append(block.text[self._sent :])
+            self._sent = block.buffer.length
+        if block.final:
+            self._rendered = True
+            self.stream.done()
+
+
+class _NoticeView:
+    def __init__(self, kit: WidgetKit, block: NoticeBlock) -> None:
+        self.widget = kit.html("")
+        self.version = -1
+
+    def update(self, block: NoticeBlock) -> None:
+        self.version = block.version
+        if block.kind == "user":
+            self.widget.value = f'<div style="{MUTED}">↳ {escape(block.text)}</div>'
+        else:
+            self.widget.value = (
+                f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {escape(block.text)}</div>"
+            )
+
+
+class TurnView:
+    def __init__(
+        self,
+        sender: IopubSender,
+        *,
+        broker: ApprovalBroker | None = None,
+        definitions: DefinitionLookup | None = None,
+        model: str = "",
+        provider: str = "",
+        interval: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        self._sender = sender
+        self._definitions: DefinitionLookup = definitions or (lambda _name: None)
+        self._clock = clock
+        self.state = TurnState(model=model, provider=provider, label_of=self._label, clock=clock)
+        self._kit = WidgetKit()
+        self._router = OutputRouter(sender)
+        self._views: list[Any] = []
+        self.footer = Footer(self._kit)
+        self.footer.update(self.state)
+        self.widget = self._kit.vbox([self.footer.widget])
+        self.display_id = uuid.uuid4().hex
+        self.displayed = False
+        self.finished = False
+        self.static: StaticOutput | None = None
+        self._throttle = Throttle(self._flush, interval, clock=clock, scheduler=scheduler)
+        self._broker = broker
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._bind_loop()
+        self._detach: list[Callable[[], Any]] = []
+
+    # ------------------------------------------------------------------ public
+
+    def display(self) -> None:
+        """Show the live view in the cell (under a display id the static output will reuse)."""
+        bundle = dict(self.widget._repr_mimebundle_() or {})
+        bundle["text/plain"] = LIVE_PLAIN_TEXT
+        self._sender.send(
+            "display_data", {"data": bundle, "metadata": {}, "transient": {"display_id": self.display_id}}
+        )
+        self.displayed = True
+
+    def attach(self, agent: Any = None) -> Callable[[], None]:
+        """Subscribe to ``agent`` and to the broker (the kernel's runner does this itself); returns a detach."""
+        if agent is not None:
+            self._detach.append(agent.subscribe(self.handle_event))
+        if self._broker is not None:
+            self._detach.append(self._broker.subscribe(self._on_broker))
+            for request in self._broker.pending():  # asked before this view existed
+                self.handle_approval("requested", request)
+        return self.detach
+
+    def detach(self) -> None:
+        while self._detach:
+            self._detach.pop()()
+
+    def handle_event(self, event: Any) -> None:
+        """An agent listener: every ``AgentEvent``, on the event loop's thread."""
+        if self.finished:
+            return
+        self._bind_loop()
+        self.state.apply(event)
+        if event.type == "agent_end":
+            self.finish()
+        else:
+            self._throttle.request()
+
+    def handle_approval(self, kind: str, request: ApprovalRequest) -> None:
+        """A broker notification (``requested`` / ``resolved``), on the event loop's thread."""
+        if not self.finished and self.state.apply_approval(kind, request) is not None:
+            self._throttle.request()
+
+    def finish(self, outcome: Any = None) -> StaticOutput:
+        """End the live view: static output replaces it (through the display id); widgets are closed.
+
+        ``outcome`` (the kernel's ``TurnOutcome``) only matters when ``agent_end`` never came: an
+        ``interrupted`` outcome marks unfinished calls as interrupted.
+        """
+        if self.static is not None:
+            return self.static
+        self.finished = True
+        self._throttle.cancel()
+        self.detach()
+        if getattr(outcome, "status", None) == "interrupted":
+            self.state.aborted = True
+        self.state.finish()
+        self._router.release()
+        self.static = render_static(self.state, self._definition)
+        if self.displayed:
+            transient = {"display_id": self.display_id}
+            content = {"data": self.static.data, "metadata": self.static.metadata, "transient": transient}
+            self._sender.send("update_display_data", content)
+        self._kit.close_all()
+        return self.static
+
+    @property
+    def flushes(self) -> int:
+        """Redraws so far."""
+        return self._throttle.flushes
+
+    def card(self, tool_call_id: str) -> ToolCard | None:
+        """The card of a tool call, once drawn."""
+        for block, view in zip(self.state.blocks, self._views, strict=False):
+            if isinstance(view, ToolCard) and isinstance(block, ToolCallBlock) and block.id == tool_call_id:
+                return view
+        return None
+
+    # ------------------------------------------------------------------ approvals
+
+    def _on_broker(self, event: str, request: ApprovalRequest) -> None:
+        """A broker listener (``attach``): hands notifications from other threads to the loop."""
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._loop_thread:
+            self.handle_approval(event, request)
+        else:
+            loop.call_soon_threadsafe(self.handle_approval, event, request)
+
+    def _resolve(self, tool_call_id: str, decision: ApprovalDecision) -> bool:
+        return self._broker is not None and self._broker.resolve(tool_call_id, decision)
+
+    # ------------------------------------------------------------------ drawing
+
+    def _flush(self) -> None:
+        try:
+            self._draw()
+        except Exception:
+            logger.exception("pi_kernel.widgets: redraw failed")
+
+    def _draw(self) -> None:
+        now = self._clock()
+        blocks = self.state.blocks
+        if len(blocks) > len(self._views):
+            self._views += [self._make_view(block) for block in blocks[len(self._views) :]]
+            self.widget.children = [*(view.widget for view in self._views), self.footer.widget]
+        ticking = False
+        for block, view in zip(blocks, self._views, strict=True):
+            if isinstance(block, ToolCallBlock):
+                view.update(block, now)
+                ticking = ticking or block.status in ("running", "waiting")
+            elif block.version != view.version:
+                view.update(block)
+        self.footer.update(self.state)
+        if ticking:
+            self._throttle.request(TICK_SECONDS)
+
+    def _make_view(self, block: Block) -> Any:
+        if isinstance(block, TextBlock):
+            return _TextView(self._kit, self._router, block)
+        if isinstance(block, ToolCallBlock):
+            return ToolCard(self._kit, self._router, self._definition, self._resolve)
+        return _NoticeView(self._kit, block)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _definition(self, name: str) -> Any:
+        try:
+            return self._definitions(name)
+        except Exception:  # noqa: BLE001 - an unknown tool renders with the defaults
+            return None
+
+    def _label(self, name: str) -> str:
+        return str(getattr(self._definition(name), "label", "") or name)
+
+    def _bind_loop(self) -> None:
+        if self._loop is not None:
+            return
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._loop_thread = threading.get_ident()

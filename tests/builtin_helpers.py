@@ -1,0 +1,38 @@
+"""Calling a built-in tool the way the agent loop does: prepare, validate, execute with a context."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from pathlib import Path
+from typing import Any
+
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools import ToolContext, ToolDefinition
+
+
+def make_ctx(cwd: Path, workspace_root: Path | None = None, namespace: dict[str, Any] | None = None) -> ToolContext:
+    return ToolContext(cwd=cwd, workspace_root=workspace_root, namespace=namespace)
+
+
+async def call_tool(
+    definition: ToolDefinition,
+    arguments: dict[str, Any],
+    ctx: ToolContext,
+    *,
+    signal: AbortSignal | None = None,
+    updates: list[AgentToolResult] | None = None,
+) -> AgentToolResult:
+    """Prepare and validate ``arguments`` as the loop would, then run ``execute`` (sync ones on a thread)."""
+    raw = definition.prepare_arguments(arguments) if definition.prepare_arguments else arguments
+    assert isinstance(definition.parameters, type)
+    params = definition.parameters.model_validate(raw)
+    on_update = updates.append if updates is not None else None
+    if inspect.iscoroutinefunction(definition.execute):
+        return await definition.execute("call-1", params, signal, on_update, ctx)  # type: ignore[no-any-return]
+    return await asyncio.to_thread(definition.execute, "call-1", params, signal, on_update, ctx)  # type: ignore[no-any-return]
+
+
+def text_of(result: AgentToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))

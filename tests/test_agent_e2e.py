@@ -1,0 +1,166 @@
+"""The Agent end to end: the real provider (``pi_kernel.ai.stream``, the ``openai``
+client, HTTP + SSE) against the scripted fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from fake_openai import Chunks, FakeOpenAI, HTTPError, text_chunks, tool_call_chunks
+from pydantic import BaseModel
+from scripted_model import assert_one_result_per_call
+
+from pi_kernel.agent import Agent, AgentTool, AgentToolResult, BeforeToolCallResult
+from pi_kernel.ai import Model, TextContent
+
+
+class ReadParams(BaseModel):
+    path: str
+    """The file to read."""
+    limit: int = 10
+
+
+def read_tool(files: dict[str, str], calls: list[Any] | None = None) -> AgentTool:
+    def execute(tool_call_id: str, params: ReadParams, signal: Any, on_update: Any) -> AgentToolResult:
+        if calls is not None:
+            calls.append(params)
+        if params.path not in files:
+            raise FileNotFoundError(f"No such file: {params.path}")
+        return AgentToolResult([TextContent(files[params.path][: params.limit])])
+
+    return AgentTool(name="read", description="Read a file", parameters=ReadParams, execute=execute)
+
+
+def agent_for(server: FakeOpenAI, **options: Any) -> Agent:
+    model = Model("fake-model", provider="llamacpp", base_url=server.base_url)
+    return Agent(model, system_prompt="You are terse.", **options)
+
+
+def tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [message for message in body["messages"] if message["role"] == "tool"]
+
+
+async def test_a_tool_round_trip_over_http(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(
+        tool_call_chunks([{"name": "read", "arguments": {"path": "a.txt"}, "id": "call_a"}]),
+        text_chunks("It says hello."),
+    )
+    agent = agent_for(fake_openai, tools=[read_tool({"a.txt": "hello"})])
+    types: list[str] = []
+    agent.subscribe(lambda event: types.append(event.type))
+
+    await agent.prompt("What is in a.txt?")
+
+    assert [m.role for m in agent.state.messages] == ["user", "assistant", "tool_result", "assistant"]
+    assert agent.state.messages[2].text == "hello" and agent.state.messages[-1].text == "It says hello."
+    first, second = fake_openai.bodies
+    assert first["messages"][0] == {"role": "system", "content": "You are terse."}
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["read"]
+    assert first["tools"][0]["function"]["parameters"]["required"] == ["path"]
+    assert tool_messages(second) == [{"role": "tool", "tool_call_id": "call_a", "content": "hello"}]
+    assert types.count("turn_start") == 2 and types[-1] == "agent_end"
+    assert "message_update" in types
+
+
+async def test_a_validation_error_goes_back_to_the_model_which_fixes_the_call(fake_openai: FakeOpenAI) -> None:
+    calls: list[Any] = []
+    fake_openai.enqueue(
+        tool_call_chunks([{"name": "read", "arguments": {"limit": "lots"}, "id": "bad"}]),
+        tool_call_chunks([{"name": "read", "arguments": {"path": "a.txt", "limit": "3"}, "id": "good"}]),
+        text_chunks("hel it is"),
+    )
+    agent = agent_for(fake_openai, tools=[read_tool({"a.txt": "hello"}, calls)])
+    await agent.prompt("read it")
+
+    [bad] = tool_messages(fake_openai.bodies[1])
+    assert bad["tool_call_id"] == "bad"
+    assert bad["content"].startswith('Validation failed for tool "read":')
+    assert "path" in bad["content"] and '"limit": "lots"' in bad["content"]
+    assert [(p.path, p.limit) for p in calls] == [("a.txt", 3)]
+    assert tool_messages(fake_openai.bodies[2])[-1]["content"] == "hel"
+
+
+async def test_parallel_calls_are_answered_in_source_order(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(
+        tool_call_chunks(
+            [
+                {"name": "read", "arguments": {"path": "a.txt"}, "id": "c1"},
+                {"name": "read", "arguments": {"path": "missing.txt"}, "id": "c2"},
+                {"name": "write", "arguments": {}, "id": "c3"},
+            ]
+        ),
+        text_chunks("done"),
+    )
+    agent = agent_for(fake_openai, tools=[read_tool({"a.txt": "A"})])
+    await agent.prompt("read both")
+    answers = tool_messages(fake_openai.bodies[1])
+    assert [answer["tool_call_id"] for answer in answers] == ["c1", "c2", "c3"]
+    assert answers[0]["content"] == "A"
+    assert answers[1]["content"] == "No such file: missing.txt"
+    assert answers[2]["content"].startswith("Tool write not found")
+    assert_one_result_per_call(agent.state.messages)
+
+
+async def test_a_call_cut_off_by_the_token_limit_is_not_run(fake_openai: FakeOpenAI) -> None:
+    calls: list[Any] = []
+    fake_openai.enqueue(
+        tool_call_chunks([{"name": "read", "arguments": {"path": "a.txt"}, "id": "cut"}], finish_reason="length"),
+        text_chunks("ok"),
+    )
+    agent = agent_for(fake_openai, tools=[read_tool({"a.txt": "A"}, calls)])
+    await agent.prompt("read")
+    assert calls == []
+    [answer] = tool_messages(fake_openai.bodies[1])
+    assert answer["content"].startswith('Tool call "read" was not executed: the response hit the output token limit')
+
+
+async def test_an_approval_from_another_thread_with_edited_arguments(fake_openai: FakeOpenAI) -> None:
+    calls: list[Any] = []
+    fake_openai.enqueue(
+        tool_call_chunks([{"name": "read", "arguments": {"path": "secret.txt"}, "id": "c1"}]),
+        text_chunks("ok"),
+    )
+
+    async def approval(ctx: Any, signal: Any) -> BeforeToolCallResult:
+        loop = asyncio.get_running_loop()
+        decision: asyncio.Future[BeforeToolCallResult] = loop.create_future()
+
+        def click() -> None:  # a widget button callback on a comm thread
+            edited = BeforeToolCallResult(args={"path": "public.txt"})
+            loop.call_soon_threadsafe(decision.set_result, edited)
+
+        threading.Timer(0.05, click).start()
+        return await decision
+
+    agent = agent_for(fake_openai, tools=[read_tool({"public.txt": "public"}, calls)], before_tool_call=approval)
+    await agent.prompt("read the secret")
+    assert [p.path for p in calls] == ["public.txt"]
+    assert tool_messages(fake_openai.bodies[1])[0]["content"] == "public"
+
+
+async def test_abort_while_streaming_closes_the_request(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(Chunks(text_chunks("a long answer " * 20, parts=40), delay=0.05), text_chunks("never"))
+    agent = agent_for(fake_openai)
+
+    def listener(event: Any) -> None:
+        if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
+            agent.abort()
+
+    agent.subscribe(listener)
+    await asyncio.wait_for(agent.prompt("talk"), 10)
+    last = agent.state.messages[-1]
+    assert last.stop_reason == "aborted" and last.text  # partial text kept
+    assert agent.state.error_message
+    assert await fake_openai.wait_for_async(lambda server: server.client_disconnects >= 1)
+    assert len(fake_openai.chat_requests) == 1
+
+
+async def test_a_provider_failure_ends_the_run_with_an_error_message(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(HTTPError(400, message="bad request: context too long"))
+    agent = agent_for(fake_openai)
+    await agent.prompt("hi")
+    last = agent.state.messages[-1]
+    assert last.role == "assistant" and last.stop_reason == "error"
+    assert agent.state.error_message and "400" in agent.state.error_message
+    assert not agent.state.is_streaming

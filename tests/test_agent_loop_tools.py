@@ -1,0 +1,306 @@
+"""Tool batches: parallel and sequential order, concurrency, ``on_update`` from
+threads, contextvars, sync and async tools."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from scripted_model import (
+    EchoParams,
+    ScriptedModel,
+    echo_tool,
+    make_tool,
+    run_loop,
+    text_message,
+    tool_call,
+    tool_call_message,
+    tool_results,
+    user,
+)
+
+from pi_kernel.agent import (
+    AfterToolCallContext,
+    AgentToolResult,
+    BeforeToolCallContext,
+)
+from pi_kernel.ai import TextContent
+
+# --------------------------------------------------------------------------- parallel and sequential
+
+
+async def test_parallel_batch_ends_in_completion_order_and_results_in_source_order() -> None:
+    release_first = asyncio.Event()
+    order: list[str] = []
+
+    async def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        order.append(f"start:{params.value}")
+        if params.value == "first":
+            await release_first.wait()
+        else:
+            release_first.set()  # only reachable while "first" is still running
+        order.append(f"end:{params.value}")
+        return AgentToolResult([TextContent(params.value)])
+
+    model = ScriptedModel(
+        [
+            tool_call_message(
+                tool_call("t", {"value": "first"}, id="t1"), tool_call("t", {"value": "second"}, id="t2")
+            ),
+            text_message("done"),
+        ]
+    )
+    events, _messages = await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+
+    assert order == ["start:first", "start:second", "end:second", "end:first"]
+    tool_events = [(event.type, event.tool_call_id) for event in events if event.type.startswith("tool_execution")]
+    assert tool_events == [
+        ("tool_execution_start", "t1"),
+        ("tool_execution_start", "t2"),
+        ("tool_execution_end", "t2"),
+        ("tool_execution_end", "t1"),
+    ]
+    result_ids = [
+        event.message.tool_call_id
+        for event in events
+        if event.type == "message_end" and event.message.role == "tool_result"
+    ]
+    assert result_ids == ["t1", "t2"]
+    turn_end = next(event for event in events if event.type == "turn_end")
+    assert [result.tool_call_id for result in turn_end.tool_results] == ["t1", "t2"]
+    last_end = max(index for index, event in enumerate(events) if event.type == "tool_execution_end")
+    first_result = next(
+        index
+        for index, event in enumerate(events)
+        if event.type == "message_start" and event.message.role == "tool_result"
+    )
+    assert last_end < first_result  # result messages come after the whole batch
+
+
+async def test_preflight_outcomes_end_at_once_before_the_batch_runs() -> None:
+    model = ScriptedModel(
+        [
+            tool_call_message(tool_call("echo", {"value": "a"}, id="ok"), tool_call("missing", {}, id="gone")),
+            text_message("done"),
+        ]
+    )
+    events, _ = await run_loop(model, [user("x")], tools=[echo_tool()])
+    tool_events = [(event.type, event.tool_call_id) for event in events if event.type.startswith("tool_execution")]
+    assert tool_events == [
+        ("tool_execution_start", "ok"),
+        ("tool_execution_start", "gone"),
+        ("tool_execution_end", "gone"),
+        ("tool_execution_end", "ok"),
+    ]
+
+
+def _overlap_probe() -> tuple[list[str], Any]:
+    order: list[str] = []
+    active = {"n": 0, "max": 0}
+
+    async def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        active["n"] += 1
+        active["max"] = max(active["max"], active["n"])
+        order.append(f"start:{params.value}")
+        await asyncio.sleep(0.01)
+        order.append(f"end:{params.value}")
+        active["n"] -= 1
+        return AgentToolResult([TextContent(params.value)])
+
+    return order, (execute, active)
+
+
+async def test_sequential_mode_by_config_runs_one_call_at_a_time() -> None:
+    order, (execute, active) = _overlap_probe()
+    model = ScriptedModel(
+        [
+            tool_call_message(tool_call("t", {"value": "a"}, id="a"), tool_call("t", {"value": "b"}, id="b")),
+            text_message("ok"),
+        ]
+    )
+    events, _ = await run_loop(model, [user("x")], tools=[make_tool("t", execute)], tool_execution="sequential")
+    assert active["max"] == 1
+    assert order == ["start:a", "end:a", "start:b", "end:b"]
+    # Each call's result message comes right after it, before the next call starts.
+    sequence = [
+        (
+            event.type,
+            getattr(event, "tool_call_id", None) or getattr(getattr(event, "message", None), "tool_call_id", None),
+        )
+        for event in events
+        if event.type.startswith("tool_execution")
+        or (event.type == "message_end" and event.message.role == "tool_result")
+    ]
+    assert sequence == [
+        ("tool_execution_start", "a"),
+        ("tool_execution_end", "a"),
+        ("message_end", "a"),
+        ("tool_execution_start", "b"),
+        ("tool_execution_end", "b"),
+        ("message_end", "b"),
+    ]
+
+
+async def test_one_sequential_tool_makes_the_whole_batch_sequential() -> None:
+    order, (execute, active) = _overlap_probe()
+    slow = make_tool("slow", execute, execution_mode="sequential")
+    fast = make_tool("fast", execute)
+    model = ScriptedModel(
+        [tool_call_message(tool_call("slow", {"value": "a"}), tool_call("fast", {"value": "b"})), text_message("ok")]
+    )
+    await run_loop(model, [user("x")], tools=[slow, fast])
+    assert active["max"] == 1 and order == ["start:a", "end:a", "start:b", "end:b"]
+
+
+async def test_parallel_tools_overlap_when_all_are_parallel() -> None:
+    _order, (execute, active) = _overlap_probe()
+    model = ScriptedModel(
+        [tool_call_message(tool_call("t", {"value": "a"}), tool_call("t", {"value": "b"})), text_message("ok")]
+    )
+    await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+    assert active["max"] == 2
+
+
+async def test_eight_sync_tools_run_at_the_same_time() -> None:
+    # A barrier of 8 only opens when all 8 sync tools run at once (the loop's
+    # default executor has 6 workers on 2 cores; the tool pool has 32).
+    barrier = threading.Barrier(8, timeout=10)
+
+    def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        barrier.wait()
+        return AgentToolResult([TextContent(params.value)])
+
+    calls = [tool_call("t", {"value": str(index)}) for index in range(8)]
+    model = ScriptedModel([tool_call_message(*calls), text_message("ok")])
+    _, messages = await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+    assert [result.text for result in tool_results(messages)] == [str(index) for index in range(8)]
+    assert not any(result.is_error for result in tool_results(messages))
+
+
+# --------------------------------------------------------------------------- updates, threads, contextvars
+
+
+async def test_on_update_from_a_sync_tool_thread_arrives_in_order_before_the_end() -> None:
+    leaked: list[Any] = []
+
+    def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        for index in range(20):
+            on_update(AgentToolResult([TextContent(f"step {index}")]))
+        leaked.append(on_update)
+        return AgentToolResult([TextContent("done")])
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"}, id="c1")), text_message("ok")])
+    events, _ = await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+    tool_events = [event for event in events if event.type.startswith("tool_execution")]
+    updates = [event.partial_result.content[0].text for event in tool_events if event.type == "tool_execution_update"]
+    assert updates == [f"step {index}" for index in range(20)]
+    assert [event.type for event in tool_events][-1] == "tool_execution_end"
+    assert all(event.args == {"value": "x"} for event in tool_events if event.type == "tool_execution_update")
+    # A late call after the tool finished is ignored.
+    await asyncio.to_thread(leaked[0], AgentToolResult([TextContent("late")]))
+
+
+async def test_on_update_from_an_async_tool() -> None:
+    async def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        on_update(AgentToolResult([TextContent("half")]))
+        await asyncio.sleep(0)
+        on_update(AgentToolResult([TextContent("almost")]))
+        return AgentToolResult([TextContent("done")])
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
+    events, _ = await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+    kinds = [
+        (event.type, event.partial_result.content[0].text if event.type == "tool_execution_update" else None)
+        for event in events
+        if event.type.startswith("tool_execution")
+    ]
+    assert kinds == [
+        ("tool_execution_start", None),
+        ("tool_execution_update", "half"),
+        ("tool_execution_update", "almost"),
+        ("tool_execution_end", None),
+    ]
+
+
+async def test_a_sync_tool_runs_off_the_loop_with_contextvars() -> None:
+    import contextvars
+    import time
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("from the caller")
+    seen: dict[str, Any] = {}
+
+    def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        seen["var"] = var.get()
+        seen["thread"] = threading.current_thread().name
+        time.sleep(0.2)
+        return AgentToolResult([TextContent("slept")])
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
+        await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+    finally:
+        ticking.cancel()
+    assert seen["var"] == "from the caller"
+    assert seen["thread"].startswith("pi-tool")
+    assert ticks >= 5  # the loop kept ticking while the tool slept
+
+
+async def test_a_sync_callable_returning_a_coroutine_is_awaited() -> None:
+    async def later(value: str) -> AgentToolResult:
+        return AgentToolResult([TextContent(f"async {value}")])
+
+    tool = make_tool("t", lambda tool_call_id, params, signal, on_update: later(params.value))
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
+    _, messages = await run_loop(model, [user("x")], tools=[tool])
+    assert tool_results(messages)[0].text == "async x"
+
+
+async def test_sync_hooks_and_async_hooks_are_both_accepted() -> None:
+    calls: list[str] = []
+
+    class AsyncBefore:
+        async def __call__(self, ctx: BeforeToolCallContext, signal: Any) -> None:
+            calls.append("before")
+
+    def after(ctx: AfterToolCallContext, signal: Any) -> None:
+        calls.append("after")
+
+    model = ScriptedModel([tool_call_message(tool_call("echo", {"value": "x"})), text_message("ok")])
+    await run_loop(model, [user("x")], tools=[echo_tool()], before_tool_call=AsyncBefore(), after_tool_call=after)
+    assert calls == ["before", "after"]
+
+
+async def test_a_sync_tool_calling_sys_exit_becomes_an_error_result() -> None:
+    import sys
+
+    def quitter(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        sys.exit(3)
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
+    _, messages = await run_loop(model, [user("x")], tools=[make_tool("t", quitter)])
+    result = tool_results(messages)[0]
+    assert (result.text, result.is_error) == ("SystemExit: 3", True)
+    assert model.call_count == 2  # the loop (the kernel) lives on
+
+
+async def test_tools_always_get_a_signal_even_when_the_run_has_none() -> None:
+    seen: list[Any] = []
+
+    def execute(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        seen.append(signal.aborted)
+        return AgentToolResult([TextContent("ok")])
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
+    await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+    assert seen == [False]

@@ -1,0 +1,64 @@
+"""``%load_ext pi_kernel`` in a stock ipykernel gives the same magics and the same agent turns.
+
+The stock kernel is started with ``PI_APPROVAL=deny`` in its environment, so
+this module also checks that the extension reads the environment.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
+
+pytestmark = pytest.mark.kernel
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def stock(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelDriver]:
+    root = tmp_path_factory.mktemp("stock")
+    spec = root / "kernels" / "stock"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(
+        '{"argv": %s, "display_name": "stock", "language": "python"}' % str(argv).replace("'", '"')
+    )
+    env = kernel_env(server.base_url, PI_APPROVAL="deny")
+    with KernelDriver("stock", env=env, jupyter_path=root) as driver:
+        yield driver
+
+
+def test_load_ext_gives_the_magics(stock: KernelDriver) -> None:
+    assert stock.run("%pi").status == "error"  # not loaded yet
+    assert stock.run("%load_ext pi_kernel").status == "ok"
+    status = stock.run("%pi").text
+    assert "fake-model" in status and "mode: deny" in status
+
+
+def test_pi_cells_run_in_the_stock_kernel(stock: KernelDriver, server: FakeOpenAI) -> None:
+    stock.run(
+        'from pi_kernel import tool\n@tool(approval="ask")\ndef add(a: int, b: int) -> int:\n'
+        '    """Add."""\n    return a + b\n'
+    )
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Denied, as configured."))
+    result = stock.run("%%pi\nAdd 1 and 2", cell_id="x")
+    assert result.status == "ok" and "Denied, as configured." in result.text
+    tool_messages = [m for m in server.last_body["messages"] if m["role"] == "tool"]
+    assert "approval policy: deny" in tool_messages[-1]["content"]
+
+
+def test_the_extension_never_shows_the_key(stock: KernelDriver, tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    for command in ("%pi model", "%pi models", f"%pi save {path}"):
+        assert stock.run(command).status == "ok"
+    assert FAKE_KEY not in path.read_text()
+    assert not [m for m in stock.iopub_log if FAKE_KEY in str(m)]

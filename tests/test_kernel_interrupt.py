@@ -1,0 +1,147 @@
+"""Interrupting a ``%%pi`` cell with the kernel's interrupt (SIGINT), as the toolbar button does.
+
+In every case: the cell ends "Interrupted", every tool call of the
+conversation has exactly one result, and the next ``%%pi`` works (the fake
+server accepts the history and the kernel answers).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
+from kernel_helpers import KernelDriver, approval_requests, kernel_env
+
+pytestmark = pytest.mark.kernel
+
+SETUP = '''
+from pi_kernel import tool
+
+@tool(approval="ask")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+'''
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
+        assert driver.run(SETUP).status == "ok"
+        yield driver
+
+
+def assert_interrupted_then_usable(kernel: KernelDriver, server: FakeOpenAI, result: Any) -> None:
+    assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
+    assert "Interrupted" in result.text
+    server.enqueue(text_chunks("Still here."))
+    after = kernel.run("%%pi\nAre you still there?")
+    assert after.status == "ok" and "Still here." in after.text
+    assert_one_result_per_call(server.last_body["messages"])
+
+
+def assert_one_result_per_call(messages: list[dict[str, Any]]) -> None:
+    """Each assistant message's tool calls are answered by exactly one tool message each, right after it."""
+    for index, message in enumerate(messages):
+        calls = [call["id"] for call in message.get("tool_calls") or []]
+        if not calls:
+            continue
+        answers = []
+        for following in messages[index + 1 :]:
+            if following["role"] != "tool":
+                break
+            answers.append(following["tool_call_id"])
+        assert sorted(answers) == sorted(calls), (calls, answers)
+
+
+def test_interrupt_during_the_stream(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(Chunks(text_chunks("word " * 100, parts=100), delay=0.1))
+    started = {"updates": 0}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if message["msg_type"] == "update_display_data":
+            started["updates"] += 1
+            if started["updates"] == 3:
+                started["at"] = time.monotonic()
+                kernel.interrupt()
+
+    result = kernel.run("%%pi\nTalk", cell_id="stream", on_iopub=on_iopub, timeout=30)
+    assert time.monotonic() - started["at"] < 3  # well before the 10 s the stream would take
+    assert server.wait_for(lambda fake: fake.client_disconnects >= 1, timeout=5)  # the HTTP stream was closed
+    assert_interrupted_then_usable(kernel, server, result)
+
+
+def test_interrupt_during_an_approval_wait(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]))
+    comm_id = kernel.comm_open("pi.approval")
+    state: dict[str, float] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if approval_requests(message) and "at" not in state:
+            state["at"] = time.monotonic()
+            kernel.interrupt()
+
+    result = kernel.run("%%pi\nAdd twice", cell_id="approval", on_iopub=on_iopub, timeout=30)
+    kernel.comm_close(comm_id)
+    assert time.monotonic() - state["at"] < 3
+    assert "Operation aborted" in result.text or "Interrupted by the user" in result.text
+    assert_interrupted_then_usable(kernel, server, result)
+
+
+def test_interrupt_during_a_bash_command_kills_its_process_group(
+    kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    if "bash" not in kernel.run("%pi tools").text:
+        pytest.skip("the built-in bash tool is not available")
+    pid_file = tmp_path / "pid"
+    command = f"echo $$ > {pid_file}; sleep 30; echo never"
+    server.enqueue(tool_call_chunks([("bash", {"command": command})]))
+    state: dict[str, Any] = {}
+
+    def on_poll() -> None:
+        if "pgid" not in state and pid_file.exists() and pid_file.read_text().strip():
+            state["pgid"] = int(pid_file.read_text())
+            kernel.interrupt()
+
+    result = kernel.run("%%pi --approve auto\nRun it", cell_id="bash", on_poll=on_poll, timeout=30)
+    assert "pgid" in state
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _group_alive(state["pgid"]):
+        time.sleep(0.05)
+    assert not _group_alive(state["pgid"])
+    assert_interrupted_then_usable(kernel, server, result)
+
+
+def test_python_cells_are_still_interrupted_as_usual(kernel: KernelDriver) -> None:
+    state: dict[str, float] = {}
+
+    def on_poll() -> None:
+        if "at" not in state:
+            state["at"] = time.monotonic() + 0.5
+        elif state["at"] and time.monotonic() > state["at"]:
+            state["at"] = 0
+            kernel.interrupt()
+
+    result = kernel.run("import time\ntime.sleep(30)", on_poll=on_poll, timeout=20)
+    assert result.reply["ename"] == "KeyboardInterrupt"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,238 @@
+"""The kernel's parts that need no running kernel: settings, policy, cell turns, options, files, kernelspec."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kernel_helpers import REPO
+
+from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
+from pi_kernel.kernel.cell_turns import CellTurns
+from pi_kernel.kernel.config import (
+    PiSettings,
+    apply_config,
+    load_dotenv,
+    parse_dotenv,
+    redact,
+    resolve_model,
+    settings_from_env,
+)
+from pi_kernel.kernel.kernelspec import kernel_spec_dict
+from pi_kernel.kernel.magics import _pi_cell_magic_call
+from pi_kernel.kernel.persistence import load_conversation, save_conversation
+from pi_kernel.kernel.stdin_prompt import parse_answer
+from pi_kernel.tools import ToolDefinition
+from pi_kernel.tools.approval_policy import ApprovalPolicy
+
+
+def _definition(name: str, approval: object = "auto") -> ToolDefinition:
+    return ToolDefinition(name=name, description=name, parameters={"type": "object"}, execute=lambda *a: "", approval=approval)  # type: ignore[arg-type]
+
+
+# -- .env and the environment --------------------------------------------------------------------
+
+
+def test_dotenv_parses_quotes_comments_and_export() -> None:
+    text = 'export A=1\nB="two words" # c\nC=\'x#y\'\nD=plain # comment\n# skipped\nbad line\n1X=no\n'
+    assert parse_dotenv(text) == {"A": "1", "B": "two words", "C": "x#y", "D": "plain"}
+
+
+def test_dotenv_does_not_override_set_variables(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("PI_MODEL=from-file\nOPENAI_API_KEY=file-key\n")
+    environ = {"PI_MODEL": "from-env"}
+    added = load_dotenv(tmp_path / ".env", environ)
+    assert environ == {"PI_MODEL": "from-env", "OPENAI_API_KEY": "file-key"}
+    assert added == ["OPENAI_API_KEY"]
+
+
+def test_settings_from_env_reads_pi_variables() -> None:
+    settings = settings_from_env(
+        {"PI_MODEL": "deepseek:deepseek-chat", "PI_APPROVAL": "deny", "PI_APPROVAL_TIMEOUT": "5", "PI_WIDGETS": "0"}
+    )
+    assert (settings.model, settings.approval, settings.approval_timeout, settings.widgets) == (
+        "deepseek:deepseek-chat",
+        "deny",
+        5.0,
+        False,
+    )
+    with pytest.raises(ValueError, match="PI_APPROVAL"):
+        settings_from_env({"PI_APPROVAL": "sometimes"})
+
+
+def test_config_wins_over_environment() -> None:
+    settings = apply_config(settings_from_env({"PI_MODEL": "a", "PI_APPROVAL": "deny"}), {"model": "b", "widgets": None})
+    assert (settings.model, settings.approval, settings.widgets) == ("b", "deny", None)
+    with pytest.raises(ValueError):
+        apply_config(PiSettings(), {"approval": "maybe"})
+
+
+# -- default model -----------------------------------------------------------------------------
+
+
+def test_explicit_model_with_provider_prefix() -> None:
+    model = resolve_model(settings_from_env({"PI_MODEL": "deepseek:deepseek-chat"}), {})
+    assert model is not None and (model.provider, model.id) == ("deepseek", "deepseek-chat")
+
+
+def test_base_url_makes_its_server_the_default(fake_openai) -> None:  # type: ignore[no-untyped-def]
+    env = {"OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_API_KEY": "sk-x"}
+    named = resolve_model(settings_from_env({**env, "PI_MODEL": "my-model"}), env)
+    assert named is not None and (named.id, named.base_url) == ("my-model", fake_openai.base_url)
+    listed = resolve_model(settings_from_env(env), env)  # no PI_MODEL: the server's first model
+    assert listed is not None and (listed.id, listed.base_url) == ("fake-model", fake_openai.base_url)
+
+
+def test_openai_base_url_does_not_redirect_an_explicit_other_provider() -> None:
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "PI_MODEL": "deepseek:deepseek-chat"}
+    model = resolve_model(settings_from_env(env), env)
+    assert model is not None and model.provider == "deepseek" and model.base_url is None
+
+
+def test_keys_pick_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    openai = resolve_model(PiSettings(), {"OPENAI_API_KEY": "sk-a"})
+    deepseek = resolve_model(PiSettings(), {"DEEPSEEK_API_KEY": "sk-b"})
+    assert openai is not None and openai.provider == "openai"
+    assert deepseek is not None and deepseek.provider == "deepseek"
+    monkeypatch.setattr("pi_kernel.kernel.config.local_model_installed", lambda: False)
+    assert resolve_model(PiSettings(), {}) is None
+    monkeypatch.setattr("pi_kernel.kernel.config.local_model_installed", lambda: True)
+    local = resolve_model(PiSettings(), {})
+    assert local is not None and local.provider == "local"
+
+
+def test_redact_masks_key_values() -> None:
+    environ = {"OPENAI_API_KEY": "sk-abcdefgh1234", "OTHER": "visible-value"}
+    assert redact("key sk-abcdefgh1234 and visible-value", environ) == "key *** and visible-value"
+
+
+# -- approval policy ---------------------------------------------------------------------------
+
+
+def test_policy_modes() -> None:
+    risky, safe, reader = _definition("bash", "ask"), _definition("calc", "auto"), _definition("read", "auto")
+    policy = ApprovalPolicy()
+    assert [policy.decide(d, {}) for d in (risky, safe)] == ["ask", "run"]
+    policy.set_mode("deny")
+    assert [policy.decide(d, {}) for d in (risky, safe)] == ["deny", "run"]
+    policy.set_mode("auto")
+    assert policy.decide(risky, {}) == "run"
+    policy.set_mode("read-only")
+    assert [policy.decide(d, {}) for d in (risky, safe, reader)] == ["deny", "deny", "run"]
+    assert "read-only" in policy.deny_reason("calc")
+
+
+def test_policy_overrides_always_and_callables() -> None:
+    policy = ApprovalPolicy()
+    policy.apply_spec(["auto", "bash=ask", "python=deny"])
+    assert policy.mode == "auto"
+    assert policy.decide(_definition("bash"), {}) == "ask"
+    assert policy.decide(_definition("python"), {}) == "deny"
+    policy.allow_always("bash")
+    assert policy.decide(_definition("bash"), {}) == "run"
+    judged = _definition("rm", lambda args: "auto" if args.get("path", "").startswith("/tmp") else "ask")
+    policy.set_mode("ask")
+    assert [policy.decide(judged, {"path": "/tmp/x"}), policy.decide(judged, {"path": "/etc"})] == ["run", "ask"]
+    assert policy.decide(judged, {"path": "/etc"}, mode="auto") == "run"
+    with pytest.raises(ValueError):
+        policy.apply_spec(["bash=sometimes"])
+
+
+# -- cells -------------------------------------------------------------------------------------
+
+
+def test_rerunning_a_cell_cuts_its_turn_and_later_ones() -> None:
+    turns = CellTurns()
+    assert turns.begin("a", 0) == 0
+    assert turns.begin("b", 4) == 4
+    assert turns.begin("c", 8) == 8
+    assert turns.begin("b", 12) == 4  # re-run b: cut back to 4, forget c
+    assert turns.starts == {"a": 0, "b": 4}
+    assert turns.begin("c", 6) == 6  # c is new again: appends
+    assert turns.begin(None, 9) == 9
+
+
+def test_cell_options() -> None:
+    options = parse_options("--model deepseek:deepseek-chat --no-tools --max-turns 3 --approve auto")
+    assert (options.model, options.no_tools, options.max_turns, options.approve) == ("deepseek:deepseek-chat", True, 3, "auto")
+    for bad in ("--max-turns 0", "--approve maybe", "--bogus"):
+        with pytest.raises(PiUsageError):
+            parse_options(bad)
+
+
+def test_pi_cells_are_recognized_from_ipython_translation() -> None:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    code = TransformerManager().transform_cell("%%pi --no-tools\nWhat's 'up'?\n\"quoted\"\n")
+    assert _pi_cell_magic_call(code) == ("--no-tools", "What's 'up'?\n\"quoted\"\n")
+    assert _pi_cell_magic_call(TransformerManager().transform_cell("%%time\nx = 1\n")) is None
+    assert _pi_cell_magic_call("x = 1\n") is None
+
+
+def test_stdin_answers() -> None:
+    assert parse_answer("y") == {"decision": "approve"}
+    assert parse_answer("always") == {"decision": "always"}
+    assert parse_answer("n: too risky") == {"decision": "deny", "reason": "too risky"}
+    assert parse_answer("no") == {"decision": "deny", "reason": None}
+    assert parse_answer('{"a": 1}') == {"decision": "approve", "args": {"a": 1}}
+    assert parse_answer("maybe")["decision"] == "deny"
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    messages = [
+        UserMessage("hi"),
+        AssistantMessage([TextContent("calling"), ToolCall("c1", "add", {"a": 1})], "tool_use", Usage(3, 4)),
+        ToolResultMessage("c1", "add", [TextContent("2")]),
+    ]
+    path = save_conversation(tmp_path / "chat.jsonl", messages, "openai:gpt-4o-mini")
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0])["format"] == "pi-kernel-conversation" and len(lines) == 4
+    loaded = load_conversation(path)
+    assert loaded.messages == messages and loaded.model == "openai:gpt-4o-mini"
+    path.write_text(lines[0] + "\n{not json}\n")
+    with pytest.raises(ValueError, match=":2:"):
+        load_conversation(path)
+
+
+# -- kernelspec --------------------------------------------------------------------------------
+
+
+def test_shipped_kernelspec() -> None:
+    spec = kernel_spec_dict()
+    assert spec["argv"] == ["python", "-m", "pi_kernel", "-f", "{connection_file}"]
+    assert spec["display_name"] == "Pi Agent (Python 3)" and spec["language"] == "python"
+    resources = REPO / "pi_kernel" / "kernel" / "resources"
+    assert {p.name for p in resources.glob("logo-*")} == {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"}
+
+
+def test_bare_python_becomes_the_servers_interpreter() -> None:
+    from jupyter_client.kernelspec import KernelSpec
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager()
+    manager._kernel_spec = KernelSpec(resource_dir=str(REPO / "pi_kernel" / "kernel" / "resources"), **kernel_spec_dict())
+    manager.connection_file = "/tmp/c.json"
+    assert manager.format_kernel_cmd()[:3] == [sys.executable, "-m", "pi_kernel"]
+
+
+def test_install_command_into_a_prefix(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pi_kernel", "install", "--prefix", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    installed = tmp_path / "share" / "jupyter" / "kernels" / "pi"
+    spec = json.loads((installed / "kernel.json").read_text())
+    assert spec["argv"][0] == sys.executable and spec["argv"][1:3] == ["-m", "pi_kernel"]
+    assert (installed / "logo-64x64.png").is_file()

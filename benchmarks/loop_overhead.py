@@ -7,6 +7,7 @@ goes over a network and no scripted model serializes the history (a real
 provider would, once per request, whatever the framework). The scripted model
 notes the time of every request; a round trip is the time between two
 requests: the framework's bookkeeping, the tool call and the result message.
+A 20-turn warm-up run first keeps one-time imports and caches out of it.
 
 Ours goes through the public ``Agent`` (events to a subscribed listener, the
 state reducer, the scripted model streaming real ``AssistantMessageEvent``s:
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 TURNS = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+WARM_UP_TURNS = 20
 EDGE = 50
 TARGET_RATIO = 0.5
 
@@ -56,7 +58,7 @@ def summarize(stamps: list[float]) -> dict[str, float] | None:
 # --------------------------------------------------------------------------- ours
 
 
-async def run_ours() -> list[float]:
+async def run_ours(turns: int) -> list[float]:
     from scripted_model import ScriptedModel, text_message, tool_call, tool_call_message
 
     from pi_kernel.agent import Agent, AgentTool, AgentToolResult
@@ -67,7 +69,7 @@ async def run_ours() -> list[float]:
     def respond(turn: int) -> Callable[[Any, Any], Any]:
         def response(context: Any, options: Any) -> Any:
             stamps.append(time.perf_counter())
-            if turn == TURNS:
+            if turn == turns:
                 return text_message("done")
             return tool_call_message(tool_call("echo", {"value": f"v{turn}"}, id=f"call_{turn}"))
 
@@ -78,7 +80,7 @@ async def run_ours() -> list[float]:
 
     schema = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
     tool = AgentTool(name="echo", description="Echo a value", parameters=schema, execute=echo)
-    model = ScriptedModel([respond(turn) for turn in range(TURNS + 1)], chunk_chars=None, record=False)
+    model = ScriptedModel([respond(turn) for turn in range(turns + 1)], chunk_chars=None, record=False)
     agent = Agent(model.model, stream_fn=model, tools=[tool])
     events = 0
 
@@ -88,7 +90,7 @@ async def run_ours() -> list[float]:
 
     agent.subscribe(listener)
     await agent.prompt("echo 500 times")
-    assert len(agent.state.messages) == 2 * TURNS + 2, len(agent.state.messages)
+    assert len(agent.state.messages) == 2 * turns + 2, len(agent.state.messages)
     assert agent.state.messages[-1].text == "done"
     return stamps
 
@@ -96,7 +98,7 @@ async def run_ours() -> list[float]:
 # --------------------------------------------------------------------------- pydantic-ai
 
 
-async def run_pydantic_ai() -> list[float]:
+async def run_pydantic_ai(turns: int) -> list[float]:
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -107,7 +109,7 @@ async def run_pydantic_ai() -> list[float]:
     def respond(messages: list[Any], info: AgentInfo) -> ModelResponse:
         turn = len(stamps)
         stamps.append(time.perf_counter())
-        if turn == TURNS:
+        if turn == turns:
             return ModelResponse(parts=[TextPart("done")])
         return ModelResponse(parts=[ToolCallPart("echo", {"value": f"v{turn}"}, tool_call_id=f"call_{turn}")])
 
@@ -126,7 +128,7 @@ async def run_pydantic_ai() -> list[float]:
 # --------------------------------------------------------------------------- openai-agents
 
 
-async def run_openai_agents() -> list[float]:
+async def run_openai_agents(turns: int) -> list[float]:
     from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
     from agents.items import ModelResponse
     from agents.models.interface import Model
@@ -140,7 +142,7 @@ async def run_openai_agents() -> list[float]:
         async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
             turn = len(stamps)
             stamps.append(time.perf_counter())
-            if turn == TURNS:
+            if turn == turns:
                 text = ResponseOutputText(type="output_text", text="done", annotations=[])
                 item: Any = ResponseOutputMessage(
                     id="msg", type="message", role="assistant", status="completed", content=[text]
@@ -160,7 +162,7 @@ async def run_openai_agents() -> list[float]:
         return value
 
     agent = Agent(name="bench", tools=[echo], model=ScriptedPeerModel(), model_settings=ModelSettings())
-    result = await Runner.run(agent, "echo 500 times", max_turns=TURNS + 5)
+    result = await Runner.run(agent, "echo 500 times", max_turns=turns + 5)
     assert result.final_output == "done"
     return stamps
 
@@ -168,10 +170,11 @@ async def run_openai_agents() -> list[float]:
 # --------------------------------------------------------------------------- main
 
 
-async def measure(name: str, run: Callable[[], Awaitable[list[float]]]) -> dict[str, float] | None:
-    gc.collect()
+async def measure(name: str, run: Callable[[int], Awaitable[list[float]]]) -> dict[str, float] | None:
     try:
-        stamps = await run()
+        await run(WARM_UP_TURNS)  # first-use imports and caches are not the loop's cost
+        gc.collect()
+        stamps = await run(TURNS)
     except ImportError as error:
         print(f"{name:<15} not installed ({error.name}); pip install '.[bench]' to compare")
         return None

@@ -2,6 +2,7 @@
 
     python -m pi_kernel -f CONNECTION_FILE       the kernel (what kernel.json runs)
     python -m pi_kernel install [--user | --sys-prefix | --prefix P] [--name NAME]
+    python -m pi_kernel serve-local [--port P]    the local model as an OpenAI-compatible server
 
 Subcommands live in ``SUBCOMMANDS``: a name mapped to ``fn(argv) -> exit code``.
 Anything that is not a subcommand goes to the kernel application unchanged.
@@ -41,10 +42,17 @@ def _kernel(argv: Sequence[str]) -> int:
     return 0
 
 
+def _serve_local(argv: Sequence[str]) -> int:
+    from pi_kernel.ai.providers.local_server import main as serve_local
+
+    return serve_local(argv)
+
+
 SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "install": _install,
+    "serve-local": _serve_local,
 }
-"""Add a subcommand here (``serve-local`` is planned)."""
+"""Add a subcommand here."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

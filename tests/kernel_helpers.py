@@ -127,12 +127,28 @@ class KernelDriver:
 
     # -- messages -----------------------------------------------------------------------------
 
-    def send_shell(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None) -> str:
+    def send_shell(
+        self,
+        msg_type: str,
+        content: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        subshell_id: str | None = None,
+    ) -> str:
         message = self.client.session.msg(msg_type, content, metadata=metadata or {})
+        if subshell_id:
+            message["header"]["subshell_id"] = subshell_id
         self.client.shell_channel.send(message)
         return str(message["header"]["msg_id"])
 
-    def execute_request(self, code: str, cell_id: str | None = None, allow_stdin: bool = False) -> str:
+    def create_subshell(self) -> str:
+        """A kernel subshell (its own thread in the kernel), as JupyterLab makes for comms and consoles."""
+        self.client.control_channel.send(self.client.session.msg("create_subshell_request", {}))
+        reply = self.client.get_control_msg(timeout=10)
+        return str(reply["content"]["subshell_id"])
+
+    def execute_request(
+        self, code: str, cell_id: str | None = None, allow_stdin: bool = False, subshell_id: str | None = None
+    ) -> str:
         content = {
             "code": code,
             "silent": False,
@@ -141,7 +157,7 @@ class KernelDriver:
             "allow_stdin": allow_stdin,
             "stop_on_error": True,
         }
-        return self.send_shell("execute_request", content, {"cellId": cell_id} if cell_id else {})
+        return self.send_shell("execute_request", content, {"cellId": cell_id} if cell_id else {}, subshell_id)
 
     def comm_open(self, target: str, data: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None) -> str:
         comm_id = uuid.uuid4().hex
@@ -162,7 +178,7 @@ class KernelDriver:
         allow_stdin: bool = False,
         timeout: float = 60,
         on_iopub: Callable[[Message], None] | None = None,
-        on_input: Callable[[str], str] | None = None,
+        on_input: Callable[[str], str | None] | None = None,
         on_poll: Callable[[], None] | None = None,
     ) -> CellResult:
         """Run a cell to its end; ``on_iopub`` / ``on_input`` / ``on_poll`` (every 50 ms) act while it runs."""
@@ -203,13 +219,15 @@ class KernelDriver:
                 return message
         raise TimeoutError("no matching iopub message")
 
-    def _answer_stdin(self, on_input: Callable[[str], str]) -> None:
+    def _answer_stdin(self, on_input: Callable[[str], str | None]) -> None:
         try:
             request = self.client.get_stdin_msg(timeout=0)
         except queue.Empty:
             return
         if request["msg_type"] == "input_request":
-            self.client.input(on_input(request["content"]["prompt"]))
+            answer = on_input(request["content"]["prompt"])
+            if answer is not None:  # None: leave the question unanswered
+                self.client.input(answer)
 
     def _shell_reply(self, msg_id: str, deadline: float) -> Message:
         while time.monotonic() < deadline:

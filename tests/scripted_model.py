@@ -20,7 +20,8 @@ Helpers for agent tests (bottom of the file): ``make_tool`` / ``echo_tool``
 (an ``AgentTool`` echoing ``params.value``), ``run_loop`` (``run_agent_loop``
 with the model; returns ``(events, messages)`` and checks that every tool call
 got exactly one result), ``user``, ``event_types``, ``tool_results``,
-``assert_one_result_per_call``.
+``assert_one_result_per_call``, and for ``Agent`` tests ``gated_response``,
+``roles`` and ``user_texts``.
 
 A response is an ``AssistantMessage`` or a callable ``(context, options) ->
 AssistantMessage`` (or an awaitable of one); the callable runs when the
@@ -369,3 +370,29 @@ def assert_one_result_per_call(messages: list[Any]) -> None:
         assert not expected, f"tool calls without a result: {expected}"
         if role == "assistant" and message.stop_reason not in ("error", "aborted"):  # type: ignore[union-attr]
             expected = [call.id for call in message.tool_calls]  # type: ignore[union-attr]
+
+
+def gated_response(started: asyncio.Event, release: asyncio.Event, text: str = "done") -> ResponseFn:
+    """A response that waits for ``release`` (or the abort signal, which the model handles)."""
+
+    async def respond(context: Context, options: StreamOptions) -> AssistantMessage:
+        started.set()
+        await release.wait()
+        return text_message(text)
+
+    return respond
+
+
+def roles(agent: Any) -> list[str]:
+    """The roles of an ``Agent``'s transcript."""
+    return [message.role for message in agent.state.messages]
+
+
+def user_texts(agent: Any) -> list[str]:
+    """The text of each user message in an ``Agent``'s transcript."""
+    out = []
+    for message in agent.state.messages:
+        if message.role == "user":
+            content = message.content
+            out.append(content if isinstance(content, str) else "".join(block.text for block in content))
+    return out

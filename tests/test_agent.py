@@ -14,7 +14,9 @@ from scripted_model import (
     ScriptedModel,
     echo_tool,
     error_response,
+    gated_response,
     make_tool,
+    roles,
     text_message,
     tool_call,
     tool_call_message,
@@ -26,31 +28,6 @@ from pi_kernel.agent import (
     AgentToolResult,
 )
 from pi_kernel.ai import ImageContent, TextContent, UserMessage
-
-
-def gated_response(started: asyncio.Event, release: asyncio.Event, text: str = "done") -> Any:
-    """A response that waits for ``release`` (or the abort signal, which the model handles)."""
-
-    async def respond(context: Any, options: Any) -> Any:
-        started.set()
-        await release.wait()
-        return text_message(text)
-
-    return respond
-
-
-def user_texts(agent: Agent) -> list[str]:
-    out = []
-    for message in agent.state.messages:
-        if message.role == "user":
-            content = message.content
-            out.append(content if isinstance(content, str) else "".join(block.text for block in content))
-    return out
-
-
-def roles(agent: Agent) -> list[str]:
-    return [message.role for message in agent.state.messages]
-
 
 # --------------------------------------------------------------------------- state and events
 
@@ -150,6 +127,51 @@ async def test_the_reducer_tracks_streaming_pending_calls_and_messages() -> None
     ]
     assert agent.state.pending_tool_calls == set() and not agent.state.is_streaming
     assert roles(agent) == ["user", "assistant", "tool_result"]
+
+
+async def test_streaming_message_follows_each_update_when_partials_are_new_objects() -> None:
+    # Providers may hand a fresh partial with every event (pi copies it): the
+    # state must show the latest one, not the one from message_start.
+    from pi_kernel.ai import AssistantMessageEvent, AssistantMessageStream
+
+    partials = [text_message(text) for text in ("", "He", "Hello")]
+
+    async def events() -> Any:
+        yield AssistantMessageEvent("start", partials[0])
+        yield AssistantMessageEvent("text_delta", partials[1], content_index=0, delta="He")
+        yield AssistantMessageEvent("text_delta", partials[2], content_index=0, delta="llo")
+        yield AssistantMessageEvent("done", partials[2])
+
+    def stream_fn(model: Any, context: Any, options: Any) -> AssistantMessageStream:
+        return AssistantMessageStream(events(), lambda text: error_response(text))
+
+    agent = Agent(ScriptedModel().model, stream_fn=stream_fn)
+    seen: list[bool] = []
+    agent.subscribe(
+        lambda event: (
+            seen.append(agent.state.streaming_message is event.message)
+            if event.type in ("message_start", "message_update") and event.message.role == "assistant"
+            else None
+        )
+    )
+    await agent.prompt("hi")
+    assert seen == [True, True, True]
+    assert agent.state.streaming_message is None and agent.state.messages[-1] is partials[2]
+
+
+def test_custom_initial_state() -> None:
+    model = ScriptedModel()
+    tools = [echo_tool()]
+    history = [UserMessage("earlier"), text_message("answer")]
+    agent = Agent(model.model, stream_fn=model, system_prompt="You are terse.", tools=tools, messages=history)
+    state = agent.state
+    assert (state.system_prompt, state.model, state.tools, state.messages) == (
+        "You are terse.",
+        model.model,
+        tools,
+        history,
+    )
+    assert state.tools is not tools and state.messages is not history
 
 
 async def test_error_message_comes_from_an_assistant_message_that_failed() -> None:

@@ -14,9 +14,11 @@ from scripted_model import (
     assert_one_result_per_call,
     echo_tool,
     make_tool,
+    roles,
     text_message,
     tool_call,
     tool_call_message,
+    user_texts,
 )
 
 from pi_kernel.agent import (
@@ -25,31 +27,6 @@ from pi_kernel.agent import (
     BeforeToolCallResult,
 )
 from pi_kernel.ai import TextContent, UserMessage
-
-
-def gated_response(started: asyncio.Event, release: asyncio.Event, text: str = "done") -> Any:
-    """A response that waits for ``release`` (or the abort signal, which the model handles)."""
-
-    async def respond(context: Any, options: Any) -> Any:
-        started.set()
-        await release.wait()
-        return text_message(text)
-
-    return respond
-
-
-def user_texts(agent: Agent) -> list[str]:
-    out = []
-    for message in agent.state.messages:
-        if message.role == "user":
-            content = message.content
-            out.append(content if isinstance(content, str) else "".join(block.text for block in content))
-    return out
-
-
-def roles(agent: Agent) -> list[str]:
-    return [message.role for message in agent.state.messages]
-
 
 # --------------------------------------------------------------------------- abort
 

@@ -164,3 +164,36 @@ async def test_a_provider_failure_ends_the_run_with_an_error_message(fake_openai
     assert last.role == "assistant" and last.stop_reason == "error"
     assert agent.state.error_message and "400" in agent.state.error_message
     assert not agent.state.is_streaming
+
+
+async def test_a_cancelled_prompt_leaves_a_history_the_server_accepts(fake_openai: FakeOpenAI) -> None:
+    # A kernel interrupt cancels the cell's task while one call has finished and one runs.
+    fake_openai.enqueue(
+        tool_call_chunks(
+            [
+                {"name": "read", "arguments": {"path": "a.txt"}, "id": "c1"},
+                {"name": "wait", "arguments": {"path": "x"}, "id": "c2"},
+            ]
+        ),
+        text_chunks("fine"),
+    )
+    read_done = asyncio.Event()
+
+    async def wait_forever(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    wait = AgentTool(name="wait", description="Wait", parameters=ReadParams, execute=wait_forever)
+    agent = agent_for(fake_openai, tools=[read_tool({"a.txt": "hello"}), wait])
+    agent.subscribe(lambda event: read_done.set() if event.type == "tool_execution_end" else None)
+    run = asyncio.create_task(agent.prompt("read and wait"))
+    await read_done.wait()
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+
+    await agent.prompt("again")
+    replay = fake_openai.bodies[1]["messages"]
+    assert [message["role"] for message in replay] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert [call["id"] for call in replay[2]["tool_calls"]] == ["c1", "c2"]
+    assert [(m["tool_call_id"], m["content"]) for m in replay[3:5]] == [("c1", "hello"), ("c2", "Operation aborted")]
+    assert agent.state.messages[-1].text == "fine" and not agent.state.is_streaming

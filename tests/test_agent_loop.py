@@ -156,7 +156,7 @@ def test_continue_refuses_an_empty_context_or_an_assistant_tail() -> None:
 
 
 async def test_agent_loop_does_not_change_the_given_context() -> None:
-    history = [user("old")]
+    history: list[Any] = [user("old")]
     context = Context("sys", history, [])
     model = ScriptedModel([text_message("new")])
     messages = await agent_loop([user("new")], context, AgentLoopConfig(model.model, model)).result()
@@ -305,8 +305,8 @@ async def test_an_error_or_aborted_message_ends_the_run_without_running_tools(st
     executed: list[str] = []
     failed = assistant_message(
         tool_call("echo", {"value": "x"}),
-        stop_reason=stop_reason,
-        error_message="upstream 500",  # type: ignore[arg-type]
+        stop_reason=stop_reason,  # type: ignore[arg-type]
+        error_message="upstream 500",
     )
     model = ScriptedModel([failed, text_message("never")])
     events, messages = await run_loop(model, [user("x")], tools=[echo_tool(executed=executed)])
@@ -403,7 +403,7 @@ async def test_the_iterator_waits_for_the_consumer_after_each_event() -> None:
     delivered = ""
     async for event in stream:
         if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
-            delivered += event.assistant_message_event.delta
+            delivered += event.assistant_message_event.delta or ""
             await asyncio.sleep(0)
             assert event.message.text == delivered
     assert delivered == "abcdefgh"

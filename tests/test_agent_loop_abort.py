@@ -51,7 +51,7 @@ async def test_abort_during_streaming_ends_with_an_aborted_message() -> None:
         events.append(event)
         if event.type == "message_update" and event.assistant_message_event.type == "text_delta":
             controller.abort()
-    messages = await stream.result()
+    messages: list[Any] = await stream.result()
 
     assert model.call_count == 1
     assert messages[-1].stop_reason == "aborted" and messages[-1].error_message == "Operation aborted"
@@ -60,13 +60,14 @@ async def test_abort_during_streaming_ends_with_an_aborted_message() -> None:
     assert model.requests[0].options.signal is controller.signal  # the provider gets the run's signal
 
 
-async def test_an_already_aborted_signal_makes_the_provider_end_at_once() -> None:
+async def test_an_already_aborted_signal_sends_no_request() -> None:
     controller = AbortController()
     controller.abort()
     model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"}))])
     _, messages = await run_loop(model, [user("go")], tools=[make_tool("t")], signal=controller.signal)
     assert [message.role for message in messages] == ["user", "assistant"]
-    assert messages[-1].stop_reason == "aborted"
+    assert messages[-1].stop_reason == "aborted" and messages[-1].error_message == "Operation aborted"
+    assert model.call_count == 0
 
 
 async def test_abort_during_an_async_tool_cancels_it() -> None:

@@ -134,6 +134,19 @@ async def test_arguments_mutated_in_place_by_the_before_hook_run_without_revalid
     assert executed == [123]
 
 
+async def test_a_raising_prepare_arguments_becomes_an_error_result() -> None:
+    executed: list[Any] = []
+
+    def prepare(args: Any) -> Any:
+        raise ValueError("cannot read this old shape")
+
+    model = ScriptedModel([tool_call_message(tool_call("echo", {"value": "x"})), text_message("done")])
+    _, messages = await run_loop(model, [user("x")], tools=[echo_tool(executed=executed, prepare_arguments=prepare)])
+    result = tool_results(messages)[0]
+    assert (result.text, result.is_error) == ("cannot read this old shape", True)
+    assert executed == [] and model.call_count == 2
+
+
 # --------------------------------------------------------------------------- execute and after_tool_call
 
 
@@ -202,7 +215,7 @@ async def test_after_hook_sees_the_exception_of_execute_and_may_recover() -> Non
         raise ValueError("no such file")
 
     async def after(ctx: AfterToolCallContext, signal: Any) -> AfterToolCallResult:
-        seen.append((ctx.is_error, ctx.result.content[0].text))
+        seen.append((ctx.is_error, getattr(ctx.result.content[0], "text", "")))
         return AfterToolCallResult(content=[TextContent("recovered")], is_error=False)
 
     model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("done")])
@@ -220,9 +233,8 @@ async def test_a_raising_hook_becomes_an_error_result(hook: str) -> None:
         raise RuntimeError(f"{hook} hook broke")
 
     model = ScriptedModel([tool_call_message(tool_call("echo", {"value": "x"})), text_message("done")])
-    _, messages = await run_loop(
-        model, [user("x")], tools=[echo_tool(executed=executed)], **{f"{hook}_tool_call": failing}
-    )
+    hooks: dict[str, Any] = {f"{hook}_tool_call": failing}
+    _, messages = await run_loop(model, [user("x")], tools=[echo_tool(executed=executed)], **hooks)
     result = tool_results(messages)[0]
     assert result.is_error and result.text == f"{hook} hook broke"
     assert executed == ([] if hook == "before" else ["x"])

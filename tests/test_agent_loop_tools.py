@@ -223,6 +223,66 @@ async def test_on_update_from_an_async_tool() -> None:
     ]
 
 
+async def test_an_update_from_a_settled_call_is_ignored_while_another_call_runs() -> None:
+    # pi: "should ignore a settled parallel tool update while another tool is still running"
+    from pi_kernel.agent import Agent
+
+    leaked: list[Any] = []
+    release = asyncio.Event()
+
+    async def quick(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        leaked.append(on_update)
+        return AgentToolResult([TextContent("quick done")])
+
+    async def slow(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        await release.wait()
+        return AgentToolResult([TextContent("slow done")])
+
+    model = ScriptedModel(
+        [
+            tool_call_message(tool_call("quick", {"value": 1}, id="q"), tool_call("slow", {"value": 2}, id="s")),
+            text_message("ok"),
+        ]
+    )
+    agent = Agent(model.model, stream_fn=model, tools=[make_tool("quick", quick), make_tool("slow", slow)])
+    events: list[Any] = []
+
+    async def listener(event: Any) -> None:
+        events.append(event)
+        if event.type == "tool_execution_end" and event.tool_call_id == "q":
+            leaked[0](AgentToolResult([TextContent("late")]))  # "slow" is still running
+            await asyncio.sleep(0.01)
+            release.set()
+
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    assert [(e.type, e.tool_call_id) for e in events if e.type.startswith("tool_execution")] == [
+        ("tool_execution_start", "q"),
+        ("tool_execution_start", "s"),
+        ("tool_execution_end", "q"),
+        ("tool_execution_end", "s"),
+    ]
+
+
+async def test_an_update_after_execute_returned_is_ignored() -> None:
+    # pi stops accepting updates once execute settles, before after_tool_call runs.
+    leaked: list[Any] = []
+
+    def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
+        on_update(AgentToolResult([TextContent("while running")]))
+        leaked.append(on_update)
+        return AgentToolResult([TextContent("done")])
+
+    async def after(ctx: AfterToolCallContext, signal: Any) -> None:
+        leaked[0](AgentToolResult([TextContent("from after_tool_call")]))
+        await asyncio.sleep(0.01)
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
+    events, _ = await run_loop(model, [user("x")], tools=[make_tool("t", execute)], after_tool_call=after)
+    updates = [e.partial_result.content[0].text for e in events if e.type == "tool_execution_update"]
+    assert updates == ["while running"]
+
+
 async def test_a_sync_tool_runs_off_the_loop_with_contextvars() -> None:
     import contextvars
     import time

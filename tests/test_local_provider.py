@@ -149,7 +149,9 @@ async def test_tool_call_arguments_are_valid_json_of_the_schema(choice: str, pro
 
 async def test_tool_choice_none_never_calls_a_tool() -> None:
     events, message = await run(
-        ask("What is the weather in Paris? Use the get_weather tool.", [WEATHER, TIME]), tool_choice="none", max_tokens=16
+        ask("What is the weather in Paris? Use the get_weather tool.", [WEATHER, TIME]),
+        tool_choice="none",
+        max_tokens=16,
     )
 
     assert not message.tool_calls
@@ -166,7 +168,7 @@ async def test_unknown_named_tool_choice_ends_in_a_clear_error() -> None:
 
 
 async def test_nested_schema_grammar_yields_valid_arguments() -> None:
-    events, message = await run(
+    _, message = await run(
         ask("Forecast the next three days in Oslo, in celsius.", [FORECAST]), tool_choice="get_forecast", max_tokens=96
     )
 
@@ -177,7 +179,8 @@ async def test_nested_schema_grammar_yields_valid_arguments() -> None:
     assert isinstance(value.days, list)
 
 
-async def test_after_a_tool_result_the_answer_is_text() -> None:
+@pytest.mark.parametrize("choice", ["auto", "required"])
+async def test_after_a_tool_result_the_answer_is_text(choice: str) -> None:
     call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
     context = Context(
         system_prompt="You are a helpful assistant.",
@@ -188,7 +191,7 @@ async def test_after_a_tool_result_the_answer_is_text() -> None:
         ],
         tools=[WEATHER, TIME],
     )
-    events, message = await run(context, max_tokens=24)
+    events, message = await run(context, max_tokens=24, tool_choice=choice)
 
     assert not message.tool_calls
     assert message.stop_reason in ("stop", "length") and message.text.strip()
@@ -220,9 +223,11 @@ def test_tool_results_are_rendered_into_the_prompt() -> None:
 
 async def test_abort_mid_generation_ends_promptly_with_aborted() -> None:
     controller = AbortController()
-    s = stream(MODEL, ask("Write a very long essay about the history of Europe."), StreamOptions(
-        signal=controller.signal, max_tokens=2000
-    ))
+    s = stream(
+        MODEL,
+        ask("Write a very long essay about the history of Europe."),
+        StreamOptions(signal=controller.signal, max_tokens=2000),
+    )
     aborted_at = None
     deltas = 0
     async for event in s:
@@ -310,3 +315,111 @@ async def test_two_streams_at_once_are_served_one_after_the_other() -> None:
 
     for _, message in (first, second):
         assert message.stop_reason in ("stop", "length") and message.text
+
+
+# ------------------------------------------------------------------------------ serve-local
+
+
+@pytest.fixture
+def local_server() -> Any:
+    import threading
+
+    from pi_kernel.ai.providers.local_server import make_server
+
+    server = make_server(0, quiet=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+WEATHER_FUNCTION = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": WEATHER.description, "parameters": WEATHER.json_schema()},
+}
+
+
+def test_server_answers_a_named_tool_call_without_streaming(local_server: str) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=local_server, api_key="unused")
+    response = client.chat.completions.create(
+        model=LOCAL_MODEL_ID,
+        messages=[{"role": "user", "content": "What is the weather in Rome?"}],
+        tools=[WEATHER_FUNCTION],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=40,
+    )
+
+    choice = response.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls or []
+    assert call.function.name == "get_weather"
+    validate_tool_arguments(WEATHER, ToolCall(call.id, call.function.name, json.loads(call.function.arguments)))
+    assert response.usage is not None and response.usage.prompt_tokens > 0 and response.usage.completion_tokens > 0
+    assert [model.id for model in client.models.list()] == [LOCAL_MODEL_ID]
+
+
+def test_server_streams_text_with_usage_and_takes_tool_results(local_server: str) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=local_server, api_key="unused")
+    chunks = list(
+        client.chat.completions.create(
+            model=LOCAL_MODEL_ID,
+            messages=[
+                {"role": "user", "content": "What is the weather in Rome?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "Rainy, 12 C"},
+            ],
+            tools=[WEATHER_FUNCTION],
+            max_tokens=16,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    finishes = [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices and chunk.choices[0].finish_reason]
+    assert text.strip() and finishes in (["stop"], ["length"])
+    assert not any(chunk.choices[0].delta.tool_calls for chunk in chunks if chunk.choices)
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+async def test_pi_openai_provider_streams_a_tool_call_from_the_local_server(local_server: str) -> None:
+    model = Model(id=LOCAL_MODEL_ID, provider="openai-compatible", base_url=local_server, api_key_env="PI_TEST_NO_KEY")
+    s = stream(
+        model, ask("What is the weather in Oslo?", [WEATHER]), StreamOptions(tool_choice="required", max_tokens=40)
+    )
+    events = [event async for event in s]
+    message = await s.result()
+
+    assert kinds(events) == ["start", "toolcall_start", "toolcall_delta", "toolcall_end", "done"]
+    assert message.stop_reason == "tool_use"
+    validate_tool_arguments(WEATHER, message.tool_calls[0])
+
+
+def test_server_rejects_an_unknown_tool_choice_with_400(local_server: str) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=local_server, api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="get_stock_price"):
+        client.chat.completions.create(
+            model=LOCAL_MODEL_ID,
+            messages=[{"role": "user", "content": "Hi"}],
+            tools=[WEATHER_FUNCTION],
+            tool_choice={"type": "function", "function": {"name": "get_stock_price"}},
+        )

@@ -40,11 +40,13 @@ from pi_kernel.ai.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import Compat, Model
 from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
-from pi_kernel.ai.providers.retry import RetryPolicy, backoff_delay, parse_retry_after
+from pi_kernel.ai.providers.openai_convert import convert_tools
+from pi_kernel.ai.providers.retry import RetryPolicy, backoff_delay, is_retryable_status, parse_retry_after
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
+from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)
 
@@ -133,6 +135,20 @@ async def test_late_tool_call_id_is_taken_and_missing_id_is_generated(fake_opena
     first, second = message.tool_calls
     assert first.id == "call_late" and first.arguments == {"path": "x"}
     assert second.id.startswith("call_") and second.id != first.id and second.arguments == {"path": "y"}
+
+
+async def test_late_name_is_taken_once(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(
+        [
+            chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": '{"path":'}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"name": "read", "arguments": '"x"'}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"name": "read", "arguments": "}"}}]}),
+            chunk({}, finish_reason="tool_calls"),
+        ]
+    )
+    _, message = await collect(model_for(fake_openai))
+    (call,) = message.tool_calls
+    assert (call.id, call.name, call.arguments) == ("c1", "read", {"path": "x"})
 
 
 async def test_ollama_whole_calls_in_one_chunk(fake_openai: FakeOpenAI) -> None:
@@ -342,6 +358,22 @@ async def test_5xx_is_retried_max_retries_times_then_gives_up(fake_openai: FakeO
     assert message.stop_reason == "error" and message.error_message == "503 Overloaded"
 
 
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
+async def test_retryable_statuses_are_retried(fake_openai: FakeOpenAI, status: int) -> None:
+    fake_openai.enqueue(HTTPError(status, message="Try again"), text_chunks("Recovered."))
+    _, message = await collect(model_for(fake_openai))
+    assert message.stop_reason == "stop" and message.text == "Recovered."
+    assert len(fake_openai.chat_requests) == 2
+
+
+def test_which_statuses_are_retryable() -> None:
+    statuses = (400, 401, 403, 404, 408, 409, 422, 429, 500, 503, 529)
+    assert [status for status in statuses if is_retryable_status(status)] == [408, 409, 429, 500, 503, 529]
+    # The server's own x-should-retry header wins either way.
+    assert is_retryable_status(400, {"x-should-retry": "true"})
+    assert not is_retryable_status(503, {"x-should-retry": "false"})
+
+
 async def test_insufficient_quota_429_is_not_retried(fake_openai: FakeOpenAI) -> None:
     body = {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}
     fake_openai.enqueue(HTTPError(429, body), text_chunks("never"))
@@ -392,6 +424,11 @@ async def test_malformed_tool_arguments_keep_the_raw_text(fake_openai: FakeOpenA
     assert call.arguments == {"path": "a.txt", "limit": 5}
     end = next(event for event in events if event.type == "toolcall_end")
     assert end.tool_call is call and message.stop_reason == "tool_use"
+    # The best-effort preview would pass validation; the raw text makes it fail, naming the tool.
+    assert ReadFile.model_validate(call.arguments)
+    expected = r'^Validation failed for tool "read":\n  - root: The arguments are not valid JSON'
+    with pytest.raises(ToolArgumentsError, match=expected):
+        validate_tool_arguments(READ_TOOL, call)
 
 
 # --------------------------------------------------------------------------- abort
@@ -505,6 +542,21 @@ async def test_tools_strict_false_where_strict_is_unsupported(fake_openai: FakeO
     body = await sent_body(fake_openai, model, tools=[STRICT_TOOL])
     function = function_of(body, "read_strict")
     assert function["strict"] is False and function["parameters"] == STRICT_TOOL.json_schema()
+
+
+def test_strict_only_when_asked_supported_and_convertible() -> None:
+    class Bag(BaseModel):
+        counts: dict[str, int]  # open-ended keys: no strict form
+
+    unconvertible = Tool("bag", "Counts.", Bag, constrained_sampling=True)
+    tools = [READ_TOOL, STRICT_TOOL, unconvertible]
+    converted = convert_tools(tools, Model("gpt-4o").resolved_compat())
+    openai = {tool["function"]["name"]: tool["function"] for tool in converted}
+    assert [openai[name]["strict"] for name in ("read", "read_strict", "bag")] == [False, True, False]
+    assert openai["bag"]["parameters"] == unconvertible.json_schema()
+    unsupported = convert_tools(tools, Compat(supports_strict_mode=False))
+    assert [tool["function"]["strict"] for tool in unsupported] == [False, False, False]
+    assert all("strict" not in tool["function"] for tool in convert_tools(tools, Compat(send_strict_field=False)))
 
 
 @pytest.mark.parametrize("provider", ["ollama", "vllm", "llamacpp"])

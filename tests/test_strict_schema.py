@@ -300,3 +300,32 @@ def test_strict_defaults_lists_defaults_of_optional_properties() -> None:
 def test_conversion_is_idempotent() -> None:
     strict = to_strict_schema(schema_of(EditParams))
     assert to_strict_schema(strict) == strict
+
+
+def test_titles_are_removed_structurally_from_a_json_schema_dict() -> None:
+    schema = {
+        "title": "Args",
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "title": "Title"},
+            "items": {"type": "array", "items": {"title": "Item", "$ref": "#/$defs/Item"}},
+            "choice": {"anyOf": [{"title": "A", "type": "string"}, {"type": "null"}], "default": {"title": "kept"}},
+        },
+        "required": ["title"],
+        "$defs": {"Item": {"title": "Item", "type": "object", "properties": {"title": {"type": "string"}}}},
+        "examples": [{"title": "an example value, not a keyword"}],
+    }
+    original = copy.deepcopy(schema)
+    stripped = Tool("t", "d", schema).json_schema()
+    assert schema == original  # the tool's own parameters are untouched
+    assert stripped == {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
+            "choice": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": {"title": "kept"}},
+        },
+        "required": ["title"],
+        "$defs": {"Item": {"type": "object", "properties": {"title": {"type": "string"}}}},
+        "examples": [{"title": "an example value, not a keyword"}],
+    }

@@ -170,14 +170,18 @@ class FakeOutputWidget:
     @msg_id.setter
     def msg_id(self, value: str) -> None:
         self._msg_id = value
-        self._log.append(iopub("comm_msg", {"comm_id": self.name, "data": {"method": "update", "state": {"msg_id": value}}}))
+        self._log.append(
+            iopub("comm_msg", {"comm_id": self.name, "data": {"method": "update", "state": {"msg_id": value}}})
+        )
 
 
 def _output_pair(log: list[dict[str, Any]]) -> tuple[FakeOutputWidget, FakeOutputWidget, OutputRouter]:
     first, second = FakeOutputWidget("out-1", log), FakeOutputWidget("out-2", log)
     for widget in (first, second):
         state = {"_model_name": "OutputModel", "msg_id": "", "outputs": []}
-        log.append(iopub("comm_open", {"comm_id": widget.name, "target_name": "jupyter.widget", "data": {"state": state}}))
+        log.append(
+            iopub("comm_open", {"comm_id": widget.name, "target_name": "jupyter.widget", "data": {"state": state}})
+        )
     return first, second, OutputRouter(RecordingSender(log))
 
 
@@ -231,14 +235,17 @@ def test_mirror_sends_uncaptured_output_to_the_cell_and_applies_display_updates(
         iopub("display_data", {"data": {"text/plain": "live"}, "metadata": {}, "transient": {"display_id": "d1"}}),
         iopub("stream", {"name": "stdout", "text": "a"}),
         iopub("stream", {"name": "stdout", "text": "b"}),
-        iopub("update_display_data", {"data": {"text/plain": "final"}, "metadata": {"k": 1}, "transient": {"display_id": "d1"}}),
+        iopub(
+            "update_display_data",
+            {"data": {"text/plain": "final"}, "metadata": {"k": 1}, "transient": {"display_id": "d1"}},
+        ),
     ]
     outputs = FrontEndMirror().feed_all(log).cell_outputs(PARENT)
     assert outputs[0]["data"] == {"text/plain": "final"} and outputs[0]["metadata"] == {"k": 1}
     assert outputs[1] == {"output_type": "stream", "name": "stdout", "text": "ab"}
 
 
-# --------------------------------------------------------------------------- a view under test (imported by other files)
+# ------------------------------------------------------------------- a view under test (imported by other files)
 
 
 class WidgetHarness:
@@ -291,17 +298,45 @@ class WidgetHarness:
 
 
 async def play_message(harness: WidgetHarness, message: Any, *, chunk_chars: int | None = 8, step: float = 0.0) -> None:
-    """Stream ``message`` through the scripted model and feed the view what the loop would emit."""
+    """Stream ``message`` through the scripted model, feeding the view each event as the loop would."""
+    await message_events(message, chunk_chars=chunk_chars, feed=lambda event: harness.feed(event, step=step))
+
+
+async def message_events(
+    message: Any, *, chunk_chars: int | None = 8, feed: Callable[[Any], None] | None = None
+) -> list[Any]:
+    """The ``message_*`` agent events of streaming ``message`` (each passed to ``feed`` as it is made:
+    the partial message is one object that keeps changing, as with a real provider)."""
     from scripted_model import ScriptedModel
 
     from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, MessageUpdateEvent
     from pi_kernel.ai import Context, StreamOptions
 
     model = ScriptedModel([message], chunk_chars=chunk_chars, record=False)
-    async for event in model(model.model, Context(), StreamOptions()):
-        if event.type == "start":
-            harness.feed(MessageStartEvent(event.partial), step=step)
-        elif event.type in ("done", "error"):
-            harness.feed(MessageEndEvent(event.partial), step=step)
+    events: list[Any] = []
+    async for update in model(model.model, Context(), StreamOptions()):
+        if update.type == "start":
+            event: Any = MessageStartEvent(update.partial)
+        elif update.type in ("done", "error"):
+            event = MessageEndEvent(update.partial)
         else:
-            harness.feed(MessageUpdateEvent(event.partial, event), step=step)
+            event = MessageUpdateEvent(update.partial, update)
+        events.append(event)
+        if feed is not None:
+            feed(event)
+    return events
+
+
+def test_stream_output_follows_a_rolling_tail_without_resending_it() -> None:
+    log: list[dict[str, Any]] = []
+    first, _, router = _output_pair(log)
+    live = StreamOutput(first, router, limit=None)
+    full = ""
+    for line in range(3000):
+        full += f"output line {line:05d}\n"
+        if line % 50 == 49:
+            live.sync(full[-20_000:])  # bash sends the last N KB once its output is long
+    sent = sum(len(msg["content"]["text"]) for msg in log if msg["header"]["msg_type"] == "stream")
+    assert sent < len(full) + 25_000  # the overlap is found: each line sent about once
+    shown = FrontEndMirror().feed_all(log).output_text("out-1")
+    assert shown.endswith(full[-20_000:])

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from IPython.display import HTML
 from scripted_model import assistant_message, text_message, tool_call, tool_call_message
-from test_widgets_frontend import PARENT, WidgetHarness, play_message
+from test_widgets_frontend import PARENT, WidgetHarness, message_events, play_message
 
 from pi_kernel.agent.events import (
     AgentEndEvent,
@@ -51,17 +51,10 @@ def _end(call_id: str, name: str, text: str, *, is_error: bool = False, details:
 async def test_text_streams_as_plain_text_then_becomes_markdown_when_the_message_ends(monkeypatch) -> None:
     harness = WidgetHarness(monkeypatch)
     harness.feed(AgentStartEvent())
-    message = text_message(ANSWER)
-    from pi_kernel.agent.events import MessageEndEvent as End
-
-    # Stream everything but the end, with time passing: the text arrives append-only.
-    events: list[Any] = []
-    original_feed = harness.feed
-    harness.feed = lambda *items, step=0.0: events.extend(items)  # type: ignore[method-assign]
-    await play_message(harness, message, chunk_chars=4)
-    harness.feed = original_feed  # type: ignore[method-assign]
-    streaming, ending = events[:-2], events[-2:]  # text_end and message_end come last
-    harness.feed(*streaming, step=0.003)
+    events = await message_events(text_message(ANSWER), chunk_chars=4)
+    streaming, ending = events[:-2], events[-2:]  # text_end, then message_end
+    assert ending[0].assistant_message_event.type == "text_end" and isinstance(ending[1], MessageEndEvent)
+    harness.feed(*streaming, step=0.003)  # time passes: the text arrives append-only
     harness.settle()
     mirror = harness.mirror()
     output = _text_output(harness)
@@ -72,7 +65,6 @@ async def test_text_streams_as_plain_text_then_becomes_markdown_when_the_message
 
     harness.feed(*ending)
     harness.settle()
-    assert isinstance(ending[-1], End)
     shown = harness.mirror().outputs(output)
     assert len(shown) == 1 and shown[0]["output_type"] == "display_data"
     html = shown[0]["data"]["text/html"]
@@ -84,11 +76,7 @@ async def test_updates_are_coalesced_to_about_20_per_second_and_the_last_one_lan
     harness = WidgetHarness(monkeypatch, interval=0.05)
     harness.feed(AgentStartEvent())
     answer = "".join(f"word{index} " for index in range(2000))  # ~12 KB in 3,000 4-char deltas
-    events: list[Any] = []
-    harness_feed = harness.feed
-    harness.feed = lambda *items, step=0.0: events.extend(items)  # type: ignore[method-assign]
-    await play_message(harness, text_message(answer), chunk_chars=4)
-    harness.feed = harness_feed  # type: ignore[method-assign]
+    events = await message_events(text_message(answer), chunk_chars=4)
     harness.feed(*events[:-2], step=0.0005)  # 2,000 events a second
     seconds = len(events) * 0.0005
     harness.settle()
@@ -110,7 +98,9 @@ async def test_thinking_streams_into_a_collapsed_section(monkeypatch) -> None:
     assert harness.mirror().output_text(thinking_view.stream.widget.model_id) == "Let me count the lines first."
 
 
-def _approval(call_id: str, name: str, args: dict[str, Any], decision: ApprovalDecision | None = None) -> ApprovalRequest:
+def _approval(
+    call_id: str, name: str, args: dict[str, Any], decision: ApprovalDecision | None = None
+) -> ApprovalRequest:
     return ApprovalRequest(call_id, name, args, label=name, decision=decision)
 
 
@@ -150,7 +140,12 @@ async def test_tool_card_goes_through_waiting_running_and_done(monkeypatch) -> N
     [
         (None, "Command failed: exit 2", True, "error"),
         (ApprovalDecision("deny", "not on prod"), "not on prod", True, "denied"),
-        (ApprovalDecision("deny", "Interrupted by the user", source="interrupt"), "Interrupted by the user", True, "interrupted"),
+        (
+            ApprovalDecision("deny", "Interrupted by the user", source="interrupt"),
+            "Interrupted by the user",
+            True,
+            "interrupted",
+        ),
         (None, "Operation aborted", True, "interrupted"),
     ],
 )
@@ -227,15 +222,37 @@ async def test_live_output_is_appended_then_replaced_by_the_result(monkeypatch) 
     assert f"IPY_MODEL_{card.live.widget.model_id}" not in children
 
 
+async def test_python_live_output_comes_from_its_notebook_outputs(monkeypatch) -> None:
+    harness = WidgetHarness(monkeypatch)
+    harness.feed(AgentStartEvent(), ToolExecutionStartEvent("p1", "python", {"code": "for i in range(3): print(i)"}))
+    printed = ""
+    for line in ("0\n", "1\n", "2\n"):
+        printed += line
+        outputs = [{"output_type": "stream", "name": "stdout", "text": printed}]
+        harness.feed(ToolExecutionUpdateEvent("p1", "python", {}, AgentToolResult([], {"outputs": outputs})), step=0.06)
+    harness.settle()
+    card = harness.view.card("p1")
+    assert card is not None and card.live is not None
+    assert harness.mirror().output_text(card.live.widget.model_id).split() == ["0", "1", "2"]
+
+
 async def test_render_call_and_render_result_of_the_definition_replace_the_defaults(monkeypatch) -> None:
     definitions = {
         "read": ToolDefinition(
-            "read", "Read a file", {"type": "object"}, lambda *a: None, label="Read file",
+            "read",
+            "Read a file",
+            {"type": "object"},
+            lambda *a: None,
+            label="Read file",
             render_call=lambda args: f"Reading {args['path']}",
             render_result=lambda result: HTML("<b>custom result</b>"),
         ),
         "broken": ToolDefinition(
-            "broken", "x", {"type": "object"}, lambda *a: None, render_call=lambda args: 1 / 0,
+            "broken",
+            "x",
+            {"type": "object"},
+            lambda *a: None,
+            render_call=lambda args: 1 / 0,
         ),
     }
     harness = WidgetHarness(monkeypatch, definitions=definitions.get)
@@ -273,7 +290,10 @@ async def test_result_images_and_python_outputs_are_shown(monkeypatch) -> None:
     harness = WidgetHarness(monkeypatch)
     outputs = [
         {"output_type": "stream", "name": "stdout", "text": "hello\n"},
-        {"output_type": "execute_result", "data": {"text/html": "<table><tr><td>1</td></tr></table>", "text/plain": "1"}},
+        {
+            "output_type": "execute_result",
+            "data": {"text/html": "<table><tr><td>1</td></tr></table>", "text/plain": "1"},
+        },
     ]
     harness.feed(
         AgentStartEvent(),

@@ -23,7 +23,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pi_kernel.agent.events import (
@@ -39,14 +39,13 @@ from pi_kernel.agent.state import (
     AgentState,
     MessageQueue,
     QueueMode,
+    closing_events_for_cancelled_run,
     reduce_agent_state,
-    results_for_unanswered_tool_calls,
 )
 from pi_kernel.agent.tool_execution import OPERATION_ABORTED
 from pi_kernel.agent.types import (
     AfterToolCallHook,
     AgentLoopConfig,
-    AgentToolResult,
     BeforeToolCallHook,
     ConvertToLlm,
     PrepareNextTurn,
@@ -79,6 +78,9 @@ PromptInput = str | Message | Sequence[Message]
 class _ActiveRun:
     controller: AbortController
     done: asyncio.Future[None]
+    ended_calls: dict[str, ToolExecutionEndEvent] = field(default_factory=dict)
+    """This turn's ``tool_execution_end`` events: if the run is cancelled before
+    their result messages, those calls keep their real results."""
 
 
 class Agent:
@@ -266,7 +268,7 @@ class Agent:
             # Cancelled from outside (a kernel interrupt cancels the cell's task):
             # tools see the abort, and every tool call keeps exactly one result.
             active.controller.abort()
-            await self._close_cancelled_run()
+            await self._close_cancelled_run(active.ended_calls)
             raise
         except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
             await self._report_failure(error, signal.aborted)
@@ -319,6 +321,12 @@ class Agent:
 
     async def _process_event(self, event: AgentEvent) -> None:
         reduce_agent_state(self._state, event)
+        active = self._active
+        if active is not None:
+            if event.type == "tool_execution_end":
+                active.ended_calls[event.tool_call_id] = event
+            elif event.type == "turn_start":
+                active.ended_calls.clear()
         await self._notify(event)
 
     async def _notify(self, event: AgentEvent) -> None:
@@ -330,24 +338,15 @@ class Agent:
             except Exception:  # a broken listener must not break the run
                 logger.exception("Agent listener %r failed on a %s event", listener, event.type)
 
-    async def _close_cancelled_run(self) -> None:
+    async def _close_cancelled_run(self, ended_calls: dict[str, ToolExecutionEndEvent]) -> None:
         """Answer the calls a cancelled run left open, then tell the listeners.
 
-        The state gets the ``Operation aborted`` results at once; the events
-        (their ends and messages, then ``agent_end``) follow, as far as a
+        The state gets the results at once; the events follow, as far as a
         further cancellation lets them.
         """
-        state = self._state
-        results = results_for_unanswered_tool_calls(state.messages, OPERATION_ABORTED)
-        events: list[AgentEvent] = []
-        for result in results:
-            if result.tool_call_id in state.pending_tool_calls:
-                aborted = AgentToolResult(result.content)
-                events.append(ToolExecutionEndEvent(result.tool_call_id, result.tool_name, aborted, True))
-            events += [MessageStartEvent(result), MessageEndEvent(result)]
-        events.append(AgentEndEvent(list(results)))
+        events = closing_events_for_cancelled_run(self._state, ended_calls, OPERATION_ABORTED)
         for event in events:
-            reduce_agent_state(state, event)
+            reduce_agent_state(self._state, event)
         for event in events:
             await self._notify(event)
 

@@ -30,7 +30,13 @@ How a run ends:
 - the signal was aborted: during streaming the provider ends the message as
   ``aborted``; during tools every call still gets one result (``Operation
   aborted`` for those that did not finish) and no further model request is
-  made.
+  made. An abort that lands between turns (while steering is polled, say)
+  is seen before the next request: that request is not sent and the turn
+  gets an empty ``aborted`` assistant message instead.
+
+The assistant message joins the context once it is complete (pi inserts the
+partial one at ``start``; nothing here reads the context during a request, and
+the provider may still be reading the message list then).
 
 Cost per turn: nothing proportional to the history except what the provider
 needs to build its request. The default ``convert_to_llm`` checks only the
@@ -45,7 +51,7 @@ import asyncio
 import dataclasses
 import inspect
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from pi_kernel.agent.events import (
@@ -58,7 +64,12 @@ from pi_kernel.agent.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.agent.tool_execution import call_hook, execute_tool_calls, fail_truncated_tool_calls
+from pi_kernel.agent.tool_execution import (
+    OPERATION_ABORTED,
+    call_hook,
+    execute_tool_calls,
+    fail_truncated_tool_calls,
+)
 from pi_kernel.agent.types import AgentLoopConfig, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
 
@@ -251,6 +262,8 @@ async def stream_assistant_response(
     options: StreamOptions,
 ) -> AssistantMessage:
     """One model request; streams ``message_*`` events and appends the final message to the context."""
+    if signal.aborted:
+        return await _skip_aborted_request(context, config, emit)
     messages: list[Any] = context.messages
     if config.transform_context is not None:
         messages = await _maybe_await(config.transform_context(messages, signal))
@@ -279,6 +292,17 @@ async def stream_assistant_response(
     return final
 
 
+async def _skip_aborted_request(context: Context, config: AgentLoopConfig, emit: Emit) -> AssistantMessage:
+    """The run was aborted before this request: send nothing, record an aborted turn."""
+    from pi_kernel.ai.stream import error_message
+
+    message = error_message(config.model, OPERATION_ABORTED, stop_reason="aborted")
+    await emit(MessageStartEvent(message))
+    context.messages.append(message)
+    await emit(MessageEndEvent(message))
+    return message
+
+
 def _stream_ended_early(config: AgentLoopConfig) -> AssistantMessage:
     from pi_kernel.ai.stream import error_message
 
@@ -303,10 +327,10 @@ class AgentEventStream:
         self._messages: list[Message] | None = None
         self._started = False
 
-    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+    def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
         return self._iterate()
 
-    async def _iterate(self) -> AsyncIterator[AgentEvent]:
+    async def _iterate(self) -> AsyncGenerator[AgentEvent, None]:
         if self._started:
             raise RuntimeError("An agent event stream can be iterated only once")
         self._started = True

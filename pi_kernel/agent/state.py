@@ -1,12 +1,22 @@
-"""The ``Agent``'s state, the reducer that keeps it in step with loop events, and its queues."""
+"""The ``Agent``'s state, the reducer that keeps it in step with loop events, the events
+that close a cancelled run, and the steering and follow-up queues."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pi_kernel.agent.events import AgentEvent
+from pi_kernel.agent.events import (
+    AgentEndEvent,
+    AgentEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    ToolExecutionEndEvent,
+    TurnEndEvent,
+)
+from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, Message, Model, TextContent, Tool, ToolResultMessage
 
 QueueMode = Literal["one-at-a-time", "all"]
@@ -119,6 +129,49 @@ def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[To
         else:
             return []
     return []
+
+
+def closing_events_for_cancelled_run(
+    state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str
+) -> list[AgentEvent]:
+    """The events that close a run cancelled from outside, for the state and the listeners.
+
+    An assistant message cut off while streaming ends as ``aborted`` with what
+    had streamed (as when the signal aborts a stream), closing its turn.
+    Every tool call of the last assistant message that has no result message
+    gets one: a call that had finished (its ``tool_execution_end`` in
+    ``ended_calls``) keeps its real result, since its side effects happened;
+    the others get ``text`` as an error, and a ``tool_execution_end`` when they
+    were still pending. Then ``agent_end``.
+    """
+    events: list[AgentEvent] = []
+    streaming = state.streaming_message
+    if isinstance(streaming, AssistantMessage):
+        cut_off = dataclasses.replace(
+            streaming, content=list(streaming.content), stop_reason="aborted", error_message=text
+        )
+        events += [MessageEndEvent(cut_off), TurnEndEvent(cut_off, [])]
+        messages = [*state.messages, cut_off]
+    else:
+        messages = state.messages
+    results = results_for_unanswered_tool_calls(messages, text)
+    for index, result in enumerate(results):
+        ended = ended_calls.get(result.tool_call_id)
+        if ended is not None:
+            results[index] = result = ToolResultMessage(
+                tool_call_id=ended.tool_call_id,
+                tool_name=ended.tool_name,
+                content=ended.result.content,
+                details=ended.result.details,
+                is_error=ended.is_error,
+                usage=ended.result.usage,
+            )
+        elif result.tool_call_id in state.pending_tool_calls:
+            aborted = AgentToolResult(result.content)
+            events.append(ToolExecutionEndEvent(result.tool_call_id, result.tool_name, aborted, True))
+        events += [MessageStartEvent(result), MessageEndEvent(result)]
+    events.append(AgentEndEvent(list(results)))
+    return events
 
 
 class MessageQueue:

@@ -296,19 +296,6 @@ async def finalize_executed_tool_call(
     return FinalizedToolCall(prepared.tool_call, result, is_error)
 
 
-async def run_tool_call(
-    context: Context,
-    assistant_message: AssistantMessage,
-    prepared: PreparedToolCall,
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    on_update: ToolUpdateCallback,
-) -> FinalizedToolCall:
-    """Phases 2 and 3 of one prepared call (what ``tool_runner`` runs as a task)."""
-    executed = await execute_prepared_tool_call(prepared, signal, on_update)
-    return await finalize_executed_tool_call(context, assistant_message, prepared, executed, config, signal)
-
-
 # ---------------------------------------------------------------- batches
 
 

@@ -7,7 +7,9 @@ that coroutine through one inbox queue, in the order it happened:
 
 - ``on_update(partial)`` → a ``tool_execution_update`` event. Sync tools call
   it from their worker thread, so it is handed over with
-  ``call_soon_threadsafe``; updates after the call finished are dropped.
+  ``call_soon_threadsafe``. As in pi, updates stop counting once ``execute``
+  has returned (or raised): later calls, from ``after_tool_call`` or a thread
+  the tool left behind, are dropped.
 - a task finishing → its ``tool_execution_end`` (completion order). A sync
   tool's updates are queued before its completion (both travel through the
   loop's FIFO of thread-safe callbacks), so they always come first.
@@ -36,7 +38,8 @@ from pi_kernel.agent.tool_execution import (
     emit_tool_execution_end,
     error_result,
     error_text,
-    run_tool_call,
+    execute_prepared_tool_call,
+    finalize_executed_tool_call,
 )
 from pi_kernel.agent.types import AgentLoopConfig, AgentToolResult
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context
@@ -67,9 +70,10 @@ def _report_done(inbox: asyncio.Queue[InboxItem], index: int, task: asyncio.Task
 
 
 class _RunningCall:
-    """One prepared call while it runs: its task and whether its end was emitted."""
+    """One prepared call while it runs: its task, whether ``execute`` is still
+    running, and whether its end was emitted."""
 
-    __slots__ = ("finished", "inbox", "index", "loop", "loop_thread", "prepared", "task")
+    __slots__ = ("executing", "finished", "inbox", "index", "loop", "loop_thread", "prepared", "task")
 
     def __init__(self, index: int, prepared: PreparedToolCall, inbox: asyncio.Queue[InboxItem]) -> None:
         self.index = index
@@ -77,12 +81,23 @@ class _RunningCall:
         self.inbox = inbox
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
+        self.executing = True
         self.finished = False
         self.task: asyncio.Task[FinalizedToolCall] | None = None
 
+    async def run(
+        self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
+    ) -> FinalizedToolCall:
+        """Phases 2 and 3: ``execute``, then ``after_tool_call`` (the call's task)."""
+        executed = await execute_prepared_tool_call(self.prepared, signal, self.on_update)
+        # A sync tool's updates were posted before its result (one FIFO of
+        # thread-safe callbacks), so they are in the inbox already.
+        self.executing = False
+        return await finalize_executed_tool_call(context, assistant_message, self.prepared, executed, config, signal)
+
     def on_update(self, partial_result: AgentToolResult) -> None:
         """The ``on_update`` the tool receives; callable from any thread."""
-        if self.finished:
+        if not self.executing or self.finished:
             return
         item = (_UPDATE, self.index, partial_result)
         if threading.get_ident() == self.loop_thread:
@@ -96,7 +111,7 @@ class _RunningCall:
         if self.task.cancelled():
             return aborted_call(self.prepared.tool_call)
         error = self.task.exception()
-        if error is not None:  # run_tool_call catches everything; this is a safety net
+        if error is not None:  # run() catches everything; this is a safety net
             return FinalizedToolCall(self.prepared.tool_call, error_result(error_text(error)), True)
         return self.task.result()
 
@@ -123,9 +138,7 @@ async def run_prepared_tool_calls(
     inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
     calls = [_RunningCall(index, prepared, inbox) for index, prepared in enumerate(prepared_calls)]
     for call in calls:
-        call.task = loop.create_task(
-            run_tool_call(context, assistant_message, call.prepared, config, signal, call.on_update)
-        )
+        call.task = loop.create_task(call.run(context, assistant_message, config, signal))
         call.task.add_done_callback(functools.partial(_report_done, inbox, call.index))
 
     def on_abort(_reason: Any) -> None:

@@ -97,6 +97,14 @@ class Model:
     compat: dict[str, object] = field(default_factory=dict)
     """Overrides of ``Compat`` flags by name."""
 
+    def __post_init__(self) -> None:
+        # A misspelt flag would otherwise surface only as a failed request.
+        unknown = sorted(set(self.compat) - set(Compat.__dataclass_fields__))
+        if unknown:
+            known = ", ".join(Compat.__dataclass_fields__)
+            listed = ", ".join(unknown)
+            raise ValueError(f"Unknown compat flag(s) for model {self.id!r}: {listed}; known flags: {known}")
+
     @property
     def resolved_base_url(self) -> str | None:
         return self.base_url or KNOWN_PROVIDERS.get(self.provider, (None, None))[0]
@@ -144,8 +152,16 @@ def detect_provider(base_url: str | None) -> str:
 
 
 def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning: bool) -> Compat:
-    if provider == "openai-compatible" and base_url:
-        provider = detect_provider(base_url)
+    """The flags of ``provider``, or of the server its base URL names.
+
+    The URL decides for ``openai-compatible``, and also for ``openai`` when it
+    clearly names another server (``Model``'s default provider is ``openai``,
+    so ``Model("qwen3", base_url="http://localhost:11434/v1")`` is Ollama).
+    """
+    if base_url and provider in ("openai", "openai-compatible"):
+        from_url = detect_provider(base_url)
+        if provider == "openai-compatible" or from_url != "openai-compatible":
+            provider = from_url
     if provider == "openai":
         return Compat(
             supports_strict_mode=True,

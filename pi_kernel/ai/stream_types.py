@@ -8,7 +8,8 @@ generator anyway is turned into such an event here.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -88,13 +89,33 @@ class AssistantMessageStream:
         self._events = events
         self._fallback = fallback
         self._result: AssistantMessage | None = None
+        self._reader_done: asyncio.Event | None = None
+        """Set while one reader drives the provider (``result()`` beside an ``async for``)."""
 
     def __aiter__(self) -> AsyncIterator[AssistantMessageEvent]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[AssistantMessageEvent]:
+        # One reader at a time drives the provider's generator; a second one
+        # (typically ``result()`` awaited while another task iterates) waits for
+        # it instead of re-entering the running generator, which would raise.
+        while self._reader_done is not None:
+            await self._reader_done.wait()
         if self._result is not None:
             return
+        self._reader_done = asyncio.Event()
+        reader = self._read()
+        try:
+            async for event in reader:
+                yield event
+        finally:
+            try:
+                await reader.aclose()  # closes the provider too when this reader stopped early
+            finally:
+                done, self._reader_done = self._reader_done, None
+                done.set()
+
+    async def _read(self) -> AsyncGenerator[AssistantMessageEvent, None]:
         try:
             async for event in self._events:
                 if event.type in ("done", "error"):

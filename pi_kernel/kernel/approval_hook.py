@@ -89,8 +89,8 @@ class ApprovalGate:
     """A ``%%pi --approve MODE`` for the running cell."""
     raw_input: Callable[[], Callable[[str], str] | None] = lambda: None
     """The front-end's ``input()`` for the running cell, when it allows stdin."""
-    _stdin_turn: asyncio.Lock | None = field(default=None, init=False, repr=False)
-    """One stdin question at a time (parallel tool calls)."""
+    _stdin_turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
+    """One stdin question at a time (parallel tool calls); a lock per loop (``%%pi`` may run on a private one)."""
 
     async def __call__(self, ctx: BeforeToolCallContext, signal: AbortSignal | None = None) -> Any:
         from pi_kernel.agent.types import BeforeToolCallResult
@@ -133,12 +133,15 @@ class ApprovalGate:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asker
 
-    async def _ask_on_stdin(self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]) -> None:
-        if self._stdin_turn is None:
-            self._stdin_turn = asyncio.Lock()
-        async with self._stdin_turn:
+    async def _ask_on_stdin(
+        self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]
+    ) -> None:
+        turn = self._stdin_turns.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with turn:
             if request.decision is not None:
                 return
             answer = await ask_on_stdin(reader, question(request.tool_name, request.args))
-            fields = parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
+            fields = (
+                parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
+            )
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))

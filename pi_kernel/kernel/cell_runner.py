@@ -81,7 +81,9 @@ def _stdin_reader(session: PiSession) -> tuple[bool, Any]:
     """Whether the running cell may read stdin, and the function that asks."""
     kernel = session.kernel
     if kernel is not None:
-        allowed = bool(getattr(kernel, "_allow_stdin", False))
+        # The cell's own execute_request says (public ``get_parent``, per cell and subshell).
+        parent = kernel.get_parent("shell") if hasattr(kernel, "get_parent") else None
+        allowed = bool(((parent or {}).get("content") or {}).get("allow_stdin", False))
         return allowed, (kernel.raw_input if allowed else None)
     return sys.stdin is not None and sys.stdin.isatty(), builtins.input
 

@@ -163,15 +163,28 @@ CONFIG_NAMES = (
 """Settings that ``c.PiKernel.<name>`` may set."""
 
 
+def _config_value(name: str, value: Any) -> Any:
+    """A config value as the setting wants it (command-line values arrive as strings)."""
+    if not isinstance(value, str):
+        return tuple(value) if name == "builtin_tools" else dict(value) if name == "approval_overrides" else value
+    if name == "builtin_tools":
+        return tuple(word for word in re.split(r"[\s,\[\]'\"]+", value) if word)
+    if name == "approval_overrides":
+        return dict(json.loads(value))
+    if name == "approval_timeout":
+        return float(value)
+    if name == "max_turns":
+        return int(value)
+    if name == "widgets":
+        return _flag(value)
+    return str(value)
+
+
 def apply_config(settings: PiSettings, values: Mapping[str, Any]) -> PiSettings:
     """``settings`` with every known, non-``None`` value of ``values`` applied."""
-    changes = {name: values[name] for name in CONFIG_NAMES if values.get(name) is not None}
+    changes = {name: _config_value(name, values[name]) for name in CONFIG_NAMES if values.get(name) is not None}
     if "approval" in changes and changes["approval"] not in APPROVAL_MODES:
         raise ValueError(f"PiKernel.approval must be one of {', '.join(APPROVAL_MODES)}; got {changes['approval']!r}")
-    if "builtin_tools" in changes:
-        changes["builtin_tools"] = tuple(changes["builtin_tools"])
-    if "approval_overrides" in changes:
-        changes["approval_overrides"] = dict(changes["approval_overrides"])
     if "base_url" in changes:
         changes["base_url_from_env"] = False
     if changes.get("approval_timeout") is not None and changes["approval_timeout"] <= 0:
@@ -185,7 +198,8 @@ def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) 
     if not settings.base_url:
         return model
     if provider_explicit:
-        if settings.base_url_from_env and model.provider not in ("openai", "openai-compatible"):
+        served_there = ("openai", "openai-compatible", detect_provider(settings.base_url))
+        if settings.base_url_from_env and model.provider not in served_there:
             return model  # OPENAI_BASE_URL is not the URL of an explicitly named other provider
         return model.with_(base_url=settings.base_url)
     provider = detect_provider(settings.base_url)
@@ -199,7 +213,7 @@ def list_server_models(base_url: str, api_key_env: str | None = "OPENAI_API_KEY"
     if key:
         request.add_header("Authorization", f"Bearer {key}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - a configured URL
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             data = json.loads(response.read())
     except (OSError, ValueError):
         return []

@@ -30,6 +30,7 @@ def session_settings(shell: Any, overrides: Mapping[str, Any] | None = None) -> 
 
 def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
     """The session of ``shell``, created and wired on first call."""
+    from pi_kernel.kernel import agent_proxy
     from pi_kernel.kernel import session as sessions
     from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter
 
@@ -44,6 +45,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     transformers.append(make_cell_rewriter(shell))
     shell.events.register("pre_run_cell", session.note_cell)
     session.frontend.ensure_targets()
+    agent_proxy.install()
     return session
 
 

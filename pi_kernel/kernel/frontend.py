@@ -95,7 +95,10 @@ class FrontendTracker:
         targets = getattr(manager, "targets", None)
         if not isinstance(targets, dict):
             return
-        for name, handler in ((WIDGET_CONTROL_TARGET, self._open_widget_control), (APPROVAL_TARGET, self._open_approval)):
+        for name, handler in (
+            (WIDGET_CONTROL_TARGET, self._open_widget_control),
+            (APPROVAL_TARGET, self._open_approval),
+        ):
             if targets.get(name) is handler:
                 del targets[name]
 

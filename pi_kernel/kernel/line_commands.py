@@ -61,7 +61,9 @@ def models(session: PiSession, words: list[str]) -> str:
     current = session.model
     choices: list[str] = []
     if current is not None and current.base_url:
-        choices += [f"{current.provider}:{name}" for name in list_server_models(current.base_url, current.resolved_api_key_env)]
+        choices += [
+            f"{current.provider}:{name}" for name in list_server_models(current.base_url, current.resolved_api_key_env)
+        ]
     if os.environ.get("OPENAI_API_KEY") and not (current and current.base_url):
         choices += ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"]
     if os.environ.get("DEEPSEEK_API_KEY"):

@@ -28,6 +28,7 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi models                  models you can pick
 %pi tools [enable|disable NAME ...]   list tools, or turn them on/off
 %pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
+                            (read-only: only the built-in read and tools declaring read_only run)
 %pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
 %pi deny ID|all [REASON]    deny a waiting tool call
 %pi reset                   forget the conversation
@@ -56,10 +57,10 @@ def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
     target = call.func.value
     if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "get_ipython"):
         return None
-    values = [arg.value for arg in call.args if isinstance(arg, ast.Constant)]
-    if len(values) != 3 or len(call.args) != 3 or values[0] != "pi" or not all(isinstance(v, str) for v in values):
+    values = [arg.value for arg in call.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    if len(values) != 3 or len(call.args) != 3 or values[0] != "pi":
         return None
-    return values[1], values[2]
+    return str(values[1]), str(values[2])
 
 
 def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:
@@ -104,4 +105,3 @@ class PiMagics(Magics):
         output = run_line_command(self.session, line)
         if output:
             print(redact(output))
-

@@ -33,7 +33,13 @@ def save_conversation(path: str | Path, messages: list[Any], model: str | None =
     from pi_kernel.ai import to_dict
 
     target = Path(path).expanduser()
-    header = {"format": FORMAT, "version": VERSION, "model": model, "saved_at": int(time.time()), "count": len(messages)}
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model,
+        "saved_at": int(time.time()),
+        "count": len(messages),
+    }
     lines = [json.dumps(header)]
     lines += [json.dumps(redact_data(to_dict(message)), ensure_ascii=False) for message in messages]
     target.parent.mkdir(parents=True, exist_ok=True)

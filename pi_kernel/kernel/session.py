@@ -148,9 +148,7 @@ class PiSession:
                     mode_override=lambda: self.run.options.approve if self.run else None,
                     raw_input=lambda: self.run.raw_input if self.run else None,
                 )
-                self._agent = Agent(
-                    self.model, before_tool_call=gate, prepare_next_turn=self._prepare_next_turn
-                )
+                self._agent = Agent(self.model, before_tool_call=gate, prepare_next_turn=self._prepare_next_turn)
             return self._agent
 
     def tool_definition(self, name: str) -> ToolDefinition | None:

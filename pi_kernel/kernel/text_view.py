@@ -85,6 +85,7 @@ class TextTurnView:
         self.tools: dict[str, ToolLine] = {}
         self.footer = ""
         self._handle: Any = None
+        self._shown = ""
         self._last_flush = 0.0
         self._scheduled: asyncio.TimerHandle | None = None
         self._live = hasattr(session.shell, "kernel")
@@ -206,11 +207,15 @@ class TextTurnView:
             return
         from IPython.display import display
 
-        data = {"text/plain": self.render()}
+        text = self.render()
+        if text == self._shown:
+            return
+        data = {"text/plain": text}
         if self._handle is None:
             self._handle = display(data, raw=True, display_id=True)
         else:
             self._handle.update(data, raw=True)
+        self._shown = text
         self._last_flush = time.monotonic()
 
 

@@ -3,9 +3,11 @@
 ``@tool`` turns a function into a ``ToolDefinition``; ``wrap_tool_definition``
 adapts one to the agent's ``AgentTool``; ``ToolRegistry`` holds the notebook's
 tools and rebuilds both channels (API ``tools`` array and system prompt) every
-turn; ``build_system_prompt`` writes the text channel. The built-in tools
-(``read``, ``bash``, ``edit``, ``write``, ``python``) and the file mutation
-queue are re-exported from ``pi_kernel.tools.builtin`` / ``file_queue``.
+turn; ``build_system_prompt`` writes the text channel; ``needs_approval`` and
+``approval_verdict`` evaluate a tool's own ``approval`` option for a call. The
+built-in tools (``read``, ``bash``, ``edit``, ``write``, ``python``) and the
+file mutation queue are re-exported from ``pi_kernel.tools.builtin`` /
+``file_queue``.
 """
 
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
@@ -31,6 +33,7 @@ from pi_kernel.tools.registry import (
 from pi_kernel.tools.results import to_agent_tool_result
 from pi_kernel.tools.retry import ToolRetry
 from pi_kernel.tools.system_prompt import build_system_prompt
+from pi_kernel.tools.tool_approval import approval_verdict, needs_approval
 from pi_kernel.tools.wrapper import DefinedTool, wrap_tool_definition
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "ToolInfo",
     "ToolRegistry",
     "ToolRetry",
+    "approval_verdict",
     "build_system_prompt",
     "builtin_tools",
     "create_bash_tool",
@@ -54,6 +58,7 @@ __all__ = [
     "create_read_tool",
     "create_write_tool",
     "get_default_registry",
+    "needs_approval",
     "set_default_registry",
     "to_agent_tool_result",
     "tool",

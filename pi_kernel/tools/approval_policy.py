@@ -7,10 +7,20 @@ mode says what happens to a risky call:
 - ``ask``: a person decides (widget, comm, stdin); safe calls run;
 - ``auto``: everything runs without asking;
 - ``deny``: risky calls are denied, safe calls run (for unattended runs);
-- ``read-only``: only read-only tools run, everything else is denied.
+- ``read-only``: calls of tools that are not read-only are denied; read-only
+  tools are treated as in ``ask`` mode (their own ``approval`` still applies),
+  so ``read-only`` never allows more than ``ask``.
 
-Per-tool overrides (``bash=ask python=auto``) win over the mode, and a tool the
-person chose to "always allow" runs for the rest of the session.
+Which tools are read-only: a definition that declares ``read_only`` (an
+attribute, ``True`` or ``False``) decides for itself; otherwise only the
+built-in ``read`` tool counts (``READ_ONLY_TOOLS``, matched by name *and*
+origin, so a notebook tool that happens to be called ``read`` is not trusted
+by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
+(``bash`` and ``python`` can do anything).
+
+Per-tool overrides (``bash=ask python=auto``) win over the mode (also over
+``read-only``: ``%pi approve read-only mytool=auto`` lets one more tool run),
+and a tool the person chose to "always allow" runs for the rest of the session.
 """
 
 from __future__ import annotations
@@ -27,8 +37,9 @@ SESSION_MODES: tuple[str, ...] = ("ask", "auto", "deny", "read-only")
 TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
 """What a per-tool override may say."""
 
-READ_ONLY_TOOLS = frozenset({"read", "ls", "grep", "find"})
-"""Built-in tools that only read; a definition may also declare ``read_only = True``."""
+READ_ONLY_TOOLS = frozenset({"read"})
+"""Built-in tools that only read (a definition may also declare ``read_only``)."""
+BUILTIN_PACKAGE = "pi_kernel.tools.builtin"
 
 
 def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
@@ -47,10 +58,14 @@ def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict
 
 
 def is_read_only(definition: ToolDefinition | None, name: str) -> bool:
+    """Whether calls of this tool only read: its declared ``read_only``, else a built-in read-only tool."""
     declared = getattr(definition, "read_only", None)
     if declared is not None:
         return bool(declared)
-    return name in READ_ONLY_TOOLS
+    if definition is None or name not in READ_ONLY_TOOLS:
+        return False
+    origin = getattr(definition.execute, "__module__", "") or ""
+    return origin == BUILTIN_PACKAGE or origin.startswith(BUILTIN_PACKAGE + ".")
 
 
 @dataclass
@@ -77,8 +92,8 @@ class ApprovalPolicy:
             return "run" if override == "auto" else override  # type: ignore[return-value]
         if mode == "auto":
             return "run"
-        if mode == "read-only":
-            return "run" if is_read_only(definition, tool_name) else "deny"
+        if mode == "read-only" and not is_read_only(definition, tool_name):
+            return "deny"
         verdict = _definition_verdict(definition, args)
         if verdict == "ask" and mode == "deny":
             return "deny"

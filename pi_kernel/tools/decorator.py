@@ -40,6 +40,7 @@ from pi_kernel.tools.definition import ApprovalPolicy, ToolContext, ToolDefiniti
 from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
 from pi_kernel.tools.results import to_agent_tool_result
+from pi_kernel.tools.tool_approval import check_approval_option
 from pi_kernel.tools.wrapper import is_async_callable
 
 INJECTED_PARAMETERS = frozenset({"signal", "on_update", "ctx", "tool_call_id"})
@@ -128,7 +129,9 @@ def tool(
 
     ``snippet`` is the one line shown under ``Available tools:`` in the system
     prompt (a tool without one is left out of that list but still callable);
-    ``guidelines`` are added under ``Guidelines:``. ``registry``: where to
+    ``guidelines`` are added under ``Guidelines:``. ``approval``: ``"auto"``,
+    ``"ask"`` or a plain function of the validated arguments (see
+    ``tool_approval``; a value that cannot work raises here). ``registry``: where to
     register the tool (``None``: the default registry when one is set, see
     ``set_default_registry``; ``False``: nowhere). Redefining a tool with the
     same name replaces the old one.
@@ -181,6 +184,7 @@ def function_tool(
         raise ValueError(
             f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (pass @tool(name=...))"
         )
+    check_approval_option(options.get("approval", "auto"), tool_name)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise TypeError(f'@tool "{tool_name}": generator functions are not supported; return the result instead')
     docs = parse_docstring(inspect.getdoc(fn))

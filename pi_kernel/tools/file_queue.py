@@ -36,7 +36,7 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -135,7 +135,11 @@ async def _acquire_async(key: str) -> None:
         raise
 
 
-async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[], T | Awaitable[T]]) -> T:
+@overload
+async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[], Awaitable[T]]) -> T: ...
+@overload
+async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[], T]) -> T: ...
+async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[], Any]) -> Any:
     """Run ``fn()`` when every earlier operation on the same real file has finished.
 
     Returns what ``fn`` returns (awaited when it is awaitable); its exception
@@ -146,11 +150,11 @@ async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[]
     await _acquire_async(key)
     try:
         if inspect.iscoroutinefunction(fn):
-            return await fn()  # type: ignore[no-any-return]
-        value: Any = await asyncio.to_thread(fn)
+            return await fn()
+        value = await asyncio.to_thread(fn)
         if inspect.isawaitable(value):
             value = await value
-        return value  # type: ignore[no-any-return]
+        return value
     finally:
         _release(key)
 

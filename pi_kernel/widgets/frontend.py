@@ -109,12 +109,16 @@ class StreamOutput:
         self._shown += len(text)
 
     def sync(self, text: str) -> None:
-        """Show ``text`` (the whole current output): sends only what was appended since last time."""
+        """Show ``text`` (the whole current output): sends only what was appended since last time.
+
+        ``text`` may also be a rolling tail (``bash`` keeps the last 50 KB): when its start was cut
+        but the end of the previous text is found in it exactly once, only the rest is appended.
+        """
         if text == self._source:
             return
-        grew = text.startswith(self._source)
-        if grew and (self._limit is None or self._shown + len(text) - len(self._source) <= self._limit):
-            self.append(text[len(self._source) :])
+        added = _appended(self._source, text)
+        if added is not None and (self._limit is None or self._shown + len(added) <= self._limit):
+            self.append(added)
         else:
             tail = text[-self._keep :]
             skipped = len(text) - len(tail)
@@ -138,3 +142,19 @@ class StreamOutput:
         """No more writes for now: let the cell have its output back."""
         if self._router.active is self.widget:
             self._router.release()
+
+
+ANCHOR_CHARS = 256
+
+
+def _appended(old: str, new: str) -> str | None:
+    """What ``new`` adds after ``old``, when ``new`` is ``old`` (or a tail of it) plus more; else ``None``."""
+    if new.startswith(old):
+        return new[len(old) :]
+    anchor = old[-ANCHOR_CHARS:]
+    if len(anchor) < ANCHOR_CHARS:
+        return None
+    position = new.find(anchor)
+    if position < 0 or new.rfind(anchor) != position:
+        return None  # not found, or ambiguous (repetitive output): rewrite rather than guess
+    return new[position + len(anchor) :]

@@ -140,10 +140,10 @@ class FrontEndMirror:
                 if "msg_id" in changes:
                     self._set_hook(comm_id, old_msg_id, changes["msg_id"] or "")
         elif msg_type == "comm_close":
-            state = self.models.pop(comm_id, None)
+            closed = self.models.pop(comm_id, {})
             self.closed.add(comm_id)
-            if state is not None and comm_id in self.output_widgets:
-                self._set_hook(comm_id, state.get("msg_id") or "", "")
+            if closed and comm_id in self.output_widgets:
+                self._set_hook(comm_id, closed.get("msg_id") or "", "")
 
     def _set_hook(self, comm_id: str, old: str, new: str) -> None:
         if old and comm_id in self._hooks.get(old, []):

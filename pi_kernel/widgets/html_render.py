@@ -187,9 +187,15 @@ def _markdown() -> Any:
                 f'<code style="background:rgba(127,127,127,.15);padding:0 3px;border-radius:3px">{escape(text)}</code>'
             )
 
-    return mistune.create_markdown(
-        renderer=Renderer(escape=True), plugins=["strikethrough", "table", "url", "task_lists"]
-    )
+    return mistune.create_markdown(renderer=Renderer(escape=True), plugins=["strikethrough", "table", "url"])
+
+
+_TABLE_STYLES = {
+    "<table>": '<table style="border-collapse:collapse;color:inherit;font-size:inherit;margin:4px 0">',
+    "<th>": '<th style="border:1px solid rgba(127,127,127,.4);padding:2px 8px;text-align:left">',
+    "<td>": '<td style="border:1px solid rgba(127,127,127,.4);padding:2px 8px">',
+}
+_TABLE_TAGS = re.compile("|".join(re.escape(tag) for tag in _TABLE_STYLES))
 
 
 def markdown_html(text: str) -> str:
@@ -197,7 +203,8 @@ def markdown_html(text: str) -> str:
     render = _markdown()
     if render is None:
         return f'<div style="white-space:pre-wrap">{escape(text)}</div>'
-    return str(render(text))
+    # Raw HTML in ``text`` is escaped, so these tags can only be the renderer's own.
+    return _TABLE_TAGS.sub(lambda match: _TABLE_STYLES[match.group(0)], str(render(text)))
 
 
 # ---------------------------------------------------------------------- rich outputs

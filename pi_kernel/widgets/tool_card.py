@@ -30,6 +30,9 @@ STATUS_TEXT = {
     "denied": "denied",
     "interrupted": "interrupted",
 }
+ARGUMENTS_PREVIEW_INTERVAL = 0.2
+"""Seconds between two previews of streaming arguments: a highlighted preview is a few KB of HTML,
+resent whole (the answer's text, append-only, still streams at the view's full rate)."""
 LIVE_OUTPUT_CHARS = 64_000
 """Live output beyond this is cut to its last ``LIVE_OUTPUT_KEEP`` characters (the result shows it all)."""
 LIVE_OUTPUT_KEEP = 16_000
@@ -71,19 +74,28 @@ class ToolCard:
         self.widget = kit.vbox([self.header, self.arguments], card=True)
         self.version = -1
         self._arguments_key: tuple[Any, ...] | None = None
+        self._arguments_at = -ARGUMENTS_PREVIEW_INTERVAL
+        self.deferred = False
+        """The streaming arguments changed but their preview waits for ``ARGUMENTS_PREVIEW_INTERVAL``."""
 
     def update(self, block: ToolCallBlock, now: float) -> None:
         self.header.value = header_html(block, now)
         if block.version == self.version:
             return  # only the clock moved
-        self.version = block.version
         if block.name != self._named:  # the name may arrive after the first streamed byte
             self._named = block.name
             self._definition = self._definitions(block.name) if block.name else None
         streaming = block.status == "streaming"
         key = (id(block.arguments), streaming, block.version if streaming else 0)
+        self.deferred = (
+            streaming and key != self._arguments_key and now - self._arguments_at < ARGUMENTS_PREVIEW_INTERVAL
+        )
+        if self.deferred:
+            return  # drawn again on a later redraw (the view asks for one)
+        self.version = block.version
         if key != self._arguments_key:
             self._arguments_key = key
+            self._arguments_at = now
             self.arguments.value = call_html(block, self._definition)
         self._update_panel(block)
         if block.output_updates and not block.finished:

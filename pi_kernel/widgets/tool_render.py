@@ -39,7 +39,7 @@ CODE_ARGUMENTS: dict[str, tuple[str, str]] = {"python": ("code", "python"), "bas
 """Tool name → (argument holding code, its language)."""
 TAIL_RESULTS = frozenset({"bash", "python"})
 """Tools whose long output matters most at its end (errors come last)."""
-LIVE_PREVIEW_CHARS = 3_000
+LIVE_PREVIEW_CHARS = 2_000
 FINAL_ARGUMENTS_CHARS = 20_000
 RESULT_CHARS = 20_000
 
@@ -117,8 +117,8 @@ def result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RE
 def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     limit = LIVE_PREVIEW_CHARS if live else FINAL_ARGUMENTS_CHARS
     args = jsonable(block.arguments) if block.arguments is not None else {}
-    if not args and block.raw_tail and live:
-        return pre(block.raw_tail, limit=limit, tail=True)
+    if not args and block.raw.length and live:
+        return pre(block.raw.text, limit=limit, tail=True)
     if not isinstance(args, dict):
         return pre(pretty_json(args), limit=limit, tail=live)
     code = _code_argument(block.name, args)
@@ -152,7 +152,7 @@ def _default_result_html(block: ToolCallBlock) -> str:
     if isinstance(display, list) and display:
         return "".join(mime_html(bundle) for bundle in display if isinstance(bundle, Mapping)) + images
     diff = details.get("diff")
-    if isinstance(diff, str) and diff:
+    if isinstance(diff, str) and diff and _edits(jsonable(block.arguments)) is None:  # else the call shows it
         return (pre(text, limit=RESULT_CHARS) if text else "") + diff_html(diff, limit=RESULT_CHARS)
     return (pre(text, limit=RESULT_CHARS, tail=tail) if text or not images else "") + images
 

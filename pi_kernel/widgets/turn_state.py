@@ -23,6 +23,7 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
 from pi_kernel.ai.messages import text_of
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
+from pi_kernel.widgets.html_render import outputs_text
 
 ToolStatus = Literal["streaming", "pending", "waiting", "running", "done", "error", "denied", "interrupted"]
 """``streaming``: the model is still writing the arguments; ``pending``: written, not started;
@@ -35,20 +36,27 @@ OPERATION_ABORTED = "Operation aborted"
 
 
 class TextBuffer:
-    """Text that grows by appends, joined only when read (a 40 KB answer arrives in 10,000 pieces)."""
+    """Text that grows by appends, joined only when read (a 40 KB answer arrives in 10,000 pieces).
 
-    __slots__ = ("_joined", "_parts", "length")
+    With ``keep``, only about the last ``keep`` characters are kept (trimmed when twice that
+    accumulates, so an append stays O(1) amortized).
+    """
 
-    def __init__(self, text: str = "") -> None:
+    __slots__ = ("_joined", "_parts", "keep", "length")
+
+    def __init__(self, text: str = "", keep: int | None = None) -> None:
         self._parts: list[str] = [text] if text else []
         self._joined: str | None = text
         self.length = len(text)
+        self.keep = keep
 
     def append(self, text: str) -> None:
         if text:
             self._parts.append(text)
             self.length += len(text)
             self._joined = None
+            if self.keep is not None and self.length > 2 * self.keep:
+                self.replace(self.text[-self.keep :])
 
     def replace(self, text: str) -> None:
         self._parts = [text] if text else []
@@ -87,8 +95,8 @@ class ToolCallBlock:
     label: str = ""
     arguments: Any = None
     """The latest arguments: the partial parse while streaming, then the final ones."""
-    raw_tail: str = ""
-    """The last ``RAW_ARGUMENTS_TAIL`` characters of the streamed argument text."""
+    raw: TextBuffer = field(default_factory=lambda: TextBuffer(keep=RAW_ARGUMENTS_TAIL))
+    """The end of the streamed argument text (shown while it does not parse yet)."""
     status: ToolStatus = "streaming"
     request: ApprovalRequest | None = None
     decision: ApprovalDecision | None = None
@@ -117,6 +125,16 @@ class ToolCallBlock:
 
     def result_text(self) -> str:
         return text_of(self.result.content) if self.result is not None else ""
+
+
+def live_output_text(partial: AgentToolResult) -> str:
+    """The text of a partial result: its text blocks, else its notebook outputs (the ``python`` tool's)."""
+    text = text_of(partial.content)
+    details = partial.details if isinstance(partial.details, dict) else {}
+    outputs = details.get("outputs")
+    if not text and isinstance(outputs, list):
+        return outputs_text(outputs)
+    return text
 
 
 @dataclass(eq=False)
@@ -222,7 +240,7 @@ class TurnState:
                 block.label = self._label(source.name)
             block.arguments = source.arguments
         if delta:
-            block.raw_tail = (block.raw_tail + delta)[-RAW_ARGUMENTS_TAIL:]
+            block.raw.append(delta)
         if ended and block.status == "streaming":
             block.status = "pending"
         block.version += 1
@@ -273,7 +291,7 @@ class TurnState:
         block = self._tool_block(event.tool_call_id, event.tool_name)
         if block.finished:
             return
-        block.output = text_of(event.partial_result.content)
+        block.output = live_output_text(event.partial_result)
         block.output_updates += 1
         block.version += 1
 
@@ -304,11 +322,15 @@ class TurnState:
                 return None
             block = self._tool_block(request.tool_call_id, request.tool_name)
         block.request = request
+        if request.label and block.label in ("", block.name):
+            block.label = request.label
         if event == "requested" and request.decision is None and not block.finished:
             block.status = "waiting"
             block.waiting_since = self.clock()
         elif request.decision is not None:
             block.decision = request.decision
+            if request.decision.args is not None:
+                block.arguments = request.decision.args  # what will run
             if request.decision.kind == "deny":
                 block.status = "interrupted" if request.decision.source == "interrupt" else "denied"
                 block.ended_at = self.clock()

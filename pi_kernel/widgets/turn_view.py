@@ -16,7 +16,9 @@ Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
 them and shows the decision. A click calls ``broker.resolve`` (thread-safe);
 state changes happen on the loop's thread only.
 
-``finish()`` (also on ``agent_end``) drops pending redraws, replaces the
+``finish()`` (also on ``agent_end``) sends the streamed text still pending
+(append-only, a few bytes) but drops other pending redraws (the markdown of
+the last answer, say: the static output renders it right away), replaces the
 live display by ``render_static`` through its display id, and closes every
 widget, so a saved notebook holds no widget state.
 """
@@ -38,7 +40,7 @@ from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.throttle import Scheduler, Throttle
-from pi_kernel.widgets.tool_card import ToolCard
+from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
 from pi_kernel.widgets.tool_render import DefinitionLookup
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
@@ -58,6 +60,12 @@ class _TextView:
         self.version = -1
         self._sent = 0
         self._rendered = False
+
+    def drain(self, block: TextBlock) -> None:
+        """Send the streamed text not shown yet (no markdown: the static output is about to replace it)."""
+        if not self._rendered and block.buffer.length > self._sent:
+            self.stream.append(block.text[self._sent :])
+            self._sent = block.buffer.length
 
     def update(self, block: TextBlock) -> None:
         self.version = block.version
@@ -177,9 +185,16 @@ class TurnView:
         self.detach()
         if getattr(outcome, "status", None) == "interrupted":
             self.state.aborted = True
+        for block, view in zip(self.state.blocks, self._views, strict=False):
+            if isinstance(view, _TextView) and isinstance(block, TextBlock):
+                view.drain(block)  # the last tokens land even when their redraw was still pending
         self.state.finish()
         self._router.release()
-        self.static = render_static(self.state, self._definition)
+        try:
+            self.static = render_static(self.state, self._definition)
+        except Exception:  # a rendering bug must still leave the answer, and no live widgets
+            logger.exception("pi_kernel.widgets: static rendering failed")
+            self.static = StaticOutput({"text/plain": self.state.text()}, {})
         if self.displayed:
             transient = {"display_id": self.display_id}
             content = {"data": self.static.data, "metadata": self.static.metadata, "transient": transient}
@@ -226,15 +241,18 @@ class TurnView:
         if len(blocks) > len(self._views):
             self._views += [self._make_view(block) for block in blocks[len(self._views) :]]
             self.widget.children = [*(view.widget for view in self._views), self.footer.widget]
-        ticking = False
+        ticking = deferred = False
         for block, view in zip(blocks, self._views, strict=True):
             if isinstance(block, ToolCallBlock):
                 view.update(block, now)
                 ticking = ticking or block.status in ("running", "waiting")
+                deferred = deferred or view.deferred
             elif block.version != view.version:
                 view.update(block)
         self.footer.update(self.state)
-        if ticking:
+        if deferred:
+            self._throttle.request(ARGUMENTS_PREVIEW_INTERVAL)
+        elif ticking:
             self._throttle.request(TICK_SECONDS)
 
     def _make_view(self, block: Block) -> Any:

@@ -15,7 +15,7 @@ import json
 import threading
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pi_kernel.ai.json_stream import IncrementalJSONParser
@@ -37,7 +37,6 @@ HEAD_MAX_TOKENS = 64
 """Enough for ``functions.<any reasonable name>:``; the choice grammar ends it sooner."""
 _ABORTED_TEXT = "Request was aborted"
 MESSAGE_HEAD = "message:"
-_ANSWER_NUDGE = "Answer the question using this."
 MAX_TOOL_RESULT_CHARS = 4000
 """A tool result longer than this is cut in the prompt: the model's context is small."""
 
@@ -52,25 +51,28 @@ class ToolChoiceError(ValueError):
 def tool_heads(context: Context, options: StreamOptions) -> list[str]:
     """The heads the grammar may choose from, per ``tool_choice``.
 
-    Right after a tool result, ``auto`` steers the model to answer: this tiny
-    model otherwise repeats the call it just made.
+    Right after a tool result the model is steered to answer, whatever
+    ``tool_choice`` says: this tiny model otherwise repeats the call it just
+    made, and ``required`` (or a named tool) would loop until the turn limit.
+    So for this provider a forced choice means "call a tool in reply to this
+    user message", which is what a notebook cell that forces a tool wants.
+    An impossible choice is still an error, as OpenAI's 400.
     """
     names = [tool.name for tool in context.tools or []]
     choice = options.tool_choice or "auto"
-    if choice == "none" or (choice == "auto" and not names):
+    if choice == "required" and not names:
+        raise ToolChoiceError('tool_choice "required" needs at least one tool')
+    if choice not in ("auto", "none", "required") and choice not in names:
+        raise ToolChoiceError(
+            f'tool_choice names "{choice}", which is not among the tools ({", ".join(names) or "none"})'
+        )
+    answered = bool(context.messages) and isinstance(context.messages[-1], ToolResultMessage)
+    if choice == "none" or not names or answered:
         return [MESSAGE_HEAD]
     if choice == "required":
-        if not names:
-            raise ToolChoiceError('tool_choice "required" needs at least one tool')
         return [f"functions.{name}:" for name in names]
     if choice != "auto":
-        if choice not in names:
-            raise ToolChoiceError(
-                f'tool_choice names "{choice}", which is not among the tools ({", ".join(names) or "none"})'
-            )
         return [f"functions.{choice}:"]
-    if context.messages and isinstance(context.messages[-1], ToolResultMessage):
-        return [MESSAGE_HEAD]
     return [MESSAGE_HEAD, *(f"functions.{name}:" for name in names)]
 
 
@@ -89,33 +91,47 @@ def _clip(text: str) -> str:
     return text[:MAX_TOOL_RESULT_CHARS] + f"\n[... {len(text) - MAX_TOOL_RESULT_CHARS} more characters cut]"
 
 
+@dataclass(slots=True)
+class _Turn:
+    """One message of the rendered prompt; a user turn also gathers the tool results that followed it."""
+
+    role: str
+    text: str
+    results: list[str] = field(default_factory=list)
+
+    def content(self) -> str:
+        if not self.results:
+            return self.text
+        which = "that result" if len(self.results) == 1 else "these results"
+        ask = f"answer: {self.text}" if self.text else "answer the question."
+        return "\n".join(self.results) + f"\n\nUsing {which}, {ask}"
+
+
 def chat_messages(context: Context, offer_tools: bool = True) -> list[dict[str, str]]:
     """The transcript as messages for the GGUF's chat template.
 
-    Tool traffic is folded into the user's turn (``Tool X returned: ...``):
-    measured on SmolLM2-135M, it answers from a result written into the
-    question, but repeats the call when the result comes as a turn of its own.
+    Tool results are folded into the user's turn, before the question
+    (``Tool X returned: ...`` then ``Using that result, answer: <question>``).
+    Measured on SmolLM2-135M: with the result as a turn of its own it repeats
+    the call; with the result after the question it often repeats its previous
+    answer; results first, question last, it answers from them.
     """
     system = context.system_prompt or "You are a helpful assistant."
     if context.tools and offer_tools:
         system = f"{system}\n\n{tools_section(context.tools)}"
-    rendered = [{"role": "system", "content": system}]
+    turns = [_Turn("system", system)]
     for message in context.messages:
         if isinstance(message, UserMessage):
-            rendered.append({"role": "user", "content": text_of(message.content)})
+            turns.append(_Turn("user", text_of(message.content)))
         elif isinstance(message, AssistantMessage):
             if message.text:
-                rendered.append({"role": "assistant", "content": message.text})
+                turns.append(_Turn("assistant", message.text))
         else:
             verb = "failed with" if message.is_error else "returned"
-            line = f"Tool {message.tool_name} {verb}: {_clip(text_of(message.content))}"
-            if rendered[-1]["role"] != "user":
-                rendered.append({"role": "user", "content": line})
-            else:
-                rendered[-1]["content"] += "\n\n" + line
-    if context.messages and isinstance(context.messages[-1], ToolResultMessage):
-        rendered[-1]["content"] += "\n" + _ANSWER_NUDGE
-    return rendered
+            if turns[-1].role != "user":
+                turns.append(_Turn("user", ""))
+            turns[-1].results.append(f"Tool {message.tool_name} {verb}: {_clip(text_of(message.content))}")
+    return [{"role": turn.role, "content": turn.content()} for turn in turns]
 
 
 def fit_to_context(engine: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[list[int], list[str], int]:

@@ -52,6 +52,44 @@ def find_local_model_file() -> str | None:
     return path if os.path.exists(path) else None
 
 
+def usable_cpus() -> int:
+    """CPUs this process may really use: its affinity, capped by a cgroup CPU quota.
+
+    ``os.cpu_count()`` reports the host's CPUs; in a container (Binder gives
+    one or two CPUs' worth of quota on a big host) more llama.cpp threads than
+    the quota makes decoding several times slower, not faster.
+    """
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for path, parse in (
+        ("/sys/fs/cgroup/cpu.max", lambda text: text.split()),
+        (
+            "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+            lambda text: [text.strip(), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")],
+        ),
+    ):
+        fields = parse(_read(path))
+        if len(fields) == 2 and fields[0] not in ("max", "-1", "") and fields[1]:
+            try:
+                count = min(count, max(1, int(int(fields[0]) / int(fields[1]))))
+            except ValueError:
+                pass
+    return max(1, count)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as file:
+            return file.read()
+    except OSError:
+        return ""
+
+
+def default_threads() -> int:
+    """``PI_LOCAL_THREADS``, else the usable CPUs (at most 4: a 135M model gains nothing beyond)."""
+    configured = os.environ.get("PI_LOCAL_THREADS", "").strip()
+    return int(configured) if configured.isdigit() and int(configured) > 0 else min(4, usable_cpus())
+
+
 def local_model_available() -> bool:
     """llama-cpp-python and the model file are installed (neither is imported)."""
     return importlib.util.find_spec("llama_cpp") is not None and find_local_model_file() is not None
@@ -132,7 +170,7 @@ class LocalEngine:
             llama = Llama(
                 model_path=self.model_path,
                 n_ctx=self.n_ctx,
-                n_threads=self.n_threads or min(4, os.cpu_count() or 2),
+                n_threads=self.n_threads or default_threads(),
                 seed=self.seed,
                 verbose=False,
             )
@@ -266,7 +304,7 @@ def get_engine() -> LocalEngine:
     """The process-wide engine (the model is loaded once, on first use).
 
     ``PI_LOCAL_MODEL_PATH`` points at another GGUF chat model; ``PI_LOCAL_CONTEXT``
-    sets the context size in tokens.
+    sets the context size in tokens; ``PI_LOCAL_THREADS`` the decoding threads.
     """
     global _ENGINE
     with _ENGINE_LOCK:

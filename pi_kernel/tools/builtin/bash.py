@@ -31,6 +31,7 @@ import os
 import shutil
 import signal as signals
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -46,7 +47,6 @@ KILL_GRACE_SECONDS = 1.0
 """How long the shell gets to exit on SIGTERM before the group is SIGKILLed."""
 EXIT_STDIO_GRACE_SECONDS = 0.1
 """After the shell exits, how long to wait for the pipe to close (pi: 100 ms)."""
-_READ_SIZE = 65536
 
 
 class BashParams(BaseModel):
@@ -123,8 +123,9 @@ def create_bash_tool(
             raise RuntimeError(
                 f"{prefix}Command timed out after {format_seconds(params.timeout or 0)} seconds"
             ) from None
-        finally:
+        except BaseException:
             spool.close()
+            raise
         output, details = spool.final()
         if exit_code < 0:
             name = _signal_name(-exit_code)
@@ -164,11 +165,40 @@ class _ThrottledEmitter:
         if self._on_update is None or not (self._dirty or force):
             return
         self._dirty = False
-        text, details = self._spool.snapshot() if self._spool.total_bytes else ("", {})
+        text, details = (
+            self._spool.snapshot() if self._spool.total_bytes else ("", {"truncation": None, "full_output_path": None})
+        )
         with contextlib.suppress(Exception):  # a broken listener must not stop the command
             self._on_update(
                 AgentToolResult([TextContent(text)] if text else [], details={"exit_code": None, **details})
             )
+
+
+class _CommandProtocol(asyncio.SubprocessProtocol):
+    """Feeds output to the spool; tells when the shell exited and when its output pipe closed.
+
+    Why not ``asyncio.create_subprocess_exec``: on Python 3.11 its
+    ``Process.wait()`` returns only once every pipe is closed, so a
+    background child holding the pipe (``server &``) would hold the result.
+    """
+
+    def __init__(self, spool: OutputSpool, emitter: _ThrottledEmitter, loop: asyncio.AbstractEventLoop) -> None:
+        self._spool = spool
+        self._emitter = emitter
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.output_closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self._spool.add(data if isinstance(data, bytes) else data.encode())
+        self._emitter.mark()
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1 and not self.output_closed.done():
+            self.output_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 async def run_command(
@@ -182,7 +212,10 @@ async def run_command(
     update_interval: float = UPDATE_INTERVAL_SECONDS,
 ) -> int:
     """Run ``argv`` in its own process group; the exit code, or ``CommandStopped``."""
-    process = await asyncio.create_subprocess_exec(
+    loop = asyncio.get_running_loop()
+    protocol = _CommandProtocol(spool, emitter, loop)
+    transport, _ = await loop.subprocess_exec(
+        lambda: protocol,
         *argv,
         cwd=cwd,
         env=dict(env),
@@ -191,45 +224,35 @@ async def run_command(
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
-    loop = asyncio.get_running_loop()
+    pid = transport.get_pid()
     stop = asyncio.Event()
     remove_listener = (
         signal.add_listener(lambda _reason: loop.call_soon_threadsafe(stop.set)) if signal is not None else None
     )
-    assert process.stdout is not None
-    reader = asyncio.ensure_future(_pump(process.stdout, spool, emitter))
     ticker = asyncio.ensure_future(_tick(emitter, update_interval))
-    exited = asyncio.ensure_future(process.wait())
     stopped = asyncio.ensure_future(stop.wait())
     emitter.send(force=True)  # pi sends an empty update at once: the UI shows the call as running
     try:
-        done, _pending = await asyncio.wait({exited, stopped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        reason = None if exited in done else ("aborted" if stop.is_set() else "timeout")
+        waiting: set[asyncio.Future[Any]] = {protocol.exited, stopped}
+        done, _pending = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        reason = None if protocol.exited in done else ("aborted" if stop.is_set() else "timeout")
         if reason is not None:
-            await _terminate_group(process)
-        code = await process.wait()
+            await _terminate_group(pid, protocol.exited)
         with contextlib.suppress(asyncio.TimeoutError):  # a background child may hold the pipe open
-            await asyncio.wait_for(asyncio.shield(reader), EXIT_STDIO_GRACE_SECONDS)
+            await asyncio.wait_for(asyncio.shield(protocol.output_closed), EXIT_STDIO_GRACE_SECONDS)
         if reason is not None:
             raise CommandStopped(reason)
+        code = transport.get_returncode()
+        assert code is not None
         return code
     finally:
         if remove_listener is not None:
             remove_listener()
-        for task in (reader, ticker, exited, stopped):
-            task.cancel()
-        if process.returncode is None:  # cancelled from outside: no time for grace
-            _kill_group(process.pid, signals.SIGKILL)
-        _close_pipes(process)
-
-
-async def _pump(stream: asyncio.StreamReader, spool: OutputSpool, emitter: _ThrottledEmitter) -> None:
-    while True:
-        data = await stream.read(_READ_SIZE)
-        if not data:
-            return
-        spool.add(data)
-        emitter.mark()
+        ticker.cancel()
+        stopped.cancel()
+        if transport.get_returncode() is None:  # cancelled from outside: no time for grace
+            _kill_group(pid, signals.SIGKILL)
+        transport.close()  # our end of the pipe, even when a background child holds the other
 
 
 async def _tick(emitter: _ThrottledEmitter, interval: float) -> None:
@@ -238,12 +261,12 @@ async def _tick(emitter: _ThrottledEmitter, interval: float) -> None:
         emitter.send()
 
 
-async def _terminate_group(process: asyncio.subprocess.Process) -> None:
+async def _terminate_group(pgid: int, exited: asyncio.Future[None]) -> None:
     """SIGTERM the process group; SIGKILL what is left once the shell is gone (or after the grace)."""
-    _kill_group(process.pid, signals.SIGTERM)
+    _kill_group(pgid, signals.SIGTERM)
     with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(asyncio.shield(process.wait()), KILL_GRACE_SECONDS)
-    _kill_group(process.pid, signals.SIGKILL)
+        await asyncio.wait_for(asyncio.shield(exited), KILL_GRACE_SECONDS)
+    _kill_group(pgid, signals.SIGKILL)
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -251,13 +274,6 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _close_pipes(process: asyncio.subprocess.Process) -> None:
-    """Close our end of the pipe even when a background child still holds its end."""
-    transport = getattr(process, "_transport", None)
-    if transport is not None:
-        transport.close()
 
 
 def _signal_name(number: int) -> str:

@@ -13,7 +13,7 @@ import tempfile
 from collections import deque
 from typing import IO, Any
 
-from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, TruncationResult, tail_notice, truncate_tail, utf8_len
+from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, TruncationResult, tail_notice, truncate_tail
 
 
 class OutputSpool:
@@ -23,6 +23,8 @@ class OutputSpool:
         self._chunk_bytes = 0
         self.total_bytes = 0
         """Every byte seen, also those no longer in memory."""
+        self.last_line_bytes = 0
+        """Bytes after the last newline seen (the whole last line, even when longer than memory keeps)."""
         self.full_output_path: str | None = None
         """The temp file with the whole output, once there is one."""
         self._file: IO[bytes] | None = None
@@ -32,6 +34,8 @@ class OutputSpool:
         if not data:
             return
         self.total_bytes += len(data)
+        newline = data.rfind(b"\n")
+        self.last_line_bytes = len(data) - newline - 1 if newline != -1 else self.last_line_bytes + len(data)
         if self.total_bytes > DEFAULT_MAX_BYTES:
             self._ensure_file()
         if self._file is not None:
@@ -72,7 +76,7 @@ class OutputSpool:
         self.close()
         output = truncation.content or "(no output)"
         if truncation.truncated:
-            output += tail_notice(truncation, self.full_output_path, utf8_len(text.rsplit("\n", 1)[-1]))
+            output += tail_notice(truncation, self.full_output_path, self.last_line_bytes)
         return output, self._details(truncation)
 
     def _details(self, truncation: TruncationResult) -> dict[str, Any]:

@@ -108,7 +108,8 @@ def create_python_tool(
         execute=execute,
         prompt_snippet="Run Python code in the notebook's namespace (variables persist and are shared with the user)",
         prompt_guidelines=(
-            "Use python to inspect or compute with the notebook's variables; the last expression's value is shown",
+            "Use python to inspect and compute with the notebook's live variables (DataFrames, models, figures); "
+            "what it defines stays in the user's namespace",
         ),
         approval="ask",
     )
@@ -123,39 +124,57 @@ def run_python(
     max_images: int = MAX_MODEL_IMAGES,
 ) -> AgentToolResult:
     """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop)."""
+    _acquire_run_lock(signal)
+    try:
+        spool = OutputSpool("pi-python")
+        capture, error = _run_captured(code, namespace, signal, spool, _UpdateThrottle(on_update))
+    finally:
+        _RUN_LOCK.release()
+    if error is not None:
+        separator = "\n" if spool.last_line_bytes else ""  # the output so far ends mid-line
+        spool.add(f"{separator}{error}".encode("utf-8", "replace"))
+        text, _details = spool.final()
+        raise RuntimeError(text)
+    text, details = spool.final()
+    images, left_out = _model_images(capture.outputs, max_images)
+    if left_out:
+        text += f"\n[{left_out} more image(s) not attached; at most {max_images} per call]"
+    return AgentToolResult([TextContent(text), *images], details={"outputs": capture.outputs, **details})
+
+
+def _acquire_run_lock(signal: AbortSignal | None) -> None:
+    """Wait for the previous call to finish; an abort while waiting gives up."""
+    while not _RUN_LOCK.acquire(timeout=0.05):
+        if signal is not None and signal.aborted:
+            raise RuntimeError(OPERATION_ABORTED)
     if signal is not None and signal.aborted:
+        _RUN_LOCK.release()
         raise RuntimeError(OPERATION_ABORTED)
-    spool = OutputSpool("pi-python")
-    updates = _UpdateThrottle(on_update)
-    error: str | None = None
+
+
+def _run_captured(
+    code: str, namespace: dict[str, Any], signal: AbortSignal | None, spool: OutputSpool, updates: _UpdateThrottle
+) -> tuple[OutputCapture, str | None]:
+    """Run the cell inside a capture: ``(capture, error text or None)``."""
 
     def on_text(text: str) -> None:
         spool.add(text.encode("utf-8", "replace"))
         updates.maybe_send(capture)
 
-    with _RUN_LOCK, capturing(on_text) as capture:
+    error: str | None = None
+    with capturing(on_text) as capture:
         figures_before = _open_figure_numbers()
         interrupter = _Interrupter(signal)
+        shown_figure = None
         try:
             with interrupter:
                 value, shown_figure = _run_cell(code, namespace)
             if value is not None:
-                _add_result(capture, value)
+                _add_result(capture, value, shown_figure is not None)
         except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
-            if interrupter.fired:
-                error = OPERATION_ABORTED
-            else:
-                error = _user_traceback(exception)
-            shown_figure = None
+            error = OPERATION_ABORTED if interrupter.fired else _user_traceback(exception)
         _capture_new_figures(capture, figures_before, shown_figure)
-    if error is not None:
-        spool.add((error if spool.total_bytes == 0 else f"\n{error}").encode("utf-8", "replace"))
-        text, _details = spool.final()
-        raise RuntimeError(text)
-    text, details = spool.final()
-    content: list[TextContent | ImageContent] = [TextContent(text)]
-    content.extend(_model_images(capture.outputs, max_images, content))
-    return AgentToolResult(content, details={"outputs": capture.outputs, **details})
+    return capture, error
 
 
 class _UpdateThrottle:
@@ -219,13 +238,16 @@ def _user_traceback(exception: BaseException) -> str:
     return "".join(traceback.format_exception(type(exception), exception, tb)).rstrip()
 
 
-def _add_result(capture: OutputCapture, value: Any) -> None:
+def _add_result(capture: OutputCapture, value: Any, is_figure: bool) -> None:
+    """The cell's value as an ``execute_result``: IPython's formatters inside a shell, the results table outside."""
     shell = current_shell()
     if shell is not None:
         data, metadata = shell.display_formatter.format(value)
     else:
         data, metadata = {"text/plain": repr(value)}, {}
         data.update(display_bundle(value) or {})
+    if (shell is None or is_figure) and "image/png" not in data:
+        # A figure is shown as an image even where no inline backend registered a PNG formatter.
         png = image_png_bytes(value)
         if png is not None:
             data["image/png"] = base64.b64encode(png).decode("ascii")
@@ -254,23 +276,22 @@ def _capture_new_figures(capture: OutputCapture, before: set[int], shown: Any) -
         pyplot.close(figure)
 
 
-def _model_images(outputs: list[dict[str, Any]], limit: int, content: list[Any]) -> list[ImageContent]:
+def _model_images(outputs: list[dict[str, Any]], limit: int) -> tuple[list[ImageContent], int]:
+    """Up to ``limit`` images (PNG/JPEG) from the outputs, fitted for the model; and how many were left out."""
     images: list[ImageContent] = []
-    skipped = 0
+    left_out = 0
     for output in outputs:
         data = output.get("data", {})
         mime = next((mime for mime in _MODEL_IMAGE_TYPES if isinstance(data.get(mime), str)), None)
         if mime is None:
             continue
         if len(images) >= limit:
-            skipped += 1
+            left_out += 1
             continue
         fitted = fit_image(base64.b64decode(data[mime]), mime)
         if fitted is not None:
             images.append(ImageContent(fitted.data, fitted.mime_type))
-    if skipped:
-        content.append(TextContent(f"[{skipped} more image(s) not attached; at most {limit} per call]"))
-    return images
+    return images, left_out
 
 
 class _Interrupter:

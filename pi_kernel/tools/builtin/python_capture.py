@@ -25,6 +25,7 @@ is not captured.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -90,12 +91,13 @@ class OutputCapture:
             self._maybe_clear()
             if update:
                 index = self._display_ids.get(display_id) if display_id is not None else None
-                if index is not None:
-                    self.outputs[index] = output
-                return
-            if display_id is not None:
-                self._display_ids[display_id] = len(self.outputs)
-            self.outputs.append(output)
+                if index is None:
+                    return
+                self.outputs[index] = output
+            else:
+                if display_id is not None:
+                    self._display_ids[display_id] = len(self.outputs)
+                self.outputs.append(output)
         if self._on_text is not None:
             self._on_text(display_text(output) + "\n")
 
@@ -117,15 +119,34 @@ class OutputCapture:
         self._stream_chars = 0
 
 
+_DEFAULT_REPR = re.compile(r"^<[\w.]+ object( at 0x[0-9a-fA-F]+)?>$")
+
+
 def display_text(output: dict[str, Any]) -> str:
-    """What the model reads for a display/execute output: its text/plain, else the MIME types."""
+    """What the model reads for a display/execute output.
+
+    Markdown first, then the plain text unless it is only a default
+    ``<X object>`` repr, then HTML or LaTeX source, else the MIME types.
+    """
     data = output.get("data", {})
-    text = data.get("text/plain")
-    if isinstance(text, list):
-        text = "".join(text)
-    if isinstance(text, str):
-        return text
+    plain = _text(data.get("text/plain"))
+    candidates = (
+        _text(data.get("text/markdown")),
+        None if plain is not None and _DEFAULT_REPR.match(plain.strip()) else plain,
+        _text(data.get("text/html")),
+        _text(data.get("text/latex")),
+        plain,
+    )
+    for text in candidates:
+        if text is not None:
+            return text
     return "[" + ", ".join(sorted(data)) + "]"
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, list):
+        value = "".join(value)
+    return value if isinstance(value, str) else None
 
 
 class _StreamProxy:

@@ -1,0 +1,120 @@
+"""The widget view inside the real Pi kernel: what ``%%pi`` sends, replayed as JupyterLab would show it.
+
+The kernel runs with ``PI_WIDGETS=1`` (a widget front end). This test is that
+front end: it reads the iopub messages, replays them with ``FrontEndMirror``
+and clicks buttons the way the browser does, with a ``comm_msg`` carrying
+``{"method": "custom", "content": {"event": "click"}}`` to the button's model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
+
+from pi_kernel.widgets.frontend_mirror import WIDGET_VIEW, FrontEndMirror
+
+pytestmark = pytest.mark.kernel
+
+SETUP = '''
+from pi_kernel import tool
+
+@tool(approval="ask")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+'''
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(default_delay=0.01) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    env = kernel_env(server.base_url, PI_WIDGETS="1", PI_APPROVAL="ask")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as driver:
+        assert driver.run(SETUP).status == "ok"
+        yield driver
+
+
+def _replay(messages: list[dict[str, Any]]) -> FrontEndMirror:
+    mirror = FrontEndMirror()
+    for message in messages:
+        mirror.feed(message)
+    return mirror
+
+
+def click_when_shown(kernel: KernelDriver, label: str) -> Any:
+    """An ``on_iopub`` that clicks the first button called ``label`` once its model is open."""
+    state: dict[str, Any] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if message["msg_type"] != "comm_open" or "clicked" in state:
+            return
+        widget = message["content"]["data"].get("state", {})
+        if widget.get("_model_name") == "ButtonModel" and widget.get("description") == label:
+            comm_id = message["content"]["comm_id"]
+            kernel.comm_send(comm_id, {"method": "custom", "content": {"event": "click"}})
+            state["clicked"] = comm_id
+
+    return on_iopub
+
+
+def test_a_pi_cell_shows_a_live_widget_then_keeps_static_output(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    answer = "Hello **from** the fake model. " * 20
+    server.enqueue(text_chunks(answer, parts=60))
+    result = kernel.run("%%pi\nSay hello", cell_id="hello")
+    assert result.status == "ok", result.text
+    kinds = [message["msg_type"] for message in result.messages]
+    assert "comm_open" in kinds and "update_display_data" in kinds
+    first_display = next(m for m in result.messages if m["msg_type"] == "display_data")
+    assert WIDGET_VIEW in first_display["content"]["data"]
+    mirror = _replay(result.messages)
+    [saved] = mirror.cell_outputs(result.messages[0]["parent_header"]["msg_id"])
+    assert set(saved["data"]) == {"text/html", "text/markdown", "text/plain"}
+    assert saved["data"]["text/markdown"].startswith(answer.strip())
+    assert saved["metadata"]["pi_kernel"]["model"] == "fake-model"
+    assert mirror.models == {}  # nothing for a reopened notebook to miss
+    everything = json.dumps([message["content"] for message in result.messages])
+    assert FAKE_KEY not in everything and server.base_url not in everything
+
+
+def test_approve_button_click_runs_the_tool(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(tool_call_chunks([("add", {"a": 2, "b": 3})]), text_chunks("The sum is 5."))
+    on_iopub = click_when_shown(kernel, "Approve")
+    result = kernel.run("%%pi\nAdd 2 and 3", cell_id="approve", on_iopub=on_iopub, timeout=30)
+    assert result.status == "ok", result.text
+    assert [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"][-1] == "5"
+    [saved] = _replay(result.messages).cell_outputs(result.messages[0]["parent_header"]["msg_id"])
+    [call] = saved["metadata"]["pi_kernel"]["tool_calls"]
+    assert call["status"] == "done" and call["decision"]["kind"] == "approve"
+    assert "The sum is 5." in saved["data"]["text/plain"]
+
+
+def test_deny_button_sends_the_typed_reason(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 1})]), text_chunks("Understood."))
+    buttons: dict[str, str] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if message["msg_type"] != "comm_open":
+            return
+        widget = message["content"]["data"].get("state", {})
+        if widget.get("_model_name") == "ButtonModel":
+            buttons[widget["description"]] = message["content"]["comm_id"]
+        elif widget.get("_model_name") == "TextModel":  # the reason box: the panel is complete
+            typed = {"method": "update", "state": {"value": "Use mental arithmetic"}, "buffer_paths": []}
+            kernel.comm_send(message["content"]["comm_id"], typed)  # as the browser syncs what was typed
+            kernel.comm_send(buttons["Deny"], {"method": "custom", "content": {"event": "click"}})
+
+    result = kernel.run("%%pi\nAdd 1 and 1", cell_id="deny", on_iopub=on_iopub, timeout=30)
+    assert result.status == "ok", result.text
+    assert [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"][-1] == "Use mental arithmetic"
+    [saved] = _replay(result.messages).cell_outputs(result.messages[0]["parent_header"]["msg_id"])
+    assert saved["metadata"]["pi_kernel"]["tool_calls"][0]["status"] == "denied"

@@ -90,12 +90,18 @@ class CellResult:
 
 class KernelDriver:
     def __init__(
-        self, kernel_name: str = "pi", env: Mapping[str, str] | None = None, jupyter_path: str | Path | None = None
+        self,
+        kernel_name: str = "pi",
+        env: Mapping[str, str] | None = None,
+        jupyter_path: str | Path | None = None,
+        cwd: str | Path | None = None,
     ):
         dirs = [str(Path(jupyter_path) / "kernels")] if jupyter_path else None
         spec_manager = KernelSpecManager(kernel_dirs=dirs) if dirs else KernelSpecManager()
         self.manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=spec_manager)
         self.env = dict(env or kernel_env())
+        self.cwd = str(cwd) if cwd is not None else None
+        """The kernel's working directory (where it reads ``.env``); default: this process's."""
         self.client: Any = None
         self.iopub_log: list[Message] = []
         self.comm_messages: list[Message] = []
@@ -104,7 +110,7 @@ class KernelDriver:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self, timeout: float = 60) -> KernelDriver:
-        self.manager.start_kernel(env=self.env)
+        self.manager.start_kernel(env=self.env, **({"cwd": self.cwd} if self.cwd else {}))
         self.client = self.manager.client()
         self.client.start_channels()
         self.client.wait_for_ready(timeout=timeout)
@@ -124,6 +130,12 @@ class KernelDriver:
 
     def interrupt(self) -> None:
         self.manager.interrupt_kernel()
+
+    def restart(self, timeout: float = 60) -> None:
+        """A new kernel process on the same connection (the front-end's Restart)."""
+        self.manager.restart_kernel(now=True)
+        self.client.wait_for_ready(timeout=timeout)
+        self._drain_iopub()
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -258,3 +270,47 @@ def approval_requests(message: Message) -> dict[str, Any] | None:
         return None
     data = message["content"].get("data", {})
     return data.get("request") if data.get("event") == "requested" else None
+
+
+NO_RESULT_TEXT = "No result provided"
+"""What the provider fills in for a tool call the kernel left without a result (it must never be needed)."""
+
+
+def assert_one_result_per_call(messages: list[dict[str, Any]], expected_calls: int | None = None) -> None:
+    """A replayed chat history (a request body's ``messages``) a real OpenAI server accepts: each assistant
+    message's tool calls are answered by exactly one tool message each, right after it; no tool message
+    answers anything else; and no result is the provider's stand-in for a missing one."""
+    calls_seen = 0
+    for index, message in enumerate(messages):
+        if message["role"] == "tool":
+            previous = next(m for m in reversed(messages[:index]) if m["role"] != "tool")
+            assert message["tool_call_id"] in [c["id"] for c in previous.get("tool_calls") or []], message
+            assert message["content"] != NO_RESULT_TEXT, f"the kernel lost the result of {message['tool_call_id']}"
+        calls = [call["id"] for call in message.get("tool_calls") or []]
+        calls_seen += len(calls)
+        answers = []
+        for following in messages[index + 1 :]:
+            if following["role"] != "tool":
+                break
+            answers.append(following["tool_call_id"])
+        if calls:
+            assert sorted(answers) == sorted(calls), (calls, answers)
+    if expected_calls is not None:
+        assert calls_seen == expected_calls, f"{calls_seen} tool calls replayed, expected {expected_calls}"
+
+
+CONVERSATION_CHECK = """
+from pi_kernel.kernel.session import get_session as _get_session
+_messages = _get_session().agent.state.messages
+_calls = [c.id for m in _messages if m.role == "assistant" for c in m.tool_calls]
+_results = [m.tool_call_id for m in _messages if m.role == "tool_result"]
+print("complete" if sorted(_calls) == sorted(_results) else f"incomplete {_calls} {_results}", len(_calls))
+"""
+
+
+def conversation_tool_calls(kernel: KernelDriver) -> int:
+    """Asserts the session's own conversation (not the provider's repaired replay) gives every tool call
+    exactly one result; returns how many tool calls it holds."""
+    printed = kernel.run(CONVERSATION_CHECK).text.split()
+    assert printed[0] == "complete", printed
+    return int(printed[-1])

@@ -159,21 +159,6 @@ async def test_streaming_message_follows_each_update_when_partials_are_new_objec
     assert agent.state.streaming_message is None and agent.state.messages[-1] is partials[2]
 
 
-def test_custom_initial_state() -> None:
-    model = ScriptedModel()
-    tools = [echo_tool()]
-    history = [UserMessage("earlier"), text_message("answer")]
-    agent = Agent(model.model, stream_fn=model, system_prompt="You are terse.", tools=tools, messages=history)
-    state = agent.state
-    assert (state.system_prompt, state.model, state.tools, state.messages) == (
-        "You are terse.",
-        model.model,
-        tools,
-        history,
-    )
-    assert state.tools is not tools and state.messages is not history
-
-
 async def test_error_message_comes_from_an_assistant_message_that_failed() -> None:
     model = ScriptedModel([error_response("rate limited"), text_message("fine")])
     agent = Agent(model.model, stream_fn=model)
@@ -261,10 +246,13 @@ async def test_hooks_and_conversions_are_wired_in_order() -> None:
     assert agent.state.messages[-1].text == "patched"
 
 
-def test_tools_and_messages_setters_copy_the_list() -> None:
+def test_custom_initial_state_and_setters_copy_the_lists() -> None:
     model = ScriptedModel()
-    agent = Agent(model.model, stream_fn=model)
     tools = [echo_tool()]
+    history = [UserMessage("earlier"), text_message("answer")]
+    agent = Agent(model.model, stream_fn=model, system_prompt="You are terse.", tools=tools, messages=history)
+    assert (agent.state.system_prompt, agent.state.tools, agent.state.messages) == ("You are terse.", tools, history)
+    assert agent.state.tools is not tools and agent.state.messages is not history
     agent.state.tools = tools
     assert agent.state.tools == tools and agent.state.tools is not tools
     messages = [UserMessage("x")]

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, HTTPError, text_chunks, tool_call_chunks
-from kernel_helpers import FAKE_KEY, KernelDriver, approval_requests, kernel_env
+from fake_openai import FakeOpenAI, HTTPError, text_chunks, tool_call_chunks, usage_dict
+from kernel_helpers import FAKE_KEY, KernelDriver, approval_requests, assert_one_result_per_call, kernel_env
 
 pytestmark = pytest.mark.kernel
 
@@ -36,7 +36,7 @@ def shout(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
+    with FakeOpenAI(models=("fake-model", "other-model")) as fake:
         yield fake
 
 
@@ -74,14 +74,20 @@ def tool_result_texts(body: dict[str, Any]) -> list[str]:
 
 
 def test_prompt_streams_the_answer(kernel: KernelDriver, server: FakeOpenAI) -> None:
-    server.enqueue(text_chunks("Hello from the fake model.", parts=5))
+    answer = "Hello from the fake model, " + "and more " * 40
+    server.enqueue(text_chunks(answer, parts=80))
     result = kernel.run("%%pi\nSay hello", cell_id="hello")
     assert result.status == "ok"
-    assert "Hello from the fake model." in result.text
+    assert answer.strip() in result.text
     assert server.last_body["messages"][-1]["content"][0]["text"] == "Say hello"
     assert {tool["function"]["name"] for tool in server.last_body["tools"]} >= {"add", "shout"}
+    displays = [m for m in result.messages if m["msg_type"] == "display_data"]
     updates = [m for m in result.messages if m["msg_type"] == "update_display_data"]
-    assert updates, "the answer is shown through one display updated in place"
+    assert len(displays) == 1 and updates, "the answer is shown through one display updated in place"
+    assert {m["content"]["transient"]["display_id"] for m in displays + updates} == {
+        displays[0]["content"]["transient"]["display_id"]
+    }
+    assert len(updates) < 20, f"80 deltas arriving at once gave {len(updates)} updates: not throttled"
 
 
 def test_approval_by_comm_while_the_cell_runs(kernel: KernelDriver, server: FakeOpenAI) -> None:
@@ -97,6 +103,47 @@ def test_approval_by_comm_while_the_cell_runs(kernel: KernelDriver, server: Fake
     assert "The sum is 5." in result.text
     shown = [m["content"]["data"]["text/plain"] for m in result.messages if m["msg_type"] == "update_display_data"]
     assert any("waiting for approval (call_0)" in text and "%pi allow call_0" in text for text in shown)
+
+
+def test_malformed_arguments_never_reach_approval(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """``add`` asks for approval, but a call whose arguments fail validation is answered with the
+    validation error at once: nobody is asked."""
+    server.enqueue(tool_call_chunks([("add", {"a": "two", "b": 3})]), text_chunks("I will fix the arguments."))
+    seen: list[dict[str, Any]] = []
+    with approval_comm(kernel) as comm_id:
+        result = kernel.run(
+            "%%pi\nAdd two and 3", cell_id="malformed", on_iopub=decide(kernel, comm_id, seen, decision="approve")
+        )
+    assert result.status == "ok", result.text
+    assert seen == []
+    error = tool_result_texts(server.last_body)[-1]
+    assert error.startswith('Validation failed for tool "add":') and '"a": "two"' in error
+    assert_one_result_per_call(server.last_body["messages"])
+
+
+def test_a_queued_cell_runs_after_the_waiting_cell(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """Run All: the next cell is already queued when the approval is asked. The comm answer is still
+    handled (ipykernel >= 7.4), and the queued cell only starts once the ``%%pi`` cell is done."""
+    server.enqueue(tool_call_chunks([("add", {"a": 2, "b": 2})]), text_chunks("Four."))
+    queued: dict[str, str] = {}
+    with approval_comm(kernel) as comm_id:
+
+        def on_iopub(message: dict[str, Any]) -> None:
+            request = approval_requests(message)
+            if request is not None:
+                queued["id"] = kernel.execute_request("print('the next cell ran')")
+                kernel.comm_send(
+                    comm_id, {"action": "resolve", "tool_call_id": request["tool_call_id"], "decision": "approve"}
+                )
+
+        result = kernel.run("%%pi\nAdd 2 and 2", cell_id="runall", on_iopub=on_iopub)
+        assert result.status == "ok" and tool_result_texts(server.last_body)[-1] == "4"
+        early = [m["msg_type"] for m in kernel.iopub_log if m["parent_header"].get("msg_id") == queued["id"]]
+        assert "execute_input" not in early and "stream" not in early, early
+        printed = kernel.wait_iopub(
+            lambda m: m["parent_header"].get("msg_id") == queued["id"] and m["msg_type"] == "stream"
+        )
+    assert printed["content"]["text"] == "the next cell ran\n"
 
 
 def test_decision_from_a_subshell_thread(kernel: KernelDriver, server: FakeOpenAI) -> None:
@@ -127,6 +174,8 @@ def test_deny_with_a_reason_reaches_the_model(kernel: KernelDriver, server: Fake
         result = kernel.run("%%pi\nAdd 1 and 1", cell_id="deny", on_iopub=on_iopub)
     assert result.status == "ok"
     assert tool_result_texts(server.last_body)[-1] == "Use mental arithmetic"
+    assert_one_result_per_call(server.last_body["messages"])
+    assert [request["tool_name"] for request in seen] == ["add"]
 
 
 def test_edited_arguments_are_revalidated_then_run(kernel: KernelDriver, server: FakeOpenAI) -> None:
@@ -174,13 +223,18 @@ def test_rerunning_a_cell_replaces_its_turn_and_later_ones(kernel: KernelDriver,
 
 def test_save_and_load_restore_a_conversation(kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path) -> None:
     kernel.run("%pi reset")
-    server.enqueue(text_chunks("Remembered: blue."))
-    assert kernel.run("%%pi\nMy colour is blue", cell_id="remember").status == "ok"
+    server.enqueue(text_chunks(f"Remembered: blue. (Your key {FAKE_KEY} is safe.)"))
+    shown = kernel.run("%%pi\nMy colour is blue", cell_id="remember")
+    assert shown.status == "ok" and "Remembered: blue. (Your key *** is safe.)" in shown.text
+    history = kernel.run("%pi history").text
+    assert "[user] My colour is blue" in history and "Your key *** is safe" in history and FAKE_KEY not in history
     path = tmp_path / "chat.jsonl"
     assert kernel.run(f"%pi save {path}").status == "ok"
     saved = path.read_text()
-    assert FAKE_KEY not in saved and json.loads(saved.splitlines()[0])["model"].endswith("fake-model")
-    kernel.run("%pi reset")
+    assert FAKE_KEY not in saved and "Your key *** is safe" in saved
+    assert json.loads(saved.splitlines()[0])["model"].endswith("fake-model")
+    kernel.restart()  # a new kernel process: nothing of the conversation is left but the file
+    assert kernel.run(SETUP).status == "ok"
     assert "no conversation yet" in kernel.run("%pi history").text
     assert "Loaded 2 messages" in kernel.run(f"%pi load {path}").text
     server.enqueue(text_chunks("It is blue."))
@@ -190,7 +244,8 @@ def test_save_and_load_restore_a_conversation(kernel: KernelDriver, server: Fake
 
 
 def test_headless_policies(kernel: KernelDriver, server: FakeOpenAI) -> None:
-    """No comm, no widgets: deny, auto, and ask without stdin (denied with how to allow it)."""
+    """No comm, no widgets: deny, auto, read-only, a per-tool policy, and ask without stdin (denied with
+    how to allow it)."""
     kernel.run("%pi approve deny")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Denied."))
     assert kernel.run("%%pi\nAdd", cell_id="h1").status == "ok"
@@ -199,6 +254,17 @@ def test_headless_policies(kernel: KernelDriver, server: FakeOpenAI) -> None:
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("3."))
     assert kernel.run("%%pi\nAdd", cell_id="h2").status == "ok"
     assert tool_result_texts(server.last_body)[-1] == "3"
+    kernel.run("%pi approve read-only")
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Read-only."))
+    assert kernel.run("%%pi\nAdd", cell_id="h4").status == "ok"
+    assert tool_result_texts(server.last_body)[-1] == 'Tool "add" was not run: this session is read-only.'
+    try:
+        assert "per tool: add=auto" in kernel.run("%pi approve ask add=auto").text
+        server.enqueue(tool_call_chunks([("add", {"a": 2, "b": 2})]), text_chunks("4."))
+        assert kernel.run("%%pi\nAdd", cell_id="h5").status == "ok"
+        assert tool_result_texts(server.last_body)[-1] == "4"
+    finally:
+        kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.overrides.clear()")
     kernel.run("%pi approve ask")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Nobody."))
     assert kernel.run("%%pi\nAdd", cell_id="h3").status == "ok"
@@ -224,7 +290,9 @@ def test_ask_on_stdin(kernel: KernelDriver, server: FakeOpenAI) -> None:
 
 
 def test_unanswered_approval_times_out_as_denied(kernel: KernelDriver, server: FakeOpenAI) -> None:
-    kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout = 0.3")
+    configured = kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout")
+    assert configured.text.strip() == "60.0"  # PI_APPROVAL_TIMEOUT=60 in the kernel's environment
+    kernel.run("get_session().broker.timeout = 0.3")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Timed out."))
     try:
         with approval_comm(kernel):
@@ -257,6 +325,30 @@ def test_cell_options(kernel: KernelDriver, server: FakeOpenAI) -> None:
     assert "✓ shout" in result.text  # the tool ran; its result went to no second request
     bad = kernel.run("%%pi --max-turns zero\nHi")
     assert bad.status == "error" and "UsageError" in bad.text
+
+
+def test_models_lists_the_servers_models_and_one_can_be_picked(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    listed = kernel.run("%pi models").text.splitlines()
+    assert listed[:2] == ["* openai-compatible:fake-model", "  openai-compatible:other-model"]
+    assert all(row.startswith("  local:") for row in listed[2:]), listed  # the offline model, when installed
+    try:
+        picked = kernel.run("%pi model openai-compatible:other-model").text
+        assert picked.startswith("model: openai-compatible:other-model at " + server.base_url)
+        server.enqueue(text_chunks("From the other model."))
+        assert kernel.run("%%pi\nHi", cell_id="other").status == "ok"
+        assert server.last_body["model"] == "other-model"
+        assert "* openai-compatible:other-model" in kernel.run("%pi models").text
+    finally:
+        kernel.run("%pi model openai-compatible:fake-model")
+    assert kernel.run("%pi model").text.startswith("model: openai-compatible:fake-model at ")
+
+
+def test_usage_adds_up_the_turns(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
+    server.enqueue(text_chunks("One.", usage=usage_dict(123, 45)), text_chunks("Two.", usage=usage_dict(7, 5)))
+    for cell_id in ("usage1", "usage2"):
+        assert kernel.run("%%pi\nCount", cell_id=cell_id).status == "ok"
+    assert kernel.run("%pi usage").text.strip() == "tokens: 130 in · 50 out over 2 model request(s)"
 
 
 def test_provider_error_is_shown_without_the_key(kernel: KernelDriver, server: FakeOpenAI) -> None:

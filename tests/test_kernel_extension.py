@@ -53,6 +53,8 @@ def test_pi_cells_run_in_the_stock_kernel(stock: KernelDriver, server: FakeOpenA
     assert result.status == "ok" and "Denied, as configured." in result.text
     tool_messages = [m for m in server.last_body["messages"] if m["role"] == "tool"]
     assert "approval policy: deny" in tool_messages[-1]["content"]
+    roles = stock.run("from pi_kernel import agent\n[m.role for m in agent.state.messages]").text
+    assert roles.strip() == "['user', 'assistant', 'tool_result', 'assistant']"  # the session agent, here too
 
 
 def test_the_extension_never_shows_the_key(stock: KernelDriver, tmp_path: Path) -> None:
@@ -64,7 +66,8 @@ def test_the_extension_never_shows_the_key(stock: KernelDriver, tmp_path: Path) 
 
 
 def test_traitlets_configure_the_pi_kernel(server: FakeOpenAI, tmp_path: Path) -> None:
-    """``c.PiKernel.<name>`` in the kernel's config file, and on its command line, win over the environment."""
+    """``c.PiKernel.<name>`` in the kernel's config file, and on its command line, win over the environment,
+    which wins over the ``.env`` file in the kernel's working directory (read, but its key never shown)."""
     profile = tmp_path / "ipython" / "profile_default"
     profile.mkdir(parents=True)
     (profile / "ipython_kernel_config.py").write_text('c.PiKernel.builtin_tools = ["read"]\n')
@@ -74,7 +77,25 @@ def test_traitlets_configure_the_pi_kernel(server: FakeOpenAI, tmp_path: Path) -
     argv += ["--PiKernel.model=configured-model", "--PiKernel.approval=read-only"]
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "configured", "language": "python"}))
     env = kernel_env(server.base_url, PI_APPROVAL="deny", IPYTHONDIR=str(tmp_path / "ipython"))
-    with KernelDriver("configured", env=env, jupyter_path=tmp_path) as driver:
+    dotenv_key = "sk-dotenv-SECRET-9876543210"
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    dotenv = (
+        f"DEEPSEEK_API_KEY={dotenv_key}\nPI_WORKSPACE_ROOT=/dotenv-root\nPI_APPROVAL_TIMEOUT=42\nPI_APPROVAL=auto\n"
+    )
+    (workdir / ".env").write_text(dotenv)
+    with KernelDriver("configured", env=env, jupyter_path=tmp_path, cwd=workdir) as driver:
         status = driver.run("%pi").text
-    assert "configured-model" in status and "mode: read-only" in status
+        read = driver.run(
+            "import os\nfrom pi_kernel.kernel.session import get_session\n"
+            "settings = get_session().settings\n"
+            "key_read = os.environ['DEEPSEEK_API_KEY'].endswith('SECRET-9876543210')\n"
+            "(settings.workspace_root, settings.approval_timeout, key_read)"
+        ).text
+        models = driver.run("%pi models").text
+        leaked = [m["msg_type"] for m in driver.iopub_log if dotenv_key in str(m)]
+    assert "configured-model" in status and "mode: read-only" in status  # not .env's auto, not the env's deny
     assert "tools:     read\n" in status, status
+    assert read.strip() == "('/dotenv-root', 60.0, True)"  # .env fills what the environment leaves unset
+    assert "deepseek:deepseek-chat" in models  # the key from .env made DeepSeek available
+    assert leaked == []

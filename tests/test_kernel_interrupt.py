@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
-from kernel_helpers import KernelDriver, approval_requests, kernel_env
+from kernel_helpers import (
+    KernelDriver,
+    approval_requests,
+    assert_one_result_per_call,
+    conversation_tool_calls,
+    kernel_env,
+)
 
 pytestmark = pytest.mark.kernel
 
@@ -42,32 +48,24 @@ def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
         yield driver
 
 
-def assert_interrupted_then_usable(kernel: KernelDriver, server: FakeOpenAI, result: Any) -> None:
+def assert_interrupted_then_usable(kernel: KernelDriver, server: FakeOpenAI, result: Any, calls: int = 0) -> None:
+    """The cell ended "Interrupted"; the session's conversation and the next request's replayed history
+    give each of the turn's ``calls`` tool calls exactly one result; the next ``%%pi`` works.
+    Each test starts from ``%pi reset``, so the conversation holds only that turn's calls."""
     assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
     assert "Interrupted" in result.text
+    held = conversation_tool_calls(kernel)
     server.enqueue(text_chunks("Still here."))
     after = kernel.run("%%pi\nAre you still there?")
     assert after.status == "ok" and "Still here." in after.text
-    assert_one_result_per_call(server.last_body["messages"])
-
-
-def assert_one_result_per_call(messages: list[dict[str, Any]]) -> None:
-    """Each assistant message's tool calls are answered by exactly one tool message each, right after it."""
-    for index, message in enumerate(messages):
-        calls = [call["id"] for call in message.get("tool_calls") or []]
-        if not calls:
-            continue
-        answers = []
-        for following in messages[index + 1 :]:
-            if following["role"] != "tool":
-                break
-            answers.append(following["tool_call_id"])
-        assert sorted(answers) == sorted(calls), (calls, answers)
+    assert held == calls
+    assert_one_result_per_call(server.last_body["messages"], expected_calls=calls)
 
 
 def test_interrupt_during_the_stream(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
     server.enqueue(Chunks(text_chunks("word " * 100, parts=100), delay=0.1))
-    started = {"updates": 0}
+    started: dict[str, float] = {"updates": 0}
 
     def on_iopub(message: dict[str, Any]) -> None:
         if message["msg_type"] == "update_display_data":
@@ -83,30 +81,39 @@ def test_interrupt_during_the_stream(kernel: KernelDriver, server: FakeOpenAI) -
 
 
 def test_interrupt_during_an_approval_wait(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]))
     comm_id = kernel.comm_open("pi.approval")
-    state: dict[str, float] = {}
+    state: dict[str, Any] = {}
 
     def on_iopub(message: dict[str, Any]) -> None:
-        if approval_requests(message) and "at" not in state:
-            state["at"] = time.monotonic()
+        request = approval_requests(message)
+        if request and "at" not in state:
+            state["at"], state["id"] = time.monotonic(), request["tool_call_id"]
             kernel.interrupt()
 
     result = kernel.run("%%pi\nAdd twice", cell_id="approval", on_iopub=on_iopub, timeout=30)
     kernel.comm_close(comm_id)
     assert time.monotonic() - state["at"] < 3
     assert "Operation aborted" in result.text or "Interrupted by the user" in result.text
-    assert_interrupted_then_usable(kernel, server, result)
+    resolved = [
+        data["decision"]
+        for data in (message["data"] for message in kernel.comm_messages)
+        if data.get("event") == "resolved" and data["request"]["tool_call_id"] == state["id"]
+    ]
+    assert resolved == [{"kind": "deny", "reason": "Interrupted by the user", "source": "interrupt"}]
+    assert_interrupted_then_usable(kernel, server, result, calls=2)
 
 
 def test_interrupt_during_a_stdin_approval_stops_the_question(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]))
 
     def interrupt_instead_of_answering(prompt: str) -> None:
         kernel.interrupt()
 
     result = kernel.run("%%pi\nAdd", cell_id="stdin", allow_stdin=True, on_input=interrupt_instead_of_answering)
-    assert_interrupted_then_usable(kernel, server, result)
+    assert_interrupted_then_usable(kernel, server, result, calls=1)
     # The abandoned question's worker is gone: the next question gets its own answer.
     server.enqueue(tool_call_chunks([("add", {"a": 5, "b": 6})]), text_chunks("11."))
     answered = kernel.run("%%pi\nAdd again", cell_id="stdin2", allow_stdin=True, on_input=lambda prompt: "y")
@@ -119,6 +126,7 @@ def test_interrupt_during_a_bash_command_kills_its_process_group(
 ) -> None:
     if "bash" not in kernel.run("%pi tools").text:
         pytest.skip("the built-in bash tool is not available")
+    kernel.run("%pi reset")
     pid_file = tmp_path / "pid"
     command = f"echo $$ > {pid_file}; sleep 30; echo never"
     server.enqueue(tool_call_chunks([("bash", {"command": command})]))
@@ -135,7 +143,7 @@ def test_interrupt_during_a_bash_command_kills_its_process_group(
     while time.monotonic() < deadline and _group_alive(state["pgid"]):
         time.sleep(0.05)
     assert not _group_alive(state["pgid"])
-    assert_interrupted_then_usable(kernel, server, result)
+    assert_interrupted_then_usable(kernel, server, result, calls=1)
 
 
 def test_python_cells_are_still_interrupted_as_usual(kernel: KernelDriver) -> None:

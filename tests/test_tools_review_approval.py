@@ -72,9 +72,9 @@ def test_model_tool_policy_and_json_schema_policy_get_their_validated_values() -
 
 
 def judged_by(approval: Any) -> ToolDefinition:
-    return ToolDefinition(
-        name="t", description="t", parameters={"type": "object"}, execute=lambda *args: "", approval=approval
-    )
+    definition = ToolDefinition(name="t", description="t", parameters={"type": "object"}, execute=lambda *args: "")
+    definition.approval = approval  # set after construction: the constructor refuses options that cannot work
+    return definition
 
 
 @pytest.mark.parametrize(
@@ -107,14 +107,23 @@ def test_a_failing_or_async_policy_asks_instead_of_running_or_raising() -> None:
 
     failing = judged_by(broken)
     assert approval_verdict(failing, {}) == "ask"
-    # Built by hand (``@tool`` refuses it): the coroutine is closed, never left un-awaited.
+    # Set by hand (the constructor refuses it): the coroutine is closed, never left un-awaited.
     deferred = judged_by(later)
     assert approval_verdict(deferred, {}) == "ask"
     assert approval_verdict(judged_by("Ask"), {}) == "ask"  # an unknown word asks
 
 
+def test_definition_rejects_approval_options_that_cannot_work() -> None:
+    with pytest.raises(TypeError, match="plain"):
+        ToolDefinition(name="t", description="t", parameters={"type": "object"}, execute=print, approval=_async_policy)
+
+
+async def _async_policy(args: Any) -> bool:
+    return True
+
+
 def test_tool_rejects_approval_options_that_cannot_work() -> None:
-    with pytest.raises(ValueError, match=r'@tool "f": approval must be "ask", "auto" or a function'):
+    with pytest.raises(ValueError, match=r'Tool "f": approval must be "ask", "auto", "deny" or a function'):
 
         @tool(registry=False, approval="sometimes")  # type: ignore[call-overload]
         def f() -> str:

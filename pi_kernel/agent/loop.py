@@ -8,7 +8,7 @@ A port of pi's ``agent-loop.ts``. The turn structure::
     │ prepare_next_turn(context)              before every model request
     │ transform_context → convert_to_llm → stream_fn
     │ message_start, message_update*, message_end   the assistant's answer
-    │ tool calls (see ``tool_execution``)
+    │ tool calls (see ``tool_batch``)
     │ turn_end(message, tool_results)
     └ next turn_start while there are tool calls or steering messages;
       when the agent would stop, follow-up messages start more turns
@@ -64,12 +64,9 @@ from pi_kernel.agent.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.agent.tool_execution import (
-    OPERATION_ABORTED,
-    call_hook,
-    execute_tool_calls,
-    fail_truncated_tool_calls,
-)
+from pi_kernel.agent.invoke import call_hook
+from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_calls
+from pi_kernel.agent.tool_execution import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentLoopConfig, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
 

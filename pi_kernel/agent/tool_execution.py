@@ -1,26 +1,18 @@
-"""Running the tool calls of one assistant message, phase by phase, as pi does.
+"""One tool call, phase by phase, as pi runs it.
 
 Each call goes through three phases, each one small function:
 
 ``prepare_tool_call``   (preflight) look the tool up, ``prepare_arguments``,
-                        validate, ``before_tool_call`` (may block or edit the
-                        arguments). Returns a ``PreparedToolCall`` or an
+                        validate, ``ask_before_tool_call`` (may block or edit
+                        the arguments). Returns a ``PreparedToolCall`` or an
                         ``ImmediateOutcome`` (the call will not run).
 ``execute_prepared_tool_call``  runs ``execute`` (sync tools on a worker
                         thread); an exception becomes an error result.
 ``finalize_executed_tool_call`` ``after_tool_call`` patches the result.
 
-Batches (``execute_tool_calls``): preflight is always one call at a time in
-source order, and ``tool_execution_start`` is emitted for every call there.
-In parallel mode every prepared call then runs at once (``tool_runner``),
-``tool_execution_end`` follows completion order and the tool-result messages
-follow source order after the batch; in sequential mode each call runs and
-gets its result message before the next one is prepared. A message cut off by
-the output token limit runs none of its calls (``fail_truncated_tool_calls``).
-
-Every tool call gets exactly one ``tool_execution_end`` and one result
-message, whatever happens: unknown tool, bad arguments, a hook or the tool
-raising, a block, an abort (``Operation aborted``).
+The outcomes are a tagged union (``kind``); ``FinalizedToolCall`` is what
+every call ends as, and ``create_tool_result_message`` makes its message.
+How a whole batch runs (order, concurrency, truncation) is ``tool_batch``.
 """
 
 from __future__ import annotations
@@ -33,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
+from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent
 from pi_kernel.agent.invoke import await_unless_aborted, call_hook, is_async_callable, run_in_worker
 from pi_kernel.agent.types import (
     AfterToolCallContext,
@@ -112,14 +104,6 @@ class FinalizedToolCall:
     is_error: bool
 
 
-@dataclass(slots=True)
-class ToolBatchResult:
-    messages: list[ToolResultMessage]
-    """One result message per tool call, in source order."""
-    terminate: bool
-    """Every result of the batch asked to stop."""
-
-
 # ---------------------------------------------------------------- helpers
 
 
@@ -176,10 +160,6 @@ async def emit_tool_result_message(message: ToolResultMessage, emit: Emit) -> No
     await emit(MessageEndEvent(message))
 
 
-def should_terminate_tool_batch(finalized: Sequence[FinalizedToolCall]) -> bool:
-    return bool(finalized) and all(item.result.terminate is True for item in finalized)
-
-
 # ---------------------------------------------------------------- phase 1: preflight
 
 
@@ -204,32 +184,53 @@ async def prepare_tool_call(
     config: AgentLoopConfig,
     signal: AbortSignal,
 ) -> PreparedToolCall | ImmediateOutcome:
+    """Phase 1: look the tool up, ``prepare_arguments``, validate, ``before_tool_call``."""
     tool = find_tool(context.tools, tool_call.name)
     if tool is None:
         return ImmediateOutcome(error_result(tool_not_found_text(tool_call.name, context.tools)))
     try:
         args = validate_tool_arguments(tool, await prepare_arguments(tool, tool_call))
-        if config.before_tool_call is not None:
-            hook_context = BeforeToolCallContext(assistant_message, tool_call, args, context)
-            decision = config.before_tool_call(hook_context, signal)
-            aborted = False
-            if inspect.isawaitable(decision):
-                aborted, decision = await await_unless_aborted(decision, signal)
-            if aborted or signal.aborted:
-                return ImmediateOutcome(error_result(OPERATION_ABORTED))
-            if decision is not None and decision.block:
-                result = error_result(decision.reason or TOOL_BLOCKED)
-                result.terminate = decision.terminate is True
-                return ImmediateOutcome(result)
-            if decision is not None and decision.args is not None:
-                # Approval with edited arguments: they pass validation again.
-                edited = dataclasses.replace(tool_call, arguments=_plain_arguments(decision.args), raw_arguments=None)
-                args = validate_tool_arguments(tool, edited)
-        if signal.aborted:
-            return ImmediateOutcome(error_result(OPERATION_ABORTED))
-        return PreparedToolCall(tool_call, tool, args)
+        outcome = await ask_before_tool_call(
+            PreparedToolCall(tool_call, tool, args), assistant_message, context, config, signal
+        )
     except Exception as error:  # noqa: BLE001 - validation and hook failures become results the model reads
         return ImmediateOutcome(error_result(error_text(error)))
+    if isinstance(outcome, PreparedToolCall) and signal.aborted:
+        return ImmediateOutcome(error_result(OPERATION_ABORTED))
+    return outcome
+
+
+async def ask_before_tool_call(
+    prepared: PreparedToolCall,
+    assistant_message: AssistantMessage,
+    context: Context,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+) -> PreparedToolCall | ImmediateOutcome:
+    """``before_tool_call`` decides: run as is, block (maybe asking to terminate), or run edited arguments.
+
+    An async hook (an approval waiting for a person) is raced against the abort signal.
+    """
+    hook = config.before_tool_call
+    if hook is None:
+        return prepared
+    decision = hook(BeforeToolCallContext(assistant_message, prepared.tool_call, prepared.args, context), signal)
+    aborted = False
+    if inspect.isawaitable(decision):
+        aborted, decision = await await_unless_aborted(decision, signal)
+    if aborted or signal.aborted:
+        return ImmediateOutcome(error_result(OPERATION_ABORTED))
+    if decision is None:
+        return prepared
+    if decision.block:
+        result = error_result(decision.reason or TOOL_BLOCKED)
+        result.terminate = decision.terminate is True
+        return ImmediateOutcome(result)
+    if decision.args is not None:
+        # Approval with edited arguments: they pass validation again.
+        edited = dataclasses.replace(prepared.tool_call, arguments=_plain_arguments(decision.args), raw_arguments=None)
+        prepared.args = validate_tool_arguments(prepared.tool, edited)
+    return prepared
 
 
 # ---------------------------------------------------------------- phase 2: execute
@@ -294,106 +295,3 @@ async def finalize_executed_tool_call(
             )
             is_error = is_error if patch.is_error is None else patch.is_error
     return FinalizedToolCall(prepared.tool_call, result, is_error)
-
-
-# ---------------------------------------------------------------- batches
-
-
-async def execute_tool_calls(
-    context: Context,
-    assistant_message: AssistantMessage,
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> ToolBatchResult:
-    tool_calls = assistant_message.tool_calls
-    sequential = config.tool_execution == "sequential" or any(
-        getattr(find_tool(context.tools, call.name), "execution_mode", None) == "sequential" for call in tool_calls
-    )
-    run_batch = execute_tool_calls_sequential if sequential else execute_tool_calls_parallel
-    return await run_batch(context, assistant_message, tool_calls, config, signal, emit)
-
-
-async def _preflight(
-    context: Context,
-    assistant_message: AssistantMessage,
-    tool_call: ToolCall,
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> PreparedToolCall | FinalizedToolCall:
-    """Emit the call's start, prepare it; an outcome decided here gets its end at once."""
-    await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
-    if signal.aborted:
-        finalized = aborted_call(tool_call)
-    else:
-        preparation = await prepare_tool_call(context, assistant_message, tool_call, config, signal)
-        if isinstance(preparation, PreparedToolCall):
-            return preparation
-        finalized = FinalizedToolCall(tool_call, preparation.result, preparation.is_error)
-    await emit_tool_execution_end(finalized, emit)
-    return finalized
-
-
-async def execute_tool_calls_sequential(
-    context: Context,
-    assistant_message: AssistantMessage,
-    tool_calls: list[ToolCall],
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> ToolBatchResult:
-    from pi_kernel.agent.tool_runner import run_prepared_tool_calls  # it builds on this module
-
-    finalized_calls: list[FinalizedToolCall] = []
-    messages: list[ToolResultMessage] = []
-    for tool_call in tool_calls:
-        outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
-        if isinstance(outcome, PreparedToolCall):
-            [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
-        message = create_tool_result_message(outcome)
-        await emit_tool_result_message(message, emit)
-        finalized_calls.append(outcome)
-        messages.append(message)
-    return ToolBatchResult(messages, should_terminate_tool_batch(finalized_calls))
-
-
-async def execute_tool_calls_parallel(
-    context: Context,
-    assistant_message: AssistantMessage,
-    tool_calls: list[ToolCall],
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> ToolBatchResult:
-    from pi_kernel.agent.tool_runner import run_prepared_tool_calls  # it builds on this module
-
-    outcomes: list[PreparedToolCall | FinalizedToolCall] = []
-    for tool_call in tool_calls:
-        outcomes.append(await _preflight(context, assistant_message, tool_call, config, signal, emit))
-    prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
-    if prepared:
-        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
-        outcomes = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
-    finalized_calls: list[FinalizedToolCall] = outcomes  # type: ignore[assignment]
-    messages = [create_tool_result_message(item) for item in finalized_calls]
-    for message in messages:
-        await emit_tool_result_message(message, emit)
-    return ToolBatchResult(messages, should_terminate_tool_batch(finalized_calls))
-
-
-async def fail_truncated_tool_calls(tool_calls: list[ToolCall], emit: Emit) -> ToolBatchResult:
-    """A ``length`` stop may have cut any argument short: run nothing, tell the model why.
-
-    No lookup, no validation, no hooks: a truncated call's arguments can parse
-    and validate and still be incomplete.
-    """
-    messages: list[ToolResultMessage] = []
-    for tool_call in tool_calls:
-        await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
-        finalized = FinalizedToolCall(tool_call, error_result(truncated_call_text(tool_call.name)), True)
-        await emit_tool_execution_end(finalized, emit)
-        message = create_tool_result_message(finalized)
-        await emit_tool_result_message(message, emit)
-        messages.append(message)
-    return ToolBatchResult(messages, terminate=False)

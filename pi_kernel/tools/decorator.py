@@ -36,7 +36,7 @@ from pydantic.fields import FieldInfo
 
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
-from pi_kernel.tools.definition import ApprovalPolicy, ToolContext, ToolDefinition
+from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
 from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
 from pi_kernel.tools.results import to_agent_tool_result
@@ -97,7 +97,7 @@ def tool(
     snippet: str | None = None,
     guidelines: str | Sequence[str] = (),
     execution_mode: ToolExecutionMode = "parallel",
-    approval: ApprovalPolicy = "auto",
+    approval: ToolApproval = "auto",
     max_retries: int = 3,
     registry: ToolRegistry | Literal[False] | None = None,
     render_call: Callable[[Any], Any] | None = None,
@@ -117,7 +117,7 @@ def tool(
     snippet: str | None = None,
     guidelines: str | Sequence[str] = (),
     execution_mode: ToolExecutionMode = "parallel",
-    approval: ApprovalPolicy = "auto",
+    approval: ToolApproval = "auto",
     max_retries: int = 3,
     registry: ToolRegistry | Literal[False] | None = None,
     render_call: Callable[[Any], Any] | None = None,

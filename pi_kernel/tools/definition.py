@@ -18,10 +18,12 @@ from pydantic import BaseModel
 from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
 
-ApprovalPolicy = Literal["ask", "auto"] | Callable[[Any], Any]
-"""``"ask"``: a person approves each call; ``"auto"``: runs at once; a callable
-gets the validated arguments and returns ``True``/``"auto"`` (run),
-``False``/``"ask"`` (ask)."""
+ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
+"""A tool's own approval option. ``"ask"``: a person approves each call;
+``"auto"``: runs at once; ``"deny"``: never runs; a callable gets the validated
+arguments and returns ``True``/``"auto"`` (run), ``False``/``"ask"`` (ask) or
+``"deny"``. ``tool_approval.approval_verdict`` evaluates it; the session's
+policy (``approval_policy.py``) may override it per tool or for all."""
 
 
 @dataclass
@@ -38,7 +40,7 @@ class ToolContext:
     """Room for the host (the kernel puts its session here)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class ToolDefinition:
     name: str
     """The name the model calls it by."""
@@ -64,12 +66,15 @@ class ToolDefinition:
     the call (the default is pretty JSON)."""
     render_result: Callable[[Any], Any] | None = None
     """``render_result(result: AgentToolResult) -> str | display object``."""
-    approval: ApprovalPolicy = "auto"
+    approval: ToolApproval = "auto"
     constrained_sampling: bool | ConstrainedSampling = False
     max_retries: int = 3
     """How many ``ToolRetry`` failures in a row before the model is told to stop
     retrying this tool."""
 
     def __post_init__(self) -> None:
+        from pi_kernel.tools.tool_approval import check_approval_option
+
         if not self.label:
             self.label = self.name
+        check_approval_option(self.approval, self.name)

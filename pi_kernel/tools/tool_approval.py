@@ -26,7 +26,7 @@ from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.wrapper import is_async_callable
 
 ToolVerdict = Literal["run", "ask", "deny"]
-APPROVAL_WORDS: tuple[str, ...] = ("ask", "auto")
+APPROVAL_WORDS: tuple[str, ...] = ("ask", "auto", "deny")
 """The non-callable values ``approval`` accepts."""
 _ANSWERS: dict[str, ToolVerdict] = {"auto": "run", "ask": "ask", "deny": "deny"}
 
@@ -36,12 +36,12 @@ def check_approval_option(approval: Any, tool_name: str) -> None:
     if isinstance(approval, str):
         if approval not in APPROVAL_WORDS:
             raise ValueError(
-                f'@tool "{tool_name}": approval must be "ask", "auto" or a function of the arguments; got {approval!r}'
+                f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; got {approval!r}'
             )
         return
     if not callable(approval):
         raise TypeError(
-            f'@tool "{tool_name}": approval must be "ask", "auto" or a function of the arguments; '
+            f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; '
             f"got {type(approval).__name__}"
         )
     if is_async_callable(approval):
@@ -54,7 +54,7 @@ def approval_verdict(definition: ToolDefinition, args: Any) -> ToolVerdict:
     """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args``."""
     policy = definition.approval
     if isinstance(policy, str):
-        return "run" if policy == "auto" else "ask"  # an unknown word asks: fail closed
+        return _ANSWERS.get(policy, "ask")  # an unknown word asks: fail closed
     if not callable(policy):
         return "ask"
     try:

@@ -17,24 +17,9 @@ from typing import Any
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.html_render import STATUS_COLORS, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
+from pi_kernel.widgets.tool_render import decision_text
 
 Resolve = Callable[[ApprovalDecision], bool]
-
-
-def decision_text(decision: ApprovalDecision) -> str:
-    """``approved``, ``always allowed``, ``denied: <reason>``, ``interrupted``, ... with who decided."""
-    edited = " with edited arguments" if decision.args is not None else ""
-    if decision.kind == "approve":
-        text = f"approved{edited}"
-    elif decision.kind == "always":
-        text = f"always allowed{edited}"
-    elif decision.source == "interrupt":
-        text = "interrupted"
-    else:
-        text = "denied" + (f": {decision.reason}" if decision.reason else "")
-    if decision.source not in ("user", "interrupt"):
-        text += f" ({decision.source})"
-    return text
 
 
 class ApprovalPanel:

@@ -21,12 +21,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.widgets.approval_panel import decision_text
 from pi_kernel.widgets.footer import footer_html, format_seconds, usage_summary
 from pi_kernel.widgets.html_render import MUTED, STATUS_COLORS, badge, escape, markdown_html
 from pi_kernel.widgets.json_view import bound_strings, jsonable
-from pi_kernel.widgets.tool_card import STATUS_TEXT, header_html
-from pi_kernel.widgets.tool_render import DefinitionLookup, call_html, call_text, result_html, result_text
+from pi_kernel.widgets.tool_render import (
+    STATUS_TEXT,
+    DefinitionLookup,
+    call_html,
+    call_text,
+    decision_text,
+    header_html,
+    result_html,
+    result_text,
+)
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 METADATA_KEY = "pi_kernel"

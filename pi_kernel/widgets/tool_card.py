@@ -13,43 +13,17 @@ from collections.abc import Callable
 from typing import Any
 
 from pi_kernel.tools.approval import ApprovalDecision
-from pi_kernel.widgets.approval_panel import ApprovalPanel, decision_text
-from pi_kernel.widgets.footer import format_seconds
+from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.frontend import OutputRouter, StreamOutput
-from pi_kernel.widgets.html_render import MUTED, badge, escape
-from pi_kernel.widgets.tool_render import call_html, result_html
+from pi_kernel.widgets.tool_render import call_html, header_html, result_html
 from pi_kernel.widgets.turn_state import ToolCallBlock
 
-STATUS_TEXT = {
-    "streaming": "writing arguments",
-    "pending": "queued",
-    "waiting": "waiting for approval",
-    "running": "running",
-    "done": "done",
-    "error": "error",
-    "denied": "denied",
-    "interrupted": "interrupted",
-}
 ARGUMENTS_PREVIEW_INTERVAL = 0.2
 """Seconds between two previews of streaming arguments: a highlighted preview is a few KB of HTML,
 resent whole (the answer's text, append-only, still streams at the view's full rate)."""
 LIVE_OUTPUT_CHARS = 64_000
 """Live output beyond this is cut to its last ``LIVE_OUTPUT_KEEP`` characters (the result shows it all)."""
 LIVE_OUTPUT_KEEP = 16_000
-
-
-def header_html(block: ToolCallBlock, now: float) -> str:
-    """``label  name  [status]  1.2 s  decision``, one line."""
-    elapsed = block.elapsed(now)
-    parts = [f"<b>{escape(block.label or block.name or 'tool')}</b>"]
-    if block.name and block.name != block.label:
-        parts.append(f'<code style="{MUTED}">{escape(block.name)}</code>')
-    parts.append(badge(block.status, STATUS_TEXT.get(block.status, block.status)))
-    if elapsed is not None and block.status != "pending":
-        parts.append(f'<span style="{MUTED};font-size:12px">{format_seconds(elapsed)}</span>')
-    if block.decision is not None and block.status not in ("interrupted",):
-        parts.append(f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>')
-    return f'<div style="display:flex;flex-wrap:wrap;gap:8px;align-items:center">{" ".join(parts)}</div>'
 
 
 class ToolCard:

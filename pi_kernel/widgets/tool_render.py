@@ -9,7 +9,8 @@ displays (``details["display"]``), else its text and images. A definition's
 or any IPython display object); a hook that raises falls back to the default,
 with the error named. While arguments stream in, the preview shows only their
 end (``LIVE_PREVIEW_CHARS``): the live view must not resend 40 KB per update.
-No ipywidgets here: the static rendering uses the same functions.
+The card's header line (label, name, status, elapsed time, decision) is here
+too. No ipywidgets here: the static rendering uses the same functions.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pi_kernel.ai import ImageContent, TextContent
+from pi_kernel.tools.approval import ApprovalDecision
+from pi_kernel.widgets.footer import format_seconds
 from pi_kernel.widgets.html_render import (
     MUTED,
+    badge,
     diff_html,
     escape,
     highlight,
@@ -45,6 +49,47 @@ RESULT_CHARS = 20_000
 
 DefinitionLookup = Callable[[str], Any]
 """Tool name → its ``ToolDefinition`` (or ``None``)."""
+
+STATUS_TEXT = {
+    "streaming": "writing arguments",
+    "pending": "queued",
+    "waiting": "waiting for approval",
+    "running": "running",
+    "done": "done",
+    "error": "error",
+    "denied": "denied",
+    "interrupted": "interrupted",
+}
+
+
+def header_html(block: ToolCallBlock, now: float) -> str:
+    """``label  name  [status]  1.2 s  decision``, one line."""
+    elapsed = block.elapsed(now)
+    parts = [f"<b>{escape(block.label or block.name or 'tool')}</b>"]
+    if block.name and block.name != block.label:
+        parts.append(f'<code style="{MUTED}">{escape(block.name)}</code>')
+    parts.append(badge(block.status, STATUS_TEXT.get(block.status, block.status)))
+    if elapsed is not None and block.status != "pending":
+        parts.append(f'<span style="{MUTED};font-size:12px">{format_seconds(elapsed)}</span>')
+    if block.decision is not None and block.status not in ("interrupted",):
+        parts.append(f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>')
+    return f'<div style="display:flex;flex-wrap:wrap;gap:8px;align-items:center">{" ".join(parts)}</div>'
+
+
+def decision_text(decision: ApprovalDecision) -> str:
+    """``approved``, ``always allowed``, ``denied: <reason>``, ``interrupted``, ... with who decided."""
+    edited = " with edited arguments" if decision.args is not None else ""
+    if decision.kind == "approve":
+        text = f"approved{edited}"
+    elif decision.kind == "always":
+        text = f"always allowed{edited}"
+    elif decision.source == "interrupt":
+        text = "interrupted"
+    else:
+        text = "denied" + (f": {decision.reason}" if decision.reason else "")
+    if decision.source not in ("user", "interrupt"):
+        text += f" ({decision.source})"
+    return text
 
 
 def call_html(block: ToolCallBlock, definition: Any = None) -> str:

@@ -102,16 +102,20 @@ async def run_pydantic_ai(turns: int) -> list[float]:
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
-    from pydantic_ai.usage import UsageLimits
+    from pydantic_ai.usage import RequestUsage, UsageLimits
 
     stamps: list[float] = []
 
-    def respond(messages: list[Any], info: AgentInfo) -> ModelResponse:
+    async def respond(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        # async: a sync function would be run on a thread each turn. Usage given, as a
+        # real provider reports it: else FunctionModel estimates it over the whole history.
         turn = len(stamps)
         stamps.append(time.perf_counter())
+        usage = RequestUsage(input_tokens=1, output_tokens=1)
         if turn == turns:
-            return ModelResponse(parts=[TextPart("done")])
-        return ModelResponse(parts=[ToolCallPart("echo", {"value": f"v{turn}"}, tool_call_id=f"call_{turn}")])
+            return ModelResponse(parts=[TextPart("done")], usage=usage)
+        call = ToolCallPart("echo", {"value": f"v{turn}"}, tool_call_id=f"call_{turn}")
+        return ModelResponse(parts=[call], usage=usage)
 
     agent = Agent(FunctionModel(respond))
 

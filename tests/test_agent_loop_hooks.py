@@ -241,12 +241,16 @@ async def test_a_raising_hook_becomes_an_error_result(hook: str) -> None:
     assert model.call_count == 2
 
 
-async def test_tool_results_given_as_text_or_of_a_wrong_type() -> None:
-    model = ScriptedModel(
-        [tool_call_message(tool_call("text", {"value": "x"}), tool_call("wrong", {"value": "x"})), text_message("ok")]
-    )
-    tools = [make_tool("text", lambda *a: "plain text"), make_tool("wrong", lambda *a: 42)]
+async def test_tool_results_given_as_text_without_content_or_of_a_wrong_type() -> None:
+    calls = [tool_call(name, {"value": "x"}) for name in ("text", "empty", "wrong")]
+    model = ScriptedModel([tool_call_message(*calls), text_message("ok")])
+    tools = [
+        make_tool("text", lambda *a: "plain text"),
+        make_tool("empty", lambda *a: AgentToolResult(content=None, details={"n": 1})),  # type: ignore[arg-type]
+        make_tool("wrong", lambda *a: 42),
+    ]
     _, messages = await run_loop(model, [user("x")], tools=tools)
-    text, wrong = tool_results(messages)
+    text, empty, wrong = tool_results(messages)
     assert (text.text, text.is_error) == ("plain text", False)
+    assert (empty.content, empty.details, empty.is_error) == ([], {"n": 1}, False)  # pi: an empty array stands in
     assert wrong.is_error and wrong.text == "execute returned int, expected an AgentToolResult"

@@ -246,6 +246,7 @@ def test_save_and_load_restore_a_conversation(kernel: KernelDriver, server: Fake
 def test_headless_policies(kernel: KernelDriver, server: FakeOpenAI) -> None:
     """No comm, no widgets: deny, auto, read-only, a per-tool policy, and ask without stdin (denied with
     how to allow it)."""
+    kernel.run("%pi reset")
     kernel.run("%pi approve deny")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Denied."))
     assert kernel.run("%%pi\nAdd", cell_id="h1").status == "ok"
@@ -270,6 +271,7 @@ def test_headless_policies(kernel: KernelDriver, server: FakeOpenAI) -> None:
     assert kernel.run("%%pi\nAdd", cell_id="h3").status == "ok"
     reason = tool_result_texts(server.last_body)[-1]
     assert "nobody can approve" in reason and "PI_APPROVAL=auto" in reason
+    assert_one_result_per_call(server.last_body["messages"], expected_calls=5)  # every denial answered its call
 
 
 def test_ask_on_stdin(kernel: KernelDriver, server: FakeOpenAI) -> None:

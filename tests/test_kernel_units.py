@@ -158,8 +158,8 @@ def test_read_only_mode_runs_only_read_only_tools() -> None:
     builtins = {definition.name: definition for definition in builtin_tools()}
     impostor = _definition("read", "auto")  # a notebook tool called "read" is not trusted by its name
     declared, careful = _definition("lookup", "auto"), _definition("secrets", "ask")
-    declared.read_only = True  # type: ignore[attr-defined]
-    careful.read_only = True  # type: ignore[attr-defined]
+    declared.read_only = True
+    careful.read_only = True
     policy = ApprovalPolicy(mode="read-only")
     verdicts = {name: policy.decide(definition, {}) for name, definition in builtins.items()}
     assert verdicts == {"read": "run", "bash": "deny", "edit": "deny", "write": "deny", "python": "deny"}
@@ -168,6 +168,24 @@ def test_read_only_mode_runs_only_read_only_tools() -> None:
     assert "read-only" in policy.deny_reason("calc")
     policy.apply_spec(["calc=auto"])  # a per-tool override lets one more tool run
     assert policy.decide(_definition("calc", "auto"), {}) == "run"
+
+
+def test_tool_decorator_declares_read_only() -> None:
+    from pi_kernel.tools import tool
+
+    @tool(registry=False, read_only=True)
+    def look(city: str) -> str:
+        """Look something up."""
+        return city
+
+    @tool(registry=False)
+    def change(city: str) -> str:
+        """Change something."""
+        return city
+
+    policy = ApprovalPolicy(mode="read-only")
+    assert look.read_only is True and change.read_only is None
+    assert [policy.decide(look, {}), policy.decide(change, {})] == ["run", "deny"]
 
 
 def test_policy_overrides_always_and_callables() -> None:
@@ -182,6 +200,9 @@ def test_policy_overrides_always_and_callables() -> None:
     policy.set_mode("ask")
     assert [policy.decide(judged, {"path": "/tmp/x"}), policy.decide(judged, {"path": "/etc"})] == ["run", "ask"]
     assert policy.decide(judged, {"path": "/etc"}, mode="auto") == "run"
+    refusing, broken = _definition("nuke", "deny"), _definition("flaky", lambda args: 1 / 0)
+    assert [policy.decide(refusing, {}), policy.decide(broken, {})] == ["deny", "ask"]  # a failing rule asks
+    assert policy.deny_reason("nuke") == 'Tool "nuke" refused this call: its own approval rule denies it.'
     with pytest.raises(ValueError):
         policy.apply_spec(["bash=sometimes"])
 

@@ -239,19 +239,19 @@ async def test_python_live_output_comes_from_its_notebook_outputs(monkeypatch) -
 async def test_render_call_and_render_result_of_the_definition_replace_the_defaults(monkeypatch) -> None:
     definitions = {
         "read": ToolDefinition(
-            "read",
-            "Read a file",
-            {"type": "object"},
-            lambda *a: None,
+            name="read",
+            description="Read a file",
+            parameters={"type": "object"},
+            execute=lambda *a: None,
             label="Read file",
             render_call=lambda args: f"Reading {args['path']}",
             render_result=lambda result: HTML("<b>custom result</b>"),
         ),
         "broken": ToolDefinition(
-            "broken",
-            "x",
-            {"type": "object"},
-            lambda *a: None,
+            name="broken",
+            description="x",
+            parameters={"type": "object"},
+            execute=lambda *a: None,
             render_call=lambda args: 1 / 0,
         ),
     }

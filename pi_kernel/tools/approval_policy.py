@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.tools.definition import ToolDefinition
+from pi_kernel.tools.tool_approval import approval_verdict
 
 Verdict = Literal["run", "ask", "deny"]
 SessionMode = Literal["ask", "auto", "deny", "read-only"]
@@ -43,18 +44,10 @@ BUILTIN_PACKAGE = "pi_kernel.tools.builtin"
 
 
 def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
-    """What the tool itself asks for: ``run`` (auto), ``ask`` or ``deny``."""
+    """What the tool itself asks for: ``run`` (auto), ``ask`` or ``deny`` (see ``tool_approval``)."""
     if definition is None:
         return "ask"
-    policy = definition.approval
-    if callable(policy):
-        answer = policy(args)
-        if answer is True or answer == "auto":
-            return "run"
-        if answer == "deny":
-            return "deny"
-        return "ask"
-    return "run" if policy == "auto" else "ask"
+    return approval_verdict(definition, args)
 
 
 def is_read_only(definition: ToolDefinition | None, name: str) -> bool:
@@ -105,7 +98,9 @@ class ApprovalPolicy:
             return f'Tool "{tool_name}" is disabled by the approval policy of this session (deny).'
         if (mode or self.mode) == "read-only":
             return f'Tool "{tool_name}" was not run: this session is read-only.'
-        return f'Tool "{tool_name}" needs approval and this session denies such calls (approval policy: deny).'
+        if (mode or self.mode) == "deny":
+            return f'Tool "{tool_name}" needs approval and this session denies such calls (approval policy: deny).'
+        return f'Tool "{tool_name}" refused this call: its own approval rule denies it.'
 
     def allow_always(self, tool_name: str) -> None:
         self.always_allowed.add(tool_name)

@@ -98,6 +98,7 @@ def tool(
     guidelines: str | Sequence[str] = (),
     execution_mode: ToolExecutionMode = "parallel",
     approval: ToolApproval = "auto",
+    read_only: bool | None = None,
     max_retries: int = 3,
     registry: ToolRegistry | Literal[False] | None = None,
     render_call: Callable[[Any], Any] | None = None,
@@ -118,6 +119,7 @@ def tool(
     guidelines: str | Sequence[str] = (),
     execution_mode: ToolExecutionMode = "parallel",
     approval: ToolApproval = "auto",
+    read_only: bool | None = None,
     max_retries: int = 3,
     registry: ToolRegistry | Literal[False] | None = None,
     render_call: Callable[[Any], Any] | None = None,
@@ -131,7 +133,9 @@ def tool(
     prompt (a tool without one is left out of that list but still callable);
     ``guidelines`` are added under ``Guidelines:``. ``approval``: ``"auto"``,
     ``"ask"`` or a plain function of the validated arguments (see
-    ``tool_approval``; a value that cannot work raises here). ``registry``: where to
+    ``tool_approval``; a value that cannot work raises here). ``read_only=True``
+    declares that the tool changes nothing, so ``%pi approve read-only`` lets it
+    run. ``registry``: where to
     register the tool (``None``: the default registry when one is set, see
     ``set_default_registry``; ``False``: nowhere). Redefining a tool with the
     same name replaces the old one.
@@ -150,6 +154,7 @@ def tool(
             guidelines=[guidelines] if isinstance(guidelines, str) else list(guidelines),
             execution_mode=execution_mode,
             approval=approval,
+            read_only=read_only,
             max_retries=max_retries,
             render_call=render_call,
             render_result=render_result,

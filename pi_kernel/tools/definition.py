@@ -67,6 +67,10 @@ class ToolDefinition:
     render_result: Callable[[Any], Any] | None = None
     """``render_result(result: AgentToolResult) -> str | display object``."""
     approval: ToolApproval = "auto"
+    read_only: bool | None = None
+    """``True``: the tool changes nothing (files, state, the world), so the
+    session's ``read-only`` approval mode lets it run. ``None``: only the
+    built-in ``read`` counts as read-only."""
     constrained_sampling: bool | ConstrainedSampling = False
     max_retries: int = 3
     """How many ``ToolRetry`` failures in a row before the model is told to stop

@@ -67,6 +67,7 @@ def create_read_tool(*, auto_resize_images: bool = True) -> ToolDefinition:
         prompt_snippet="Read file contents",
         prompt_guidelines=("Use read to examine files instead of cat or sed.",),
         approval="auto",
+        read_only=True,
     )
 
 

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -114,7 +115,10 @@ class JupyterLabServer:
             f"--ServerApp.root_dir={dirs['notebooks']}",
         ]  # fmt: skip
         with self.log.open("wb") as log:
-            self._process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            # Its own process group: ``stop`` can end jupyter and its kernels, not just ``timeout``.
+            self._process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.notebooks = dirs["notebooks"]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -134,12 +138,14 @@ class JupyterLabServer:
         return path
 
     def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after 15 s (killing only ``timeout`` would orphan it)."""
         if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
+            group = os.getpgid(self._process.pid)
+            os.killpg(group, signal.SIGTERM)
             try:
                 self._process.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                self._process.kill()
+                os.killpg(group, signal.SIGKILL)
                 self._process.wait(timeout=5)
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -212,6 +218,15 @@ class NotebookPage:
                 return text
             time.sleep(0.1)
         raise TimeoutError(f"cell {index} did not finish: prompt {prompt.inner_text()!r}")
+
+    def prompt(self, index: int) -> str:
+        """Cell ``index``'s execution prompt: ``[*]:`` while it runs, ``[3]:`` once done."""
+        return str(self.cell(index).locator(".jp-InputPrompt").inner_text()).strip()
+
+    def execution_indicator(self) -> str | None:
+        """The notebook toolbar's execution indicator: ``busy`` while any of its cells runs, else ``idle``."""
+        indicator = self.page.locator(".jp-Notebook-ExecutionIndicator").first
+        return None if indicator.count() == 0 else indicator.get_attribute("data-status")
 
     def interrupt(self) -> None:
         self.page.keyboard.press("Escape")

@@ -44,7 +44,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-RECORDED_STREAMS = Path("/work/shared/data/recorded-streams")
+def _recorded_streams_dir() -> Path:
+    """Real SSE bodies recorded from OpenAI and DeepSeek: the project's ``shared/`` beside the checkout."""
+    if os.environ.get("PI_RECORDED_STREAMS"):
+        return Path(os.environ["PI_RECORDED_STREAMS"])
+    beside_checkout = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded-streams"
+    return beside_checkout if beside_checkout.is_dir() else Path("/work/shared/data/recorded-streams")
+
+
+RECORDED_STREAMS = _recorded_streams_dir()
 DEFAULT_MODEL = "fake-model"
 JSONDict = dict[str, Any]
 

@@ -129,13 +129,21 @@ def test_tool_card_is_approved_and_the_answer_follows(notebook: NotebookPage) ->
     button = _approve_button(notebook, 2)
     card = notebook.output_text(2)
     assert "add" in card and "waiting for approval" in card
+    assert re.search(r"\d+\.\d s", card)  # elapsed time
     assert re.search(r'"a":\s*2', card)  # the arguments, as pretty JSON
+    # The cell stays busy while it waits: its prompt and the notebook's execution indicator say so. (The status
+    # bar's kernel state may read "Idle" meanwhile: JupyterLab opens a comm subshell for the widgets, and the
+    # kernel's busy/idle around that control request overwrites the state; ipykernel issue #799.)
+    assert notebook.prompt(2) == "[*]:"
+    assert notebook.execution_indicator() == "busy"
     notebook.screenshot("03-approval-waiting")
     button.click()
     notebook.wait_text(2, "The tool said: 5")
     notebook.wait_prompt(2)
     text = notebook.output_text(2)
     assert "done" in text and "approved" in text
+    result = notebook.output(2).locator("details pre", has_text=re.compile(r"^\s*5\s*$"))
+    assert result.is_visible()  # the tool's result, shown (a short card stays open)
     notebook.screenshot("04-approved")
 
 

@@ -118,3 +118,52 @@ def test_deny_button_sends_the_typed_reason(kernel: KernelDriver, server: FakeOp
     assert [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"][-1] == "Use mental arithmetic"
     [saved] = _replay(result.messages).cell_outputs(result.messages[0]["parent_header"]["msg_id"])
     assert saved["metadata"]["pi_kernel"]["tool_calls"][0]["status"] == "denied"
+
+
+# --------------------------------------------------------------------------- no widget front end: a terminal console
+
+CONSOLE_SETUP = '''
+from pi_kernel import tool
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper()
+'''
+
+
+def console_transcript(messages: list[dict[str, Any]]) -> str:
+    """What ``jupyter console`` prints for a cell's iopub messages (its ``ZMQTerminalInteractiveShell.handle_iopub``,
+    jupyter_console 6.6): stream text, the ``text/plain`` of ``display_data`` and ``execute_result``, error
+    tracebacks. It ignores ``update_display_data``, comm messages and anything without ``text/plain``."""
+    printed = []
+    for message in messages:
+        kind, content = message["msg_type"], message["content"]
+        if kind == "stream":
+            printed.append(content["text"])
+        elif kind in ("display_data", "execute_result") and "text/plain" in content["data"]:
+            printed.append(content["data"]["text/plain"] + "\n")
+        elif kind == "error":
+            printed.append("\n".join(content["traceback"]) + "\n")
+    return "".join(printed)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pi_kernel/kernel/text_view.py shows the turn through one display updated in place "
+    "(update_display_data), which a terminal console ignores: it prints only the first state (the model name)",
+)
+def test_without_a_widget_front_end_a_terminal_console_reads_the_turn(server: FakeOpenAI, pi_jupyter_path: str) -> None:
+    """Issue #6, point 5: no ``jupyter.widget.control`` comm (a console never opens one), so no widgets;
+    the turn must still read as text in what a terminal console prints."""
+    env = kernel_env(server.base_url, PI_WIDGETS="0", PI_APPROVAL="auto")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as console:
+        assert console.run(CONSOLE_SETUP).status == "ok"
+        server.enqueue(tool_call_chunks([("shout", {"text": "hello"})]), text_chunks("The tool shouted HELLO."))
+        result = console.run("%%pi\nShout hello", timeout=30)
+        assert result.status == "ok", result.text
+        kinds = {message["msg_type"] for message in result.messages}
+        assert not any(kind.startswith("comm_") for kind in kinds)  # no widget was made
+        printed = console_transcript(result.messages)
+        assert "shout" in printed and "HELLO" in printed  # the call and its result
+        assert "The tool shouted HELLO." in printed  # the answer

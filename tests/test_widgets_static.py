@@ -67,6 +67,13 @@ async def test_static_bundle_has_html_markdown_and_plain_text_of_the_whole_turn(
         assert "250 in (60 cached)" in text and "30 out" in text and "$0.0030" in text and "gpt-4o-mini" in text
 
 
+async def test_a_short_finished_call_stays_open_and_a_long_one_folds_to_its_header() -> None:
+    short = render_static(await _turn()).data["text/html"]
+    assert short.count("<details open") == 1  # the bash card: its command and its two-line result show
+    long = render_static(await _turn(result="".join(f"file{n}.txt\n" for n in range(200)))).data["text/html"]
+    assert "<details open" not in long and "file199.txt" in long  # folded, the result still inside
+
+
 async def test_static_html_is_self_contained_and_escapes_the_model() -> None:
     answer = (
         "Look: <script>alert(1)</script> <img src=x onerror=alert(2)> [x](javascript:alert(3))\n\n```python\nx = 1\n```"

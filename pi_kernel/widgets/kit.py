@@ -38,7 +38,9 @@ class WidgetKit:
 
     @property
     def wide_layout(self) -> ipywidgets.Layout:
-        return self._once("wide", lambda: ipywidgets.Layout(width="100%"))
+        """The full width of the parent box: ``auto`` stretches inside its margins (``100%`` plus the widget's
+        margin overflows the box, which clips its right border)."""
+        return self._once("wide", lambda: ipywidgets.Layout(width="auto"))
 
     def html(self, value: str = "") -> ipywidgets.HTML:
         return self._keep(ipywidgets.HTML(value, layout=self.layout, style=self._once("html", HTMLStyle)))

@@ -40,6 +40,10 @@ METADATA_KEY = "pi_kernel"
 METADATA_VERSION = 1
 METADATA_RESULT_CHARS = 2_000
 METADATA_ARGUMENT_CHARS = 10_000
+OPEN_CARD_CHARS = 600
+OPEN_CARD_LINES = 12
+"""A finished call whose arguments and result fit in this stays open; longer ones fold to their header
+(failed, denied and interrupted calls always stay open)."""
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
 _TURN_STYLE = "line-height:1.5;color:inherit;max-width:100%"
@@ -140,7 +144,7 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
 
 def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
     color = STATUS_COLORS.get(block.status, "#8a8a8a")
-    is_open = " open" if block.status in ("error", "denied", "interrupted") else ""
+    is_open = " open" if block.status in ("error", "denied", "interrupted") or _is_short(block, definition) else ""
     style = (
         f"border:1px solid rgba(127,127,127,.35);border-left:3px solid {color};border-radius:4px;"
         "padding:2px 8px;margin:6px 0"
@@ -148,6 +152,12 @@ def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
     summary = header_html(block, state.ended_at or 0.0).replace("display:flex", "display:inline-flex")
     body = call_html(block, definition) + result_html(block, definition)
     return f'<details{is_open} style="{style}"><summary style="cursor:pointer">{summary}</summary>{body}</details>'
+
+
+def _is_short(block: ToolCallBlock, definition: Any) -> bool:
+    """Arguments and result small enough to stay open: the transcript shows them without a click."""
+    text = call_text(block, definition)[0] + "\n" + result_text(block, definition, limit=OPEN_CARD_CHARS + 1)
+    return len(text) <= OPEN_CARD_CHARS and text.count("\n") < OPEN_CARD_LINES
 
 
 def _notice_html(block: NoticeBlock) -> str:

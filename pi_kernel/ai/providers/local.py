@@ -11,7 +11,6 @@ See ``local_engine`` for how grammar-constrained tool calling works.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import uuid
 from collections.abc import AsyncIterator
@@ -77,11 +76,21 @@ def tool_heads(context: Context, options: StreamOptions) -> list[str]:
 
 
 def tools_section(tools: list[Tool]) -> str:
-    lines = ["You can call these tools. To call one, write functions.<name>: followed by its JSON arguments."]
+    """The tool list for the system prompt: a line per tool, a line per argument.
+
+    Measured on SmolLM2-135M: with the JSON schema inline it copies argument
+    descriptions into the values ("text": "The text whose words to count.");
+    with one plain line per argument it fills them from the question.
+    """
+    lines = ["Tools you can call:"]
     for tool in tools:
-        schema = json.dumps(tool.json_schema().get("properties", {}), separators=(",", ":"))
         summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
-        lines.append(f"- {tool.name}: {summary} Arguments: {schema}")
+        lines.append(f"- {tool.name}: {summary}")
+        for name, prop in tool.json_schema().get("properties", {}).items():
+            kind = prop.get("type", "any") if isinstance(prop, dict) else "any"
+            described = f": {prop['description']}" if isinstance(prop, dict) and prop.get("description") else ""
+            lines.append(f"    {name} ({kind}){described}")
+    lines.append("To call a tool, write functions.<name>: and its arguments as JSON.")
     return "\n".join(lines)
 
 
@@ -107,7 +116,7 @@ class _Turn:
         return "\n".join(self.results) + f"\n\nUsing {which}, {ask}"
 
 
-def chat_messages(context: Context, offer_tools: bool = True) -> list[dict[str, str]]:
+def chat_messages(context: Context, offer_tools: bool = True, focus: bool = False) -> list[dict[str, str]]:
     """The transcript as messages for the GGUF's chat template.
 
     Tool results are folded into the user's turn, before the question
@@ -120,7 +129,11 @@ def chat_messages(context: Context, offer_tools: bool = True) -> list[dict[str, 
     if context.tools and offer_tools:
         system = f"{system}\n\n{tools_section(context.tools)}"
     turns = [_Turn("system", system)]
-    for message in context.messages:
+    messages = context.messages
+    if focus:
+        last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=0)
+        messages = messages[last_user:]
+    for message in messages:
         if isinstance(message, UserMessage):
             turns.append(_Turn("user", text_of(message.content)))
         elif isinstance(message, AssistantMessage):
@@ -308,33 +321,37 @@ def _decode(
                 return
             offer_tools = heads != [MESSAGE_HEAD]
             requested = options.max_tokens or DEFAULT_MAX_TOKENS
-            prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools=offer_tools), requested)
-            push("prompt_tokens", len(prompt))
             sampling = Sampling(temperature=0.2 if options.temperature is None else options.temperature)
             head_stats = DecodeStats()
             head = heads[0]
+            decision: list[int] = []
+            if offer_tools:
+                # Tool choice and arguments are decided on the current turn alone (see ``chat_messages``).
+                focused = chat_messages(context, offer_tools=True, focus=True)
+                decision, _, limit = fit_to_context(engine, focused, requested)
             if len(heads) > 1:
-                choice = engine.choice_grammar(heads)
                 head = "".join(
                     engine.decode(
-                        prompt,
+                        decision,
                         head_stats,
                         max_tokens=HEAD_MAX_TOKENS,
                         sampling=sampling,
-                        grammar=choice,
+                        grammar=engine.choice_grammar(heads),
                         should_stop=halt.is_set,
                     )
                 )
                 if halt.is_set():
                     return
-            else:
-                head_stats.tokens = [] if head == MESSAGE_HEAD else engine.tokenize_continuation(head)
+            elif head != MESSAGE_HEAD:
+                head_stats.tokens = engine.tokenize_continuation(head)
             name = None if head == MESSAGE_HEAD else head[len("functions.") : -1]
             push("head", _Head(name))
             stats = DecodeStats()
             if name is None:
                 # The head is a choice, not part of the answer: the model answers
                 # better from the bare assistant prompt than after "message:".
+                prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools), requested)
+                push("prompt_tokens", len(prompt))
                 pieces = engine.decode(
                     prompt,
                     stats,
@@ -345,9 +362,10 @@ def _decode(
                     should_stop=halt.is_set,
                 )
             else:
+                push("prompt_tokens", len(decision))
                 tool = next(tool for tool in context.tools or [] if tool.name == name)
                 pieces = engine.decode(
-                    prompt + head_stats.tokens,
+                    decision + head_stats.tokens,
                     stats,
                     max_tokens=limit,
                     sampling=sampling,

@@ -223,6 +223,12 @@ class NotebookPage:
         """Cell ``index``'s execution prompt: ``[*]:`` while it runs, ``[3]:`` once done."""
         return str(self.cell(index).locator(".jp-InputPrompt").inner_text()).strip()
 
+    def status_bar_kernel_state(self, timeout: float = 10) -> str:
+        """JupyterLab's status bar: the kernel state after "… | " (``Idle``, ``Busy``, ...)."""
+        item = self.page.get_by_text(re.compile(r"\|\s*(Idle|Busy)")).first
+        item.wait_for(timeout=timeout * 1000)
+        return item.inner_text().rsplit("|", 1)[-1].strip()
+
     def execution_indicator(self) -> str | None:
         """The notebook toolbar's execution indicator: ``busy`` while any of its cells runs, else ``idle``."""
         indicator = self.page.locator(".jp-Notebook-ExecutionIndicator").first

@@ -103,6 +103,8 @@ class KernelDriver:
         self.cwd = str(cwd) if cwd is not None else None
         """The kernel's working directory (where it reads ``.env``); default: this process's."""
         self.client: Any = None
+        self.owns_kernel = True
+        """``stop`` shuts the kernel down (``False`` for a driver from ``another_client``)."""
         self.iopub_log: list[Message] = []
         self.comm_messages: list[Message] = []
         """``comm_msg`` contents the kernel sent (any comm)."""
@@ -117,10 +119,25 @@ class KernelDriver:
         self._drain_iopub()
         return self
 
+    def another_client(self, timeout: float = 60) -> KernelDriver:
+        """A second front-end on this kernel (like ``jupyter console --existing``): its own client and
+        session id; its ``stop`` closes only its channels."""
+        from jupyter_client.blocking import BlockingKernelClient
+
+        other = KernelDriver(env=self.env)
+        other.manager, other.owns_kernel = self.manager, False
+        other.client = BlockingKernelClient(connection_file=self.manager.connection_file)
+        other.client.load_connection_file()
+        other.client.start_channels()
+        other.client.wait_for_ready(timeout=timeout)
+        other._drain_iopub()
+        return other
+
     def stop(self) -> None:
         if self.client is not None:
             self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
+        if self.owns_kernel:
+            self.manager.shutdown_kernel(now=True)
 
     def __enter__(self) -> KernelDriver:
         return self.start()

@@ -131,11 +131,12 @@ def test_tool_card_is_approved_and_the_answer_follows(notebook: NotebookPage) ->
     assert "add" in card and "waiting for approval" in card
     assert re.search(r"\d+\.\d s", card)  # elapsed time
     assert re.search(r'"a":\s*2', card)  # the arguments, as pretty JSON
-    # The cell stays busy while it waits: its prompt and the notebook's execution indicator say so. (The status
-    # bar's kernel state may read "Idle" meanwhile: JupyterLab opens a comm subshell for the widgets, and the
-    # kernel's busy/idle around that control request overwrites the state; ipykernel issue #799.)
+    # The cell stays busy while it waits: its prompt, the notebook's execution indicator and the status bar
+    # say so (JupyterLab opens a comm subshell for the widgets; the kernel re-asserts "busy" after that control
+    # request's own busy/idle, ipykernel issue #799).
     assert notebook.prompt(2) == "[*]:"
     assert notebook.execution_indicator() == "busy"
+    assert notebook.status_bar_kernel_state() == "Busy"
     notebook.screenshot("03-approval-waiting")
     button.click()
     notebook.wait_text(2, "The tool said: 5")

@@ -81,13 +81,20 @@ def test_prompt_streams_the_answer(kernel: KernelDriver, server: FakeOpenAI) -> 
     assert answer.strip() in result.text
     assert server.last_body["messages"][-1]["content"][0]["text"] == "Say hello"
     assert {tool["function"]["name"] for tool in server.last_body["tools"]} >= {"add", "shout"}
-    displays = [m for m in result.messages if m["msg_type"] == "display_data"]
-    updates = [m for m in result.messages if m["msg_type"] == "update_display_data"]
-    assert len(displays) == 1 and updates, "the answer is shown through one display updated in place"
-    assert {m["content"]["transient"]["display_id"] for m in displays + updates} == {
-        displays[0]["content"]["transient"]["display_id"]
-    }
+    outputs = [m for m in result.messages if m["msg_type"] in ("display_data", "update_display_data", "clear_output")]
+    live, updates = outputs[0], [m for m in outputs if m["msg_type"] == "update_display_data"]
+    display_id = live["content"]["transient"]["display_id"]
+    assert live["msg_type"] == "display_data" and updates, "the answer streams into one display updated in place"
+    assert {m["content"]["transient"]["display_id"] for m in updates} == {display_id}
     assert len(updates) < 20, f"80 deltas arriving at once gave {len(updates)} updates: not throttled"
+    # Then the live display is cleared (once the final output arrives) and the static rendering shown afresh.
+    clear, final = outputs[-2:]
+    assert clear["msg_type"] == "clear_output" and clear["content"]["wait"] is True
+    assert final["msg_type"] == "display_data" and "display_id" not in final["content"].get("transient", {})
+    assert set(final["content"]["data"]) == {"text/html", "text/markdown", "text/plain"}
+    assert final["content"]["data"]["text/markdown"].startswith(answer.strip())
+    assert final["content"]["metadata"]["pi_kernel"]["model"] == "fake-model"
+    assert [m["msg_type"] for m in outputs[1:-2]] == ["update_display_data"] * (len(outputs) - 3)
 
 
 def test_approval_by_comm_while_the_cell_runs(kernel: KernelDriver, server: FakeOpenAI) -> None:

@@ -179,6 +179,20 @@ async def test_nested_schema_grammar_yields_valid_arguments() -> None:
     assert isinstance(value.days, list)
 
 
+async def test_a_schema_llama_cpp_cannot_convert_still_gets_a_json_object() -> None:
+    odd = Tool(
+        name="lookup",
+        description="Look something up.",
+        parameters={"type": "object", "properties": {"key": {"$ref": "https://example.com/key.json"}}},
+    )
+    events, message = await run(ask("Look up the key 'colour'.", [odd]), tool_choice="lookup", max_tokens=32)
+
+    assert message.stop_reason == "tool_use", message.error_message
+    (call,) = message.tool_calls
+    raw = "".join(event.delta for event in events if event.type == "toolcall_delta")
+    assert isinstance(json.loads(raw), dict) and call.arguments == json.loads(raw)
+
+
 @pytest.mark.parametrize("choice", ["auto", "required"])
 async def test_after_a_tool_result_the_answer_is_text(choice: str) -> None:
     call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
@@ -423,3 +437,40 @@ def test_server_rejects_an_unknown_tool_choice_with_400(local_server: str) -> No
             tools=[WEATHER_FUNCTION],
             tool_choice={"type": "function", "function": {"name": "get_stock_price"}},
         )
+
+
+def test_server_stops_decoding_when_the_client_disconnects(local_server: str) -> None:
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(local_server)
+    body = json.dumps(
+        {
+            "model": LOCAL_MODEL_ID,
+            "messages": [{"role": "user", "content": "Write a very long essay about the history of Europe."}],
+            "max_tokens": 2000,
+            "stream": True,
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
+        sock.sendall(head + body)
+        received = b""
+        while b'"content": "' not in received.split(b"\r\n\r\n", 1)[-1]:
+            received += sock.recv(4096)  # until the answer's first text arrives
+        assert received.startswith(b"HTTP/1.1 200")
+    # hung up mid-answer
+
+    # The model is busy with one request at a time: a quick answer now means the long one was stopped.
+    import openai
+
+    started = time.perf_counter()
+    client = openai.OpenAI(base_url=local_server, api_key="unused", max_retries=0)
+    reply = client.chat.completions.create(
+        model=LOCAL_MODEL_ID, messages=[{"role": "user", "content": "Say hi."}], max_tokens=4
+    )
+    assert reply.choices[0].message.content
+    assert time.perf_counter() - started < 10, "the abandoned request kept the model busy"

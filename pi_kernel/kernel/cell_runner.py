@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec, redact
+from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, make_turn_view
 
@@ -77,13 +78,20 @@ def parse_options(line: str) -> TurnOptions:
     return TurnOptions(model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve)
 
 
-def _stdin_reader(session: PiSession) -> tuple[bool, Any]:
+def _request(session: PiSession) -> dict[str, Any] | None:
+    """The cell's own ``execute_request`` (public ``get_parent``, per cell and subshell); ``None`` outside a kernel."""
+    kernel = session.kernel
+    if kernel is None or not hasattr(kernel, "get_parent"):
+        return None
+    parent = kernel.get_parent("shell")
+    return parent if isinstance(parent, dict) and parent.get("header") else None
+
+
+def _stdin_reader(session: PiSession, request: dict[str, Any] | None) -> tuple[bool, Any]:
     """Whether the running cell may read stdin, and the function that asks."""
     kernel = session.kernel
     if kernel is not None:
-        # The cell's own execute_request says (public ``get_parent``, per cell and subshell).
-        parent = kernel.get_parent("shell") if hasattr(kernel, "get_parent") else None
-        allowed = bool(((parent or {}).get("content") or {}).get("allow_stdin", False))
+        allowed = bool(((request or {}).get("content") or {}).get("allow_stdin", False))
         return allowed, (kernel.raw_input if allowed else None)
     return sys.stdin is not None and sys.stdin.isatty(), builtins.input
 
@@ -111,11 +119,13 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     if agent.is_running:
         raise PiUsageError("the agent is already running a turn (interrupt it first)")
     loop = asyncio.get_running_loop()
-    allow_stdin, raw_input = _stdin_reader(session)
-    run = RunState(options, cell_id, allow_stdin, raw_input, loop)
+    request = _request(session)
+    allow_stdin, raw_input = _stdin_reader(session, request)
+    widgets = session.frontend.renders_widgets(message_session(request) if request else None)
+    run = RunState(options, cell_id, allow_stdin, raw_input, loop, widgets=widgets, parent=request)
     session.begin_turn(cell_id)
     session.tool_context.cwd = Path.cwd()
-    view = make_turn_view(session, prompt, options)
+    view = make_turn_view(session, prompt, options, widgets=widgets)
     start = len(agent.state.messages)
     saved = (agent.state.model, agent.max_turns)
     agent.state.model = model
@@ -127,7 +137,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
 
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
-    session.run = run
+    session.set_run(run)
     cancelled = False
     try:
         with interrupt_hook(session.interrupt, loop):
@@ -135,7 +145,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
-        session.run = None
+        session.set_run(None)
         unsubscribe_view()
         unsubscribe_approvals()
         agent.state.model = saved[0] if options.model else agent.state.model

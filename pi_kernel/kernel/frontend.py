@@ -8,6 +8,15 @@ it that notes the fact and hands the comm to ipywidgets' own handler
 ipywidgets re-registers its handler over ours, so ``ensure_targets`` puts ours
 back (cheap; run before each cell). ``PI_WIDGETS=0/1`` overrides detection.
 
+Several front-ends may share one kernel (JupyterLab and ``jupyter console
+--existing``), so widgets are decided per request: every client stamps its
+messages with its own ``header.session`` (JupyterLab: one per kernel
+connection, the same for a notebook's cells and its widget manager's comms),
+so the tracker remembers the sessions that opened the control comm and
+``renders_widgets(session_id)`` answers for the client that sent a cell. The
+widget manager closes the control comm right after loading the widget
+states, so a session stays known until the kernel restarts.
+
 Approvals: a front-end without widgets (a test client, another tool) opens a
 ``pi.approval`` comm. The kernel sends it every approval request and
 resolution (``{"event": "requested" | "resolved", "request": {...}}``) and
@@ -35,6 +44,21 @@ Resolver = Callable[[str, dict[str, Any]], bool]
 PendingLister = Callable[[], list[dict[str, Any]]]
 
 
+def message_session(message: dict[str, Any] | None) -> str | None:
+    """The client session that sent ``message`` (``header.session``), if it says."""
+    header = (message or {}).get("header") or {}
+    session_id = header.get("session")
+    return str(session_id) if session_id else None
+
+
+def request_session(kernel: Any) -> str | None:
+    """The client session of the shell request the kernel is handling now (``None`` outside a kernel)."""
+    get_parent = getattr(kernel, "get_parent", None)
+    if get_parent is None:
+        return None
+    return message_session(get_parent("shell"))
+
+
 def _comm_manager() -> Any:
     try:
         from comm import get_comm_manager
@@ -53,6 +77,8 @@ class FrontendTracker:
         """``True``/``False`` from ``PI_WIDGETS`` or config; ``None``: detect."""
         self.widget_control_opened = False
         """A widget manager connected (``jupyter.widget.control`` was opened)."""
+        self.widget_sessions: set[str] = set()
+        """The client sessions (``header.session``) whose widget manager opened the control comm."""
         self._approval_comms: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -60,8 +86,20 @@ class FrontendTracker:
 
     @property
     def widgets(self) -> bool:
-        """Whether widgets render in this front-end."""
+        """Whether widgets render in some connected front-end (see ``renders_widgets`` for one request)."""
         return self.widgets_override if self.widgets_override is not None else self.widget_control_opened
+
+    def renders_widgets(self, session_id: str | None) -> bool:
+        """Whether widgets render in the client whose messages carry ``session_id``.
+
+        ``None`` (no request to ask, as in a terminal IPython): whether any widget manager connected.
+        """
+        if self.widgets_override is not None:
+            return self.widgets_override
+        if session_id is None:
+            return self.widget_control_opened
+        with self._lock:
+            return session_id in self.widget_sessions
 
     @property
     def approval_clients(self) -> int:
@@ -103,7 +141,11 @@ class FrontendTracker:
                 del targets[name]
 
     def _open_widget_control(self, comm: Any, msg: dict[str, Any]) -> None:
-        self.widget_control_opened = True
+        session_id = message_session(msg)
+        with self._lock:
+            if session_id is not None:
+                self.widget_sessions.add(session_id)
+            self.widget_control_opened = True
         import ipywidgets  # registers ipywidgets' own targets (over ours: put ours back)
 
         self.ensure_targets()

@@ -11,6 +11,30 @@ Ordinary cells run as Python; ``%%pi`` cells go to the session's agent (see
 
 Traitlets win over the environment (``PI_MODEL``, ``PI_APPROVAL``, ...), which
 wins over a ``.env`` file.
+
+Busy status while a ``%%pi`` cell waits: ipykernel wraps every control request
+and every request handled on a subshell in ``status: busy`` / ``status: idle``
+messages parented by that request (ipykernel issue #799, jupyter_client issue
+#838). JupyterLab's status bar takes any ``status`` as the kernel's state
+(except for message types listed in the server's
+``MappingKernelManager.untracked_message_types``), and it sends such requests
+while a cell runs: a ``create_subshell_request`` on the control channel when
+the first comm of a target opens (``commsOverSubshells``; once per cell, as the
+view closes its widgets at the end), and any request of a console attached to
+a subshell (``%pi allow ID`` typed there, say). Each ends with an ``idle`` that
+made the status bar read "Idle" while the cell waited for an approval (its
+``[*]`` still busy). (The widgets' own ``comm_msg`` clicks do not: ipykernel
+7.4 routes them back to the shell the comm last sent from, the cell's, and
+dispatches them concurrently with no status.) So after each control request
+and each shell request not dispatched concurrently, ``PiKernel`` sends
+``status: busy`` again with the running turn's ``execute_request`` as parent:
+the state is true, clients that track a request by its ``idle`` are not
+affected, and the lock in ``PiSession.reassert_busy`` orders it before the
+cell's own final ``idle``. Only public pieces are used: ``dispatch_control`` /
+``dispatch_shell`` are overridden without depending on their arguments (only
+an optional ``concurrent`` keyword is read), and the status goes out through
+``session.send`` on ``iopub_socket``. Outside ``%%pi`` turns (a long Python
+cell) ipykernel's behaviour is unchanged.
 """
 
 from __future__ import annotations
@@ -51,3 +75,32 @@ class PiKernel(IPythonKernel):
 
         overrides = {name: getattr(self, name) for name in CONFIG_NAMES}
         self.pi_session = attach(self.shell, overrides, kernel=self)
+
+    async def dispatch_control(self, *args: Any, **kwargs: Any) -> None:
+        await super().dispatch_control(*args, **kwargs)
+        self._reassert_busy()
+
+    async def dispatch_shell(self, *args: Any, **kwargs: Any) -> None:
+        await super().dispatch_shell(*args, **kwargs)
+        if not kwargs.get("concurrent", False):  # a concurrent comm message publishes no status
+            self._reassert_busy()
+
+    def _reassert_busy(self) -> None:
+        """``status: busy`` for the running ``%%pi`` cell, after another request's ``idle`` (see above)."""
+        session, wire = getattr(self, "pi_session", None), self.session
+        if session is None or wire is None:
+            return
+
+        def publish(parent: dict[str, Any]) -> None:
+            wire.send(
+                self.iopub_socket,
+                "status",
+                {"execution_state": "busy"},
+                parent=parent,
+                ident=f"kernel.{self.ident}.status".encode(),
+            )
+
+        try:
+            session.reassert_busy(publish)
+        except Exception:  # a status message must never break request handling
+            self.log.debug("pi_kernel: could not re-send busy", exc_info=True)

@@ -16,6 +16,7 @@ from pi_kernel.kernel.config import (
     local_model_installed,
     model_from_spec,
 )
+from pi_kernel.kernel.frontend import request_session
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -31,7 +32,7 @@ class CommandError(Exception):
 def status(session: PiSession, words: list[str]) -> str:
     model = session.model
     tools = [info.name for info in session.registry.list() if info.enabled]
-    frontend = "widgets" if session.frontend.widgets else "text"
+    frontend = "widgets" if session.frontend.renders_widgets(request_session(session.kernel)) else "text"
     if session.frontend.approval_clients:
         frontend += f" + {session.frontend.approval_clients} approval client(s)"
     lines = [

@@ -41,6 +41,10 @@ class RunState:
     raw_input: Callable[[str], str] | None
     loop: asyncio.AbstractEventLoop
     interrupted: bool = False
+    widgets: bool = False
+    """The front-end that sent the cell renders widgets (its approvals are answered there)."""
+    parent: dict[str, Any] | None = None
+    """The cell's ``execute_request`` (in a kernel): the parent of the ``busy`` that ``reassert_busy`` sends."""
 
 
 class PiSession:
@@ -53,6 +57,8 @@ class PiSession:
         self.view_factory: Callable[..., Any] | None = None
         """Overrides ``views.make_turn_view`` (tests, other front-ends)."""
         self.run: RunState | None = None
+        """The ``%%pi`` turn running now; set and cleared under ``run_lock``."""
+        self.run_lock = threading.Lock()
         self._agent: Agent | None = None
         self._registry: ToolRegistry | None = None
         self._tool_context: ToolContext | None = None
@@ -194,6 +200,23 @@ class PiSession:
         if self._broker is not None:
             self._broker.deny_all()
 
+    def set_run(self, run: RunState | None) -> None:
+        with self.run_lock:
+            self.run = run
+
+    def reassert_busy(self, publish: Callable[[dict[str, Any]], None]) -> bool:
+        """If a turn runs, ``publish(its execute_request)`` under ``run_lock``; returns whether it did.
+
+        The lock orders this before the turn's end (``set_run(None)``), which comes before ipykernel's
+        ``idle`` for the cell, so a re-sent ``busy`` can never land after that ``idle``.
+        """
+        with self.run_lock:
+            run = self.run
+            if run is None or not run.parent:
+                return False
+            publish(run.parent)
+            return True
+
     def private_loop(self) -> asyncio.AbstractEventLoop:
         """The loop of ``%%pi`` cells run without top-level ``await`` (kept: the agent outlives a cell)."""
         with self._lock:
@@ -211,7 +234,8 @@ class PiSession:
         """Who can answer an approval now: the front-end, stdin, or nobody."""
         from pi_kernel.kernel.views import widget_view_factory
 
-        widgets_answer = self.frontend.widgets and (self.view_factory is not None or widget_view_factory() is not None)
+        widgets = self.run.widgets if self.run is not None else self.frontend.widgets
+        widgets_answer = widgets and (self.view_factory is not None or widget_view_factory() is not None)
         if widgets_answer or self.frontend.approval_clients:
             return "frontend"
         if self.run is not None and self.run.allow_stdin and self.run.raw_input is not None:

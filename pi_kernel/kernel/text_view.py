@@ -1,33 +1,61 @@
-"""The plain-text view of a turn: one display output, updated in place, throttled.
+"""The plain-text view of a turn: a live display while it runs, the static rendering when it ends.
 
-Shows the assistant's text as it streams, each tool call with its status and
-a tail of its output, approval prompts with how to answer them, and at the
-end the outcome and token usage. It is the view for consoles and headless
-runs, the fallback when widgets do not render, and (``render_messages``) the
-static transcript of ``%pi history``.
+Used where widgets do not render: terminal consoles, nbclient/papermill, a
+notebook without a widget manager. While the turn runs, one display output
+is updated in place (throttled: at most ``1 / interval`` updates a second; a
+per-token update floods the front-end, see the field notes) with the
+assistant's text, each tool call with its status and a tail of its output,
+and how to answer a waiting approval.
 
-Updates are coalesced to at most ``1 / interval`` per second: a per-token
-update floods the front-end (see the field notes: ZeroMQ queues overflow and
-the final ``idle`` can be lost).
+When the turn ends the live display is replaced by a fresh ``display_data``
+holding ``pi_kernel.widgets.static_render.render_static`` of the turn:
+``text/html``, ``text/markdown``, ``text/plain`` and the structured
+``metadata["pi_kernel"]`` (no secrets), the same bundle the widget view
+leaves. It is preceded by ``clear_output(wait=True)``, so a notebook
+front-end (JupyterLab, nbclient) keeps only the final output, with no
+flicker and no stale copy of the live display, while a terminal console
+(``jupyter console`` ignores ``update_display_data``, so it saw only the
+first state of the live display) prints the final text. The clear also
+removes anything else the cell printed during the turn (a tool's own
+``print``, JupyterLab's echo of a stdin answer); the final output records
+the tool results and approval decisions instead.
+
+Outside a kernel (IPython in a terminal) nothing is shown live; the final
+text is printed once. ``render_messages`` is the static transcript of
+``%pi history``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.config import redact
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.widgets.static_render import StaticOutput, render_static
+from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
 
+logger = logging.getLogger("pi_kernel.kernel")
+
 TAIL_LINES = 6
 ARGS_LIMIT = 300
+STATUS_MARKS = {
+    "streaming": "…",
+    "pending": "…",
+    "waiting": "⏸",
+    "running": "▶",
+    "done": "✓",
+    "error": "✗",
+    "denied": "⊘",
+    "interrupted": "✗",
+}
 
 
 def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
@@ -60,15 +88,6 @@ def indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-@dataclass
-class ToolLine:
-    name: str
-    args: Any = None
-    status: str = "running"
-    """``running``, ``approval``, ``done``, ``error``."""
-    output: str = ""
-
-
 APPROVAL_HELP = (
     "    waiting for approval ({id}): answer on the stdin prompt if one is shown, over the pi.approval comm,\n"
     "    or from a console on this kernel: %pi allow {id} [--always] | %pi deny {id} [reason]"
@@ -79,112 +98,107 @@ class TextTurnView:
     def __init__(self, session: PiSession, prompt: str, options: TurnOptions, interval: float = 0.1) -> None:
         self.session = session
         self.interval = interval
-        self.model_name = options.model or (session.model.id if session.model is not None else "?")
-        self.messages: list[Any] = []
-        """Assistant messages of this turn, in order (the streaming one is updated in place)."""
-        self.tools: dict[str, ToolLine] = {}
-        self.footer = ""
+        model = session.model
+        self.state = TurnState(
+            model=(options.model if options is not None else None) or (model.id if model is not None else "?"),
+            provider="" if options is not None and options.model else getattr(model, "provider", "") or "",
+            label_of=self._label,
+        )
+        self.static: StaticOutput | None = None
+        """The final bundle, once ``finish`` ran."""
         self._handle: Any = None
         self._shown = ""
         self._last_flush = 0.0
         self._scheduled: asyncio.TimerHandle | None = None
         self._live = hasattr(session.shell, "kernel")
-        """In a kernel the output is updated in place; a terminal gets the final text once."""
+        """In a kernel the turn is shown live; a terminal gets the final text once."""
 
     # -- TurnView -----------------------------------------------------------------------------
 
     def handle_event(self, event: Any) -> None:
-        kind = event.type
-        if kind in ("message_start", "message_update", "message_end") and event.message.role == "assistant":
-            self._track_message(event.message)
-        elif kind == "tool_execution_start":
-            self.tools[event.tool_call_id] = ToolLine(event.tool_name, event.args)
-        elif kind == "tool_execution_update":
-            line = self.tools.setdefault(event.tool_call_id, ToolLine(event.tool_name, event.args))
-            line.output = result_text(event.partial_result)
-        elif kind == "tool_execution_end":
-            line = self.tools.setdefault(event.tool_call_id, ToolLine(event.tool_name))
-            line.status = "error" if event.is_error else "done"
-            line.output = result_text(event.result)
-        else:
+        if self.static is not None:
             return
+        self.state.apply(event)
+        kind = event.type
         self._request_flush(immediate=kind in ("tool_execution_start", "tool_execution_end", "message_end"))
 
     def handle_approval(self, kind: str, request: Any) -> None:
-        line = self.tools.setdefault(request.tool_call_id, ToolLine(request.tool_name, request.args))
-        if kind == "requested":
-            line.status = "approval"
-        elif line.status == "approval":
-            decision = request.decision
-            line.status = "running"
-            if decision is not None and decision.kind == "deny":
-                line.output = f"denied: {decision.reason or 'by the user'}"
-        self._request_flush(immediate=True)
+        if self.static is None and self.state.apply_approval(kind, request) is not None:
+            self._request_flush(immediate=True)
 
     def finish(self, outcome: TurnOutcome) -> None:
+        if self.static is not None:
+            return
         if self._scheduled is not None:
             self._scheduled.cancel()
             self._scheduled = None
-        for message in outcome.messages:
-            if getattr(message, "role", "") == "assistant":
-                self._track_message(message)
         if outcome.status == "interrupted":
-            self.footer = "Interrupted"
-        elif outcome.status == "error":
-            self.footer = f"Error: {outcome.error}"
-        else:
-            self.footer = usage_line(outcome.messages)
-        if self._live:
-            self._flush()
-        else:
-            print(self.render())
+            self.state.aborted = True
+        if outcome.status == "error" and not any(
+            isinstance(block, NoticeBlock) and block.kind == "error" for block in self.state.blocks
+        ):
+            self.state.blocks.append(NoticeBlock("error", outcome.error or "the turn failed"))
+        self.state.finish()
+        self.static = self._render_static()
+        if not self._live:
+            print(self.static.data.get("text/plain", ""))
+            return
+        from IPython.display import clear_output, display
+
+        if self._handle is not None:
+            clear_output(wait=True)  # the live display goes when the final output arrives
+        display(self.static.data, raw=True, metadata=self.static.metadata)
 
     # -- rendering ----------------------------------------------------------------------------
 
     def render(self) -> str:
-        rows = [f"π {self.model_name}"]
-        for message in self.messages:
-            rows.extend(self._render_message(message))
-        if self.footer:
-            rows.append(f"── {self.footer}")
-        elif not self.messages:
+        """The live text."""
+        rows = [f"π {self.state.model or '?'}"]
+        for block in self.state.blocks:
+            if isinstance(block, TextBlock) and block.kind == "text":
+                if block.text.strip():
+                    rows.append(block.text.strip("\n"))
+            elif isinstance(block, TextBlock):
+                if block.text.strip():
+                    rows.append(indent(tail(block.text, 3), "  ~ "))
+            elif isinstance(block, ToolCallBlock):
+                rows.extend(self._render_tool(block))
+            else:
+                rows.append(f"[{block.kind}: {block.text}]")
+        if not self.state.blocks:
             rows.append("…")
         return redact("\n".join(rows))
 
-    def _render_message(self, message: Any) -> list[str]:
-        rows: list[str] = []
-        for block in message.content:
-            kind = getattr(block, "type", "")
-            if kind == "text" and block.text.strip():
-                rows.append(block.text.strip("\n"))
-            elif kind == "thinking" and block.thinking.strip():
-                rows.append(indent(tail(block.thinking, 3), "  ~ "))
-            elif kind == "tool_call":
-                rows.extend(self._render_tool(block.id, block.name, block.arguments))
-        if message.stop_reason == "error" and message.error_message:
-            rows.append(f"✗ {message.error_message}")
+    def _render_tool(self, block: ToolCallBlock) -> list[str]:
+        mark = STATUS_MARKS.get(block.status, "…")
+        rows = [f"{mark} {block.name} {short_json(plain_arguments(block.arguments))}"]
+        if block.status == "waiting":
+            rows.append(APPROVAL_HELP.format(id=block.id))
+        if block.status == "denied" and block.decision is not None:
+            output = f"denied: {block.decision.reason or 'by the user'}"
+        else:
+            output = block.result_text() if block.result is not None else block.output
+        if output.strip():
+            rows.append(indent(tail(output)))
         return rows
 
-    def _render_tool(self, tool_call_id: str, name: str, arguments: Any) -> list[str]:
-        line = self.tools.get(tool_call_id)
-        args = line.args if line is not None and line.args is not None else arguments
-        args = plain_arguments(args)
-        mark = {"running": "▶", "approval": "⏸", "done": "✓", "error": "✗"}.get(line.status if line else "", "…")
-        rows = [f"{mark} {name} {short_json(args)}"]
-        if line is not None and line.status == "approval":
-            rows.append(APPROVAL_HELP.format(id=tool_call_id))
-        if line is not None and line.output.strip():
-            rows.append(indent(tail(line.output)))
-        return rows
+    def _render_static(self) -> StaticOutput:
+        try:
+            return render_static(self.state, self._definition)
+        except Exception:  # a rendering bug must still leave the answer
+            logger.exception("pi_kernel: static rendering of the turn failed")
+            return StaticOutput({"text/plain": self.render()}, {})
+
+    def _definition(self, name: str) -> Any:
+        try:
+            return self.session.tool_definition(name)
+        except Exception:  # noqa: BLE001 - an unknown tool renders with the defaults
+            return None
+
+    def _label(self, name: str) -> str:
+        return str(getattr(self._definition(name), "label", "") or name)
 
     # -- output -------------------------------------------------------------------------------
-
-    def _track_message(self, message: Any) -> None:
-        for index, known in enumerate(self.messages):
-            if known is message or (known.timestamp == message.timestamp and known.role == message.role):
-                self.messages[index] = message
-                return
-        self.messages.append(message)
 
     def _request_flush(self, immediate: bool = False) -> None:
         if not self._live:
@@ -203,7 +217,7 @@ class TextTurnView:
         self._flush()
 
     def _flush(self) -> None:
-        if not self._live:
+        if not self._live or self.static is not None:
             return
         from IPython.display import display
 

@@ -5,10 +5,12 @@ The cell runner calls a view from the event loop's thread only:
 its listeners), ``handle_approval`` when a tool call starts or stops waiting
 for a person, and ``finish`` once with the outcome.
 
-``make_turn_view`` picks the widget view when widgets render in this
-front-end and ``pi_kernel.widgets`` provides ``make_turn_view``; otherwise the
-plain-text view, which is also the fallback for consoles and the static
-rendering. A session may set ``session.view_factory`` to use another view.
+``make_turn_view`` picks the widget view when widgets render in the
+front-end that sent the cell (``widgets``, decided per request by
+``FrontendTracker.renders_widgets``) and ``pi_kernel.widgets`` provides
+``make_turn_view``; otherwise the plain-text view (``text_view``), which ends
+in the same static output and is what consoles and headless runs get. A
+session may set ``session.view_factory`` to use another view.
 """
 
 from __future__ import annotations
@@ -65,11 +67,14 @@ def widget_view_factory() -> Any:
     return getattr(widgets, "make_turn_view", None)
 
 
-def make_turn_view(session: PiSession, prompt: str, options: TurnOptions) -> TurnView:
-    """The view for one turn: ``session.view_factory``, else widgets where they render, else text."""
+def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
+    """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
+
+    ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).
+    """
     if session.view_factory is not None:
         return session.view_factory(session, prompt, options)  # type: ignore[no-any-return]
-    if session.frontend.widgets:
+    if session.frontend.widgets if widgets is None else widgets:
         factory = widget_view_factory()
         if factory is not None:
             return factory(session, prompt, options)  # type: ignore[no-any-return]

@@ -6,12 +6,19 @@ kernel's event loop); its results cross to the loop through
 side (the worker notices between two tokens and stops on its own), so
 ``stop_reason`` ``"aborted"`` does not wait for a prompt evaluation to finish.
 See ``local_engine`` for how grammar-constrained tool calling works.
+
+Two prompts, both from the GGUF's chat template: the tool decision and the
+arguments come from the system prompt and the current user turn only; a text
+answer comes from the whole transcript (oldest turns dropped when it does not
+fit the context). ``usage.input`` counts the prompt the output continues;
+``usage.output`` counts every sampled token, the tool-choice head included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -36,6 +43,7 @@ HEAD_MAX_TOKENS = 64
 """Enough for ``functions.<any reasonable name>:``; the choice grammar ends it sooner."""
 _ABORTED_TEXT = "Request was aborted"
 MESSAGE_HEAD = "message:"
+PUSH_INTERVAL_S = 0.02
 MAX_TOOL_RESULT_CHARS = 4000
 """A tool result longer than this is cut in the prompt: the model's context is small."""
 
@@ -304,6 +312,26 @@ async def _events(
             remove_listener()
 
 
+def _forward(pieces: Any, push: Any) -> None:
+    """Hand decoded text to the event loop: the first piece at once, then at most every ``PUSH_INTERVAL_S``.
+
+    Each hand-over wakes the loop's thread; on a two-core machine, waking it
+    for every token steals time from llama.cpp's threads (measured: decoding
+    about 25% slower). A reader sees no difference at 50 hand-overs a second.
+    """
+    held: list[str] = []
+    last = 0.0
+    for piece in pieces:
+        held.append(piece)
+        now = time.monotonic()
+        if now - last >= PUSH_INTERVAL_S:
+            push("piece", "".join(held))
+            held.clear()
+            last = now
+    if held:
+        push("piece", "".join(held))
+
+
 def _decode(
     engine: Any,
     context: Context,
@@ -372,8 +400,7 @@ def _decode(
                     grammar=engine.schema_grammar(tool.json_schema()),
                     should_stop=halt.is_set,
                 )
-            for piece in pieces:
-                push("piece", piece)
+            _forward(pieces, push)
             push("end", _End(len(head_stats.tokens) + len(stats.tokens), stats.hit_limit, stats.stopped))
     except Exception as error:  # noqa: BLE001 - reported as the stream's error event
         push("error", f"{type(error).__name__}: {error}")

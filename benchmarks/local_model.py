@@ -1,6 +1,6 @@
 """Benchmark: the local provider against raw ``llama_cpp.Llama`` generation.
 
-Both sides use the same loaded model (same GGUF file, context size, threads),
+Both sides use the same loaded model on the same thread (same GGUF file, context size, threads),
 the same rendered chat prompt, the same sampling settings and seed, and the
 same token limit; runs alternate, the KV cache is cleared before each one so
 every run evaluates the whole prompt. Measured: time to first token (request
@@ -18,6 +18,8 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +52,31 @@ class Run:
         return (self.tokens - 1) / self.decode_s if self.decode_s > 0 else float("nan")
 
 
+def on_decoder_thread(fn: Callable[[], Run]) -> Run:
+    """Run ``fn`` on the engine's decoding thread, where the provider decodes too.
+
+    llama.cpp's OpenMP pools are per calling thread and slow each other down
+    (see ``LocalEngine.run_in_decoder_thread``): both sides must compute on
+    the same thread for a fair comparison.
+    """
+    done: Future[Run] = Future()
+
+    def job() -> None:
+        try:
+            done.set_result(fn())
+        except BaseException as error:  # noqa: BLE001 - handed to the caller
+            done.set_exception(error)
+
+    get_engine().run_in_decoder_thread(job)
+    return done.result()
+
+
 def raw_run(prompt: str) -> Run:
     """``Llama.create_completion`` streamed, as a llama-cpp-python user would write it."""
+    return on_decoder_thread(lambda: _raw_run(prompt))
+
+
+def _raw_run(prompt: str) -> Run:
     engine = get_engine()
     llama = engine.load()
     llama.reset()
@@ -79,7 +104,7 @@ def raw_run(prompt: str) -> Run:
 
 
 async def provider_run(context: Context) -> Run:
-    get_engine().load().reset()
+    on_decoder_thread(lambda: get_engine().load().reset() or Run(0, 0, 0))
     model = Model(id=LOCAL_MODEL_ID, provider="local")
     start = time.perf_counter()
     first = last = 0.0

@@ -1,7 +1,7 @@
 """The ``local`` provider: the offline model streamed as the same events as OpenAI's.
 
-Decoding runs in a worker thread (it is CPU-bound and must not block the
-kernel's event loop); its results cross to the loop through
+Decoding runs on the engine's decoding thread (it is CPU-bound and must not
+block the kernel's event loop); its results cross to the loop through
 ``call_soon_threadsafe``. An abort ends the stream at once from the loop's
 side (the worker notices between two tokens and stops on its own), so
 ``stop_reason`` ``"aborted"`` does not wait for a prompt evaluation to finish.
@@ -243,11 +243,8 @@ async def _events(
             halt.set()  # the loop is closed: nobody listens any more
 
     remove_listener = signal.add_listener(lambda _reason: push("abort", None)) if signal is not None else None
-    worker = threading.Thread(
-        target=_decode, args=(engine, context, options, heads, push, halt), name="pi-local-model", daemon=True
-    )
     yield AssistantMessageEvent("start", message)
-    worker.start()
+    engine.run_in_decoder_thread(lambda: _decode(engine, context, options, heads, push, halt))
     usage = Usage()
     block: TextContent | ToolCall | None = None
     parser = IncrementalJSONParser()

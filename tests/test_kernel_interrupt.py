@@ -64,7 +64,7 @@ def assert_interrupted_then_usable(kernel: KernelDriver, server: FakeOpenAI, res
 
 def test_interrupt_during_the_stream(kernel: KernelDriver, server: FakeOpenAI) -> None:
     kernel.run("%pi reset")
-    server.enqueue(Chunks(text_chunks("word " * 100, parts=100), delay=0.1))
+    server.enqueue(Chunks(text_chunks("word " * 100, parts=100), delay=0.3))
     started: dict[str, float] = {"updates": 0}
 
     def on_iopub(message: dict[str, Any]) -> None:
@@ -74,8 +74,8 @@ def test_interrupt_during_the_stream(kernel: KernelDriver, server: FakeOpenAI) -
                 started["at"] = time.monotonic()
                 kernel.interrupt()
 
-    result = kernel.run("%%pi\nTalk", cell_id="stream", on_iopub=on_iopub, timeout=30)
-    assert time.monotonic() - started["at"] < 3  # well before the 10 s the stream would take
+    result = kernel.run("%%pi\nTalk", cell_id="stream", on_iopub=on_iopub, timeout=60)
+    assert time.monotonic() - started["at"] < 10  # well before the 30 s the stream would take
     assert server.wait_for(lambda fake: fake.client_disconnects >= 1, timeout=5)  # the HTTP stream was closed
     assert_interrupted_then_usable(kernel, server, result)
 
@@ -94,7 +94,7 @@ def test_interrupt_during_an_approval_wait(kernel: KernelDriver, server: FakeOpe
 
     result = kernel.run("%%pi\nAdd twice", cell_id="approval", on_iopub=on_iopub, timeout=30)
     kernel.comm_close(comm_id)
-    assert time.monotonic() - state["at"] < 3
+    assert time.monotonic() - state["at"] < 10  # not the approval timeout
     assert "Operation aborted" in result.text or "Interrupted by the user" in result.text
     resolved = [
         data["decision"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import time
 from typing import Any
 
 import pytest
@@ -31,7 +30,7 @@ from pi_kernel.ai import (
     stream,
     validate_tool_arguments,
 )
-from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID, find_local_model_file
+from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID, find_local_model_file, get_engine
 
 _MISSING = (
     "llama-cpp-python is not installed (pip install 'pi-kernel[local]')"
@@ -242,26 +241,28 @@ async def test_abort_mid_generation_ends_promptly_with_aborted() -> None:
         ask("Write a very long essay about the history of Europe."),
         StreamOptions(signal=controller.signal, max_tokens=2000),
     )
-    aborted_at = None
-    deltas = 0
+    deltas = after_abort = 0
+    decoded_at_abort = 0
     async for event in s:
         if event.type == "text_delta":
             deltas += 1
+            if controller.signal.aborted:
+                after_abort += 1
             if deltas == 3:
                 controller.abort()
-                aborted_at = time.perf_counter()
+                decoded_at_abort = get_engine().tokens_decoded
     message = await s.result()
-    latency = time.perf_counter() - (aborted_at or 0)
 
     assert message.stop_reason == "aborted"
     assert message.error_message
-    assert latency < 0.5, f"the stream ended {latency:.2f}s after the abort"
+    assert after_abort == 0, "the stream went on after the abort"
     assert message.text  # partial text kept
-    # The worker stopped too: the model is free for the next request at once.
-    started = time.perf_counter()
+    # The worker stopped too: the next request runs after it, and between the
+    # abort and the end of that request only a handful of tokens were decoded
+    # (of the 2000 the essay was allowed).
     _, after = await run(ask("Say hi."), max_tokens=4)
     assert after.stop_reason in ("stop", "length")
-    assert time.perf_counter() - started < 5
+    assert get_engine().tokens_decoded - decoded_at_abort < 40
 
 
 async def test_an_already_aborted_signal_ends_before_decoding() -> None:
@@ -462,15 +463,16 @@ def test_server_stops_decoding_when_the_client_disconnects(local_server: str) ->
         while b'"content": "' not in received.split(b"\r\n\r\n", 1)[-1]:
             received += sock.recv(4096)  # until the answer's first text arrives
         assert received.startswith(b"HTTP/1.1 200")
+        decoded_at_hang_up = get_engine().tokens_decoded
     # hung up mid-answer
 
     # The model is busy with one request at a time: a quick answer now means the long one was stopped.
     import openai
 
-    started = time.perf_counter()
     client = openai.OpenAI(base_url=local_server, api_key="unused", max_retries=0)
     reply = client.chat.completions.create(
         model=LOCAL_MODEL_ID, messages=[{"role": "user", "content": "Say hi."}], max_tokens=4
     )
     assert reply.choices[0].message.content
-    assert time.perf_counter() - started < 10, "the abandoned request kept the model busy"
+    # The reply waited for the abandoned request to stop; it stopped after a handful of its 2000 tokens.
+    assert get_engine().tokens_decoded - decoded_at_hang_up < 60, "the abandoned request kept decoding"

@@ -172,6 +172,8 @@ class LocalEngine:
     _grammars: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _jobs: queue.SimpleQueue[Callable[[], None]] | None = field(default=None, init=False, repr=False)
+    tokens_decoded: int = field(default=0, init=False)
+    """Tokens generated over the engine's life: shows whether an abandoned request stopped."""
 
     def run_in_decoder_thread(self, job: Callable[[], None]) -> None:
         """Run ``job`` on the engine's one long-lived decoding thread (started on first use).
@@ -312,6 +314,7 @@ class LocalEngine:
                 if token in ends:
                     break
                 stats.tokens.append(token)
+                self.tokens_decoded += 1
                 piece, reached = stops.feed(utf8.decode(llama.detokenize([token])))
                 if piece:
                     yield piece

@@ -44,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+
 def _recorded_streams_dir() -> Path:
     """Real SSE bodies recorded from OpenAI and DeepSeek: the project's ``shared/`` beside the checkout."""
     if os.environ.get("PI_RECORDED_STREAMS"):

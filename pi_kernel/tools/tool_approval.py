@@ -36,7 +36,8 @@ def check_approval_option(approval: Any, tool_name: str) -> None:
     if isinstance(approval, str):
         if approval not in APPROVAL_WORDS:
             raise ValueError(
-                f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; got {approval!r}'
+                f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; '
+                f"got {approval!r}"
             )
         return
     if not callable(approval):

@@ -100,6 +100,9 @@ class JupyterLabServer:
             "JUPYTER_CONFIG_DIR": str(dirs["config"]),
             "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
             "JUPYTER_DATA_DIR": str(dirs["data"]),
+            # First on the kernelspec search path: in a virtualenv jupyter_core prefers the env's own
+            # share/jupyter over JUPYTER_DATA_DIR, where ``make setup`` installed the user-facing ``pi`` spec.
+            "JUPYTER_PATH": str(dirs["data"]),
             "JUPYTER_PLATFORM_DIRS": "1",
             "JUPYTERLAB_SETTINGS_DIR": str(dirs["settings"]),
             "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),

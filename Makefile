@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 # A portable llama.cpp build: a wheel built with -march=native crashes on other CPUs.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 PORT ?= 8888
+# Jupyter refuses to start as root (a container, a CI box) without being told it may.
+LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test setup setup-test chromium lint bench clean
 
@@ -29,7 +31,7 @@ chromium:
 	fi
 
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
+	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
 
 test: setup-test
 	$(BIN)/python -m pytest -p no:cacheprovider

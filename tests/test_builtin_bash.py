@@ -18,7 +18,9 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortController
 from pi_kernel.tools import wrap_tool_definition
 from pi_kernel.tools.builtin import create_bash_tool
+from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.paths import WorkspaceError
+from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES
 
 BASH = create_bash_tool()
 
@@ -143,6 +145,33 @@ async def test_long_output_keeps_the_tail_and_saves_everything(tmp_path: Path) -
     assert Path(path).read_text() == "".join(f"{i}\n" for i in range(1, 5001))
     assert result.details["truncation"]["truncated_by"] == "lines"
     os.unlink(path)
+
+
+async def test_output_longer_than_memory_keeps_counts_the_whole_output(tmp_path: Path) -> None:
+    """Memory keeps ~100 KB; the trailer's line numbers still count every line (288 KB here)."""
+    result = await call_tool(BASH, {"command": "seq 1 50000"}, make_ctx(tmp_path))
+    text = text_of(result)
+    path = result.details["full_output_path"]
+    assert text.startswith("48002\n") and text.endswith(
+        f"50000\n\n\n[Showing lines 48002-50001 of 50001. Full output: {path}]"
+    )
+    full = Path(path).read_bytes()
+    assert full == "".join(f"{i}\n" for i in range(1, 50001)).encode()
+    truncation = result.details["truncation"]
+    assert (truncation["total_lines"], truncation["total_bytes"]) == (50001, len(full))
+    os.unlink(path)
+
+
+def test_the_kept_tail_never_shrinks_below_what_the_model_is_shown() -> None:
+    """A small chunk after a big one must not leave only the small one in memory."""
+    spool = OutputSpool("pi-test")
+    spool.add(b"a" * 101_000)
+    spool.add(b"b" * 3_000)
+    text, details = spool.final()
+    assert text.startswith("a" * (DEFAULT_MAX_BYTES - 3_000) + "b" * 3_000)
+    assert details["truncation"]["total_bytes"] == 104_000
+    assert spool.full_output_path is not None
+    os.unlink(spool.full_output_path)
 
 
 async def test_one_huge_line_keeps_its_end_and_names_its_size(tmp_path: Path) -> None:

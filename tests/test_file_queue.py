@@ -213,3 +213,36 @@ async def test_thread_holder_and_async_caller_share_one_queue(tmp_path: Path) ->
     assert ran.is_set()
     await asyncio.to_thread(thread.join, 10)
     assert active_queue_count() == 0
+
+
+async def test_cancelling_a_sync_holder_keeps_the_turn_until_its_thread_ends(tmp_path: Path) -> None:
+    """A cancelled caller cannot stop its worker thread, so the next caller must wait for that thread."""
+    path = tmp_path / "w.txt"
+    log: list[str] = []
+    started, proceed = threading.Event(), threading.Event()
+
+    def slow_write() -> None:
+        log.append("holder:start")
+        started.set()
+        proceed.wait(timeout=10)
+        log.append("holder:end")
+
+    async def next_edit() -> None:
+        log.append("next:start")
+
+    holder = asyncio.create_task(with_file_mutation_queue(path, slow_write))
+    try:
+        await asyncio.to_thread(started.wait, 10)
+        waiter = asyncio.create_task(with_file_mutation_queue(path, next_edit))
+        await spin()
+        holder.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await holder  # the cancellation itself is not delayed by the thread
+        await spin()
+        assert log == ["holder:start"]  # the thread still runs, so the next caller still waits
+        assert active_queue_count() == 1
+    finally:
+        proceed.set()
+    await asyncio.wait_for(waiter, 10)
+    assert log == ["holder:start", "holder:end", "next:start"]
+    assert active_queue_count() == 0

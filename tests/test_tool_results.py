@@ -15,10 +15,13 @@ import pandas as pd
 import pytest
 from PIL import Image
 from pydantic import BaseModel
+from scripted_model import ScriptedModel, text_message, tool_call, tool_call_message, tool_results
 
+from pi_kernel.agent import Agent
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
-from pi_kernel.tools import ToolRetry, tool, wrap_tool_definition
+from pi_kernel.tools import ToolRegistry, ToolRetry, tool, wrap_tool_definition
+from pi_kernel.tools.images import MAX_IMAGE_BASE64_BYTES
 from pi_kernel.tools.results import MAX_SUMMARY_CHARS, to_agent_tool_result
 from pi_kernel.tools.retry import ToolRetryError
 
@@ -95,6 +98,28 @@ def test_pil_image_becomes_a_png_image() -> None:
     # A mode PNG cannot store is converted instead of failing.
     mime, data = decoded_image(to_agent_tool_result(Image.new("CMYK", (2, 2))))
     assert mime == "image/png" and Image.open(io.BytesIO(data)).mode == "RGBA"
+
+
+def test_a_big_image_from_a_tool_is_bounded_as_read_bounds_it() -> None:
+    @tool(registry=False)
+    def render(width: int, height: int) -> Image.Image:
+        """Render a picture."""
+        return Image.new("RGB", (width, height), "green")
+
+    result = wrap_tool_definition(render).execute("c1", {"width": 3000, "height": 1500})
+    note, image = result.content
+    assert isinstance(note, TextContent) and isinstance(image, ImageContent)
+    assert note.text == (
+        "[Image: original 3000x1500, displayed at 2000x1000. Multiply coordinates by 1.50 to map to original image.]"
+    )
+    assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (2000, 1000)
+    assert len(image.data) < MAX_IMAGE_BASE64_BYTES
+    # Image bytes go through the same bounds.
+    buffer = io.BytesIO()
+    Image.new("L", (2500, 100)).save(buffer, format="PNG")
+    note, image = to_agent_tool_result(buffer.getvalue()).content
+    assert isinstance(image, ImageContent)
+    assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (2000, 80)
 
 
 def test_matplotlib_figure_and_axes_become_png_images() -> None:
@@ -279,6 +304,38 @@ def test_async_tool_retry_uses_the_same_budget() -> None:
     first, second = asyncio.run(run_twice())
     assert first.endswith("(retry 1 of 1).")
     assert "Stop retrying fetch" in second
+
+
+async def test_the_retry_budget_starts_afresh_with_each_prompt() -> None:
+    """Failures spent in one prompt do not tell an unrelated later prompt to stop retrying."""
+    registry = ToolRegistry()
+
+    @tool(registry=registry, max_retries=1)
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        raise ToolRetry(f"Unknown city {city!r}")
+
+    bad = {"city": "Pariss"}
+    model = ScriptedModel(
+        [
+            tool_call_message(tool_call("lookup", bad)),
+            tool_call_message(tool_call("lookup", bad)),
+            text_message("I give up."),
+            tool_call_message(tool_call("lookup", bad)),
+            text_message("Still unknown."),
+        ]
+    )
+    agent = Agent(model.model, stream_fn=model, prepare_next_turn=registry.prepare_next_turn)
+    await agent.prompt("Where is Pariss?")
+    first_prompt = [result.content[0].text for result in tool_results(agent.state.messages)]
+    assert first_prompt[0].endswith("(retry 1 of 1).")
+    assert "Stop retrying lookup" in first_prompt[1]  # within a prompt the budget is spent
+
+    await agent.prompt("And Pariss again, a new question?")
+    later = tool_results(agent.state.messages)[len(first_prompt) :]
+    assert [result.content[0].text for result in later] == [
+        "Unknown city 'Pariss'\n\nFix the arguments and call lookup again (retry 1 of 1)."
+    ]
 
 
 def test_json_text_is_valid_json_for_nested_values() -> None:

@@ -23,13 +23,21 @@ them must see the same queue.
 
 ``fn`` (decided): a zero-argument callable. An ``async def`` function (or any
 callable returning an awaitable) is awaited on the caller's loop; a plain
-function runs on a worker thread (``asyncio.to_thread``) so its blocking file
+function runs on a worker thread (the loop's default executor, as ``asyncio.to_thread``) so its blocking file
 I/O does not stall the loop. Either way the queue is held until it finishes.
+
+Cancelling a caller whose ``fn`` runs on a worker thread cannot stop that
+thread, which may be half-way through writing the file. The caller's
+``CancelledError`` propagates at once, but the turn passes to the next
+caller only when the thread has ended; otherwise a cancelled ``edit`` and the
+next ``write`` of the same file would overlap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import os
 import threading
@@ -148,15 +156,37 @@ async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[]
     """
     key = mutation_queue_key(path)
     await _acquire_async(key)
+    release_here = True
     try:
         if inspect.iscoroutinefunction(fn):
             return await fn()
-        value = await asyncio.to_thread(fn)
+        work = _start_in_thread(fn)
+        try:
+            # Shielded: cancelling this caller must not pretend the thread stopped.
+            value = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if not work.done():
+                # The thread cannot be stopped and is still touching the file:
+                # the turn passes on only when it ends.
+                release_here = False
+                work.add_done_callback(lambda _finished: _release(key))
+            raise
         if inspect.isawaitable(value):
             value = await value
         return value
     finally:
-        _release(key)
+        if release_here:
+            _release(key)
+
+
+def _start_in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """``fn()`` on the loop's default executor, with the caller's contextvars (as ``asyncio.to_thread``).
+
+    Returned as a future, not awaited, so that a cancelled caller can still
+    learn when the thread really ends.
+    """
+    context = contextvars.copy_context()
+    return asyncio.get_running_loop().run_in_executor(None, functools.partial(context.run, fn))
 
 
 @contextmanager

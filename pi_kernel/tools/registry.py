@@ -11,7 +11,8 @@ active set: ``context.tools`` (the API ``tools`` array) and
 
 Wrapped tools are cached per name until that definition is replaced or the
 tool context changes, so a turn costs a list copy, and each wrapped tool keeps
-its ``ToolRetry`` budget across turns.
+its ``ToolRetry`` budget across the turns of a run (a new run starts a fresh
+count, see ``retry.py``).
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ returned value                         result
 ``str``                                one text block
 a content block / non-empty list of    passed through as ``content``
 content blocks (text, image)
-``bytes`` with PNG/JPEG/GIF/WebP       one ``ImageContent`` with that MIME type
-magic
+``bytes`` with PNG/JPEG/GIF/WebP       one ``ImageContent`` with that MIME type (bounded, see
+magic                                  below)
 other ``bytes``                        UTF-8 text, else ``<N bytes of binary data>``
-PIL image, matplotlib Figure/Axes,     one ``ImageContent`` (``image/png``)
+PIL image, matplotlib Figure/Axes,     one ``ImageContent`` (``image/png``, bounded, see below)
 object with ``_repr_png_``
 object with ``_repr_mimebundle_``,     text for the model (markdown, else plain text, truncated)
 ``_repr_markdown_`` or ``_repr_html_`` + the rich form in ``details["display"]``
@@ -22,6 +22,13 @@ object with ``_repr_mimebundle_``,     text for the model (markdown, else plain 
                                        ``tolist``, dates as ISO text, others through ``str``)
 anything else                          ``str(value)``
 =====================================  ==========================================================
+
+Images are bounded as ``read`` and ``python`` bound theirs
+(``pi_kernel.tools.images.fit_image``: 2000x2000 pixels, 4.5 MB of base64): a
+larger one is scaled down and preceded by a text block with pi's dimension
+note, one that cannot be brought under the limits becomes a text note.
+Content blocks and ``AgentToolResult`` values pass through untouched: a tool
+that builds them has chosen exactly what the model receives.
 
 The display convention, for the widgets: ``details["display"]`` is a MIME
 bundle (a dict of MIME type → data, as IPython's ``display_data`` carries) or a
@@ -48,6 +55,7 @@ from pydantic import BaseModel
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
+from pi_kernel.tools.images import IMAGE_OMITTED_NOTE, fit_image
 
 MAX_SUMMARY_CHARS = 20_000
 """Longest text summary of a rich object (a DataFrame's text form) sent to the model."""
@@ -74,7 +82,7 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
         return _bytes_result(bytes(value))
     png = image_png_bytes(value)
     if png is not None:
-        return AgentToolResult([image_content(png, "image/png")])
+        return _image_result(png, "image/png")
     rich = _rich_result(value)
     if rich is not None:
         return rich
@@ -83,8 +91,20 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
     return AgentToolResult([TextContent(str(value))])
 
 
-def image_content(data: bytes, mime_type: str) -> ImageContent:
-    return ImageContent(base64.b64encode(data).decode("ascii"), mime_type)
+def _image_result(data: bytes, mime_type: str) -> AgentToolResult:
+    """The image bounded as ``read`` and ``python`` bound theirs (``fit_image``).
+
+    A provider rejects a request whose image is too large, and every later
+    request of the run repeats it, so an unbounded image from a ``@tool``
+    would break the conversation. A scaled image comes after pi's dimension
+    note (so the model can map coordinates); one that cannot be brought under
+    the limits is replaced by a note.
+    """
+    fitted = fit_image(data, mime_type)
+    if fitted is None:
+        return AgentToolResult([TextContent(IMAGE_OMITTED_NOTE)])
+    image = ImageContent(fitted.data, fitted.mime_type)
+    return AgentToolResult([TextContent(fitted.note), image] if fitted.note else [image])
 
 
 def image_mime_type(data: bytes) -> str | None:
@@ -100,7 +120,7 @@ def image_mime_type(data: bytes) -> str | None:
 def _bytes_result(data: bytes) -> AgentToolResult:
     mime = image_mime_type(data)
     if mime is not None:
-        return AgentToolResult([image_content(data, mime)])
+        return _image_result(data, mime)
     try:
         return AgentToolResult([TextContent(data.decode("utf-8"))])
     except UnicodeDecodeError:

@@ -8,14 +8,26 @@ once the tool has failed with ``ToolRetry`` more times in a row than that, the
 error text tells the model to stop retrying it. A call that succeeds resets
 the count. The count lives on the wrapped tool (one per registry or agent
 session) and is shared by parallel calls, hence the lock.
+
+The budget belongs to one agent run (one user prompt): failures in an earlier
+prompt must not make an unrelated later prompt's first failure say "stop
+retrying". A run is recognised by its abort signal, which the agent creates
+afresh for every run and hands to every ``execute`` of that run: a call whose
+signal is not the one of the last counted call starts a fresh count. This
+needs no hook from the agent or the kernel, so it holds for any ``Agent``
+the tool is given to. Calls without a signal (a tool called directly in a
+cell) share one count.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from pi_kernel.ai import AbortSignal
 
 
 class ToolRetry(Exception):
@@ -53,8 +65,22 @@ class RetryBudget:
     tool_name: str
     max_retries: int = 3
     failures: int = 0
-    """``ToolRetry`` failures since the last success."""
+    """``ToolRetry`` failures since the last success in this run."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _run: weakref.ref[AbortSignal] | None = field(default=None, repr=False)
+    """The signal of the run being counted; weak, so a finished run is not kept alive."""
+
+    def enter_run(self, signal: AbortSignal | None) -> None:
+        """Start a fresh count if ``signal`` is another run's than the last counted call's.
+
+        ``None`` (no run) keeps the count as it is.
+        """
+        if signal is None:
+            return
+        with self._lock:
+            if self._run is None or self._run() is not signal:
+                self._run = weakref.ref(signal)
+                self.failures = 0
 
     def succeeded(self) -> None:
         with self._lock:
@@ -69,12 +95,15 @@ class RetryBudget:
         return ToolRetryError(text, exhausted=attempt > self.max_retries)
 
     @contextmanager
-    def attempt(self) -> Iterator[None]:
+    def attempt(self, signal: AbortSignal | None = None) -> Iterator[None]:
         """Wrap one execution: success resets, ``ToolRetry`` is counted and re-raised with the hint.
 
-        Other exceptions pass through untouched and leave the count as it is.
-        Works around a sync body and around an ``await`` alike.
+        ``signal`` is the call's abort signal: a new run's signal resets the
+        count first (see the module docstring). Other exceptions pass through
+        untouched and leave the count as it is. Works around a sync body and
+        around an ``await`` alike.
         """
+        self.enter_run(signal)
         try:
             yield
         except ToolRetryError:

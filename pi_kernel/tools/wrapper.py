@@ -72,7 +72,7 @@ def _sync_execute(defn: ToolDefinition, ctx: ToolContext | None, budget: RetryBu
         signal: AbortSignal | None = None,
         on_update: Callable[[AgentToolResult], None] | None = None,
     ) -> AgentToolResult:
-        with budget.attempt():
+        with budget.attempt(signal):
             value = defn.execute(tool_call_id, params, signal, on_update, ctx if ctx is not None else ToolContext())
         return to_agent_tool_result(value)
 
@@ -86,7 +86,7 @@ def _async_execute(defn: ToolDefinition, ctx: ToolContext | None, budget: RetryB
         signal: AbortSignal | None = None,
         on_update: Callable[[AgentToolResult], None] | None = None,
     ) -> AgentToolResult:
-        with budget.attempt():
+        with budget.attempt(signal):
             value = await defn.execute(
                 tool_call_id, params, signal, on_update, ctx if ctx is not None else ToolContext()
             )

@@ -53,10 +53,10 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
-from pi_kernel.tools.builtin.images import fit_image
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
 
 MAX_MODEL_IMAGES = 3

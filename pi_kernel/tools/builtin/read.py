@@ -24,8 +24,8 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
-from pi_kernel.tools.builtin.images import fit_image
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.images import IMAGE_OMITTED_NOTE, fit_image
 from pi_kernel.tools.paths import resolve_tool_path
 from pi_kernel.tools.results import image_mime_type
 from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head, utf8_len
@@ -98,10 +98,7 @@ def _image_result(absolute: str, data: bytes, mime_type: str, auto_resize: bool)
         )
     fitted = fit_image(data, mime_type)
     if fitted is None:
-        note = (
-            f"Read image file [{mime_type}]\n[Image omitted: could not be resized below the inline image size limit.]"
-        )
-        return AgentToolResult([TextContent(note)], details=details)
+        return AgentToolResult([TextContent(f"Read image file [{mime_type}]\n{IMAGE_OMITTED_NOTE}")], details=details)
     note = f"Read image file [{fitted.mime_type}]" + (f"\n{fitted.note}" if fitted.note else "")
     return AgentToolResult([TextContent(note), ImageContent(fitted.data, fitted.mime_type)], details=details)
 

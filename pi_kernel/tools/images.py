@@ -6,6 +6,11 @@ Pillow is installed (PNG and JPEG at falling quality are tried, then smaller
 sizes), and the model is told the original size so it can map coordinates.
 Without Pillow the dimensions cannot be checked; an image over the byte
 limit is then left out with a note.
+
+This module sits in ``pi_kernel.tools`` rather than ``tools.builtin``
+because ``tools/results.py`` bounds the images any ``@tool`` returns the
+same way, and the built-in tools import ``results``: living under
+``builtin`` would make that an import cycle.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ MAX_IMAGE_HEIGHT = 2000
 MAX_IMAGE_BASE64_BYTES = int(4.5 * 1024 * 1024)
 """Below Anthropic's 5 MB limit, as pi chose; other providers accept it too."""
 _JPEG_QUALITIES = (80, 85, 70, 55, 40)
+IMAGE_OMITTED_NOTE = "[Image omitted: could not be resized below the inline image size limit.]"
+"""What the model reads in place of an image ``fit_image`` could not bring under the limits."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ Pi kernel must not cost more than ``TARGET`` times the stock kernel: it defers
 ``openai``, pydantic model building, the agent and widgets until first use.
 
 Run from the repository root: ``python benchmarks/kernel_startup.py [--runs N]``.
-Reports PASS/FAIL against the target but always exits 0.
+Reports PASS/FAIL against the target; exits 1 when it fails.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def time_to_first_reply(kernel_name: str, kernel_dirs: Path, env: dict[str, str]
         manager.shutdown_kernel(now=True)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
@@ -84,7 +84,8 @@ def main() -> None:
     print(f"  pi kernel        {pi * 1000:8.0f} ms")
     verdict = "PASS" if ratio <= TARGET else "FAIL"
     print(f"  ratio pi/stock   {ratio:8.2f}x   (target <= {TARGET}x)  {verdict}")
+    return 0 if ratio <= TARGET else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

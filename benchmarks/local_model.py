@@ -9,7 +9,8 @@ took). The provider's overhead is its event stream (a worker thread, the
 asyncio queue, event objects); the target is at least 0.9x raw on both.
 
 Run from the repository root: ``python benchmarks/local_model.py``.
-Reports PASS/FAIL against the targets but always exits 0 (skips without the model).
+Reports PASS/FAIL against the targets; exits 1 when one fails (0 when it skips
+without the model).
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def main() -> int:
         f"median of {RUNS} alternating runs; tokens per run: raw {[r.tokens for r in raws]}, "
         f"pi {[r.tokens for r in ours]}"
     )
-    return 0
+    return 0 if min(ttft_ratio, rate_ratio) >= TARGET else 1
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ Prints mean, early (first 50) and late (last 50) round-trip times, and
 ours / pydantic-ai against the target (at most 0.5x): PASS or FAIL. A peer
 that is not installed (``pip install .[bench]``) is reported and skipped.
 Run from the repository root: ``python benchmarks/loop_overhead.py [turns]``.
-Always exits 0.
+Exits 1 when the target fails or ours could not be measured (0 when the peer
+is missing and there is nothing to compare against).
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ async def measure(name: str, run: Callable[[int], Awaitable[list[float]]]) -> di
     return result
 
 
-def main() -> None:
+def main() -> int:
     print(f"Agent loop: {TURNS} tool round trips against an in-process scripted model (ms per round trip)")
     print(f"{'':<15} {'mean':>9} {'early':>9} {'late':>9}")
     results: dict[str, dict[str, float] | None] = {}
@@ -206,7 +207,10 @@ def main() -> None:
     other = results["openai-agents"]
     if ours and other:
         print(f"ours / openai-agents: {ours['mean'] / other['mean']:.4f}x")
+    if not ours:
+        return 1
+    return 1 if peer and ours["mean"] / peer["mean"] > TARGET_RATIO else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

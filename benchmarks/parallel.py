@@ -8,7 +8,8 @@ must not queue behind a small thread pool (the loop's default executor has 6
 workers on 2 cores). The baseline is the same batch with
 ``tool_execution="sequential"`` (about 8 x 200 ms).
 
-Run from the repository root: ``python benchmarks/parallel.py``. Always exits 0.
+Run from the repository root: ``python benchmarks/parallel.py``. Exits 1 when a
+batch misses the target.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ async def batch_wall_time(execute: Any, mode: ToolExecutionMode, calls: int = CA
     return marks[-1] - marks[0]
 
 
-async def main() -> None:
+async def main() -> int:
     # Warm up: the first validation imports and compiles (jsonschema alone takes
     # over a second to import here); that is not what this measures.
     await batch_wall_time(wait_async, "parallel", calls=1)
@@ -70,13 +71,16 @@ async def main() -> None:
     cold = await batch_wall_time(wait_sync, "parallel")
     print(f"{CALLS} tool calls waiting {WAIT * 1000:.0f} ms each, one batch (target <= {TARGET * 1000:.0f} ms)")
     print(f"{'':<12} {'parallel':>10} {'sequential':>11}  verdict")
+    failed = 0
     for name, execute in (("async tools", wait_async), ("sync tools", wait_sync)):
         parallel = await batch_wall_time(execute, "parallel")
         sequential = await batch_wall_time(execute, "sequential")
         verdict = "PASS" if parallel <= TARGET else "FAIL"
+        failed += parallel > TARGET
         print(f"{name:<12} {parallel * 1000:>8.0f} ms {sequential * 1000:>8.0f} ms  {verdict}")
     print(f"(sync tools, first batch with a cold thread pool: {cold * 1000:.0f} ms)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(asyncio.run(main()))

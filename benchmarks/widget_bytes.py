@@ -31,7 +31,7 @@ The front end's final state is checked with ``FrontEndMirror`` (the rules of
 JupyterLab's widget manager replayed on the captured messages): the live
 ``Output`` widget must hold exactly the answer, and the cell's saved output
 must carry it. Run from the repository root: ``python benchmarks/widget_bytes.py``.
-Reports PASS/FAIL but always exits 0.
+Reports PASS/FAIL; exits 1 on FAIL.
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def linear_fit(xs: list[int], ys: list[int]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
-def main() -> None:
+def main() -> int:
     answer = make_answer(ANSWER_BYTES)
     tokens = (len(answer) + TOKEN_CHARS - 1) // TOKEN_CHARS
     print(
@@ -284,10 +284,11 @@ def main() -> None:
         tap.close()
         client.stop_channels()
         km.shutdown_kernel(now=True)
-    report(answer, view, view_info, naive, naive_info)
+    return 0 if report(answer, view, view_info, naive, naive_info) else 1
 
 
-def report(answer: str, view: Captured, view_info: dict[str, Any], naive: Captured, naive_info: dict[str, Any]) -> None:
+def report(answer: str, view: Captured, view_info: dict[str, Any], naive: Captured, naive_info: dict[str, Any]) -> bool:
+    """Print the tables and the verdict; ``True`` on PASS."""
     size = len(answer.encode())
     kinds = [message["header"]["msg_type"] for message in view.messages]
     finish_at = kinds.index("update_display_data") if "update_display_data" in kinds else len(kinds)
@@ -360,11 +361,12 @@ def report(answer: str, view: Captured, view_info: dict[str, Any], naive: Captur
         f"widget is left open: {'yes' if saved_ok else 'NO'}; messages lost on the way: {lost}; "
         f"naive prefix's last update arrived: {'yes' if naive_last else 'NO'}"
     )
-    verdict = "PASS" if ratio <= TARGET_RATIO and live_ok and saved_ok and lost == 0 else "FAIL"
+    passed = ratio <= TARGET_RATIO and live_ok and saved_ok and lost == 0
     print(
-        f"{verdict}: live view sends {ratio:.2f}x the answer in wire bytes "
+        f"{'PASS' if passed else 'FAIL'}: live view sends {ratio:.2f}x the answer in wire bytes "
         f"({live_content / size:.2f}x in content bytes); target at most {TARGET_RATIO:g}x"
     )
+    return passed
 
 
 def _renders(answer: str, html: str) -> bool:
@@ -382,4 +384,4 @@ def _is_value_update(message: dict[str, Any]) -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

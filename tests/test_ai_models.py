@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from pi_kernel.ai.models import Compat, Model, detect_compat, detect_provider, parse_model_spec
+from pi_kernel.ai.messages import Usage
+from pi_kernel.ai.models import Compat, Model, ModelCost, detect_compat, detect_provider, parse_model_spec
 
 # What each provider needs, flag by flag (only the flags that differ from ``Compat()``).
 OPENAI = Compat(supports_strict_mode=True, max_tokens_field="max_completion_tokens")
@@ -68,7 +69,7 @@ def test_explicit_openai_at_an_unknown_url_keeps_openai_flags() -> None:
 
 
 def test_explicit_provider_name_wins_over_a_port_heuristic() -> None:
-    # vLLM served on llama.cpp's usual port is still vLLM.
+    # A DeepSeek(-compatible) server on llama.cpp's usual port keeps DeepSeek's flags.
     assert detect_provider("http://gpu:8080/v1") == "llamacpp"
     model = Model("m", provider="deepseek", base_url="http://gpu:8080/v1")
     assert model.resolved_compat() == DEEPSEEK
@@ -116,3 +117,10 @@ def test_parse_model_spec() -> None:
     assert parse_model_spec("ollama:qwen3:8b") == Model("qwen3:8b", provider="ollama")
     assert parse_model_spec("llama3", provider="vllm") == Model("llama3", provider="vllm")
     assert parse_model_spec("unknown:thing") == Model("unknown:thing", provider="openai")
+
+
+def test_cost_prices_each_kind_of_token_once() -> None:
+    # input excludes cache reads and writes (as pi), so nothing is subtracted or counted twice.
+    usage = Usage(input=176, output=40, cache_read=1024, cache_write=100)
+    cost = ModelCost(input=1.0, output=2.0, cache_read=0.1, cache_write=1.25).of(usage)
+    assert cost == pytest.approx((176 * 1.0 + 40 * 2.0 + 1024 * 0.1 + 100 * 1.25) / 1_000_000)

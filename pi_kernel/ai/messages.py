@@ -68,7 +68,8 @@ ToolResultContent = TextContent | ImageContent
 @dataclass(slots=True)
 class Usage:
     input: int = 0
-    """Prompt tokens, cached ones included."""
+    """Prompt tokens not read from or written to the cache (as pi: each kind is
+    priced apart, so none is counted twice)."""
     output: int = 0
     """Completion tokens, reasoning included."""
     cache_read: int = 0
@@ -76,8 +77,14 @@ class Usage:
     cache_write: int = 0
     """Prompt tokens written to the provider's cache (where billed apart)."""
     total_tokens: int = 0
+    """``input + output + cache_read + cache_write``."""
     cost: float | None = None
     """In US dollars, when the model's prices are known."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The whole prompt, cached parts included (what the provider calls ``prompt_tokens``)."""
+        return self.input + self.cache_read + self.cache_write
 
     def add(self, other: Usage) -> Usage:
         cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)

@@ -47,9 +47,9 @@ class ModelCost:
     cache_write: float = 0.0
 
     def of(self, usage: Usage) -> float:
-        uncached = max(usage.input - usage.cache_read - usage.cache_write, 0)
+        """Each kind of token at its own price (``usage.input`` excludes cache reads and writes, as in pi)."""
         return (
-            uncached * self.input
+            usage.input * self.input
             + usage.output * self.output
             + usage.cache_read * self.cache_read
             + usage.cache_write * self.cache_write

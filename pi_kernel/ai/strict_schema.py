@@ -21,8 +21,8 @@ the *original* schema. ``const`` becomes a one-member ``enum``: the same
 meaning, in the form every strict implementation accepts.
 
 Defaults of optional properties cannot be expressed either: a strict call sends
-``null`` for "not given". ``strict_defaults`` lists those defaults, and
-validation turns such a ``null`` back into the default.
+``null`` for "not given", and validation turns such a ``null`` back into
+the default (or drops it) against the original schema.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pi_kernel.ai.coercion import resolve_local_ref, schema_default
+from pi_kernel.ai.coercion import resolve_local_ref
 
 _MISSING = object()
 
@@ -102,48 +102,6 @@ def to_strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if work.get("type") != "object":
         raise StrictSchemaError(f"the root schema must be an object (type: object), found {_describe_type(work)}")
     return work
-
-
-def strict_defaults(schema: dict[str, Any]) -> dict[tuple[str | int, ...], Any]:
-    """Defaults of the optional properties in the ORIGINAL (non-strict) schema.
-
-    Keys are paths of property names; ``"*"`` stands for any item of an array,
-    an int for a ``prefixItems`` position. A strict-mode call sends ``null`` for
-    an omitted optional property, so these are the values ``null`` stands for
-    (validation applies them where the original schema does not accept ``null``).
-    The first default found for a path wins; recursive ``$ref``s are followed once.
-    """
-    found: dict[tuple[str | int, ...], Any] = {}
-    stack: list[tuple[Any, tuple[str | int, ...], tuple[str, ...]]] = [(schema, (), ())]
-    while stack:
-        node, path, refs = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref not in refs:
-            try:
-                stack.append((_resolve_ref(schema, ref), path, (*refs, ref)))
-            except StrictSchemaError:
-                pass
-        for key in ("allOf", "anyOf", "oneOf"):
-            branches = node.get(key)
-            if isinstance(branches, list):
-                stack.extend((branch, path, refs) for branch in branches)
-        properties = node.get("properties")
-        if isinstance(properties, dict):
-            required = node.get("required") or ()
-            for name, sub in properties.items():
-                has_default, default = schema_default(schema, sub)
-                if name not in required and has_default:
-                    found.setdefault((*path, name), default)
-                stack.append((sub, (*path, name), refs))
-        items = node.get("items")
-        if isinstance(items, dict):
-            stack.append((items, (*path, "*"), refs))
-        prefix = node.get("prefixItems")
-        if isinstance(prefix, list):
-            stack.extend((sub, (*path, index), refs) for index, sub in enumerate(prefix))
-    return found
 
 
 class _Converter:

@@ -8,8 +8,10 @@ provider sends, and validation checks arguments against the same parameters.
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
@@ -25,6 +27,65 @@ class ConstrainedSampling:
     ``require``: a schema that cannot convert is an error at definition time."""
     type: Literal["json_schema"] = "json_schema"
 
+    @classmethod
+    def coerce(cls, value: object) -> ConstrainedSampling | None:
+        """Normalise every accepted spelling; ``None`` means off.
+
+        pi writes the config as an object (``{"type": "json_schema", "strict":
+        "require"}``), so a mapping is accepted too. Anything else raises
+        ``TypeError`` rather than being silently ignored: an ignored
+        ``"require"`` would skip the definition-time check it asks for.
+        """
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if isinstance(value, Mapping):
+            unknown = set(value) - {"type", "strict"}
+            if unknown:
+                raise TypeError(f"constrained_sampling has unsupported keys {sorted(unknown)!r}: {dict(value)!r}")
+            value = cls(strict=value.get("strict", "prefer"), type=value.get("type", "json_schema"))
+        if not isinstance(value, cls):
+            raise TypeError(
+                "constrained_sampling must be a bool, a ConstrainedSampling or a "
+                f'{{"type": "json_schema", "strict": "prefer" | "require"}} dict, not {value!r}'
+            )
+        if value.type != "json_schema" or value.strict not in get_args(StrictMode):
+            raise TypeError(
+                f'constrained_sampling needs type "json_schema" and strict "prefer" or "require", not {value!r}'
+            )
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _FrozenSchema:
+    """A schema kept as the one shared dict plus a cheap way to hand out copies.
+
+    Callers get copies so that editing one cannot change what later requests
+    send. ``json.loads`` of the cached text is several times faster than
+    ``copy.deepcopy``; it is used only when the JSON round trip is exact (no
+    tuples, no non-string keys, nothing unserialisable), else deepcopy.
+    """
+
+    shared: dict[str, Any]
+    text: str | None
+
+    @classmethod
+    def of(cls, schema: dict[str, Any]) -> _FrozenSchema:
+        try:
+            text: str | None = json.dumps(schema)
+        except (TypeError, ValueError):
+            text = None
+        if text is not None and json.loads(text) != schema:
+            text = None
+        return cls(schema, text)
+
+    def copy(self) -> dict[str, Any]:
+        if self.text is not None:
+            result: dict[str, Any] = json.loads(self.text)
+            return result
+        return copy.deepcopy(self.shared)
+
 
 @dataclass(eq=False)
 class Tool:
@@ -34,18 +95,20 @@ class Tool:
     """What the tool does, for the model."""
     parameters: type[BaseModel] | dict[str, Any]
     """A pydantic model class or a JSON-schema dict (an object schema)."""
-    constrained_sampling: bool | ConstrainedSampling = False
-    """``True`` means ``ConstrainedSampling("prefer")``."""
-    _schema_cache: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
-    _strict_cache: tuple[dict[str, Any] | None, str | None] | None = field(
+    constrained_sampling: bool | ConstrainedSampling | Mapping[str, Any] | None = False
+    """``True`` means ``ConstrainedSampling("prefer")``; pi's dict form
+    ``{"type": "json_schema", "strict": "require"}`` is converted to the
+    dataclass; ``None`` is the same as ``False``."""
+    _schema_cache: _FrozenSchema | None = field(default=None, init=False, repr=False, compare=False)
+    _strict_cache: tuple[_FrozenSchema | None, str | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
-        if self.constrained_sampling is True:
-            self.constrained_sampling = ConstrainedSampling()
+        sampling = ConstrainedSampling.coerce(self.constrained_sampling)
+        self.constrained_sampling = False if sampling is None else sampling
         if self.strict_mode == "require":
-            strict, problem = self.strict_json_schema()
+            strict, problem = self._strict()
             if strict is None:
                 raise ValueError(
                     f'Tool "{self.name}" requires strict constrained sampling, '
@@ -58,18 +121,37 @@ class Tool:
         return sampling.strict if isinstance(sampling, ConstrainedSampling) else None
 
     def json_schema(self) -> dict[str, Any]:
-        """The JSON schema providers see (titles removed, computed once)."""
+        """The JSON schema providers see (titles removed, computed once).
+
+        A fresh copy each call: a caller that edits it must not change what
+        every later request sends.
+        """
+        return self._frozen_schema().copy()
+
+    def shared_json_schema(self) -> dict[str, Any]:
+        """The one cached schema object itself; read it, never change it.
+
+        For per-call readers inside the library that must not pay for a copy:
+        validation keys its compiled-validator cache on this object's identity.
+        """
+        return self._frozen_schema().shared
+
+    def _frozen_schema(self) -> _FrozenSchema:
         if self._schema_cache is None:
-            self._schema_cache = schema_of(self.parameters)
+            self._schema_cache = _FrozenSchema.of(schema_of(self.parameters))
         return self._schema_cache
 
     def strict_json_schema(self) -> tuple[dict[str, Any] | None, str | None]:
-        """``(strict schema, None)``, or ``(None, why it cannot convert)``."""
+        """``(strict schema, None)``, or ``(None, why it cannot convert)``; a copy, as ``json_schema()``."""
+        strict, problem = self._strict()
+        return (None if strict is None else strict.copy()), problem
+
+    def _strict(self) -> tuple[_FrozenSchema | None, str | None]:
         if self._strict_cache is None:
             from pi_kernel.ai.strict_schema import StrictSchemaError, to_strict_schema
 
             try:
-                self._strict_cache = (to_strict_schema(self.json_schema()), None)
+                self._strict_cache = (_FrozenSchema.of(to_strict_schema(self.shared_json_schema())), None)
             except StrictSchemaError as error:
                 self._strict_cache = (None, str(error))
         return self._strict_cache
@@ -78,7 +160,7 @@ class Tool:
         """Whether ``strict: true`` goes into the request for this tool."""
         if self.strict_mode is None or not provider_supports_strict:
             return False
-        return self.strict_json_schema()[0] is not None
+        return self._strict()[0] is not None
 
 
 def schema_of(parameters: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:

@@ -113,7 +113,7 @@ class CompiledSchema:
 
 
 def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
-    """Build the validator and coercer for ``schema`` (the tool's ``json_schema()``)."""
+    """Build the validator and coercer for ``schema`` (the tool's ``shared_json_schema()``)."""
     from jsonschema.validators import Draft202012Validator, validator_for
 
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
@@ -127,7 +127,7 @@ def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: 
 
 
 # Cache. Two levels, because a dict cannot be weakly referenced:
-# 1. per Tool object (weakly held), remembering the exact json_schema() object it
+# 1. per Tool object (weakly held), remembering the exact shared_json_schema() object it
 #    was built from: one dict lookup and one identity check per call, and the
 #    entry dies with the tool;
 # 2. shared by content, so that equal schemas (a tool re-wrapped every prompt,
@@ -143,7 +143,7 @@ _lock = threading.Lock()
 
 def compiled_schema(tool: Tool) -> CompiledSchema:
     """The cached ``CompiledSchema`` for ``tool`` (built on first use)."""
-    schema = tool.json_schema()
+    schema = tool.shared_json_schema()
     try:
         entry = _by_tool.get(tool)
     except TypeError:  # an unhashable Tool subclass: use the content-keyed level only

@@ -234,14 +234,17 @@ class TextTurnView:
 
 
 def usage_line(messages: list[Any]) -> str:
-    """``tokens in/out`` and cost over the assistant messages of ``messages``."""
+    """``tokens in/out`` and cost over the assistant messages of ``messages``.
+
+    "in" is the whole prompt: ``usage.input`` excludes cache reads and writes.
+    """
     prompt = completion = 0
     cost = 0.0
     priced = False
     for message in messages:
         if getattr(message, "role", "") != "assistant":
             continue
-        prompt += message.usage.input
+        prompt += message.usage.prompt_tokens
         completion += message.usage.output
         if message.usage.cost is not None:
             cost += message.usage.cost

@@ -13,13 +13,18 @@ from pi_kernel.widgets.html_render import MUTED, escape
 
 
 def usage_summary(model: str, provider: str, usage: Usage, *, duration: float | None = None) -> str:
-    """``provider:model · 1,234 in (1,000 cached) · 56 out · $0.0012 · 3.2 s``."""
+    """``provider:model · 1,234 in (1,000 cached) · 56 out · $0.0012 · 3.2 s``.
+
+    "in" is the whole prompt (``usage.input`` counts only its uncached part),
+    so the cached count in parentheses is a part of it, as a reader expects.
+    """
     parts = []
     if model:
         parts.append(f"{provider}:{model}" if provider and provider not in model else model)
-    if usage.input or usage.output:
+    prompt = usage.prompt_tokens
+    if prompt or usage.output:
         cached = f" ({usage.cache_read:,} cached)" if usage.cache_read else ""
-        parts.append(f"{usage.input:,} in{cached}")
+        parts.append(f"{prompt:,} in{cached}")
         parts.append(f"{usage.output:,} out")
     if usage.cost is not None:
         parts.append(f"${usage.cost:.4f}")

@@ -94,7 +94,7 @@ def tools_section(tools: list[Tool]) -> str:
     for tool in tools:
         summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
         lines.append(f"- {tool.name}: {summary}")
-        for name, prop in tool.json_schema().get("properties", {}).items():
+        for name, prop in tool.shared_json_schema().get("properties", {}).items():
             kind = prop.get("type", "any") if isinstance(prop, dict) else "any"
             described = f": {prop['description']}" if isinstance(prop, dict) and prop.get("description") else ""
             lines.append(f"    {name} ({kind}){described}")
@@ -282,7 +282,7 @@ async def _events(
             elif kind == "end":
                 end: _End = value
                 usage.output = end.tokens
-                usage.total_tokens = usage.input + usage.output
+                usage.total_tokens = usage.input + usage.output  # no prompt cache is reported
                 message.usage = usage
                 if isinstance(block, TextContent):
                     yield AssistantMessageEvent("text_end", message, content_index=0, content=block.text)
@@ -394,7 +394,7 @@ def _decode(
                     stats,
                     max_tokens=limit,
                     sampling=sampling,
-                    grammar=engine.schema_grammar(tool.json_schema()),
+                    grammar=engine.schema_grammar(tool.shared_json_schema()),
                     should_stop=halt.is_set,
                 )
             _forward(pieces, push)

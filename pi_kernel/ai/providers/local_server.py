@@ -150,9 +150,17 @@ class ChunkWriter:
         return None
 
 
-def usage_of(message: AssistantMessage) -> dict[str, int]:
+def usage_of(message: AssistantMessage) -> dict[str, Any]:
+    """OpenAI's usage object: ``prompt_tokens`` is the whole prompt, cache reads included."""
     usage = message.usage
-    return {"prompt_tokens": usage.input, "completion_tokens": usage.output, "total_tokens": usage.total_tokens}
+    result: dict[str, Any] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.total_tokens,
+    }
+    if usage.cache_read:
+        result["prompt_tokens_details"] = {"cached_tokens": usage.cache_read}
+    return result
 
 
 def completion_of(message: AssistantMessage, writer: ChunkWriter) -> dict[str, Any]:

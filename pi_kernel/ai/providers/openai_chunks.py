@@ -267,15 +267,18 @@ class ChunkAssembler:
     # ---------------------------------------------------------------- usage
 
     def _set_usage(self, raw: Any) -> None:
+        # As pi's openai-completions provider: ``input`` is the uncached part of
+        # the prompt, cache reads are counted apart, and the total is the sum.
         details = field_of(raw, "prompt_tokens_details")
         cache_read = field_of(details, "cached_tokens") or field_of(raw, "prompt_cache_hit_tokens") or 0
         prompt = field_of(raw, "prompt_tokens") or 0
         completion = field_of(raw, "completion_tokens") or 0
+        uncached = max(prompt - cache_read, 0)
         usage = Usage(
-            input=prompt,
+            input=uncached,
             output=completion,
             cache_read=cache_read,
-            total_tokens=field_of(raw, "total_tokens") or prompt + completion,
+            total_tokens=uncached + completion + cache_read,
         )
         cost = self.model.resolved_cost
         if cost is not None:

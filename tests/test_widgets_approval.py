@@ -200,3 +200,24 @@ async def test_a_click_after_the_request_ended_says_so(monkeypatch) -> None:
     broker.resolve = original  # type: ignore[method-assign]
     broker.deny_all()
     await run.finish()
+
+
+@pytest.mark.parametrize("route", ["frontend", None])
+async def test_a_call_the_policy_denies_shows_as_denied_not_failed(monkeypatch, route: str | None) -> None:
+    """The kernel's gate under ``deny`` (or with nobody to ask) decides without waiting; the card still says so."""
+    from pi_kernel.kernel.approval_hook import ApprovalGate
+    from pi_kernel.tools.approval_policy import ApprovalPolicy
+
+    broker = ApprovalBroker(timeout=None)
+    run = Run(monkeypatch, broker, _final_answer)
+    policy = ApprovalPolicy(mode="deny")
+    run.agent.before_tool_call = ApprovalGate(
+        policy=lambda: policy, broker=lambda: broker, definition=lambda _name: None, route=lambda: route
+    )
+    await run.agent.prompt("clean up")
+    assert run.ran == []
+    tool_result = run.model.requests[1].messages[-1]
+    assert isinstance(tool_result, ToolResultMessage) and tool_result.is_error
+    call = run.harness.view.static.metadata["pi_kernel"]["tool_calls"][0]  # type: ignore[union-attr]
+    assert call["status"] == "denied" and call["decision"]["reason"] == tool_result.text
+    assert call["decision"]["source"] == "policy"

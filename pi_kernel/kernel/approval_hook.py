@@ -103,11 +103,6 @@ class ApprovalGate:
         verdict = policy.decide(definition, ctx.args, name, mode=mode)
         if verdict == "run":
             return None
-        if verdict == "deny":
-            return BeforeToolCallResult(block=True, reason=policy.deny_reason(name, mode))
-        route = self.route()
-        if route is None:
-            return BeforeToolCallResult(block=True, reason=nobody_to_ask(name))
         schema = None
         if definition is not None and isinstance(definition.parameters, dict):
             schema = definition.parameters
@@ -118,8 +113,21 @@ class ApprovalGate:
             label=definition.label if definition is not None else name,
             schema=schema,
         )
+        route = self.route()
+        if verdict == "deny" or route is None:
+            reason = policy.deny_reason(name, mode) if verdict == "deny" else nobody_to_ask(name)
+            return self._deny_by_policy(request, reason)
         decision = await self._wait(request, route, signal)
         return result_of(decision, policy, name)
+
+    def _deny_by_policy(self, request: ApprovalRequest, reason: str) -> BeforeToolCallResult:
+        """Denied with nobody asked; the broker's listeners (views, approval comms) still hear of it."""
+        from pi_kernel.agent.types import BeforeToolCallResult
+        from pi_kernel.tools.approval import ApprovalDecision
+
+        request.decision = ApprovalDecision("deny", reason, source="policy")
+        self.broker().announce(request)
+        return BeforeToolCallResult(block=True, reason=reason)
 
     async def _wait(self, request: ApprovalRequest, route: Route, signal: AbortSignal | None) -> ApprovalDecision:
         broker = self.broker()

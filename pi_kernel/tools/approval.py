@@ -108,6 +108,11 @@ class ApprovalBroker:
         self._notify("resolved", request)
         return True
 
+    def announce(self, request: ApprovalRequest) -> None:
+        """Tell the listeners of a request that was decided without waiting (the policy denied it),
+        so a view shows the call as denied rather than failed."""
+        self._notify("resolved", request)
+
     def deny_all(self, reason: str = "Interrupted by the user", source: str = "interrupt") -> int:
         """Deny every waiting request (kernel interrupt); returns how many."""
         count = 0

@@ -1,9 +1,11 @@
-"""The agent loop: turn structure and events, preflight, truncation, failed messages, terminate.
+"""The agent loop: turn structure and events, continuing, the async-iterator form.
 
 Ports of pi's ``agent-loop.test.ts`` behaviours, driven by the in-process
-``ScriptedModel``. Hooks are in ``test_agent_loop_hooks.py``, batches and
-threads in ``test_agent_loop_tools.py``, abort in ``test_agent_loop_abort.py``,
-steering, follow-ups and per-turn hooks in ``test_agent_loop_turns.py``.
+``ScriptedModel``. Preflight and ``AgentTool`` in ``test_agent_loop_preflight.py``,
+truncation, failed messages and terminate in ``test_agent_loop_stops.py``, hooks in
+``test_agent_loop_hooks.py``, batches and threads in ``test_agent_loop_tools.py``,
+abort in ``test_agent_loop_abort.py``, steering, follow-ups and per-turn hooks in
+``test_agent_loop_turns.py``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 from scripted_model import (
     EchoParams,
     ScriptedModel,
     assert_one_result_per_call,
-    assistant_message,
     echo_tool,
     event_types,
     make_tool,
@@ -25,17 +25,13 @@ from scripted_model import (
     text_message,
     tool_call,
     tool_call_message,
-    tool_results,
     user,
 )
 
 from pi_kernel.agent import (
-    AfterToolCallResult,
     AgentLoopConfig,
-    AgentTool,
     AgentToolResult,
     agent_loop,
-    truncated_call_text,
 )
 from pi_kernel.ai import Context, TextContent
 
@@ -162,194 +158,6 @@ async def test_agent_loop_does_not_change_the_given_context() -> None:
     messages = await agent_loop([user("new")], context, AgentLoopConfig(model.model, model)).result()
     assert context.messages is history and history == [history[0]]
     assert [message.role for message in messages] == ["user", "assistant"]
-
-
-# --------------------------------------------------------------------------- preflight
-
-
-async def test_unknown_tool_gets_an_error_result_listing_the_available_tools() -> None:
-    model = ScriptedModel([tool_call_message(tool_call("nope", {}, id="c1")), text_message("sorry")])
-    events, messages = await run_loop(model, [user("x")], tools=[echo_tool(), make_tool("read")])
-    result = messages[2]
-    assert result.is_error
-    assert result.text.startswith("Tool nope not found")
-    assert "echo" in result.text and "read" in result.text
-    assert model.requests[1].messages[-1].text == result.text  # the model reads it
-    end = next(event for event in events if event.type == "tool_execution_end")
-    assert end.is_error and end.result.content[0].text == result.text
-
-
-async def test_validation_error_reaches_the_model_which_fixes_the_call() -> None:
-    class CountParams(BaseModel):
-        count: int
-
-    calls: list[int] = []
-
-    def execute(tool_call_id: str, params: CountParams, signal: Any, on_update: Any) -> AgentToolResult:
-        calls.append(params.count)
-        return AgentToolResult([TextContent(f"counted {params.count}")])
-
-    tool = AgentTool(name="count", description="count", parameters=CountParams, execute=execute)
-    model = ScriptedModel(
-        [
-            tool_call_message(tool_call("count", {"count": "many"}, id="bad")),
-            tool_call_message(tool_call("count", {"count": "3"}, id="good")),
-            text_message("done"),
-        ]
-    )
-    _, messages = await run_loop(model, [user("count")], tools=[tool])
-
-    first, second = tool_results(messages)
-    assert first.is_error
-    assert first.text.startswith('Validation failed for tool "count":\n  - count: ')
-    assert '"count": "many"' in first.text  # the received arguments are shown
-    assert model.requests[1].messages[-1] is first
-    assert not second.is_error and second.text == "counted 3"
-    assert calls == [3]  # "3" coerced; the bad call never ran
-
-
-async def test_prepare_arguments_rewrites_an_old_argument_shape() -> None:
-    class Edit(BaseModel):
-        old_text: str
-        new_text: str
-
-    class EditParams(BaseModel):
-        edits: list[Edit]
-
-    executed: list[Any] = []
-
-    def prepare(args: Any) -> Any:
-        if isinstance(args, dict) and "old_text" in args:
-            return {"edits": [{"old_text": args["old_text"], "new_text": args["new_text"]}]}
-        return args
-
-    def execute(tool_call_id: str, params: EditParams, signal: Any, on_update: Any) -> AgentToolResult:
-        executed.append([edit.model_dump() for edit in params.edits])
-        return AgentToolResult([TextContent(f"edited {len(params.edits)}")])
-
-    tool = AgentTool(name="edit", description="e", parameters=EditParams, prepare_arguments=prepare, execute=execute)
-    model = ScriptedModel(
-        [tool_call_message(tool_call("edit", {"old_text": "before", "new_text": "after"})), text_message("done")]
-    )
-    events, messages = await run_loop(model, [user("edit")], tools=[tool])
-    assert executed == [[{"old_text": "before", "new_text": "after"}]]
-    # The event and the transcript keep what the model sent.
-    assert next(event for event in events if event.type == "tool_execution_start").args == {
-        "old_text": "before",
-        "new_text": "after",
-    }
-    assert messages[1].tool_calls[0].arguments == {"old_text": "before", "new_text": "after"}
-
-
-async def test_prepare_arguments_returning_none_keeps_the_arguments() -> None:
-    seen: list[Any] = []
-
-    def prepare(args: Any) -> None:
-        seen.append(args)
-
-    tool = echo_tool(prepare_arguments=prepare)
-    model = ScriptedModel([tool_call_message(tool_call("echo", {"value": "kept"})), text_message("done")])
-    _, messages = await run_loop(model, [user("x")], tools=[tool])
-    assert seen == [{"value": "kept"}]
-    assert tool_results(messages)[0].text == "echoed: kept"
-
-
-# --------------------------------------------------------------------------- truncation and failed messages
-
-
-async def test_a_truncated_message_runs_none_of_its_tool_calls() -> None:
-    hooks: list[str] = []
-    executed: list[str] = []
-
-    def prepare(args: Any) -> Any:
-        hooks.append("prepare_arguments")
-        return args
-
-    truncated = tool_call_message(
-        tool_call("echo", {"value": "hel"}, id="c1"), tool_call("missing", {"x": 1}, id="c2"), stop_reason="length"
-    )
-    model = ScriptedModel([truncated, text_message("done")])
-    events, messages = await run_loop(
-        model,
-        [user("x")],
-        tools=[echo_tool(executed=executed, prepare_arguments=prepare)],
-        before_tool_call=lambda ctx, signal: hooks.append("before"),
-        after_tool_call=lambda ctx, signal: hooks.append("after"),
-    )
-    assert executed == [] and hooks == []
-    results = tool_results(messages)
-    assert [result.text for result in results] == [
-        'Tool call "echo" was not executed: the response hit the output token limit, so its arguments may be '
-        "truncated. Re-issue the tool call with complete arguments.",
-        truncated_call_text("missing"),
-    ]
-    assert all(result.is_error for result in results)
-    assert [(e.type, e.tool_call_id) for e in events if e.type.startswith("tool_execution")] == [
-        ("tool_execution_start", "c1"),
-        ("tool_execution_end", "c1"),
-        ("tool_execution_start", "c2"),
-        ("tool_execution_end", "c2"),
-    ]
-    assert model.call_count == 2  # the model is asked again
-    assert messages[-1].text == "done"
-
-
-async def test_a_truncated_text_answer_ends_the_run() -> None:
-    model = ScriptedModel([text_message("cut of", stop_reason="length"), text_message("never")])
-    _, messages = await run_loop(model, [user("x")])
-    assert model.call_count == 1 and messages[-1].stop_reason == "length"
-
-
-@pytest.mark.parametrize("stop_reason", ["error", "aborted"])
-async def test_an_error_or_aborted_message_ends_the_run_without_running_tools(stop_reason: str) -> None:
-    executed: list[str] = []
-    failed = assistant_message(
-        tool_call("echo", {"value": "x"}),
-        stop_reason=stop_reason,  # type: ignore[arg-type]
-        error_message="upstream 500",
-    )
-    model = ScriptedModel([failed, text_message("never")])
-    events, messages = await run_loop(model, [user("x")], tools=[echo_tool(executed=executed)])
-    assert executed == [] and model.call_count == 1
-    assert [message.role for message in messages] == ["user", "assistant"]
-    assert messages[-1].stop_reason == stop_reason and messages[-1].error_message == "upstream 500"
-    assert event_types(events, updates=False)[-4:] == ["message_start", "message_end", "turn_end", "agent_end"]
-    turn_end = next(event for event in events if event.type == "turn_end")
-    assert turn_end.tool_results == [] and not any(e.type.startswith("tool_execution") for e in events)
-
-
-# --------------------------------------------------------------------------- terminate
-
-
-async def test_terminate_stops_when_every_result_asks() -> None:
-    model = ScriptedModel([tool_call_message(tool_call("echo", {"value": "a"}), tool_call("echo", {"value": "b"}))])
-    events, messages = await run_loop(model, [user("x")], tools=[echo_tool(terminate=True)])
-    assert model.call_count == 1
-    assert [message.role for message in messages] == ["user", "assistant", "tool_result", "tool_result"]
-    assert event_types(events).count("turn_end") == 1
-
-
-async def test_terminate_is_ignored_when_only_some_results_ask() -> None:
-    def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
-        return AgentToolResult([TextContent(params.value)], terminate=params.value == "first")
-
-    model = ScriptedModel(
-        [
-            tool_call_message(tool_call("t", {"value": "first"}), tool_call("t", {"value": "second"})),
-            text_message("done"),
-        ]
-    )
-    _, messages = await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
-    assert model.call_count == 2
-    assert [message.role for message in messages] == ["user", "assistant", "tool_result", "tool_result", "assistant"]
-
-
-async def test_after_hook_can_mark_the_batch_as_terminating() -> None:
-    model = ScriptedModel([tool_call_message(tool_call("echo", {"value": "a"})), text_message("never")])
-    await run_loop(
-        model, [user("x")], tools=[echo_tool()], after_tool_call=lambda ctx, signal: AfterToolCallResult(terminate=True)
-    )
-    assert model.call_count == 1
 
 
 # --------------------------------------------------------------------------- failures outside tools

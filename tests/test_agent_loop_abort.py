@@ -2,6 +2,9 @@
 
 In every case each tool call gets exactly one result (``run_loop`` checks it),
 no model request follows the abort, and the run ends with turn_end, agent_end.
+A running tool that honours the abort keeps its own result; one that ignores
+it is cancelled after ``ABORT_GRACE`` (``set_abort_grace``) and gets
+``Operation aborted``.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
 from scripted_model import (
     ScriptedModel,
     event_types,
@@ -28,8 +32,18 @@ from pi_kernel.agent import (
     AgentToolResult,
     BeforeToolCallContext,
     agent_loop,
+    tool_runner,
 )
 from pi_kernel.ai import Context, TextContent
+
+
+def set_abort_grace(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """How long running tool calls get to honour an abort before they are cancelled.
+
+    Long for a test whose tool honours it (the tool's own result must win, on
+    any machine), 0 for one whose tool ignores it (nothing to wait for).
+    """
+    monkeypatch.setattr(tool_runner, "ABORT_GRACE", seconds)
 
 
 def abort_from_another_thread(controller: AbortController, when: threading.Event) -> threading.Thread:
@@ -70,7 +84,10 @@ async def test_an_already_aborted_signal_sends_no_request() -> None:
     assert model.call_count == 0
 
 
-async def test_abort_during_an_async_tool_cancels_it() -> None:
+async def test_an_async_tool_that_ignores_the_abort_is_cancelled_after_the_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_abort_grace(monkeypatch, 0)
     controller = AbortController()
     started, cancelled = threading.Event(), threading.Event()
 
@@ -122,7 +139,10 @@ async def test_abort_during_an_async_tool_cancels_it() -> None:
     assert sorted(ends) == ["q", "s"]
 
 
-async def test_abort_during_a_sync_tool_does_not_wait_for_its_thread() -> None:
+async def test_a_sync_tool_that_ignores_the_abort_is_not_waited_for_after_the_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    set_abort_grace(monkeypatch, 0)
     controller = AbortController()
     started, saw_abort, release, finished = (threading.Event() for _ in range(4))
 
@@ -139,17 +159,90 @@ async def test_abort_during_a_sync_tool_does_not_wait_for_its_thread() -> None:
 
     model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"}, id="c1")), text_message("never")])
     abort_from_another_thread(controller, started)
-    events, messages = await run_loop(model, [user("go")], tools=[make_tool("t", stubborn)], signal=controller.signal)
-
-    assert not finished.is_set()  # the run ended while the thread still ran
-    assert await asyncio.to_thread(saw_abort.wait, 10)  # and the tool sees the abort
+    try:
+        events, messages = await run_loop(
+            model, [user("go")], tools=[make_tool("t", stubborn)], signal=controller.signal
+        )
+        assert not finished.is_set()  # the run ended while the thread still ran
+        assert await asyncio.to_thread(saw_abort.wait, 10)  # and the tool sees the abort
+    finally:
+        release.set()  # let the thread end (its late update and result go nowhere)
     assert tool_results(messages)[0].text == "Operation aborted"
     assert model.call_count == 1
-    release.set()
-    assert await asyncio.to_thread(finished.wait, 10)
-    await asyncio.sleep(0.05)  # a late update would have been delivered by now
     assert events[-1].type == "agent_end"
-    assert not any(event.type == "tool_execution_update" for event in events)
+
+
+async def test_a_sync_tool_that_honours_the_abort_keeps_what_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_abort_grace(monkeypatch, 30)  # the tool's own return ends the wait, not the grace
+    controller = AbortController()
+    started = threading.Event()
+
+    def careful(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        aborted = threading.Event()
+        signal.add_listener(lambda reason: aborted.set())
+        started.set()
+        assert aborted.wait(10)
+        on_update(AgentToolResult([TextContent("cleaning up")]))  # still counts: execute has not returned
+        return AgentToolResult([TextContent("partial")], details={"rows": 3})
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"}, id="c1")), text_message("never")])
+    abort_from_another_thread(controller, started)
+    events, messages = await asyncio.wait_for(
+        run_loop(model, [user("go")], tools=[make_tool("t", careful)], signal=controller.signal), 20
+    )
+    [result] = tool_results(messages)
+    assert (result.text, result.is_error, result.details) == ("partial", False, {"rows": 3})
+    updates = [event.partial_result.content[0].text for event in events if event.type == "tool_execution_update"]
+    assert updates == ["cleaning up"]
+    end = next(event for event in events if event.type == "tool_execution_end")
+    assert end.result.content[0].text == "partial"
+    assert model.call_count == 1 and events[-1].type == "agent_end"
+
+
+async def test_an_async_tool_that_raises_its_own_abort_error_keeps_its_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As the bash tool does: the output so far, then "Command aborted".
+    set_abort_grace(monkeypatch, 30)
+    controller = AbortController()
+    started = threading.Event()
+
+    async def shell(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        started.set()
+        await signal.wait()
+        await asyncio.sleep(0)  # the tool's own cleanup (killing the process group) takes loop turns
+        raise RuntimeError("line 1\nline 2\n\nCommand aborted")
+
+    model = ScriptedModel([tool_call_message(tool_call("bash", {"value": "x"})), text_message("never")])
+    abort_from_another_thread(controller, started)
+    _, messages = await asyncio.wait_for(
+        run_loop(model, [user("go")], tools=[make_tool("bash", shell)], signal=controller.signal), 20
+    )
+    [result] = tool_results(messages)
+    assert (result.text, result.is_error) == ("line 1\nline 2\n\nCommand aborted", True)
+    assert model.call_count == 1
+
+
+async def test_a_sync_tool_calling_throw_if_aborted_gets_operation_aborted(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_abort_grace(monkeypatch, 30)
+    controller = AbortController()
+    started = threading.Event()
+
+    def checking(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        aborted = threading.Event()
+        signal.add_listener(lambda reason: aborted.set())
+        started.set()
+        assert aborted.wait(10)
+        signal.throw_if_aborted()  # raises CancelledError("Operation aborted") in the worker thread
+        raise AssertionError("unreachable")
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("never")])
+    abort_from_another_thread(controller, started)
+    _, messages = await asyncio.wait_for(
+        run_loop(model, [user("go")], tools=[make_tool("t", checking)], signal=controller.signal), 20
+    )
+    [result] = tool_results(messages)
+    assert (result.text, result.is_error) == ("Operation aborted", True)
 
 
 async def test_abort_while_before_hook_waits_for_approval() -> None:
@@ -218,7 +311,8 @@ async def test_a_hook_that_swallows_the_cancellation_cannot_hold_the_loop() -> N
     assert tool_results(messages)[0].text == "Operation aborted"
 
 
-async def test_abort_in_a_sequential_batch_skips_the_calls_not_yet_run() -> None:
+async def test_abort_in_a_sequential_batch_skips_the_calls_not_yet_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_abort_grace(monkeypatch, 0)  # "first" ignores the abort
     controller = AbortController()
     executed: list[str] = []
 

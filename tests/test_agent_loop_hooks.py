@@ -24,6 +24,7 @@ from scripted_model import (
 )
 
 from pi_kernel.agent import (
+    AbortController,
     AfterToolCallContext,
     AfterToolCallResult,
     AgentToolResult,
@@ -70,6 +71,22 @@ async def test_before_hook_block_with_terminate_stops_the_run() -> None:
     assert model.call_count == 1
     assert [message.role for message in messages] == ["user", "assistant", "tool_result"]
     assert messages[-1].text == "No" and messages[-1].is_error
+
+
+async def test_before_hook_terminate_without_a_block_is_ignored() -> None:
+    # As in pi, ``terminate`` rides on a block only; an approved call's own result decides.
+    executed: list[str] = []
+    model = ScriptedModel([tool_call_message(tool_call("echo", {"value": "x"})), text_message("done")])
+    events, messages = await run_loop(
+        model,
+        [user("x")],
+        tools=[echo_tool(executed=executed)],
+        before_tool_call=lambda ctx, signal: BeforeToolCallResult(terminate=True),
+    )
+    assert executed == ["x"] and model.call_count == 2
+    end = next(event for event in events if event.type == "tool_execution_end")
+    assert end.result.terminate is False and not end.is_error
+    assert messages[-1].text == "done"
 
 
 async def test_a_mixed_batch_with_one_terminating_block_continues() -> None:
@@ -254,3 +271,38 @@ async def test_tool_results_given_as_text_without_content_or_of_a_wrong_type() -
     assert (text.text, text.is_error) == ("plain text", False)
     assert (empty.content, empty.details, empty.is_error) == ([], {"n": 1}, False)  # pi: an empty array stands in
     assert wrong.is_error and wrong.text == "execute returned int, expected an AgentToolResult"
+
+
+# --------------------------------------------------------------------------- the run's signal
+
+
+async def test_hooks_transform_context_and_tools_receive_the_runs_own_signal() -> None:
+    controller = AbortController()
+    seen: dict[str, Any] = {}
+
+    def transform(messages: list[Any], signal: Any) -> list[Any]:
+        seen["transform_context"] = signal
+        return messages
+
+    def before(ctx: BeforeToolCallContext, signal: Any) -> None:
+        seen["before_tool_call"] = signal
+
+    def after(ctx: AfterToolCallContext, signal: Any) -> None:
+        seen["after_tool_call"] = signal
+
+    def execute(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        seen["execute"] = signal
+        return AgentToolResult([TextContent("ok")])
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("done")])
+    await run_loop(
+        model,
+        [user("x")],
+        tools=[make_tool("t", execute)],
+        signal=controller.signal,
+        transform_context=transform,
+        before_tool_call=before,
+        after_tool_call=after,
+    )
+    assert sorted(seen) == ["after_tool_call", "before_tool_call", "execute", "transform_context"]
+    assert all(signal is controller.signal for signal in seen.values())

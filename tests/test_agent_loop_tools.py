@@ -7,6 +7,7 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
 from scripted_model import (
     EchoParams,
     ScriptedModel,
@@ -182,12 +183,10 @@ async def test_eight_sync_tools_run_at_the_same_time() -> None:
 
 
 async def test_on_update_from_a_sync_tool_thread_arrives_in_order_before_the_end() -> None:
-    leaked: list[Any] = []
 
     def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
         for index in range(20):
             on_update(AgentToolResult([TextContent(f"step {index}")]))
-        leaked.append(on_update)
         return AgentToolResult([TextContent("done")])
 
     model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"}, id="c1")), text_message("ok")])
@@ -197,8 +196,6 @@ async def test_on_update_from_a_sync_tool_thread_arrives_in_order_before_the_end
     assert updates == [f"step {index}" for index in range(20)]
     assert [event.type for event in tool_events][-1] == "tool_execution_end"
     assert all(event.args == {"value": "x"} for event in tool_events if event.type == "tool_execution_update")
-    # A late call after the tool finished is ignored.
-    await asyncio.to_thread(leaked[0], AgentToolResult([TextContent("late")]))
 
 
 async def test_on_update_from_an_async_tool() -> None:
@@ -265,7 +262,8 @@ async def test_an_update_from_a_settled_call_is_ignored_while_another_call_runs(
 
 
 async def test_an_update_after_execute_returned_is_ignored() -> None:
-    # pi stops accepting updates once execute settles, before after_tool_call runs.
+    # pi stops accepting updates once execute settles, before after_tool_call runs:
+    # neither the loop thread nor a thread the tool left behind can add one.
     leaked: list[Any] = []
 
     def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
@@ -275,6 +273,9 @@ async def test_an_update_after_execute_returned_is_ignored() -> None:
 
     async def after(ctx: AfterToolCallContext, signal: Any) -> None:
         leaked[0](AgentToolResult([TextContent("from after_tool_call")]))
+        # From another thread: had it been posted, it would be in the inbox
+        # (one FIFO of thread-safe callbacks) before this call's end.
+        await asyncio.to_thread(leaked[0], AgentToolResult([TextContent("from a thread")]))
         await asyncio.sleep(0.01)
 
     model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
@@ -285,35 +286,36 @@ async def test_an_update_after_execute_returned_is_ignored() -> None:
 
 async def test_a_sync_tool_runs_off_the_loop_with_contextvars() -> None:
     import contextvars
-    import time
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
     var.set("from the caller")
     seen: dict[str, Any] = {}
+    loop = asyncio.get_running_loop()
+    tool_started = asyncio.Event()
+    released = threading.Event()
 
     def execute(tool_call_id: str, params: EchoParams, signal: Any, on_update: Any) -> AgentToolResult:
         seen["var"] = var.get()
         seen["thread"] = threading.current_thread().name
-        time.sleep(0.2)
-        return AgentToolResult([TextContent("slept")])
+        loop.call_soon_threadsafe(tool_started.set)
+        # Only a coroutine on the loop can release it: on the loop thread this would time out.
+        seen["released"] = released.wait(10)
+        return AgentToolResult([TextContent("released")])
 
-    ticks = 0
+    async def release_when_started() -> None:
+        await tool_started.wait()
+        released.set()
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    ticking = asyncio.create_task(ticker())
+    releasing = asyncio.create_task(release_when_started())
     try:
         model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
-        await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
+        _, messages = await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
     finally:
-        ticking.cancel()
+        releasing.cancel()
+    assert seen["released"] is True  # set by the loop while the tool blocked, not timed out
     assert seen["var"] == "from the caller"
     assert seen["thread"].startswith("pi-tool")
-    assert ticks >= 5  # the loop kept ticking while the tool slept
+    assert tool_results(messages)[0].text == "released"
 
 
 async def test_a_sync_callable_returning_a_coroutine_is_awaited() -> None:
@@ -352,6 +354,23 @@ async def test_a_sync_tool_calling_sys_exit_becomes_an_error_result() -> None:
     result = tool_results(messages)[0]
     assert (result.text, result.is_error) == ("SystemExit: 3", True)
     assert model.call_count == 2  # the loop (the kernel) lives on
+
+
+@pytest.mark.parametrize(
+    ("error", "text"), [(SystemExit(3), "SystemExit: 3"), (KeyboardInterrupt(), "KeyboardInterrupt")]
+)
+async def test_an_async_tool_raising_system_exit_or_keyboard_interrupt_becomes_an_error_result(
+    error: BaseException, text: str
+) -> None:
+    async def quitter(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        await asyncio.sleep(0)
+        raise error
+
+    model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
+    _, messages = await run_loop(model, [user("x")], tools=[make_tool("t", quitter)])
+    result = tool_results(messages)[0]
+    assert (result.text, result.is_error) == (text, True)
+    assert model.call_count == 2  # as for a sync tool: the loop (the kernel) lives on
 
 
 async def test_tools_always_get_a_signal_even_when_the_run_has_none() -> None:

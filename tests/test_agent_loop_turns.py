@@ -19,7 +19,7 @@ from scripted_model import (
 )
 
 from pi_kernel.agent import AgentLoopConfig, agent_loop_continue
-from pi_kernel.agent.loop import DefaultLlmMessages
+from pi_kernel.agent.llm_messages import DefaultLlmMessages
 from pi_kernel.ai import Context
 
 
@@ -210,6 +210,32 @@ def test_default_conversion_checks_only_new_messages_and_hands_over_the_list() -
     assert texts(convert(other)) == ["user:y"]  # a different list is checked from the start
     shorter: list[Any] = [user("z")]
     assert convert(shorter) is shorter
+
+
+async def test_an_app_message_a_transform_inserts_in_place_never_reaches_the_model() -> None:
+    # The transform edits the loop's own list and returns it: the same list,
+    # longer, with the new message before the part the filter had checked.
+    requests = 0
+
+    def transform(messages: list[Any], signal: Any) -> list[Any]:
+        nonlocal requests
+        requests += 1
+        if requests == 2:
+            messages.insert(0, Notification("context was pruned"))
+        return messages
+
+    model = ScriptedModel([tool_call_message(tool_call("echo", {"value": 1}, id="c1")), text_message("done")])
+    await run_loop(model, [user("go")], tools=[echo_tool()], transform_context=transform)
+    assert requests == 2
+    assert texts(model.requests[1].messages) == ["user:go", "assistant", "tool:c1"]
+
+
+def test_the_non_incremental_default_conversion_rechecks_the_whole_list() -> None:
+    convert = DefaultLlmMessages(incremental=False)
+    messages: list[Any] = [user("a"), text_message("b")]
+    assert convert(messages) is messages
+    messages.insert(0, Notification("app only"))
+    assert texts(convert(messages)) == ["user:a", "assistant"]
 
 
 async def test_prepare_next_turn_runs_before_every_request_and_can_change_tools() -> None:

@@ -20,7 +20,6 @@ validated again).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from pi_kernel.agent.events import (
     ToolExecutionEndEvent,
     TurnEndEvent,
 )
+from pi_kernel.agent.invoke import call_hook
 from pi_kernel.agent.loop import run_agent_loop, run_agent_loop_continue
 from pi_kernel.agent.state import (
     AgentState,
@@ -332,9 +332,7 @@ class Agent:
     async def _notify(self, event: AgentEvent) -> None:
         for listener in self._listeners:
             try:
-                result = listener(event)
-                if inspect.isawaitable(result):
-                    await result
+                await call_hook(listener, event)
             except Exception:  # a broken listener must not break the run
                 logger.exception("Agent listener %r failed on a %s event", listener, event.type)
 

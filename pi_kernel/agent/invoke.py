@@ -68,13 +68,27 @@ class WorkerPool:
                 try:
                     future.set_result(fn())
                 except BaseException as error:  # noqa: BLE001 - handed to the awaiting task, never lost
-                    # SystemExit/KeyboardInterrupt from a tool must not reach the
-                    # event loop as such: it would stop the loop (the kernel).
-                    if not isinstance(error, Exception):
-                        error = RuntimeError(f"{type(error).__name__}: {error}".rstrip(": "))
-                    future.set_exception(error)
+                    future.set_exception(as_tool_error(error))
             del item, future, fn  # drop references before waiting for more work
             self._idle.release()
+
+
+def as_tool_error(error: BaseException) -> Exception:
+    """A tool's exception as one the loop can turn into a result.
+
+    ``SystemExit`` / ``KeyboardInterrupt`` raised by a tool (sync or async)
+    must not reach the event loop as such: asyncio re-raises them from the
+    loop, which would stop it (the kernel). They become a ``RuntimeError``
+    named after them (``SystemExit: 3``). A sync tool's
+    ``signal.throw_if_aborted()`` (``CancelledError``) becomes a plain error
+    with its message (``Operation aborted``): in a worker thread it cancels
+    nothing.
+    """
+    if isinstance(error, Exception):
+        return error
+    if isinstance(error, asyncio.CancelledError):
+        return RuntimeError(str(error) or type(error).__name__)
+    return RuntimeError(f"{type(error).__name__}: {error}".rstrip(": "))
 
 
 _pool: WorkerPool | None = None

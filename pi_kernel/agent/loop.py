@@ -29,20 +29,24 @@ How a run ends:
   ``agent_loop_continue`` (``Agent.continue_()``) resumes it.
 - the signal was aborted: during streaming the provider ends the message as
   ``aborted``; during tools every call still gets one result (``Operation
-  aborted`` for those that did not finish) and no further model request is
-  made. An abort that lands between turns (while steering is polled, say)
-  is seen before the next request: that request is not sent and the turn
-  gets an empty ``aborted`` assistant message instead.
+  aborted`` for those that did not settle within the abort grace, see
+  ``tool_runner``) and no further model request is made. An abort that
+  lands between turns (while steering is polled, say) is seen before the
+  next request: that request is not sent and the turn gets an empty
+  ``aborted`` assistant message instead.
 
 The assistant message joins the context once it is complete (pi inserts the
 partial one at ``start``; nothing here reads the context during a request, and
 the provider may still be reading the message list then).
 
 Cost per turn: nothing proportional to the history except what the provider
-needs to build its request. The default ``convert_to_llm`` checks only the
-messages added since the last request and hands the loop's own message list to
-``stream_fn`` (no copy): a stream function must read ``context.messages``
-during the request and copy it if it keeps it.
+needs to build its request. The default ``convert_to_llm`` (``llm_messages``)
+checks only the messages added since the last request (all of them when a
+``transform_context`` is set: it may edit the list in place) and hands the
+loop's own message list to ``stream_fn`` (no copy): a stream function must
+read ``context.messages`` during the request and copy it if it keeps it.
+``prepare_next_turn`` may replace ``context.messages`` but must not edit it
+in place.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from pi_kernel.agent.events import (
     TurnStartEvent,
 )
 from pi_kernel.agent.invoke import call_hook
+from pi_kernel.agent.llm_messages import llm_converter
 from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_calls
 from pi_kernel.agent.tool_execution import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentLoopConfig, StreamFn
@@ -73,45 +78,11 @@ from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, Stream
 Emit = Callable[[AgentEvent], Awaitable[None]]
 """Receives every event; the loop waits for it before going on."""
 
-LLM_ROLES = frozenset(("user", "assistant", "tool_result"))
-
-
-class DefaultLlmMessages:
-    """The default ``convert_to_llm``: keep user, assistant and tool-result messages.
-
-    As pi's filter, but incremental: when every message is an LLM message (the
-    usual case) it returns the given list itself and, on the next turn, looks
-    only at the messages appended since. A different list, or a shorter one,
-    is checked from the start again.
-    """
-
-    __slots__ = ("_checked", "_source")
-
-    def __init__(self) -> None:
-        self._source: list[Any] | None = None
-        self._checked = 0
-
-    def __call__(self, messages: list[Any]) -> list[Any]:
-        if messages is not self._source or len(messages) < self._checked:
-            self._source, self._checked = messages, 0
-        checked = self._checked
-        count = len(messages)
-        while checked < count and getattr(messages[checked], "role", None) in LLM_ROLES:
-            checked += 1
-        self._checked = checked
-        if checked == count:
-            return messages
-        return [message for message in messages if getattr(message, "role", None) in LLM_ROLES]
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
 
 async def _poll(source: Callable[[], Any] | None) -> list[Any]:
     if source is None:
         return []
-    return list(await _maybe_await(source()) or ())
+    return list(await call_hook(source) or ())
 
 
 def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
@@ -119,7 +90,7 @@ def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
         return emit
 
     async def emit_and_wait(event: AgentEvent) -> None:
-        await _maybe_await(emit(event))
+        await call_hook(emit, event)
 
     return emit_and_wait
 
@@ -188,7 +159,7 @@ async def _run_turns(
 ) -> None:
     options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
     stream_fn = config.stream_fn or _default_stream_fn()
-    to_llm: Callable[[list[Any]], Any] = config.convert_to_llm or DefaultLlmMessages()
+    to_llm = llm_converter(config)
     requests = 0
     first_turn = True
     pending: list[Any] = await _poll(config.get_steering_messages)
@@ -263,10 +234,10 @@ async def stream_assistant_response(
         return await _skip_aborted_request(context, config, emit)
     messages: list[Any] = context.messages
     if config.transform_context is not None:
-        messages = await _maybe_await(config.transform_context(messages, signal))
-    llm_messages = await _maybe_await(to_llm(messages))
+        messages = await call_hook(config.transform_context, messages, signal)
+    llm_messages = await call_hook(to_llm, messages)
     request = Context(context.system_prompt, llm_messages, context.tools)
-    response = await _maybe_await(stream_fn(config.model, request, options))
+    response = await call_hook(stream_fn, config.model, request, options)
 
     final: AssistantMessage | None = None
     started = False

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent
-from pi_kernel.agent.invoke import await_unless_aborted, call_hook, is_async_callable, run_in_worker
+from pi_kernel.agent.invoke import as_tool_error, await_unless_aborted, call_hook, is_async_callable, run_in_worker
 from pi_kernel.agent.types import (
     AfterToolCallContext,
     AgentLoopConfig,
@@ -257,11 +257,21 @@ async def call_tool_execute(
 async def execute_prepared_tool_call(
     prepared: PreparedToolCall, signal: AbortSignal, on_update: ToolUpdateCallback
 ) -> ExecutedOutcome:
+    """Phase 2: what ``execute`` returned, or what it raised as an error result.
+
+    ``SystemExit`` / ``KeyboardInterrupt`` from an async tool are results too,
+    as they are from a sync one (``as_tool_error``): raised on the loop they
+    would stop it. ``CancelledError`` is not caught: the call's task is being
+    cancelled (an abort's grace ran out, the run itself was cancelled), or the
+    tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
+    """
     try:
         value = await call_tool_execute(prepared.tool, prepared.tool_call.id, prepared.args, signal, on_update)
         return ExecutedOutcome(as_tool_result(value), False)
     except Exception as error:  # noqa: BLE001 - a failing tool is a result the model reads
         return ExecutedOutcome(error_result(error_text(error)), True)
+    except (SystemExit, KeyboardInterrupt) as error:
+        return ExecutedOutcome(error_result(error_text(as_tool_error(error))), True)
 
 
 # ---------------------------------------------------------------- phase 3: finalize

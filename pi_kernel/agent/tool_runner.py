@@ -13,12 +13,17 @@ that coroutine through one inbox queue, in the order it happened:
 - a task finishing → its ``tool_execution_end`` (completion order). A sync
   tool's updates are queued before its completion (both travel through the
   loop's FIFO of thread-safe callbacks), so they always come first.
-- the abort signal (from any thread) → every call still running is cancelled
-  and gets ``Operation aborted`` at once, in source order. Cancelled async
-  tools then get up to ``ABORT_CLEANUP_GRACE`` seconds to unwind (their
-  ``finally`` blocks run before the run ends). The loop does not wait for a
-  sync tool to notice the abort: its thread runs on and sees
-  ``signal.aborted``; whatever it returns later is dropped.
+- the abort signal (from any thread) → the calls still running get up to
+  ``ABORT_GRACE`` seconds to honour it and settle on their own, as pi waits
+  for its tools: what a call returns or raises then is its result (a tool
+  that sees ``signal.aborted`` and returns partial output, bash's own
+  ``Command aborted`` with the output so far). Calls still running after the
+  grace are cancelled and get ``Operation aborted``, in source order; the
+  cancelled async tools then get up to ``ABORT_CLEANUP_GRACE`` seconds to run
+  their ``finally`` blocks. A sync tool's thread cannot be stopped: it runs on,
+  and whatever it returns after that is dropped.
+
+Every call gets exactly one ``tool_execution_end`` and one outcome.
 """
 
 from __future__ import annotations
@@ -44,11 +49,15 @@ from pi_kernel.agent.tool_execution import (
 from pi_kernel.agent.types import AgentLoopConfig, AgentToolResult
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context
 
-_UPDATE, _DONE, _ABORT = 0, 1, 2
+_UPDATE, _DONE, _ABORT, _GRACE_OVER = 0, 1, 2, 3
+
+ABORT_GRACE = 1.0
+"""Seconds the calls still running at an abort get to settle on their own
+before they are cancelled and given ``Operation aborted``."""
 
 ABORT_CLEANUP_GRACE = 1.0
-"""Seconds an aborted run waits, after giving every interrupted call its
-result, for cancelled async tools to finish their ``finally`` blocks."""
+"""Seconds the run then waits for the cancelled async tools to finish their
+``finally`` blocks (a tool that swallows the cancellation cannot hold it longer)."""
 
 
 InboxItem = tuple[int, int, Any]
@@ -116,6 +125,84 @@ class _RunningCall:
         return self.task.result()
 
 
+class _Batch:
+    """The running calls of one batch, the inbox they report to, and their outcomes."""
+
+    def __init__(self, prepared_calls: Sequence[PreparedToolCall], emit: Emit) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
+        self.emit = emit
+        self.calls = [_RunningCall(index, prepared, self.inbox) for index, prepared in enumerate(prepared_calls)]
+        self.outcomes: list[FinalizedToolCall | None] = [None] * len(self.calls)
+        self.remaining = len(self.calls)
+
+    def start(
+        self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
+    ) -> None:
+        for call in self.calls:
+            call.task = self.loop.create_task(call.run(context, assistant_message, config, signal))
+            call.task.add_done_callback(functools.partial(_report_done, self.inbox, call.index))
+
+    def post(self, item: InboxItem) -> None:
+        _post(self.loop, self.inbox, item)
+
+    async def drain(self, until: int) -> None:
+        """Handle reports until every call has ended or an item of kind ``until`` arrives."""
+        while self.remaining:
+            kind, index, payload = await self.inbox.get()
+            if kind == until:
+                return
+            if kind not in (_UPDATE, _DONE):
+                continue  # a second abort, a stale timer
+            call = self.calls[index]
+            if call.finished:
+                continue
+            if kind == _UPDATE:
+                tool_call = call.prepared.tool_call
+                await self.emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
+            else:
+                await self._end(call, call.outcome())
+
+    async def _end(self, call: _RunningCall, finalized: FinalizedToolCall) -> None:
+        call.finished = True  # from here on its updates are dropped
+        self.remaining -= 1
+        self.outcomes[call.index] = finalized
+        await emit_tool_execution_end(finalized, self.emit)
+
+    async def settle(self, grace: float) -> None:
+        """After an abort: the running calls may still end on their own, for ``grace`` seconds.
+
+        The deadline arrives as an inbox item (not a timeout around ``get``), so
+        no report can be lost to it.
+        """
+        if not self.remaining:
+            return
+        timer = self.loop.call_later(grace, self.inbox.put_nowait, (_GRACE_OVER, -1, None))
+        try:
+            await self.drain(until=_GRACE_OVER)
+        finally:
+            timer.cancel()
+
+    async def cancel_unsettled(self, cleanup: float) -> None:
+        """Cancel the calls that ignored the abort; each gets ``Operation aborted``, in source order."""
+        unsettled = [call for call in self.calls if not call.finished]
+        for call in unsettled:
+            assert call.task is not None
+            call.task.cancel()
+            await self._end(call, aborted_call(call.prepared.tool_call))
+        if unsettled:
+            # Let cancelled async tools run their cleanup before the run goes on,
+            # but never wait long for one that ignores the cancellation.
+            await asyncio.wait([call.task for call in unsettled if call.task], timeout=cleanup)
+
+    def close(self) -> None:
+        """However the run ends (even cancelled): no late update counts, no task runs on."""
+        for call in self.calls:
+            call.finished = True
+            if call.task is not None and not call.task.done():
+                call.task.cancel()
+
+
 async def run_prepared_tool_calls(
     prepared_calls: Sequence[PreparedToolCall],
     context: Context,
@@ -134,50 +221,14 @@ async def run_prepared_tool_calls(
             await emit_tool_execution_end(finalized, emit)
         return skipped
 
-    loop = asyncio.get_running_loop()
-    inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
-    calls = [_RunningCall(index, prepared, inbox) for index, prepared in enumerate(prepared_calls)]
-    for call in calls:
-        call.task = loop.create_task(call.run(context, assistant_message, config, signal))
-        call.task.add_done_callback(functools.partial(_report_done, inbox, call.index))
-
-    def on_abort(_reason: Any) -> None:
-        _post(loop, inbox, (_ABORT, -1, None))
-
-    remove_abort_listener = signal.add_listener(on_abort)
-    outcomes: list[FinalizedToolCall | None] = [None] * len(calls)
-    remaining = len(calls)
+    batch = _Batch(prepared_calls, emit)
+    batch.start(context, assistant_message, config, signal)
+    remove_abort_listener = signal.add_listener(lambda _reason: batch.post((_ABORT, -1, None)))
     try:
-        while remaining:
-            kind, index, payload = await inbox.get()
-            if kind == _ABORT:
-                break
-            call = calls[index]
-            if call.finished:
-                continue
-            if kind == _UPDATE:
-                tool_call = call.prepared.tool_call
-                await emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
-                continue
-            call.finished = True
-            remaining -= 1
-            outcomes[index] = finalized = call.outcome()
-            await emit_tool_execution_end(finalized, emit)
-        interrupted = [call for call in calls if not call.finished]  # only after an abort
-        for call in interrupted:
-            call.finished = True
-            assert call.task is not None
-            call.task.cancel()
-            outcomes[call.index] = finalized = aborted_call(call.prepared.tool_call)
-            await emit_tool_execution_end(finalized, emit)
-        if interrupted:
-            # Let cancelled async tools run their cleanup before the run goes on,
-            # but never wait long for one that ignores the cancellation.
-            await asyncio.wait([call.task for call in interrupted if call.task], timeout=ABORT_CLEANUP_GRACE)
+        await batch.drain(until=_ABORT)
+        await batch.settle(ABORT_GRACE)  # nothing left to settle unless the abort came
+        await batch.cancel_unsettled(ABORT_CLEANUP_GRACE)
     finally:
         remove_abort_listener()
-        for call in calls:
-            call.finished = True  # late updates from worker threads are dropped
-            if call.task is not None and not call.task.done():
-                call.task.cancel()
-    return outcomes  # type: ignore[return-value]
+        batch.close()
+    return batch.outcomes  # type: ignore[return-value]

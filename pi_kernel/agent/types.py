@@ -99,8 +99,7 @@ class BeforeToolCallResult:
     """What ``before_tool_call`` returns (``None`` lets the call run).
 
     ``block=True``: the tool does not run; the model receives ``reason`` (or
-    ``Tool execution was blocked``) as an error result. ``terminate`` asks the
-    loop to stop after this batch, as a tool result's ``terminate`` does.
+    ``Tool execution was blocked``) as an error result.
     ``args``: replacement arguments (re-validated before the call runs), for
     approvals that edit the call.
     """
@@ -108,6 +107,11 @@ class BeforeToolCallResult:
     block: bool = False
     reason: str | None = None
     terminate: bool = False
+    """With ``block=True`` only (as in pi): the blocked call's result asks the
+    loop to stop after this batch, as a tool result's ``terminate`` does.
+    Without a block it is ignored: the call runs and its own result (and
+    ``after_tool_call``) decide; a hook that wants to stop after an approved
+    call returns ``AfterToolCallResult(terminate=True)`` from ``after_tool_call``."""
     args: Any = None
 
 
@@ -156,7 +160,10 @@ ShouldStopAfterTurn = Callable[[Any], Any]
 PrepareNextTurn = Callable[[Context], Any]
 """Called before each model request with the loop's context; may set
 ``system_prompt`` and ``tools`` on it (the tool registry rebuilds both
-channels here every turn)."""
+channels here every turn). To change the history, assign a new list to
+``messages`` (or return a new ``Context``) rather than editing it in place:
+the default ``convert_to_llm`` re-checks only what was appended to a list it
+has seen."""
 
 
 @dataclass

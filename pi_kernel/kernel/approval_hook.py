@@ -93,7 +93,6 @@ class ApprovalGate:
     """One stdin question at a time (parallel tool calls); a lock per loop (``%%pi`` may run on a private one)."""
 
     async def __call__(self, ctx: BeforeToolCallContext, signal: AbortSignal | None = None) -> Any:
-        from pi_kernel.agent.types import BeforeToolCallResult
         from pi_kernel.tools.approval import ApprovalRequest
 
         name = ctx.tool_call.name

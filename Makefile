@@ -33,8 +33,10 @@ chromium:
 lab: setup
 	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
 
+# PI_REQUIRE_LOCAL_MODEL=1: a test that needs the local model fails instead of skipping without it,
+# so this target cannot pass without running the tutorials.
 test: setup-test
-	$(BIN)/python -m pytest -p no:cacheprovider
+	PI_REQUIRE_LOCAL_MODEL=1 $(BIN)/python -m pytest -p no:cacheprovider
 
 lint: setup-test
 	$(BIN)/ruff check pi_kernel tests benchmarks

@@ -1,8 +1,19 @@
 """pi-kernel: a Jupyter-native agent kernel and widgets.
 
-``from pi_kernel import tool, agent`` gives the ``@tool`` decorator and the
-session's agent (created on first use). Attributes are resolved lazily so that
-importing the package costs nothing until something is used.
+``from pi_kernel import tool`` gives the ``@tool`` decorator anywhere.
+
+``from pi_kernel import agent`` gives the session's agent (created on first
+use) in the Pi kernel, and in any IPython after ``%load_ext pi_kernel``:
+attaching a session makes the package's ``agent`` attribute stand for it (see
+``pi_kernel.kernel.agent_proxy``). That is all the contract promises.
+Elsewhere the name is the ``pi_kernel.agent`` subpackage once anything has
+imported it (``from pi_kernel import tool`` does): Python sets an imported
+subpackage as an attribute of its parent, and the module ``__getattr__``
+below is only asked for names that are missing. Before that, ``__getattr__``
+attaches a session if IPython runs, else raises ``RuntimeError``.
+
+Attributes are resolved lazily so that importing the package costs nothing
+until something is used.
 """
 
 from __future__ import annotations

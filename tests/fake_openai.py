@@ -54,6 +54,22 @@ def _recorded_streams_dir() -> Path:
 
 
 RECORDED_STREAMS = _recorded_streams_dir()
+
+
+def needs_recorded_streams(directory: Path | None = None, environ: dict[str, str] | None = None) -> Any:
+    """The ``pytestmark`` of tests that replay ``RECORDED_STREAMS``: they skip in a checkout without the
+    project's ``shared/`` folder, but not in CI (``CI`` set), where a missing folder must fail the run
+    instead of silently dropping every replay."""
+    import pytest  # here: this file also runs as a standalone server, without pytest
+
+    directory = RECORDED_STREAMS if directory is None else directory
+    env = os.environ if environ is None else environ
+    return pytest.mark.skipif(
+        not directory.is_dir() and not env.get("CI"),
+        reason=f"recorded streams not found at {directory} (set PI_RECORDED_STREAMS)",
+    )
+
+
 DEFAULT_MODEL = "fake-model"
 JSONDict = dict[str, Any]
 

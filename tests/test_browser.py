@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, JupyterLabServer, NotebookPage
-from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
+from fake_openai import Chunks, FakeOpenAI, ToolCallSpec, text_chunks, tool_call_chunks
 
 pytestmark = [
     pytest.mark.browser,
@@ -26,7 +26,12 @@ pytestmark = [
 FAKE_KEY = "sk-test-SECRET-browser-0123456789"
 WORDS = " ".join(f"word{index}" for index in range(200))
 LONG_ANSWER = f"Streaming **works**: {WORDS}."
-REASON = "Use mental arithmetic"
+REASON = (
+    "Use mental arithmetic instead: adding two small numbers needs no tool at all, and every call of this one"
+    " waits for somebody to click a button first"
+)
+"""Long on purpose: the denied card's header must keep the tool's name beside the disclosure caret."""
+INTERRUPTED_CALL = "call_interrupted"
 CELLS = [
     'from pi_kernel import tool\n\n@tool(approval="ask")\ndef add(a: int, b: int) -> int:\n'
     '    """Add two numbers."""\n    return a + b',
@@ -46,7 +51,8 @@ def respond(body: dict[str, Any]) -> Any:
     prompt = last["content"] if isinstance(last["content"], str) else last["content"][0]["text"]
     if "stream" in prompt:
         return Chunks(text_chunks(LONG_ANSWER, parts=100), delay=0.03)
-    return tool_call_chunks([("add", {"a": 2, "b": 3})])
+    call_id = INTERRUPTED_CALL if "interrupt" in prompt else None  # None: call_0
+    return tool_call_chunks([ToolCallSpec("add", {"a": 2, "b": 3}, call_id)])
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +120,10 @@ def test_text_streams_in_then_stays_as_static_markdown(notebook: NotebookPage) -
     notebook.run(1)
     notebook.wait_text(1, "word20")
     partial = notebook.output_text(1)
+    live_widgets = notebook.output(1).locator(".jupyter-widgets").count()
     notebook.screenshot("01-streaming")
     assert "word199" not in partial, "the answer should be visible while it still streams"
+    assert live_widgets > 0, "it streams into the live widget view (the text view would pass the rest)"
     notebook.wait_prompt(1)
     notebook.wait_text(1, "word199")
     strong = notebook.output(1).locator("strong", has_text="works")
@@ -160,19 +168,33 @@ def test_deny_sends_the_reason_to_the_model(notebook: NotebookPage, fake: FakeOp
     assert tool_messages[-1]["content"] == REASON
     assert "denied" in notebook.output_text(3)
     notebook.screenshot("05-denied")
+    # The static card's header: the name on the disclosure caret's line (not pushed below it by the
+    # long reason), the reason on the next line.
+    summary = notebook.output(3).locator("details summary").first
+    name, reason = summary.locator("b").first, summary.get_by_text(re.compile("^denied: Use mental"))
+    summary_box, name_box, reason_box = summary.bounding_box(), name.bounding_box(), reason.bounding_box()
+    assert name_box["y"] - summary_box["y"] < name_box["height"] / 2, (summary_box, name_box)
+    assert reason_box["y"] >= name_box["y"] + name_box["height"] - 2, (name_box, reason_box)
 
 
-def test_interrupt_while_an_approval_waits(notebook: NotebookPage) -> None:
+def test_interrupt_while_an_approval_waits(notebook: NotebookPage, fake: FakeOpenAI) -> None:
     notebook.run(4)
     _approve_button(notebook, 4)
     notebook.interrupt()
     notebook.wait_text(4, "interrupted", timeout=15)
     notebook.wait_prompt(4, timeout=15)
-    enabled = notebook.output(4).locator("button:not([disabled])", has_text="Approve")
-    assert enabled.count() == 0
+    card = notebook.output(4).locator("details summary", has_text="add").first
+    assert "interrupted" in card.inner_text()  # the call's own card, not only a notice under it
     notebook.screenshot("06-interrupted")
     notebook.run(5)
     notebook.wait_text(5, re.compile(r"^2$"), timeout=20)  # the kernel is usable afterwards
+    results = [
+        message["content"]
+        for body in fake.bodies
+        for message in body["messages"]
+        if message["role"] == "tool" and message.get("tool_call_id") == INTERRUPTED_CALL
+    ]
+    assert "5" not in results, "the interrupted call ran and its result reached the model"
 
 
 def test_saved_notebook_renders_after_reload(notebook: NotebookPage) -> None:

@@ -36,11 +36,21 @@ def stock(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield driver
 
 
+AGENT_KIND = "import pi_kernel\n(type(pi_kernel.agent).__name__, hasattr(pi_kernel.agent, 'is_running'))"
+
+
 def test_load_ext_gives_the_magics(stock: KernelDriver) -> None:
     assert stock.run("%pi").status == "error"  # not loaded yet
+    # Without the extension, once imported (``tool`` imports it), the name is the agent package: the
+    # contract promises the session agent only in the Pi kernel or after %load_ext.
+    assert stock.run("from pi_kernel import tool\n" + AGENT_KIND).text.strip() == "('module', False)"
     assert stock.run("%load_ext pi_kernel").status == "ok"
     status = stock.run("%pi").text
     assert "fake-model" in status and "mode: deny" in status
+    # From then on the package attribute is the session agent, though the subpackage was imported first.
+    assert stock.run(AGENT_KIND).text.strip() == "('SessionAgent', True)"
+    same = "from pi_kernel import agent\nfrom pi_kernel.kernel.session import get_session\n"
+    assert stock.run(same + "agent.state is get_session().agent.state").text.strip() == "True"
 
 
 def test_pi_cells_run_in_the_stock_kernel(stock: KernelDriver, server: FakeOpenAI) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from kernel_helpers import REPO
 
 from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from pi_kernel.ai.secrets import redact
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import (
@@ -19,7 +21,6 @@ from pi_kernel.kernel.config import (
     apply_config,
     load_dotenv,
     parse_dotenv,
-    redact,
     resolve_model,
     settings_from_env,
 )
@@ -75,13 +76,15 @@ def test_config_wins_over_environment() -> None:
     with pytest.raises(ValueError):
         apply_config(PiSettings(), {"approval": "maybe"})
     from_command_line = apply_config(
-        PiSettings(), {"builtin_tools": "read,bash", "approval_timeout": "0", "max_turns": "3"}
+        PiSettings(), {"builtin_tools": "read,bash", "approval_timeout": "5", "max_turns": "3"}
     )
     assert (from_command_line.builtin_tools, from_command_line.approval_timeout, from_command_line.max_turns) == (
         ("read", "bash"),
-        None,
+        5.0,
         3,
     )
+    with pytest.raises(ValueError, match="nothing waits forever"):
+        apply_config(PiSettings(), {"approval_timeout": "0"})  # 0 once meant "wait forever"
 
 
 # -- default model -----------------------------------------------------------------------------
@@ -134,6 +137,14 @@ def test_keys_pick_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     assert local is not None and local.provider == "local"
 
 
+def test_an_explicit_local_provider_outranks_keys_in_the_environment() -> None:
+    env = {"PI_PROVIDER": "local", "OPENAI_API_KEY": "sk-a", "DEEPSEEK_API_KEY": "sk-b"}
+    model = resolve_model(settings_from_env(env), env)
+    assert model is not None and model.provider == "local"
+    direct = resolve_model(PiSettings(provider="local"), {"OPENAI_API_KEY": "sk-a"})
+    assert direct is not None and direct.provider == "local"
+
+
 def test_redact_masks_key_values() -> None:
     environ = {"OPENAI_API_KEY": "sk-abcdefgh1234", "OTHER": "visible-value"}
     assert redact("key sk-abcdefgh1234 and visible-value", environ) == "key *** and visible-value"
@@ -168,6 +179,20 @@ def test_read_only_mode_runs_only_read_only_tools() -> None:
     assert "read-only" in policy.deny_reason("calc")
     policy.apply_spec(["calc=auto"])  # a per-tool override lets one more tool run
     assert policy.decide(_definition("calc", "auto"), {}) == "run"
+
+
+def test_a_cells_deny_denies_every_call_even_an_always_allowed_one() -> None:
+    """``%%pi --approve deny`` after an "Always allow" click (the quickstart's order) still runs nothing."""
+    policy = ApprovalPolicy(mode="auto")
+    policy.allow_always("celsius")
+    policy.set_override("calc", "auto")
+    tools = [_definition("celsius", "ask"), _definition("calc", "auto"), _definition("safe", "auto")]
+    assert [policy.decide(d, {}) for d in tools] == ["run", "run", "run"]
+    assert [policy.decide(d, {}, mode="deny") for d in tools] == ["deny", "deny", "deny"]
+    assert "--approve deny" in policy.deny_reason("celsius", "deny")
+    policy.set_mode("deny")  # a session-mode deny keeps the session's rules
+    assert [policy.decide(d, {}) for d in tools] == ["run", "run", "run"]
+    assert policy.decide(_definition("risky", "ask"), {}) == "deny"
 
 
 def test_tool_decorator_declares_read_only() -> None:
@@ -330,6 +355,24 @@ def test_install_command(tmp_path: Path, where: str) -> None:
     assert spec["argv"][0] == sys.executable and spec["argv"][1:3] == ["-m", "pi_kernel"]
     assert spec["display_name"] == "Pi Agent (Python 3)" and (installed / "logo-64x64.png").is_file()
     assert str(installed) in done.stdout
+
+
+def test_install_command_sys_prefix(tmp_path: Path) -> None:
+    """``--sys-prefix`` installs into the running interpreter's environment: run from a fresh venv (this
+    environment's packages and the working tree on its path), the spec lands in that venv, not per user."""
+    import site
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    paths = os.pathsep.join([str(REPO), *site.getsitepackages()])
+    env = {"PYTHONPATH": paths, "PATH": "/usr/bin:/bin", "JUPYTER_DATA_DIR": str(tmp_path / "user-data")}
+    command = [str(python), "-m", "pi_kernel", "install", "--sys-prefix"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    installed = venv / "share" / "jupyter" / "kernels" / "pi"
+    assert json.loads((installed / "kernel.json").read_text())["argv"][0] == str(python)
+    assert str(installed) in done.stdout and not (tmp_path / "user-data").exists()
 
 
 def test_a_cell_without_a_model_says_how_to_get_one() -> None:

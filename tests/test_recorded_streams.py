@@ -19,7 +19,15 @@ from typing import Any
 
 import openai
 import pytest
-from fake_openai import RECORDED_STREAMS, FakeOpenAI, load_script, recorded_stream, text_chunks, tool_call_chunks
+from fake_openai import (
+    RECORDED_STREAMS,
+    FakeOpenAI,
+    load_script,
+    needs_recorded_streams,
+    recorded_stream,
+    text_chunks,
+    tool_call_chunks,
+)
 
 from pi_kernel.ai.messages import (
     AssistantMessage,
@@ -35,10 +43,7 @@ from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 
 # Outside CI a checkout without the project's shared/ folder skips these; CI must replay them.
-pytestmark = pytest.mark.skipif(
-    not RECORDED_STREAMS.is_dir() and not os.environ.get("CI"),
-    reason=f"recorded streams not found at {RECORDED_STREAMS} (set PI_RECORDED_STREAMS)",
-)
+pytestmark = needs_recorded_streams()
 
 
 def recorded_chunks(name: str) -> list[dict[str, Any]]:

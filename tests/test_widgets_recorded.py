@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import RECORDED_STREAMS, FakeOpenAI, recorded_stream
+from fake_openai import FakeOpenAI, needs_recorded_streams, recorded_stream
 from test_widgets_frontend import WidgetHarness
 
 from pi_kernel.agent.events import (
@@ -27,7 +28,8 @@ from pi_kernel.ai import AssistantMessage, Context, StreamOptions, UserMessage
 from pi_kernel.ai.models import Model
 from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 
-pytestmark = pytest.mark.skipif(not RECORDED_STREAMS.is_dir(), reason=f"{RECORDED_STREAMS} is missing")
+# Outside CI a checkout without the project's shared/ folder skips these; CI must replay them.
+pytestmark = needs_recorded_streams()
 
 
 async def _play_recording(
@@ -114,3 +116,11 @@ async def test_a_finished_recorded_turn_keeps_no_widget(
     assert static is not None
     assert static.data["text/plain"].startswith("The capital of the UK is London.")
     assert static.metadata["pi_kernel"]["usage"]["input"] == 78
+
+
+def test_recorded_stream_tests_skip_only_outside_ci(tmp_path: Path) -> None:
+    missing = tmp_path / "no-recordings"
+    assert needs_recorded_streams(missing, {}).args == (True,)  # a local checkout without shared/: skip
+    assert needs_recorded_streams(missing, {"CI": "true"}).args == (False,)  # CI: run, and fail loudly
+    assert needs_recorded_streams(tmp_path, {}).args == (False,)
+    assert pytestmark.args == needs_recorded_streams().args  # this file uses the shared check

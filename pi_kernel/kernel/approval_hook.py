@@ -10,6 +10,11 @@ call never reaches a person. Who can answer, in order:
 3. nobody (nbclient, papermill without stdin): denied with a reason that says
    how to allow such calls.
 
+With ``%autoawait off`` the cell runs on a private loop and blocks the shell,
+so no click or comm message can reach it: only stdin can answer, and without
+it the call is denied at once, saying to turn autoawait back on (see
+``PiSession.approval_route``), rather than waiting out the timeout.
+
 Every wait ends: a decision, the broker's timeout, or an interrupt (the
 signal's abort and ``deny_all`` resolve it as denied).
 """
@@ -41,6 +46,16 @@ def nobody_to_ask(tool_name: str) -> str:
         f'Tool "{tool_name}" needs approval, but nobody can approve it here (no widget front-end, no '
         f"pi.approval comm, no stdin), so it was not run. To allow such calls, set PI_APPROVAL=auto, "
         f"or run `%pi approve auto` or `%pi approve {tool_name}=auto` in the notebook."
+    )
+
+
+def blocked_cell(tool_name: str) -> str:
+    """The reason of a denial in a ``%%pi`` cell run with ``%autoawait off`` and no stdin."""
+    return (
+        f'Tool "{tool_name}" needs approval, but this %%pi cell runs with %autoawait off, so it blocks the '
+        f"kernel: no Approve click or comm message can reach it, and this front-end allows no stdin prompt. "
+        f"It was not run. Run `%autoawait on` (the default) and re-run the cell, or run "
+        f"`%pi approve {tool_name}=auto` to let it run without asking."
     )
 
 
@@ -89,6 +104,8 @@ class ApprovalGate:
     """A ``%%pi --approve MODE`` for the running cell."""
     raw_input: Callable[[], Callable[[str], str] | None] = lambda: None
     """The front-end's ``input()`` for the running cell, when it allows stdin."""
+    nobody_reason: Callable[[str], str] = nobody_to_ask
+    """Why nobody can answer (route ``None``), given the tool's name; the session knows the reason."""
     _stdin_turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
     """One stdin question at a time (parallel tool calls); a lock per loop (``%%pi`` may run on a private one)."""
 
@@ -114,7 +131,7 @@ class ApprovalGate:
         )
         route = self.route()
         if verdict == "deny" or route is None:
-            reason = policy.deny_reason(name, mode) if verdict == "deny" else nobody_to_ask(name)
+            reason = policy.deny_reason(name, mode) if verdict == "deny" else self.nobody_reason(name)
             return self._deny_by_policy(request, reason)
         decision = await self._wait(request, route, signal)
         return result_of(decision, policy, name)

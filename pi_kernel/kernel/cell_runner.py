@@ -21,7 +21,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec, redact
+from pi_kernel.ai.secrets import redact
+from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, make_turn_view
@@ -161,9 +162,11 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
 
 async def run_pi_cell(body: str, line: str = "") -> None:
     """What a rewritten ``%%pi`` cell awaits."""
+    from pi_kernel.kernel.magics import show_notices
     from pi_kernel.kernel.session import get_session
 
     session = get_session()
+    show_notices(session)
     await run_turn(session, body, parse_options(line), session.current_cell_id())
 
 

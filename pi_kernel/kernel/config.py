@@ -7,13 +7,14 @@ are not set already), built-in defaults.
 
 Keys are never copied into settings: a ``Model`` names the environment
 variable that holds its key and the provider reads it when it sends a request.
-``redact`` masks any known key value in text that leaves the kernel, as a last
-line of defence (a provider error message quoting the key, say).
+``pi_kernel.ai.secrets.redact`` masks any known key value in text that leaves the
+kernel, as a last line of defence (a provider error message quoting the key, say).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import urllib.request
@@ -29,11 +30,12 @@ if TYPE_CHECKING:
 # a second (jsonschema), and nothing here is needed before the first ``%%pi``.
 
 APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
+TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
+"""Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval_policy`` has the same, but
+importing it here would cost a quarter of a second at every kernel start."""
 DEFAULT_BUILTIN_TOOLS = ("read", "write", "edit", "bash", "python")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
-KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
-"""Environment variables known to hold secrets (``redact`` also masks every ``*_API_KEY``)."""
 
 NO_MODEL_HELP = """No model is configured for %%pi. Any one of these works:
   - an OpenAI key:            set OPENAI_API_KEY (in the environment or a .env file)
@@ -60,8 +62,8 @@ class PiSettings:
     """Session approval mode: ``ask`` | ``auto`` | ``deny`` | ``read-only``."""
     approval_overrides: dict[str, str] = field(default_factory=dict)
     """Per-tool modes (``{"bash": "ask", "python": "auto"}``)."""
-    approval_timeout: float | None = 600.0
-    """Seconds before an unanswered approval is denied (``None``: never)."""
+    approval_timeout: float = 600.0
+    """Seconds before an unanswered approval is denied; always above 0 (nothing waits forever)."""
     workspace_root: str | None = None
     """When set, the file tools refuse paths outside it."""
     builtin_tools: tuple[str, ...] = DEFAULT_BUILTIN_TOOLS
@@ -120,8 +122,46 @@ def _flag(value: str | None) -> bool | None:
     return value.strip().lower() not in ("0", "false", "no", "off")
 
 
-def settings_from_env(environ: Mapping[str, str] | None = None, base: PiSettings | None = None) -> PiSettings:
-    """``base`` (defaults) with what the environment sets."""
+def _report(problems: list[str] | None, message: str) -> None:
+    """Note a bad setting that fell back (a kernel must start whatever its environment holds: the
+    session shows ``problems`` in its first ``%pi`` output); without a list to collect it, raise."""
+    if problems is None:
+        raise ValueError(message)
+    problems.append(message)
+
+
+def _shown(value: Any, environ: Mapping[str, str] | None = None) -> str:
+    """A bad value as a warning quotes it: keys masked, shortened (it might be a pasted secret)."""
+    text = redact(str(value), environ)
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def _using(settings: PiSettings, name: str) -> str:
+    """The "using X" of a warning: the value a bad setting fell back to, noted when it is the default."""
+    kept, default = getattr(settings, name), getattr(PiSettings(), name)
+    shown = f"{kept:g}" if isinstance(kept, float) else repr(kept)
+    return f"using {shown}" + (" (the default)" if kept == default else "")
+
+
+TIMEOUT_RULE = "must be a number of seconds above 0 (nothing waits forever)"
+
+
+def _seconds(value: Any, environ: Mapping[str, str] | None = None) -> float:
+    """An approval timeout: a finite number above 0 (``ValueError`` otherwise; ``0`` once meant "never")."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{_shown(value, environ)} {TIMEOUT_RULE}")
+    return seconds
+
+
+def settings_from_env(
+    environ: Mapping[str, str] | None = None, base: PiSettings | None = None, problems: list[str] | None = None
+) -> PiSettings:
+    """``base`` (defaults) with what the environment sets. A bad value keeps ``base``'s and is reported
+    in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
     env = os.environ if environ is None else environ
     settings = replace(base) if base is not None else PiSettings()
     if env.get("PI_MODEL"):
@@ -132,13 +172,17 @@ def settings_from_env(environ: Mapping[str, str] | None = None, base: PiSettings
         settings.base_url = env["OPENAI_BASE_URL"].strip()
         settings.base_url_from_env = True
     approval = env.get("PI_APPROVAL", "").strip().lower()
-    if approval:
-        if approval not in APPROVAL_MODES:
-            raise ValueError(f"PI_APPROVAL must be one of {', '.join(APPROVAL_MODES)}; got {approval!r}")
+    if approval in APPROVAL_MODES:
         settings.approval = approval
-    if env.get("PI_APPROVAL_TIMEOUT"):
-        timeout = float(env["PI_APPROVAL_TIMEOUT"])
-        settings.approval_timeout = timeout if timeout > 0 else None
+    elif approval:
+        modes = ", ".join(APPROVAL_MODES)
+        shown = _shown(env["PI_APPROVAL"], env)
+        _report(problems, f"PI_APPROVAL: {shown} is not one of {modes}; {_using(settings, 'approval')}.")
+    if env.get("PI_APPROVAL_TIMEOUT", "").strip():
+        try:
+            settings.approval_timeout = _seconds(env["PI_APPROVAL_TIMEOUT"].strip(), env)
+        except ValueError as error:
+            _report(problems, f"PI_APPROVAL_TIMEOUT: {error}; {_using(settings, 'approval_timeout')}.")
     widgets = _flag(env.get("PI_WIDGETS"))
     if widgets is not None:
         settings.widgets = widgets
@@ -163,32 +207,58 @@ CONFIG_NAMES = (
 """Settings that ``c.PiKernel.<name>`` may set."""
 
 
+def _overrides(value: Any) -> dict[str, str]:
+    """Per-tool modes from a mapping or its JSON text (the error never quotes the text: it may hold anything)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise ValueError(f"not valid JSON ({error})") from None
+    if not isinstance(value, Mapping):
+        raise ValueError('not a JSON object such as {"bash": "ask"}')
+    bad = sorted(str(name) for name, mode in value.items() if mode not in TOOL_APPROVAL_MODES)
+    if bad:
+        raise ValueError(f"the mode of {', '.join(bad)} is not one of {', '.join(TOOL_APPROVAL_MODES)}")
+    return {str(name): str(mode) for name, mode in value.items()}
+
+
 def _config_value(name: str, value: Any) -> Any:
-    """A config value as the setting wants it (command-line values arrive as strings)."""
+    """A config value as the setting wants it (command-line values arrive as strings); ``ValueError`` /
+    ``TypeError`` saying what is wrong with it."""
+    if name == "approval_overrides":
+        return _overrides(value)
+    if name == "approval_timeout":
+        return _seconds(value)
+    if name == "approval":
+        if value not in APPROVAL_MODES:
+            raise ValueError(f"{_shown(value)} is not one of {', '.join(APPROVAL_MODES)}")
+        return value
     if not isinstance(value, str):
-        return tuple(value) if name == "builtin_tools" else dict(value) if name == "approval_overrides" else value
+        return tuple(value) if name == "builtin_tools" else value
     if name == "builtin_tools":
         return tuple(word for word in re.split(r"[\s,\[\]'\"]+", value) if word)
-    if name == "approval_overrides":
-        return dict(json.loads(value))
-    if name == "approval_timeout":
-        return float(value)
     if name == "max_turns":
+        if not value.strip().isdigit():
+            raise ValueError(f"{_shown(value)} is not a whole number")
         return int(value)
     if name == "widgets":
         return _flag(value)
     return str(value)
 
 
-def apply_config(settings: PiSettings, values: Mapping[str, Any]) -> PiSettings:
-    """``settings`` with every known, non-``None`` value of ``values`` applied."""
-    changes = {name: _config_value(name, values[name]) for name in CONFIG_NAMES if values.get(name) is not None}
-    if "approval" in changes and changes["approval"] not in APPROVAL_MODES:
-        raise ValueError(f"PiKernel.approval must be one of {', '.join(APPROVAL_MODES)}; got {changes['approval']!r}")
+def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list[str] | None = None) -> PiSettings:
+    """``settings`` with every known, non-``None`` value of ``values`` applied. A bad value keeps
+    ``settings``' and is reported in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
+    changes: dict[str, Any] = {}
+    for name in CONFIG_NAMES:
+        if values.get(name) is None:
+            continue
+        try:
+            changes[name] = _config_value(name, values[name])
+        except (TypeError, ValueError) as error:
+            _report(problems, f"PiKernel.{name}: {error}; {_using(settings, name)}.")
     if "base_url" in changes:
         changes["base_url_from_env"] = False
-    if changes.get("approval_timeout") is not None and changes["approval_timeout"] <= 0:
-        changes["approval_timeout"] = None
     return replace(settings, **changes)
 
 
@@ -245,16 +315,18 @@ def resolve_model(settings: PiSettings, environ: Mapping[str, str] | None = None
         served = list_server_models(settings.base_url, key_env)
         model_id = served[0] if served else DEFAULT_OPENAI_MODEL
         return Model(id=model_id, provider=provider, base_url=settings.base_url, api_key_env=key_env)
-    if settings.provider and settings.provider != "local":
+    from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
+
+    if settings.provider == "local":  # an explicit choice outranks keys found in the environment
+        return Model(id=LOCAL_MODEL_ID, provider="local")
+    if settings.provider:
         defaults = {"deepseek": DEFAULT_DEEPSEEK_MODEL}
         return parse_model_spec(defaults.get(settings.provider, DEFAULT_OPENAI_MODEL), settings.provider)
     if env.get("OPENAI_API_KEY"):
         return Model(id=DEFAULT_OPENAI_MODEL, provider="openai")
     if env.get("DEEPSEEK_API_KEY"):
         return Model(id=DEFAULT_DEEPSEEK_MODEL, provider="deepseek")
-    if settings.provider == "local" or local_model_installed():
-        from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
-
+    if local_model_installed():
         return Model(id=LOCAL_MODEL_ID, provider="local")
     return None
 
@@ -272,27 +344,9 @@ def describe_model(model: Model) -> str:
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"
 
 
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The values of key variables currently set (long enough to be secrets)."""
-    env = os.environ if environ is None else environ
-    names = {name for name in env if name.endswith("_API_KEY") or name.endswith("_TOKEN")} | set(KEY_VARIABLES)
-    return sorted({env[name] for name in names if len(env.get(name, "")) >= 8}, key=len, reverse=True)
-
-
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every known key value replaced by ``***``."""
-    for secret in secret_values(environ):
-        if secret in text:
-            text = text.replace(secret, "***")
-    return text
+    """``pi_kernel.ai.secrets.redact`` (this module's warnings quote values), imported on first use:
+    this module loads at kernel start, where importing ``pi_kernel.ai`` would cost a second."""
+    from pi_kernel.ai.secrets import redact as redact_secrets
 
-
-def redact_data(value: Any, environ: Mapping[str, str] | None = None) -> Any:
-    """``redact`` applied to every string inside JSON-like data."""
-    if isinstance(value, str):
-        return redact(value, environ)
-    if isinstance(value, dict):
-        return {key: redact_data(item, environ) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact_data(item, environ) for item in value]
-    return value
+    return redact_secrets(text, environ)

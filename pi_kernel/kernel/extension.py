@@ -8,24 +8,42 @@ here imports the agent, the tools or a provider.
 Settings come from a ``.env`` file in the working directory (filling unset
 variables only), the environment, then ``c.PiKernel.*`` config (also read in
 a stock kernel's config) and finally ``overrides`` (the Pi kernel's traitlets).
+
+A bad value never stops the kernel: it runs in the kernel's constructor, where
+an exception kills the process and JupyterLab restarts it forever. It is
+logged, that setting keeps its lower layer's value (the default, in the end),
+and the session shows the warning once, in its first ``%pi`` / ``%%pi`` output.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, settings_from_env
 
+logger = logging.getLogger("pi_kernel.kernel")
 
-def session_settings(shell: Any, overrides: Mapping[str, Any] | None = None) -> PiSettings:
+
+def session_settings(
+    shell: Any, overrides: Mapping[str, Any] | None = None, problems: list[str] | None = None
+) -> PiSettings:
+    """The session's settings; each bad value is logged and added to ``problems`` (see the module doc)."""
+    found: list[str] = []
     load_dotenv(Path.cwd() / ".env")
-    settings = settings_from_env()
+    settings = settings_from_env(problems=found)
     config = getattr(shell, "config", None)
     section = config.get("PiKernel", {}) if config is not None and hasattr(config, "get") else {}
-    settings = apply_config(settings, dict(section))
-    return apply_config(settings, dict(overrides or {}))
+    # The Pi kernel's traitlets come from that same config: one pass, so one warning per bad value.
+    values = {**dict(section), **{name: value for name, value in (overrides or {}).items() if value is not None}}
+    settings = apply_config(settings, values, found)
+    for problem in found:
+        logger.warning("pi_kernel: %s", problem)
+        if problems is not None:
+            problems.append(problem)
+    return settings
 
 
 def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
@@ -37,7 +55,8 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     current = sessions._session
     if current is not None and current.shell is shell:
         return current
-    session = sessions.PiSession(shell, session_settings(shell, overrides), kernel)
+    problems: list[str] = []
+    session = sessions.PiSession(shell, session_settings(shell, overrides, problems), kernel, notices=problems)
     sessions.set_session(session)
     shell.register_magics(PiMagics(shell, session))
     transformers = shell.input_transformers_post

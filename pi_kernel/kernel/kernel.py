@@ -5,12 +5,15 @@ Ordinary cells run as Python; ``%%pi`` cells go to the session's agent (see
 
     c.PiKernel.model = "deepseek:deepseek-chat"
     c.PiKernel.approval = "ask"            # ask | auto | deny | read-only
-    c.PiKernel.approval_timeout = 600      # seconds; 0: wait forever
+    c.PiKernel.approval_timeout = 600      # seconds, above 0 (nothing waits forever)
     c.PiKernel.base_url = "http://127.0.0.1:11434/v1"
     c.PiKernel.builtin_tools = ["read", "bash", "python"]
 
 Traitlets win over the environment (``PI_MODEL``, ``PI_APPROVAL``, ...), which
-wins over a ``.env`` file.
+wins over a ``.env`` file. The approval traitlets also take strings and are
+checked by ``config.apply_config`` rather than by traitlets: a ``TraitError``
+in ``__init__`` would kill the kernel (JupyterLab restarts it forever), while
+a bad value there only falls back with a warning.
 
 Busy status while a ``%%pi`` cell waits: ipykernel wraps every control request
 and every request handled on a subshell in ``status: busy`` / ``status: idle``
@@ -42,10 +45,10 @@ from __future__ import annotations
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Bool, CFloat, Dict, Enum, Integer, List, Unicode
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, Union
 
 from pi_kernel import __version__
-from pi_kernel.kernel.config import APPROVAL_MODES, CONFIG_NAMES
+from pi_kernel.kernel.config import APPROVAL_MODES, CONFIG_NAMES, TOOL_APPROVAL_MODES
 
 
 class PiKernel(IPythonKernel):
@@ -58,11 +61,21 @@ class PiKernel(IPythonKernel):
     )
     provider = Unicode(None, allow_none=True, help="Provider when the model id alone is ambiguous.").tag(config=True)
     base_url = Unicode(None, allow_none=True, help="An OpenAI-compatible server URL.").tag(config=True)
-    approval = Enum(list(APPROVAL_MODES), None, allow_none=True, help="Approval mode for tool calls.").tag(config=True)
-    approval_overrides = Dict(None, allow_none=True, help="Per-tool approval: {'bash': 'ask'}.").tag(config=True)
-    approval_timeout = CFloat(None, allow_none=True, help="Seconds before a pending approval is denied.").tag(
+    approval = Unicode(None, allow_none=True, help=f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.").tag(
         config=True
     )
+    approval_overrides = Union(
+        [Dict(), Unicode()],
+        default_value=None,
+        allow_none=True,
+        help=f"Per-tool approval ({' | '.join(TOOL_APPROVAL_MODES)}), a dict or JSON: {{'bash': 'ask'}}.",
+    ).tag(config=True)
+    approval_timeout = Union(
+        [Float(), Unicode()],
+        default_value=None,
+        allow_none=True,
+        help="Seconds (above 0) before a pending approval is denied.",
+    ).tag(config=True)
     workspace_root = Unicode(None, allow_none=True, help="File tools refuse paths outside it.").tag(config=True)
     builtin_tools = List(Unicode(), None, allow_none=True, help="Built-in tools enabled at start.").tag(config=True)
     widgets = Bool(None, allow_none=True, help="Force widget views on/off (default: detect).").tag(config=True)

@@ -1,9 +1,16 @@
-"""The ``%pi`` line commands: each takes the session and its words and returns text to print."""
+"""The ``%pi`` line commands: each takes the session and its words and returns text to print.
+
+Words are split like a shell's, except free text a person types while a call
+waits: the REASON of ``deny ID REASON`` (an apostrophe is no unclosed quote)
+and the JSON after ``allow ID --args`` (shlex would strip its quotes, turning
+``{"a": 1}`` into ``{a: 1}``) are kept as typed (see ``split_line``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -117,11 +124,14 @@ def allow(session: PiSession, words: list[str]) -> str:
         raise CommandError("%pi allow ID|all [--always] [--args JSON]")
     fields: dict[str, object] = {"decision": "always" if "--always" in words else "approve"}
     if "--args" in words:
-        position = words.index("--args")
+        given = words[words.index("--args") + 1 : words.index("--args") + 2]
         try:
-            fields["args"] = json.loads(" ".join(words[position + 1 :]))
+            args = json.loads(given[0]) if given else None
         except ValueError as error:
             raise CommandError(f"--args needs a JSON object ({error})") from None
+        if not isinstance(args, dict):
+            raise CommandError('--args needs a JSON object, e.g. --args {"path": "notes.txt"}')
+        fields["args"] = args
     return _decide(session, words[0], fields)
 
 
@@ -202,9 +212,33 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
 }
 
 
+ARGS_FLAG = re.compile(r"(?:^|\s)--args(?:\s+|$)")
+
+
+def _unquoted(text: str) -> str:
+    """``text`` without one pair of surrounding quotes (``%pi deny ID "a reason"``)."""
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+def split_line(line: str) -> list[str]:
+    """The words of a ``%pi`` line (see the module doc): shell-style, free text kept as typed."""
+    head = line.split(None, 2)
+    if head[:1] == ["deny"] and len(head) == 3:
+        return [*head[:2], _unquoted(head[2].strip())]
+    found = ARGS_FLAG.search(line) if head[:1] == ["allow"] else None
+    if found is None:
+        return shlex.split(line)
+    before, rest = shlex.split(line[: found.start()]), line[found.end() :]
+    try:
+        _, end = json.JSONDecoder().raw_decode(rest)
+    except ValueError:  # not JSON as typed: maybe quoted like a shell word (--args '{"a": 1}')
+        return [*before, "--args", *shlex.split(rest)]
+    return [*before, "--args", rest[:end], *shlex.split(rest[end:])]
+
+
 def run_line_command(session: PiSession, line: str) -> str:
     try:
-        words = shlex.split(line)
+        words = split_line(line)
     except ValueError as error:
         raise CommandError(f"%pi: {error}") from None
     name, args = (words[0], words[1:]) if words else ("", [])

@@ -7,18 +7,19 @@ one turn of the session's agent. ``rewrite_pi_cell`` (an IPython
 asyncio (ipykernel, the terminal), so the turn runs inside the kernel's event
 loop; the ``%%pi`` cell magic below is the fallback when that is off.
 
-``%pi`` line commands: see ``HELP``.
+``%pi`` line commands: see ``HELP``. The line is not expanded as IPython does
+for most magics (``{expr}`` / ``$name``): ``%pi allow ID --args {"a": 1}`` is
+JSON, and expansion would turn it into something else (or nothing) silently.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-
-from pi_kernel.kernel.config import redact
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -77,6 +78,12 @@ def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:
     return rewrite_pi_cell
 
 
+def show_notices(session: PiSession) -> None:
+    """Print the session's start-up warnings (bad settings that fell back) if not shown yet."""
+    for notice in session.take_notices():
+        print(f"pi_kernel warning: {notice}", file=sys.stderr)
+
+
 def can_await(shell: Any) -> bool:
     """IPython runs top-level ``await`` here, on asyncio."""
     try:
@@ -92,9 +99,11 @@ class PiMagics(Magics):
         super().__init__(shell)
         self.session = session
 
+    @no_var_expand
     @line_cell_magic
     def pi(self, line: str, cell: str | None = None) -> None:
         """%pi commands and %%pi prompts (%pi help)."""
+        show_notices(self.session)
         if cell is not None:
             from pi_kernel.kernel.cell_runner import run_pi_cell_blocking
 
@@ -104,4 +113,6 @@ class PiMagics(Magics):
 
         output = run_line_command(self.session, line)
         if output:
+            from pi_kernel.ai.secrets import redact
+
             print(redact(output))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pi_kernel.kernel.config import redact_data
+from pi_kernel.ai.secrets import redact_data
 
 FORMAT = "pi-kernel-conversation"
 VERSION = 1

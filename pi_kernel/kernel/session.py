@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.kernel.approval_hook import Route
+from pi_kernel.kernel.approval_hook import Route, blocked_cell, nobody_to_ask
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, resolve_model
 from pi_kernel.kernel.frontend import FrontendTracker
@@ -48,7 +48,9 @@ class RunState:
 
 
 class PiSession:
-    def __init__(self, shell: Any, settings: PiSettings | None = None, kernel: Any = None) -> None:
+    def __init__(
+        self, shell: Any, settings: PiSettings | None = None, kernel: Any = None, notices: list[str] | None = None
+    ) -> None:
         self.shell = shell
         self.kernel = kernel if kernel is not None else getattr(shell, "kernel", None)
         self.settings = settings or PiSettings()
@@ -69,6 +71,9 @@ class PiSession:
         self._cell_ids: dict[int, str | None] = {}
         self._private_loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.RLock()
+        self._notices = list(notices or [])
+        """Warnings about settings that fell back at start: the kernel log is out of sight, so the first
+        ``%pi`` / ``%%pi`` output shows them (``take_notices``)."""
 
     # -- the model ----------------------------------------------------------------------------
 
@@ -153,6 +158,7 @@ class PiSession:
                     route=self.approval_route,
                     mode_override=lambda: self.run.options.approve if self.run else None,
                     raw_input=lambda: self.run.raw_input if self.run else None,
+                    nobody_reason=self.nobody_reason,
                 )
                 self._agent = Agent(self.model, before_tool_call=gate, prepare_next_turn=self._prepare_next_turn)
             return self._agent
@@ -175,6 +181,12 @@ class PiSession:
         raw = getattr(info, "raw_cell", "") or ""
         if self._registry is None and "pi_kernel" in raw:
             _ = self.registry  # so that ``@tool`` in this very cell lands in the session's registry
+
+    def take_notices(self) -> list[str]:
+        """The start-up warnings not shown yet (each is shown once)."""
+        with self._lock:
+            notices, self._notices = self._notices, []
+            return notices
 
     def current_cell_id(self) -> str | None:
         return self._cell_ids.get(threading.get_ident())
@@ -230,10 +242,19 @@ class PiSession:
 
     # -- approvals ----------------------------------------------------------------------------
 
+    def runs_blocking(self) -> bool:
+        """The running turn is on the private loop (``%autoawait off``): the cell blocks the shell."""
+        run, private = self.run, self._private_loop
+        return run is not None and private is not None and run.loop is private
+
     def approval_route(self) -> Route:
-        """Who can answer an approval now: the front-end, stdin, or nobody."""
+        """Who can answer an approval now: the front-end, stdin, or nobody. A blocking cell
+        (``runs_blocking``) never gets a click or comm message, so there only stdin can answer."""
         from pi_kernel.kernel.views import widget_view_factory
 
+        if self.runs_blocking():
+            run = self.run
+            return "stdin" if run is not None and run.allow_stdin and run.raw_input is not None else None
         widgets = self.run.widgets if self.run is not None else self.frontend.widgets
         widgets_answer = widgets and (self.view_factory is not None or widget_view_factory() is not None)
         if widgets_answer or self.frontend.approval_clients:
@@ -241,6 +262,10 @@ class PiSession:
         if self.run is not None and self.run.allow_stdin and self.run.raw_input is not None:
             return "stdin"
         return None
+
+    def nobody_reason(self, tool_name: str) -> str:
+        """What the model is told when nobody can answer (see ``approval_route``)."""
+        return blocked_cell(tool_name) if self.runs_blocking() else nobody_to_ask(tool_name)
 
     def resolve_request_fields(self, tool_call_id: str, fields: dict[str, Any], source: str = "user") -> bool:
         """Resolve a waiting approval from a comm message or a magic (any thread)."""
@@ -264,7 +289,7 @@ class PiSession:
 
 
 def request_fields(request: Any) -> dict[str, Any]:
-    from pi_kernel.kernel.config import redact_data
+    from pi_kernel.ai.secrets import redact_data
 
     return redact_data(
         {

@@ -18,8 +18,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.kernel.config import redact
-
 ANSWERS_HELP = "[y]es / [a]lways / [n]o[: reason] / {json} to edit the arguments"
 
 
@@ -50,6 +48,8 @@ def question(tool_name: str, args: Any) -> str:
         shown = repr(args)
     if len(shown) > 2000:
         shown = shown[:2000] + " …"
+    from pi_kernel.ai.secrets import redact  # here: loaded at kernel start, pi_kernel.ai imports slowly
+
     return redact(f"Allow {tool_name} {shown}? {ANSWERS_HELP}: ")
 
 

@@ -33,8 +33,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.ai.secrets import redact
 from pi_kernel.kernel.approval_hook import plain_arguments
-from pi_kernel.kernel.config import redact
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState

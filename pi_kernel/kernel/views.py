@@ -71,13 +71,18 @@ def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widget
     """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
 
     ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).
+    A factory returns ``None`` where its view cannot work (the widgets' with no kernel request to attach
+    to, say): the text view is chosen here, the one fallback for every front-end.
     """
+    view: TurnView | None = None
     if session.view_factory is not None:
-        return session.view_factory(session, prompt, options)  # type: ignore[no-any-return]
-    if session.frontend.widgets if widgets is None else widgets:
+        view = session.view_factory(session, prompt, options)
+    elif session.frontend.widgets if widgets is None else widgets:
         factory = widget_view_factory()
         if factory is not None:
-            return factory(session, prompt, options)  # type: ignore[no-any-return]
+            view = factory(session, prompt, options)
+    if view is not None:
+        return view
     from pi_kernel.kernel.text_view import TextTurnView
 
     return TextTurnView(session, prompt, options)

@@ -21,6 +21,9 @@ by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
 Per-tool overrides (``bash=ask python=auto``) win over the mode (also over
 ``read-only``: ``%pi approve read-only mytool=auto`` lets one more tool run),
 and a tool the person chose to "always allow" runs for the rest of the session.
+One exception: a cell's own ``%%pi --approve deny`` denies every call of that
+cell, always-allowed and per-tool ``auto`` included: whoever writes it wants
+this cell to run nothing, whatever was clicked earlier in the session.
 """
 
 from __future__ import annotations
@@ -74,8 +77,11 @@ class ApprovalPolicy:
     ) -> Verdict:
         """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args``.
 
-        ``mode`` replaces the session mode for this decision (a cell's ``--approve``).
+        ``mode`` replaces the session mode for this decision (a cell's ``--approve``);
+        a cell's ``deny`` denies every call (see the module docstring).
         """
+        if mode == "deny":
+            return "deny"
         tool_name = name or (definition.name if definition is not None else "")
         mode = mode or self.mode
         if tool_name in self.always_allowed:
@@ -94,6 +100,8 @@ class ApprovalPolicy:
 
     def deny_reason(self, tool_name: str, mode: str | None = None) -> str:
         """What the model is told when the policy (not a person) denied a call."""
+        if mode == "deny":
+            return f'Tool "{tool_name}" was not run: this cell denies every tool call (%%pi --approve deny).'
         if self.overrides.get(tool_name) == "deny":
             return f'Tool "{tool_name}" is disabled by the approval policy of this session (deny).'
         if (mode or self.mode) == "read-only":

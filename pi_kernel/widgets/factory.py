@@ -8,22 +8,25 @@ buttons resolve there), ``session.tool_definition(name)`` (labels and render
 hooks), ``session.model`` and ``options.model`` (the footer's model until the
 first answer names it), and ``session.kernel`` (its iopub socket and the
 request being executed). Where widgets cannot work (no ipywidgets, or no
-kernel request to attach output to) it returns the kernel's text view.
+kernel request to attach output to) it returns ``None`` and the kernel picks
+its text view: the widgets layer sits above the kernel's views, never below.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pi_kernel.widgets.frontend import KernelIopub
 
+if TYPE_CHECKING:
+    from pi_kernel.widgets.turn_view import TurnView
 
-def make_turn_view(session: Any, prompt: str = "", options: Any = None, *, interval: float = 0.05) -> Any:
+
+def make_turn_view(session: Any, prompt: str = "", options: Any = None, *, interval: float = 0.05) -> TurnView | None:
+    """A displayed live view of the turn, or ``None`` where widgets cannot work (the caller falls back)."""
     sender = _sender(session)
     if sender is None or not _ipywidgets_importable():
-        from pi_kernel.kernel.text_view import TextTurnView
-
-        return TextTurnView(session, prompt, options)
+        return None
     from pi_kernel.widgets.turn_view import TurnView
 
     model = getattr(session, "model", None)

@@ -149,10 +149,15 @@ def unified_diff(old: str, new: str, path: str = "") -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def diff_html(diff: str, *, limit: int | None = None) -> str:
-    """A unified diff with added and removed lines tinted."""
-    shown, omitted = truncate(diff, limit)
+def diff_html(diff: str, *, limit: int | None = None, tail: bool = False) -> str:
+    """A unified diff with added and removed lines tinted; ``tail``: its end when cut (a diff being written)."""
+    shown, omitted = truncate(diff, limit, tail=tail)
+    if omitted and tail and "\n" in shown:  # a cut first line would read as context, not as + or -
+        cut, shown = shown.split("\n", 1)
+        omitted += len(cut) + 1
     rows = []
+    if omitted and tail:
+        rows.append(f'<span style="{MUTED};display:block">{escape(omitted_note(omitted, before=True))}</span>')
     for line in shown.splitlines():
         if line.startswith("+") and not line.startswith("+++"):
             rows.append(f'<span style="background:{ADDED_BG};display:block">{escape(line)}</span>')
@@ -162,7 +167,7 @@ def diff_html(diff: str, *, limit: int | None = None) -> str:
             rows.append(f'<span style="{MUTED};display:block">{escape(line)}</span>')
         else:
             rows.append(f'<span style="display:block">{escape(line) or " "}</span>')
-    if omitted:
+    if omitted and not tail:
         rows.append(f'<span style="{MUTED}">{escape(omitted_note(omitted, before=False))}</span>')
     return f'<pre style="{PRE_STYLE}">{"".join(rows)}</pre>'
 

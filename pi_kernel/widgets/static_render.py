@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pi_kernel.ai.secrets import redact
 from pi_kernel.widgets.footer import footer_html, format_seconds, usage_summary
 from pi_kernel.widgets.html_render import MUTED, STATUS_COLORS, badge, escape, markdown_html
 from pi_kernel.widgets.json_view import bound_strings, jsonable
@@ -30,9 +31,9 @@ from pi_kernel.widgets.tool_render import (
     call_html,
     call_text,
     decision_text,
-    header_html,
     result_html,
     result_text,
+    summary_html,
 )
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
@@ -59,13 +60,7 @@ class StaticOutput:
 
 def scrub_text(text: str) -> str:
     """``text`` without secrets: key values from the environment, URL credentials, ``sk-`` keys."""
-    try:
-        from pi_kernel.kernel.config import redact
-    except ImportError:  # the kernel package is optional for this module
-        pass
-    else:
-        text = redact(text)
-    text = _URL_CREDENTIALS.sub(r"\1***@", text)
+    text = _URL_CREDENTIALS.sub(r"\1***@", redact(text))
     return _KEY_LIKE.sub("sk-***", text)
 
 
@@ -149,7 +144,7 @@ def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
         f"border:1px solid rgba(127,127,127,.35);border-left:3px solid {color};border-radius:4px;"
         "padding:2px 8px;margin:6px 0"
     )
-    summary = header_html(block, state.ended_at or 0.0).replace("display:flex", "display:inline-flex")
+    summary = summary_html(block, state.ended_at or 0.0)
     body = call_html(block, definition) + result_html(block, definition)
     return f'<details{is_open} style="{style}"><summary style="cursor:pointer">{summary}</summary>{body}</details>'
 

@@ -10,7 +10,7 @@ or any IPython display object); a hook that raises falls back to the default,
 with the error named. While arguments stream in, the preview shows only their
 end (``LIVE_PREVIEW_CHARS``): the live view must not resend 40 KB per update.
 The card's header line (label, name, status, elapsed time, decision) is here
-too. No ipywidgets here: the static rendering uses the same functions.
+too, and its ``<summary>`` form for the static card. No ipywidgets here: the static rendering uses the same functions.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ from pi_kernel.widgets.turn_state import ToolCallBlock
 
 CODE_ARGUMENTS: dict[str, tuple[str, str]] = {"python": ("code", "python"), "bash": ("command", "bash")}
 """Tool name → (argument holding code, its language)."""
+EDIT_TOOLS = frozenset({"edit"})
+"""Tools whose ``old_text``/``new_text`` arguments are drawn as a diff (another tool's arguments of the
+same names may mean something else: a search-and-replace over a database, say)."""
 TAIL_RESULTS = frozenset({"bash", "python"})
 """Tools whose long output matters most at its end (errors come last)."""
 LIVE_PREVIEW_CHARS = 2_000
@@ -62,8 +65,40 @@ STATUS_TEXT = {
 }
 
 
+HEADER_STYLE = "flex-wrap:wrap;gap:8px;align-items:center"
+
+
 def header_html(block: ToolCallBlock, now: float) -> str:
-    """``label  name  [status]  1.2 s  decision``, one line."""
+    """``label  name  [status]  1.2 s  decision``, one line (wrapping when narrow)."""
+    parts = _header_parts(block, now)
+    decision = _decision_html(block)
+    if decision:
+        parts.append(decision)
+    return f'<div style="display:flex;{HEADER_STYLE}">{" ".join(parts)}</div>'
+
+
+def summary_html(block: ToolCallBlock, now: float) -> str:
+    """The header as the content of a ``<details>``'s ``<summary>`` (the static card).
+
+    Phrasing content only, the name's line bounded to what is left beside the disclosure caret: a line
+    as wide as the card would not fit there and drop below the caret. A decision with a reason (a
+    denial's, of any length) goes on the next line.
+    """
+    parts = _header_parts(block, now)
+    decision = _decision_html(block)
+    with_reason = block.decision is not None and bool(block.decision.reason)
+    if decision and not with_reason:
+        parts.append(decision)
+    line = (
+        f'<span style="display:inline-flex;{HEADER_STYLE};vertical-align:middle;max-width:calc(100% - 1.5em)">'
+        f"{' '.join(parts)}</span>"
+    )
+    if decision and with_reason:
+        line += f'<span style="display:block;margin-left:1.3em">{decision}</span>'
+    return line
+
+
+def _header_parts(block: ToolCallBlock, now: float) -> list[str]:
     elapsed = block.elapsed(now)
     parts = [f"<b>{escape(block.label or block.name or 'tool')}</b>"]
     if block.name and block.name != block.label:
@@ -71,9 +106,13 @@ def header_html(block: ToolCallBlock, now: float) -> str:
     parts.append(badge(block.status, STATUS_TEXT.get(block.status, block.status)))
     if elapsed is not None and block.status != "pending":
         parts.append(f'<span style="{MUTED};font-size:12px">{format_seconds(elapsed)}</span>')
-    if block.decision is not None and block.status not in ("interrupted",):
-        parts.append(f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>')
-    return f'<div style="display:flex;flex-wrap:wrap;gap:8px;align-items:center">{" ".join(parts)}</div>'
+    return parts
+
+
+def _decision_html(block: ToolCallBlock) -> str:
+    if block.decision is None or block.status == "interrupted":
+        return ""
+    return f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>'
 
 
 def decision_text(decision: ApprovalDecision) -> str:
@@ -115,7 +154,7 @@ def call_text(block: ToolCallBlock, definition: Any = None) -> tuple[str, str]:
     code = _code_argument(block.name, args)
     if code is not None:
         return code, CODE_ARGUMENTS[block.name][1]
-    edits = _edits(args)
+    edits = _edits(block.name, args)
     if edits is not None:
         path = str(args.get("path") or args.get("file_path") or "")
         return "".join(unified_diff(old, new, path) for old, new in edits), "diff"
@@ -170,11 +209,11 @@ def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     if code is not None:
         key, language = CODE_ARGUMENTS[block.name]
         return highlight(code, language, limit=limit, tail=live) + _other_arguments(args, {key})
-    edits = _edits(args)
+    edits = _edits(block.name, args)
     path = args.get("path") or args.get("file_path")
     if edits is not None:
         diff = "".join(unified_diff(old, new, str(path or "")) for old, new in edits)
-        return _path_line(path) + diff_html(diff, limit=limit)
+        return _path_line(path) + diff_html(diff, limit=limit, tail=live)  # live: the end, being written
     content = args.get("content")
     if block.name == "write" and isinstance(content, str) and isinstance(path, str):
         return _path_line(path) + highlight(content, path, limit=limit, tail=live)
@@ -197,7 +236,8 @@ def _default_result_html(block: ToolCallBlock) -> str:
     if isinstance(display, list) and display:
         return "".join(mime_html(bundle) for bundle in display if isinstance(bundle, Mapping)) + images
     diff = details.get("diff")
-    if isinstance(diff, str) and diff and _edits(jsonable(block.arguments)) is None:  # else the call shows it
+    shown_by_call = _edits(block.name, jsonable(block.arguments)) is not None
+    if isinstance(diff, str) and diff and not shown_by_call:
         return (pre(text, limit=RESULT_CHARS) if text else "") + diff_html(diff, limit=RESULT_CHARS)
     return (pre(text, limit=RESULT_CHARS, tail=tail) if text or not images else "") + images
 
@@ -209,9 +249,9 @@ def _code_argument(name: str, args: Any) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def _edits(args: Any) -> list[tuple[str, str]] | None:
+def _edits(name: str, args: Any) -> list[tuple[str, str]] | None:
     """``(old, new)`` pairs of an ``edit`` call (``edits: [...]`` or one pair), else ``None``."""
-    if not isinstance(args, dict):
+    if name not in EDIT_TOOLS or not isinstance(args, dict):
         return None
     edits = args.get("edits")
     items: list[Any] = edits if isinstance(edits, list) else [args]

@@ -13,8 +13,15 @@ streams into a collapsed section; each tool call gets a ``ToolCard``.
 
 Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
 (whoever decided: a click, a timeout, an interrupt, a comm message) disables
-them and shows the decision. A click calls ``broker.resolve`` (thread-safe);
-state changes happen on the loop's thread only.
+them and shows the decision. Threads: the ``TurnState`` and every redraw
+change on the loop's thread only (``attach`` hands the broker's notifications
+from other threads to the loop). A click runs on whatever thread delivered it
+(JupyterLab may route comms to a subshell thread): it calls ``broker.resolve``
+(thread-safe) and, for feedback without waiting on a busy loop, the clicked
+panel disables its own controls and shows the decision right there
+(``ApprovalPanel.show_decision``; a widget's trait change is sent through the
+kernel's thread-safe iopub). The loop's redraw of the same ``resolved`` then
+finds the panel decided and leaves it.
 
 ``finish()`` (also on ``agent_end``) sends the streamed text still pending
 (append-only, a few bytes) but drops other pending redraws (the markdown of

@@ -5,7 +5,8 @@ block the kernel's event loop); its results cross to the loop through
 ``call_soon_threadsafe``. An abort ends the stream at once from the loop's
 side (the worker notices between two tokens and stops on its own), so
 ``stop_reason`` ``"aborted"`` does not wait for a prompt evaluation to finish.
-See ``local_engine`` for how grammar-constrained tool calling works.
+See ``local_engine`` for how grammar-constrained tool calling works, and
+``local_prompt`` for the prompts and the tool-choice rules.
 
 Two prompts, both from the GGUF's chat template: the tool decision and the
 arguments come from the system prompt and the current user turn only; a text
@@ -21,162 +22,29 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pi_kernel.ai.json_stream import IncrementalJSONParser
-from pi_kernel.ai.messages import (
-    AssistantMessage,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-    text_of,
-)
+from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolCall, Usage
 from pi_kernel.ai.models import Model
+from pi_kernel.ai.providers.local_prompt import (  # re-exported: the provider's prompt is part of its API
+    MESSAGE_HEAD,
+    ToolChoiceError,
+    chat_messages,
+    error_text,
+    fit_to_context,
+    tool_heads,
+)
 from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
-from pi_kernel.ai.tool import Tool
+
+__all__ = ["chat_messages", "fit_to_context", "stream_local", "tool_heads"]
 
 DEFAULT_MAX_TOKENS = 384
 HEAD_MAX_TOKENS = 64
 """Enough for ``functions.<any reasonable name>:``; the choice grammar ends it sooner."""
 _ABORTED_TEXT = "Request was aborted"
-MESSAGE_HEAD = "message:"
 PUSH_INTERVAL_S = 0.02
-MAX_TOOL_RESULT_CHARS = 4000
-"""A tool result longer than this is cut in the prompt: the model's context is small."""
-
-
-class ToolChoiceError(ValueError):
-    """``tool_choice`` asks for something the tools cannot give (as OpenAI's 400)."""
-
-
-# ---------------------------------------------------------------------------- the prompt
-
-
-def tool_heads(context: Context, options: StreamOptions) -> list[str]:
-    """The heads the grammar may choose from, per ``tool_choice``.
-
-    Right after a tool result the model is steered to answer, whatever
-    ``tool_choice`` says: this tiny model otherwise repeats the call it just
-    made, and ``required`` (or a named tool) would loop until the turn limit.
-    So for this provider a forced choice means "call a tool in reply to this
-    user message", which is what a notebook cell that forces a tool wants.
-    An impossible choice is still an error, as OpenAI's 400.
-    """
-    names = [tool.name for tool in context.tools or []]
-    choice = options.tool_choice or "auto"
-    if choice == "required" and not names:
-        raise ToolChoiceError('tool_choice "required" needs at least one tool')
-    if choice not in ("auto", "none", "required") and choice not in names:
-        raise ToolChoiceError(
-            f'tool_choice names "{choice}", which is not among the tools ({", ".join(names) or "none"})'
-        )
-    answered = bool(context.messages) and isinstance(context.messages[-1], ToolResultMessage)
-    if choice == "none" or not names or answered:
-        return [MESSAGE_HEAD]
-    if choice == "required":
-        return [f"functions.{name}:" for name in names]
-    if choice != "auto":
-        return [f"functions.{choice}:"]
-    return [MESSAGE_HEAD, *(f"functions.{name}:" for name in names)]
-
-
-def tools_section(tools: list[Tool]) -> str:
-    """The tool list for the system prompt: a line per tool, a line per argument.
-
-    Measured on SmolLM2-135M: with the JSON schema inline it copies argument
-    descriptions into the values ("text": "The text whose words to count.");
-    with one plain line per argument it fills them from the question.
-    """
-    lines = ["Tools you can call:"]
-    for tool in tools:
-        summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
-        lines.append(f"- {tool.name}: {summary}")
-        for name, prop in tool.shared_json_schema().get("properties", {}).items():
-            kind = prop.get("type", "any") if isinstance(prop, dict) else "any"
-            described = f": {prop['description']}" if isinstance(prop, dict) and prop.get("description") else ""
-            lines.append(f"    {name} ({kind}){described}")
-    lines.append("To call a tool, write functions.<name>: and its arguments as JSON.")
-    return "\n".join(lines)
-
-
-def _clip(text: str) -> str:
-    if len(text) <= MAX_TOOL_RESULT_CHARS:
-        return text
-    return text[:MAX_TOOL_RESULT_CHARS] + f"\n[... {len(text) - MAX_TOOL_RESULT_CHARS} more characters cut]"
-
-
-@dataclass(slots=True)
-class _Turn:
-    """One message of the rendered prompt; a user turn also gathers the tool results that followed it."""
-
-    role: str
-    text: str
-    results: list[str] = field(default_factory=list)
-
-    def content(self) -> str:
-        if not self.results:
-            return self.text
-        which = "that result" if len(self.results) == 1 else "these results"
-        ask = f"answer: {self.text}" if self.text else "answer the question."
-        return "\n".join(self.results) + f"\n\nUsing {which}, {ask}"
-
-
-def chat_messages(context: Context, offer_tools: bool = True, focus: bool = False) -> list[dict[str, str]]:
-    """The transcript as messages for the GGUF's chat template.
-
-    Tool results are folded into the user's turn, before the question
-    (``Tool X returned: ...`` then ``Using that result, answer: <question>``).
-    Measured on SmolLM2-135M: with the result as a turn of its own it repeats
-    the call; with the result after the question it often repeats its previous
-    answer; results first, question last, it answers from them.
-    """
-    system = context.system_prompt or "You are a helpful assistant."
-    if context.tools and offer_tools:
-        system = f"{system}\n\n{tools_section(context.tools)}"
-    turns = [_Turn("system", system)]
-    messages = context.messages
-    if focus:
-        last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=0)
-        messages = messages[last_user:]
-    for message in messages:
-        if isinstance(message, UserMessage):
-            turns.append(_Turn("user", text_of(message.content)))
-        elif isinstance(message, AssistantMessage):
-            if message.text:
-                turns.append(_Turn("assistant", message.text))
-        else:
-            verb = "failed with" if message.is_error else "returned"
-            if turns[-1].role != "user":
-                turns.append(_Turn("user", ""))
-            turns[-1].results.append(f"Tool {message.tool_name} {verb}: {_clip(text_of(message.content))}")
-    return [{"role": turn.role, "content": turn.content()} for turn in turns]
-
-
-def fit_to_context(engine: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[list[int], list[str], int]:
-    """``(prompt tokens, stop strings, max tokens)`` that fit the model's context.
-
-    The oldest turns go first (the system prompt and the last user turn stay);
-    the answer gets what room is left, up to ``max_tokens``.
-    """
-    messages = list(messages)
-    while True:
-        text, stop = engine.render(messages)
-        tokens = engine.tokenize(text)
-        room = engine.n_ctx - len(tokens)
-        if room >= max_tokens or len(messages) <= 2:
-            break
-        del messages[1]
-        while len(messages) > 2 and messages[1]["role"] != "user":
-            del messages[1]
-    if room < 1:
-        raise ValueError(
-            f"the prompt has {len(tokens)} tokens; the local model's context holds {engine.n_ctx} "
-            "(shorten the request or the tool results, or set PI_LOCAL_CONTEXT)"
-        )
-    return tokens, stop, min(max_tokens, room)
 
 
 # ---------------------------------------------------------------------------- the stream
@@ -227,7 +95,8 @@ async def _events(
         heads = tool_heads(context, options)
         engine = get_engine()
     except (ToolChoiceError, RuntimeError) as error:
-        message.stop_reason, message.error_message = "error", str(error)
+        message.stop_reason = "error"
+        message.error_message = str(error) if isinstance(error, RuntimeError) else error_text(error)
         yield AssistantMessageEvent("error", message)
         return
 
@@ -242,13 +111,13 @@ async def _events(
         except RuntimeError:
             halt.set()  # the loop is closed: nobody listens any more
 
-    remove_listener = signal.add_listener(lambda _reason: push("abort", None)) if signal is not None else None
-    yield AssistantMessageEvent("start", message)
-    engine.run_in_decoder_thread(lambda: _decode(engine, context, options, heads, push, halt))
     usage = Usage()
     block: TextContent | ToolCall | None = None
     parser = IncrementalJSONParser()
-    try:
+    remove_listener = signal.add_listener(lambda _reason: push("abort", None)) if signal is not None else None
+    try:  # from the first yield on: a consumer may close the stream at any of them
+        yield AssistantMessageEvent("start", message)
+        engine.run_in_decoder_thread(lambda: _decode(engine, context, options, heads, push, halt))
         while True:
             kind, value = await queue.get()
             if kind == "abort" or (signal is not None and signal.aborted):
@@ -370,12 +239,14 @@ def _decode(
             elif head != MESSAGE_HEAD:
                 head_stats.tokens = engine.tokenize_continuation(head)
             name = None if head == MESSAGE_HEAD else head[len("functions.") : -1]
-            push("head", _Head(name))
             stats = DecodeStats()
             if name is None:
                 # The head is a choice, not part of the answer: the model answers
                 # better from the bare assistant prompt than after "message:".
+                # Fitted before the head is announced, so that a prompt too long
+                # fails before any content (``serve-local`` can still answer 400).
                 prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools), requested)
+                push("head", _Head(name))
                 push("prompt_tokens", len(prompt))
                 pieces = engine.decode(
                     prompt,
@@ -387,6 +258,7 @@ def _decode(
                     should_stop=halt.is_set,
                 )
             else:
+                push("head", _Head(name))
                 push("prompt_tokens", len(decision))
                 tool = next(tool for tool in context.tools or [] if tool.name == name)
                 pieces = engine.decode(
@@ -400,4 +272,4 @@ def _decode(
             _forward(pieces, push)
             push("end", _End(len(head_stats.tokens) + len(stats.tokens), stats.hit_limit, stats.stopped))
     except Exception as error:  # noqa: BLE001 - reported as the stream's error event
-        push("error", f"{type(error).__name__}: {error}")
+        push("error", error_text(error))

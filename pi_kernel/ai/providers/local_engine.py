@@ -13,8 +13,15 @@ KV cache (``Llama.generate`` reuses a matching prompt prefix):
    allows only the first, ``required`` only the second, a named choice only
    that tool);
 2. for a message, free text follows; for a call, the arguments are decoded
-   under ``LlamaGrammar.from_json_schema(tool schema)``, so they are always
-   valid JSON of that schema.
+   under ``LlamaGrammar.from_json_schema(tool schema)``, so they are valid
+   JSON with the schema's structure and types (keys, required properties,
+   enums, nested objects and lists). Not every keyword becomes grammar:
+   llama.cpp's converter ignores numeric ``minimum``/``maximum``,
+   ``exclusiveMinimum``/``exclusiveMaximum`` and ``multipleOf``, and a schema
+   it cannot convert at all (a remote ``$ref``, an unsupported ``pattern``)
+   falls back to any JSON object. Such value constraints are checked by
+   validation before the tool runs, and the model gets the readable error
+   back, as with any provider.
 
 Decoding drives ``Llama.generate`` token by token rather than
 ``create_completion``: the provider needs an exact token count, an abort check

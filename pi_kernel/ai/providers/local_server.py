@@ -25,8 +25,9 @@ from typing import Any
 from pi_kernel.ai.abort import AbortController
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers.local import ToolChoiceError, stream_local, tool_heads
+from pi_kernel.ai.providers.local import stream_local
 from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
+from pi_kernel.ai.providers.local_prompt import ToolChoiceError, is_request_error, tool_heads
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
@@ -189,6 +190,16 @@ def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, A
     return {"error": {"message": message, "type": kind}}
 
 
+def failure_of(message: AssistantMessage) -> tuple[int, dict[str, Any]]:
+    """The status and body of a failed message: 400 when the request was at fault (a prompt
+    longer than the context, an impossible ``tool_choice``), else 500. Clients such as the
+    ``openai`` package retry a 5xx, and the same request would only fail the same way again."""
+    text = message.error_message or "the local model failed"
+    if is_request_error(message):
+        return 400, error_body(text)
+    return 500, error_body(text, "server_error")
+
+
 # ---------------------------------------------------------------------------- HTTP
 
 
@@ -243,24 +254,31 @@ class LocalModelHandler(BaseHTTPRequestHandler):
     async def _complete(self, context: Context, options: StreamOptions) -> None:
         message = await stream_local(self.model, context, options).result()
         if message.stop_reason in ("error", "aborted"):
-            self._json(500, error_body(message.error_message or "the local model failed", "server_error"))
+            self._json(*failure_of(message))
         else:
             self._json(200, completion_of(message, ChunkWriter(self.model.id)))
 
     async def _stream(
         self, context: Context, options: StreamOptions, controller: AbortController, include_usage: bool
     ) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        """SSE chunks; the 200 waits for the first event after ``start``, so that a request error
+        found before any content (a prompt longer than the context) still gets its 400."""
         writer = ChunkWriter(self.model.id)
         send = self._sender(controller)
+        started = False
         async for event in stream_local(self.model, context, options):
+            if not started:
+                if event.type == "start":
+                    continue  # held back until the next event shows whether the request failed
+                if event.type == "error":
+                    self._json(*failure_of(event.partial))
+                    return
+                self._start_events()
+                started = True
+                if not send(writer.chunk({"role": "assistant", "content": ""})):
+                    return
             if event.type == "error":
-                send(error_body(event.partial.error_message or "the local model failed", "server_error"))
+                send(failure_of(event.partial)[1])
                 return
             chunk = writer.for_event(event)
             if chunk is not None and not send(chunk):
@@ -268,6 +286,14 @@ class LocalModelHandler(BaseHTTPRequestHandler):
             if event.type == "done" and include_usage:
                 send(writer.chunk(None, usage=usage_of(event.partial)))
         send(None)
+
+    def _start_events(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
 
     def _sender(self, controller: AbortController) -> Callable[[dict[str, Any] | None], bool]:
         def send(data: dict[str, Any] | None) -> bool:

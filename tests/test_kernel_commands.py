@@ -1,0 +1,173 @@
+"""The README's ``%pi`` commands for a waiting call, typed in a console while a ``%%pi`` cell waits.
+
+A person at ``jupyter console --existing`` (or a JupyterLab console, which
+runs on a kernel subshell) answers a call the notebook's cell waits for: the
+test's cell runs on the main shell with a ``pi.approval`` comm open (so the
+call waits, as it does for a widget front-end), and when the approval request
+arrives the command is sent on a subshell, typed exactly as a person would.
+Also: ``%pi help`` lists what the README lists, and a cell run with
+``%autoawait off`` (which blocks the shell, so no click can reach it) is
+answered on stdin or denied at once with what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from kernel_helpers import REPO, KernelDriver, approval_requests, assert_one_result_per_call, kernel_env
+
+pytestmark = pytest.mark.kernel
+
+SETUP = '''
+from pi_kernel import tool
+
+@tool(approval="ask")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+'''
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
+        assert driver.run(SETUP).status == "ok"
+        yield driver
+
+
+@contextmanager
+def approval_comm(kernel: KernelDriver) -> Iterator[str]:
+    """A ``pi.approval`` comm, so that calls wait for an answer instead of being denied at once."""
+    comm_id = kernel.comm_open("pi.approval")
+    try:
+        yield comm_id
+    finally:
+        kernel.comm_close(comm_id)
+        kernel.run("pass")  # the close is handled before the next test's cells
+
+
+def run_answered_from_a_console(kernel: KernelDriver, prompt: str, command: str, cell_id: str) -> tuple[Any, str]:
+    """Run ``%%pi prompt`` and, at its first approval request, ``command`` on a subshell; returns the
+    cell's result and what the command printed."""
+    subshell = kernel.create_subshell()
+    sent: dict[str, str] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if approval_requests(message) and not sent:
+            sent["id"] = kernel.execute_request(command, subshell_id=subshell)
+        elif (
+            sent
+            and message["parent_header"].get("msg_id") == sent["id"]
+            and message["msg_type"]
+            in (
+                "stream",
+                "error",
+            )
+        ):
+            content = message["content"]
+            sent["printed"] = sent.get("printed", "") + content.get("text", content.get("evalue", ""))
+
+    with approval_comm(kernel):
+        result = kernel.run(f"%%pi\n{prompt}", cell_id=cell_id, on_iopub=on_iopub, timeout=30)
+    return result, sent.get("printed", "")
+
+
+def tool_results(server: FakeOpenAI) -> list[str]:
+    return [message["content"] for message in server.last_body["messages"] if message["role"] == "tool"]
+
+
+def test_deny_with_a_reason_typed_as_a_person_would(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 1})]), text_chunks("Understood."))
+    command = "%pi deny call_0 Don't call add: it's 2, use mental arithmetic"
+    result, printed = run_answered_from_a_console(kernel, "Add 1 and 1", command, "deny")
+    assert result.status == "ok" and "Understood." in result.text
+    assert printed.strip() == "deny: call_0"
+    assert tool_results(server)[-1] == "Don't call add: it's 2, use mental arithmetic"  # apostrophes kept
+    assert_one_result_per_call(server.last_body["messages"])
+
+
+def test_allow_with_edited_arguments(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 1})]), text_chunks("It is 15."))
+    command = '%pi allow call_0 --args {"a": 10, "b": 5}'  # unquoted JSON with spaces, as typed
+    result, printed = run_answered_from_a_console(kernel, "Add 1 and 1", command, "args")
+    assert result.status == "ok" and printed.strip() == "approve: call_0"
+    assert tool_results(server)[-1] == "15"  # the tool ran with the edited arguments
+
+
+def test_allow_always_stops_asking_in_later_turns(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("3."))
+    result, printed = run_answered_from_a_console(kernel, "Add 1 and 2", "%pi allow call_0 --always", "always1")
+    assert result.status == "ok" and printed.strip() == "always: call_0" and tool_results(server)[-1] == "3"
+    server.enqueue(tool_call_chunks([("add", {"a": 3, "b": 4})]), text_chunks("7."))
+    try:
+        with approval_comm(kernel):
+            asked: list[Any] = []
+            later = kernel.run(
+                "%%pi\nAdd 3 and 4", cell_id="always2", on_iopub=lambda m: asked.append(approval_requests(m))
+            )
+        assert later.status == "ok" and tool_results(server)[-1] == "7"
+        assert [request for request in asked if request] == []  # nobody was asked this time
+        assert "always allowed: add" in kernel.run("%pi approve").text
+    finally:
+        kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.always_allowed.clear()")
+
+
+def test_help_lists_every_command_the_readme_lists(kernel: KernelDriver) -> None:
+    readme = (REPO / "README.md").read_text()
+    block = readme[readme.index("```text\n%%pi") : readme.index("```", readme.index("```text\n%%pi") + 3)]
+    commands = set(re.findall(r"(?<!%)%pi (\w+)", block))
+    options = set(re.findall(r"--[a-z-]+", block))
+    assert {"model", "allow", "deny", "save", "load", "system"} <= commands and "--args" in options
+    shown = kernel.run("%pi help").text
+    assert {name for name in commands if f"%pi {name}" not in shown} == set()
+    assert {option for option in options if option not in shown} == set()
+    for usage in ("%pi allow ID|all [--always] [--args JSON]", "%pi deny ID|all [REASON]"):
+        assert usage in block and usage in shown
+
+
+def test_pi_lines_are_not_expanded_like_other_magics(kernel: KernelDriver) -> None:
+    """IPython would expand ``{...}`` / ``$name`` in a magic's line: ``{"a":1}`` would become ``a``."""
+    kernel.run("name = 'add'")
+    shown = kernel.run('%pi allow nothing --args {"a":1}').text
+    assert "nothing waits for approval under 'nothing'" in shown
+    assert "no tool named '$name'" in kernel.run("%pi tools enable $name").text
+
+
+def test_autoawait_off_answers_on_stdin_or_denies_at_once(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """``%autoawait off`` runs the turn on a private loop and blocks the shell: a click could never arrive.
+    A widget front-end or approval comm does not count then: stdin answers, or the call is denied with
+    what to do (not left to time out)."""
+    assert kernel.run("%autoawait off").status == "ok"
+    kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout = 10")
+    try:
+        with approval_comm(kernel):
+            server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Not run."))
+            denied = kernel.run("%%pi\nAdd 1 and 2", cell_id="blocking")
+            assert denied.status == "ok" and "Not run." in denied.text
+            reason = tool_results(server)[-1]
+            assert reason.startswith('Tool "add" needs approval, but this %%pi cell runs with %autoawait off')
+            assert "Run `%autoawait on`" in reason and "%pi approve add=auto" in reason
+            prompts: list[str] = []
+            server.enqueue(tool_call_chunks([("add", {"a": 2, "b": 2})]), text_chunks("Four."))
+            asked = kernel.run(
+                "%%pi\nAdd 2 and 2",
+                cell_id="blocking-stdin",
+                allow_stdin=True,
+                on_input=lambda p: prompts.append(p) or "y",
+            )
+        assert asked.status == "ok" and tool_results(server)[-1] == "4"
+        assert len(prompts) == 1 and prompts[0].startswith('Allow add {"a": 2, "b": 2}?')
+    finally:
+        kernel.run("%autoawait on")
+        kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout = 60")

@@ -1,0 +1,136 @@
+"""Bad settings never stop the kernel: each falls back with a warning, shown once in the first ``%pi`` output.
+
+A setting is read in the kernel's constructor, where an exception kills the
+process and JupyterLab restarts it forever. So an unknown ``PI_APPROVAL``, an
+approval timeout that is not a number above 0 (``0`` once meant "wait
+forever"; nothing may), or approval overrides that are not JSON are logged,
+that setting keeps its default, and the session's first ``%pi`` / ``%%pi``
+output says so, without quoting a key.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+
+import pytest
+from fake_openai import FakeOpenAI, text_chunks
+from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
+
+from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
+
+# -- the settings functions ---------------------------------------------------------------------
+
+
+def test_bad_environment_values_fall_back_to_the_defaults() -> None:
+    problems: list[str] = []
+    settings = settings_from_env({"PI_APPROVAL": "sometimes", "PI_APPROVAL_TIMEOUT": "soon"}, problems=problems)
+    assert (settings.approval, settings.approval_timeout) == ("ask", 600.0)
+    assert problems == [
+        "PI_APPROVAL: 'sometimes' is not one of ask, auto, deny, read-only; using 'ask' (the default).",
+        "PI_APPROVAL_TIMEOUT: 'soon' must be a number of seconds above 0 (nothing waits forever); "
+        "using 600 (the default).",
+    ]
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "inf", "nan"])
+def test_no_approval_timeout_waits_forever(timeout: str) -> None:
+    problems: list[str] = []
+    assert settings_from_env({"PI_APPROVAL_TIMEOUT": timeout}, problems=problems).approval_timeout == 600.0
+    assert len(problems) == 1 and "nothing waits forever" in problems[0]
+    with pytest.raises(ValueError, match="above 0"):
+        settings_from_env({"PI_APPROVAL_TIMEOUT": timeout})  # nobody collects: raised, as before
+
+
+def test_bad_config_values_keep_the_lower_layers_value() -> None:
+    problems: list[str] = []
+    base = PiSettings(approval="deny", approval_overrides={"bash": "ask"})
+    values = {"approval": "maybe", "approval_overrides": "{bash: ask", "approval_timeout": 0, "max_turns": "x"}
+    settings = apply_config(base, {**values, "model": "m"}, problems)
+    assert (settings.approval, settings.approval_overrides, settings.approval_timeout) == ("deny", {"bash": "ask"}, 600)
+    assert (settings.max_turns, settings.model) == (None, "m")  # the good value still applies
+    assert problems[0] == "PiKernel.approval: 'maybe' is not one of ask, auto, deny, read-only; using 'deny'."
+    assert problems[1].startswith("PiKernel.approval_overrides: not valid JSON (Expecting property name")
+    assert "bash: ask" not in problems[1]  # JSON text is never quoted: it may hold anything
+    assert problems[2].startswith("PiKernel.approval_timeout: '0' must be a number of seconds above 0")
+    assert problems[3] == "PiKernel.max_turns: 'x' is not a whole number; using None (the default)."
+    wrong_mode = apply_config(PiSettings(), {"approval_overrides": {"bash": "sometimes"}}, problems)
+    assert wrong_mode.approval_overrides == {} and "the mode of bash is not one of ask, auto, deny" in problems[-1]
+
+
+def test_a_warning_never_quotes_a_key() -> None:
+    env = {"OPENAI_API_KEY": FAKE_KEY, "PI_APPROVAL": FAKE_KEY, "PI_APPROVAL_TIMEOUT": "x" * 100}
+    problems: list[str] = []
+    settings_from_env(env, problems=problems)
+    assert problems[0].startswith("PI_APPROVAL: '***' is not one of")
+    assert "'" + "x" * 40 + "...'" in problems[1]  # a long value is shortened
+
+
+# -- the real kernel ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def misconfigured(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelDriver]:
+    """The Pi kernel with a bad value in each layer: the environment, the config file, the command line."""
+    root = tmp_path_factory.mktemp("misconfigured")
+    profile = root / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    config = f'c.PiKernel.approval_overrides = "{{not json"\nc.PiKernel.approval = "{FAKE_KEY}"\n'
+    (profile / "ipython_kernel_config.py").write_text(config)
+    spec = root / "kernels" / "pi"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "pi_kernel", "-f", "{connection_file}", "--PiKernel.approval_timeout=-5"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "pi", "language": "python"}))
+    env = kernel_env(server.base_url, PI_APPROVAL="bogus", PI_APPROVAL_TIMEOUT="0", IPYTHONDIR=str(root / "ipython"))
+    with KernelDriver(env=env, jupyter_path=root) as driver:
+        yield driver
+
+
+SETTINGS = (
+    "from pi_kernel.kernel.session import get_session\n"
+    "s = get_session()\n"
+    "(s.settings.approval, s.settings.approval_overrides, s.broker.timeout, s.policy.describe())"
+)
+
+
+@pytest.mark.kernel
+def test_the_kernel_starts_and_the_first_pi_output_says_what_fell_back(misconfigured: KernelDriver) -> None:
+    assert misconfigured.run("1+1").text.strip() == "2"
+    first = misconfigured.run("%pi")
+    assert first.status == "ok"
+    warnings = [line for line in first.text.splitlines() if line.startswith("pi_kernel warning: ")]
+    assert warnings == [
+        "pi_kernel warning: PI_APPROVAL: 'bogus' is not one of ask, auto, deny, read-only; using 'ask' (the default).",
+        "pi_kernel warning: PI_APPROVAL_TIMEOUT: '0' must be a number of seconds above 0 (nothing waits forever); "
+        "using 600 (the default).",
+        "pi_kernel warning: PiKernel.approval: '***' is not one of ask, auto, deny, read-only; "
+        "using 'ask' (the default).",
+        "pi_kernel warning: PiKernel.approval_overrides: not valid JSON (Expecting property name enclosed in "
+        "double quotes: line 1 column 2 (char 1)); using {} (the default).",
+        "pi_kernel warning: PiKernel.approval_timeout: '-5.0' must be a number of seconds above 0 "
+        "(nothing waits forever); using 600 (the default).",
+    ]
+    assert "mode: ask" in first.text  # the status itself follows
+    assert "pi_kernel warning" not in misconfigured.run("%pi").text  # shown once
+    assert misconfigured.run(SETTINGS).text.strip() == "('ask', {}, 600.0, 'mode: ask')"
+    assert not [m for m in misconfigured.iopub_log if FAKE_KEY in json.dumps(m, default=str)]
+
+
+@pytest.mark.kernel
+def test_a_restarted_kernel_shows_the_warnings_in_its_first_pi_cell(
+    misconfigured: KernelDriver, server: FakeOpenAI
+) -> None:
+    misconfigured.restart()
+    server.enqueue(text_chunks("Hello."))
+    first = misconfigured.run("%%pi\nHi", cell_id="first")
+    assert first.status == "ok" and "Hello." in first.text
+    assert first.text.count("pi_kernel warning: ") == 5 and "PI_APPROVAL: 'bogus'" in first.text
+    server.enqueue(text_chunks("Again."))
+    assert "pi_kernel warning" not in misconfigured.run("%%pi\nHi again", cell_id="second").text

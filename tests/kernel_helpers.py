@@ -16,7 +16,8 @@ import queue
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,17 @@ def write_test_kernelspecs(root: Path) -> Path:
 
     write_kernel_spec(root / "kernels" / "pi", sys.executable, {"PYTHONPATH": str(REPO)})
     return root
+
+
+ADD_TOOL_CELL = '''
+from pi_kernel import tool
+
+@tool(approval="ask")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+'''
+"""The cell most kernel tests run first: a tool that asks before every call."""
 
 
 def kernel_env(base_url: str | None = None, **extra: str) -> dict[str, str]:
@@ -279,6 +291,17 @@ class KernelDriver:
                 self._log(self.client.get_iopub_msg(timeout=0.2))
             except queue.Empty:
                 return
+
+
+@contextmanager
+def approval_comm(kernel: KernelDriver) -> Iterator[str]:
+    """A ``pi.approval`` comm, so that calls wait for an answer instead of being denied at once."""
+    comm_id = kernel.comm_open("pi.approval")
+    try:
+        yield comm_id
+    finally:
+        kernel.comm_close(comm_id)
+        kernel.run("pass")  # the close is handled before the next test's cells
 
 
 def approval_requests(message: Message) -> dict[str, Any] | None:

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, HTTPError, text_chunks, tool_call_chunks, usage_dict
-from kernel_helpers import FAKE_KEY, KernelDriver, approval_requests, assert_one_result_per_call, kernel_env
+from kernel_helpers import (
+    FAKE_KEY,
+    KernelDriver,
+    approval_comm,
+    approval_requests,
+    assert_one_result_per_call,
+    kernel_env,
+)
 
 pytestmark = pytest.mark.kernel
 
@@ -45,16 +51,6 @@ def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
     with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
         assert driver.run(SETUP).status == "ok"
         yield driver
-
-
-@contextmanager
-def approval_comm(kernel: KernelDriver) -> Iterator[str]:
-    comm_id = kernel.comm_open("pi.approval")
-    try:
-        yield comm_id
-    finally:
-        kernel.comm_close(comm_id)
-        kernel.run("pass")  # the close is handled before the next test's cells
 
 
 def decide(kernel: KernelDriver, comm_id: str, seen: list[dict[str, Any]], **decision: Any) -> Any:

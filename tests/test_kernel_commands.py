@@ -14,23 +14,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
-from kernel_helpers import REPO, KernelDriver, approval_requests, assert_one_result_per_call, kernel_env
+from kernel_helpers import (
+    ADD_TOOL_CELL,
+    REPO,
+    KernelDriver,
+    approval_comm,
+    approval_requests,
+    assert_one_result_per_call,
+    kernel_env,
+)
 
 pytestmark = pytest.mark.kernel
 
-SETUP = '''
-from pi_kernel import tool
-
-@tool(approval="ask")
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-'''
+SETUP = ADD_TOOL_CELL
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +44,6 @@ def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
     with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
         assert driver.run(SETUP).status == "ok"
         yield driver
-
-
-@contextmanager
-def approval_comm(kernel: KernelDriver) -> Iterator[str]:
-    """A ``pi.approval`` comm, so that calls wait for an answer instead of being denied at once."""
-    comm_id = kernel.comm_open("pi.approval")
-    try:
-        yield comm_id
-    finally:
-        kernel.comm_close(comm_id)
-        kernel.run("pass")  # the close is handled before the next test's cells
 
 
 def run_answered_from_a_console(kernel: KernelDriver, prompt: str, command: str, cell_id: str) -> tuple[Any, str]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import (
+    ADD_TOOL_CELL,
     KernelDriver,
     approval_requests,
     assert_one_result_per_call,
@@ -25,14 +26,7 @@ from kernel_helpers import (
 
 pytestmark = pytest.mark.kernel
 
-SETUP = '''
-from pi_kernel import tool
-
-@tool(approval="ask")
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-'''
+SETUP = ADD_TOOL_CELL
 
 
 @pytest.fixture(scope="module")

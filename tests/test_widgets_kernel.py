@@ -14,20 +14,13 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
-from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
+from kernel_helpers import ADD_TOOL_CELL, FAKE_KEY, KernelDriver, kernel_env
 
 from pi_kernel.widgets.frontend_mirror import WIDGET_VIEW, FrontEndMirror
 
 pytestmark = pytest.mark.kernel
 
-SETUP = '''
-from pi_kernel import tool
-
-@tool(approval="ask")
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-'''
+SETUP = ADD_TOOL_CELL
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,9 @@ Rules, applied where the schema asks for a type the value does not have:
   schemas are followed; an OPTIONAL property (not in ``required``) sent as
   ``null`` where its schema does not accept ``null`` is dropped (or, with
   ``fill_defaults``, replaced by the schema's ``default``): in strict mode
-  ``null`` is how a model says "not given".
+  ``null`` is how a model says "not given". With ``null_means_unset`` (tools
+  sent in strict mode) the same holds for a nullable property whose
+  ``default`` is not ``null``.
 - Arrays: ``items`` and ``prefixItems`` (and draft-7 list ``items``).
 - ``$ref`` (local ``#/...`` pointers), ``allOf``: followed.
 
@@ -121,11 +123,23 @@ def coerce_with_schema(value: Any, schema: Any, root_schema: Any = None, *, fill
 class SchemaCoercer:
     """Coercion bound to one root schema; build once per schema and reuse."""
 
-    def __init__(self, root_schema: Any, *, fill_defaults: bool = True, validator: Validator | None = None) -> None:
+    def __init__(
+        self,
+        root_schema: Any,
+        *,
+        fill_defaults: bool = True,
+        null_means_unset: bool = False,
+        validator: Validator | None = None,
+    ) -> None:
         self.root = root_schema
         """The schema ``$ref``s resolve against."""
         self.fill_defaults = fill_defaults
         """Replace an optional ``null`` by the ``default`` (True) or just drop it (False)."""
+        self.null_means_unset = null_means_unset
+        """Strict mode: an optional property that has a non-null ``default`` and is
+        sent as ``null`` is "not given" even where its schema accepts ``null``
+        (a strict-mode model must send every property, and ``null`` is how it
+        leaves one out). Valid union members are walked too, to find such nulls."""
         if validator is None:
             from jsonschema.validators import Draft202012Validator, validator_for
 
@@ -166,7 +180,10 @@ class SchemaCoercer:
         return value
 
     def _coerce_union(self, value: Any, branches: list[Any], depth: int) -> Any:
-        if any(self.is_valid(value, branch) for branch in branches):
+        fitting = next((branch for branch in branches if self.is_valid(value, branch)), None)
+        if fitting is not None:
+            if self.null_means_unset and type(value) in (dict, list):
+                return self._coerce(value, fitting, depth + 1)
             return value
         for branch in branches:
             trial = self._coerce(copy_json(value), branch, depth + 1)
@@ -187,12 +204,20 @@ class SchemaCoercer:
             item = value[key]
             if key in properties:
                 sub = properties[key]
-                if item is None and key not in required and not self.is_valid(None, sub):
+                if item is None and key not in required and self._null_is_unset(sub):
                     self._drop_null(value, key, sub)
                     continue
             else:
                 sub = next((s for pattern, s in patterns.items() if _search(pattern, key)), additional)
             value[key] = self._coerce(item, sub, depth + 1)
+
+    def _null_is_unset(self, sub: Any) -> bool:
+        if not self.is_valid(None, sub):
+            return True
+        if not self.null_means_unset:
+            return False
+        found, default = schema_default(self.root, sub)
+        return found and default is not None
 
     def _drop_null(self, value: dict[str, Any], key: str, sub: Any) -> None:
         """``null`` for an optional property that does not accept it: "not given"."""

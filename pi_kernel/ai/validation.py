@@ -12,6 +12,13 @@ text is written for the model to read and correct itself::
     Received arguments:
     { ... what the model sent ... }
 
+Paths are dotted places in what the model sent (``edits.0.old_text``), never
+pydantic's union-branch tags. When the arguments were not valid JSON at all,
+"Received arguments" shows the raw text the model wrote (there is no object to
+dump, and the text is what it must fix). For a tool sent in strict mode, a
+``null`` for an optional parameter with a non-null default means that default
+(a strict-mode model has to send every property). See ``docs/validation.md``.
+
 Fast path first: arguments that are already valid skip coercion entirely, so
 the common call costs one copy and one check. Compiled validators are cached.
 """
@@ -91,6 +98,10 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
             raise ToolArgumentsError(tool_call.name, [("root", problem)], received, received_text=received_text)
     compiled = compiled_schema(tool)
     arguments = copy_json(received)  # the contract's deep copy; everything below works on it
+    if tool.uses_strict_mode(provider_supports_strict=True) and isinstance(arguments, dict):
+        # Sent in strict mode, the model had to fill every property: its nulls
+        # stand for "use the default" even where the parameter is nullable.
+        arguments = compiled.strict_coercer.coerce_in_place(arguments)
     if compiled.model is not None:
         result, errors = _check_model(compiled, arguments)
     else:
@@ -110,6 +121,9 @@ class CompiledSchema:
     """Lenient coercion guided by the same schema."""
     model: type[BaseModel] | None
     """The pydantic model class, when the tool has one (it then decides validity)."""
+    strict_coercer: SchemaCoercer
+    """For tools sent in strict mode: also reads ``null`` as "not given" where the
+    parameter has a non-null default; runs before the first check."""
 
 
 def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
@@ -119,11 +133,22 @@ def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: 
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
         validator = Draft202012Validator(schema)  # pydantic emits 2020-12
         # Drop, do not fill: pydantic applies its own default (and default_factory).
-        return CompiledSchema(validator, SchemaCoercer(schema, fill_defaults=False, validator=validator), parameters)
+        return _compiled(schema, validator, parameters, fill_defaults=False)
     cls = validator_for(schema, default=Draft202012Validator)
     cls.check_schema(schema)  # a broken schema is the tool author's error: say so once, clearly
     validator = cls(schema)
-    return CompiledSchema(validator, SchemaCoercer(schema, fill_defaults=True, validator=validator), None)
+    return _compiled(schema, validator, None, fill_defaults=True)
+
+
+def _compiled(
+    schema: dict[str, Any], validator: Validator, model: type[BaseModel] | None, *, fill_defaults: bool
+) -> CompiledSchema:
+    return CompiledSchema(
+        validator=validator,
+        coercer=SchemaCoercer(schema, fill_defaults=fill_defaults, validator=validator),
+        model=model,
+        strict_coercer=SchemaCoercer(schema, fill_defaults=fill_defaults, null_means_unset=True, validator=validator),
+    )
 
 
 # Cache. Two levels, because a dict cannot be weakly referenced:
@@ -208,9 +233,38 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
     try:
         return model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
-        return None, [(_dotted(item["loc"]), item["msg"]) for item in error.errors(include_url=False)]
+        errors: ErrorList = []
+        for item in error.errors(include_url=False):
+            described = (_dotted(_input_path(item["loc"], arguments, item["type"])), item["msg"])
+            if described not in errors:
+                errors.append(described)
+        return None, errors
     except (TypeError, AttributeError, KeyError, IndexError) as error:
         return None, [("root", f"{type(error).__name__}: {error}")]
+
+
+def _input_path(loc: tuple[int | str, ...], arguments: Any, error_type: str) -> list[int | str]:
+    """Pydantic's ``loc`` with its union-branch tags removed: a path into the arguments.
+
+    Inside a union pydantic names the branch it tried (``x.int``,
+    ``edits.0.Replace.old_text``, ``pet.cat``); the model needs the place in
+    what it sent (``edits.0.old_text``). Walking the arguments tells the two
+    apart: a step that is not a key or index of the value there is a tag,
+    except the last step of a "missing" error, which names the absent field.
+    """
+    path: list[int | str] = []
+    node: Any = arguments
+    for position, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            node = node[part]
+        elif position == len(loc) - 1 and error_type == "missing":
+            pass
+        else:
+            continue
+        path.append(part)
+    return path
 
 
 def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:

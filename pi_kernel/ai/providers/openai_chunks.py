@@ -18,6 +18,7 @@ whose text is not valid JSON at the end keeps it in ``raw_arguments``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -45,6 +46,19 @@ def field_of(obj: Any, name: str) -> Any:
     if isinstance(obj, dict):
         return obj.get(name)
     return getattr(obj, name, None)
+
+
+def fields_of(obj: Any) -> Callable[[str], Any]:
+    """``field_of`` bound to one object: a chunk's delta is read five to ten times."""
+    if isinstance(obj, dict):
+        return obj.get
+    if obj is None:
+        return _nothing
+    return lambda name: getattr(obj, name, None)
+
+
+def _nothing(name: str) -> None:
+    return None
 
 
 def new_tool_call_id() -> str:
@@ -84,30 +98,32 @@ class ChunkAssembler:
         """Events for one chunk (often one, sometimes none or several)."""
         out: list[AssistantMessageEvent] = []
         self._out = out
-        usage = field_of(chunk, "usage")
+        read_chunk = fields_of(chunk)
+        usage = read_chunk("usage")
         if usage:
             self._set_usage(usage)
-        choices = field_of(chunk, "choices")
+        choices = read_chunk("choices")
         if not choices:
             return out
-        choice = choices[0]
-        finish_reason = field_of(choice, "finish_reason")
+        read_choice = fields_of(choices[0])
+        finish_reason = read_choice("finish_reason")
         if finish_reason:
             self.finish_reason = finish_reason
-        delta = field_of(choice, "delta")
+        delta = read_choice("delta")
         if delta is None:
             return out
-        text = field_of(delta, "content") or field_of(delta, "refusal")
+        read = fields_of(delta)
+        text = read("content") or read("refusal")
         if text:
             self._add_text(text)
         for name in REASONING_FIELDS:
             # The first non-empty field only: some servers send the same text
             # under two names.
-            reasoning = field_of(delta, name)
+            reasoning = read(name)
             if reasoning:
                 self._add_thinking(reasoning, name)
                 break
-        tool_calls = field_of(delta, "tool_calls")
+        tool_calls = read("tool_calls")
         if tool_calls:
             for tool_delta in tool_calls:
                 self._add_tool_delta(tool_delta)
@@ -196,16 +212,20 @@ class ChunkAssembler:
         self._out.append(AssistantMessageEvent("thinking_delta", self.message, self._block_index, delta=text))
 
     def _add_tool_delta(self, tool_delta: Any) -> None:
-        self._open("tool_calls")
-        call_id = field_of(tool_delta, "id") or None
-        function = field_of(tool_delta, "function")
-        name = field_of(function, "name") or None
-        arguments = field_of(function, "arguments")
+        if self._kind != "tool_calls":
+            self._open("tool_calls")
+        read = fields_of(tool_delta)
+        call_id = read("id") or None
+        read_function = fields_of(read("function"))
+        name = read_function("name") or None
+        arguments = read_function("arguments")
         if arguments is not None and not isinstance(arguments, str):
             import json  # a server that sends the arguments as an object, not a JSON string
 
             arguments = json.dumps(arguments)
-        index = self._call_index(field_of(tool_delta, "index"), call_id)
+        index = read("index")
+        if type(index) is not int:
+            index = self._call_index(index, call_id)
         call = self._calls.get(index)
         if call is not None and call_id and call.server_id and call.block.id != call_id:
             # Same index, another id: a new call (Ollama numbers each chunk's calls from 0).

@@ -156,3 +156,64 @@ def test_without_a_widget_front_end_a_terminal_console_reads_the_turn(server: Fa
         assert "shout" in printed and "HELLO" in printed  # the call and its result
         assert "The tool shouted HELLO." in printed  # the answer
         assert printed.count("The tool shouted HELLO.") == 1  # once: the final output, not a live state too
+
+
+# --------------------------------------------------------------------------- secrets in the live view
+
+LEAK_SETUP = '''
+import os, time
+from pi_kernel import tool
+
+@tool
+def show_key(label: str, on_update=None) -> str:
+    """Show the configured key (a tool that leaks it, on purpose)."""
+    key = os.environ["OPENAI_API_KEY"]
+    on_update("key: " + key[:12])  # the live output stops half-way through the key
+    time.sleep(0.4)
+    on_update("key: " + key + " (end)")
+    time.sleep(0.4)
+    return "result: " + key
+'''
+
+
+def click_every(kernel: KernelDriver, label: str) -> Any:
+    """An ``on_iopub`` that clicks every button called ``label`` as soon as its model opens."""
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if message["msg_type"] != "comm_open":
+            return
+        widget = message["content"]["data"].get("state", {})
+        if widget.get("_model_name") == "ButtonModel" and widget.get("description") == label:
+            kernel.comm_send(message["content"]["comm_id"], {"method": "custom", "content": {"event": "click"}})
+
+    return on_iopub
+
+
+def test_a_key_quoted_by_the_model_or_a_tool_never_reaches_the_front_end(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    """The live view, not only the static output that replaces it: streamed text and thinking (the key cut
+    across many deltas), the streamed arguments preview, the tool's live output (paused half-way through the
+    key) and its result all go out masked."""
+    assert kernel.run(LEAK_SETUP).status == "ok"
+    server.enqueue(
+        tool_call_chunks(
+            [("show_key", {"label": f"the key is {FAKE_KEY}, see"})],
+            parts=40,
+            reasoning=f"The user's key is {FAKE_KEY}; I should not repeat it.",
+        ),
+        text_chunks(f"Your key is {FAKE_KEY} and it is safe.", parts=60),
+    )
+    start = len(kernel.iopub_log)
+    result = kernel.run("%%pi\nWhat is my key?", cell_id="leak", on_iopub=click_every(kernel, "Approve"), timeout=60)
+    assert result.status == "ok", result.text
+    sent = kernel.iopub_log[start:]
+    everything = json.dumps([message["content"] for message in sent])
+    pieces = [FAKE_KEY[i : i + 12] for i in range(len(FAKE_KEY) - 11)]
+    assert not [piece for piece in pieces if piece in everything]
+    live_text = "".join(m["content"]["text"] for m in sent if m["msg_type"] == "stream")
+    assert "Your key is *** and it is safe." in live_text  # the answer streamed live, masked
+    assert "key: ***" in live_text  # the tool's live output
+    assert "The user's key is ***" in live_text  # the thinking
+    tool_result = [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"][-1]
+    assert FAKE_KEY in tool_result  # the model itself still got the tool's real result

@@ -5,13 +5,15 @@ still quote one (a provider error echoing the request, a tool printing the
 environment). ``redact`` replaces the value of every key-like environment
 variable with ``***``. It lives in the bottom layer so that every layer above
 (the kernel's text and files, the widgets' static output) masks the same way
-without importing the kernel.
+without importing the kernel. ``mask`` adds URL credentials and ``sk-`` keys;
+``StreamRedactor`` masks text that leaves in pieces (a live view).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
@@ -27,12 +29,124 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted({env[name] for name in names if len(env.get(name, "")) >= MIN_SECRET_CHARS}, key=len, reverse=True)
 
 
-def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every known key value replaced by ``***``."""
-    for secret in secret_values(environ):
+def redact(text: str, environ: Mapping[str, str] | None = None, *, secrets: Sequence[str] | None = None) -> str:
+    """``text`` with every known key value replaced by ``***`` (``secrets``: the values, if already known)."""
+    for secret in secret_values(environ) if secrets is None else secrets:
         if secret in text:
             text = text.replace(secret, "***")
     return text
+
+
+_URL_CREDENTIALS = re.compile(r"//[^/\s:@]+:[^/\s@]+@")
+"""``user:password@`` after ``//`` (the scheme is not needed, so a split before ``//`` is no gap)."""
+_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
+_UNFINISHED = re.compile(r"(?:\bs(?:k(?:-[A-Za-z0-9_-]*)?)?|/(?:/[^/\s@]*)?)\Z")
+"""The end of growing text that may still become an ``sk-`` key or URL credentials."""
+_UNFINISHED_WINDOW = 512
+
+
+def mask(text: str, secrets: Sequence[str] | None = None) -> str:
+    """``redact``, and also credentials in URLs (``https://user:***@host``) and ``sk-...`` keys."""
+    return _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
+
+
+def _mask_values_and_urls(text: str, secrets: Sequence[str] | None) -> str:
+    return _URL_CREDENTIALS.sub("//***@", redact(text, secrets=secrets))
+
+
+def mask_data(value: Any, secrets: Sequence[str] | None = None) -> Any:
+    """``mask`` applied to every string inside JSON-like data (other values are kept as they are)."""
+    if isinstance(value, str):
+        return mask(value, secrets)
+    if isinstance(value, dict):
+        return {key: mask_data(item, secrets) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_data(item, secrets) for item in value]
+    return value
+
+
+def unfinished_start(text: str, secrets: Sequence[str]) -> int:
+    """Where the end of ``text`` may be the beginning of something ``mask`` hides (``len(text)`` if nowhere).
+
+    Text that is still growing (a streamed answer, arguments being written) is
+    shown up to this point only: the rest waits until it either completes a
+    secret (and is masked whole) or stops looking like one.
+    """
+    start = len(text)
+    for secret in secrets:
+        position = text.find(secret[0], max(0, len(text) - len(secret) + 1))
+        while 0 <= position < start:
+            if secret.startswith(text[position:]):
+                start = position
+                break
+            position = text.find(secret[0], position + 1)
+    window = max(0, len(text) - _UNFINISHED_WINDOW)
+    match = _UNFINISHED.search(text, window)
+    if match is not None:
+        start = min(start, match.start())
+    return start
+
+
+def mask_partial(text: str, secrets: Sequence[str]) -> str:
+    """``mask`` for text that is still growing: what may be the beginning of a secret at its end is left out."""
+    text = _mask_values_and_urls(text, secrets)
+    return _KEY_LIKE.sub("sk-***", text[: unfinished_start(text, secrets)])
+
+
+def mask_partial_data(value: Any, secrets: Sequence[str]) -> Any:
+    """``mask_partial`` for every string inside JSON-like data (arguments being streamed)."""
+    if isinstance(value, str):
+        return mask_partial(value, secrets)
+    if isinstance(value, dict):
+        return {key: mask_partial_data(item, secrets) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_partial_data(item, secrets) for item in value]
+    return value
+
+
+class StreamRedactor:
+    """``mask`` for text sent in pieces: a secret split across two pieces is still masked.
+
+    ``feed`` returns what is safe to send now and holds back a tail that may
+    be the start of a secret (never more than the longest secret's length);
+    ``flush`` returns the held-back rest once the text is complete. Costs the
+    size of each piece plus that tail, not the size of the whole text.
+    """
+
+    def __init__(self, secrets: Sequence[str] | None = None) -> None:
+        self.secrets: Sequence[str] = secret_values() if secrets is None else secrets
+        """The values masked, read from the environment once (a stream is short-lived)."""
+        self._pending = ""
+        self._sent_tail = ""
+
+    def feed(self, text: str) -> str:
+        # Known values and URL credentials are masked first (a complete one is
+        # never cut in two); an ``sk-`` run at the end waits until it ends, so
+        # the pattern then masks the whole key.
+        pending = _mask_values_and_urls(self._pending + text, self.secrets)
+        cut = unfinished_start(pending, self.secrets)
+        self._pending = pending[cut:]
+        return self._mask_keys(pending[:cut])
+
+    def _mask_keys(self, text: str) -> str:
+        # The pattern starts at a word boundary: the two characters sent before
+        # tell whether this text starts one (no match can begin inside them, as
+        # a word-initial "s" is always held back).
+        context = self._sent_tail
+        masked = _KEY_LIKE.sub("sk-***", context + text)[len(context) :]
+        self._sent_tail = (context + masked)[-2:]
+        return masked
+
+    def flush(self) -> str:
+        """The held-back tail (it did not become a secret), masked; the redactor starts afresh."""
+        pending, self._pending = self._pending, ""
+        masked = self._mask_keys(_mask_values_and_urls(pending, self.secrets))
+        self._sent_tail = ""
+        return masked
+
+    def reset(self) -> None:
+        """Forget the held-back tail (what was shown is being cleared)."""
+        self._pending = self._sent_tail = ""
 
 
 def redact_data(value: Any, environ: Mapping[str, str] | None = None) -> Any:

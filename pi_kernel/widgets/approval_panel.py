@@ -7,6 +7,10 @@ It disables itself when the broker reports the decision, whoever made it
 (this panel, a timeout, an interrupt, a comm message), through
 ``show_decision``. Edited arguments must be a JSON object; anything else shows
 an error and decides nothing.
+
+The editor shows the arguments with secrets masked; a value left masked in the
+edit keeps its original (so editing one argument does not turn a key in
+another into ``***``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pi_kernel.ai.secrets import mask_data
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.html_render import STATUS_COLORS, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
@@ -71,7 +76,9 @@ class ApprovalPanel:
             if error is not None:
                 self.message.value = f'<span style="color:{STATUS_COLORS["error"]}">{escape(error)}</span>'
                 return
-            if args == jsonable(self._request.args):
+            original = jsonable(self._request.args)
+            args = unmask(args, original)
+            if args == original:
                 args = None  # unchanged: approve as asked
         reason = (self.reason.value.strip() or None) if kind == "deny" else None
         decision = ApprovalDecision(kind, reason=reason, args=args)  # type: ignore[arg-type]
@@ -83,7 +90,7 @@ class ApprovalPanel:
 
     def _toggle_editor(self) -> None:
         if self.editor is None:
-            text = pretty_json(self._request.args)
+            text = pretty_json(mask_data(jsonable(self._request.args)))
             self.editor = self._kit.textarea(text, rows=min(20, max(3, text.count("\n") + 2)))
             self.widget.children = [*self.widget.children[:2], self.editor, self.message]
             self.edit.description = "Hide editor"
@@ -92,3 +99,14 @@ class ApprovalPanel:
             rest = [child for child in self.widget.children if child is not self.editor]
             self.widget.children = rest if shown else [*rest[:2], self.editor, rest[-1]]
             self.edit.description = "Edit arguments" if shown else "Hide editor"
+
+
+def unmask(edited: Any, original: Any) -> Any:
+    """``edited``, with every value that is still the masked form of the original's value put back."""
+    if isinstance(edited, str) and isinstance(original, str):
+        return original if edited == mask_data(original) else edited
+    if isinstance(edited, dict) and isinstance(original, dict):
+        return {key: unmask(value, original[key]) if key in original else value for key, value in edited.items()}
+    if isinstance(edited, list) and isinstance(original, list):
+        return [unmask(value, original[i]) if i < len(original) else value for i, value in enumerate(edited)]
+    return edited

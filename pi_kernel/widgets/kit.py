@@ -4,6 +4,10 @@ Every ipywidgets widget made with default ``layout`` and ``style`` opens two
 more comms (about 1.4 KB of setup per widget, measured); the kit shares one
 ``Layout`` and one style object per kind across the whole view. The only
 module of the package that imports ipywidgets at import time.
+
+Its ``HTML`` widgets mask secrets in every value they are given
+(``pi_kernel.ai.secrets.mask``): the last check before a value leaves for the
+front end, whichever view set it.
 """
 
 from __future__ import annotations
@@ -12,14 +16,25 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets
+import traitlets
 from ipywidgets.widgets.widget_button import ButtonStyle
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
+
+from pi_kernel.ai.secrets import mask
 
 CARD_LAYOUT = {
     "border": "1px solid rgba(127,127,127,.35)",
     "padding": "2px 8px 4px 8px",
     "margin": "4px 0",
 }
+
+
+class MaskedHTML(ipywidgets.HTML):
+    """An ``HTML`` widget whose ``value`` never holds a secret."""
+
+    @traitlets.validate("value")
+    def _masked(self, proposal: dict[str, Any]) -> str:
+        return mask(proposal["value"])
 
 
 class WidgetKit:
@@ -43,7 +58,7 @@ class WidgetKit:
         return self._once("wide", lambda: ipywidgets.Layout(width="auto"))
 
     def html(self, value: str = "") -> ipywidgets.HTML:
-        return self._keep(ipywidgets.HTML(value, layout=self.layout, style=self._once("html", HTMLStyle)))
+        return self._keep(MaskedHTML(value, layout=self.layout, style=self._once("html", HTMLStyle)))
 
     def output(self) -> ipywidgets.Output:
         return self._keep(ipywidgets.Output(layout=self.layout))

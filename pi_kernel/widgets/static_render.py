@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.secrets import redact
+from pi_kernel.ai.secrets import mask, mask_data
 from pi_kernel.widgets.footer import footer_html, format_seconds, usage_summary
 from pi_kernel.widgets.html_render import MUTED, STATUS_COLORS, badge, escape, markdown_html
 from pi_kernel.widgets.json_view import bound_strings, jsonable
@@ -45,8 +45,6 @@ OPEN_CARD_CHARS = 600
 OPEN_CARD_LINES = 12
 """A finished call whose arguments and result fit in this stays open; longer ones fold to their header
 (failed, denied and interrupted calls always stay open)."""
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
-_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
 _TURN_STYLE = "line-height:1.5;color:inherit;max-width:100%"
 
 
@@ -60,19 +58,12 @@ class StaticOutput:
 
 def scrub_text(text: str) -> str:
     """``text`` without secrets: key values from the environment, URL credentials, ``sk-`` keys."""
-    text = _URL_CREDENTIALS.sub(r"\1***@", redact(text))
-    return _KEY_LIKE.sub("sk-***", text)
+    return mask(text)
 
 
 def scrub(value: Any) -> Any:
     """``scrub_text`` applied to every string inside JSON-like data."""
-    if isinstance(value, str):
-        return scrub_text(value)
-    if isinstance(value, dict):
-        return {key: scrub(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [scrub(item) for item in value]
-    return value
+    return mask_data(value)
 
 
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
@@ -128,7 +119,7 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
                 "</details>"
             )
         elif isinstance(block, TextBlock):
-            parts.append(f"<div>{markdown_html(block.text)}</div>")
+            parts.append(f"<div>{markdown_html(mask(block.text))}</div>")  # before highlighting splits a key
         elif isinstance(block, ToolCallBlock):
             parts.append(_card_html(block, lookup(block.name), state))
         else:

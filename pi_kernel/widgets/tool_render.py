@@ -11,6 +11,10 @@ with the error named. While arguments stream in, the preview shows only their
 end (``LIVE_PREVIEW_CHARS``): the live view must not resend 40 KB per update.
 The card's header line (label, name, status, elapsed time, decision) is here
 too, and its ``<summary>`` form for the static card. No ipywidgets here: the static rendering uses the same functions.
+
+Secrets are masked in the data, before it is highlighted (a highlighter cuts a
+key into several ``<span>``s, where masking the HTML would no longer find it);
+while arguments stream, what may be the start of a key is left out.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pi_kernel.ai import ImageContent, TextContent
+from pi_kernel.ai.secrets import mask, mask_data, mask_partial, mask_partial_data, secret_values
 from pi_kernel.tools.approval import ApprovalDecision
 from pi_kernel.widgets.footer import format_seconds
 from pi_kernel.widgets.html_render import (
@@ -200,9 +205,11 @@ def result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RE
 
 def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     limit = LIVE_PREVIEW_CHARS if live else FINAL_ARGUMENTS_CHARS
+    secrets = secret_values()
     args = jsonable(block.arguments) if block.arguments is not None else {}
+    args = mask_partial_data(args, secrets) if live else mask_data(args, secrets)
     if not args and block.raw.length and live:
-        return pre(block.raw.text, limit=limit, tail=True)
+        return pre(mask_partial(block.raw.text, secrets), limit=limit, tail=True)
     if not isinstance(args, dict):
         return pre(pretty_json(args), limit=limit, tail=live)
     code = _code_argument(block.name, args)
@@ -223,9 +230,10 @@ def _default_call_html(block: ToolCallBlock, live: bool) -> str:
 def _default_result_html(block: ToolCallBlock) -> str:
     result = block.result
     assert result is not None
-    details = result.details if isinstance(result.details, Mapping) else {}
+    secrets = secret_values()
+    details = mask_data(dict(result.details), secrets) if isinstance(result.details, Mapping) else {}
     tail = block.name in TAIL_RESULTS
-    text = "\n".join(item.text for item in result.content if isinstance(item, TextContent))
+    text = mask("\n".join(item.text for item in result.content if isinstance(item, TextContent)), secrets)
     images = "".join(image_html(item.data, item.mime_type) for item in result.content if isinstance(item, ImageContent))
     outputs = details.get("outputs")
     if isinstance(outputs, list) and outputs:
@@ -289,7 +297,7 @@ def _bounded(text: str, limit: int, name: str) -> str:
 def _run_hook(hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
     """The hook's output as a MIME bundle, or the text of its error."""
     try:
-        return mime_bundle_of(hook(value))
+        return mask_data(mime_bundle_of(hook(value)))  # type: ignore[no-any-return]
     except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
         return f"{type(error).__name__}: {error}"
 

@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.footer import Footer
 from pi_kernel.widgets.frontend import IopubSender, OutputRouter, StreamOutput
@@ -79,7 +80,8 @@ class _TextView:
         if self._rendered:
             return
         if block.final and block.kind == "text":
-            self.stream.show({"text/html": markdown_html(block.text)})
+            # Masked before it is rendered: highlighted code would cut a key into spans.
+            self.stream.show({"text/html": markdown_html(mask(block.text))})
             self._rendered = True
         elif block.buffer.length > self._sent:
             self.stream.append(block.text[self._sent :])

@@ -1,0 +1,123 @@
+"""Secrets in the live widget view: masked before they leave, even when they arrive in pieces.
+
+The kernel-level proof (every iopub message of a real ``%%pi`` turn) is in
+test_widgets_kernel.py; these tests pin each part: the stream redactor, the
+stream output, the HTML widgets, the highlighted previews, the approval editor.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from test_widgets_frontend import RecordingSender, install_recording_comms
+
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import TextContent
+from pi_kernel.ai.secrets import StreamRedactor, mask, mask_partial
+from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
+from pi_kernel.widgets.approval_panel import ApprovalPanel
+from pi_kernel.widgets.frontend import OutputRouter, StreamOutput
+from pi_kernel.widgets.kit import WidgetKit
+from pi_kernel.widgets.tool_render import call_html, result_html
+from pi_kernel.widgets.turn_state import ToolCallBlock
+
+KEY = "sk-live-Zq8Lm2Np4Rt6Vx8Bq0Wc"
+OTHER = "Hx7Kp3Lw9Mz2Qv5T"
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("SERVICE_TOKEN", OTHER)
+
+
+def _leaks(text: str) -> list[str]:
+    pieces = [secret[i : i + 8] for secret in (KEY, OTHER) for i in range(len(secret) - 7)]
+    return [piece for piece in pieces if piece in text]
+
+
+def test_stream_redactor_masks_keys_cut_anywhere() -> None:
+    rng = random.Random(7)
+    words = ["see ", KEY, OTHER, "s", "sk-", KEY[:9], "\n", "https://u:pw@host/x ", "x", "//a:b@c "]
+    for _ in range(2000):
+        text = "".join(rng.choice(words) for _ in range(8))
+        redactor = StreamRedactor([KEY, OTHER])
+        shown, position = "", 0
+        while position < len(text):
+            size = rng.randint(1, 12)
+            shown += redactor.feed(text[position : position + size])
+            position += size
+            # (Whole keys: the words include a near miss, a key's first 9 characters.)
+            assert KEY not in shown and OTHER not in shown and "pw@" not in shown and "a:b@" not in shown
+        shown += redactor.flush()
+        assert KEY not in shown and OTHER not in shown
+        # Nothing else is lost: with the masked forms taken out, the same text remains.
+        assert shown.replace("***", "").replace("sk-", "") == mask(text, [KEY, OTHER]).replace("***", "").replace(
+            "sk-", ""
+        )
+
+
+def test_partial_text_leaves_out_what_may_become_a_key() -> None:
+    assert mask_partial(f"token {KEY[:10]}", [KEY]) == "token "
+    assert mask_partial(f"token {KEY} and more", [KEY]) == "token *** and more"
+    assert mask_partial("an ordinary sentence.", [KEY]) == "an ordinary sentence."
+
+
+def test_stream_output_sends_no_piece_of_a_key_and_flushes_the_rest_when_done() -> None:
+    log: list[dict[str, Any]] = []
+
+    class Widget:
+        msg_id = ""
+
+    output = StreamOutput(Widget(), OutputRouter(RecordingSender(log)))
+    for piece in ["Your key is ", KEY[:5], KEY[5:17], KEY[17:], " ok. Bye s"]:
+        output.append(piece)
+    sent_before_done = "".join(m["content"]["text"] for m in log if m["header"]["msg_type"] == "stream")
+    assert sent_before_done == "Your key is *** ok. Bye "  # the lone "s" might start a key: held back
+    output.done()
+    sent = "".join(m["content"]["text"] for m in log if m["header"]["msg_type"] == "stream")
+    assert sent == "Your key is *** ok. Bye s"
+
+
+def test_html_widgets_mask_every_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_recording_comms(monkeypatch, [])
+    kit = WidgetKit()
+    widget = kit.html(f"<b>{KEY}</b>")
+    assert widget.value == "<b>***</b>"
+    widget.value = f"<i>{OTHER} https://me:hunter2@example.com</i>"
+    assert widget.value == "<i>*** https://***@example.com</i>"
+    kit.close_all()
+
+
+def test_highlighted_code_and_results_are_masked_before_highlighting() -> None:
+    block = ToolCallBlock(id="c1", name="bash", arguments={"command": f"curl -H 'Authorization: Bearer {KEY}' x"})
+    block.status = "pending"
+    html = call_html(block)
+    assert "<span" in html and not _leaks(html) and "***" in html
+    block.status = "streaming"
+    block.arguments = {"command": f"export OPENAI_API_KEY={KEY[:14]}"}
+    live = call_html(block)
+    assert not _leaks(live) and "export" in live
+    block.status = "done"
+    block.result = AgentToolResult(
+        [TextContent(f"printed {KEY}")], {"outputs": [{"output_type": "stream", "text": OTHER}]}
+    )
+    assert not _leaks(result_html(block))
+
+
+def test_the_approval_editor_shows_masked_arguments_and_keeps_the_masked_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install_recording_comms(monkeypatch, [])
+    kit = WidgetKit()
+    decisions: list[ApprovalDecision] = []
+    request = ApprovalRequest("c1", "deploy", {"token": KEY, "target": "staging"})
+    panel = ApprovalPanel(kit, request, lambda decision: decisions.append(decision) or True)
+    panel.edit.click()
+    assert not _leaks(panel.editor.value) and "***" in panel.editor.value
+    panel.editor.value = panel.editor.value.replace("staging", "production")
+    panel.approve.click()
+    assert decisions[0].args == {"token": KEY, "target": "production"}  # the key is not turned into ***
+    kit.close_all()

@@ -112,6 +112,42 @@ def test_allow_always_stops_asking_in_later_turns(kernel: KernelDriver, server: 
         kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.always_allowed.clear()")
 
 
+def test_deny_all_denies_each_waiting_call_with_the_reason(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """Preflight is sequential (as in pi), so the two calls wait one after the other; ``%pi deny all`` is typed
+    at each request and answers whatever waits."""
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]), text_chunks("OK."))
+    subshell = kernel.create_subshell()
+    commands: dict[str, str] = {}
+    printed: dict[str, str] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        request = approval_requests(message)
+        if request is not None and request["tool_call_id"] not in commands:
+            commands[request["tool_call_id"]] = kernel.execute_request("%pi deny all Not today", subshell_id=subshell)
+        parent = message["parent_header"].get("msg_id")
+        if parent in commands.values() and message["msg_type"] in ("stream", "error"):
+            content = message["content"]
+            printed[parent] = printed.get(parent, "") + content.get("text", content.get("evalue", ""))
+
+    with approval_comm(kernel):
+        result = kernel.run("%%pi\nAdd twice", cell_id="deny-all", on_iopub=on_iopub, timeout=30)
+    assert result.status == "ok" and "OK." in result.text
+    assert sorted(commands) == ["call_0", "call_1"]
+    assert sorted(text.strip() for text in printed.values()) == ["deny: call_0", "deny: call_1"]
+    assert tool_results(server)[-2:] == ["Not today", "Not today"]
+    assert_one_result_per_call(server.last_body["messages"])
+
+
+def test_a_base_url_with_credentials_is_shown_masked(server: FakeOpenAI, pi_jupyter_path: str) -> None:
+    host = server.base_url.split("://", 1)[1]
+    env = kernel_env(server.base_url, OPENAI_BASE_URL=f"http://proxy-user:hunter2-secret@{host}")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as driver:
+        shown = "\n".join(driver.run(command).text for command in ("%pi model", "%pi models", "%pi"))
+    assert "hunter2-secret" not in shown and "proxy-user" not in shown
+    assert f"http://***@{host}" in shown  # the rest of the URL is still there to check
+    assert "fake-model" in shown
+
+
 def test_help_lists_every_command_the_readme_lists(kernel: KernelDriver) -> None:
     readme = (REPO / "README.md").read_text()
     block = readme[readme.index("```text\n%%pi") : readme.index("```", readme.index("```text\n%%pi") + 3)]

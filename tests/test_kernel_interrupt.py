@@ -74,6 +74,37 @@ def test_interrupt_during_the_stream(kernel: KernelDriver, server: FakeOpenAI) -
     assert_interrupted_then_usable(kernel, server, result)
 
 
+def test_interrupt_while_tool_call_arguments_stream(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """The model is still writing a call's arguments: nothing runs (a cut call is never executed), the
+    half-written call leaves no unanswered call behind, and the next turn's history is valid."""
+    kernel.run("%pi reset")
+    server.enqueue(Chunks(tool_call_chunks([("add", {"a": 12345678, "b": 87654321})], parts=60), delay=0.3))
+    comm_id = kernel.comm_open("pi.approval")  # a front end that could approve: nothing may even ask
+    seen: dict[str, Any] = {"updates": 0, "asked": []}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        seen["asked"].append(approval_requests(message))
+        if message["msg_type"] == "update_display_data":
+            seen["updates"] += 1
+            if seen["updates"] == 3:
+                seen["at"] = time.monotonic()
+                kernel.interrupt()
+
+    result = kernel.run("%%pi\nAdd two big numbers", cell_id="args", on_iopub=on_iopub, timeout=60)
+    kernel.comm_close(comm_id)
+    assert time.monotonic() - seen["at"] < 10  # well before the 18 s the stream would take
+    assert server.wait_for(lambda fake: fake.client_disconnects >= 1, timeout=5)
+    assert [request for request in seen["asked"] if request] == []  # no approval asked for a cut call
+    cut = kernel.run(
+        "from pi_kernel.kernel.session import get_session as _s\n"
+        "_m = [m for m in _s().agent.state.messages if m.role == 'assistant'][-1]\n"
+        "print(_m.stop_reason, [c.name for c in _m.tool_calls])"
+    ).text
+    assert cut.strip() == "aborted ['add']"  # the half-written call is kept, in the aborted message
+    assert_interrupted_then_usable(kernel, server, result)
+    assert not any(message["role"] == "tool" for message in server.last_body["messages"])  # nothing ran
+
+
 def test_interrupt_during_an_approval_wait(kernel: KernelDriver, server: FakeOpenAI) -> None:
     kernel.run("%pi reset")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]))

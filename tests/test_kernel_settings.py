@@ -54,7 +54,7 @@ def test_bad_config_values_keep_the_lower_layers_value() -> None:
     assert problems[1].startswith("PiKernel.approval_overrides: not valid JSON (Expecting property name")
     assert "bash: ask" not in problems[1]  # JSON text is never quoted: it may hold anything
     assert problems[2].startswith("PiKernel.approval_timeout: '0' must be a number of seconds above 0")
-    assert problems[3] == "PiKernel.max_turns: 'x' is not a whole number; using None (the default)."
+    assert problems[3] == "PiKernel.max_turns: 'x' is not a whole number above 0; using None (the default)."
     wrong_mode = apply_config(PiSettings(), {"approval_overrides": {"bash": "sometimes"}}, problems)
     assert wrong_mode.approval_overrides == {} and "the mode of bash is not one of ask, auto, deny" in problems[-1]
 
@@ -82,7 +82,11 @@ def misconfigured(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) 
     root = tmp_path_factory.mktemp("misconfigured")
     profile = root / "ipython" / "profile_default"
     profile.mkdir(parents=True)
-    config = f'c.PiKernel.approval_overrides = "{{not json"\nc.PiKernel.approval = "{FAKE_KEY}"\n'
+    config = (
+        f'c.PiKernel.approval_overrides = "{{not json"\nc.PiKernel.approval = "{FAKE_KEY}"\n'
+        # Wrong types, which typed traits would reject with a TraitError that stops the kernel:
+        'c.PiKernel.max_turns = "many"\nc.PiKernel.widgets = 3\nc.PiKernel.builtin_tools = 5\nc.PiKernel.model = 42\n'
+    )
     (profile / "ipython_kernel_config.py").write_text(config)
     spec = root / "kernels" / "pi"
     spec.mkdir(parents=True)
@@ -110,12 +114,17 @@ def test_the_kernel_starts_and_the_first_pi_output_says_what_fell_back(misconfig
         "pi_kernel warning: PI_APPROVAL: 'bogus' is not one of ask, auto, deny, read-only; using 'ask' (the default).",
         "pi_kernel warning: PI_APPROVAL_TIMEOUT: '0' must be a number of seconds above 0 (nothing waits forever); "
         "using 600 (the default).",
+        "pi_kernel warning: PiKernel.model: '42' is not a string; using 'fake-model'.",
         "pi_kernel warning: PiKernel.approval: '***' is not one of ask, auto, deny, read-only; "
         "using 'ask' (the default).",
         "pi_kernel warning: PiKernel.approval_overrides: not valid JSON (Expecting property name enclosed in "
         "double quotes: line 1 column 2 (char 1)); using {} (the default).",
-        "pi_kernel warning: PiKernel.approval_timeout: '-5.0' must be a number of seconds above 0 "
+        "pi_kernel warning: PiKernel.approval_timeout: '-5' must be a number of seconds above 0 "
         "(nothing waits forever); using 600 (the default).",
+        "pi_kernel warning: PiKernel.builtin_tools: '5' is not a list of tool names; "
+        "using ('read', 'write', 'edit', 'bash', 'python') (the default).",
+        "pi_kernel warning: PiKernel.widgets: '3' is not true or false; using None (the default).",
+        "pi_kernel warning: PiKernel.max_turns: 'many' is not a whole number above 0; using None (the default).",
     ]
     assert "mode: ask" in first.text  # the status itself follows
     assert "pi_kernel warning" not in misconfigured.run("%pi").text  # shown once
@@ -131,6 +140,6 @@ def test_a_restarted_kernel_shows_the_warnings_in_its_first_pi_cell(
     server.enqueue(text_chunks("Hello."))
     first = misconfigured.run("%%pi\nHi", cell_id="first")
     assert first.status == "ok" and "Hello." in first.text
-    assert first.text.count("pi_kernel warning: ") == 5 and "PI_APPROVAL: 'bogus'" in first.text
+    assert first.text.count("pi_kernel warning: ") == 9 and "PI_APPROVAL: 'bogus'" in first.text
     server.enqueue(text_chunks("Again."))
     assert "pi_kernel warning" not in misconfigured.run("%%pi\nHi again", cell_id="second").text

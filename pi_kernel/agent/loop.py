@@ -184,6 +184,8 @@ async def _run_turns(
             requests += 1
             new_messages.append(message)
             if message.stop_reason in ("error", "aborted"):
+                # As in pi: the message's tool calls (perhaps half written) never run and get no
+                # result; providers leave the whole message out of the replayed history.
                 await emit(TurnEndEvent(message, []))
                 await emit(AgentEndEvent(new_messages))
                 return

@@ -233,17 +233,27 @@ def _config_value(name: str, value: Any) -> Any:
         if value not in APPROVAL_MODES:
             raise ValueError(f"{_shown(value)} is not one of {', '.join(APPROVAL_MODES)}")
         return value
-    if not isinstance(value, str):
-        return tuple(value) if name == "builtin_tools" else value
     if name == "builtin_tools":
-        return tuple(word for word in re.split(r"[\s,\[\]'\"]+", value) if word)
+        if isinstance(value, str):
+            return tuple(word for word in re.split(r"[\s,\[\]'\"]+", value) if word)
+        if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+            raise ValueError(f"{_shown(value)} is not a list of tool names")
+        return tuple(value)
     if name == "max_turns":
-        if not value.strip().isdigit():
-            raise ValueError(f"{_shown(value)} is not a whole number")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        if not isinstance(value, str) or not value.strip().isdigit() or int(value) <= 0:
+            raise ValueError(f"{_shown(value)} is not a whole number above 0")
         return int(value)
     if name == "widgets":
+        if isinstance(value, bool):
+            return value
+        if not isinstance(value, str):
+            raise ValueError(f"{_shown(value)} is not true or false")
         return _flag(value)
-    return str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{_shown(value)} is not a string")
+    return value
 
 
 def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list[str] | None = None) -> PiSettings:
@@ -339,8 +349,10 @@ def model_from_spec(spec: str, settings: PiSettings) -> Model:
 
 
 def describe_model(model: Model) -> str:
-    """One line naming a model (never its key)."""
-    where = model.resolved_base_url or "local"
+    """One line naming a model (never its key, nor credentials written into its base URL)."""
+    from pi_kernel.ai.secrets import mask
+
+    where = mask(model.resolved_base_url or "local")
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"
 
 

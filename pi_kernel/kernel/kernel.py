@@ -10,10 +10,11 @@ Ordinary cells run as Python; ``%%pi`` cells go to the session's agent (see
     c.PiKernel.builtin_tools = ["read", "bash", "python"]
 
 Traitlets win over the environment (``PI_MODEL``, ``PI_APPROVAL``, ...), which
-wins over a ``.env`` file. The approval traitlets also take strings and are
-checked by ``config.apply_config`` rather than by traitlets: a ``TraitError``
-in ``__init__`` would kill the kernel (JupyterLab restarts it forever), while
-a bad value there only falls back with a warning.
+wins over a ``.env`` file. Every setting is an untyped trait checked by
+``config.apply_config`` rather than by traitlets: a ``TraitError`` in
+``__init__`` would kill the kernel (JupyterLab restarts it forever), while a
+bad value there (``c.PiKernel.max_turns = "many"``) only falls back to the
+default, with a warning in the session's first ``%pi`` output.
 
 Busy status while a ``%%pi`` cell waits: ipykernel wraps every control request
 and every request handled on a subshell in ``status: busy`` / ``status: idle``
@@ -44,11 +45,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import traitlets
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Bool, Dict, Float, Integer, List, Unicode, Union
 
 from pi_kernel import __version__
 from pi_kernel.kernel.config import APPROVAL_MODES, CONFIG_NAMES, TOOL_APPROVAL_MODES
+
+
+def Setting(help: str) -> Any:
+    """A ``c.PiKernel.<name>`` setting: any value, checked by ``config.apply_config`` (see above)."""
+    return traitlets.Any(None, allow_none=True, help=help).tag(config=True)
 
 
 class PiKernel(IPythonKernel):
@@ -56,31 +62,19 @@ class PiKernel(IPythonKernel):
     implementation_version = __version__
     banner = f"Pi Agent kernel {__version__} (Python): %%pi cells talk to the agent; %pi help"
 
-    model = Unicode(None, allow_none=True, help="Model id, 'provider:model' allowed (else from PI_MODEL / keys).").tag(
-        config=True
+    model = Setting(help="Model id, 'provider:model' allowed (else from PI_MODEL / keys).")
+    provider = Setting(help="Provider when the model id alone is ambiguous.")
+    base_url = Setting(help="An OpenAI-compatible server URL.")
+    approval = Setting(help=f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.")
+    approval_overrides = Setting(
+        help=f"Per-tool approval ({' | '.join(TOOL_APPROVAL_MODES)}), a dict or JSON: {{'bash': 'ask'}}."
     )
-    provider = Unicode(None, allow_none=True, help="Provider when the model id alone is ambiguous.").tag(config=True)
-    base_url = Unicode(None, allow_none=True, help="An OpenAI-compatible server URL.").tag(config=True)
-    approval = Unicode(None, allow_none=True, help=f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.").tag(
-        config=True
-    )
-    approval_overrides = Union(
-        [Dict(), Unicode()],
-        default_value=None,
-        allow_none=True,
-        help=f"Per-tool approval ({' | '.join(TOOL_APPROVAL_MODES)}), a dict or JSON: {{'bash': 'ask'}}.",
-    ).tag(config=True)
-    approval_timeout = Union(
-        [Float(), Unicode()],
-        default_value=None,
-        allow_none=True,
-        help="Seconds (above 0) before a pending approval is denied.",
-    ).tag(config=True)
-    workspace_root = Unicode(None, allow_none=True, help="File tools refuse paths outside it.").tag(config=True)
-    builtin_tools = List(Unicode(), None, allow_none=True, help="Built-in tools enabled at start.").tag(config=True)
-    widgets = Bool(None, allow_none=True, help="Force widget views on/off (default: detect).").tag(config=True)
-    max_turns = Integer(None, allow_none=True, help="Default limit of model requests per %%pi cell.").tag(config=True)
-    system_prompt = Unicode(None, allow_none=True, help="Text added to the system prompt.").tag(config=True)
+    approval_timeout = Setting(help="Seconds (above 0) before a pending approval is denied.")
+    workspace_root = Setting(help="File tools refuse paths outside it.")
+    builtin_tools = Setting(help="Built-in tools enabled at start: a list of names, or one string of them.")
+    widgets = Setting(help="Force widget views on/off (default: detect).")
+    max_turns = Setting(help="Default limit of model requests per %%pi cell (a whole number above 0).")
+    system_prompt = Setting(help="Text added to the system prompt.")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

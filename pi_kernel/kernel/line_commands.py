@@ -33,7 +33,9 @@ class CommandError(Exception):
     """A ``%pi`` command that cannot be done; printed as a usage error."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"UsageError: {self}"]
+        from pi_kernel.ai.secrets import mask
+
+        return [mask(f"UsageError: {self}")]
 
 
 def status(session: PiSession, words: list[str]) -> str:

@@ -113,6 +113,6 @@ class PiMagics(Magics):
 
         output = run_line_command(self.session, line)
         if output:
-            from pi_kernel.ai.secrets import redact
+            from pi_kernel.ai.secrets import mask
 
-            print(redact(output))
+            print(mask(output))  # keys, and credentials in a base URL

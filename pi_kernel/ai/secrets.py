@@ -108,7 +108,8 @@ class StreamRedactor:
     """``mask`` for text sent in pieces: a secret split across two pieces is still masked.
 
     ``feed`` returns what is safe to send now and holds back a tail that may
-    be the start of a secret (never more than the longest secret's length);
+    be the start of a secret (at most the longest secret's length, or the
+    last ``_UNFINISHED_WINDOW`` characters while an ``sk-`` run or URL grows);
     ``flush`` returns the held-back rest once the text is complete. Costs the
     size of each piece plus that tail, not the size of the whole text.
     """

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import redact
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
@@ -102,7 +102,7 @@ def outcome_of(added: list[Any], interrupted: bool) -> TurnOutcome:
     if interrupted or (last is not None and last.stop_reason == "aborted"):
         return TurnOutcome("interrupted", added)
     if last is not None and last.stop_reason == "error":
-        return TurnOutcome("error", added, redact(last.error_message or "the model request failed"))
+        return TurnOutcome("error", added, mask(last.error_message or "the model request failed"))
     return TurnOutcome("done", added)
 
 

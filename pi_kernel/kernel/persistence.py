@@ -3,7 +3,7 @@
 The first line is a header (format name, version, model id); each further
 line is one message (``pi_kernel.ai.to_dict``). Keys are never written: a
 ``Model`` holds only the name of the variable with its key, the header only
-``provider:id``, and every string is passed through ``redact`` on the way out.
+``provider:id``, and every string is passed through ``mask`` on the way out.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pi_kernel.ai.secrets import redact_data
+from pi_kernel.ai.secrets import mask_data
 
 FORMAT = "pi-kernel-conversation"
 VERSION = 1
@@ -41,7 +41,7 @@ def save_conversation(path: str | Path, messages: list[Any], model: str | None =
         "count": len(messages),
     }
     lines = [json.dumps(header)]
-    lines += [json.dumps(redact_data(to_dict(message)), ensure_ascii=False) for message in messages]
+    lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False) for message in messages]
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return target

@@ -289,9 +289,9 @@ class PiSession:
 
 
 def request_fields(request: Any) -> dict[str, Any]:
-    from pi_kernel.ai.secrets import redact_data
+    from pi_kernel.ai.secrets import mask_data
 
-    return redact_data(
+    return mask_data(
         {
             "tool_call_id": request.tool_call_id,
             "tool_name": request.tool_name,

@@ -48,9 +48,9 @@ def question(tool_name: str, args: Any) -> str:
         shown = repr(args)
     if len(shown) > 2000:
         shown = shown[:2000] + " …"
-    from pi_kernel.ai.secrets import redact  # here: loaded at kernel start, pi_kernel.ai imports slowly
+    from pi_kernel.ai.secrets import mask  # here: loaded at kernel start, pi_kernel.ai imports slowly
 
-    return redact(f"Allow {tool_name} {shown}? {ANSWERS_HELP}: ")
+    return mask(f"Allow {tool_name} {shown}? {ANSWERS_HELP}: ")
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:

@@ -33,7 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import redact
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.widgets.static_render import StaticOutput, render_static
@@ -167,7 +167,7 @@ class TextTurnView:
                 rows.append(f"[{block.kind}: {block.text}]")
         if not self.state.blocks:
             rows.append("…")
-        return redact("\n".join(rows))
+        return mask("\n".join(rows))
 
     def _render_tool(self, block: ToolCallBlock) -> list[str]:
         mark = STATUS_MARKS.get(block.status, "…")
@@ -272,4 +272,4 @@ def render_messages(messages: list[Any]) -> str:
         elif role == "tool_result":
             mark = "✗" if message.is_error else "✓"
             rows.append(f"[tool {message.tool_name} {mark}] {tail(result_text(message), 3)}")
-    return redact("\n".join(rows) if rows else "(no conversation yet)")
+    return mask("\n".join(rows) if rows else "(no conversation yet)")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, HTTPError, text_chunks, tool_call_chunks, usage_dict
+from fake_openai import Chunks, FakeOpenAI, HTTPError, text_chunks, tool_call_chunks, usage_dict
 from kernel_helpers import (
     FAKE_KEY,
     KernelDriver,
@@ -378,6 +378,32 @@ def test_session_agent_and_tool_from_python(kernel: KernelDriver, server: FakeOp
     assert "shout" in kernel.run("%pi tools").text  # @tool in the setup cell registered into the session
 
 
+def test_a_key_streamed_in_pieces_or_cut_by_a_preview_stays_masked(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """Runs before the widget front-end test, so this is the text view. It redraws a growing answer (a key
+    arrives a few characters at a time), and previews cut long values to a length (the cut may fall inside a
+    key): no run of the key may show."""
+    cell = '@tool\ndef pad(text: str) -> str:\n    """Pad a text."""\n    return "z" * 1980 + text\n'
+    assert kernel.run("from pi_kernel import tool\n" + cell).status == "ok"
+    server.enqueue(
+        tool_call_chunks([("pad", {"text": "x" * 270 + FAKE_KEY})]),
+        Chunks(text_chunks(f"Your key is {FAKE_KEY}.", parts=40), delay=0.05),
+    )
+    start = len(kernel.iopub_log)
+    result = kernel.run("%%pi\nPad my key", cell_id="pieces", timeout=30)
+    assert result.status == "ok", result.text
+    assert kernel.run("%pi history").status == "ok"
+    updates = [m for m in kernel.iopub_log[start:] if m["msg_type"] == "update_display_data"]
+    assert len(updates) >= 3, result.text[-600:]  # the live text really was redrawn while the key streamed
+    assert key_runs(kernel.iopub_log[start:]) == []
+    assert "Your key is ***." in result.text
+
+
+def key_runs(messages: list[dict[str, Any]]) -> list[str]:
+    """Runs of 12 characters of the key found anywhere in ``messages``."""
+    text = json.dumps(messages, default=str)
+    return [FAKE_KEY[i : i + 12] for i in range(len(FAKE_KEY) - 11) if FAKE_KEY[i : i + 12] in text]
+
+
 def test_widget_frontend_is_detected(kernel: KernelDriver) -> None:
     assert "front-end: text" in kernel.run("%pi").text
     kernel.comm_open("jupyter.widget.control", metadata={"version": "1.0.0"})
@@ -388,6 +414,6 @@ def test_keys_never_leave_the_kernel(kernel: KernelDriver) -> None:
     """Runs last: every iopub message of this module, and the %pi commands that show settings."""
     for command in ("%pi", "%pi model", "%pi models", "%pi usage", "%pi system", "%pi history"):
         assert kernel.run(command).status == "ok"
-    leaked = [m["msg_type"] for m in kernel.iopub_log if FAKE_KEY in json.dumps(m, default=str)]
+    leaked = [m["msg_type"] for m in kernel.iopub_log if key_runs([m])]
     assert leaked == []
     assert len(kernel.iopub_log) > 100  # the log really covers the module's traffic

@@ -143,3 +143,19 @@ def test_a_restarted_kernel_shows_the_warnings_in_its_first_pi_cell(
     assert first.text.count("pi_kernel warning: ") == 9 and "PI_APPROVAL: 'bogus'" in first.text
     server.enqueue(text_chunks("Again."))
     assert "pi_kernel warning" not in misconfigured.run("%%pi\nHi again", cell_id="second").text
+
+
+def test_a_bad_url_folder_or_flag_warns_instead_of_breaking_pi_later() -> None:
+    """Values that used to pass here and fail at the first %pi (a base URL with no scheme, a ``~user`` that
+    names nobody) or be read as something else (``PI_WIDGETS=maybe`` as on)."""
+    problems: list[str] = []
+    env = {"OPENAI_BASE_URL": "my-server/v1", "PI_WIDGETS": "maybe", "PI_WORKSPACE_ROOT": "~no-such-user-xyz/w"}
+    settings = settings_from_env(env, problems=problems)
+    assert (settings.base_url, settings.widgets, settings.workspace_root) == (None, None, None)
+    assert problems[0] == "OPENAI_BASE_URL: 'my-server/v1' is not an http:// or https:// URL; using None (the default)."
+    assert problems[1].startswith("PI_WIDGETS: 'maybe' is not one of 1, true, yes, on or 0, false, no, off")
+    assert problems[2].startswith("PI_WORKSPACE_ROOT: '~no-such-user-xyz/w' cannot be resolved")
+    good = settings_from_env({"OPENAI_BASE_URL": " http://127.0.0.1:8000/v1 ", "PI_WIDGETS": "Off"})
+    assert (good.base_url, good.widgets) == ("http://127.0.0.1:8000/v1", False)
+    configured = apply_config(PiSettings(), {"base_url": "ftp://x", "widgets": "maybe"}, problems)
+    assert (configured.base_url, configured.widgets) == (None, None) and len(problems) == 5

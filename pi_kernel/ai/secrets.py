@@ -29,11 +29,36 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted({env[name] for name in names if len(env.get(name, "")) >= MIN_SECRET_CHARS}, key=len, reverse=True)
 
 
+FRAGMENT_CHARS = 12
+"""A run of at least this many characters of a key is masked too: text cut to a length (a preview, a
+tool's rolling tail) may hold a key's first or last part only. Shorter runs are left: ``sk-proj-`` alone
+is public, and a few characters of a key give nothing away."""
+
+
 def redact(text: str, environ: Mapping[str, str] | None = None, *, secrets: Sequence[str] | None = None) -> str:
-    """``text`` with every known key value replaced by ``***`` (``secrets``: the values, if already known)."""
+    """``text`` with every known key value, and every ``FRAGMENT_CHARS``-long run of one, replaced by ``***``
+    (``secrets``: the values, if already known)."""
     for secret in secret_values(environ) if secrets is None else secrets:
         if secret in text:
             text = text.replace(secret, "***")
+        text = _redact_fragments(text, secret)
+    return text
+
+
+def _redact_fragments(text: str, secret: str) -> str:
+    """Each longest run of ``secret``'s characters (at least ``FRAGMENT_CHARS``) in ``text`` replaced by ``***``."""
+    for offset in range(len(secret) - FRAGMENT_CHARS + 1):
+        window = secret[offset : offset + FRAGMENT_CHARS]
+        position = text.find(window)
+        while position >= 0:
+            start, first = position, offset
+            while start > 0 and first > 0 and text[start - 1] == secret[first - 1]:
+                start, first = start - 1, first - 1
+            end, last = position + FRAGMENT_CHARS, offset + FRAGMENT_CHARS
+            while end < len(text) and last < len(secret) and text[end] == secret[last]:
+                end, last = end + 1, last + 1
+            text = text[:start] + "***" + text[end:]
+            position = text.find(window, start + 3)
     return text
 
 
@@ -89,8 +114,7 @@ def unfinished_start(text: str, secrets: Sequence[str]) -> int:
 
 def mask_partial(text: str, secrets: Sequence[str]) -> str:
     """``mask`` for text that is still growing: what may be the beginning of a secret at its end is left out."""
-    text = _mask_values_and_urls(text, secrets)
-    return _KEY_LIKE.sub("sk-***", text[: unfinished_start(text, secrets)])
+    return mask(text[: unfinished_start(text, secrets)], secrets)
 
 
 def mask_partial_data(value: Any, secrets: Sequence[str]) -> Any:
@@ -121,13 +145,14 @@ class StreamRedactor:
         self._sent_tail = ""
 
     def feed(self, text: str) -> str:
-        # Known values and URL credentials are masked first (a complete one is
-        # never cut in two); an ``sk-`` run at the end waits until it ends, so
-        # the pattern then masks the whole key.
-        pending = _mask_values_and_urls(self._pending + text, self.secrets)
+        # The cut comes first, in the raw text: what may begin a key waits
+        # whole (masking it now would show its rest, later, as plain text). A
+        # key that straddles the cut cannot escape either: its part before the
+        # cut is a run of the key, masked once it is ``FRAGMENT_CHARS`` long.
+        pending = self._pending + text
         cut = unfinished_start(pending, self.secrets)
         self._pending = pending[cut:]
-        return self._mask_keys(pending[:cut])
+        return self._mask_keys(_mask_values_and_urls(pending[:cut], self.secrets))
 
     def _mask_keys(self, text: str) -> str:
         # The pattern starts at a word boundary: the two characters sent before

@@ -116,10 +116,35 @@ def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | N
     return added
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 def _flag(value: str | None) -> bool | None:
+    """``1/true/yes/on`` or ``0/false/no/off`` (any case); empty: not set; anything else: ``ValueError``."""
     if value is None or value.strip() == "":
         return None
-    return value.strip().lower() not in ("0", "false", "no", "off")
+    word = value.strip().lower()
+    if word not in _TRUE + _FALSE:
+        raise ValueError(f"{_shown(value)} is not one of {', '.join(_TRUE)} or {', '.join(_FALSE)}")
+    return word in _TRUE
+
+
+def _url(value: str) -> str:
+    """An OpenAI-compatible server's base URL: ``http(s)://host...`` (``ValueError`` otherwise)."""
+    url = value.strip()
+    if not re.fullmatch(r"(?i)https?://[^\s/]+\S*", url):
+        raise ValueError(f"{_shown(url)} is not an http:// or https:// URL")
+    return url
+
+
+def _folder(value: str) -> str:
+    """A workspace folder as written; ``ValueError`` when ``~user`` in it names nobody."""
+    try:
+        Path(value).expanduser()
+    except RuntimeError as error:
+        raise ValueError(f"{_shown(value)} cannot be resolved ({error})") from None
+    return value
 
 
 def _report(problems: list[str] | None, message: str) -> None:
@@ -168,9 +193,12 @@ def settings_from_env(
         settings.model = env["PI_MODEL"].strip()
     if env.get("PI_PROVIDER"):
         settings.provider = env["PI_PROVIDER"].strip()
-    if env.get("OPENAI_BASE_URL"):
-        settings.base_url = env["OPENAI_BASE_URL"].strip()
-        settings.base_url_from_env = True
+    if env.get("OPENAI_BASE_URL", "").strip():
+        try:
+            settings.base_url = _url(env["OPENAI_BASE_URL"])
+            settings.base_url_from_env = True
+        except ValueError as error:
+            _report(problems, f"OPENAI_BASE_URL: {error}; {_using(settings, 'base_url')}.")
     approval = env.get("PI_APPROVAL", "").strip().lower()
     if approval in APPROVAL_MODES:
         settings.approval = approval
@@ -183,11 +211,18 @@ def settings_from_env(
             settings.approval_timeout = _seconds(env["PI_APPROVAL_TIMEOUT"].strip(), env)
         except ValueError as error:
             _report(problems, f"PI_APPROVAL_TIMEOUT: {error}; {_using(settings, 'approval_timeout')}.")
-    widgets = _flag(env.get("PI_WIDGETS"))
+    try:
+        widgets = _flag(env.get("PI_WIDGETS"))
+    except ValueError as error:
+        _report(problems, f"PI_WIDGETS: {error}; {_using(settings, 'widgets')}.")
+        widgets = None
     if widgets is not None:
         settings.widgets = widgets
     if env.get("PI_WORKSPACE_ROOT"):
-        settings.workspace_root = env["PI_WORKSPACE_ROOT"]
+        try:
+            settings.workspace_root = _folder(env["PI_WORKSPACE_ROOT"])
+        except ValueError as error:
+            _report(problems, f"PI_WORKSPACE_ROOT: {error}; {_using(settings, 'workspace_root')}.")
     return settings
 
 
@@ -253,6 +288,10 @@ def _config_value(name: str, value: Any) -> Any:
         return _flag(value)
     if not isinstance(value, str):
         raise ValueError(f"{_shown(value)} is not a string")
+    if name == "base_url":
+        return _url(value)
+    if name == "workspace_root":
+        return _folder(value)
     return value
 
 
@@ -288,16 +327,17 @@ def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) 
 
 def list_server_models(base_url: str, api_key_env: str | None = "OPENAI_API_KEY", timeout: float = 5.0) -> list[str]:
     """The model ids an OpenAI-compatible server lists at ``GET /models`` (``[]`` on failure)."""
-    request = urllib.request.Request(base_url.rstrip("/") + "/models")
     key = os.environ.get(api_key_env) if api_key_env else None
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
     try:
+        request = urllib.request.Request(base_url.rstrip("/") + "/models")  # ValueError: not a URL
+        if key:
+            request.add_header("Authorization", f"Bearer {key}")
         with urllib.request.urlopen(request, timeout=timeout) as response:
             data = json.loads(response.read())
     except (OSError, ValueError):
         return []
-    return [str(item.get("id")) for item in data.get("data", []) if isinstance(item, dict) and item.get("id")]
+    items = data.get("data") if isinstance(data, dict) else None
+    return [str(item["id"]) for item in items or [] if isinstance(item, dict) and item.get("id")]
 
 
 def local_model_installed() -> bool:

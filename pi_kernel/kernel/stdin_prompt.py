@@ -46,10 +46,11 @@ def question(tool_name: str, args: Any) -> str:
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(args)
-    if len(shown) > 2000:
-        shown = shown[:2000] + " …"
     from pi_kernel.ai.secrets import mask  # here: loaded at kernel start, pi_kernel.ai imports slowly
 
+    shown = mask(shown)  # before the cut: a cut key would no longer be found
+    if len(shown) > 2000:
+        shown = shown[:2000] + " …"
     return mask(f"Allow {tool_name} {shown}? {ANSWERS_HELP}: ")
 
 

@@ -33,7 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.ai.secrets import mask, mask_data, mask_partial, mask_partial_data, secret_values
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.widgets.static_render import StaticOutput, render_static
@@ -63,6 +63,7 @@ def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         text = repr(value)
+    text = mask(text)  # before the cut: a cut key would no longer be found
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -154,30 +155,37 @@ class TextTurnView:
     def render(self) -> str:
         """The live text."""
         rows = [f"π {self.state.model or '?'}"]
+        secrets = secret_values()
         for block in self.state.blocks:
+            if isinstance(block, TextBlock):
+                # Text still growing may end in the first characters of a key: left out until it is whole.
+                text = block.text if block.final else mask_partial(block.text, secrets)
             if isinstance(block, TextBlock) and block.kind == "text":
-                if block.text.strip():
-                    rows.append(block.text.strip("\n"))
+                if text.strip():
+                    rows.append(text.strip("\n"))
             elif isinstance(block, TextBlock):
-                if block.text.strip():
-                    rows.append(indent(tail(block.text, 3), "  ~ "))
+                if text.strip():
+                    rows.append(indent(tail(text, 3), "  ~ "))
             elif isinstance(block, ToolCallBlock):
-                rows.extend(self._render_tool(block))
+                rows.extend(self._render_tool(block, secrets))
             else:
                 rows.append(f"[{block.kind}: {block.text}]")
         if not self.state.blocks:
             rows.append("…")
         return mask("\n".join(rows))
 
-    def _render_tool(self, block: ToolCallBlock) -> list[str]:
+    def _render_tool(self, block: ToolCallBlock, secrets: list[str]) -> list[str]:
         mark = STATUS_MARKS.get(block.status, "…")
-        rows = [f"{mark} {block.name} {short_json(plain_arguments(block.arguments))}"]
+        arguments = plain_arguments(block.arguments)
+        if block.status == "streaming":
+            arguments = mask_partial_data(arguments, secrets)
+        rows = [f"{mark} {block.name} {short_json(mask_data(arguments, secrets))}"]
         if block.status == "waiting":
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:
             output = f"denied: {block.decision.reason or 'by the user'}"
         else:
-            output = block.result_text() if block.result is not None else block.output
+            output = block.result_text() if block.result is not None else mask_partial(block.output, secrets)
         if output.strip():
             rows.append(indent(tail(output)))
         return rows

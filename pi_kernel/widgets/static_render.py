@@ -87,7 +87,7 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
                 "id": block.id,
                 "name": block.name,
                 "label": block.label,
-                "arguments": bound_strings(jsonable(block.arguments), METADATA_ARGUMENT_CHARS),
+                "arguments": bound_strings(mask_data(jsonable(block.arguments)), METADATA_ARGUMENT_CHARS),
                 "status": block.status,
                 "elapsed_s": _rounded(block.elapsed(state.ended_at or 0.0)),
                 "decision": _decision(block),

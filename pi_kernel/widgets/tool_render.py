@@ -287,6 +287,7 @@ def _path_line(path: Any) -> str:
 
 
 def _bounded(text: str, limit: int, name: str) -> str:
+    text = mask(text)  # before the cut: a key cut in two would no longer be found
     if len(text) <= limit:
         return text
     if name in TAIL_RESULTS:

@@ -244,6 +244,12 @@ def test_save_and_load_restore_a_conversation(kernel: KernelDriver, server: Fake
     assert kernel.run("%%pi\nWhat is my colour?", cell_id="recall").status == "ok"
     users = [m["content"][0]["text"] for m in server.last_body["messages"] if m["role"] == "user"]
     assert users == ["My colour is blue", "What is my colour?"]
+    # The saved cell marks came back too: re-running the first cell (edited) replaces its turn and the rest.
+    server.enqueue(text_chunks("Remembered: green."), text_chunks("It is green."))
+    assert kernel.run("%%pi\nMy colour is green", cell_id="remember").status == "ok"
+    assert kernel.run("%%pi\nWhat is my colour?", cell_id="recall").status == "ok"
+    users = [m["content"][0]["text"] for m in server.last_body["messages"] if m["role"] == "user"]
+    assert users == ["My colour is green", "What is my colour?"]
 
 
 def test_headless_policies(kernel: KernelDriver, server: FakeOpenAI) -> None:

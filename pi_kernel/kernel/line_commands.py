@@ -171,7 +171,10 @@ def save(session: PiSession, words: list[str]) -> str:
         raise CommandError("%pi save PATH")
     current = session.model
     path = save_conversation(
-        words[0], session.agent.state.messages, f"{current.provider}:{current.id}" if current else None
+        words[0],
+        session.agent.state.messages,
+        f"{current.provider}:{current.id}" if current else None,
+        cells=session.cell_turns.starts,
     )
     return f"Saved {len(session.agent.state.messages)} messages to {path}"
 
@@ -187,7 +190,7 @@ def load(session: PiSession, words: list[str]) -> str:
         saved = load_conversation(words[0])
     except (OSError, ValueError) as error:
         raise CommandError(str(error)) from None
-    session.replace_conversation(saved.messages)
+    session.replace_conversation(saved.messages, cells=saved.cells)
     return f"Loaded {len(saved.messages)} messages from {words[0]} (saved with {saved.model or 'an unknown model'})"
 
 

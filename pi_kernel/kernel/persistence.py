@@ -1,7 +1,9 @@
 """``%pi save`` / ``%pi load``: a conversation as JSON lines.
 
-The first line is a header (format name, version, model id); each further
-line is one message (``pi_kernel.ai.to_dict``). Keys are never written: a
+The first line is a header (format name, version, model id, and which
+message each ``%%pi`` cell's turn starts at, so that re-running a cell after
+``%pi load`` still replaces its turn); each further line is one message
+(``pi_kernel.ai.to_dict``). Keys are never written: a
 ``Model`` holds only the name of the variable with its key, the header only
 ``provider:id``, and every string is passed through ``mask`` on the way out.
 """
@@ -26,10 +28,14 @@ class SavedConversation:
     model: str | None = None
     """``provider:id`` of the model it was saved with."""
     header: dict[str, Any] = field(default_factory=dict)
+    cells: dict[str, int] = field(default_factory=dict)
+    """Cell id → index of the first message of its turn."""
 
 
-def save_conversation(path: str | Path, messages: list[Any], model: str | None = None) -> Path:
-    """Write ``messages`` to ``path`` (JSON lines); returns the path."""
+def save_conversation(
+    path: str | Path, messages: list[Any], model: str | None = None, cells: dict[str, int] | None = None
+) -> Path:
+    """Write ``messages`` to ``path`` (JSON lines); returns the path. ``cells``: cell id → first message."""
     from pi_kernel.ai import to_dict
 
     target = Path(path).expanduser()
@@ -39,6 +45,7 @@ def save_conversation(path: str | Path, messages: list[Any], model: str | None =
         "model": model,
         "saved_at": int(time.time()),
         "count": len(messages),
+        "cells": dict(cells or {}),
     }
     lines = [json.dumps(header)]
     lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False) for message in messages]
@@ -69,4 +76,15 @@ def load_conversation(path: str | Path) -> SavedConversation:
             messages.append(message_from_dict(json.loads(row)))
         except (ValueError, TypeError, KeyError) as error:
             raise ValueError(f"{source}:{number}: not a message ({error})") from None
-    return SavedConversation(messages, header.get("model"), header)
+    return SavedConversation(messages, header.get("model"), header, _cells(header.get("cells"), len(messages)))
+
+
+def _cells(value: Any, count: int) -> dict[str, int]:
+    """The header's cell marks that still make sense (an edited file may hold anything)."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        str(cell): start
+        for cell, start in value.items()
+        if isinstance(start, int) and not isinstance(start, bool) and 0 <= start <= count
+    }

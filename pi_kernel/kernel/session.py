@@ -236,9 +236,11 @@ class PiSession:
                 self._private_loop = asyncio.new_event_loop()
             return self._private_loop
 
-    def replace_conversation(self, messages: list[Any]) -> None:
+    def replace_conversation(self, messages: list[Any], cells: dict[str, int] | None = None) -> None:
+        """The conversation becomes ``messages``; ``cells`` (cell id → first message of its turn) come with it."""
         self.agent.state.messages = messages
         self.cell_turns.clear()
+        self.cell_turns.starts.update(cells or {})
 
     # -- approvals ----------------------------------------------------------------------------
 

@@ -44,29 +44,31 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+RECORDED_STREAMS_IN_REPO = Path(__file__).resolve().parent / "data" / "recorded-streams"
+"""Real SSE bodies recorded from OpenAI and DeepSeek, kept in the repository (byte-identical copies of the
+project's ``shared/data/recorded-streams``; its README, with the sources, is copied beside them)."""
+
 
 def _recorded_streams_dir() -> Path:
-    """Real SSE bodies recorded from OpenAI and DeepSeek: the project's ``shared/`` beside the checkout."""
     if os.environ.get("PI_RECORDED_STREAMS"):
         return Path(os.environ["PI_RECORDED_STREAMS"])
-    beside_checkout = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded-streams"
-    return beside_checkout if beside_checkout.is_dir() else Path("/work/shared/data/recorded-streams")
+    return RECORDED_STREAMS_IN_REPO
 
 
 RECORDED_STREAMS = _recorded_streams_dir()
 
 
 def needs_recorded_streams(directory: Path | None = None, environ: dict[str, str] | None = None) -> Any:
-    """The ``pytestmark`` of tests that replay ``RECORDED_STREAMS``: they skip in a checkout without the
-    project's ``shared/`` folder, but not in CI (``CI`` set), where a missing folder must fail the run
-    instead of silently dropping every replay."""
+    """The ``pytestmark`` of tests that replay ``RECORDED_STREAMS``: they skip when pointed at a folder that
+    is not there (``PI_RECORDED_STREAMS``), but not in CI (``CI`` set), where a missing folder must fail the
+    run instead of silently dropping every replay. The repository's own copy is always there."""
     import pytest  # here: this file also runs as a standalone server, without pytest
 
     directory = RECORDED_STREAMS if directory is None else directory
     env = os.environ if environ is None else environ
     return pytest.mark.skipif(
         not directory.is_dir() and not env.get("CI"),
-        reason=f"recorded streams not found at {directory} (set PI_RECORDED_STREAMS)",
+        reason=f"recorded streams not found at {directory}",
     )
 
 

@@ -42,8 +42,20 @@ from pi_kernel.ai.models import Model
 from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 
-# Outside CI a checkout without the project's shared/ folder skips these; CI must replay them.
+# The repository holds the recordings; PI_RECORDED_STREAMS may point elsewhere (skipped if absent, outside CI).
 pytestmark = needs_recorded_streams()
+
+SHARED_ORIGINALS = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded-streams"
+
+
+def test_the_repository_copies_are_the_recordings_byte_for_byte() -> None:
+    copies = sorted(path.name for path in RECORDED_STREAMS.glob("*.sse"))
+    assert len(copies) == 5
+    if not SHARED_ORIGINALS.is_dir():
+        pytest.skip("the project's shared/ folder is not beside this checkout; nothing to compare with")
+    assert copies == sorted(path.name for path in SHARED_ORIGINALS.glob("*.sse"))
+    for name in copies:
+        assert (RECORDED_STREAMS / name).read_bytes() == (SHARED_ORIGINALS / name).read_bytes(), name
 
 
 def recorded_chunks(name: str) -> list[dict[str, Any]]:

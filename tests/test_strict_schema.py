@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 from typing import Annotated, Any, Literal, Optional, Union
 
 import pytest
@@ -319,3 +320,19 @@ def test_titles_are_removed_structurally_from_a_json_schema_dict() -> None:
         "$defs": {"Item": {"type": "object", "properties": {"title": {"type": "string"}}}},
         "examples": [{"title": "an example value, not a keyword"}],
     }
+
+
+def test_titles_are_removed_in_every_schema_position() -> None:
+    titled = {"title": "T", "type": "string"}
+    schema = {
+        "type": "object",
+        "unevaluatedProperties": dict(titled),
+        "dependencies": {"a": dict(titled), "b": ["a"]},
+        "properties": {
+            "tuple": {"type": "array", "items": [dict(titled)], "additionalItems": dict(titled)},
+            "rest": {"type": "array", "unevaluatedItems": dict(titled)},
+            "blob": {"type": "string", "contentMediaType": "application/json", "contentSchema": dict(titled)},
+        },
+    }
+    stripped = json.dumps(Tool("t", "d", schema).json_schema())
+    assert '"title"' not in stripped and '["a"]' in stripped

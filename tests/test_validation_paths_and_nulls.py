@@ -91,7 +91,32 @@ def test_a_key_that_looks_like_a_branch_name_is_kept() -> None:
         item: dict[str, int] | int
 
     errors = _errors(Tool("t", "d", Box), {"item": {"int": "x"}})
-    assert ("item.int", "Input should be a valid integer, unable to parse string as an integer") in errors
+    assert errors == [
+        ("item.int", "Input should be a valid integer, unable to parse string as an integer"),  # the dict branch
+        ("item", "Input should be a valid integer"),  # the int branch, about the whole value: not "item.int"
+    ]
+
+
+EDIT_ITEM = {
+    "type": "object",
+    "properties": {"old_text": {"type": "string"}, "new_text": {"type": "string"}},
+    "required": ["old_text", "new_text"],
+}
+
+
+@pytest.mark.parametrize(
+    "items",
+    [{"anyOf": [EDIT_ITEM, {"type": "null"}]}, {"oneOf": [{"type": "string"}, EDIT_ITEM]}],
+    ids=["object-or-null", "string-or-object"],
+)
+def test_json_schema_union_names_the_missing_field_of_the_branch_that_fits(items: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": {"edits": {"type": "array", "items": items}}}
+    assert _errors(Tool("t", "d", schema), {"edits": [{"new_text": "y"}]}) == [("edits.0.old_text", "Field required")]
+
+
+def test_json_schema_union_of_scalars_keeps_the_generic_message() -> None:
+    schema = {"type": "object", "properties": {"x": {"anyOf": [{"type": "integer"}, {"type": "boolean"}]}}}
+    assert _errors(Tool("t", "d", schema), {"x": "abc"}) == [("x", "'abc' is not valid under any of the given schemas")]
 
 
 # --- strict mode: null for a parameter with a default ------------------------------------------
@@ -129,6 +154,15 @@ def test_strict_model_tool_null_for_a_nullable_parameter_gives_its_default() -> 
 def test_strict_json_schema_tool_null_for_a_nullable_parameter_gives_its_default() -> None:
     tool = Tool("walk", "d", WALK_SCHEMA, constrained_sampling=True)
     assert _valid(tool, {"depth": None, "label": None}) == {"depth": 3, "label": None}
+
+
+def test_strict_null_gives_the_default_factory_value_too() -> None:
+    class Listed(BaseModel):
+        numbers: list[int] | None = Field(default_factory=lambda: [1, 2])
+
+    tool = Tool("listed", "d", Listed, constrained_sampling=True)
+    assert tool.uses_strict_mode(provider_supports_strict=True)
+    assert _valid(tool, {"numbers": None}).numbers == [1, 2]
 
 
 def test_without_strict_mode_an_explicit_null_stays_null() -> None:

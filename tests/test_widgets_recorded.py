@@ -1,7 +1,7 @@
 """The live turn view fed real provider streams: recorded SSE bodies through the fake server and the real
 ``openai`` provider, turned into the agent's ``message_*`` events as the loop emits them.
 
-The recordings (``/work/shared/data/recorded-streams``, see ``fake_openai.RECORDED_STREAMS``) carry the
+The recordings (``tests/data/recorded-streams``, see ``fake_openai.RECORDED_STREAMS``) carry the
 shapes scripted streams do not: DeepSeek's 198 reasoning deltas, two parallel calls whose id and name
 come only in their first delta, nested arguments in 55 fragments, usage in a chunk of its own.
 """

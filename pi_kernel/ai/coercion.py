@@ -136,8 +136,8 @@ class SchemaCoercer:
         self.fill_defaults = fill_defaults
         """Replace an optional ``null`` by the ``default`` (True) or just drop it (False)."""
         self.null_means_unset = null_means_unset
-        """Strict mode: an optional property that has a non-null ``default`` and is
-        sent as ``null`` is "not given" even where its schema accepts ``null``
+        """Strict mode: an optional property sent as ``null`` is "not given" even
+        where its schema accepts ``null``, unless its ``default`` is ``null``
         (a strict-mode model must send every property, and ``null`` is how it
         leaves one out). Valid union members are walked too, to find such nulls."""
         if validator is None:
@@ -217,7 +217,8 @@ class SchemaCoercer:
         if not self.null_means_unset:
             return False
         found, default = schema_default(self.root, sub)
-        return found and default is not None
+        # No default in the schema: pydantic's default_factory (or none at all); either way "not given".
+        return not found or default is not None
 
     def _drop_null(self, value: dict[str, Any], key: str, sub: Any) -> None:
         """``null`` for an optional property that does not accept it: "not given"."""

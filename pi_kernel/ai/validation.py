@@ -235,7 +235,7 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
     except ModelValidationError as error:
         errors: ErrorList = []
         for item in error.errors(include_url=False):
-            described = (_dotted(_input_path(item["loc"], arguments, item["type"])), item["msg"])
+            described = (_dotted(_input_path(item["loc"], arguments, item.get("input"))), item["msg"])
             if described not in errors:
                 errors.append(described)
         return None, errors
@@ -243,28 +243,49 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
         return None, [("root", f"{type(error).__name__}: {error}")]
 
 
-def _input_path(loc: tuple[int | str, ...], arguments: Any, error_type: str) -> list[int | str]:
+def _input_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any) -> list[int | str]:
     """Pydantic's ``loc`` with its union-branch tags removed: a path into the arguments.
 
     Inside a union pydantic names the branch it tried (``x.int``,
     ``edits.0.Replace.old_text``, ``pet.cat``); the model needs the place in
-    what it sent (``edits.0.old_text``). Walking the arguments tells the two
-    apart: a step that is not a key or index of the value there is a tag,
-    except the last step of a "missing" error, which names the absent field.
+    what it sent (``edits.0.old_text``). Each step is either a key or index of
+    the value there, or a tag; the reading chosen is the one that ends at the
+    value the error is about (pydantic's ``input``), so a key that happens to
+    be spelt like a tag is still told apart. The last step of a "missing"
+    error names the absent field (its ``input`` is the object it is missing from).
     """
-    path: list[int | str] = []
-    node: Any = arguments
-    for position, part in enumerate(loc):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
-            node = node[part]
-        elif position == len(loc) - 1 and error_type == "missing":
-            pass
-        else:
+    last = len(loc) - 1
+    # Depth-first over "step into it" / "a tag": loc is a handful of steps, and stepping in is tried first.
+    stack: list[tuple[int, Any, list[int | str]]] = [(0, arguments, [])]
+    while stack:
+        position, node, path = stack.pop()
+        if position > last:
+            if _same(node, error_input):
+                return path
             continue
-        path.append(part)
-    return path
+        part = loc[position]
+        stack.append((position + 1, node, path))  # ``part`` as a tag: tried after stepping in
+        if isinstance(node, dict) and part in node:
+            stack.append((position + 1, node[part], [*path, part]))
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            stack.append((position + 1, node[part], [*path, part]))
+        elif position == last and isinstance(node, dict) and _same(node, error_input):
+            return [*path, part]  # the field that is missing from this object
+    return [part for part in loc if not isinstance(part, str) or _looks_like_a_field(part)]
+
+
+def _same(node: Any, error_input: Any) -> bool:
+    if node is error_input:
+        return True
+    try:
+        return bool(node == error_input)
+    except Exception:  # noqa: BLE001 - an odd value that cannot compare is simply not the one
+        return False
+
+
+def _looks_like_a_field(part: str) -> bool:
+    """Fallback when no reading fits: pydantic's tags have brackets or are type names, fields rarely are."""
+    return "[" not in part and part not in ("int", "str", "float", "bool", "list", "dict", "none")
 
 
 def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:
@@ -306,14 +327,24 @@ def _describe(error: SchemaValidationError) -> ErrorList:
         extras = [key for key in instance if key not in known and not any(re.search(p, key) for p in patterns)]
         return [(_dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
     if error.validator in ("anyOf", "oneOf") and error.context:
-        # Inside a structure, the deepest branch error is the useful one
-        # (``edits.0.old_text: Field required``); at the union itself, the
-        # generic "not valid under any of the given schemas" is the honest one.
-        # The branch that got furthest into the value is the one the model meant.
-        deepest = max(error.context, key=lambda branch_error: len(branch_error.absolute_path))
-        if len(deepest.absolute_path) > len(path):
-            return _describe(deepest)
+        # A branch whose only complaint is the value's type (``{"type": "null"}``
+        # for an object) is not the one the model meant; of the others, those
+        # that got furthest into the value are (``edits.0.old_text: Field
+        # required``). When every branch is a type mismatch, the generic "not
+        # valid under any of the given schemas" is the honest message.
+        meant = [branch for branch in error.context if not _type_mismatch_here(branch, path)]
+        if meant:
+            depth = max(len(branch.absolute_path) for branch in meant)
+            described: ErrorList = []
+            for branch in meant:
+                if len(branch.absolute_path) == depth:
+                    described += [item for item in _describe(branch) if item not in described]
+            return described
     return [(_dotted(path), error.message)]
+
+
+def _type_mismatch_here(error: SchemaValidationError, path: list[Any]) -> bool:
+    return error.validator in ("type", "const", "enum") and list(error.absolute_path) == path
 
 
 def _dotted(path: Any) -> str:

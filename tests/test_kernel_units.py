@@ -16,14 +16,8 @@ from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMess
 from pi_kernel.ai.secrets import redact
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
 from pi_kernel.kernel.cell_turns import CellTurns
-from pi_kernel.kernel.config import (
-    PiSettings,
-    apply_config,
-    load_dotenv,
-    parse_dotenv,
-    resolve_model,
-    settings_from_env,
-)
+from pi_kernel.kernel.config import PiSettings, apply_config, resolve_model, settings_from_env
+from pi_kernel.kernel.dotenv import load_dotenv, parse_dotenv
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
 from pi_kernel.kernel.magics import _pi_cell_magic_call
 from pi_kernel.kernel.persistence import load_conversation, save_conversation

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, settings_from_env
+from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
+from pi_kernel.kernel.dotenv import load_dotenv
 
 logger = logging.getLogger("pi_kernel.kernel")
 

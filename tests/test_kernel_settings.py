@@ -159,3 +159,26 @@ def test_a_bad_url_folder_or_flag_warns_instead_of_breaking_pi_later() -> None:
     assert (good.base_url, good.widgets) == ("http://127.0.0.1:8000/v1", False)
     configured = apply_config(PiSettings(), {"base_url": "ftp://x", "widgets": "maybe"}, problems)
     assert (configured.base_url, configured.widgets) == (None, None) and len(problems) == 5
+
+
+def test_values_that_cannot_even_be_shown_or_converted_still_only_warn() -> None:
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    problems: list[str] = []
+    values = {
+        "approval_timeout": 10**400,  # float() overflows
+        "approval": Unprintable(),
+        "model": "  ",
+        "workspace_root": "a\x00b",
+    }
+    settings = apply_config(PiSettings(), values, problems)
+    assert (settings.approval_timeout, settings.approval, settings.model, settings.workspace_root) == (
+        600.0,
+        "ask",
+        None,
+        None,
+    )
+    assert len(problems) == 4 and "'<Unprintable>' is not one of" in problems[1]
+    assert apply_config(PiSettings(), {"approval_timeout": True}, problems).approval_timeout == 600.0  # not 1 s

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Union
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from pi_kernel.ai.messages import ToolCall
 from pi_kernel.ai.tool import Tool
@@ -97,6 +97,7 @@ def test_a_key_that_looks_like_a_branch_name_is_kept() -> None:
     ]
 
 
+STR = {"type": "string"}
 EDIT_ITEM = {
     "type": "object",
     "properties": {"old_text": {"type": "string"}, "new_text": {"type": "string"}},
@@ -178,3 +179,35 @@ def test_strict_requested_but_not_convertible_keeps_null() -> None:
     tool = Tool("walk", "d", Open, constrained_sampling=True)
     assert not tool.uses_strict_mode(provider_supports_strict=True)
     assert _valid(tool, {"depth": None}).depth is None
+
+
+def test_json_schema_union_skips_the_branch_whose_tag_does_not_match() -> None:
+    cat = {"type": "object", "properties": {"kind": {"const": "cat"}, "meow": STR}, "required": ["kind", "meow"]}
+    dog = {"type": "object", "properties": {"kind": {"const": "dog"}, "bark": STR}, "required": ["kind", "bark"]}
+    schema = {"type": "object", "properties": {"pet": {"oneOf": [cat, dog]}}}
+    assert _errors(Tool("t", "d", schema), {"pet": {"kind": "cat"}}) == [("pet.meow", "Field required")]
+
+
+def test_json_schema_union_of_closed_objects_reports_the_closest_branch_only() -> None:
+    replace = {**EDIT_ITEM, "additionalProperties": False}
+    insert = {
+        "type": "object",
+        "properties": {"line": {"type": "integer"}, "text": STR},
+        "required": ["line", "text"],
+        "additionalProperties": False,
+    }
+    schema = {"type": "object", "properties": {"edits": {"type": "array", "items": {"anyOf": [replace, insert]}}}}
+    assert _errors(Tool("t", "d", schema), {"edits": [{"old_text": "a"}]}) == [("edits.0.new_text", "Field required")]
+
+
+def test_union_tags_stay_out_even_when_a_validator_changed_the_value() -> None:
+    class A(BaseModel):
+        a: int
+
+    class B(BaseModel):
+        b: int
+
+    class Wrapped(BaseModel):
+        w: Annotated[A | B, BeforeValidator(lambda value: {**value, "extra": 1})]
+
+    assert _errors(Tool("t", "d", Wrapped), {"w": {"zz": 1}}) == [("w.a", "Field required"), ("w.b", "Field required")]

@@ -7,6 +7,7 @@ stream output, the HTML widgets, the highlighted previews, the approval editor.
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -15,13 +16,16 @@ from test_widgets_frontend import RecordingSender, install_recording_comms
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import TextContent
-from pi_kernel.ai.secrets import StreamRedactor, mask, mask_partial
+from pi_kernel.ai.messages import AssistantMessage, ToolCall
+from pi_kernel.ai.secrets import StreamRedactor, mask, mask_data, mask_partial
+from pi_kernel.kernel.persistence import save_conversation
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.frontend import OutputRouter, StreamOutput
 from pi_kernel.widgets.kit import WidgetKit
+from pi_kernel.widgets.static_render import render_static
 from pi_kernel.widgets.tool_render import call_html, result_html
-from pi_kernel.widgets.turn_state import ToolCallBlock
+from pi_kernel.widgets.turn_state import NoticeBlock, ToolCallBlock, TurnState
 
 KEY = "sk-live-Zq8Lm2Np4Rt6Vx8Bq0Wc"
 OTHER = "Hx7Kp3Lw9Mz2Qv5T"
@@ -62,7 +66,8 @@ def test_a_run_of_a_key_is_masked_where_text_was_cut_to_length() -> None:
 
 def test_partial_text_leaves_out_what_may_become_a_key() -> None:
     assert mask_partial(f"token {KEY[:10]}", [KEY]) == "token "
-    assert mask_partial(f"token {KEY} and more", [KEY]) == "token *** and more"
+    assert mask_partial(f"token {KEY} and more!", [KEY]) == "token *** and more!"
+    assert mask_partial("the end is live", [KEY]) == "the end is "  # "live" is a piece of the key: it waits
     assert mask_partial("an ordinary sentence.", [KEY]) == "an ordinary sentence."
 
 
@@ -121,4 +126,58 @@ def test_the_approval_editor_shows_masked_arguments_and_keeps_the_masked_values(
     panel.editor.value = panel.editor.value.replace("staging", "production")
     panel.approve.click()
     assert decisions[0].args == {"token": KEY, "target": "production"}  # the key is not turned into ***
+    kit.close_all()
+
+
+def test_a_stream_that_starts_inside_a_key_still_masks_its_run() -> None:
+    """A rolling tail (bash keeps the last 50 KB) may begin in the middle of a key: its rest is held back
+    while it grows, then masked, however small the pieces."""
+    log: list[dict[str, Any]] = []
+
+    class Widget:
+        msg_id = ""
+
+    output = StreamOutput(Widget(), OutputRouter(RecordingSender(log)))
+    text = f"key tail: {KEY[-20:]}\n"
+    for end in range(4, len(text) + 4, 4):
+        output.sync(text[:end])  # the whole output so far, as a tool card passes it
+    output.done()
+    shown = "".join(m["content"]["text"] for m in log if m["header"]["msg_type"] == "stream")
+    assert shown == "key tail: ***\n"
+
+
+def test_keys_of_mappings_and_odd_urls_are_masked() -> None:
+    assert mask_data({"headers": {f"Bearer {KEY}": "x"}}, [KEY]) == {"headers": {"Bearer ***": "x"}}
+    assert mask("redis://:hunter2-secret@cache:6379/0") == "redis://***@cache:6379/0"  # no user name
+    assert mask("postgres://me:p@ss@db/x") == "postgres://***@db/x"  # an @ inside the password
+
+
+def test_markdown_escaping_comes_after_masking(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-proj-AbCdEf_GhIjKlMn_OpQrStUv_WxYz0123456789"  # real OpenAI keys hold underscores
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    state = TurnState(model="m")
+    state.blocks.append(NoticeBlock("error", f"401: Incorrect API key provided: {key}"))
+    state.finish()
+    output = render_static(state)
+    for text in (*output.data.values(), json.dumps(output.metadata)):
+        assert not [key[i : i + 12] for i in range(len(key) - 11) if key[i : i + 12] in text.replace("\\", "")]
+
+
+def test_saved_sessions_mask_keys_in_argument_names(tmp_path: Any) -> None:
+    call = ToolCall(id="c1", name="http", arguments={"headers": {f"Bearer {KEY}": "x"}})
+    path = save_conversation(tmp_path / "chat.jsonl", [AssistantMessage(content=[call], stop_reason="tool_use")])
+    assert not _leaks(path.read_text())
+
+
+def test_the_approval_editor_restores_a_masked_argument_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_recording_comms(monkeypatch, [])
+    kit = WidgetKit()
+    decisions: list[ApprovalDecision] = []
+    request = ApprovalRequest("c1", "http", {"headers": {f"Bearer {KEY}": "x"}, "url": "https://a.example"})
+    panel = ApprovalPanel(kit, request, lambda decision: decisions.append(decision) or True)
+    panel.edit.click()
+    assert not _leaks(panel.editor.value)
+    panel.editor.value = panel.editor.value.replace("a.example", "b.example")
+    panel.approve.click()
+    assert decisions[0].args == {"headers": {f"Bearer {KEY}": "x"}, "url": "https://b.example"}
     kit.close_all()

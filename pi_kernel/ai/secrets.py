@@ -62,10 +62,12 @@ def _redact_fragments(text: str, secret: str) -> str:
     return text
 
 
-_URL_CREDENTIALS = re.compile(r"//[^/\s:@]+:[^/\s@]+@")
-"""``user:password@`` after ``//`` (the scheme is not needed, so a split before ``//`` is no gap)."""
+_URL_CREDENTIALS = re.compile(r"//[^/\s:@]*:[^/\s]*@")
+"""``user:password@`` after ``//`` (the user may be empty, as in ``redis://:pw@host``; the password may hold
+``@``: the match runs to the last one before the path). The scheme is not needed, so a split before ``//``
+is no gap."""
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
-_UNFINISHED = re.compile(r"(?:\bs(?:k(?:-[A-Za-z0-9_-]*)?)?|/(?:/[^/\s@]*)?)\Z")
+_UNFINISHED = re.compile(r"(?:\bs(?:k(?:-[A-Za-z0-9_-]*)?)?|/(?:/[^/\s]*)?)\Z")
 """The end of growing text that may still become an ``sk-`` key or URL credentials."""
 _UNFINISHED_WINDOW = 512
 
@@ -84,27 +86,27 @@ def mask_data(value: Any, secrets: Sequence[str] | None = None) -> Any:
     if isinstance(value, str):
         return mask(value, secrets)
     if isinstance(value, dict):
-        return {key: mask_data(item, secrets) for key, item in value.items()}
+        return {mask_data(key, secrets): mask_data(item, secrets) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [mask_data(item, secrets) for item in value]
     return value
 
 
 def unfinished_start(text: str, secrets: Sequence[str]) -> int:
-    """Where the end of ``text`` may be the beginning of something ``mask`` hides (``len(text)`` if nowhere).
+    """Where the end of ``text`` may be part of something ``mask`` hides (``len(text)`` if nowhere).
 
     Text that is still growing (a streamed answer, arguments being written) is
     shown up to this point only: the rest waits until it either completes a
-    secret (and is masked whole) or stops looking like one.
+    secret or a run of one (and is masked whole) or stops looking like one.
+    The end held back is the longest one that is a piece of a key (a rolling
+    tail may start in the middle of one), so it is never longer than the key.
     """
     start = len(text)
     for secret in secrets:
-        position = text.find(secret[0], max(0, len(text) - len(secret) + 1))
-        while 0 <= position < start:
-            if secret.startswith(text[position:]):
-                start = position
+        for size in range(min(len(text), len(secret)), 0, -1):
+            if len(text) - size < start and text[len(text) - size :] in secret:
+                start = len(text) - size
                 break
-            position = text.find(secret[0], position + 1)
     window = max(0, len(text) - _UNFINISHED_WINDOW)
     match = _UNFINISHED.search(text, window)
     if match is not None:
@@ -122,7 +124,10 @@ def mask_partial_data(value: Any, secrets: Sequence[str]) -> Any:
     if isinstance(value, str):
         return mask_partial(value, secrets)
     if isinstance(value, dict):
-        return {key: mask_partial_data(item, secrets) for key, item in value.items()}
+        return {
+            mask(key, secrets) if isinstance(key, str) else key: mask_partial_data(item, secrets)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [mask_partial_data(item, secrets) for item in value]
     return value
@@ -180,7 +185,7 @@ def redact_data(value: Any, environ: Mapping[str, str] | None = None) -> Any:
     if isinstance(value, str):
         return redact(value, environ)
     if isinstance(value, dict):
-        return {key: redact_data(item, environ) for key, item in value.items()}
+        return {redact_data(key, environ): redact_data(item, environ) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_data(item, environ) for item in value]
     return value

@@ -235,7 +235,8 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
     except ModelValidationError as error:
         errors: ErrorList = []
         for item in error.errors(include_url=False):
-            described = (_dotted(_input_path(item["loc"], arguments, item.get("input"))), item["msg"])
+            path = _input_path(item["loc"], arguments, item.get("input"), item["type"])
+            described = (_dotted(path), item["msg"])
             if described not in errors:
                 errors.append(described)
         return None, errors
@@ -243,7 +244,7 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
         return None, [("root", f"{type(error).__name__}: {error}")]
 
 
-def _input_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any) -> list[int | str]:
+def _input_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, error_type: str) -> list[int | str]:
     """Pydantic's ``loc`` with its union-branch tags removed: a path into the arguments.
 
     Inside a union pydantic names the branch it tried (``x.int``,
@@ -271,7 +272,23 @@ def _input_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any) ->
             stack.append((position + 1, node[part], [*path, part]))
         elif position == last and isinstance(node, dict) and _same(node, error_input):
             return [*path, part]  # the field that is missing from this object
-    return [part for part in loc if not isinstance(part, str) or _looks_like_a_field(part)]
+    return _greedy_path(loc, arguments, error_type)
+
+
+def _greedy_path(loc: tuple[int | str, ...], arguments: Any, error_type: str) -> list[int | str]:
+    """When no reading ends at the error's input (a validator changed the value): keep the steps that are
+    keys or indexes of what was sent, and the absent field of a "missing" error; the rest are tags."""
+    path: list[int | str] = []
+    node: Any = arguments
+    for position, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            node = node[part]
+        elif not (position == len(loc) - 1 and error_type == "missing"):
+            continue
+        path.append(part)
+    return path
 
 
 def _same(node: Any, error_input: Any) -> bool:
@@ -281,11 +298,6 @@ def _same(node: Any, error_input: Any) -> bool:
         return bool(node == error_input)
     except Exception:  # noqa: BLE001 - an odd value that cannot compare is simply not the one
         return False
-
-
-def _looks_like_a_field(part: str) -> bool:
-    """Fallback when no reading fits: pydantic's tags have brackets or are type names, fields rarely are."""
-    return "[" not in part and part not in ("int", "str", "float", "bool", "list", "dict", "none")
 
 
 def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:
@@ -327,24 +339,42 @@ def _describe(error: SchemaValidationError) -> ErrorList:
         extras = [key for key in instance if key not in known and not any(re.search(p, key) for p in patterns)]
         return [(_dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
     if error.validator in ("anyOf", "oneOf") and error.context:
-        # A branch whose only complaint is the value's type (``{"type": "null"}``
-        # for an object) is not the one the model meant; of the others, those
-        # that got furthest into the value are (``edits.0.old_text: Field
-        # required``). When every branch is a type mismatch, the generic "not
-        # valid under any of the given schemas" is the honest message.
-        meant = [branch for branch in error.context if not _type_mismatch_here(branch, path)]
+        meant = _branches_meant(error.context, path)
         if meant:
-            depth = max(len(branch.absolute_path) for branch in meant)
             described: ErrorList = []
-            for branch in meant:
-                if len(branch.absolute_path) == depth:
-                    described += [item for item in _describe(branch) if item not in described]
+            for branch_error in meant:
+                described += [item for item in _describe(branch_error) if item not in described]
             return described
     return [(_dotted(path), error.message)]
 
 
-def _type_mismatch_here(error: SchemaValidationError, path: list[Any]) -> bool:
-    return error.validator in ("type", "const", "enum") and list(error.absolute_path) == path
+def _branches_meant(errors: list[SchemaValidationError], path: list[Any]) -> list[SchemaValidationError]:
+    """The errors of the union branch(es) the model most likely meant, or ``[]`` for none.
+
+    A branch is out when the value's own type, or a tag property's ``const`` /
+    ``enum`` (a discriminator such as ``kind: "cat"``), does not match it. Of
+    the others, the branch with the fewest complaints is the one meant
+    (``edits.0.new_text: Field required`` rather than every field of every
+    other shape). When no branch is left, the generic "not valid under any of
+    the given schemas" is the honest message.
+    """
+    by_branch: dict[Any, list[SchemaValidationError]] = {}
+    for branch_error in errors:
+        branch = branch_error.relative_schema_path[0] if branch_error.relative_schema_path else None
+        by_branch.setdefault(branch, []).append(branch_error)
+    candidates = [group for group in by_branch.values() if not any(_shape_mismatch(item, path) for item in group)]
+    if not candidates:
+        return []
+    fewest = min(len(group) for group in candidates)
+    return [item for group in candidates if len(group) == fewest for item in group]
+
+
+def _shape_mismatch(error: SchemaValidationError, path: list[Any]) -> bool:
+    """A type mismatch at the union's place, or a ``const``/``enum`` mismatch there or one level in."""
+    depth = len(error.absolute_path) - len(path)
+    if error.validator == "type":
+        return depth == 0
+    return error.validator in ("const", "enum") and depth <= 1
 
 
 def _dotted(path: Any) -> str:

@@ -100,6 +100,8 @@ def _url(value: str) -> str:
 
 def _folder(value: str) -> str:
     """A workspace folder as written; ``ValueError`` when ``~user`` in it names nobody."""
+    if "\x00" in value or not value.strip():
+        raise ValueError(f"{_shown(value)} is not a folder name")
     try:
         Path(value).expanduser()
     except RuntimeError as error:
@@ -117,7 +119,10 @@ def _report(problems: list[str] | None, message: str) -> None:
 
 def _shown(value: Any, environ: Mapping[str, str] | None = None) -> str:
     """A bad value as a warning quotes it: keys masked, shortened (it might be a pasted secret)."""
-    text = redact(str(value), environ)
+    try:
+        text = redact(str(value), environ)
+    except Exception:  # noqa: BLE001 - an object whose str() fails is still only a bad value
+        text = f"<{type(value).__name__}>"
     return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
@@ -134,8 +139,8 @@ TIMEOUT_RULE = "must be a number of seconds above 0 (nothing waits forever)"
 def _seconds(value: Any, environ: Mapping[str, str] | None = None) -> float:
     """An approval timeout: a finite number above 0 (``ValueError`` otherwise; ``0`` once meant "never")."""
     try:
-        seconds = float(value)
-    except (TypeError, ValueError):
+        seconds = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, OverflowError):
         seconds = math.nan
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"{_shown(value, environ)} {TIMEOUT_RULE}")
@@ -248,6 +253,8 @@ def _config_value(name: str, value: Any) -> Any:
         return _flag(value)
     if not isinstance(value, str):
         raise ValueError(f"{_shown(value)} is not a string")
+    if name in ("model", "provider") and not value.strip():
+        raise ValueError("is empty")
     if name == "base_url":
         return _url(value)
     if name == "workspace_root":
@@ -264,7 +271,7 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
             continue
         try:
             changes[name] = _config_value(name, values[name])
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
             _report(problems, f"PiKernel.{name}: {error}; {_using(settings, name)}.")
     if "base_url" in changes:
         changes["base_url_from_env"] = False

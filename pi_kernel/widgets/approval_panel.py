@@ -106,7 +106,12 @@ def unmask(edited: Any, original: Any) -> Any:
     if isinstance(edited, str) and isinstance(original, str):
         return original if edited == mask_data(original) else edited
     if isinstance(edited, dict) and isinstance(original, dict):
-        return {key: unmask(value, original[key]) if key in original else value for key, value in edited.items()}
+        keys = {mask_data(key): key for key in original if isinstance(key, str)}  # shown masked → original
+        restored = {}
+        for key, value in edited.items():
+            source = key if key in original else keys.get(key, key)
+            restored[source] = unmask(value, original[source]) if source in original else value
+        return restored
     if isinstance(edited, list) and isinstance(original, list):
         return [unmask(value, original[i]) if i < len(original) else value for i, value in enumerate(edited)]
     return edited

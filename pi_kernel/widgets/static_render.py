@@ -115,7 +115,8 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
         if isinstance(block, TextBlock) and block.kind == "thinking":
             parts.append(
                 f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
-                f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">{escape(block.text)}</div>'
+                f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">'
+                f"{escape(mask(block.text))}</div>"
                 "</details>"
             )
         elif isinstance(block, TextBlock):
@@ -148,9 +149,9 @@ def _is_short(block: ToolCallBlock, definition: Any) -> bool:
 
 def _notice_html(block: NoticeBlock) -> str:
     if block.kind == "user":
-        return f'<div style="{MUTED};margin:4px 0">↳ {escape(block.text)}</div>'
+        return f'<div style="{MUTED};margin:4px 0">↳ {escape(mask(block.text))}</div>'
     status = "error" if block.kind == "error" else "interrupted"
-    return f'<div style="margin:4px 0">{badge(status)} {escape(block.text)}</div>'
+    return f'<div style="margin:4px 0">{badge(status)} {escape(mask(block.text))}</div>'
 
 
 # ---------------------------------------------------------------------- markdown and plain text
@@ -240,7 +241,8 @@ def _indent(text: str) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)
+    # Masked first: the backslashes added here would hide a key from the final scrub.
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", mask(text))
 
 
 def _duration(state: TurnState) -> float | None:

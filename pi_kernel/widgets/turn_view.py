@@ -98,12 +98,11 @@ class _NoticeView:
 
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
+        text = escape(mask(block.text))  # masked before escaping changes how a key is spelt
         if block.kind == "user":
-            self.widget.value = f'<div style="{MUTED}">↳ {escape(block.text)}</div>'
+            self.widget.value = f'<div style="{MUTED}">↳ {text}</div>'
         else:
-            self.widget.value = (
-                f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {escape(block.text)}</div>"
-            )
+            self.widget.value = f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {text}</div>"
 
 
 class TurnView:

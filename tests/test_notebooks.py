@@ -208,4 +208,12 @@ def test_notebook_runs_top_to_bottom(
 
     executed = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert all(cell.execution_count is not None for cell in executed)
-    CHECKS[path.name](nb, approval, tmp_path)
+    try:
+        CHECKS[path.name](nb, approval, tmp_path)
+    except AssertionError:
+        # What the model did, for the report (captured output is shown with a failure).
+        for cell in executed:
+            for call in tool_calls(cell):
+                result = (call.get("result") or {}).get("text") or ""
+                print(f"[{cell.get('id')}] {call['name']} {call['status']} {call['arguments']!r:.300} -> {result:.600}")
+        raise

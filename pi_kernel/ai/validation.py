@@ -16,7 +16,7 @@ Paths are dotted places in what the model sent (``edits.0.old_text``), never
 pydantic's union-branch tags. When the arguments were not valid JSON at all,
 "Received arguments" shows the raw text the model wrote (there is no object to
 dump, and the text is what it must fix). For a tool sent in strict mode, a
-``null`` for an optional parameter with a non-null default means that default
+``null`` for an optional parameter means "not given", so its default applies
 (a strict-mode model has to send every property). See ``docs/validation.md``.
 
 Fast path first: arguments that are already valid skip coercion entirely, so
@@ -123,7 +123,7 @@ class CompiledSchema:
     """The pydantic model class, when the tool has one (it then decides validity)."""
     strict_coercer: SchemaCoercer
     """For tools sent in strict mode: also reads ``null`` as "not given" where the
-    parameter has a non-null default; runs before the first check."""
+    parameter is nullable (unless its default is ``null``); runs before the first check."""
 
 
 def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
@@ -244,6 +244,9 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
         return None, [("root", f"{type(error).__name__}: {error}")]
 
 
+_PATH_SEARCH_BUDGET = 2048
+
+
 def _input_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, error_type: str) -> list[int | str]:
     """Pydantic's ``loc`` with its union-branch tags removed: a path into the arguments.
 
@@ -256,9 +259,12 @@ def _input_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, er
     error names the absent field (its ``input`` is the object it is missing from).
     """
     last = len(loc) - 1
-    # Depth-first over "step into it" / "a tag": loc is a handful of steps, and stepping in is tried first.
+    # Depth-first over "step into it" / "a tag", stepping in first. Readings double with each step, so the
+    # search is bounded (a deep loc with no fitting reading falls back to the greedy walk at once).
     stack: list[tuple[int, Any, list[int | str]]] = [(0, arguments, [])]
-    while stack:
+    budget = _PATH_SEARCH_BUDGET
+    while stack and budget > 0:
+        budget -= 1
         position, node, path = stack.pop()
         if position > last:
             if _same(node, error_input):

@@ -182,3 +182,18 @@ def test_values_that_cannot_even_be_shown_or_converted_still_only_warn() -> None
     )
     assert len(problems) == 4 and "'<Unprintable>' is not one of" in problems[1]
     assert apply_config(PiSettings(), {"approval_timeout": True}, problems).approval_timeout == 600.0  # not 1 s
+
+
+def test_blank_environment_names_and_values_that_cannot_compare_are_not_taken() -> None:
+    settings = settings_from_env({"PI_PROVIDER": "  ", "PI_MODEL": "  "})
+    assert (settings.provider, settings.model) == (None, None)
+
+    class Incomparable:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("cannot compare")
+
+        __hash__ = object.__hash__
+
+    problems: list[str] = []
+    assert apply_config(PiSettings(), {"approval": Incomparable()}, problems).approval == "ask"
+    assert problems and problems[0].startswith("PiKernel.approval: cannot compare")

@@ -211,3 +211,17 @@ def test_union_tags_stay_out_even_when_a_validator_changed_the_value() -> None:
         w: Annotated[A | B, BeforeValidator(lambda value: {**value, "extra": 1})]
 
     assert _errors(Tool("t", "d", Wrapped), {"w": {"zz": 1}}) == [("w.a", "Field required"), ("w.b", "Field required")]
+
+
+def test_an_enum_or_const_inside_the_branch_that_fits_is_still_reported() -> None:
+    cat = {"type": "object", "properties": {"kind": {"const": "cat"}, "color": {"enum": ["red", "blue"]}}}
+    dog = {"type": "object", "properties": {"kind": {"const": "dog"}, "bark": STR}, "required": ["kind", "bark"]}
+    pets = {"type": "object", "properties": {"pet": {"oneOf": [cat, dog]}}}
+    assert _errors(Tool("t", "d", pets), {"pet": {"kind": "cat", "color": "green"}}) == [
+        ("pet.color", "'green' is not one of ['red', 'blue']")
+    ]
+    only = {
+        "type": "object",
+        "properties": {"x": {"anyOf": [{"type": "object", "properties": {"v": {"const": 1}}}, {"type": "null"}]}},
+    }
+    assert _errors(Tool("t", "d", only), {"x": {"v": 2}}) == [("x.v", "1 was expected")]

@@ -181,3 +181,21 @@ def test_the_approval_editor_restores_a_masked_argument_name(monkeypatch: pytest
     panel.approve.click()
     assert decisions[0].args == {"headers": {f"Bearer {KEY}": "x"}, "url": "https://b.example"}
     kit.close_all()
+
+
+def test_a_run_of_the_key_that_ends_where_another_reading_begins_is_not_shown_in_two_parts() -> None:
+    """``test-SECRET-`` is a run of the key, and its last ``-`` also begins ``-t`` (another place in the key):
+    held back on that reading alone, the run would go out as ``test-SECRET`` and then ``-tx``."""
+    key = "sk-test-SECRET-0123456789abcdef"
+    for text in ("A test-SECRET-tx", "A k-test-SECRECx"):
+        for size in (1, 2, 3):
+            redactor = StreamRedactor([key])
+            shown = "".join(redactor.feed(text[i : i + size]) for i in range(0, len(text), size))
+            shown += redactor.flush()
+            assert not [key[i : i + 12] for i in range(len(key) - 11) if key[i : i + 12] in shown], (size, shown)
+
+
+def test_masking_keeps_odd_mapping_keys_and_compact_json() -> None:
+    assert mask_data({(1, 2): "cell"}, [KEY]) == {(1, 2): "cell"}  # a tuple key stays a (hashable) tuple
+    text = '{"url":"http://localhost:8000","owner":"bob@example.com"}'
+    assert mask(text) == text  # no credentials here: nothing swallowed up to the e-mail's @

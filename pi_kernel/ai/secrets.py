@@ -47,6 +47,15 @@ def redact(text: str, environ: Mapping[str, str] | None = None, *, secrets: Sequ
 
 def _redact_fragments(text: str, secret: str) -> str:
     """Each longest run of ``secret``'s characters (at least ``FRAGMENT_CHARS``) in ``text`` replaced by ``***``."""
+    for start, end in reversed(_fragment_spans(text, secret)):
+        text = text[:start] + "***" + text[end:]
+    return text
+
+
+def _fragment_spans(text: str, secret: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each longest run of ``secret``'s characters in ``text`` at least ``FRAGMENT_CHARS``
+    long, in order, overlapping runs merged."""
+    spans: list[tuple[int, int]] = []
     for offset in range(len(secret) - FRAGMENT_CHARS + 1):
         window = secret[offset : offset + FRAGMENT_CHARS]
         position = text.find(window)
@@ -57,12 +66,18 @@ def _redact_fragments(text: str, secret: str) -> str:
             end, last = position + FRAGMENT_CHARS, offset + FRAGMENT_CHARS
             while end < len(text) and last < len(secret) and text[end] == secret[last]:
                 end, last = end + 1, last + 1
-            text = text[:start] + "***" + text[end:]
-            position = text.find(window, start + 3)
-    return text
+            spans.append((start, end))
+            position = text.find(window, position + 1)
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
-_URL_CREDENTIALS = re.compile(r"//[^/\s:@]*:[^/\s]*@")
+_URL_CREDENTIALS = re.compile(r"//[^/\s:@\"',]*:[^/\s\"',]*@")
 """``user:password@`` after ``//`` (the user may be empty, as in ``redis://:pw@host``; the password may hold
 ``@``: the match runs to the last one before the path). The scheme is not needed, so a split before ``//``
 is no gap."""
@@ -86,10 +101,14 @@ def mask_data(value: Any, secrets: Sequence[str] | None = None) -> Any:
     if isinstance(value, str):
         return mask(value, secrets)
     if isinstance(value, dict):
-        return {mask_data(key, secrets): mask_data(item, secrets) for key, item in value.items()}
+        return {_mask_key(key, secrets): mask_data(item, secrets) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [mask_data(item, secrets) for item in value]
     return value
+
+
+def _mask_key(key: Any, secrets: Sequence[str] | None) -> Any:
+    return mask(key, secrets) if isinstance(key, str) else key  # a tuple key stays hashable
 
 
 def unfinished_start(text: str, secrets: Sequence[str]) -> int:
@@ -107,6 +126,12 @@ def unfinished_start(text: str, secrets: Sequence[str]) -> int:
             if len(text) - size < start and text[len(text) - size :] in secret:
                 start = len(text) - size
                 break
+    for secret in secrets:
+        # A finished run of the key may end inside the held end (its last characters also begin another
+        # reading of the key): cut after the run, so it is masked whole rather than shown in two parts.
+        for run_start, run_end in _fragment_spans(text, secret):
+            if run_start < start < run_end:
+                start = run_end
     window = max(0, len(text) - _UNFINISHED_WINDOW)
     match = _UNFINISHED.search(text, window)
     if match is not None:
@@ -185,7 +210,10 @@ def redact_data(value: Any, environ: Mapping[str, str] | None = None) -> Any:
     if isinstance(value, str):
         return redact(value, environ)
     if isinstance(value, dict):
-        return {redact_data(key, environ): redact_data(item, environ) for key, item in value.items()}
+        return {
+            redact(key, environ) if isinstance(key, str) else key: redact_data(item, environ)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [redact_data(item, environ) for item in value]
     return value

@@ -276,7 +276,7 @@ def _input_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, er
             stack.append((position + 1, node[part], [*path, part]))
         elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
             stack.append((position + 1, node[part], [*path, part]))
-        elif position == last and isinstance(node, dict) and _same(node, error_input):
+        elif position == last and error_type == "missing" and isinstance(node, dict) and _same(node, error_input):
             return [*path, part]  # the field that is missing from this object
     return _greedy_path(loc, arguments, error_type)
 
@@ -357,8 +357,9 @@ def _describe(error: SchemaValidationError) -> ErrorList:
 def _branches_meant(errors: list[SchemaValidationError], path: list[Any]) -> list[SchemaValidationError]:
     """The errors of the union branch(es) the model most likely meant, or ``[]`` for none.
 
-    A branch is out when the value's own type, or a tag property's ``const`` /
-    ``enum`` (a discriminator such as ``kind: "cat"``), does not match it. Of
+    A branch is out when the value's own type does not match it, or a tag
+    property's ``const`` (a discriminator such as ``kind: "cat"``) differs while
+    another branch's tag fits. Of
     the others, the branch with the fewest complaints is the one meant
     (``edits.0.new_text: Field required`` rather than every field of every
     other shape). When no branch is left, the generic "not valid under any of
@@ -368,19 +369,25 @@ def _branches_meant(errors: list[SchemaValidationError], path: list[Any]) -> lis
     for branch_error in errors:
         branch = branch_error.relative_schema_path[0] if branch_error.relative_schema_path else None
         by_branch.setdefault(branch, []).append(branch_error)
-    candidates = [group for group in by_branch.values() if not any(_shape_mismatch(item, path) for item in group)]
+    groups = list(by_branch.values())
+    # Set aside branches of another type, then, if any branch is left after that, those whose tag differs.
+    candidates = [group for group in groups if not any(_type_mismatch(item, path) for item in group)]
+    tagged = [group for group in candidates if not any(_tag_mismatch(item, path) for item in group)]
+    candidates = tagged or candidates
     if not candidates:
         return []
     fewest = min(len(group) for group in candidates)
     return [item for group in candidates if len(group) == fewest for item in group]
 
 
-def _shape_mismatch(error: SchemaValidationError, path: list[Any]) -> bool:
-    """A type mismatch at the union's place, or a ``const``/``enum`` mismatch there or one level in."""
-    depth = len(error.absolute_path) - len(path)
-    if error.validator == "type":
-        return depth == 0
-    return error.validator in ("const", "enum") and depth <= 1
+def _type_mismatch(error: SchemaValidationError, path: list[Any]) -> bool:
+    """The value itself is not of the branch's type (or not one of its ``enum`` / ``const`` values)."""
+    return error.validator in ("type", "enum", "const") and len(error.absolute_path) == len(path)
+
+
+def _tag_mismatch(error: SchemaValidationError, path: list[Any]) -> bool:
+    """A property of the value differs from the branch's ``const`` (a discriminator such as ``kind: "cat"``)."""
+    return error.validator == "const" and len(error.absolute_path) == len(path) + 1
 
 
 def _dotted(path: Any) -> str:

@@ -154,9 +154,9 @@ def settings_from_env(
     in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
     env = os.environ if environ is None else environ
     settings = replace(base) if base is not None else PiSettings()
-    if env.get("PI_MODEL"):
+    if env.get("PI_MODEL", "").strip():
         settings.model = env["PI_MODEL"].strip()
-    if env.get("PI_PROVIDER"):
+    if env.get("PI_PROVIDER", "").strip():
         settings.provider = env["PI_PROVIDER"].strip()
     if env.get("OPENAI_BASE_URL", "").strip():
         try:
@@ -271,7 +271,7 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
             continue
         try:
             changes[name] = _config_value(name, values[name])
-        except (TypeError, ValueError, OverflowError) as error:
+        except Exception as error:  # noqa: BLE001 - whatever a config file holds, the kernel must start
             _report(problems, f"PiKernel.{name}: {error}; {_using(settings, name)}.")
     if "base_url" in changes:
         changes["base_url_from_env"] = False

@@ -21,8 +21,9 @@ from pi_kernel.agent.events import (
 )
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import TextContent, ThinkingContent, Usage
+from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
-from pi_kernel.widgets.static_render import METADATA_RESULT_CHARS, render_static, scrub_text
+from pi_kernel.widgets.static_render import METADATA_RESULT_CHARS, render_static
 from pi_kernel.widgets.turn_state import TurnState
 
 SECRET = "sk-proj-SECRETSECRETSECRET0123456789"
@@ -121,7 +122,7 @@ async def test_no_secret_reaches_the_output_or_its_metadata(monkeypatch) -> None
 
 
 def test_scrub_keeps_ordinary_text() -> None:
-    assert scrub_text("see https://example.com/a?b=c and skip-this") == "see https://example.com/a?b=c and skip-this"
+    assert mask("see https://example.com/a?b=c and skip-this") == "see https://example.com/a?b=c and skip-this"
 
 
 def test_static_rendering_does_not_import_ipywidgets() -> None:

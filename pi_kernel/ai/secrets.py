@@ -6,14 +6,15 @@ environment). ``redact`` replaces the value of every key-like environment
 variable with ``***``. It lives in the bottom layer so that every layer above
 (the kernel's text and files, the widgets' static output) masks the same way
 without importing the kernel. ``mask`` adds URL credentials and ``sk-`` keys;
-``StreamRedactor`` masks text that leaves in pieces (a live view).
+``StreamRedactor`` masks text that leaves in pieces (a live view); ``mask_data``
+masks JSON-like data (a message about to be saved, a tool's details).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
@@ -97,18 +98,23 @@ def _mask_values_and_urls(text: str, secrets: Sequence[str] | None) -> str:
 
 
 def mask_data(value: Any, secrets: Sequence[str] | None = None) -> Any:
-    """``mask`` applied to every string inside JSON-like data (other values are kept as they are)."""
+    """``mask`` applied to every string inside JSON-like data, mapping keys included (other values kept)."""
+    known = secret_values() if secrets is None else secrets  # read the environment once, not per string
+    return _map_strings(value, lambda text: mask(text, known), lambda key: mask(key, known))
+
+
+def _map_strings(value: Any, strings: Callable[[str], str], keys: Callable[[str], str]) -> Any:
+    """``value`` rebuilt with ``strings`` applied to each string and ``keys`` to each string mapping key
+    (a tuple key stays as it is, hashable)."""
     if isinstance(value, str):
-        return mask(value, secrets)
+        return strings(value)
     if isinstance(value, dict):
-        return {_mask_key(key, secrets): mask_data(item, secrets) for key, item in value.items()}
+        return {
+            keys(key) if isinstance(key, str) else key: _map_strings(item, strings, keys) for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
-        return [mask_data(item, secrets) for item in value]
+        return [_map_strings(item, strings, keys) for item in value]
     return value
-
-
-def _mask_key(key: Any, secrets: Sequence[str] | None) -> Any:
-    return mask(key, secrets) if isinstance(key, str) else key  # a tuple key stays hashable
 
 
 def unfinished_start(text: str, secrets: Sequence[str]) -> int:
@@ -145,17 +151,8 @@ def mask_partial(text: str, secrets: Sequence[str]) -> str:
 
 
 def mask_partial_data(value: Any, secrets: Sequence[str]) -> Any:
-    """``mask_partial`` for every string inside JSON-like data (arguments being streamed)."""
-    if isinstance(value, str):
-        return mask_partial(value, secrets)
-    if isinstance(value, dict):
-        return {
-            mask(key, secrets) if isinstance(key, str) else key: mask_partial_data(item, secrets)
-            for key, item in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [mask_partial_data(item, secrets) for item in value]
-    return value
+    """``mask_partial`` for every string inside JSON-like data (arguments being streamed); keys are whole."""
+    return _map_strings(value, lambda text: mask_partial(text, secrets), lambda key: mask(key, secrets))
 
 
 class StreamRedactor:
@@ -203,17 +200,3 @@ class StreamRedactor:
     def reset(self) -> None:
         """Forget the held-back tail (what was shown is being cleared)."""
         self._pending = self._sent_tail = ""
-
-
-def redact_data(value: Any, environ: Mapping[str, str] | None = None) -> Any:
-    """``redact`` applied to every string inside JSON-like data (a message about to be saved to a file)."""
-    if isinstance(value, str):
-        return redact(value, environ)
-    if isinstance(value, dict):
-        return {
-            redact(key, environ) if isinstance(key, str) else key: redact_data(item, environ)
-            for key, item in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [redact_data(item, environ) for item in value]
-    return value

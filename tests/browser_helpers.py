@@ -75,8 +75,17 @@ def notebook_json(cells: list[str]) -> dict[str, Any]:
 class JupyterLabServer:
     """``jupyter lab`` (``app="lab"``) or Notebook 7 (``app="notebook"``) in a temporary root."""
 
-    def __init__(self, kernel_env: dict[str, str], app: str = "lab") -> None:
+    def __init__(
+        self,
+        kernel_env: dict[str, str],
+        app: str = "lab",
+        extra_args: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        """``extra_args``/``extra_env``: more for the server (``--gateway-url``, ``KERNEL_USERNAME``)."""
         self.app = app
+        self._extra_args = list(extra_args or [])
+        self._extra_env = dict(extra_env or {})
         self.root = Path(tempfile.mkdtemp(prefix="pi-lab-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -107,6 +116,7 @@ class JupyterLabServer:
             "JUPYTERLAB_SETTINGS_DIR": str(dirs["settings"]),
             "JUPYTERLAB_WORKSPACES_DIR": str(dirs["workspaces"]),
             "HOME": str(self.root),
+            **self._extra_env,
         }
         command = [
             "timeout", str(SERVER_LIFETIME), sys.executable, "-m", "jupyterlab" if self.app == "lab" else "notebook",
@@ -116,6 +126,7 @@ class JupyterLabServer:
             *(["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
               if self.app == "lab" else []),
             f"--ServerApp.root_dir={dirs['notebooks']}",
+            *self._extra_args,
         ]  # fmt: skip
         with self.log.open("wb") as log:
             # Its own process group: ``stop`` can end jupyter and its kernels, not just ``timeout``.

@@ -72,6 +72,34 @@ def notebook_json(cells: list[str]) -> dict[str, Any]:
     }
 
 
+def wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path, timeout: float) -> None:
+    """Poll ``url`` until it answers 200; raise with the log's tail if ``process`` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer in {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+def stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process's group (it was started with ``start_new_session``), SIGKILL after 15 s."""
+    if process.poll() is not None:
+        return
+    group = os.getpgid(process.pid)
+    os.killpg(group, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(group, signal.SIGKILL)
+        process.wait(timeout=5)
+
+
 class JupyterLabServer:
     """``jupyter lab`` (``app="lab"``) or Notebook 7 (``app="notebook"``) in a temporary root."""
 
@@ -134,17 +162,8 @@ class JupyterLabServer:
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.notebooks = dirs["notebooks"]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited:\n{self.log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/status", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"jupyter lab did not start in {timeout} s:\n{self.log.read_text()[-3000:]}")
+        wait_until_serving(self._process, f"{self.url}/api/status", self.log, timeout)
+        return self
 
     def write_notebook(self, name: str, cells: list[str]) -> Path:
         path = self.notebooks / name
@@ -153,14 +172,8 @@ class JupyterLabServer:
 
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL after 15 s (killing only ``timeout`` would orphan it)."""
-        if self._process is not None and self._process.poll() is None:
-            group = os.getpgid(self._process.pid)
-            os.killpg(group, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(group, signal.SIGKILL)
-                self._process.wait(timeout=5)
+        if self._process is not None:
+            stop_process_group(self._process)
         shutil.rmtree(self.root, ignore_errors=True)
 
 

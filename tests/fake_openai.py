@@ -508,6 +508,15 @@ class FakeOpenAI:
         bodies = self.bodies
         return bodies[-1] if bodies else None
 
+    def tool_results(self, call_id: str) -> list[Any]:
+        """Every ``tool`` message content sent for the call ``call_id``, in every request so far."""
+        return [
+            message["content"]
+            for body in self.bodies
+            for message in body["messages"]
+            if message["role"] == "tool" and message.get("tool_call_id") == call_id
+        ]
+
     def wait_for(self, predicate: Callable[[FakeOpenAI], bool], timeout: float = 5.0) -> bool:
         """Block until ``predicate(self)`` holds (re-checked when a request or disconnect happens)."""
         deadline = time.monotonic() + timeout

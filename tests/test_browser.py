@@ -188,13 +188,7 @@ def test_interrupt_while_an_approval_waits(notebook: NotebookPage, fake: FakeOpe
     notebook.screenshot("06-interrupted")
     notebook.run(5)
     notebook.wait_text(5, re.compile(r"^2$"), timeout=20)  # the kernel is usable afterwards
-    results = [
-        message["content"]
-        for body in fake.bodies
-        for message in body["messages"]
-        if message["role"] == "tool" and message.get("tool_call_id") == INTERRUPTED_CALL
-    ]
-    assert "5" not in results, "the interrupted call ran and its result reached the model"
+    assert "5" not in fake.tool_results(INTERRUPTED_CALL), "the interrupted call ran and its result reached the model"
 
 
 def test_saved_notebook_renders_after_reload(notebook: NotebookPage) -> None:

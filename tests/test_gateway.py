@@ -20,18 +20,25 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, JupyterLabServer, NotebookPage, free_port
+from browser_helpers import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    JupyterLabServer,
+    NotebookPage,
+    free_port,
+    stop_process_group,
+    wait_until_serving,
+)
 from fake_openai import FakeOpenAI, ToolCallSpec, text_chunks, tool_call_chunks
 
 from pi_kernel.kernel.kernelspec import write_kernel_spec
@@ -114,17 +121,8 @@ class EnterpriseGateway:
             self._process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"the gateway exited:\n{self.log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/kernelspecs", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"the gateway did not start in {timeout} s:\n{self.log.read_text()[-3000:]}")
+        wait_until_serving(self._process, f"{self.url}/api/kernelspecs", self.log, timeout)
+        return self
 
     def get(self, path: str) -> Any:
         with urllib.request.urlopen(f"{self.url}{path}", timeout=10) as response:
@@ -134,14 +132,8 @@ class EnterpriseGateway:
         ARTIFACTS.mkdir(exist_ok=True)
         if self.log.exists():
             shutil.copy(self.log, ARTIFACTS / "gateway.log")  # for a failed run
-        if self._process is not None and self._process.poll() is None:
-            group = os.getpgid(self._process.pid)
-            os.killpg(group, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(group, signal.SIGKILL)
-                self._process.wait(timeout=5)
+        if self._process is not None:
+            stop_process_group(self._process)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -237,10 +229,4 @@ def test_interrupt_through_the_gateway(notebook: NotebookPage, fake: FakeOpenAI)
     notebook.screenshot("gateway-03-interrupted")
     notebook.run(3)
     notebook.wait_text(3, re.compile(r"^\d+$"), timeout=30)  # the same kernel answers afterwards
-    results = [
-        message["content"]
-        for body in fake.bodies
-        for message in body["messages"]
-        if message["role"] == "tool" and message.get("tool_call_id") == INTERRUPTED_CALL
-    ]
-    assert "5" not in results, "the interrupted call ran and its result reached the model"
+    assert "5" not in fake.tool_results(INTERRUPTED_CALL), "the interrupted call ran and its result reached the model"

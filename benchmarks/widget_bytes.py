@@ -53,8 +53,9 @@ from jupyter_client.manager import KernelManager
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the front-end mirror is test code
 
-from pi_kernel.widgets.frontend_mirror import FrontEndMirror  # noqa: E402
+from frontend_mirror import FrontEndMirror  # noqa: E402
 
 ANSWER_BYTES = 40 * 1024
 TOKEN_CHARS = 4
@@ -70,7 +71,7 @@ from pi_kernel.agent.events import (AgentEndEvent, AgentStartEvent, MessageEndEv
     MessageUpdateEvent, TurnEndEvent, TurnStartEvent)
 from pi_kernel.ai import AssistantMessage, TextContent, Usage
 from pi_kernel.ai.stream_types import AssistantMessageEvent
-from pi_kernel.widgets.frontend import KernelIopub
+from pi_kernel.widgets.stream_output import KernelIopub
 from pi_kernel.widgets.turn_view import TurnView
 from IPython.display import display
 

@@ -31,7 +31,7 @@ from kernel_helpers import FAKE_KEY, KernelDriver, approval_requests, kernel_env
 from nbclient import NotebookClient
 from test_widgets_kernel import console_transcript
 
-from pi_kernel.widgets.frontend_mirror import WIDGET_VIEW
+from frontend_mirror import WIDGET_VIEW
 
 pytestmark = pytest.mark.kernel
 

@@ -19,8 +19,8 @@ import comm
 import pytest
 from comm.base_comm import BaseComm
 
-from pi_kernel.widgets.frontend import OutputRouter, StreamOutput
-from pi_kernel.widgets.frontend_mirror import FrontEndMirror
+from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
+from frontend_mirror import FrontEndMirror
 from pi_kernel.widgets.throttle import Throttle
 
 PARENT = "execute-request-1"

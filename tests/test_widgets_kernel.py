@@ -16,7 +16,7 @@ import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import ADD_TOOL_CELL, FAKE_KEY, KernelDriver, kernel_env
 
-from pi_kernel.widgets.frontend_mirror import WIDGET_VIEW, FrontEndMirror
+from frontend_mirror import WIDGET_VIEW, FrontEndMirror
 
 pytestmark = pytest.mark.kernel
 

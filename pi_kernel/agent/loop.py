@@ -74,6 +74,7 @@ from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_c
 from pi_kernel.agent.tool_execution import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentLoopConfig, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
+from pi_kernel.ai.models import error_message
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
 """Receives every event; the loop waits for it before going on."""
@@ -264,8 +265,6 @@ async def stream_assistant_response(
 
 async def _skip_aborted_request(context: Context, config: AgentLoopConfig, emit: Emit) -> AssistantMessage:
     """The run was aborted before this request: send nothing, record an aborted turn."""
-    from pi_kernel.ai.stream import error_message
-
     message = error_message(config.model, OPERATION_ABORTED, stop_reason="aborted")
     await emit(MessageStartEvent(message))
     context.messages.append(message)
@@ -274,8 +273,6 @@ async def _skip_aborted_request(context: Context, config: AgentLoopConfig, emit:
 
 
 def _stream_ended_early(config: AgentLoopConfig) -> AssistantMessage:
-    from pi_kernel.ai.stream import error_message
-
     return error_message(config.model, "Stream ended without a done or error event")
 
 

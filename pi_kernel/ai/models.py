@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pi_kernel.ai.messages import Usage
+from pi_kernel.ai.messages import AssistantMessage, Usage
 
 ThinkingFormat = Literal["openai", "deepseek"]
 
@@ -190,3 +190,14 @@ def parse_model_spec(spec: str, provider: str | None = None) -> Model:
     if provider is None:
         provider = "deepseek" if spec.startswith("deepseek") else "openai"
     return Model(id=spec, provider=provider)
+
+
+def error_message(model: Model, text: str, stop_reason: str = "error") -> AssistantMessage:
+    """An empty assistant message that ended in error (or abort)."""
+    return AssistantMessage(
+        content=[],
+        stop_reason="aborted" if stop_reason == "aborted" else "error",
+        model=model.id,
+        provider=model.provider,
+        error_message=text,
+    )

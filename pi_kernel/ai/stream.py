@@ -11,17 +11,6 @@ from pi_kernel.ai.models import Model
 from pi_kernel.ai.stream_types import AssistantMessageStream, Context, StreamOptions
 
 
-def error_message(model: Model, text: str, stop_reason: str = "error") -> AssistantMessage:
-    """An empty assistant message that ended in error (or abort)."""
-    return AssistantMessage(
-        content=[],
-        stop_reason="aborted" if stop_reason == "aborted" else "error",
-        model=model.id,
-        provider=model.provider,
-        error_message=text,
-    )
-
-
 def stream(model: Model, context: Context, options: StreamOptions | None = None) -> AssistantMessageStream:
     """Stream one assistant message from ``model``; never raises."""
     options = options or StreamOptions()

@@ -120,7 +120,7 @@ def _report(problems: list[str] | None, message: str) -> None:
 def _shown(value: Any, environ: Mapping[str, str] | None = None) -> str:
     """A bad value as a warning quotes it: keys masked, shortened (it might be a pasted secret)."""
     try:
-        text = redact(str(value), environ)
+        text = _masked(str(value), environ)
     except Exception:  # noqa: BLE001 - an object whose str() fails is still only a bad value
         text = f"<{type(value).__name__}>"
     return repr(text if len(text) <= 40 else text[:40] + "...")
@@ -363,7 +363,7 @@ def describe_model(model: Model) -> str:
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"
 
 
-def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
+def _masked(text: str, environ: Mapping[str, str] | None = None) -> str:
     """``pi_kernel.ai.secrets.redact`` (this module's warnings quote values), imported on first use:
     this module loads at kernel start, where importing ``pi_kernel.ai`` would cost a second."""
     from pi_kernel.ai.secrets import redact as redact_secrets

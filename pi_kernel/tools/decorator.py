@@ -36,12 +36,12 @@ from pydantic.fields import FieldInfo
 
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
+from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
 from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
 from pi_kernel.tools.results import to_agent_tool_result
 from pi_kernel.tools.tool_approval import check_approval_option
-from pi_kernel.tools.wrapper import is_async_callable
 
 INJECTED_PARAMETERS = frozenset({"signal", "on_update", "ctx", "tool_call_id"})
 """Parameter names filled by the runtime, never shown to the model."""

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
+from pi_kernel.tools.tool_approval import check_approval_option
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
@@ -77,8 +78,6 @@ class ToolDefinition:
     retrying this tool."""
 
     def __post_init__(self) -> None:
-        from pi_kernel.tools.tool_approval import check_approval_option
-
         if not self.label:
             self.label = self.name
         check_approval_option(self.approval, self.name)

@@ -20,10 +20,12 @@ This module judges the tool only; the session's mode, per-tool overrides and
 from __future__ import annotations
 
 import inspect
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.tools.wrapper import is_async_callable
+from pi_kernel.agent.invoke import is_async_callable
+
+if TYPE_CHECKING:
+    from pi_kernel.tools.definition import ToolDefinition
 
 ToolVerdict = Literal["run", "ask", "deny"]
 APPROVAL_WORDS: tuple[str, ...] = ("ask", "auto", "deny")

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.agent.types import AgentTool, AgentToolResult
 from pi_kernel.ai import AbortSignal
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.results import to_agent_tool_result
-from pi_kernel.tools.retry import RetryBudget
+from pi_kernel.tools.tool_retry import RetryBudget
 
 
 @dataclass(eq=False)
@@ -38,11 +39,6 @@ class DefinedTool(AgentTool):
     (so relative paths follow the current working directory)."""
     retry_budget: RetryBudget | None = None
     """Consecutive ``ToolRetry`` failures of this wrapped tool."""
-
-
-def is_async_callable(fn: Any) -> bool:
-    """True for ``async def`` functions, partials of them and objects with an async ``__call__``."""
-    return inspect.iscoroutinefunction(fn) or (callable(fn) and inspect.iscoroutinefunction(type(fn).__call__))
 
 
 def wrap_tool_definition(defn: ToolDefinition, ctx: ToolContext | None = None) -> DefinedTool:

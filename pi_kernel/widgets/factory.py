@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.widgets.frontend import KernelIopub
+from pi_kernel.widgets.stream_output import KernelIopub
 
 if TYPE_CHECKING:
     from pi_kernel.widgets.turn_view import TurnView

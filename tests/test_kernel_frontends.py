@@ -25,13 +25,12 @@ from typing import Any
 import nbformat
 import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from frontend_mirror import WIDGET_VIEW
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from kernel_helpers import FAKE_KEY, KernelDriver, approval_requests, kernel_env
 from nbclient import NotebookClient
 from test_widgets_kernel import console_transcript
-
-from frontend_mirror import WIDGET_VIEW
 
 pytestmark = pytest.mark.kernel
 

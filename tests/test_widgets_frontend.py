@@ -18,9 +18,9 @@ from typing import Any
 import comm
 import pytest
 from comm.base_comm import BaseComm
+from frontend_mirror import FrontEndMirror
 
 from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
-from frontend_mirror import FrontEndMirror
 from pi_kernel.widgets.throttle import Throttle
 
 PARENT = "execute-request-1"

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
-from kernel_helpers import ADD_TOOL_CELL, FAKE_KEY, KernelDriver, kernel_env
-
 from frontend_mirror import WIDGET_VIEW, FrontEndMirror
+from kernel_helpers import ADD_TOOL_CELL, FAKE_KEY, KernelDriver, kernel_env
 
 pytestmark = pytest.mark.kernel
 

@@ -21,9 +21,9 @@ from pi_kernel.ai.secrets import StreamRedactor, mask, mask_data, mask_partial
 from pi_kernel.kernel.persistence import save_conversation
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.approval_panel import ApprovalPanel
-from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.static_render import render_static
+from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
 from pi_kernel.widgets.tool_render import call_html, result_html
 from pi_kernel.widgets.turn_state import NoticeBlock, ToolCallBlock, TurnState
 

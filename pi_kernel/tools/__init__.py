@@ -31,9 +31,9 @@ from pi_kernel.tools.registry import (
     set_default_registry,
 )
 from pi_kernel.tools.results import to_agent_tool_result
-from pi_kernel.tools.tool_retry import ToolRetry
 from pi_kernel.tools.system_prompt import build_system_prompt
 from pi_kernel.tools.tool_approval import approval_verdict, needs_approval
+from pi_kernel.tools.tool_retry import ToolRetry
 from pi_kernel.tools.wrapper import DefinedTool, wrap_tool_definition
 
 __all__ = [

@@ -34,9 +34,9 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, Field, create_model
 from pydantic.fields import FieldInfo
 
+from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
-from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
 from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry

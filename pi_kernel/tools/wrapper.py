@@ -15,7 +15,6 @@ budget handles ``ToolRetry`` and the return value is normalised by
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any

@@ -43,10 +43,10 @@ from typing import Any
 from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.footer import Footer
-from pi_kernel.widgets.stream_output import IopubSender, OutputRouter, StreamOutput
 from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.static_render import StaticOutput, render_static
+from pi_kernel.widgets.stream_output import IopubSender, OutputRouter, StreamOutput
 from pi_kernel.widgets.throttle import Scheduler, Throttle
 from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
 from pi_kernel.widgets.tool_render import DefinitionLookup

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.ai.abort import AbortSignal
-from pi_kernel.ai.models import KNOWN_PROVIDERS, Model
+from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, error_message
 from pi_kernel.ai.providers.openai_chunks import ChunkAssembler
 from pi_kernel.ai.providers.openai_convert import build_request_body
 from pi_kernel.ai.providers.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_delay
-from pi_kernel.ai.models import error_message
 from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
 if TYPE_CHECKING:

@@ -340,7 +340,9 @@ def test_incremental_matches_one_shot_on_every_chunk(
 @SETTINGS
 @given(
     document=_documents,
-    edits=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["", *'{}[]:,"\\ 0-.eE+tfnu1x\n\t\x01'])), max_size=3),
+    edits=st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["", *'{}[]:,"\\ 0-.eE+tfnu1x\n\t\x01'])), max_size=3
+    ),
     delete=st.booleans(),
     sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5),
 )

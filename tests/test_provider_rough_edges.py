@@ -238,3 +238,14 @@ async def test_should_stop_after_turn_gets_the_context_so_far_and_the_run_signal
     assert signals == [controller.signal]
     assert [message.role for message in added] == ["user", "assistant", "tool_result"]
     assert len(fake_openai.chat_requests) == 1  # stopped: the second answer was never requested
+
+
+def test_the_local_server_repairs_replayed_tool_call_arguments_the_same_way() -> None:
+    """``serve-local`` reads a client's history: a call whose arguments hold a raw newline is kept, not lost."""
+    from pi_kernel.ai.providers.local_server import context_from_request
+
+    call = {"id": "c1", "type": "function", "function": {"name": "write", "arguments": MODEL_TEXT}}
+    body = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "", "tool_calls": [call]}]}
+    (_, assistant) = context_from_request(body).messages
+    assert isinstance(assistant, AssistantMessage)
+    assert only_call(assistant).arguments == MEANT and only_call(assistant).raw_arguments is None

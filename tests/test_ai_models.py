@@ -10,13 +10,17 @@ from pi_kernel.ai.messages import Usage
 from pi_kernel.ai.models import Compat, Model, ModelCost, detect_compat, detect_provider, parse_model_spec
 
 # What each provider needs, flag by flag (only the flags that differ from ``Compat()``).
-OPENAI = Compat(supports_strict_mode=True, max_tokens_field="max_completion_tokens")
+OPENAI = Compat(
+    supports_strict_mode=True, max_tokens_field="max_completion_tokens", empty_tools_with_tool_history=False
+)
 OPENAI_REASONING = dataclasses.replace(OPENAI, supports_developer_role=True, thinking_format="openai")
-DEEPSEEK = Compat(thinking_format="deepseek")
+DEEPSEEK = Compat(thinking_format="deepseek", empty_tools_with_tool_history=False)
 DEEPSEEK_REASONER = dataclasses.replace(DEEPSEEK, requires_reasoning_content_on_assistant_messages=True)
 OPENROUTER = Compat(supports_strict_mode=True)
 NO_STRICT_KEY = Compat(send_strict_field=False)
-"""Ollama, vLLM, llama.cpp and unknown servers: no ``strict`` key at all."""
+"""Ollama, llama.cpp and unknown servers: no ``strict`` key at all."""
+VLLM = Compat(send_strict_field=False, empty_tools_with_tool_history=False)
+"""vLLM also answers 400 to ``tools: []`` (as OpenAI and DeepSeek do)."""
 
 # (provider name, a base URL that names the same server, model id, expected flags)
 PROVIDERS = [
@@ -26,7 +30,7 @@ PROVIDERS = [
     ("deepseek", "https://api.deepseek.com/v1", "deepseek-reasoner", DEEPSEEK_REASONER),
     ("ollama", "http://127.0.0.1:11434/v1", "qwen3", NO_STRICT_KEY),
     ("ollama", "http://ollama.internal/v1", "qwen3", NO_STRICT_KEY),
-    ("vllm", "http://gpu-box:8000/v1", "Qwen/Qwen3-8B", NO_STRICT_KEY),
+    ("vllm", "http://gpu-box:8000/v1", "Qwen/Qwen3-8B", VLLM),
     ("llamacpp", "http://localhost:8080/v1", "any", NO_STRICT_KEY),
     ("openrouter", "https://openrouter.ai/api/v1", "openai/gpt-4o", OPENROUTER),
     ("openai-compatible", "https://api.together.xyz/v1", "meta-llama/Llama-3-70b", NO_STRICT_KEY),

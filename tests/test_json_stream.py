@@ -28,6 +28,41 @@ def feed_in_chunks(text: str, sizes: list[int]) -> IncrementalJSONParser:
     return parser
 
 
+_VALID_ESCAPES = frozenset('"\\/bfnrt')
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def pi_repair(text: str) -> str:
+    """pi's JSON repair spelt out on the whole text, char by char: inside strings a raw control
+    character becomes its escape and the backslash of an invalid escape becomes ``\\\\`` (text)."""
+    out: list[str] = []
+    in_string = False
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if not in_string:
+            in_string = char == '"'
+            out.append(char)
+        elif char == '"':
+            in_string = False
+            out.append(char)
+        elif char == "\\":
+            follower = text[i + 1 : i + 2]
+            if follower == "u" and len(text) >= i + 6 and set(text[i + 2 : i + 6]) <= _HEX:
+                out.append(text[i : i + 6])
+                i += 6
+                continue
+            if follower and follower in _VALID_ESCAPES:
+                out.append(text[i : i + 2])
+                i += 2
+                continue
+            out.append("\\\\" if follower else "\\")  # a backslash at the very end: unterminated anyway
+        else:
+            out.append(f"\\u{ord(char):04x}" if char < " " else char)
+        i += 1
+    return "".join(out)
+
+
 def strict_oracle(text: str) -> dict[str, Any] | None:
     """What finish() must return, or None when it must raise."""
     if not text.strip(" \t\n\r"):
@@ -37,7 +72,7 @@ def strict_oracle(text: str) -> dict[str, Any] | None:
         raise ValueError(f"{name} is not valid JSON")
 
     try:
-        value = json.loads(text, parse_constant=reject_constant)
+        value = json.loads(pi_repair(text), parse_constant=reject_constant)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -88,7 +123,16 @@ PARTIAL_EXAMPLES = [
     ('{"a":"\\ud800"}', {"a": "\ud800"}),  # lone surrogates: json.loads keeps them
     ('{"a":"x\\ud83d"}', {"a": "x\ud83d"}),
     ('{"a":1-2}', {"a": 1}),  # invalid: frozen at the longest valid prefix
-    ('{"a":"ok", "b":"x\\q', {"a": "ok", "b": "x"}),
+    # pi's repair: raw control characters and invalid escapes inside strings are text
+    ('{"a":"ok", "b":"x\\q', {"a": "ok", "b": "x\\q"}),
+    ('{"p":"C:\\Users\\x"}', {"p": "C:\\Users\\x"}),
+    ('{"p":"C:\\users', {"p": "C:\\users"}),
+    ('{"p":"\\u12G4"}', {"p": "\\u12G4"}),
+    ('{"p":"x\\ud83d\\uZZZZ"}', {"p": "x\ud83d\\uZZZZ"}),
+    ('{"code":"def f():\n\treturn 1\n"}', {"code": "def f():\n\treturn 1\n"}),
+    ('{"code":"a\n\tb', {"code": "a\n\tb"}),
+    ('{"k\tey":"\x01\x1f"}', {"k\tey": "\x01\x1f"}),
+    ('{"a":"\n\\n\\', {"a": "\n\n"}),  # a trailing backslash waits for the next delta
 ]
 
 
@@ -125,14 +169,34 @@ def test_finish_strict() -> None:
     parser = IncrementalJSONParser()
     parser.feed('{"a": [1, 2.5e-3, "x\\u00e9", true, false, null, {}]}\n')
     assert parser.finish() == {"a": [1, 2.5e-3, "xé", True, False, None, {}]}
-    bad = ['{"a":1,}', "[1]", '"x"', "1", '{"a":01}', '{"a":NaN}', '{"a":"\\x"}', '{"a":"\n"}', "{} {}", "{'a':1}"]
+    bad = ['{"a":1,}', "[1]", '"x"', "1", '{"a":01}', '{"a":NaN}', "{} {}", "{'a':1}", "{\n\x01}", '{"a":1\x00}']
     bad += ['{"a":1]', '{"a":[1}}', '{"a":[1,]}', "{,}", '{"a" 1}', '{"a":1 "b":2}', '{"a":tru}', '{"a":nulll}']
-    bad += ['{"a":-}', '{"a":1.}', '{"a":.5}', '{"a":1e}', '{"a":+1}', '{"a":"\\u12G4"}', '{"a":"\\ud83d\\uZZZZ"}']
+    bad += ['{"a":-}', '{"a":1.}', '{"a":.5}', '{"a":1e}', '{"a":+1}']
     for text in [*bad, '{"a":', '{"a":"x', '{"a":1', "{"]:
         parser = IncrementalJSONParser()
         parser.feed(text)
         with pytest.raises(json.JSONDecodeError):
             parser.finish()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a":"\\x"}', "\\x"),
+        ('{"a":"\n"}', "\n"),
+        ('{"a":"\\u12G4"}', "\\u12G4"),
+        ('{"a":"\\ud83d\\uZZZZ"}', "\ud83d\\uZZZZ"),
+        ('{"a":"C:\\Users\\x\tend"}', "C:\\Users\\x\tend"),
+        ('{"a":"\\\\q"}', "\\q"),  # an escaped backslash stays one backslash
+    ],
+)
+def test_finish_keeps_control_characters_and_invalid_escapes_as_text(text: str, expected: str) -> None:
+    """pi's JSON repair: what json.loads refuses inside a string is kept, in one piece or char by char."""
+    for sizes in ([len(text)], [1], [2, 3]):
+        parser = feed_in_chunks(text, sizes)
+        assert parser.snapshot() == {"a": expected}
+        assert parser.finish() == {"a": expected} == json.loads(pi_repair(text))
+    assert parse_streaming_json(text) == {"a": expected}
 
 
 def test_parser_freezes_at_last_good_snapshot_after_invalid_input() -> None:
@@ -276,7 +340,9 @@ def test_incremental_matches_one_shot_on_every_chunk(
 @SETTINGS
 @given(
     document=_documents,
-    edits=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["", *'{}[]:,"\\ 0-.eE+tfnu1x'])), max_size=3),
+    edits=st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["", *'{}[]:,"\\ 0-.eE+tfnu1x\n\t\x01'])), max_size=3
+    ),
     delete=st.booleans(),
     sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5),
 )

@@ -34,6 +34,7 @@ from pi_kernel.agent.types import (
     AgentToolResult,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    ShouldStopAfterTurnContext,
     ToolExecutionMode,
     ToolUpdateCallback,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "MessageStartEvent",
     "MessageUpdateEvent",
     "QueueMode",
+    "ShouldStopAfterTurnContext",
     "ToolExecutionEndEvent",
     "ToolExecutionMode",
     "ToolExecutionStartEvent",

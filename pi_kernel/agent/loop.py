@@ -23,7 +23,8 @@ How a run ends:
   truncation error result and the model is asked again.
 - every result of a tool batch asks to ``terminate`` (a blocking
   ``before_tool_call`` may ask too).
-- ``should_stop_after_turn(turn_end_event)`` returns True.
+- ``should_stop_after_turn(ctx, signal)`` returns True (``ctx``: the turn's
+  message and results, the context so far and the run's new messages).
 - ``max_turns`` model requests were made. The last assistant message's tool
   calls have run, so the transcript ends with their results and
   ``agent_loop_continue`` (``Agent.continue_()``) resumes it.
@@ -72,7 +73,7 @@ from pi_kernel.agent.invoke import call_hook
 from pi_kernel.agent.llm_messages import llm_converter
 from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_calls
 from pi_kernel.agent.tool_execution import OPERATION_ABORTED
-from pi_kernel.agent.types import AgentLoopConfig, StreamFn
+from pi_kernel.agent.types import AgentLoopConfig, ShouldStopAfterTurn, ShouldStopAfterTurnContext, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
 from pi_kernel.ai.models import error_message
 
@@ -204,13 +205,13 @@ async def _run_turns(
                 context.messages.extend(tool_results)
                 new_messages.extend(tool_results)
 
-            turn_end = TurnEndEvent(message, tool_results)
-            stop_after = config.should_stop_after_turn
-            await emit(turn_end)
+            await emit(TurnEndEvent(message, tool_results))
             if (
                 signal.aborted
                 or (config.max_turns is not None and requests >= config.max_turns)
-                or (stop_after is not None and await call_hook(stop_after, turn_end))
+                or await _should_stop_after_turn(
+                    config.should_stop_after_turn, message, tool_results, context, new_messages, signal
+                )
             ):
                 await emit(AgentEndEvent(new_messages))
                 return
@@ -221,6 +222,36 @@ async def _run_turns(
             break
         pending = follow_ups
     await emit(AgentEndEvent(new_messages))
+
+
+async def _should_stop_after_turn(
+    hook: ShouldStopAfterTurn | None,
+    message: AssistantMessage,
+    tool_results: list[Any],
+    context: Context,
+    new_messages: list[Message],
+    signal: AbortSignal,
+) -> bool:
+    if hook is None:
+        return False
+    ctx = ShouldStopAfterTurnContext(message, list(tool_results), context, new_messages)
+    args: tuple[Any, ...] = (ctx, signal) if _takes_two_arguments(hook) else (ctx,)
+    return bool(await call_hook(hook, *args))
+
+
+def _takes_two_arguments(hook: Callable[..., Any]) -> bool:
+    """Whether ``hook`` can be called with ``(ctx, signal)``; else it is the one-parameter form."""
+    try:
+        parameters = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some builtins): the documented form
+        return True
+    positional = 0
+    for parameter in parameters:
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            return True
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return positional >= 2
 
 
 async def stream_assistant_response(

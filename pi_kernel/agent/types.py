@@ -22,6 +22,7 @@ from pi_kernel.ai import (
     TextContent,
     Tool,
     ToolCall,
+    ToolResultMessage,
     Usage,
 )
 
@@ -155,8 +156,27 @@ TransformContext = Callable[[list[Any], AbortSignal | None], Any]
 """Rewrites the message list before ``convert_to_llm`` (pruning, injecting)."""
 MessageSource = Callable[[], Any]
 """Returns (or awaits to) a list of messages to inject; ``[]`` for none."""
-ShouldStopAfterTurn = Callable[[Any], Any]
-"""Gets a ``TurnEndEvent``; returning True ends the run after that turn."""
+
+
+@dataclass(slots=True)
+class ShouldStopAfterTurnContext:
+    """What ``should_stop_after_turn`` gets after each turn (pi's ``shouldStopAfterTurn`` context)."""
+
+    message: AssistantMessage
+    """The turn's assistant message."""
+    tool_results: list[ToolResultMessage]
+    """The results of its tool calls (``[]`` for none)."""
+    context: Context
+    """The loop's context: ``context.messages`` is every message so far, this turn's results
+    last. Read it; do not edit it (stop the run, or steer, instead)."""
+    new_messages: list[Message]
+    """The messages this run has added so far, its prompts first."""
+
+
+ShouldStopAfterTurn = Callable[..., Any]
+"""Called as ``hook(ctx: ShouldStopAfterTurnContext, signal: AbortSignal)`` after each turn's
+``turn_end``; returning True ends the run there. Sync or async. A hook that takes a single
+parameter (the older form) gets only ``ctx``, which still has ``message`` and ``tool_results``."""
 PrepareNextTurn = Callable[[Context], Any]
 """Called before each model request with the loop's context; may set
 ``system_prompt`` and ``tools`` on it (the tool registry rebuilds both

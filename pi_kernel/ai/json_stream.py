@@ -44,9 +44,17 @@ without a value and unfinished literals are dropped; a trailing number is shown
 only while its text is a valid number (``12`` yes; ``12.``, ``1e``, ``-`` no).
 A top-level value that is not an object gives ``{}``.
 
-Validation is strict RFC 8259 JSON (``json.loads`` minus NaN/Infinity).  Once
-the stream turns invalid the parser freezes: snapshots keep the value of the
-longest valid prefix and ``finish()`` raises ``JSONDecodeError``.
+Validation is RFC 8259 JSON (``json.loads`` minus NaN/Infinity) with pi's
+repair of what models write inside strings, so the call is not lost:
+
+* a raw control character (a literal newline or tab, which local models and
+  some hosted ones emit) is kept as that character;
+* an invalid escape (``"C:\\Users\\x"``, a ``\\u`` without four hex digits)
+  keeps its backslash as text: ``C:\\Users\\x``.
+
+The same rule holds for the live preview and for ``finish()``.  Anything else invalid
+freezes the parser: snapshots keep the value of the longest valid prefix and
+``finish()`` raises ``JSONDecodeError``.
 
 The module is a little over 400 lines: an explicit-stack state machine needs a
 branch per token state, and the error paths keep snapshots consistent.
@@ -68,13 +76,14 @@ Container = dict[str, Any] | list[Any]
 # escape is only consumed once we can see what follows it, so a surrogate pair
 # split across deltas is decoded as one character, exactly like json.loads.
 _STRING_BODY = re.compile(
-    r'(?:[^"\\\x00-\x1f]+'
+    r'(?:[^"\\]+'
     r'|\\(?:["\\/bfnrt]'
     r"|u(?![dD][89abAB])[0-9a-fA-F]{4}"
     r"|u[dD][89abAB][0-9a-fA-F]{2}(?=[^\\]|\\[^u]|\\u[0-9a-fA-F]{4})))*"
 )
 # What may legitimately be left over at the end of a buffer inside a string.
 _PARTIAL_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?|\\u[dD][89abAB][0-9a-fA-F]{2}(?:\\(?:u[0-9a-fA-F]{0,3})?)?")
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _NUMBER_CHARS = re.compile(r"[-+0-9.eE]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
@@ -86,7 +95,7 @@ _LITERALS: dict[str, tuple[str, Any]] = {
     "f": ("false", False),
     "n": ("null", None),
 }
-_JSON_DECODER = json.JSONDecoder()
+_JSON_DECODER = json.JSONDecoder(strict=False)  # strict=False: raw control characters are kept
 
 # Tokenizer states.  Plain ints: they are compared in the hot loop.
 _ROOT = 0  # nothing but whitespace so far
@@ -238,15 +247,20 @@ class IncrementalJSONParser:
                 if char == '"':
                     i += 1
                     state = self._end_string()
-                elif char == "\\" and _PARTIAL_ESCAPE.fullmatch(buf, i):
+                elif _PARTIAL_ESCAPE.fullmatch(buf, i):
                     self._carry = buf[i:]  # finish the escape with the next delta
                     break
                 else:
-                    if not self._string_is_key:
-                        self._flush_string()  # keep the valid part visible
-                    bad = "Invalid \\escape" if char == "\\" else "Invalid control character"
-                    state = self._fail(bad, base + i)
-                    break
+                    # An escape the body pattern left alone (pi's repair, see the module doc): a
+                    # complete \uXXXX whose surrogate pair is broken decodes alone, as in
+                    # json.loads; any other backslash is kept as text.
+                    lone = _UNICODE_ESCAPE.match(buf, i)
+                    if lone is not None:
+                        self._string_pieces.append(chr(int(lone.group(1), 16)))
+                        i = lone.end()
+                    else:
+                        self._string_pieces.append("\\")
+                        i += 1
                 continue
 
             if state == _NUMBER_TOKEN:

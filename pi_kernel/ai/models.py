@@ -23,7 +23,12 @@ class Compat:
     """Whether a tool's ``function`` may carry a ``strict`` key at all; some
     servers (Ollama and similar) reject unknown keys."""
     supports_strict_mode: bool = False
-    """Whether ``strict: true`` constrains decoding to the schema."""
+    """Whether ``strict: true`` constrains decoding to the schema. Without it
+    no ``strict`` key is sent (not even ``false``, as pi)."""
+    empty_tools_with_tool_history: bool = True
+    """Send ``tools: []`` when the history holds tool calls but no tool is
+    active (as pi: LiteLLM and other proxies in front of Anthropic need it).
+    Off where the server answers 400 to an empty array (OpenAI, DeepSeek, vLLM)."""
     supports_developer_role: bool = False
     """Send the system prompt as ``developer`` (OpenAI reasoning models)."""
     supports_usage_in_streaming: bool = True
@@ -164,6 +169,7 @@ def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning:
             provider = from_url
     if provider == "openai":
         return Compat(
+            empty_tools_with_tool_history=False,
             supports_strict_mode=True,
             supports_developer_role=reasoning,
             max_tokens_field="max_completion_tokens",
@@ -173,13 +179,14 @@ def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning:
         return Compat(supports_strict_mode=True, thinking_format="openai" if reasoning else None)
     if provider == "deepseek":
         return Compat(
+            empty_tools_with_tool_history=False,
             thinking_format="deepseek",
             requires_reasoning_content_on_assistant_messages=reasoning,
         )
     if provider in ("ollama", "llamacpp", "local"):
         return Compat(send_strict_field=False)
     if provider == "vllm":
-        return Compat(send_strict_field=False)
+        return Compat(send_strict_field=False, empty_tools_with_tool_history=False)
     return Compat(send_strict_field=False)
 
 

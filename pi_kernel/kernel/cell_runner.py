@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.ai.secrets import mask
+from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
@@ -116,6 +117,9 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     model = model_from_spec(options.model, session.settings) if options.model else session.model
     if model is None:
         raise PiUsageError(NO_MODEL_HELP)
+    refused = refusal(model, session.settings.allowed_models) if options.model else None
+    if refused:
+        raise PiUsageError(refused)
     agent = session.agent
     if agent.is_running:
         raise PiUsageError("the agent is already running a turn (interrupt it first)")

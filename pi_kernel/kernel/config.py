@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.kernel.allowed_models import parse_allowed_models
+
 if TYPE_CHECKING:
     from pi_kernel.ai.models import Model
 
@@ -74,6 +76,8 @@ class PiSettings:
     """Default limit of model requests per ``%%pi`` cell."""
     system_prompt: str | None = None
     """Extra text placed before the generated system prompt."""
+    allowed_models: tuple[str, ...] = ()
+    """The models ``%pi model`` may choose (``allowed_models``); empty: any."""
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -183,6 +187,11 @@ def settings_from_env(
         widgets = None
     if widgets is not None:
         settings.widgets = widgets
+    if env.get("PI_ALLOWED_MODELS", "").strip():
+        try:
+            settings.allowed_models = parse_allowed_models(env["PI_ALLOWED_MODELS"])
+        except ValueError as error:
+            _report(problems, f"PI_ALLOWED_MODELS: {error}; {_using(settings, 'allowed_models')}.")
     if env.get("PI_WORKSPACE_ROOT"):
         try:
             settings.workspace_root = _folder(env["PI_WORKSPACE_ROOT"])
@@ -203,6 +212,7 @@ CONFIG_NAMES = (
     "widgets",
     "max_turns",
     "system_prompt",
+    "allowed_models",
 )
 """Settings that ``c.PiKernel.<name>`` may set."""
 
@@ -229,6 +239,8 @@ def _config_value(name: str, value: Any) -> Any:
         return _overrides(value)
     if name == "approval_timeout":
         return _seconds(value)
+    if name == "allowed_models":
+        return parse_allowed_models(value)
     if name == "approval":
         if value not in APPROVAL_MODES:
             raise ValueError(f"{_shown(value)} is not one of {', '.join(APPROVAL_MODES)}")

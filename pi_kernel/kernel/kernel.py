@@ -75,6 +75,7 @@ class PiKernel(IPythonKernel):
     widgets = Setting(help="Force widget views on/off (default: detect).")
     max_turns = Setting(help="Default limit of model requests per %%pi cell (a whole number above 0).")
     system_prompt = Setting(help="Text added to the system prompt.")
+    allowed_models = Setting(help="Models %pi model may choose: ids or provider:id, wildcards allowed (default: any).")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -13,8 +13,9 @@ import os
 import re
 import shlex
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+from pi_kernel.kernel.allowed_models import concrete_entries, is_allowed, refusal
 from pi_kernel.kernel.config import (
     DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
@@ -62,7 +63,11 @@ def show_help(session: PiSession, words: list[str]) -> str:
 
 def model(session: PiSession, words: list[str]) -> str:
     if words:
-        session.set_model(model_from_spec(" ".join(words), session.settings))
+        chosen = model_from_spec(" ".join(words), session.settings)
+        refused = refusal(chosen, session.settings.allowed_models)
+        if refused:
+            raise CommandError(refused)
+        session.set_model(chosen)
     current = session.model
     return f"model: {describe_model(current)}" if current else NO_MODEL_HELP
 
@@ -82,9 +87,19 @@ def models(session: PiSession, words: list[str]) -> str:
         from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
 
         choices.append(f"local:{LOCAL_MODEL_ID}")
+    allowed = session.settings.allowed_models
+    if allowed:  # only what may be chosen, and every model the site names
+        named = [model_from_spec(entry, session.settings) for entry in concrete_entries(allowed)]
+        choices += [f"{named_model.provider}:{named_model.id}" for named_model in named]
+        choices = [choice for choice in choices if is_allowed(_Named(*choice.split(":", 1)), allowed)]
     chosen = f"{current.provider}:{current.id}" if current else None
     rows = [("* " if choice == chosen else "  ") + choice for choice in dict.fromkeys(choices)]
     return "\n".join(rows) if rows else "No models found.\n" + NO_MODEL_HELP
+
+
+class _Named(NamedTuple):
+    provider: str
+    id: str
 
 
 def tools(session: PiSession, words: list[str]) -> str:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import Route, blocked_cell, nobody_to_ask
 from pi_kernel.kernel.cell_turns import CellTurns
-from pi_kernel.kernel.config import PiSettings, resolve_model
+from pi_kernel.kernel.config import PiSettings, model_from_spec, resolve_model
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.views import TurnOptions
 
@@ -81,7 +82,11 @@ class PiSession:
     def model(self) -> Model | None:
         """The session's model (resolved from the settings on first use); ``None``: none configured."""
         if not self._model_resolved:
-            self._model = resolve_model(self.settings)
+            settings = self.settings
+            self._model, notice = restrict_default(
+                resolve_model(settings), settings.allowed_models, lambda spec: model_from_spec(spec, settings)
+            )
+            self._notices += [notice] if notice else []
             self._model_resolved = True
         return self._model
 
@@ -184,6 +189,8 @@ class PiSession:
 
     def take_notices(self) -> list[str]:
         """The start-up warnings not shown yet (each is shown once)."""
+        if self.settings.allowed_models:
+            _ = self.model  # a default model that is not allowed is replaced now, with a notice
         with self._lock:
             notices, self._notices = self._notices, []
             return notices

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pi_kernel.ai.abort import AbortController
+from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import Model
 from pi_kernel.ai.providers.local import stream_local
@@ -58,10 +59,17 @@ def _tool_call(raw: dict[str, Any]) -> ToolCall:
     function = raw.get("function") or {}
     arguments = function.get("arguments") or "{}"
     try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        # Replayed history holds what models wrote: the same JSON repair as a streamed call gets.
+        parsed = _parse_arguments(arguments) if isinstance(arguments, str) else arguments
     except ValueError:
         return ToolCall(id=str(raw.get("id", "")), name=str(function.get("name", "")), raw_arguments=arguments)
     return ToolCall(id=str(raw.get("id", "")), name=str(function.get("name", "")), arguments=parsed or {})
+
+
+def _parse_arguments(text: str) -> Any:
+    parser = IncrementalJSONParser()
+    parser.feed(text)
+    return parser.finish()
 
 
 def context_from_request(body: dict[str, Any]) -> Context:

@@ -35,6 +35,12 @@ _FINISH_REASONS: dict[str, StopReason] = {
     "length": "length",
     "tool_calls": "tool_use",
     "function_call": "tool_use",
+    # Other names servers use for the same ends (compared lower-cased):
+    "end": "stop",  # pi accepts it as a normal stop
+    "eos_token": "stop",  # Hugging Face TGI before 2.2.1 (and servers built on it)
+    "eos": "stop",
+    "stop_sequence": "stop",  # TGI: a stop sequence was generated
+    "model_length": "length",  # Mistral: the model's context is full
 }
 MISSING_FINISH_REASON = "Stream ended without finish_reason"
 
@@ -140,7 +146,7 @@ class ChunkAssembler:
         reason = self.finish_reason
         if reason is None:
             return [*closing, self.fail("error", MISSING_FINISH_REASON)]
-        stop_reason = _FINISH_REASONS.get(reason)
+        stop_reason = _FINISH_REASONS.get(str(reason).lower())
         if stop_reason is None:
             return [*closing, self.fail("error", f"Provider finish_reason: {reason}")]
         has_calls = any(isinstance(block, ToolCall) for block in message.content)

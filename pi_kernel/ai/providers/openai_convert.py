@@ -43,7 +43,8 @@ JSON = dict[str, Any]
 
 def build_request_body(model: Model, context: Context, options: StreamOptions, compat: Compat) -> JSON:
     """The whole JSON body of a streaming ``/chat/completions`` request."""
-    body: JSON = {"model": model.id, "messages": convert_messages(model, context, compat), "stream": True}
+    messages = convert_messages(model, context, compat)
+    body: JSON = {"model": model.id, "messages": messages, "stream": True}
     if compat.supports_usage_in_streaming:
         body["stream_options"] = {"include_usage": True}
     if options.max_tokens is not None:
@@ -54,6 +55,10 @@ def build_request_body(model: Model, context: Context, options: StreamOptions, c
         body["tools"] = convert_tools(context.tools, compat)
         if options.tool_choice is not None and compat.supports_tool_choice:
             body["tool_choice"] = convert_tool_choice(options.tool_choice)
+    elif compat.empty_tools_with_tool_history and has_tool_history(messages):
+        # As pi: proxies such as LiteLLM in front of Anthropic refuse tool calls in the history of a
+        # request that defines no tools.
+        body["tools"] = []
     if options.reasoning_effort is not None:
         if compat.thinking_format == "openai":
             body["reasoning_effort"] = options.reasoning_effort
@@ -63,6 +68,11 @@ def build_request_body(model: Model, context: Context, options: StreamOptions, c
     if options.extra_body:
         body.update(options.extra_body)
     return body
+
+
+def has_tool_history(messages: list[JSON]) -> bool:
+    """Whether converted ``messages`` hold a tool call or a tool result."""
+    return any(message["role"] == "tool" or "tool_calls" in message for message in messages)
 
 
 def convert_tool_choice(choice: str) -> str | JSON:
@@ -82,8 +92,9 @@ def convert_tools(tools: Iterable[Tool], compat: Compat) -> list[JSON]:
             "description": tool.description,
             "parameters": strict_schema if strict_schema is not None else tool.json_schema(),
         }
-        if compat.send_strict_field:
-            # Servers that reject unknown keys get no ``strict`` at all.
+        if compat.supports_strict_mode and compat.send_strict_field:
+            # As pi: ``strict`` only where the server supports it. Elsewhere even ``strict: false`` is
+            # left out: some servers reject the unknown key, others read it their own way.
             function["strict"] = strict_schema is not None
         converted.append({"type": "function", "function": function})
     return converted

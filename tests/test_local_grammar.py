@@ -52,19 +52,25 @@ def decode_favouring(schema: dict[str, Any], favoured: dict[str, float], max_tok
     return llama.detokenize(out).decode("utf-8", "replace")
 
 
-
-
 @pytest.mark.local_model
 @pytest.mark.parametrize(
     ("schema", "path"),
     [
         ({"type": "object", "properties": {"fruit": {"type": "string"}}, "required": ["fruit"]}, ["fruit"]),
         (  # Optional[str]: the string branch of a union
-            {"type": "object", "properties": {"note": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "required": ["note"]},
+            {
+                "type": "object",
+                "properties": {"note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+                "required": ["note"],
+            },
             ["note"],
         ),
         (  # list[str]: each item
-            {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1}}, "required": ["tags"]},
+            {
+                "type": "object",
+                "properties": {"tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1}},
+                "required": ["tags"],
+            },
             ["tags", 0],
         ),
     ],
@@ -89,7 +95,11 @@ def test_a_schemas_own_max_length_is_kept(limit: int) -> None:
 
 @pytest.mark.local_model
 def test_a_list_the_schema_does_not_bound_ends_at_the_default_bound() -> None:
-    schema = {"type": "object", "properties": {"days": {"type": "array", "items": {"type": "integer"}}}, "required": ["days"]}
+    schema = {
+        "type": "object",
+        "properties": {"days": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["days"],
+    }
 
     # "," beats "1" wherever both may follow: one item after the other, as long as the grammar allows.
     days = json.loads(decode_favouring(schema, {",": 1000.0, "1": 500.0}))["days"]
@@ -125,18 +135,24 @@ def test_list_bounds_leave_a_schemas_own_bounds_and_data_alone() -> None:
 
 async def call_with_answer_cap(tools: list[Tool], choice: str, max_tokens: int) -> AssistantMessage:
     context = Context(
-        system_prompt="You are a helpful assistant.", messages=[UserMessage("What is the weather in Paris?")], tools=tools
+        system_prompt="You are a helpful assistant.",
+        messages=[UserMessage("What is the weather in Paris?")],
+        tools=tools,
     )
     return await stream(MODEL, context, StreamOptions(tool_choice=choice, max_tokens=max_tokens)).result()
 
 
-CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer"}}, "required": ["city", "days"]}
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer"}},
+    "required": ["city", "days"],
+}
 """Its longest arguments (40 characters of 6-byte escapes, 16 digits) are far under ``TOOL_CALL_MAX_TOKENS``."""
 
 
 @pytest.mark.local_model
 async def test_a_tool_calls_arguments_are_not_cut_by_the_answers_token_cap() -> None:
-    assert len(json.dumps({"city": "\\u0000" * 40, "days": -10**16})) + 8 < TOOL_CALL_MAX_TOKENS
+    assert len(json.dumps({"city": "\\u0000" * 40, "days": -(10**16)})) + 8 < TOOL_CALL_MAX_TOKENS
 
     message = await call_with_answer_cap([Tool("get_weather", "Get the weather.", CITY)], "get_weather", max_tokens=2)
 
@@ -155,7 +171,8 @@ async def test_a_long_tool_name_is_never_cut() -> None:
     message = await call_with_answer_cap([Tool(name, "Get the weather.", CITY) for name in names], "required", 2)
 
     assert message.stop_reason == "tool_use", message.error_message
-    assert [call.name for call in message.tool_calls][0] in names
+    (call,) = message.tool_calls
+    assert call.name in names
 
 
 def test_the_head_cap_fits_every_head_byte_for_byte() -> None:

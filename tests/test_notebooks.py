@@ -192,9 +192,16 @@ def check_tools(nb: Any, approval: str, workdir: Path) -> None:
 
 
 def check_approvals(nb: Any, approval: str, workdir: Path) -> None:
-    # 03-10 under %pi approve deny, 03-14b under remove_stock=deny: any call the model makes is denied.
-    assert all(status == "denied" for status in calls_of(cell_after(nb, "Remove 20 apples"), "remove_stock"))
-    assert output_text(cell_after(nb, "STOCK  # unchanged")).strip() == "{'apples': 40, 'bananas': 25}"
+    # 03-10 under %pi approve deny: a call the tool's own rule lets through (amount <= 5) runs, any other is
+    # denied; STOCK shows exactly what the calls that ran removed.
+    stock = {"apples": 40, "bananas": 25}
+    for call in tool_calls(cell_after(nb, "Remove 20 apples")):
+        item, amount = call["arguments"]["item"], call["arguments"]["amount"]
+        assert call["status"] == ("done" if amount <= 5 else "denied"), call
+        if amount <= 5 and item in stock:
+            stock[item] = max(0, stock[item] - amount)
+    assert output_text(cell_after(nb, "STOCK  # unchanged")).strip() == repr(stock)
+    # 03-14b under remove_stock=deny: every call is denied, small ones too.
     assert all(status == "denied" for status in calls_of(cell_after(nb, "Remove 3 bananas"), "remove_stock"))
     hooks = output_text(cell_after(nb, "await shop.prompt"))  # tool_choice forces the call
     assert "before: the model asked for remove_stock" in hooks and "after: " in hooks

@@ -13,6 +13,10 @@ arguments come from the system prompt and the current user turn only; a text
 answer comes from the whole transcript (oldest turns dropped when it does not
 fit the context). ``usage.input`` counts the prompt the output continues;
 ``usage.output`` counts every sampled token, the tool-choice head included.
+
+``max_tokens`` caps a text answer only: the tool-choice head and a call's
+arguments have their own bounds (``head_token_cap``, ``TOOL_CALL_MAX_TOKENS``),
+so a small answer cap never cuts a call.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolCall, Usage
 from pi_kernel.ai.models import Model
 from pi_kernel.ai.providers.local_prompt import (  # re-exported: the provider's prompt is part of its API
     MESSAGE_HEAD,
+    ContextOverflowError,
     ToolChoiceError,
     chat_messages,
     error_text,
@@ -41,8 +46,13 @@ from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStr
 __all__ = ["chat_messages", "fit_to_context", "stream_local", "tool_heads"]
 
 DEFAULT_MAX_TOKENS = 384
-HEAD_MAX_TOKENS = 64
-"""Enough for ``functions.<any reasonable name>:``; the choice grammar ends it sooner."""
+TOOL_CALL_MAX_TOKENS = 1024
+"""The bound of a tool call's arguments, whatever ``max_tokens`` (the answer's cap) says.
+
+The grammar bounds every string and list (``local_grammar``), so arguments
+end well before this in practice; the bound only stops what the grammar
+leaves open (free-form values nested without end). A lower ``max_tokens``
+would cut a call in the middle of its JSON, and a cut call cannot run."""
 _ABORTED_TEXT = "Request was aborted"
 PUSH_INTERVAL_S = 0.02
 
@@ -75,6 +85,22 @@ class _End:
     """Sampled tokens, head included."""
     hit_limit: bool
     stopped: bool
+
+
+def head_token_cap(heads: list[str]) -> int:
+    """A token cap the longest head always fits: no token is shorter than one byte."""
+    return max(len(head.encode("utf-8")) for head in heads) + 1
+
+
+def tool_call_token_cap(engine: Any, prompt_tokens: int, requested: int) -> int:
+    """The bound of a call's arguments: ``TOOL_CALL_MAX_TOKENS`` (or more if asked), within the context."""
+    room = engine.n_ctx - prompt_tokens
+    if room < 1:
+        raise ContextOverflowError(
+            f"the prompt has {prompt_tokens} tokens; the local model's context holds {engine.n_ctx} "
+            "(shorten the request or the tool results, or set PI_LOCAL_CONTEXT)"
+        )
+    return min(room, max(requested, TOOL_CALL_MAX_TOKENS))
 
 
 def _abort_text(reason: Any) -> str:
@@ -222,13 +248,13 @@ def _decode(
             if offer_tools:
                 # Tool choice and arguments are decided on the current turn alone (see ``chat_messages``).
                 focused = chat_messages(context, offer_tools=True, focus=True)
-                decision, _, limit = fit_to_context(engine, focused, requested)
+                decision, _, _ = fit_to_context(engine, focused, max(requested, TOOL_CALL_MAX_TOKENS))
             if len(heads) > 1:
                 head = "".join(
                     engine.decode(
                         decision,
                         head_stats,
-                        max_tokens=HEAD_MAX_TOKENS,
+                        max_tokens=head_token_cap(heads),
                         sampling=sampling,
                         grammar=engine.choice_grammar(heads),
                         should_stop=halt.is_set,
@@ -261,10 +287,11 @@ def _decode(
                 push("head", _Head(name))
                 push("prompt_tokens", len(decision))
                 tool = next(tool for tool in context.tools or [] if tool.name == name)
+                prompt = decision + head_stats.tokens
                 pieces = engine.decode(
-                    decision + head_stats.tokens,
+                    prompt,
                     stats,
-                    max_tokens=limit,
+                    max_tokens=tool_call_token_cap(engine, len(prompt), requested),
                     sampling=sampling,
                     grammar=engine.schema_grammar(tool.shared_json_schema()),
                     should_stop=halt.is_set,

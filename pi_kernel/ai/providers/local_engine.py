@@ -13,9 +13,10 @@ KV cache (``Llama.generate`` reuses a matching prompt prefix):
    allows only the first, ``required`` only the second, a named choice only
    that tool);
 2. for a message, free text follows; for a call, the arguments are decoded
-   under ``LlamaGrammar.from_json_schema(tool schema)``, so they are valid
-   JSON with the schema's structure and types (keys, required properties,
-   enums, nested objects and lists). Not every keyword becomes grammar:
+   under the grammar of the tool's schema (llama.cpp's converter), so they are
+   valid JSON with the schema's structure and types (keys, required
+   properties, enums, nested objects and lists), and strings and lists are
+   bounded where the schema does not bound them (``local_grammar``). Not every keyword becomes grammar:
    llama.cpp's converter ignores numeric ``minimum``/``maximum``,
    ``exclusiveMinimum``/``exclusiveMaximum`` and ``multipleOf``, and a schema
    it cannot convert at all (a remote ``$ref``, an unsupported ``pattern``)
@@ -40,6 +41,8 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from pi_kernel.ai.providers.local_grammar import bounded_gbnf
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
@@ -257,17 +260,18 @@ class LocalEngine:
         return self.grammar("choice:" + rule, lambda: LlamaGrammar.from_string(rule, verbose=False))
 
     def schema_grammar(self, schema: dict[str, Any]) -> Any:
-        """The grammar of JSON valid for ``schema`` (a plain JSON object if llama.cpp cannot convert it)."""
+        """The grammar of JSON valid for ``schema`` (a plain JSON object if llama.cpp cannot convert it),
+        strings and lists bounded where the schema does not bound them (see ``local_grammar``)."""
         from llama_cpp import LlamaGrammar
 
         text = json.dumps(schema, sort_keys=True)
 
         def build() -> Any:
             try:
-                return LlamaGrammar.from_json_schema(text, verbose=False)
+                return LlamaGrammar.from_string(bounded_gbnf(schema), verbose=False)
             except Exception as error:  # noqa: BLE001 - any converter failure falls back, validation still checks
                 logger.warning("tool schema not convertible to a grammar (%s); decoding any JSON object", error)
-                return LlamaGrammar.from_json_schema(json.dumps(ANY_JSON_OBJECT_SCHEMA), verbose=False)
+                return LlamaGrammar.from_string(bounded_gbnf(ANY_JSON_OBJECT_SCHEMA), verbose=False)
 
         return self.grammar("schema:" + text, build)
 

@@ -1,0 +1,89 @@
+"""The local model's grammar for a tool call's arguments, with every string and list bounded.
+
+llama.cpp's converter (``llama_cpp.llama_grammar``) turns a JSON schema into a
+grammar, but a string or a list the schema does not bound stays unbounded:
+SmolLM2-135M once wrote ``{"fruit": ",12,0.95`` and went on inside the string
+until the token cap cut the call. So, where the schema does not say otherwise:
+
+- a string holds at most ``MAX_STRING_CHARS`` characters (the converter's
+  shared ``string`` rule, used by every string without its own ``maxLength``,
+  ``pattern``, ``format`` or ``enum``, and by the keys of free-form objects);
+- a list holds at most ``MAX_ITEMS`` items (``maxItems`` added to each array
+  schema that has none, and the free-form ``array``/``object`` rules bounded
+  the same way).
+
+Numbers are bounded by the converter itself (16 digits), and so is
+whitespace (one optional space). A schema's own ``maxLength``/``maxItems``
+are kept, larger or smaller. Nesting depth of free-form values is not
+bounded here: the provider's token bound for tool calls ends such a call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_STRING_CHARS = 200
+"""Characters of a string whose schema gives no ``maxLength``."""
+MAX_ITEMS = 32
+"""Items of a list whose schema gives no ``maxItems``."""
+
+_NOT_SCHEMAS = frozenset({"enum", "const", "default", "examples", "required"})
+"""Keywords whose values are data, not subschemas."""
+
+
+def bound_lists(schema: Any) -> Any:
+    """A copy of ``schema`` where each array schema without ``maxItems`` gets ``MAX_ITEMS`` (or its ``minItems``)."""
+    if isinstance(schema, list):
+        return [bound_lists(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: value if key in _NOT_SCHEMAS else bound_lists(value) for key, value in schema.items()}
+    types = schema.get("type")
+    is_array = types == "array" or (isinstance(types, list) and "array" in types) or "items" in schema
+    if is_array and isinstance(schema.get("items"), dict) and "maxItems" not in schema:
+        minimum = schema.get("minItems", 0)
+        bounded["maxItems"] = max(MAX_ITEMS, minimum if isinstance(minimum, int) else 0)
+    return bounded
+
+
+def _bounded_primitives() -> dict[str, tuple[str, str]]:
+    """``{rule name: (the converter's rule, its bounded replacement)}``."""
+    from llama_cpp.llama_grammar import PRIMITIVE_RULES, _build_repetition
+
+    kv = 'string ":" space value'
+    return {
+        "string": (
+            PRIMITIVE_RULES["string"].content,
+            r'"\"" ' + _build_repetition("char", 0, MAX_STRING_CHARS) + r' "\"" space',
+        ),
+        "array": (
+            PRIMITIVE_RULES["array"].content,
+            '"[" space ' + _build_repetition("value", 0, MAX_ITEMS, separator_rule='"," space') + ' "]" space',
+        ),
+        "object": (
+            PRIMITIVE_RULES["object"].content,
+            '"{" space ' + _build_repetition(f"({kv})", 0, MAX_ITEMS, separator_rule='"," space') + ' "}" space',
+        ),
+    }
+
+
+def bounded_gbnf(schema: dict[str, Any]) -> str:
+    """The GBNF grammar of JSON valid for ``schema``, strings and lists bounded (see the module docstring).
+
+    Raises what llama.cpp's converter raises for a schema it cannot convert.
+    """
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    text = json_schema_to_gbnf(json.dumps(bound_lists(schema)))
+    bounded = _bounded_primitives()
+    lines = []
+    for line in text.splitlines():
+        name, _, rule = line.partition(" ::= ")
+        if name in bounded:
+            original, replacement = bounded[name]
+            if rule != original:  # another converter version: fail loudly rather than stay unbounded
+                raise RuntimeError(f"unexpected {name!r} rule from llama.cpp's converter: {rule}")
+            line = f"{name} ::= {replacement}"
+        lines.append(line)
+    return "\n".join(lines)

@@ -56,10 +56,18 @@ def parse_allowed_models(value: Any) -> tuple[str, ...]:
 
 def is_allowed(model: NamedModel, allowed: Sequence[str]) -> bool:
     """Whether ``model`` matches an entry of ``allowed`` (everything does when it is empty)."""
+    return _matches(f"{model.provider}:{model.id}", model.id, allowed)
+
+
+def allowed_specs(specs: Sequence[str], allowed: Sequence[str]) -> list[str]:
+    """The ``provider:id`` specs of ``specs`` that ``allowed`` lets through."""
+    return [spec for spec in specs if _matches(spec, spec.split(":", 1)[-1], allowed)]
+
+
+def _matches(full_name: str, model_id: str, allowed: Sequence[str]) -> bool:
     if not allowed:
         return True
-    names = (f"{model.provider}:{model.id}", model.id)
-    return any(fnmatchcase(name, entry) for entry in allowed for name in names)
+    return any(fnmatchcase(full_name, entry) or fnmatchcase(model_id, entry) for entry in allowed)
 
 
 def refusal(model: NamedModel, allowed: Sequence[str]) -> str | None:

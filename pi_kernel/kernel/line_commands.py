@@ -13,9 +13,9 @@ import os
 import re
 import shlex
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from pi_kernel.kernel.allowed_models import concrete_entries, is_allowed, refusal
+from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
 from pi_kernel.kernel.config import (
     DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
@@ -90,16 +90,10 @@ def models(session: PiSession, words: list[str]) -> str:
     allowed = session.settings.allowed_models
     if allowed:  # only what may be chosen, and every model the site names
         named = [model_from_spec(entry, session.settings) for entry in concrete_entries(allowed)]
-        choices += [f"{named_model.provider}:{named_model.id}" for named_model in named]
-        choices = [choice for choice in choices if is_allowed(_Named(*choice.split(":", 1)), allowed)]
+        choices = allowed_specs(choices + [f"{site.provider}:{site.id}" for site in named], allowed)
     chosen = f"{current.provider}:{current.id}" if current else None
     rows = [("* " if choice == chosen else "  ") + choice for choice in dict.fromkeys(choices)]
     return "\n".join(rows) if rows else "No models found.\n" + NO_MODEL_HELP
-
-
-class _Named(NamedTuple):
-    provider: str
-    id: str
 
 
 def tools(session: PiSession, words: list[str]) -> str:

@@ -79,6 +79,38 @@ KNOWN_COSTS: dict[str, ModelCost] = {
 }
 
 
+DEFAULT_CONTEXT_WINDOW = 128_000
+"""Tokens assumed when neither the user, the table below nor the server says."""
+
+# Published context windows (tokens), by model id; a prefix match covers dated variants
+# (``gpt-4o-2024-08-06``). Data, not code: ``Model(context_window=...)`` or the user's setting wins.
+KNOWN_CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-4o-mini": 128_000,
+    "gpt-4o": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.1-mini": 1_047_576,
+    "gpt-4.1-nano": 1_047_576,
+    "gpt-5": 400_000,
+    "gpt-5-mini": 400_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o3-mini": 200_000,
+    "o4-mini": 200_000,
+    "gpt-3.5-turbo": 16_385,
+    "deepseek-chat": 128_000,
+    "deepseek-reasoner": 128_000,
+    "smollm2-135m-instruct": 4_096,
+}
+
+
+def known_context_window(model_id: str) -> int | None:
+    """The table's window for ``model_id``: exact, else the longest known id it starts with."""
+    if model_id in KNOWN_CONTEXT_WINDOWS:
+        return KNOWN_CONTEXT_WINDOWS[model_id]
+    prefixes = [known for known in KNOWN_CONTEXT_WINDOWS if model_id.startswith(known + "-")]
+    return KNOWN_CONTEXT_WINDOWS[max(prefixes, key=len)] if prefixes else None
+
+
 @dataclass(frozen=True, slots=True)
 class Model:
     id: str
@@ -91,7 +123,9 @@ class Model:
     name: str | None = None
     reasoning: bool | None = None
     """Whether it is a reasoning model; ``None``: guessed from the id."""
-    context_window: int = 128_000
+    context_window: int | None = None
+    """Tokens the model reads at most; ``None``: ``KNOWN_CONTEXT_WINDOWS``, else ``DEFAULT_CONTEXT_WINDOW``
+    (see ``resolved_context_window``)."""
     max_tokens: int = 16_384
     cost: ModelCost | None = None
     compat: dict[str, object] = field(default_factory=dict)
@@ -123,6 +157,17 @@ class Model:
     @property
     def resolved_cost(self) -> ModelCost | None:
         return self.cost or KNOWN_COSTS.get(self.id)
+
+    @property
+    def resolved_context_window(self) -> int:
+        return self.context_window or known_context_window(self.id) or DEFAULT_CONTEXT_WINDOW
+
+    @property
+    def context_window_source(self) -> str:
+        """Where ``resolved_context_window`` comes from: ``set``, ``known`` or ``default``."""
+        if self.context_window:
+            return "set"
+        return "known" if known_context_window(self.id) else "default"
 
     def resolved_compat(self) -> Compat:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)

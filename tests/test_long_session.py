@@ -1,0 +1,208 @@
+"""Long sessions (issue 15) through the real ``Agent``, the real ``openai`` client and the scripted server:
+bounded tool results, compaction, context-length retries, the context meter, cost and budgets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
+
+from pi_kernel.agent import Agent
+from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
+from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
+from pi_kernel.ai import AssistantMessage, Model, TextContent, ToolResultMessage, UserMessage
+from pi_kernel.tools import ToolRegistry, tool
+
+TWENTY_MB = 20 * 1024 * 1024
+
+
+def user_text(text: str) -> UserMessage:
+    return UserMessage([TextContent(text)])
+
+
+def agent_for(server: FakeOpenAI, registry: ToolRegistry | None = None, **options: object) -> Agent:
+    model = Model("fake-model", provider="llamacpp", base_url=server.base_url, **options)  # type: ignore[arg-type]
+    hook = registry.prepare_next_turn if registry is not None else None
+    return Agent(model, prepare_next_turn=hook)
+
+
+async def test_a_20_mb_user_tool_result_reaches_the_model_cut_to_the_limit(fake_openai: FakeOpenAI) -> None:
+    registry = ToolRegistry()
+
+    @tool(registry=registry)
+    def dump() -> str:
+        """Return a huge text."""
+        return "x" * TWENTY_MB
+
+    fake_openai.enqueue(tool_call_chunks([ToolCallSpec("dump", {}, "call_dump")]), text_chunks("done"))
+    agent = agent_for(fake_openai, registry)
+    ends: list[object] = []
+    agent.subscribe(lambda event: ends.append(event) if event.type == "tool_execution_end" else None)
+    await agent.prompt("dump it")
+
+    sent = next(m for m in fake_openai.bodies[1]["messages"] if m["role"] == "tool")["content"]
+    assert len(sent) < DEFAULT_TOOL_RESULT_CHARS + 500
+    assert sent.startswith("x" * DEFAULT_TOOL_RESULT_CHARS)
+    assert f"showing the first {DEFAULT_TOOL_RESULT_CHARS:,} of {TWENTY_MB:,} characters" in sent
+    assert "asking for less" in sent
+    # The full value stays with the user: the event the notebook renders holds it whole.
+    assert len(ends[0].result.content[0].text) == TWENTY_MB  # type: ignore[attr-defined]
+    result = next(m for m in agent.state.messages if isinstance(m, ToolResultMessage))
+    assert len(result.text) < DEFAULT_TOOL_RESULT_CHARS + 500
+
+
+async def test_the_tool_result_limit_is_a_setting(fake_openai: FakeOpenAI) -> None:
+    registry = ToolRegistry()
+
+    @tool(registry=registry)
+    def lines() -> str:
+        """Some text."""
+        return "0123456789" * 100
+
+    fake_openai.enqueue(tool_call_chunks([ToolCallSpec("lines", {}, "call_1")]), text_chunks("done"))
+    agent = agent_for(fake_openai, registry)
+    agent.max_tool_result_chars = 50
+    await agent.prompt("go")
+    sent = next(m for m in fake_openai.bodies[1]["messages"] if m["role"] == "tool")["content"]
+    assert sent.startswith("0123456789" * 5 + "\n\n[Tool result cut: showing the first 50 of 1,000 characters")
+
+
+# ------------------------------------------------------------------------------ compaction
+
+
+def content_text(message: dict[str, Any]) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+
+def is_summary_request(body: dict[str, Any]) -> bool:
+    return body["messages"][0]["content"] == SUMMARY_PROMPT
+
+
+def request_tokens(body: dict[str, Any]) -> int:
+    return len(json.dumps(body["messages"])) // 4 + len(json.dumps(body.get("tools", []))) // 4
+
+
+def assert_pairs_whole(body: dict[str, Any]) -> None:
+    """Every tool call of the request has its result in it, and every result its call."""
+    called: list[str] = []
+    answered: list[str] = []
+    for message in body["messages"]:
+        called += [call["id"] for call in message.get("tool_calls") or []]
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in called, "a tool result without its call"
+            answered.append(message["tool_call_id"])
+    assert sorted(called) == sorted(answered), "a tool call without its result"
+
+
+def working_model(body: dict[str, Any]) -> Any:
+    """Summaries for summary requests; else a tool call after a user message, an answer after a result.
+    Usage reports the request's real size, as a server would."""
+    usage = usage_dict(request_tokens(body), 20)
+    if is_summary_request(body):
+        return text_chunks("## Goal\nread files\n## Pending\nmore files", usage=usage)
+    last = body["messages"][-1]
+    if last["role"] == "user":
+        turn = len([m for m in body["messages"] if m["role"] == "tool"])
+        return tool_call_chunks([ToolCallSpec("read_page", {"page": turn}, f"call_{len(body['messages'])}")], usage=usage)
+    return text_chunks("page read", usage=usage)
+
+
+async def test_a_conversation_past_a_small_window_keeps_working_turn_after_turn(fake_openai: FakeOpenAI) -> None:
+    registry = ToolRegistry()
+
+    @tool(registry=registry)
+    def read_page(page: int) -> str:
+        """Read one page of a long file.
+
+        Args:
+            page: Page number.
+        """
+        return f"page {page}: " + "lorem ipsum " * 300  # about 900 tokens
+
+    fake_openai.responder = working_model
+    agent = agent_for(fake_openai, registry, context_window=4_000, max_tokens=500)
+    compactions: list[Any] = []
+    agent.subscribe(lambda event: compactions.append(event) if event.type == "compaction" else None)
+    for turn in range(12):
+        await agent.prompt(f"read the next page ({turn})")
+        assert agent.state.messages[-1].text == "page read", agent.state.messages[-1].error_message
+
+    assert compactions, "the conversation was never compacted"
+    bodies = fake_openai.bodies
+    summaries = [body for body in bodies if is_summary_request(body)]
+    assert len(summaries) == len(compactions)
+    assert "[Assistant called read_page]" in content_text(summaries[0]["messages"][1])
+    for body in bodies:
+        if not is_summary_request(body):
+            assert_pairs_whole(body)
+            assert request_tokens(body) < 4_000
+    first = agent.state.messages[0]
+    assert isinstance(first, UserMessage) and first.content[0].text.startswith("[compacted ")  # type: ignore[union-attr]
+    assert "read files" in first.content[0].text  # type: ignore[union-attr]
+    # The summary request's cost counts.
+    assert agent.usage.by_model["llamacpp:fake-model"].requests == len(bodies)
+
+
+async def test_a_context_length_error_leads_to_one_compaction_and_a_successful_retry(fake_openai: FakeOpenAI) -> None:
+    overflow = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+            "9000 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+            "param": "messages",
+        }
+    }
+    fake_openai.enqueue(
+        HTTPError(400, body=overflow),
+        text_chunks("## Goal\nearlier work"),
+        text_chunks("the answer"),
+    )
+    agent = agent_for(fake_openai)
+    agent.compaction = CompactionSettings(keep_recent_tokens=1)
+    history: list[Any] = []
+    for turn in range(3):
+        history += [user_text(f"question {turn}"), AssistantMessage([TextContent(f"answer {turn}")], model="x")]
+    agent.replace_messages(history)
+    compactions: list[Any] = []
+    agent.subscribe(lambda event: compactions.append(event) if event.type == "compaction" else None)
+
+    await agent.prompt("the new question")
+
+    assert [c.reason for c in compactions] == ["overflow"]
+    first, summary_request, retry = fake_openai.bodies
+    assert is_summary_request(summary_request) and not is_summary_request(retry)
+    assert [m["role"] for m in retry["messages"]] == ["user", "user"]
+    assert content_text(retry["messages"][0]).startswith("[compacted 3 turns]")
+    assert content_text(retry["messages"][-1]) == "the new question"
+    assert len(retry["messages"]) < len(first["messages"])
+    messages = agent.state.messages
+    assert messages[-1].text == "the answer"
+    assert not any(getattr(m, "error_message", None) for m in messages), "the failed request stayed"
+
+
+async def test_a_second_context_length_error_is_not_retried_again(fake_openai: FakeOpenAI) -> None:
+    overflow = HTTPError(400, message="prompt too long; exceeded max context length by 12 tokens")
+    fake_openai.enqueue(overflow, text_chunks("summary"), overflow)
+    agent = agent_for(fake_openai)
+    agent.compaction = CompactionSettings(keep_recent_tokens=10)
+    agent.replace_messages([user_text("q"), AssistantMessage([TextContent("a")], model="x")])
+    await agent.prompt("again")
+    assert len(fake_openai.bodies) == 3
+    assert "exceeded max context length" in (agent.state.messages[-1].error_message or "")
+
+
+async def test_compact_on_demand_keeps_the_recent_turns(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(text_chunks("the summary"))
+    agent = agent_for(fake_openai)
+    agent.compaction = CompactionSettings(keep_recent_tokens=10)
+    history: list[Any] = []
+    for turn in range(4):
+        history += [user_text(f"question {turn}"), AssistantMessage([TextContent(f"answer {turn}")], model="x")]
+    agent.replace_messages(history)
+    result = await agent.compact()
+    assert result is not None and result.compacted_turns == 3
+    assert [m.role for m in agent.state.messages] == ["user", "user", "assistant"]
+    assert agent.state.messages[1].content[0].text == "question 3"

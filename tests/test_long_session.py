@@ -105,7 +105,9 @@ def working_model(body: dict[str, Any]) -> Any:
     last = body["messages"][-1]
     if last["role"] == "user":
         turn = len([m for m in body["messages"] if m["role"] == "tool"])
-        return tool_call_chunks([ToolCallSpec("read_page", {"page": turn}, f"call_{len(body['messages'])}")], usage=usage)
+        return tool_call_chunks(
+            [ToolCallSpec("read_page", {"page": turn}, f"call_{len(body['messages'])}")], usage=usage
+        )
     return text_chunks("page read", usage=usage)
 
 

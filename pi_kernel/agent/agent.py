@@ -132,7 +132,7 @@ class Agent:
         self.budget = budget if budget is not None else Budget()
         """Checked before every model request (``usage.budget_stop``)."""
         self.usage = UsageLedger()
-        """What the agent spent, per model (survives compaction; kept across ``reset``)."""
+        """What the agent spent, per model (survives compaction; ``reset`` starts it over)."""
         self._steering = MessageQueue(steering_mode)
         self._follow_ups = MessageQueue(follow_up_mode)
         self._listeners: tuple[Listener, ...] = ()
@@ -228,6 +228,7 @@ class Agent:
         state.streaming_message = None
         state.pending_tool_calls = set()
         state.error_message = None
+        self.usage.clear()
         self.clear_all_queues()
 
     async def prompt(self, prompt: PromptInput, images: Sequence[ImageContent] | None = None) -> None:

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pi_kernel.kernel import long_session
 from pi_kernel.kernel.config import (
     DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
@@ -50,6 +51,7 @@ def status(session: PiSession, words: list[str]) -> str:
         f"approval:  {session.policy.describe()}",
         f"messages:  {len(session.agent.state.messages)}",
         f"front-end: {frontend}",
+        *long_session.status_lines(session),
     ]
     return "\n".join(lines)
 
@@ -61,8 +63,11 @@ def show_help(session: PiSession, words: list[str]) -> str:
 
 
 def model(session: PiSession, words: list[str]) -> str:
+    words, window = long_session.context_flag(words)
     if words:
         session.set_model(model_from_spec(" ".join(words), session.settings))
+    if words or window is not None:
+        session.set_model(long_session.with_context_window(session.model, window))
     current = session.model
     return f"model: {describe_model(current)}" if current else NO_MODEL_HELP
 
@@ -210,10 +215,13 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "deny": deny,
     "reset": reset,
     "history": history,
-    "usage": usage,
+    "usage": long_session.usage,
     "save": save,
     "load": load,
     "system": system,
+    "compact": long_session.compact,
+    "price": long_session.price,
+    "budget": long_session.budget,
 }
 
 

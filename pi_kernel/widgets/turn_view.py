@@ -99,7 +99,7 @@ class _NoticeView:
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
         text = escape(mask(block.text))  # masked before escaping changes how a key is spelt
-        if block.kind == "user":
+        if block.kind in ("user", "compaction"):
             self.widget.value = f'<div style="{MUTED}">↳ {text}</div>'
         else:
             self.widget.value = f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {text}</div>"

@@ -24,6 +24,7 @@ over 400 lines, one class whose parts share the active run.)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -336,7 +337,8 @@ class Agent:
         return budget_stop(self.usage, self.budget, model, context)
 
     async def compact(self) -> CompactionResult | None:
-        """Compact the transcript now (``%pi compact``); ``None`` when there is nothing to compact.
+        """Compact the transcript now (``%pi compact``): everything before the last prompt becomes the
+        summary; ``None`` when there is nothing to compact.
 
         Listeners get the ``compaction`` event. Raises while a run is active.
         """
@@ -348,7 +350,7 @@ class Agent:
         state = self._state
         context = Context(state.system_prompt, list(state.messages), list(state.tools))
         stream_fn = self.stream_fn or _default_stream_fn()
-        settings = self.compaction
+        settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
         return await compact_context(
             context, model, settings, "manual", self._process_event, stream_fn, None, self.stream_options
         )

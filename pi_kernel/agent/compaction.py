@@ -166,6 +166,10 @@ def find_cut(messages: Sequence[Any], keep_tokens: int) -> int:
     least one message that is not already a summary to compact. ``0``: nothing can be compacted."""
     kept = 0
     cut = 0
+    if keep_tokens <= 0:  # keep the last prompt and what followed it (``%pi compact``)
+        users = [i for i in range(len(messages) - 1, 0, -1) if getattr(messages[i], "role", "") == "user"]
+        cut = users[0] if users else 0
+        return 0 if cut == 0 or (cut == 1 and is_summary(messages[0])) else cut
     for index in range(len(messages) - 1, 0, -1):
         kept += estimate_tokens(messages[index])
         if getattr(messages[index], "role", "") != "tool_result":

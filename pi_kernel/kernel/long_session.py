@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import urllib.request
 from collections.abc import Coroutine
@@ -68,7 +69,13 @@ def with_context_window(model: Model | None, window: int | None) -> Model | None
         return None
     if window is not None:
         return model.with_(context_window=window)
-    if model.context_window or model.context_window_source == "known":
+    if model.context_window:
+        return model
+    if model.provider == "local":  # the window the local engine is loaded with
+        from pi_kernel.ai.providers.local_engine import DEFAULT_CONTEXT_TOKENS
+
+        return model.with_(context_window=int(os.environ.get("PI_LOCAL_CONTEXT") or DEFAULT_CONTEXT_TOKENS))
+    if model.context_window_source == "known":
         return model
     from pi_kernel.ai.models import detect_provider
 

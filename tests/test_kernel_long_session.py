@@ -111,3 +111,11 @@ def test_compact_on_demand_and_a_saved_session_keeps_the_summary(
     assert stock.run("%pi reset").status == "ok"
     assert stock.run(f"%pi load {path}").status == "ok"
     assert "MANUAL-SUMMARY" in stock.run("%pi history").text
+
+
+def test_the_context_window_is_set_with_the_model(stock: KernelDriver) -> None:
+    assert stock.run("%pi model fake-model --context 5000").status == "ok"
+    assert "/ 5,000 tokens" in stock.run("%pi").text and "[set]" in stock.run("%pi").text
+    assert stock.run("%pi model --context 6k").status == "ok"
+    assert "/ 6,000 tokens" in stock.run("%pi").text
+    assert "--context" in stock.run("%pi model --context lots").text

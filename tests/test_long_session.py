@@ -4,6 +4,8 @@ bounded tool results, compaction, context-length retries, the context meter, cos
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
@@ -11,7 +13,11 @@ from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_c
 from pi_kernel.agent import Agent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
 from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
-from pi_kernel.ai import AssistantMessage, Model, TextContent, ToolResultMessage, UserMessage
+from pi_kernel.agent.usage import Budget
+from pi_kernel.ai import AssistantMessage, Model, ModelCost, TextContent, ToolResultMessage, UserMessage
+from pi_kernel.ai.overflow import is_context_overflow
+from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
+from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.tools import ToolRegistry, tool
 
 TWENTY_MB = 20 * 1024 * 1024
@@ -208,3 +214,125 @@ async def test_compact_on_demand_keeps_the_recent_turns(fake_openai: FakeOpenAI)
     assert result is not None and result.compacted_turns == 3
     assert [m.role for m in agent.state.messages] == ["user", "user", "assistant"]
     assert agent.state.messages[1].content[0].text == "question 3"
+
+
+# ------------------------------------------------------------------------------ budgets
+
+
+async def test_a_token_budget_stops_a_running_turn_at_the_first_request_past_it(fake_openai: FakeOpenAI) -> None:
+    registry = ToolRegistry()
+
+    @tool(registry=registry)
+    def note() -> str:
+        """Write a note."""
+        return "noted " * 50
+
+    fake_openai.enqueue(tool_call_chunks([ToolCallSpec("note", {}, "call_note")], usage=usage_dict(9_950, 10)))
+    agent = agent_for(fake_openai, registry)
+    agent.budget = Budget(tokens=10_000)
+    await agent.prompt("note it")
+
+    assert len(fake_openai.bodies) == 1, "the request past the budget was sent"
+    last = agent.state.messages[-1]
+    assert last.stop_reason == "error" and "Token budget reached: 9,960 of 10,000 tokens spent" in (
+        last.error_message or ""
+    )
+    assert "Nothing was sent" in (last.error_message or "")
+    result = next(m for m in agent.state.messages if isinstance(m, ToolResultMessage))
+    assert result.text.startswith("noted"), "the work done before the budget was lost"
+
+
+async def test_a_dollar_budget_stops_a_turn_before_its_request(fake_openai: FakeOpenAI) -> None:
+    agent = agent_for(fake_openai, cost=ModelCost(input=1_000_000.0, output=0.0))  # $1 a token in
+    agent.budget = Budget(usd=5.0)
+    await agent.prompt("a question far longer than five tokens, so it would cost more than five dollars")
+    assert fake_openai.bodies == []
+    assert "Budget reached: $0.0000 of $5.00 spent" in (agent.state.messages[-1].error_message or "")
+    assert agent.state.messages[0].content[0].text.startswith("a question")  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------------ recognising overflow
+
+
+def test_the_context_length_errors_of_each_provider_are_recognised() -> None:
+    seen = [
+        "400 This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 "
+        "tokens. Please reduce the length of the messages. (context_length_exceeded)",  # OpenAI
+        "400 This model's maximum context length is 65536 tokens. However, you requested 70000 tokens",  # DeepSeek
+        "400 The decoder prompt (length 5000) is longer than the maximum model length of 4096.",  # vLLM
+        "400 the request exceeds the available context size, try increasing it",  # llama.cpp
+        "400 prompt too long; exceeded max context length by 12 tokens",  # Ollama
+        "ContextOverflowError: the prompt has 5000 tokens; the local model's context holds 4096",  # local
+    ]
+    assert all(is_context_overflow(text) for text in seen)
+    others = ["429 You exceeded your current quota", "401 Incorrect API key", "500 Internal error", None]
+    assert not any(is_context_overflow(text) for text in others)
+
+
+# ------------------------------------------------------------------------------ the window and the settings
+
+
+def test_the_context_window_comes_from_the_setting_the_table_or_the_default() -> None:
+    assert Model("gpt-4o-mini").resolved_context_window == 128_000
+    assert Model("gpt-4.1-2025-04-14").resolved_context_window == 1_047_576  # a dated variant
+    assert Model("gpt-4.1-mini").context_window_source == "known"
+    assert Model("my-own-model").resolved_context_window == 128_000
+    assert Model("my-own-model").context_window_source == "default"
+    assert Model("gpt-4o", context_window=9_000).resolved_context_window == 9_000
+
+
+def test_a_server_that_says_its_window_gives_it() -> None:
+    """vLLM lists ``max_model_len`` and llama.cpp ``meta.n_ctx_train`` at ``/models``."""
+    listings = {
+        "vllm": {"data": [{"id": "qwen", "object": "model", "max_model_len": 32_768}]},
+        "llamacpp": {"data": [{"id": "m.gguf", "object": "model", "meta": {"n_ctx_train": 8_192}}]},
+    }
+    for provider, listing in listings.items():
+        body = json.dumps(listing).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            payload = body
+
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(self.payload)))
+                self.end_headers()
+                self.wfile.write(self.payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+            model_id = listing["data"][0]["id"]
+            model = with_context_window(Model(model_id, provider=provider, base_url=url), None)
+            assert model is not None and model.resolved_context_window == listing["data"][0].get("max_model_len", 8_192)
+            chosen = with_context_window(Model(model_id, provider=provider, base_url=url), 1_000)
+            assert chosen is not None and chosen.context_window == 1_000
+        finally:
+            httpd.shutdown()
+
+
+def test_long_session_settings_from_the_environment_and_config() -> None:
+    env = {
+        "PI_TOOL_RESULT_LIMIT": "10k",
+        "PI_CONTEXT_WINDOW": "32000",
+        "PI_BUDGET": "$2.50",
+        "PI_TOKEN_BUDGET": "1_000_000",
+        "PI_PRICES": '{"my-model": [0.5, 1.5]}',
+    }
+    settings = settings_from_env(env)
+    assert (settings.tool_result_limit, settings.context_window, settings.budget, settings.token_budget) == (
+        10_000,
+        32_000,
+        2.5,
+        1_000_000,
+    )
+    assert settings.prices == {"my-model": (0.5, 1.5)}
+    problems: list[str] = []
+    bad = settings_from_env({"PI_BUDGET": "lots", "PI_CONTEXT_WINDOW": "-3"}, problems=problems)
+    assert bad.budget is None and bad.context_window is None and len(problems) == 2
+    configured = apply_config(PiSettings(), {"budget": 1, "context_window": "8000", "tool_result_limit": 500})
+    assert (configured.budget, configured.context_window, configured.tool_result_limit) == (1.0, 8_000, 500)

@@ -11,10 +11,10 @@ from typing import Any
 from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
 
 from pi_kernel.agent import Agent
-from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
+from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings, estimate_context_tokens
 from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.agent.usage import Budget
-from pi_kernel.ai import AssistantMessage, Model, ModelCost, TextContent, ToolResultMessage, UserMessage
+from pi_kernel.ai import AssistantMessage, Context, Model, ModelCost, TextContent, ToolResultMessage, UserMessage
 from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.long_session import with_context_window
@@ -336,3 +336,15 @@ def test_long_session_settings_from_the_environment_and_config() -> None:
     assert bad.budget is None and bad.context_window is None and len(problems) == 2
     configured = apply_config(PiSettings(), {"budget": 1, "context_window": "8000", "tool_result_limit": 500})
     assert (configured.budget, configured.context_window, configured.tool_result_limit) == (1.0, 8_000, 500)
+
+
+async def test_after_compaction_the_old_reported_usage_no_longer_counts(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(text_chunks("the summary"))
+    agent = agent_for(fake_openai)
+    big = AssistantMessage([TextContent("answer")], model="x")
+    big.usage.input = 100_000  # the prompt this answer saw, before compaction
+    agent.replace_messages([user_text("q1"), AssistantMessage([TextContent("a1")], model="x"), user_text("q2"), big])
+    await agent.compact()
+    state = agent.state
+    context = Context(state.system_prompt, state.messages, state.tools)
+    assert estimate_context_tokens(context) < 1_000

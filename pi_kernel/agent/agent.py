@@ -40,7 +40,7 @@ from pi_kernel.agent.events import (
     TurnEndEvent,
 )
 from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.loop import _default_stream_fn, run_agent_loop, run_agent_loop_continue
+from pi_kernel.agent.loop import default_stream_fn, run_agent_loop, run_agent_loop_continue
 from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.agent.state import (
     AgentState,
@@ -349,7 +349,7 @@ class Agent:
             raise ValueError("No model configured")
         state = self._state
         context = Context(state.system_prompt, list(state.messages), list(state.tools))
-        stream_fn = self.stream_fn or _default_stream_fn()
+        stream_fn = self.stream_fn or default_stream_fn()
         settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
         return await compact_context(
             context, model, settings, "manual", self._process_event, stream_fn, None, self.stream_options

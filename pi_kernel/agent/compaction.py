@@ -132,12 +132,15 @@ def _reported_tokens(message: Any) -> int:
 
 def estimate_context_tokens(context: Context) -> int:
     """The next request's size: the last reported usage plus what was added since (as pi's
-    ``estimateContextTokens``), else the whole request estimated from its characters."""
+    ``estimateContextTokens``), else the whole request estimated from its characters. Usage reported
+    before the latest compaction is ignored: it counted the messages the summary replaced."""
     messages = context.messages
+    # Usage reported before the latest summary counts messages that are gone: it is not used.
+    since = messages[0].timestamp if messages and is_summary(messages[0]) else 0
     added = 0
     for index in range(len(messages) - 1, -1, -1):
         reported = _reported_tokens(messages[index])
-        if reported:
+        if reported and messages[index].timestamp > since:
             return reported + added
         added += estimate_tokens(messages[index])
     fixed = len(context.system_prompt or "") // CHARS_PER_TOKEN

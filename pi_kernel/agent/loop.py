@@ -101,7 +101,7 @@ def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
     return emit_and_wait
 
 
-def _default_stream_fn() -> StreamFn:
+def default_stream_fn() -> StreamFn:
     from pi_kernel.ai import stream
 
     return stream
@@ -164,7 +164,7 @@ async def _run_turns(
     context: Context, new_messages: list[Message], config: AgentLoopConfig, signal: AbortSignal, emit: Emit
 ) -> None:
     options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
-    stream_fn = config.stream_fn or _default_stream_fn()
+    stream_fn = config.stream_fn or default_stream_fn()
     to_llm = llm_converter(config)
     requests = 0
     first_turn = True

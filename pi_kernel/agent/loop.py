@@ -9,7 +9,7 @@ A port of pi's ``agent-loop.ts``. The turn structure::
     turn_start, message_start/end for each prompt
     ┌ (steering or follow-up messages: message_start/end each)
     │ prepare_next_turn(context)              before every model request
-    │ compaction (when the request would not fit; see ``compaction``), before_request
+    │ before_request (a budget), compaction (when the request would not fit; see ``compaction``)
     │ transform_context → convert_to_llm → stream_fn
     │ message_start, message_update*, message_end   the assistant's answer
     │ tool calls (see ``tool_batch``)
@@ -237,17 +237,17 @@ async def _request_with_room(
     to_llm: Callable[[list[Any]], Any],
     options: StreamOptions,
 ) -> AssistantMessage:
-    """One model request that fits: ``before_request`` may stop it (a budget); with ``compaction`` the
+    """One model request that fits: ``before_request`` may stop it (a budget); then, with ``compaction``, the
     history is compacted first when the request would not fit the window, and once more, with one
     retry, when the provider answers with a context-length error."""
+    if config.before_request is not None and not signal.aborted:  # first: a summary request costs too
+        stop = await call_hook(config.before_request, context)
+        if stop:
+            return await _refuse_request(context, config, emit, str(stop))
     settings = config.compaction
     if settings is not None and settings.enabled and not signal.aborted:
         if needs_compaction(context, config.model, settings):
             await compact_context(context, config.model, settings, "threshold", emit, stream_fn, signal, options)
-    if config.before_request is not None and not signal.aborted:
-        stop = await call_hook(config.before_request, context)
-        if stop:
-            return await _refuse_request(context, config, emit, str(stop))
     retry = settings is not None and settings.enabled
     message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options, retry)
     if message is None:  # the provider said the request was too long; nothing was emitted

@@ -10,15 +10,29 @@ from typing import Any
 
 from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
 
-from pi_kernel.agent import Agent
+from pi_kernel.agent import Agent, AgentEndEvent, AgentStartEvent, MessageEndEvent, MessageStartEvent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings, estimate_context_tokens
+from pi_kernel.agent.events import CompactionEvent
 from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.agent.usage import Budget
-from pi_kernel.ai import AssistantMessage, Context, Model, ModelCost, TextContent, ToolResultMessage, UserMessage
+from pi_kernel.ai import (
+    AssistantMessage,
+    Context,
+    Model,
+    ModelCost,
+    TextContent,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.tools import ToolRegistry, tool
+from pi_kernel.widgets.footer import Footer
+from pi_kernel.widgets.kit import WidgetKit
+from pi_kernel.widgets.static_render import render_static
+from pi_kernel.widgets.turn_state import TurnState
 
 TWENTY_MB = 20 * 1024 * 1024
 
@@ -348,3 +362,30 @@ async def test_after_compaction_the_old_reported_usage_no_longer_counts(fake_ope
     state = agent.state
     context = Context(state.system_prompt, state.messages, state.tools)
     assert estimate_context_tokens(context) < 1_000
+
+
+# ------------------------------------------------------------------------------ what the turn shows
+
+
+def test_the_footer_shows_context_use_and_the_compaction_marker() -> None:
+    state = TurnState(model="gpt-4o-mini", provider="openai", context_window=128_000)
+    state.apply(AgentStartEvent())
+    summary = user_text("[compacted 3 turns] ...")
+    state.apply(
+        CompactionEvent([summary], summary, 3, 6, 90_000, "threshold", Usage(input=900, output=100, cost=0.001))
+    )
+    usage = Usage(input=12_000, output=345, cost=0.002)
+    message = AssistantMessage([TextContent("hi")], usage=usage, model="gpt-4o-mini", provider="openai")
+    state.apply(MessageStartEvent(message))
+    state.apply(MessageEndEvent(message))
+    state.apply(AgentEndEvent([message]))
+
+    static = render_static(state, lambda name: None)
+    text, html = static.data["text/plain"], static.data["text/html"]
+    for shown in (text, html):
+        assert "context 12,345 / 128,000 (10%)" in shown
+        assert "$0.0030" in shown  # the summary request's cost counts in the turn
+        assert "compacted 3 turns into a summary" in shown
+    footer = Footer(WidgetKit())
+    footer.update(state)
+    assert "context 12,345 / 128,000 (10%)" in footer.widget.value

@@ -9,6 +9,10 @@ Keys are never copied into settings: a ``Model`` names the environment
 variable that holds its key and the provider reads it when it sends a request.
 ``pi_kernel.ai.secrets.redact`` masks any known key value in text that leaves the
 kernel, as a last line of defence (a provider error message quoting the key, say).
+
+(Size: a little over 400 lines; every setting's parser stays here, beside the
+warning helpers they share, so one table of settings reads the environment
+and ``c.PiKernel`` alike. The long-session ones are ``LONG_SESSION_PARSERS``.)
 """
 
 from __future__ import annotations

@@ -389,3 +389,17 @@ def test_the_footer_shows_context_use_and_the_compaction_marker() -> None:
     footer = Footer(WidgetKit())
     footer.update(state)
     assert "context 12,345 / 128,000 (10%)" in footer.widget.value
+
+
+async def test_a_failed_summary_request_still_compacts_with_the_plain_list(fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(HTTPError(400, message="summaries are not allowed here"))
+    agent = agent_for(fake_openai)
+    history: list[Any] = []
+    for turn in range(3):
+        history += [user_text(f"question {turn}"), AssistantMessage([TextContent(f"answer {turn}")], model="x")]
+    agent.replace_messages(history)
+    result = await agent.compact()
+    assert result is not None and "summaries are not allowed here" in (result.error or "")
+    text = agent.state.messages[0].content[0].text  # type: ignore[union-attr]
+    assert text.startswith("[compacted 2 turns]") and "- user: question 0" in text and "- user: question 1" in text
+    assert agent.state.messages[1].content[0].text == "question 2"  # type: ignore[union-attr]

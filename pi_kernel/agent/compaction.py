@@ -252,7 +252,7 @@ def serialize_messages(messages: Sequence[Any], max_chars: int) -> str:
     return f"{_clip(head, max_chars // 2)}\n\n[... older messages left out ...]\n\n{text[-room:]}"
 
 
-def fallback_summary(messages: Sequence[Any]) -> str:
+def fallback_summary(messages: Sequence[Any], max_chars: int = 8_000) -> str:
     """What stands in for the model's summary when its request fails: prompts and tool calls, clipped."""
     rows = ["(The model could not summarise; this is the list of what happened.)"]
     for message in messages:
@@ -268,7 +268,7 @@ def fallback_summary(messages: Sequence[Any]) -> str:
                 f"- called {call.name} {_clip(json.dumps(call.arguments, default=str), 200)}"
                 for call in message.tool_calls
             )
-    return "\n".join(_clip_rows(rows, 8_000))
+    return _clip("\n".join(_clip_rows(rows, max_chars)), max_chars)
 
 
 def _clip_rows(rows: list[str], limit: int) -> list[str]:
@@ -312,7 +312,7 @@ async def compact_messages(
     text = answer.text.strip()
     if answer.stop_reason in ("error", "aborted") or not text:
         error = answer.error_message or "the model gave an empty summary"
-        text = fallback_summary(older)
+        text = fallback_summary(older, min(8_000, answer_tokens * CHARS_PER_TOKEN))
     turns = sum(1 for m in older if getattr(m, "role", "") == "assistant") + sum(compacted_turns_of(m) for m in older)
     summary = UserMessage([TextContent(summary_text(turns, text))])
     before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)

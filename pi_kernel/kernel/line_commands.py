@@ -161,14 +161,6 @@ def history(session: PiSession, words: list[str]) -> str:
     return render_messages(session.agent.state.messages)
 
 
-def usage(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.text_view import usage_line
-
-    messages = session.agent.state.messages
-    requests = sum(1 for message in messages if getattr(message, "role", "") == "assistant")
-    return f"{usage_line(messages)} over {requests} model request(s)"
-
-
 def save(session: PiSession, words: list[str]) -> str:
     from pi_kernel.kernel.persistence import save_conversation
 

@@ -73,7 +73,7 @@ def test_a_user_tool_result_reaches_the_model_cut_and_stays_whole_in_the_noteboo
 
 
 def test_a_budget_stops_a_turn_before_its_request(stock: KernelDriver, server: FakeOpenAI) -> None:
-    assert "of $0.00 spent" in stock.run("%pi budget 0.001").text
+    assert "$0.0050 of $0.0010 spent" in stock.run("%pi budget 0.001").text  # 4,800 in at $1, 120 out at $2 so far
     sent = len(server.bodies)
     result = stock.run("%%pi\nOne more", cell_id="c3")
     assert "Budget reached" in result.text and "Nothing was sent" in result.text

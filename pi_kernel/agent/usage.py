@@ -68,6 +68,11 @@ class Budget:
     """Tokens (in + out) the session may spend; ``None``: no limit."""
 
 
+def usd(amount: float) -> str:
+    """``$5.00``, or four decimals under ten cents (``$0.0010``), so a small budget never reads ``$0.00``."""
+    return f"${amount:.2f}" if amount >= 0.1 or amount == 0 else f"${amount:.4f}"
+
+
 def budget_stop(ledger: UsageLedger, budget: Budget, model: Model, context: Context) -> str | None:
     """Why the next request must not be sent (its estimated prompt would cross the budget), or ``None``."""
     prompt = estimate_context_tokens(context)
@@ -82,7 +87,7 @@ def budget_stop(ledger: UsageLedger, budget: Budget, model: Model, context: Cont
         estimate = prompt * price.input / 1_000_000 if price is not None else 0.0
         if ledger.cost + estimate > budget.usd or ledger.cost >= budget.usd:
             return (
-                f"Budget reached: ${ledger.cost:.4f} of ${budget.usd:.2f} spent, and the next request would "
+                f"Budget reached: ${ledger.cost:.4f} of {usd(budget.usd)} spent, and the next request would "
                 f"cost about ${estimate:.4f} more. Nothing was sent. Raise it with %pi budget USD (or PI_BUDGET)."
             )
     return None

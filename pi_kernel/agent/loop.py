@@ -1,11 +1,15 @@
 """The agent loop: model request, tool calls, results, again, until done.
 
+(Size: a little over 400 lines; the request phase, with its compaction and
+``before_request`` gate, stays beside the turn loop it serves.)
+
 A port of pi's ``agent-loop.ts``. The turn structure::
 
     agent_start
     turn_start, message_start/end for each prompt
     ┌ (steering or follow-up messages: message_start/end each)
     │ prepare_next_turn(context)              before every model request
+    │ before_request (a budget), compaction (when the request would not fit; see ``compaction``)
     │ transform_context → convert_to_llm → stream_fn
     │ message_start, message_update*, message_end   the assistant's answer
     │ tool calls (see ``tool_batch``)
@@ -59,6 +63,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
+from pi_kernel.agent.compaction import compact_context, needs_compaction
 from pi_kernel.agent.events import (
     AgentEndEvent,
     AgentEvent,
@@ -76,6 +81,7 @@ from pi_kernel.agent.tool_execution import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentLoopConfig, ShouldStopAfterTurn, ShouldStopAfterTurnContext, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
 from pi_kernel.ai.models import error_message
+from pi_kernel.ai.overflow import is_context_overflow
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
 """Receives every event; the loop waits for it before going on."""
@@ -97,7 +103,7 @@ def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
     return emit_and_wait
 
 
-def _default_stream_fn() -> StreamFn:
+def default_stream_fn() -> StreamFn:
     from pi_kernel.ai import stream
 
     return stream
@@ -160,7 +166,7 @@ async def _run_turns(
     context: Context, new_messages: list[Message], config: AgentLoopConfig, signal: AbortSignal, emit: Emit
 ) -> None:
     options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
-    stream_fn = config.stream_fn or _default_stream_fn()
+    stream_fn = config.stream_fn or default_stream_fn()
     to_llm = llm_converter(config)
     requests = 0
     first_turn = True
@@ -182,7 +188,7 @@ async def _run_turns(
                 replacement = await call_hook(config.prepare_next_turn, context)
                 if isinstance(replacement, Context):
                     context = replacement
-            message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options)
+            message = await _request_with_room(context, config, signal, emit, stream_fn, to_llm, options)
             requests += 1
             new_messages.append(message)
             if message.stop_reason in ("error", "aborted"):
@@ -254,7 +260,7 @@ def _takes_two_arguments(hook: Callable[..., Any]) -> bool:
     return positional >= 2
 
 
-async def stream_assistant_response(
+async def _request_with_room(
     context: Context,
     config: AgentLoopConfig,
     signal: AbortSignal,
@@ -263,7 +269,42 @@ async def stream_assistant_response(
     to_llm: Callable[[list[Any]], Any],
     options: StreamOptions,
 ) -> AssistantMessage:
-    """One model request; streams ``message_*`` events and appends the final message to the context."""
+    """One model request that fits: ``before_request`` may stop it (a budget); then, with ``compaction``, the
+    history is compacted first when the request would not fit the window, and once more, with one
+    retry, when the provider answers with a context-length error."""
+    if config.before_request is not None and not signal.aborted:  # first: a summary request costs too
+        stop = await call_hook(config.before_request, context)
+        if stop:
+            return await _refuse_request(context, config, emit, str(stop))
+    settings = config.compaction
+    if settings is not None and settings.enabled and not signal.aborted:
+        if needs_compaction(context, config.model, settings):
+            await compact_context(context, config.model, settings, "threshold", emit, stream_fn, signal, options)
+    retry = settings is not None and settings.enabled
+    message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options, retry)
+    if message is None:  # the provider said the request was too long; nothing was emitted
+        assert settings is not None
+        await compact_context(context, config.model, settings, "overflow", emit, stream_fn, signal, options)
+        message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options)
+    assert message is not None
+    return message
+
+
+async def stream_assistant_response(
+    context: Context,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+    stream_fn: StreamFn,
+    to_llm: Callable[[list[Any]], Any],
+    options: StreamOptions,
+    retry_on_overflow: bool = False,
+) -> AssistantMessage | None:
+    """One model request; streams ``message_*`` events and appends the final message to the context.
+
+    With ``retry_on_overflow``, a context-length error that arrives before the message started returns
+    ``None`` with nothing emitted or appended (the caller compacts and asks again).
+    """
     if signal.aborted:
         return await _skip_aborted_request(context, config, emit)
     messages: list[Any] = context.messages
@@ -288,6 +329,8 @@ async def stream_assistant_response(
         result = getattr(response, "result", None)
         final = await result() if result is not None else _stream_ended_early(config)
     if not started:
+        if retry_on_overflow and final.stop_reason == "error" and is_context_overflow(final.error_message):
+            return None
         await emit(MessageStartEvent(final))
     context.messages.append(final)
     await emit(MessageEndEvent(final))
@@ -297,6 +340,15 @@ async def stream_assistant_response(
 async def _skip_aborted_request(context: Context, config: AgentLoopConfig, emit: Emit) -> AssistantMessage:
     """The run was aborted before this request: send nothing, record an aborted turn."""
     message = error_message(config.model, OPERATION_ABORTED, stop_reason="aborted")
+    await emit(MessageStartEvent(message))
+    context.messages.append(message)
+    await emit(MessageEndEvent(message))
+    return message
+
+
+async def _refuse_request(context: Context, config: AgentLoopConfig, emit: Emit, text: str) -> AssistantMessage:
+    """``before_request`` stopped the request: send nothing, record the reason as a failed turn."""
+    message = error_message(config.model, text)
     await emit(MessageStartEvent(message))
     context.messages.append(message)
     await emit(MessageEndEvent(message))

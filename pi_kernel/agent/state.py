@@ -105,6 +105,8 @@ def reduce_agent_state(state: AgentState, event: AgentEvent) -> None:
             state.error_message = message.error_message
     elif kind == "agent_end":
         state.streaming_message = None
+    elif kind == "compaction":
+        state.messages = event.messages  # type: ignore[union-attr]
 
 
 def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[ToolResultMessage]:

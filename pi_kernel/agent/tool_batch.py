@@ -102,7 +102,7 @@ async def execute_tool_calls_sequential(
         outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
         if isinstance(outcome, PreparedToolCall):
             [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
-        message = create_tool_result_message(outcome)
+        message = create_tool_result_message(outcome, config.max_tool_result_chars)
         await emit_tool_result_message(message, emit)
         finalized_calls.append(outcome)
         messages.append(message)
@@ -125,7 +125,7 @@ async def execute_tool_calls_parallel(
         await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit) if prepared else ()
     )
     finalized_calls = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
-    messages = [create_tool_result_message(item) for item in finalized_calls]
+    messages = [create_tool_result_message(item, config.max_tool_result_chars) for item in finalized_calls]
     for message in messages:
         await emit_tool_result_message(message, emit)
     return ToolBatchResult(messages, should_terminate_tool_batch(finalized_calls))

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent
 from pi_kernel.agent.invoke import as_tool_error, await_unless_aborted, call_hook, is_async_callable, run_in_worker
+from pi_kernel.agent.result_limit import bound_content
 from pi_kernel.agent.types import (
     AfterToolCallContext,
     AgentLoopConfig,
@@ -138,12 +139,14 @@ def as_tool_result(value: Any) -> AgentToolResult:
     raise TypeError(f"execute returned {type(value).__name__}, expected an AgentToolResult")
 
 
-def create_tool_result_message(finalized: FinalizedToolCall) -> ToolResultMessage:
+def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | None = None) -> ToolResultMessage:
+    """The result message the model receives; its text bounded to ``max_chars`` (``result_limit``)."""
     result = finalized.result
+    content, _ = bound_content(result.content if result.content is not None else [], max_chars)
     return ToolResultMessage(
         tool_call_id=finalized.tool_call.id,
         tool_name=finalized.tool_call.name,
-        content=result.content if result.content is not None else [],
+        content=content,
         details=result.details,
         is_error=finalized.is_error,
         usage=result.usage,

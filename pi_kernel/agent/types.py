@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
@@ -25,6 +26,9 @@ from pi_kernel.ai import (
     ToolResultMessage,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from pi_kernel.agent.compaction import CompactionSettings
 
 ToolExecutionMode = Literal["parallel", "sequential"]
 
@@ -186,6 +190,12 @@ the default ``convert_to_llm`` re-checks only what was appended to a list it
 has seen."""
 
 
+BeforeRequest = Callable[[Context], Any]
+"""Called before each model request with the context about to be sent; returning a text (a budget
+that would be crossed, say) stops the run there: nothing is sent and the turn ends with an error
+message carrying that text. ``None`` lets the request go."""
+
+
 @dataclass
 class AgentLoopConfig:
     model: Model
@@ -206,3 +216,10 @@ class AgentLoopConfig:
     """Options for every request; the loop sets ``signal`` on a copy."""
     max_turns: int | None = None
     """Stop after this many model requests (``None``: no limit)."""
+    compaction: CompactionSettings | None = None
+    """Compact the history when a request would not fit the model's window, and retry once on a
+    context-length error (``compaction``); ``None``: never (``Agent`` turns it on by default)."""
+    before_request: BeforeRequest | None = None
+    max_tool_result_chars: int | None = DEFAULT_TOOL_RESULT_CHARS
+    """Text of each tool result message cut to this many characters, with a note (``result_limit``);
+    ``None``: no bound."""

@@ -9,7 +9,9 @@ it from the provider name and base URL; a model can override any flag.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from pi_kernel.ai.messages import AssistantMessage, Usage
@@ -73,15 +75,27 @@ KNOWN_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
     "local": (None, None),
 }
 
-# Published list prices; used only to show an estimate in the usage footer.
-KNOWN_COSTS: dict[str, ModelCost] = {
-    "gpt-4o-mini": ModelCost(0.15, 0.60, 0.075),
-    "gpt-4o": ModelCost(2.50, 10.00, 1.25),
-    "gpt-4.1": ModelCost(2.00, 8.00, 0.50),
-    "gpt-4.1-mini": ModelCost(0.40, 1.60, 0.10),
-    "deepseek-chat": ModelCost(0.28, 0.42, 0.028),
-    "deepseek-reasoner": ModelCost(0.28, 0.42, 0.028),
-}
+MODEL_DATA = json.loads((Path(__file__).parent / "model_data.json").read_text(encoding="utf-8"))
+"""``model_data.json``: published prices and context windows of well-known models (data, not code)."""
+
+KNOWN_COSTS: dict[str, ModelCost] = {name: ModelCost(*prices) for name, prices in MODEL_DATA["prices"].items()}
+"""Model id → prices; used to show cost and check budgets. ``%pi price`` adds to it."""
+
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+"""Tokens assumed when neither the user, the table below nor the server says."""
+
+KNOWN_CONTEXT_WINDOWS: dict[str, int] = dict(MODEL_DATA["context_windows"])
+"""Model id → context window (tokens); a prefix match covers dated variants (``gpt-4o-2024-08-06``).
+``Model(context_window=...)`` or the user's setting wins."""
+
+
+def known_context_window(model_id: str) -> int | None:
+    """The table's window for ``model_id``: exact, else the longest known id it starts with."""
+    if model_id in KNOWN_CONTEXT_WINDOWS:
+        return KNOWN_CONTEXT_WINDOWS[model_id]
+    prefixes = [known for known in KNOWN_CONTEXT_WINDOWS if model_id.startswith(known + "-")]
+    return KNOWN_CONTEXT_WINDOWS[max(prefixes, key=len)] if prefixes else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +110,9 @@ class Model:
     name: str | None = None
     reasoning: bool | None = None
     """Whether it is a reasoning model; ``None``: guessed from the id."""
-    context_window: int = 128_000
+    context_window: int | None = None
+    """Tokens the model reads at most; ``None``: ``KNOWN_CONTEXT_WINDOWS``, else ``DEFAULT_CONTEXT_WINDOW``
+    (see ``resolved_context_window``)."""
     max_tokens: int = 16_384
     cost: ModelCost | None = None
     compat: dict[str, object] = field(default_factory=dict)
@@ -128,6 +144,17 @@ class Model:
     @property
     def resolved_cost(self) -> ModelCost | None:
         return self.cost or KNOWN_COSTS.get(self.id)
+
+    @property
+    def resolved_context_window(self) -> int:
+        return self.context_window or known_context_window(self.id) or DEFAULT_CONTEXT_WINDOW
+
+    @property
+    def context_window_source(self) -> str:
+        """Where ``resolved_context_window`` comes from: ``set``, ``known`` or ``default``."""
+        if self.context_window:
+            return "set"
+        return "known" if known_context_window(self.id) else "default"
 
     def resolved_compat(self) -> Compat:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)

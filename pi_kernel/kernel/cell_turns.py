@@ -29,5 +29,10 @@ class CellTurns:
             self.starts[cell_id] = start
         return start
 
+    def compacted(self, replaced: int) -> None:
+        """The first ``replaced`` messages became one summary: later marks move back; cells whose turn
+        began inside the summarised part are forgotten (re-running one appends)."""
+        self.starts = {key: value - replaced + 1 for key, value in self.starts.items() if value >= replaced}
+
     def clear(self) -> None:
         self.starts.clear()

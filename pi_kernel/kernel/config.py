@@ -9,6 +9,10 @@ Keys are never copied into settings: a ``Model`` names the environment
 variable that holds its key and the provider reads it when it sends a request.
 ``pi_kernel.ai.secrets.redact`` masks any known key value in text that leaves the
 kernel, as a last line of defence (a provider error message quoting the key, say).
+
+(Size: a little over 400 lines; every setting's parser stays here, beside the
+warning helpers they share, so one table of settings reads the environment
+and ``c.PiKernel`` alike. The long-session ones are ``LONG_SESSION_PARSERS``.)
 """
 
 from __future__ import annotations
@@ -78,6 +82,16 @@ class PiSettings:
     """Extra text placed before the generated system prompt."""
     allowed_models: tuple[str, ...] = ()
     """The models ``%pi model`` may choose (``allowed_models``); empty: any."""
+    tool_result_limit: int | None = None
+    """Characters of each tool result sent to the model; ``None``: the agent's default (docs/long-sessions.md)."""
+    context_window: int | None = None
+    """The model's context window in tokens; ``None``: known table, the server's ``/models``, else a default."""
+    budget: float | None = None
+    """US dollars the session may spend; ``None``: no limit."""
+    token_budget: int | None = None
+    """Tokens (in + out) the session may spend; ``None``: no limit."""
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Extra prices, model id → (USD per million input tokens, per million output tokens)."""
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -192,6 +206,12 @@ def settings_from_env(
             settings.allowed_models = parse_allowed_models(env["PI_ALLOWED_MODELS"])
         except ValueError as error:
             _report(problems, f"PI_ALLOWED_MODELS: {error}; {_using(settings, 'allowed_models')}.")
+    for var, name, parse in _LONG_SESSION_ENV:
+        if env.get(var, "").strip():
+            try:
+                setattr(settings, name, parse(env[var].strip()))
+            except ValueError as error:
+                _report(problems, f"{var}: {error}; {_using(settings, name)}.")
     if env.get("PI_WORKSPACE_ROOT"):
         try:
             settings.workspace_root = _folder(env["PI_WORKSPACE_ROOT"])
@@ -213,8 +233,72 @@ CONFIG_NAMES = (
     "max_turns",
     "system_prompt",
     "allowed_models",
+    "tool_result_limit",
+    "context_window",
+    "budget",
+    "token_budget",
+    "prices",
 )
 """Settings that ``c.PiKernel.<name>`` may set."""
+
+
+def positive_int(value: Any) -> int:
+    """A whole number above 0 (``"64_000"`` and ``"64k"`` allowed); ``ValueError`` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    text = str(value).strip().lower().replace("_", "").replace(",", "") if isinstance(value, str) else ""
+    scale = 1000 if text.endswith("k") else 1
+    digits = text[:-1] if scale > 1 else text
+    if not digits.isdigit() or int(digits) <= 0:
+        raise ValueError(f"{_shown(value)} is not a whole number above 0")
+    return int(digits) * scale
+
+
+def dollars(value: Any) -> float:
+    """An amount of US dollars, at least 0 (``"$5"`` allowed); ``ValueError`` otherwise."""
+    text = value.strip().lstrip("$") if isinstance(value, str) else value
+    try:
+        amount = math.nan if isinstance(text, bool) else float(text)
+    except (TypeError, ValueError, OverflowError):
+        amount = math.nan
+    if not math.isfinite(amount) or amount < 0:
+        raise ValueError(f"{_shown(value)} is not an amount of US dollars (0 or more)")
+    return amount
+
+
+def price_table(value: Any) -> dict[str, tuple[float, float]]:
+    """Prices from a mapping (or its JSON text) of model id → ``[input, output]`` USD per million tokens."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise ValueError(f"not valid JSON ({error})") from None
+    if not isinstance(value, Mapping):
+        raise ValueError('not a mapping such as {"my-model": [0.5, 1.5]}')
+    table: dict[str, tuple[float, float]] = {}
+    for model_id, pair in value.items():
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"the price of {model_id!s} is not [input, output]")
+        table[str(model_id)] = (dollars(pair[0]), dollars(pair[1]))
+    return table
+
+
+LONG_SESSION_PARSERS: dict[str, Any] = {
+    "tool_result_limit": positive_int,
+    "context_window": positive_int,
+    "budget": dollars,
+    "token_budget": positive_int,
+    "prices": price_table,
+}
+"""Long-session settings (``docs/long-sessions.md``): setting name → parser (``ValueError`` on a bad value)."""
+
+_LONG_SESSION_ENV = (
+    ("PI_TOOL_RESULT_LIMIT", "tool_result_limit", positive_int),
+    ("PI_CONTEXT_WINDOW", "context_window", positive_int),
+    ("PI_BUDGET", "budget", dollars),
+    ("PI_TOKEN_BUDGET", "token_budget", positive_int),
+    ("PI_PRICES", "prices", price_table),
+)
 
 
 def _overrides(value: Any) -> dict[str, str]:
@@ -235,6 +319,8 @@ def _overrides(value: Any) -> dict[str, str]:
 def _config_value(name: str, value: Any) -> Any:
     """A config value as the setting wants it (command-line values arrive as strings); ``ValueError`` /
     ``TypeError`` saying what is wrong with it."""
+    if name in LONG_SESSION_PARSERS:
+        return LONG_SESSION_PARSERS[name](value)
     if name == "approval_overrides":
         return _overrides(value)
     if name == "approval_timeout":

@@ -76,6 +76,11 @@ class PiKernel(IPythonKernel):
     max_turns = Setting(help="Default limit of model requests per %%pi cell (a whole number above 0).")
     system_prompt = Setting(help="Text added to the system prompt.")
     allowed_models = Setting(help="Models %pi model may choose: ids or provider:id, wildcards allowed (default: any).")
+    tool_result_limit = Setting(help="Characters of each tool result sent to the model (a whole number above 0).")
+    context_window = Setting(help="The model's context window in tokens (else known table, server, default).")
+    budget = Setting(help="US dollars the session may spend on model requests.")
+    token_budget = Setting(help="Tokens (in + out) the session may spend on model requests.")
+    prices = Setting(help="Extra prices: {'model-id': [USD per million input, per million output]}.")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

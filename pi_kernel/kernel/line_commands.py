@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pi_kernel.kernel import long_session
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
 from pi_kernel.kernel.config import (
     DEFAULT_DEEPSEEK_MODEL,
@@ -51,6 +52,7 @@ def status(session: PiSession, words: list[str]) -> str:
         f"approval:  {session.policy.describe()}",
         f"messages:  {len(session.agent.state.messages)}",
         f"front-end: {frontend}",
+        *long_session.status_lines(session),
     ]
     return "\n".join(lines)
 
@@ -62,12 +64,15 @@ def show_help(session: PiSession, words: list[str]) -> str:
 
 
 def model(session: PiSession, words: list[str]) -> str:
+    words, window = long_session.context_flag(words)
     if words:
         chosen = model_from_spec(" ".join(words), session.settings)
         refused = refusal(chosen, session.settings.allowed_models)
         if refused:
             raise CommandError(refused)
         session.set_model(chosen)
+    if words or window is not None:
+        session.set_model(long_session.with_context_window(session.model, window))
     current = session.model
     return f"model: {describe_model(current)}" if current else NO_MODEL_HELP
 
@@ -165,14 +170,6 @@ def history(session: PiSession, words: list[str]) -> str:
     return render_messages(session.agent.state.messages)
 
 
-def usage(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.text_view import usage_line
-
-    messages = session.agent.state.messages
-    requests = sum(1 for message in messages if getattr(message, "role", "") == "assistant")
-    return f"{usage_line(messages)} over {requests} model request(s)"
-
-
 def save(session: PiSession, words: list[str]) -> str:
     from pi_kernel.kernel.persistence import save_conversation
 
@@ -219,10 +216,13 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "deny": deny,
     "reset": reset,
     "history": history,
-    "usage": usage,
+    "usage": long_session.usage,
     "save": save,
     "load": load,
     "system": system,
+    "compact": long_session.compact,
+    "price": long_session.price,
+    "budget": long_session.budget,
 }
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
 
 HELP = """%pi                         status: model, tools, approval, conversation
-%pi model [NAME]            show or set the model (provider:model allowed)
+%pi model [NAME] [--context TOKENS]   show or set the model (provider:model allowed) and its window
 %pi models                  models you can pick
 %pi tools [enable|disable NAME ...]   list tools, or turn them on/off
 %pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
@@ -34,7 +34,10 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi deny ID|all [REASON]    deny a waiting tool call
 %pi reset                   forget the conversation
 %pi history                 the conversation so far
-%pi usage                   tokens (and cost) so far
+%pi usage                   tokens, cost and context use so far, per model
+%pi compact                 summarise the older turns now (long sessions)
+%pi price [MODEL IN OUT]    list or set prices (USD per million input / output tokens)
+%pi budget [USD] [--tokens N] | off   stop before a request that would cross it
 %pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
 %pi system                  the system prompt the model gets
 %%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]   then a prompt: one agent turn"""

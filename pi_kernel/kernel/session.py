@@ -21,6 +21,7 @@ from pi_kernel.kernel.approval_hook import Route, blocked_cell, nobody_to_ask
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, model_from_spec, resolve_model
 from pi_kernel.kernel.frontend import FrontendTracker
+from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
 from pi_kernel.kernel.views import TurnOptions
 
 if TYPE_CHECKING:
@@ -83,9 +84,10 @@ class PiSession:
         """The session's model (resolved from the settings on first use); ``None``: none configured."""
         if not self._model_resolved:
             settings = self.settings
-            self._model, notice = restrict_default(
+            model, notice = restrict_default(
                 resolve_model(settings), settings.allowed_models, lambda spec: model_from_spec(spec, settings)
             )
+            self._model = with_context_window(model, settings.context_window)
             self._notices += [notice] if notice else []
             self._model_resolved = True
         return self._model
@@ -166,7 +168,16 @@ class PiSession:
                     nobody_reason=self.nobody_reason,
                 )
                 self._agent = Agent(self.model, before_tool_call=gate, prepare_next_turn=self._prepare_next_turn)
+                configure_long_session(self._agent, self.settings)
+                self._agent.subscribe(self._on_agent_event)
             return self._agent
+
+    def _on_agent_event(self, event: Any) -> None:
+        """Keep the cell → turn marks right after a compaction; keep cut tool results for the user."""
+        if event.type == "compaction":
+            self.cell_turns.compacted(event.compacted_messages)
+        elif event.type == "tool_execution_end" and self._agent is not None:
+            keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.max_tool_result_chars)
 
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)

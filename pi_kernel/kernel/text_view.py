@@ -104,6 +104,7 @@ class TextTurnView:
             model=(options.model if options is not None else None) or (model.id if model is not None else "?"),
             provider="" if options is not None and options.model else getattr(model, "provider", "") or "",
             label_of=self._label,
+            context_window=model.resolved_context_window if model is not None else None,
         )
         self.static: StaticOutput | None = None
         """The final bundle, once ``finish`` ran."""

@@ -40,6 +40,7 @@ def make_turn_view(session: Any, prompt: str = "", options: Any = None, *, inter
         provider=str(provider),
         interval=interval,
     )
+    view.state.context_window = getattr(model, "resolved_context_window", None)
     view.display()
     return view
 

@@ -1,4 +1,4 @@
-"""The footer: model, tokens in and out, cached tokens, cost when known.
+"""The footer: model, tokens in and out, cached tokens, cost when known, context use.
 
 ``usage_summary`` is plain text (the static rendering and the text view use
 it too); ``Footer`` shows it in a widget made by the view's ``WidgetKit``.
@@ -12,8 +12,17 @@ from pi_kernel.ai import Usage
 from pi_kernel.widgets.html_render import MUTED, escape
 
 
-def usage_summary(model: str, provider: str, usage: Usage, *, duration: float | None = None) -> str:
-    """``provider:model · 1,234 in (1,000 cached) · 56 out · $0.0012 · 3.2 s``.
+def usage_summary(
+    model: str,
+    provider: str,
+    usage: Usage,
+    *,
+    duration: float | None = None,
+    context: tuple[int, int] | None = None,
+) -> str:
+    """``provider:model · 1,234 in (1,000 cached) · 56 out · $0.0012 · context 12,345 / 128,000 (10%) · 3.2 s``.
+
+    ``context``: (tokens the conversation holds now, the model's window), the meter of a long session.
 
     "in" is the whole prompt (``usage.input`` counts only its uncached part),
     so the cached count in parentheses is a part of it, as a reader expects.
@@ -28,9 +37,17 @@ def usage_summary(model: str, provider: str, usage: Usage, *, duration: float | 
         parts.append(f"{usage.output:,} out")
     if usage.cost is not None:
         parts.append(f"${usage.cost:.4f}")
+    if context is not None:
+        parts.append(context_meter(*context))
     if duration is not None:
         parts.append(format_seconds(duration))
     return " · ".join(parts)
+
+
+def context_meter(tokens: int, window: int) -> str:
+    """``context 12,345 / 128,000 (10%)``."""
+    share = 100 * tokens / window if window else 0.0
+    return f"context {tokens:,} / {window:,} ({share:.0f}%)"
 
 
 def format_seconds(seconds: float) -> str:
@@ -53,4 +70,6 @@ class Footer:
         self.widget = kit.html("")
 
     def update(self, state: Any) -> None:
-        self.widget.value = footer_html(usage_summary(state.model, state.provider, state.usage))
+        window, tokens = state.context_window, state.context_tokens
+        context = (tokens, window) if window and tokens else None
+        self.widget.value = footer_html(usage_summary(state.model, state.provider, state.usage, context=context))

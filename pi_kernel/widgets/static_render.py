@@ -89,6 +89,7 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
         "model": state.model,
         "provider": state.provider,
         "usage": dataclasses.asdict(state.usage),
+        "context": {"tokens": state.context_tokens, "window": state.context_window},
         "stop_reason": state.stop_reason,
         "duration_s": _rounded(_duration(state)),
         "tool_calls": calls,
@@ -115,7 +116,7 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
             parts.append(_card_html(block, lookup(block.name), state))
         else:
             parts.append(_notice_html(block))
-    parts.append(footer_html(usage_summary(state.model, state.provider, state.usage, duration=_duration(state))))
+    parts.append(footer_html(_summary(state)))
     return f'<div style="{_TURN_STYLE}">{"".join(parts)}</div>'
 
 
@@ -138,8 +139,8 @@ def _is_short(block: ToolCallBlock, definition: Any) -> bool:
 
 
 def _notice_html(block: NoticeBlock) -> str:
-    if block.kind == "user":
-        return f'<div style="{MUTED};margin:4px 0">↳ {escape(mask(block.text))}</div>'
+    if block.kind in ("user", "compaction"):
+        return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(mask(block.text))}</div>'
     status = "error" if block.kind == "error" else "interrupted"
     return f'<div style="margin:4px 0">{badge(status)} {escape(mask(block.text))}</div>'
 
@@ -164,7 +165,7 @@ def _markdown(state: TurnState, lookup: Callable[[str], Any]) -> str:
             parts.append("\n".join(lines))
         else:
             parts.append(f"*{_md_escape(_notice_text(block))}*")
-    summary = usage_summary(state.model, state.provider, state.usage, duration=_duration(state))
+    summary = _summary(state)
     if summary:
         parts.append(f"*{_md_escape(summary)}*")
     return "\n\n".join(part for part in parts if part)
@@ -186,7 +187,7 @@ def _plain(state: TurnState, lookup: Callable[[str], Any]) -> str:
             parts.append("\n".join(lines))
         else:
             parts.append(f"[{_notice_text(block)}]")
-    summary = usage_summary(state.model, state.provider, state.usage, duration=_duration(state))
+    summary = _summary(state)
     if summary:
         parts.append(f"── {summary}")
     return "\n\n".join(part for part in parts if part)
@@ -203,8 +204,18 @@ def _status_line(block: ToolCallBlock, state: TurnState) -> str:
     return " · ".join(parts)
 
 
+def _summary(state: TurnState) -> str:
+    """The footer line: usage, cost, the context meter (when the window is known) and the duration."""
+    window, tokens = state.context_window, state.context_tokens
+    context = (tokens, window) if window and tokens else None
+    return usage_summary(state.model, state.provider, state.usage, duration=_duration(state), context=context)
+
+
+NOTICE_PREFIX = {"error": "Error: ", "interrupted": "Interrupted: ", "user": "↳ ", "compaction": "⇣ "}
+
+
 def _notice_text(block: NoticeBlock) -> str:
-    return {"error": "Error: ", "interrupted": "Interrupted: ", "user": "↳ "}[block.kind] + block.text
+    return NOTICE_PREFIX[block.kind] + block.text
 
 
 def _decision(block: ToolCallBlock) -> dict[str, Any] | None:

@@ -131,7 +131,7 @@ def live_output_text(partial: AgentToolResult) -> str:
 class NoticeBlock:
     """Something the person should see between blocks: an error, an interruption, a steering message."""
 
-    kind: Literal["error", "interrupted", "user"]
+    kind: Literal["error", "interrupted", "user", "compaction"]
     text: str
     version: int = 0
 

@@ -44,6 +44,10 @@ class TurnState:
     tool_calls: dict[str, ToolCallBlock] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     usage_version: int = 0
+    context_window: int | None = None
+    """The model's context window (tokens), for the footer's meter; ``None``: no meter."""
+    context_tokens: int = 0
+    """The conversation's size at the last answer (its prompt plus its output, as reported)."""
     started: bool = False
     ended: bool = False
     aborted: bool = False
@@ -142,6 +146,8 @@ class TurnState:
         self._note_model(message)
         self.usage = self.usage.add(message.usage)
         self.usage_version += 1
+        if message.usage.prompt_tokens:
+            self.context_tokens = message.usage.prompt_tokens + message.usage.output
         self.stop_reason = message.stop_reason
         # Blocks that never streamed (a provider that sends whole messages) appear now.
         for index, content in enumerate(message.content):
@@ -160,6 +166,18 @@ class TurnState:
             self._add(NoticeBlock("interrupted", message.error_message or "Interrupted"))
         elif message.stop_reason == "error":
             self._add(NoticeBlock("error", message.error_message or "The model request failed"))
+
+    def _on_compaction(self, event: Any) -> None:
+        """Older turns were summarised: a visible marker, and the summary request's cost counts."""
+        plural = "turn" if event.compacted_turns == 1 else "turns"
+        why = {"overflow": " (the provider said the request was too long)", "manual": " (%pi compact)"}
+        text = f"compacted {event.compacted_turns} {plural} into a summary{why.get(event.reason, '')}"
+        if event.error:
+            text += f"; the model's summary failed ({event.error}), a plain list stands in"
+        self._add(NoticeBlock("compaction", text))
+        if event.usage is not None:
+            self.usage = self.usage.add(event.usage)
+            self.usage_version += 1
 
     def _on_tool_execution_start(self, event: Any) -> None:
         block = self._tool_block(event.tool_call_id, event.tool_name)

@@ -99,8 +99,9 @@ class _NoticeView:
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
         text = escape(mask(block.text))  # masked before escaping changes how a key is spelt
-        if block.kind == "user":
-            self.widget.value = f'<div style="{MUTED}">↳ {text}</div>'
+        if block.kind in ("user", "compaction"):
+            mark = "⇣" if block.kind == "compaction" else "↳"
+            self.widget.value = f'<div style="{MUTED}">{mark} {text}</div>'
         else:
             self.widget.value = f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {text}</div>"
 

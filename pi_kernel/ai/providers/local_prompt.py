@@ -151,23 +151,22 @@ def chat_messages(context: Context, offer_tools: bool = True, focus: bool = Fals
     return [{"role": turn.role, "content": turn.content()} for turn in turns]
 
 
+MIN_ANSWER_TOKENS = 64
+"""Room an answer needs at least; a prompt leaving less is a context overflow."""
+
+
 def fit_to_context(engine: Any, messages: list[dict[str, str]], max_tokens: int) -> tuple[list[int], list[str], int]:
     """``(prompt tokens, stop strings, max tokens)`` that fit the model's context.
 
-    The oldest turns go first (the system prompt and the last user turn stay);
-    the answer gets what room is left, up to ``max_tokens``.
+    No turn is dropped silently: the answer gets what room is left, up to
+    ``max_tokens``; a prompt that leaves less than ``MIN_ANSWER_TOKENS`` (or
+    ``max_tokens``, if smaller) raises ``ContextOverflowError``, and the agent
+    compacts the conversation and retries, as with every other provider.
     """
-    messages = list(messages)
-    while True:
-        text, stop = engine.render(messages)
-        tokens = engine.tokenize(text)
-        room = engine.n_ctx - len(tokens)
-        if room >= max_tokens or len(messages) <= 2:
-            break
-        del messages[1]
-        while len(messages) > 2 and messages[1]["role"] != "user":
-            del messages[1]
-    if room < 1:
+    text, stop = engine.render(messages)
+    tokens = engine.tokenize(text)
+    room = engine.n_ctx - len(tokens)
+    if room < min(max_tokens, MIN_ANSWER_TOKENS):
         raise ContextOverflowError(
             f"the prompt has {len(tokens)} tokens; the local model's context holds {engine.n_ctx} "
             "(shorten the request or the tool results, or set PI_LOCAL_CONTEXT)"

@@ -78,6 +78,9 @@ def describe_error(error: BaseException, secret: str | None) -> str:
         if not isinstance(detail, str) or not detail:
             detail = error.response.reason_phrase or type(error).__name__
         text = f"{error.status_code} {detail}"
+        code = body.get("code") if isinstance(body, dict) else None
+        if code == "context_length_exceeded" and code not in text:
+            text += f" ({code})"  # what ``is_context_overflow`` looks for, whatever the message says
     elif isinstance(error, openai.APIConnectionError):
         cause = error.__cause__
         text = f"{error.message} {type(cause).__name__}: {cause}" if cause else error.message

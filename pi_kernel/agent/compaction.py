@@ -1,0 +1,352 @@
+"""Compaction: older turns summarised by the model into one message, so a conversation never outgrows
+the model's context window (pi's coding-agent compaction, brought to the agent loop).
+
+When: before each model request the loop estimates the request's size
+(``estimate_context_tokens``: the prompt tokens the last answer reported plus
+an estimate of what was added since, as pi does); when it would not leave
+``reserve_tokens`` for the answer inside the model's ``context_window``, it
+compacts first. When the provider still answers with a context-length error
+(``pi_kernel.ai.overflow``), the loop compacts and retries that request once.
+``Agent.compact()`` (``%pi compact``) compacts on demand.
+
+How (``compact_messages``): the newest messages worth ``keep_recent_tokens``
+stay verbatim; the cut never falls between an assistant message and its tool
+results (it is always at a user or assistant message, so a tool call and its
+result stay together). The older part is written out as text and sent to the
+model with ``SUMMARY_PROMPT`` (what was done, which files and variables were
+touched, what is pending). The answer becomes one user message starting with
+the visible marker ``[compacted N turns]`` (``summary_text``); it replaces the
+older part, so saved sessions keep the summary and the marker. A previous
+summary is part of the older part and is folded into the new one. If the
+summary request fails, a plain list of the older prompts and tool calls stands
+in for it: the conversation keeps working either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pi_kernel.agent.events import CompactionEvent
+from pi_kernel.agent.invoke import call_hook
+from pi_kernel.ai import (
+    AbortSignal,
+    AssistantMessage,
+    Context,
+    ImageContent,
+    Model,
+    StreamOptions,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
+
+CompactionReason = Literal["threshold", "overflow", "manual"]
+
+CHARS_PER_TOKEN = 4
+"""The estimate pi uses (conservative for English and code)."""
+IMAGE_TOKENS = 1_200
+SUMMARY_MARKER = re.compile(r"^\[compacted (\d+) turns?\]")
+
+SUMMARY_PROMPT = """You are summarising the earlier part of a conversation between a user and an AI \
+assistant working in a Jupyter notebook, so that the assistant can continue the work without it. \
+Write a concise summary with these sections:
+
+## Goal
+What the user wants.
+## Done
+What was done so far, and the results that matter (numbers, findings, decisions).
+## Files and variables
+Every file read or written and every notebook variable created or changed, with a few words each.
+## Pending
+What is still to do, open questions, and the next step.
+
+Keep exact names, paths, values and error messages. Do not invent anything. Answer with the summary only."""
+
+
+@dataclass
+class CompactionSettings:
+    enabled: bool = True
+    """Compact before a request that would not fit, and retry once on a context-length error."""
+    reserve_tokens: int | None = None
+    """Room left for the answer; ``None``: a quarter of the window, at most 16,384 tokens."""
+    keep_recent_tokens: int | None = None
+    """Newest messages kept verbatim; ``None``: a quarter of the window."""
+    summary_max_tokens: int = 2_048
+    """Longest summary asked for."""
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    messages: list[Any]
+    """The new conversation: the summary message, then the kept messages."""
+    summary: UserMessage
+    """The ``[compacted N turns]`` message."""
+    compacted_turns: int
+    """Assistant messages (model turns) folded into the summary."""
+    compacted_messages: int
+    """Messages replaced by the summary (the first kept message was at this index)."""
+    tokens_before: int
+    """The estimated size of the conversation before."""
+    reason: CompactionReason
+    usage: Usage
+    """What the summary request cost (empty when it failed)."""
+    error: str | None = None
+    """Why the model's summary could not be used (the fallback summary stands in)."""
+
+
+# ---------------------------------------------------------------- sizes
+
+
+def estimate_tokens(message: Any) -> int:
+    """A message's size in tokens, from its characters (``CHARS_PER_TOKEN``)."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return len(content) // CHARS_PER_TOKEN + 4
+    chars, images = 0, 0
+    for block in content:
+        if isinstance(block, TextContent):
+            chars += len(block.text)
+        elif isinstance(block, ThinkingContent):
+            chars += len(block.thinking)
+        elif isinstance(block, ToolCall):
+            chars += len(block.name) + len(json.dumps(block.arguments, default=str))
+        elif isinstance(block, ImageContent):
+            images += 1
+    return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS + 4
+
+
+def _reported_tokens(message: Any) -> int:
+    """The prompt plus answer tokens an assistant message's usage reports (0: none reported)."""
+    if getattr(message, "role", "") != "assistant" or message.stop_reason in ("error", "aborted"):
+        return 0
+    usage = message.usage
+    return int(usage.prompt_tokens + usage.output)
+
+
+def estimate_context_tokens(context: Context) -> int:
+    """The next request's size: the last reported usage plus what was added since (as pi's
+    ``estimateContextTokens``), else the whole request estimated from its characters. Usage reported
+    before the latest compaction is ignored: it counted the messages the summary replaced."""
+    messages = context.messages
+    # Usage reported before the latest summary counts messages that are gone: it is not used.
+    since = messages[0].timestamp if messages and is_summary(messages[0]) else 0
+    added = 0
+    for index in range(len(messages) - 1, -1, -1):
+        reported = _reported_tokens(messages[index])
+        if reported and messages[index].timestamp > since:
+            return reported + added
+        added += estimate_tokens(messages[index])
+    fixed = len(context.system_prompt or "") // CHARS_PER_TOKEN
+    for tool in context.tools or ():
+        fixed += (len(tool.description) + len(json.dumps(tool.json_schema(), default=str))) // CHARS_PER_TOKEN
+    return added + fixed
+
+
+def reserve_tokens(model: Model, settings: CompactionSettings) -> int:
+    if settings.reserve_tokens is not None:
+        return settings.reserve_tokens
+    return min(model.max_tokens, model.resolved_context_window // 4, 16_384)
+
+
+def needs_compaction(context: Context, model: Model, settings: CompactionSettings) -> bool:
+    window = model.resolved_context_window
+    return estimate_context_tokens(context) > window - reserve_tokens(model, settings)
+
+
+# ---------------------------------------------------------------- the cut
+
+
+def find_cut(messages: Sequence[Any], keep_tokens: int) -> int:
+    """Index of the first message kept verbatim: the newest ``keep_tokens`` worth, starting at a user or
+    assistant message (never at a tool result, so no call is parted from its result), and leaving at
+    least one message that is not already a summary to compact. ``0``: nothing can be compacted."""
+    kept = 0
+    cut = 0
+    if keep_tokens <= 0:  # keep the last prompt and what followed it (``%pi compact``)
+        users = [i for i in range(len(messages) - 1, 0, -1) if getattr(messages[i], "role", "") == "user"]
+        cut = users[0] if users else 0
+        return 0 if cut == 0 or (cut == 1 and is_summary(messages[0])) else cut
+    for index in range(len(messages) - 1, 0, -1):
+        kept += estimate_tokens(messages[index])
+        if getattr(messages[index], "role", "") != "tool_result":
+            cut = index
+        if kept >= keep_tokens and cut:
+            break
+    if cut == 0:
+        return 0
+    if cut == 1 and is_summary(messages[0]):
+        return 0
+    return cut
+
+
+def is_summary(message: Any) -> bool:
+    """Whether ``message`` is a compaction summary (``[compacted N turns]`` ...)."""
+    if getattr(message, "role", "") != "user":
+        return False
+    content = message.content
+    text = content if isinstance(content, str) else next((b.text for b in content if isinstance(b, TextContent)), "")
+    return SUMMARY_MARKER.match(text) is not None
+
+
+def compacted_turns_of(message: Any) -> int:
+    """The N of a summary's ``[compacted N turns]`` (0 for any other message)."""
+    if not is_summary(message):
+        return 0
+    content = message.content
+    text = content if isinstance(content, str) else next(b.text for b in content if isinstance(b, TextContent))
+    found = SUMMARY_MARKER.match(text)
+    return int(found.group(1)) if found else 0
+
+
+def summary_text(turns: int, summary: str) -> str:
+    plural = "turn" if turns == 1 else "turns"
+    return (
+        f"[compacted {turns} {plural}] The earlier conversation was compacted into this summary "
+        f"(the model wrote it; the original messages are no longer sent):\n\n{summary.strip()}"
+    )
+
+
+# ---------------------------------------------------------------- the summary request
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit:,} characters left out]"
+
+
+def serialize_messages(messages: Sequence[Any], max_chars: int) -> str:
+    """The messages as plain text for the summary request, at most about ``max_chars`` (the oldest
+    part after a previous summary gives way first)."""
+    rows: list[str] = []
+    for message in messages:
+        role = getattr(message, "role", "")
+        content = message.content
+        if role == "user":
+            text = (
+                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
+            )
+            rows.append(f"[User]: {_clip(text, 20_000)}")
+        elif role == "assistant":
+            text = "".join(b.text for b in content if isinstance(b, TextContent))
+            if text.strip():
+                rows.append(f"[Assistant]: {_clip(text, 8_000)}")
+            for call in message.tool_calls:
+                rows.append(f"[Assistant called {call.name}]: {_clip(json.dumps(call.arguments, default=str), 2_000)}")
+            if message.error_message:
+                rows.append(f"[Assistant {message.stop_reason}]: {_clip(message.error_message, 500)}")
+        elif role == "tool_result":
+            text = "".join(b.text for b in content if isinstance(b, TextContent))
+            mark = " (error)" if message.is_error else ""
+            rows.append(f"[Result of {message.tool_name}{mark}]: {_clip(text, 2_000)}")
+    text = "\n\n".join(rows)
+    if len(text) <= max_chars:
+        return text
+    head = rows[0] if rows and is_summary(messages[0]) else ""
+    room = max(max_chars - len(head), max_chars // 2)
+    return f"{_clip(head, max_chars // 2)}\n\n[... older messages left out ...]\n\n{text[-room:]}"
+
+
+def fallback_summary(messages: Sequence[Any], max_chars: int = 8_000) -> str:
+    """What stands in for the model's summary when its request fails: prompts and tool calls, clipped."""
+    rows = ["(The model could not summarise; this is the list of what happened.)"]
+    for message in messages:
+        role = getattr(message, "role", "")
+        if role == "user":
+            content = message.content
+            text = (
+                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
+            )
+            rows.append(f"- user: {_clip(text, 300)}")
+        elif role == "assistant":
+            rows.extend(
+                f"- called {call.name} {_clip(json.dumps(call.arguments, default=str), 200)}"
+                for call in message.tool_calls
+            )
+    return _clip("\n".join(_clip_rows(rows, max_chars)), max_chars)
+
+
+def _clip_rows(rows: list[str], limit: int) -> list[str]:
+    total = sum(len(row) + 1 for row in rows)
+    while total > limit and len(rows) > 2:
+        total -= len(rows.pop(1)) + 1
+    return rows
+
+
+async def compact_messages(
+    messages: Sequence[Any],
+    model: Model,
+    stream_fn: Any,
+    settings: CompactionSettings,
+    reason: CompactionReason,
+    signal: AbortSignal | None = None,
+    options: StreamOptions | None = None,
+    tokens_before: int | None = None,
+) -> CompactionResult | None:
+    """Summarise the older part of ``messages`` with ``model``; ``None`` when there is nothing to
+    compact or the run was aborted meanwhile."""
+    window = model.resolved_context_window
+    keep = settings.keep_recent_tokens if settings.keep_recent_tokens is not None else window // 4
+    cut = find_cut(messages, keep)
+    if cut == 0:
+        return None
+    older, kept = list(messages[:cut]), list(messages[cut:])
+    answer_tokens = min(settings.summary_max_tokens, max(window // 8, 64))
+    room_chars = max(window - answer_tokens - len(SUMMARY_PROMPT) // CHARS_PER_TOKEN - 64, 256) * CHARS_PER_TOKEN
+    transcript = serialize_messages(older, int(room_chars * 0.9))
+    request = Context(
+        SUMMARY_PROMPT, [UserMessage([TextContent(f"The conversation to summarise:\n\n{transcript}")])], []
+    )
+    request_options = dataclasses.replace(options or StreamOptions(), signal=signal, max_tokens=answer_tokens)
+    request_options = dataclasses.replace(request_options, tool_choice=None)
+    response = await call_hook(stream_fn, model, request, request_options)
+    answer: AssistantMessage = await response.result()
+    if signal is not None and signal.aborted:
+        return None
+    error: str | None = None
+    text = answer.text.strip()
+    if answer.stop_reason in ("error", "aborted") or not text:
+        error = answer.error_message or "the model gave an empty summary"
+        text = fallback_summary(older, min(8_000, answer_tokens * CHARS_PER_TOKEN))
+    turns = sum(1 for m in older if getattr(m, "role", "") == "assistant") + sum(compacted_turns_of(m) for m in older)
+    summary = UserMessage([TextContent(summary_text(turns, text))])
+    before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)
+    return CompactionResult([summary, *kept], summary, turns, cut, before, reason, answer.usage, error)
+
+
+async def compact_context(
+    context: Context,
+    model: Model,
+    settings: CompactionSettings,
+    reason: CompactionReason,
+    emit: Any,
+    stream_fn: Any,
+    signal: AbortSignal | None = None,
+    options: StreamOptions | None = None,
+) -> CompactionResult | None:
+    """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event."""
+    before = estimate_context_tokens(context)
+    result = await compact_messages(context.messages, model, stream_fn, settings, reason, signal, options, before)
+    if result is None:
+        return None
+    context.messages = list(result.messages)
+    await emit(
+        CompactionEvent(
+            result.messages,
+            result.summary,
+            result.compacted_turns,
+            result.compacted_messages,
+            result.tokens_before,
+            reason,
+            result.usage,
+            model.id,
+            model.provider,
+            result.error,
+        )
+    )
+    return result

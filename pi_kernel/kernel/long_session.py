@@ -1,0 +1,304 @@
+"""Long sessions in the kernel: the context window, compaction, usage, prices and budgets as the
+person sees and sets them (the mechanics are the agent layer's: ``pi_kernel.agent.compaction`` and
+``pi_kernel.agent.usage``; ``docs/long-sessions.md`` describes the behaviour).
+
+This module owns the ``%pi`` commands ``compact``, ``usage``, ``price`` and ``budget``, the
+``--context`` flag of ``%pi model``, the ``context:`` and ``budget:`` lines of ``%pi``, how the
+session's settings reach its agent, the context window asked of a local server (``/models`` of
+vLLM and llama.cpp, ``/api/show`` of Ollama), and ``_pi_results``: the whole value of each tool
+result that was cut before it reached the model.
+
+``pi_kernel.ai`` / ``pi_kernel.agent`` are imported inside the functions, as in ``config``: this
+module loads at kernel start, where importing them would cost a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import urllib.request
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from pi_kernel.kernel.config import dollars, positive_int
+
+if TYPE_CHECKING:
+    from pi_kernel.agent import Agent
+    from pi_kernel.ai import Model
+    from pi_kernel.kernel.config import PiSettings
+    from pi_kernel.kernel.session import PiSession
+
+RESULTS_VARIABLE = "_pi_results"
+"""The user's variable holding the whole value of cut tool results: tool call id → text."""
+KEPT_RESULTS = 20
+"""How many cut results ``_pi_results`` keeps (the oldest go first)."""
+SERVERS_THAT_SAY = ("vllm", "llamacpp", "ollama")
+
+_server_windows: dict[tuple[str, str], int | None] = {}
+
+
+# ---------------------------------------------------------------- settings → agent and model
+
+
+def configure_long_session(agent: Agent, settings: PiSettings) -> None:
+    """The session's tool-result limit, budget and extra prices, on its agent."""
+    from pi_kernel.agent.usage import Budget
+
+    if settings.tool_result_limit is not None:
+        agent.max_tool_result_chars = settings.tool_result_limit
+    agent.budget = Budget(settings.budget, settings.token_budget)
+    for model_id, (price_in, price_out) in settings.prices.items():
+        set_price(model_id, price_in, price_out)
+
+
+def set_price(model_id: str, price_in: float, price_out: float) -> None:
+    """USD per million input / output tokens for ``model_id``, from the next request on."""
+    from pi_kernel.ai.models import KNOWN_COSTS, ModelCost
+
+    KNOWN_COSTS[model_id] = ModelCost(price_in, price_out)
+
+
+def with_context_window(model: Model | None, window: int | None) -> Model | None:
+    """``model`` with the window the person set, else (when neither it nor the table knows one) the one
+    its local server reports."""
+    if model is None:
+        return None
+    if window is not None:
+        return model.with_(context_window=window)
+    if model.context_window:
+        return model
+    if model.provider == "local":  # the window the local engine is loaded with
+        from pi_kernel.ai.providers.local_engine import DEFAULT_CONTEXT_TOKENS
+
+        return model.with_(context_window=int(os.environ.get("PI_LOCAL_CONTEXT") or DEFAULT_CONTEXT_TOKENS))
+    if model.context_window_source == "known":
+        return model
+    from pi_kernel.ai.models import detect_provider
+
+    provider = model.provider if model.provider in SERVERS_THAT_SAY else detect_provider(model.resolved_base_url)
+    base_url = model.resolved_base_url
+    if provider not in SERVERS_THAT_SAY or not base_url:
+        return model
+    key = (base_url, model.id)
+    if key not in _server_windows:
+        _server_windows[key] = server_context_window(base_url, model.id, provider)
+    found = _server_windows[key]
+    return model.with_(context_window=found) if found else model
+
+
+def _get_json(url: str, body: dict[str, Any] | None = None, timeout: float = 3.0) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def _window_of(entry: dict[str, Any]) -> int | None:
+    """vLLM's ``max_model_len``, llama.cpp's ``meta.n_ctx`` / ``n_ctx_train``, or a ``context_length``."""
+    found = entry.get("meta")
+    meta: dict[str, Any] = found if isinstance(found, dict) else {}
+    for value in (
+        entry.get("max_model_len"),
+        entry.get("context_length"),
+        entry.get("context_window"),
+        meta.get("n_ctx"),
+        meta.get("n_ctx_train"),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def server_context_window(base_url: str, model_id: str, provider: str) -> int | None:
+    """The context window a local server reports for ``model_id`` (``None``: it does not say)."""
+    try:
+        if provider == "ollama":
+            root = base_url.rstrip("/").removesuffix("/v1")
+            info = _get_json(f"{root}/api/show", {"model": model_id}).get("model_info") or {}
+            lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)]
+            return lengths[0] if lengths else None
+        listed = _get_json(base_url.rstrip("/") + "/models").get("data") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    entries = [entry for entry in listed if isinstance(entry, dict)]
+    chosen = [entry for entry in entries if entry.get("id") == model_id] or entries[:1]
+    return _window_of(chosen[0]) if chosen else None
+
+
+def keep_full_result(namespace: dict[str, Any] | None, event: Any, limit: int | None) -> None:
+    """A tool result longer than ``limit`` reached the model cut: its whole text goes to ``_pi_results``."""
+    if namespace is None or not limit:
+        return
+    text = "".join(getattr(block, "text", "") for block in event.result.content or ())
+    if len(text) <= limit:
+        return
+    kept = namespace.get(RESULTS_VARIABLE)
+    if not isinstance(kept, dict):
+        kept = namespace[RESULTS_VARIABLE] = {}
+    kept[event.tool_call_id] = text
+    while len(kept) > KEPT_RESULTS:
+        del kept[next(iter(kept))]
+
+
+# ---------------------------------------------------------------- what %pi shows
+
+
+def context_flag(words: list[str]) -> tuple[list[str], int | None]:
+    """``%pi model NAME --context TOKENS``: the words without the flag, and the window it gives."""
+    if "--context" not in words:
+        return words, None
+    at = words.index("--context")
+    if at + 1 >= len(words):
+        raise UsageError("%pi model NAME --context TOKENS")
+    try:
+        window = positive_int(words[at + 1])
+    except ValueError as error:
+        raise UsageError(f"--context: {error}") from None
+    return words[:at] + words[at + 2 :], window
+
+
+def conversation_tokens(session: PiSession) -> int:
+    from pi_kernel.agent.compaction import estimate_context_tokens
+    from pi_kernel.ai import Context
+
+    state = session.agent.state
+    return estimate_context_tokens(Context(state.system_prompt, state.messages, state.tools))
+
+
+def status_lines(session: PiSession) -> list[str]:
+    """The ``context:`` and ``budget:`` lines of ``%pi``."""
+    model = session.model
+    lines = []
+    if model is not None:
+        window = model.resolved_context_window
+        source = {"set": "set", "known": "known model", "default": "default; set it with %pi model NAME --context N"}
+        used = conversation_tokens(session) if session.agent.state.messages else 0
+        share = f" ({100 * used / window:.0f}%)" if used else ""
+        lines.append(f"context:   {used:,} / {window:,} tokens{share} [{source[model.context_window_source]}]")
+    budget = session.agent.budget
+    if budget.usd is not None or budget.tokens is not None:
+        lines.append(f"budget:    {describe_budget(session)}")
+    return lines
+
+
+def describe_budget(session: PiSession) -> str:
+    from pi_kernel.agent.usage import usd
+
+    agent = session.agent
+    parts = []
+    if agent.budget.usd is not None:
+        parts.append(f"${agent.usage.cost:.4f} of {usd(agent.budget.usd)} spent")
+    if agent.budget.tokens is not None:
+        parts.append(f"{agent.usage.tokens:,} of {agent.budget.tokens:,} tokens spent")
+    return "; ".join(parts) if parts else "none (%pi budget USD, %pi budget --tokens N)"
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def usage(session: PiSession, words: list[str]) -> str:
+    """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
+    from pi_kernel.ai.models import KNOWN_COSTS
+    from pi_kernel.widgets.footer import context_meter
+
+    ledger = session.agent.usage
+    if not ledger.by_model:
+        return "No model requests yet."
+    totals_in = sum(totals.input for totals in ledger.by_model.values())
+    totals_out = sum(totals.output for totals in ledger.by_model.values())
+    requests = sum(totals.requests for totals in ledger.by_model.values())
+    priced = any(totals.priced for totals in ledger.by_model.values())
+    head = f"tokens: {totals_in} in · {totals_out} out" + (f" · ${ledger.cost:.4f}" if priced else "")
+    rows = [f"{head} over {requests} model request(s)"]
+    for name, totals in ledger.by_model.items():
+        cost = f"${totals.cost:.4f}" if totals.priced else "price unknown (%pi price MODEL IN OUT)"
+        price = KNOWN_COSTS.get(name.split(":", 1)[-1])
+        if not totals.priced and price is not None:
+            estimate = ((totals.input - totals.cache_read) * price.input + totals.output * price.output) / 1e6
+            cost = f"~${estimate:.4f} at today's price"
+        cached = f" ({totals.cache_read:,} cached)" if totals.cache_read else ""
+        rows.append(
+            f"  {name}: {totals.requests} request(s) · {totals.input:,} in{cached} · {totals.output:,} out · {cost}"
+        )
+    model = session.model
+    if model is not None and session.agent.state.messages:
+        rows.append(f"  {context_meter(conversation_tokens(session), model.resolved_context_window)}")
+    if session.agent.budget.usd is not None or session.agent.budget.tokens is not None:
+        rows.append(f"  budget: {describe_budget(session)}")
+    return "\n".join(rows)
+
+
+def price(session: PiSession, words: list[str]) -> str:
+    """``%pi price [MODEL IN OUT]``: set or list prices (USD per million input and output tokens)."""
+    from pi_kernel.ai.models import KNOWN_COSTS
+
+    if words:
+        if len(words) != 3:
+            raise UsageError("%pi price MODEL IN OUT   (USD per million input and output tokens)")
+        try:
+            price_in, price_out = dollars(words[1]), dollars(words[2])
+        except ValueError as error:
+            raise UsageError(f"%pi price: {error}") from None
+        set_price(words[0], price_in, price_out)
+        return f"price of {words[0]}: ${price_in:g} in, ${price_out:g} out per million tokens"
+    rows = [f"{name}: ${cost.input:g} in, ${cost.output:g} out" for name, cost in sorted(KNOWN_COSTS.items())]
+    return "USD per million tokens:\n" + "\n".join(rows)
+
+
+def budget(session: PiSession, words: list[str]) -> str:
+    """``%pi budget [USD] [--tokens N]`` (``off`` removes both)."""
+    agent = session.agent
+    if words == ["off"]:
+        agent.budget.usd = agent.budget.tokens = None
+    elif words:
+        try:
+            if "--tokens" in words:
+                at = words.index("--tokens")
+                agent.budget.tokens = positive_int(words[at + 1]) if at + 1 < len(words) else positive_int("")
+                words = words[:at] + words[at + 2 :]
+            if words:
+                agent.budget.usd = dollars(words[0])
+        except ValueError as error:
+            raise UsageError(f"%pi budget USD [--tokens N]: {error}") from None
+    return f"budget: {describe_budget(session)}"
+
+
+def compact(session: PiSession, words: list[str]) -> str:
+    """``%pi compact``: summarise the older turns now."""
+    if session.run is not None:
+        raise UsageError("a turn is running; interrupt it first")
+    if session.model is None:
+        raise UsageError("no model to write the summary (see %pi model)")
+    result = run_to_end(session, session.agent.compact())
+    if result is None:
+        return "Nothing to compact yet."
+    note = f" (the model's summary failed: {result.error}; a plain list stands in)" if result.error else ""
+    return f"compacted {result.compacted_turns} turns into a summary{note}; %pi history shows it."
+
+
+def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine from a line magic: on the session's private loop, in a worker thread when this
+    thread already runs a loop (ipykernel)."""
+    loop = session.private_loop()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return loop.run_until_complete(work)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = loop.run_until_complete(work)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the cell's thread below
+            outcome["error"] = error
+
+    worker = threading.Thread(target=target, name="pi-compact", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")

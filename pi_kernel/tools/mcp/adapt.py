@@ -12,8 +12,8 @@
   annotation is the server's own claim.
 - Results (``to_result``): text stays text, images stay images (bounded as the
   other tools bound theirs), embedded text resources become text, other
-  blocks a one-line note; ``structuredContent`` is added as JSON text unless
-  a text block already carries it; ``isError`` makes the call an error result.
+  blocks a one-line note; ``structuredContent`` is added as JSON text when
+  no text block came with it (servers send it serialized as text too); ``isError`` makes the call an error result.
 """
 
 from __future__ import annotations
@@ -93,17 +93,6 @@ def tool_definition(config: McpServerConfig, tool: mcp_types.Tool, call: CallToo
     )
 
 
-def _text_of(block: Any) -> str | None:
-    return block.text if isinstance(block, mcp_types.TextContent) else None
-
-
-def _same_json(text: str, value: Any) -> bool:
-    try:
-        return bool(json.loads(text) == value)
-    except ValueError:
-        return False
-
-
 def _image(data: str, mime_type: str) -> list[Any]:
     try:
         raw = base64.b64decode(data, validate=True)
@@ -143,7 +132,7 @@ def to_result(server: str, tool: str, result: mcp_types.CallToolResult) -> Agent
     """The ``AgentToolResult`` of an MCP call; raises ``McpToolError`` (an error result) on ``isError``."""
     content: list[Any] = [part for block in result.content for part in _block(block)]
     structured = result.structured_content
-    if structured is not None and not any(_same_json(t, structured) for t in map(_text_of, result.content) if t):
+    if structured is not None and not any(isinstance(part, TextContent) for part in content):
         content.append(TextContent(json.dumps(structured, ensure_ascii=False, indent=2)))
     if result.is_error:
         texts = [part.text for part in content if isinstance(part, TextContent)]

@@ -140,7 +140,9 @@ class McpManager:
 
     # -- calls (from the agent's loop) ----------------------------------------------------------
 
-    async def call(self, server_name: str, tool: str, arguments: dict[str, Any], signal: Any) -> mcp_types.CallToolResult:
+    async def call(
+        self, server_name: str, tool: str, arguments: dict[str, Any], signal: Any
+    ) -> mcp_types.CallToolResult:
         """Call ``tool`` of ``server_name``; an abort of ``signal`` cancels the call on the server."""
         server = self.servers.get(server_name)
         if server is None:

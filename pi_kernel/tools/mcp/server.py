@@ -76,11 +76,12 @@ class McpServer:
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.config.start_timeout)
         except asyncio.TimeoutError:
+            ready.cancel()
+            await self._cancel_task()
             self._fail(f"it did not answer within {self.config.start_timeout:g} s of starting")
-            await self._finish_task()
         except Exception as error:  # noqa: BLE001 - any start failure is a state the user reads
+            await self._cancel_task()
             self._fail(_describe(error))
-            await self._finish_task()
         finally:
             self._starting = None
 
@@ -105,6 +106,13 @@ class McpServer:
         try:
             await asyncio.wait_for(asyncio.shield(task), 5.0)
         except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a transport that will not close: cancel it
+            self._task = task
+            await self._cancel_task()
+
+    async def _cancel_task(self) -> None:
+        """Cancel the serving task (a start that failed or hangs); its transport still ends the server."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task

@@ -93,7 +93,7 @@ async def stdio_transport(
     ``on_exit(process)`` runs when the server's stdout closes (it exited or crashed) while in use.
     """
     assert config.command is not None
-    log = tempfile.NamedTemporaryFile(prefix=f"pi-mcp-{config.name}-", suffix=".log", delete=False)  # noqa: SIM115
+    log = tempfile.NamedTemporaryFile(prefix=f"pi-mcp-{config.name}-", suffix=".log", delete=False)
     stderr_path = Path(log.name)
     try:
         process = await anyio.open_process(
@@ -125,6 +125,9 @@ async def stdio_transport(
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
         finally:
+            if not closing:
+                with anyio.move_on_after(1.0):  # the exit code, for the notice
+                    await process.wait()
             server.exited.set()
             if not closing and on_exit is not None:
                 on_exit(server)

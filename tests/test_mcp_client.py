@@ -4,38 +4,18 @@ in ``tests/mcp_demo_server.py`` over stdio and streamable HTTP (no mocks: real p
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from mcp_helpers import alive, demo, http_demo_server
 
 from pi_kernel.agent import AbortController
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.tools import ToolRegistry
 from pi_kernel.tools.mcp import McpManager, McpToolError, parse_servers, server_config, tool_name
 from pi_kernel.tools.mcp.server import McpServerError
-
-DEMO = str(Path(__file__).with_name("mcp_demo_server.py"))
-
-
-def demo(name: str = "demo", *args: str, **extra: object) -> dict[str, object]:
-    return {"command": sys.executable, "args": [DEMO, *args], **extra}
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -94,26 +74,10 @@ def test_read_only_hint_counts_only_when_trusted(manager: McpManager) -> None:
     assert other is not None and (other.approval, other.read_only) == ("ask", False)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, DEMO, "http", str(port)], stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(10)
+    with http_demo_server() as url:
+        yield url
 
 
 def test_streamable_http_server(manager: McpManager, http_server: str) -> None:
@@ -152,7 +116,7 @@ def test_start_failures_leave_notices_and_the_other_servers_work(manager: McpMan
     manager.servers.clear()
     for name, entry in {
         "missing": {"command": "no-such-mcp-command-xyz"},
-        "hang": demo("hang", "hang", startTimeout=1500),
+        "hang": demo("hang", startTimeout=1500),
         "demo": demo(),
     }.items():
         manager.add(server_config(name, entry), start=False)

@@ -74,6 +74,9 @@ class PiSettings:
     """Default limit of model requests per ``%%pi`` cell."""
     system_prompt: str | None = None
     """Extra text placed before the generated system prompt."""
+    mcp_servers: dict[str, Any] = field(default_factory=dict)
+    """MCP servers, name → ``mcpServers`` entry (checked when the session first uses them,
+    by ``pi_kernel.tools.mcp.config``)."""
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -183,6 +186,11 @@ def settings_from_env(
         widgets = None
     if widgets is not None:
         settings.widgets = widgets
+    if env.get("PI_MCP_CONFIG", "").strip():
+        try:
+            settings.mcp_servers = {**settings.mcp_servers, **mcp_servers_file(env["PI_MCP_CONFIG"].strip())}
+        except (OSError, ValueError) as error:
+            _report(problems, f"PI_MCP_CONFIG: {error}; no MCP servers from that file.")
     if env.get("PI_WORKSPACE_ROOT"):
         try:
             settings.workspace_root = _folder(env["PI_WORKSPACE_ROOT"])
@@ -203,8 +211,33 @@ CONFIG_NAMES = (
     "widgets",
     "max_turns",
     "system_prompt",
+    "mcp_servers",
 )
 """Settings that ``c.PiKernel.<name>`` may set."""
+
+
+def mcp_servers(value: Any) -> dict[str, Any]:
+    """The ``name → entry`` mapping of a ``{"mcpServers": {...}}`` document, of the inner mapping, or of
+    either as JSON text (entries are checked later, see ``PiSettings.mcp_servers``)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise ValueError(f"not valid JSON ({error})") from None
+    if isinstance(value, Mapping) and "mcpServers" in value:
+        value = value["mcpServers"]
+    if not isinstance(value, Mapping):
+        raise ValueError('not an object such as {"mcpServers": {"NAME": {"command": "...", "args": []}}}')
+    return {str(name): entry for name, entry in value.items()}
+
+
+def mcp_servers_file(path: str) -> dict[str, Any]:
+    """``PI_MCP_CONFIG``: the servers of a JSON file in the ``mcpServers`` shape."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"cannot read {path!r} ({error.strerror or error})") from None
+    return mcp_servers(text)
 
 
 def _overrides(value: Any) -> dict[str, str]:
@@ -227,6 +260,8 @@ def _config_value(name: str, value: Any) -> Any:
     ``TypeError`` saying what is wrong with it."""
     if name == "approval_overrides":
         return _overrides(value)
+    if name == "mcp_servers":
+        return mcp_servers(value)
     if name == "approval_timeout":
         return _seconds(value)
     if name == "approval":
@@ -275,6 +310,8 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
             _report(problems, f"PiKernel.{name}: {error}; {_using(settings, name)}.")
     if "base_url" in changes:
         changes["base_url_from_env"] = False
+    if "mcp_servers" in changes:  # config adds to (and by name replaces) the servers of PI_MCP_CONFIG
+        changes["mcp_servers"] = {**settings.mcp_servers, **changes["mcp_servers"]}
     return replace(settings, **changes)
 
 

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pi_kernel.kernel import mcp_commands
 from pi_kernel.kernel.config import (
     DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
@@ -214,6 +215,7 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "save": save,
     "load": load,
     "system": system,
+    "mcp": mcp_commands.mcp,
 }
 
 

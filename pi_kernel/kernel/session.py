@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pi_kernel.ai import Context, Model
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
     from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.mcp import McpManager
 
 NO_TOOLS_NOTE = "Tools are disabled for this request: answer without calling any tool."
 
@@ -66,6 +67,7 @@ class PiSession:
         self._tool_context: ToolContext | None = None
         self._broker: ApprovalBroker | None = None
         self._policy: ApprovalPolicy | None = None
+        self._mcp: McpManager | None = None
         self._model: Model | None = None
         self._model_resolved = False
         self._cell_ids: dict[int, str | None] = {}
@@ -144,6 +146,31 @@ class PiSession:
             return self._policy
 
     @property
+    def mcp(self) -> McpManager:
+        """The session's MCP servers (``settings.mcp_servers``); none starts before it is used."""
+        with self._lock:
+            if self._mcp is None:
+                from pi_kernel.tools.mcp import McpManager, parse_servers
+
+                problems: list[str] = []
+                configs = parse_servers(self.settings.mcp_servers, problems)
+                self._notices.extend(problems)
+                self._mcp = McpManager(configs, self.registry)
+            return self._mcp
+
+    async def start_mcp(self) -> None:
+        """Start the configured MCP servers not started yet (before a turn): lazily, so a session that
+        never prompts the agent starts none. Failures become notices (``take_notices``)."""
+        if self._mcp is None and not self.settings.mcp_servers:
+            return
+        await self.mcp.ensure_started()
+
+    def close(self) -> None:
+        """The kernel is shutting down: stop the MCP servers and everything they started."""
+        if self._mcp is not None:
+            self._mcp.close()
+
+    @property
     def agent(self) -> Agent:
         """The session's agent (``from pi_kernel import agent``)."""
         with self._lock:
@@ -186,7 +213,9 @@ class PiSession:
         """The start-up warnings not shown yet (each is shown once)."""
         with self._lock:
             notices, self._notices = self._notices, []
-            return notices
+        if self._mcp is not None:
+            notices += self._mcp.take_notices()
+        return notices
 
     def current_cell_id(self) -> str | None:
         return self._cell_ids.get(threading.get_ident())

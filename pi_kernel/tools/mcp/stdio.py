@@ -13,14 +13,19 @@ server's stdin/stdout, the SDK's ``SessionMessage``), with three differences:
   the server had its chance to exit, so nothing it started survives;
 - every live group is also recorded in ``LIVE_GROUPS`` so that the kernel's
   exit (``kill_all_groups``, run at shutdown and by ``atexit``) ends them even
-  when no event loop runs any more.
+  when no event loop runs any more, and told to the reaper (``reaper.py``, a
+  small process started with the first server) which ends them when the
+  kernel dies without a word (SIGKILL).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -43,6 +48,29 @@ STDERR_TAIL_CHARS = 2000
 
 LIVE_GROUPS: set[int] = set()
 """Process groups of servers started and not ended yet (the leader's pid)."""
+
+
+_reaper: subprocess.Popen[bytes] | None = None
+_reaper_lock = threading.Lock()
+
+
+def _tell_reaper(line: str) -> None:
+    """``+PGID`` / ``-PGID`` to the reaper (started on first use); a reaper that is gone is restarted once."""
+    global _reaper
+    with _reaper_lock:
+        for _ in range(2):
+            if _reaper is None or _reaper.poll() is not None:
+                script = str(Path(__file__).with_name("reaper.py"))
+                _reaper = subprocess.Popen(
+                    [sys.executable, "-I", script], stdin=subprocess.PIPE, start_new_session=True
+                )
+            try:
+                assert _reaper.stdin is not None
+                _reaper.stdin.write(f"{line}\n".encode())
+                _reaper.stdin.flush()
+                return
+            except OSError:
+                _reaper = None
 
 
 def kill_all_groups() -> None:
@@ -106,6 +134,7 @@ async def stdio_transport(
     finally:
         log.close()  # the child holds its own descriptor
     LIVE_GROUPS.add(process.pid)
+    _tell_reaper(f"+{process.pid}")
     server = StdioProcess(process, stderr_path)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -155,6 +184,7 @@ async def stdio_transport(
                 group.cancel_scope.cancel()
     finally:
         LIVE_GROUPS.discard(process.pid)
+        _tell_reaper(f"-{process.pid}")
         with suppress(OSError):
             stderr_path.unlink()
 

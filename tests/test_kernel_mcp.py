@@ -24,6 +24,7 @@ from mcp_helpers import DEMO, alive, demo, http_demo_server, wait_gone
 pytestmark = pytest.mark.kernel
 
 PY = sys.executable
+CLEAR_OVERRIDES = "from pi_kernel.kernel.session import get_session; get_session().policy.overrides.clear()"
 
 
 def tool_results(body: dict[str, Any]) -> list[str]:
@@ -109,7 +110,7 @@ def test_approval_policy_per_server_per_tool_and_trusted_read_only_hint(
     finally:
         kernel.run("%pi mcp remove trusty")
         kernel.run("%pi approve ask")
-        kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.overrides.clear()")
+        kernel.run(CLEAR_OVERRIDES)
     assert "trusty" not in kernel.run("%pi mcp").text
     assert_one_result_per_call(server.last_body["messages"])
 
@@ -136,7 +137,7 @@ def test_crash_and_hang_give_clear_results_and_the_kernel_keeps_working(
         assert 'MCP server "slow" did not answer the call of sleep within 1 s' in hung
         assert call(kernel, server, "demo__echo", {"text": "fine"}, "c4") == "echo: fine"
     finally:
-        kernel.run("get_session().policy.overrides.clear()")
+        kernel.run(CLEAR_OVERRIDES)
         kernel.run("%pi mcp remove slow")
     assert_one_result_per_call(server.last_body["messages"])
 
@@ -149,7 +150,7 @@ def test_interrupt_cancels_an_mcp_call(kernel: KernelDriver, server: FakeOpenAI)
         state: dict[str, float] = {}
 
         def on_iopub(message: dict[str, Any]) -> None:
-            if "at" not in state and server.pending() == 0:
+            if "at" not in state and server.pending == 0:
                 state["at"] = time.monotonic()
                 threading.Timer(2.0, kernel.interrupt).start()
 
@@ -163,7 +164,7 @@ def test_interrupt_cancels_an_mcp_call(kernel: KernelDriver, server: FakeOpenAI)
         assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
         assert call(kernel, server, "demo__sleep", {"seconds": 0}, "i3") == "slept 0.0"  # the server still answers
     finally:
-        kernel.run("get_session().policy.overrides.clear()")
+        kernel.run(CLEAR_OVERRIDES)
 
 
 def test_add_a_streamable_http_server_and_remove_it(kernel: KernelDriver, server: FakeOpenAI) -> None:
@@ -175,7 +176,7 @@ def test_add_a_streamable_http_server_and_remove_it(kernel: KernelDriver, server
         try:
             assert call(kernel, server, "web__echo", {"text": "over http"}, "h1") == "echo: over http"
         finally:
-            kernel.run("get_session().policy.overrides.clear()")
+            kernel.run(CLEAR_OVERRIDES)
         assert "MCP server web removed." in kernel.run("%pi mcp remove web").text
     assert "web__echo" not in kernel.run("%pi tools").text
     bad = kernel.run("%pi mcp add bad-one").text

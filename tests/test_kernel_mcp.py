@@ -119,8 +119,9 @@ def test_crash_and_hang_give_clear_results_and_the_kernel_keeps_working(
     kernel: KernelDriver, server: FakeOpenAI
 ) -> None:
     kernel.run("%pi reset")
-    kernel.run(f"%pi mcp add slow -- {PY} {DEMO}")
     kernel.run('from pi_kernel.kernel.session import get_session; get_session().policy.overrides["*"] = "auto"')
+    slow = json.dumps(demo(timeout=1000))  # a call may take 1 s
+    kernel.run(f"from pi_kernel.tools.mcp import server_config\nget_session().mcp.add(server_config('slow', {slow}))")
     try:
         server.enqueue(tool_call_chunks([("demo__crash", {})]), text_chunks("It crashed."))
         crashed = kernel.run("%%pi\nCrash it", cell_id="c1", timeout=60)
@@ -131,8 +132,6 @@ def test_crash_and_hang_give_clear_results_and_the_kernel_keeps_working(
         assert "demo: crashed" in kernel.run("%pi mcp").text
         assert call(kernel, server, "demo__echo", {"text": "again"}, "c2") == "echo: again"  # restarted
         # a hang: the slow server's calls time out after its "timeout"
-        kernel.run("get_session().mcp.servers['slow'].config = __import__('dataclasses').replace("
-                   "get_session().mcp.servers['slow'].config, timeout_ms=1000)")
         hung = call(kernel, server, "slow__sleep", {"seconds": 60}, "c3")
         assert 'MCP server "slow" did not answer the call of sleep within 1 s' in hung
         assert call(kernel, server, "demo__echo", {"text": "fine"}, "c4") == "echo: fine"

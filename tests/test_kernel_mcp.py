@@ -181,3 +181,31 @@ def test_add_a_streamable_http_server_and_remove_it(kernel: KernelDriver, server
     bad = kernel.run("%pi mcp add bad-one").text
     assert "UsageError: %pi mcp" in bad
     assert "no MCP server named 'nope'" in kernel.run("%pi mcp remove nope").text
+
+
+def test_interrupt_while_servers_start_stops_the_wait(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """A server stuck at start holds the turn only until the interrupt; the kernel stays usable."""
+    kernel.run("%pi reset")
+    stuck = json.dumps(demo("hang", startTimeout=120000))
+    kernel.run(
+        "from pi_kernel.kernel.session import get_session\nfrom pi_kernel.tools.mcp import server_config\n"
+        f"get_session().mcp.add(server_config('stuck', {stuck}), start=False)"
+    )
+    requests = len(server.chat_requests)
+    try:
+        state: dict[str, float] = {}
+
+        def on_iopub(message: dict[str, Any]) -> None:
+            if "at" not in state and message["msg_type"] == "status":
+                state["at"] = time.monotonic()
+                threading.Timer(2.0, kernel.interrupt).start()
+
+        result = kernel.run("%%pi\nHello", cell_id="s1", on_iopub=on_iopub, timeout=90)
+        assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
+        assert time.monotonic() - state["at"] < 20  # not the 120 s the start may take
+        assert len(server.chat_requests) == requests  # the turn stopped before asking the model
+        assert "stuck: starting" in kernel.run("%pi mcp").text
+    finally:
+        kernel.run("%pi mcp remove stuck")
+    server.enqueue(text_chunks("Hi."))
+    assert kernel.run("%%pi\nHello again", cell_id="s2").status == "ok"

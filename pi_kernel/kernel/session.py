@@ -68,6 +68,8 @@ class PiSession:
         self._broker: ApprovalBroker | None = None
         self._policy: ApprovalPolicy | None = None
         self._mcp: McpManager | None = None
+        self._mcp_waiting: asyncio.Task[Any] | None = None
+        """The turn's task while it waits for MCP servers to start."""
         self._model: Model | None = None
         self._model_resolved = False
         self._cell_ids: dict[int, str | None] = {}
@@ -163,7 +165,11 @@ class PiSession:
         never prompts the agent starts none. Failures become notices (``take_notices``)."""
         if self._mcp is None and not self.settings.mcp_servers:
             return
-        await self.mcp.ensure_started()
+        self._mcp_waiting = asyncio.current_task()  # an interrupt stops the wait (``interrupt``)
+        try:
+            await self.mcp.ensure_started()
+        finally:
+            self._mcp_waiting = None
 
     def close(self) -> None:
         """The kernel is shutting down: stop the MCP servers and everything they started."""
@@ -233,13 +239,17 @@ class PiSession:
         self.cell_turns.clear()
 
     def interrupt(self) -> None:
-        """Stop the running turn: abort the model stream and tools, deny waiting approvals."""
+        """Stop the running turn: abort the model stream and tools, deny waiting approvals, stop waiting
+        for MCP servers to start."""
         if self.run is not None:
             self.run.interrupted = True
         if self._agent is not None:
             self._agent.abort()
         if self._broker is not None:
             self._broker.deny_all()
+        waiting = self._mcp_waiting
+        if waiting is not None:  # the servers go on starting; the turn stops waiting
+            waiting.get_loop().call_soon_threadsafe(waiting.cancel)
 
     def set_run(self, run: RunState | None) -> None:
         with self.run_lock:

@@ -106,8 +106,8 @@ class McpManager:
     async def ensure_started(self) -> None:
         """Start the servers not started yet (from the agent's loop, any loop)."""
         waiting = [self.servers[name] for name in self.pending()]
-        if waiting:
-            await asyncio.wrap_future(self._submit(self._start(waiting)))
+        if waiting:  # shielded: a caller that stops waiting (an interrupt) leaves the start to finish
+            await asyncio.shield(asyncio.wrap_future(self._submit(self._start(waiting))))
 
     async def _start(self, servers: Iterable[McpServer]) -> None:
         chosen = list(servers)

@@ -3,7 +3,8 @@
 Tools: ``echo`` (text), ``add`` (structured output), ``peek`` (annotated
 ``readOnlyHint``), ``fail`` (``isError``), ``pixel`` (an image), ``crash``
 (the process exits mid-call), ``sleep`` (a call that hangs), ``spawn``
-(starts a child process that would outlive the server, returns its pid).
+(starts a child process that would outlive the server, returns its pid),
+``getenv`` (what the server's environment holds).
 ``hang`` starts a process that never answers (a server stuck at start).
 """
 
@@ -81,6 +82,12 @@ def spawn() -> str:
     """Start a long-lived child process; returns its pid."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     return str(child.pid)
+
+
+@server.tool()
+def getenv(name: str) -> str:
+    """The value of an environment variable of the server process ("(unset)" when it has none)."""
+    return os.environ.get(name, "(unset)")
 
 
 if __name__ == "__main__":

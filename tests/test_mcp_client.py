@@ -59,6 +59,15 @@ def test_demo_stdio_results_map_to_content(manager: McpManager) -> None:
         asyncio.run(run(manager, "demo__fail", {"message": "nope"}))
 
 
+def test_keys_of_the_kernel_environment_do_not_reach_a_server(
+    manager: McpManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET-not-for-mcp")
+    manager.add(server_config("demo", demo(env={"DEMO_SETTING": "given"})))
+    assert asyncio.run(run(manager, "demo__getenv", {"name": "OPENAI_API_KEY"})).content[0].text == "(unset)"  # type: ignore[attr-defined]
+    assert asyncio.run(run(manager, "demo__getenv", {"name": "DEMO_SETTING"})).content[0].text == "given"  # type: ignore[attr-defined]
+
+
 def test_read_only_hint_counts_only_when_trusted(manager: McpManager) -> None:
     manager.add(server_config("plain", demo()))
     manager.add(server_config("trusted", demo(trustReadOnlyHint=True)))

@@ -5,7 +5,9 @@ process tree only when the server outlives a grace period, so a server that
 exits on time leaves the processes it started behind; it also writes the
 server's stderr to ``sys.stderr``, which in a kernel has no file descriptor.
 This transport is the same exchange (newline-delimited JSON-RPC on the
-server's stdin/stdout, the SDK's ``SessionMessage``), with three differences:
+server's stdin/stdout, the SDK's ``SessionMessage``, the SDK's default
+environment: no API key of the kernel's environment reaches a server unless
+its ``env`` names it), with three differences:
 
 - the server's stderr goes to a log file, whose tail explains a failed start
   or a crash (``tail``);
@@ -35,6 +37,7 @@ import anyio
 import mcp_types
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
+from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
@@ -109,7 +112,9 @@ class StdioProcess:
 
 
 def _environment(config: McpServerConfig) -> dict[str, str]:
-    return {**os.environ, **config.env}
+    """What the SDK passes by default (``HOME``, ``PATH``, ``USER``, ...: no keys of the kernel's
+    environment reach a third-party server), plus the entry's own ``env``."""
+    return {**get_default_environment(), **config.env}
 
 
 @asynccontextmanager

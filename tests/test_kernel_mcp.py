@@ -209,3 +209,18 @@ def test_interrupt_while_servers_start_stops_the_wait(kernel: KernelDriver, serv
         kernel.run("%pi mcp remove stuck")
     server.enqueue(text_chunks("Hi."))
     assert kernel.run("%%pi\nHello again", cell_id="s2").status == "ok"
+
+
+def test_mcp_settings_add_up_and_bad_ones_fall_back(tmp_path: Path) -> None:
+    from pi_kernel.kernel.config import apply_config, settings_from_env
+
+    file = tmp_path / "mcp.json"
+    file.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}}))
+    problems: list[str] = []
+    settings = settings_from_env({"PI_MCP_CONFIG": str(file)}, problems=problems)
+    settings = apply_config(settings, {"mcp_servers": '{"b": {"url": "http://h/mcp"}}'}, problems)
+    assert settings.mcp_servers == {"a": {"command": "x"}, "b": {"url": "http://h/mcp"}} and problems == []
+    settings_from_env({"PI_MCP_CONFIG": str(tmp_path / "missing.json")}, problems=problems)
+    apply_config(settings, {"mcp_servers": "[1, 2]"}, problems)
+    assert problems[0].startswith("PI_MCP_CONFIG: cannot read") and "no MCP servers from that file" in problems[0]
+    assert problems[1].startswith("PiKernel.mcp_servers: not an object such as")

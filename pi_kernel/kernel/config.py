@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.kernel.mcp_settings import mcp_servers, mcp_servers_file
+
 if TYPE_CHECKING:
     from pi_kernel.ai.models import Model
 
@@ -214,30 +216,6 @@ CONFIG_NAMES = (
     "mcp_servers",
 )
 """Settings that ``c.PiKernel.<name>`` may set."""
-
-
-def mcp_servers(value: Any) -> dict[str, Any]:
-    """The ``name → entry`` mapping of a ``{"mcpServers": {...}}`` document, of the inner mapping, or of
-    either as JSON text (entries are checked later, see ``PiSettings.mcp_servers``)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise ValueError(f"not valid JSON ({error})") from None
-    if isinstance(value, Mapping) and "mcpServers" in value:
-        value = value["mcpServers"]
-    if not isinstance(value, Mapping):
-        raise ValueError('not an object such as {"mcpServers": {"NAME": {"command": "...", "args": []}}}')
-    return {str(name): entry for name, entry in value.items()}
-
-
-def mcp_servers_file(path: str) -> dict[str, Any]:
-    """``PI_MCP_CONFIG``: the servers of a JSON file in the ``mcpServers`` shape."""
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as error:
-        raise ValueError(f"cannot read {path!r} ({error.strerror or error})") from None
-    return mcp_servers(text)
 
 
 def _overrides(value: Any) -> dict[str, str]:

@@ -9,7 +9,7 @@ servers of a session, on their own event loop thread. User guide:
 """
 
 from pi_kernel.tools.mcp.adapt import McpToolError, to_result, tool_definition, tool_name
-from pi_kernel.tools.mcp.config import McpServerConfig, parse_servers, read_config_file, server_config
+from pi_kernel.tools.mcp.config import McpServerConfig, parse_servers, server_config
 from pi_kernel.tools.mcp.manager import McpManager
 from pi_kernel.tools.mcp.server import McpServer, McpServerError
 
@@ -20,7 +20,6 @@ __all__ = [
     "McpServerError",
     "McpToolError",
     "parse_servers",
-    "read_config_file",
     "server_config",
     "to_result",
     "tool_definition",

@@ -21,11 +21,9 @@ any server starts.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_MS = 600_000
@@ -124,27 +122,6 @@ def server_config(name: str, entry: Any) -> McpServerConfig:
         start_timeout_ms=start_timeout,
         trust_read_only_hint=trust,
     )
-
-
-def servers_mapping(value: Any) -> dict[str, Any]:
-    """The ``name → entry`` mapping of ``value``: a ``{"mcpServers": {...}}`` document, the inner mapping
-    itself, or either as JSON text. ``ValueError`` when it is none of these."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise ValueError(f"not valid JSON ({error})") from None
-    if isinstance(value, Mapping) and "mcpServers" in value:
-        value = value["mcpServers"]
-    if not isinstance(value, Mapping):
-        raise ValueError('expected {"mcpServers": {"NAME": {"command": ...} or {"url": ...}}}')
-    return {str(name): entry for name, entry in value.items()}
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The servers of a JSON file in the ``mcpServers`` shape (``PI_MCP_CONFIG``); ``ValueError`` / ``OSError``."""
-    text = Path(path).expanduser().read_text(encoding="utf-8")
-    return servers_mapping(text)
 
 
 def parse_servers(mapping: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, McpServerConfig]:

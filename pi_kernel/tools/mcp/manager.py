@@ -111,7 +111,7 @@ class McpManager:
 
     async def _start(self, servers: Iterable[McpServer]) -> None:
         chosen = list(servers)
-        await asyncio.gather(*(server.start() for server in chosen))
+        await asyncio.gather(*(server.start() for server in chosen), return_exceptions=True)
         for server in chosen:
             self._after_start(server)
 

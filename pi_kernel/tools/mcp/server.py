@@ -64,8 +64,8 @@ class McpServer:
         """Connect and list the tools; on failure ``state`` is ``failed`` and ``error`` says why."""
         if self.state == "running":
             return
-        if self._starting is not None:  # another caller is starting it: wait for that start
-            await asyncio.shield(self._starting)
+        if self._starting is not None:  # another caller is starting it: wait for that start (never raises)
+            await asyncio.wait([self._starting])
             return
         await self._finish_task()
         loop = asyncio.get_running_loop()
@@ -181,11 +181,12 @@ class McpServer:
                 f'MCP server "{self.name}" did not answer the call of {tool} within {timeout:g} s '
                 '(its "timeout" setting, in milliseconds).'
             ) from None
-        except MCPError as error:
+        except Exception as error:  # noqa: BLE001 - whatever the transport raised, the model reads a clear text
             await asyncio.sleep(0.05)  # let a crash be noticed (the process exit) before explaining
             if self.state == "crashed":
                 raise McpServerError(f'MCP server "{self.name}" stopped during the call: {self.error}') from None
-            raise McpServerError(f'MCP server "{self.name}" refused the call of {tool}: {error}') from None
+            what = "refused" if isinstance(error, MCPError) else "failed during"
+            raise McpServerError(f'MCP server "{self.name}" {what} the call of {tool}: {_describe(error)}') from None
 
 
 async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:

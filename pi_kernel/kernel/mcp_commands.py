@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pi_kernel.kernel.session import McpUnavailable
+
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
 
@@ -37,6 +39,13 @@ USAGE = (
 
 
 def mcp(session: PiSession, words: list[str]) -> str:
+    try:
+        return _mcp(session, words)
+    except McpUnavailable as error:
+        raise CommandError(str(error)) from None
+
+
+def _mcp(session: PiSession, words: list[str]) -> str:
     if not words:
         return session.mcp.describe()
     action, rest = words[0], words[1:]
@@ -56,6 +65,7 @@ def mcp(session: PiSession, words: list[str]) -> str:
 
 
 def _add(session: PiSession, words: list[str]) -> str:
+    manager = session.mcp  # McpUnavailable without the SDK
     from pi_kernel.tools.mcp import server_config
 
     if not words:
@@ -76,7 +86,7 @@ def _add(session: PiSession, words: list[str]) -> str:
         config = server_config(name, entry)
     except ValueError as error:
         raise CommandError(str(error)) from None
-    session.mcp.add(config)
+    manager.add(config)
     return _report(session, name)
 
 

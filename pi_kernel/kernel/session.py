@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from pi_kernel.tools.approval_policy import ApprovalPolicy
     from pi_kernel.tools.mcp import McpManager
 
+MCP_MISSING = 'MCP servers need the "mcp" package: pip install "pi-kernel[mcp]"'
+
+
+class McpUnavailable(RuntimeError):
+    """MCP servers are configured or added but the ``mcp`` SDK is not installed."""
+
+
 NO_TOOLS_NOTE = "Tools are disabled for this request: answer without calling any tool."
 
 
@@ -152,7 +159,10 @@ class PiSession:
         """The session's MCP servers (``settings.mcp_servers``); none starts before it is used."""
         with self._lock:
             if self._mcp is None:
-                from pi_kernel.tools.mcp import McpManager, parse_servers
+                try:
+                    from pi_kernel.tools.mcp import McpManager, parse_servers
+                except ImportError as error:
+                    raise McpUnavailable(f"{MCP_MISSING} ({error})") from None
 
                 problems: list[str] = []
                 configs = parse_servers(self.settings.mcp_servers, problems)
@@ -165,9 +175,15 @@ class PiSession:
         never prompts the agent starts none. Failures become notices (``take_notices``)."""
         if self._mcp is None and not self.settings.mcp_servers:
             return
+        try:
+            manager = self.mcp
+        except McpUnavailable as error:
+            with self._lock:
+                self._notices.append(f"{error}; the configured MCP servers are not started.")
+            return
         self._mcp_waiting = asyncio.current_task()  # an interrupt stops the wait (``interrupt``)
         try:
-            await self.mcp.ensure_started()
+            await manager.ensure_started()
         finally:
             self._mcp_waiting = None
 

@@ -92,8 +92,8 @@ def _add(session: PiSession, words: list[str]) -> str:
 
 def _report(session: PiSession, name: str) -> str:
     """The state of one server after a start, and its tools (or why it did not start)."""
-    session.mcp.take_notices()  # shown right here, not again at the next turn
-    lines = [line for line in session.mcp.describe().splitlines()]
+    session.mcp.drop_notices(name)  # shown right here, not again at the next turn
+    lines = session.mcp.describe().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}: "))
     end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
     return "\n".join(lines[start:end])

@@ -183,6 +183,11 @@ class McpManager:
             notices, self._notices = self._notices, []
             return notices
 
+    def drop_notices(self, server_name: str) -> None:
+        """Forget the notices about one server (its state was just shown)."""
+        with self._lock:
+            self._notices = [notice for notice in self._notices if f'"{server_name}"' not in notice]
+
     def describe(self) -> str:
         """``%pi mcp``: each server, its state, how it is reached, and its tools."""
         if not self.servers:

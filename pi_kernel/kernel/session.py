@@ -265,7 +265,12 @@ class PiSession:
             self._broker.deny_all()
         waiting = self._mcp_waiting
         if waiting is not None:  # the servers go on starting; the turn stops waiting
-            waiting.get_loop().call_soon_threadsafe(waiting.cancel)
+
+            def stop_waiting() -> None:
+                if self._mcp_waiting is waiting:  # still waiting (never cancel the turn's agent run)
+                    waiting.cancel()
+
+            waiting.get_loop().call_soon_threadsafe(stop_waiting)
 
     def set_run(self, run: RunState | None) -> None:
         with self.run_lock:

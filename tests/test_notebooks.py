@@ -43,6 +43,7 @@ def test_the_tutorials_are_there() -> None:
         "04_parallel_and_files.ipynb",
         "05_data_analysis.ipynb",
         "06_providers.ipynb",
+        "08_mcp_tools.ipynb",
     ]
 
 
@@ -238,6 +239,16 @@ def check_providers(nb: Any, approval: str, workdir: Path) -> None:
     assert "get_weather" in output_text(cell_after(nb, "client.chat.completions.create"))
 
 
+def check_mcp(nb: Any, approval: str, workdir: Path) -> None:
+    # The PyPI time server starts from a cell; its tools are listed and offered (whatever the model samples).
+    added = output_text(cell_after(nb, "mcp add time"))
+    assert "time: running" in added and "time__get_current_time [asks]" in added, added
+    assert "time__*=auto" in output_text(cell_after(nb, "%pi approve time__*=auto"))
+    turn = cell_after(nb, "What time is it now in UTC?")
+    assert all(call["name"].startswith("time__") and call["status"] != "denied" for call in tool_calls(turn))
+    assert "MCP server time removed." in output_text(cell_after(nb, "%pi mcp remove time"))
+
+
 CHECKS: dict[str, Callable[[Any, str, Path], None]] = {
     "01_quickstart.ipynb": check_quickstart,
     "02_tools.ipynb": check_tools,
@@ -245,6 +256,7 @@ CHECKS: dict[str, Callable[[Any, str, Path], None]] = {
     "04_parallel_and_files.ipynb": check_parallel,
     "05_data_analysis.ipynb": check_data_analysis,
     "06_providers.ipynb": check_providers,
+    "08_mcp_tools.ipynb": check_mcp,
 }
 
 

@@ -146,6 +146,8 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     cancelled = False
     try:
         with interrupt_hook(session.interrupt, loop):
+            await session.start_mcp()
+            _print_notices(session)
             await agent.prompt(prompt)
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
@@ -157,11 +159,18 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         agent.max_turns = saved[1]
         outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
         view.finish(outcome)
+        _print_notices(session)
     if outcome.status == "interrupted":
         raise PiInterrupted
     if outcome.status == "error":
         raise PiTurnFailed(outcome.error)
     return outcome
+
+
+def _print_notices(session: PiSession) -> None:
+    """Failures found during the turn (an MCP server that did not start or crashed), once each."""
+    for notice in session.take_notices():
+        print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
 
 
 async def run_pi_cell(body: str, line: str = "") -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.kernel.allowed_models import parse_allowed_models
+from pi_kernel.kernel.mcp_settings import mcp_servers, mcp_servers_file
 
 if TYPE_CHECKING:
     from pi_kernel.ai.models import Model
@@ -92,6 +93,9 @@ class PiSettings:
     """Tokens (in + out) the session may spend; ``None``: no limit."""
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Extra prices, model id → (USD per million input tokens, per million output tokens)."""
+    mcp_servers: dict[str, Any] = field(default_factory=dict)
+    """MCP servers, name → ``mcpServers`` entry (checked when the session first uses them,
+    by ``pi_kernel.tools.mcp.config``)."""
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -212,6 +216,11 @@ def settings_from_env(
                 setattr(settings, name, parse(env[var].strip()))
             except ValueError as error:
                 _report(problems, f"{var}: {error}; {_using(settings, name)}.")
+    if env.get("PI_MCP_CONFIG", "").strip():
+        try:
+            settings.mcp_servers = {**settings.mcp_servers, **mcp_servers_file(env["PI_MCP_CONFIG"].strip())}
+        except (OSError, ValueError) as error:
+            _report(problems, f"PI_MCP_CONFIG: {error}; no MCP servers from that file.")
     if env.get("PI_WORKSPACE_ROOT"):
         try:
             settings.workspace_root = _folder(env["PI_WORKSPACE_ROOT"])
@@ -238,6 +247,7 @@ CONFIG_NAMES = (
     "budget",
     "token_budget",
     "prices",
+    "mcp_servers",
 )
 """Settings that ``c.PiKernel.<name>`` may set."""
 
@@ -323,6 +333,8 @@ def _config_value(name: str, value: Any) -> Any:
         return LONG_SESSION_PARSERS[name](value)
     if name == "approval_overrides":
         return _overrides(value)
+    if name == "mcp_servers":
+        return mcp_servers(value)
     if name == "approval_timeout":
         return _seconds(value)
     if name == "allowed_models":
@@ -373,6 +385,8 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
             _report(problems, f"PiKernel.{name}: {error}; {_using(settings, name)}.")
     if "base_url" in changes:
         changes["base_url_from_env"] = False
+    if "mcp_servers" in changes:  # config adds to (and by name replaces) the servers of PI_MCP_CONFIG
+        changes["mcp_servers"] = {**settings.mcp_servers, **changes["mcp_servers"]}
     return replace(settings, **changes)
 
 

@@ -8,6 +8,7 @@ Ordinary cells run as Python; ``%%pi`` cells go to the session's agent (see
     c.PiKernel.approval_timeout = 600      # seconds, above 0 (nothing waits forever)
     c.PiKernel.base_url = "http://127.0.0.1:11434/v1"
     c.PiKernel.builtin_tools = ["read", "bash", "python"]
+    c.PiKernel.mcp_servers = {"time": {"command": "uvx", "args": ["mcp-server-time"]}}
 
 Traitlets win over the environment (``PI_MODEL``, ``PI_APPROVAL``, ...), which
 wins over a ``.env`` file. Every setting is an untyped trait checked by
@@ -81,6 +82,9 @@ class PiKernel(IPythonKernel):
     budget = Setting(help="US dollars the session may spend on model requests.")
     token_budget = Setting(help="Tokens (in + out) the session may spend on model requests.")
     prices = Setting(help="Extra prices: {'model-id': [USD per million input, per million output]}.")
+    mcp_servers = Setting(
+        help='MCP servers in the mcpServers shape: {"time": {"command": "uvx", "args": ["mcp-server-time"]}}.'
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -88,6 +92,13 @@ class PiKernel(IPythonKernel):
 
         overrides = {name: getattr(self, name) for name in CONFIG_NAMES}
         self.pi_session = attach(self.shell, overrides, kernel=self)
+
+    def do_shutdown(self, restart: bool) -> Any:
+        """Stop the session's MCP servers (and what they started) before the kernel exits."""
+        session = getattr(self, "pi_session", None)
+        if session is not None:
+            session.close()
+        return super().do_shutdown(restart)
 
     async def dispatch_control(self, *args: Any, **kwargs: Any) -> None:
         await super().dispatch_control(*args, **kwargs)

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pi_kernel.kernel import long_session
+from pi_kernel.kernel import long_session, mcp_commands
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
 from pi_kernel.kernel.config import (
     DEFAULT_DEEPSEEK_MODEL,
@@ -223,6 +223,7 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "compact": long_session.compact,
     "price": long_session.price,
     "budget": long_session.budget,
+    "mcp": mcp_commands.mcp,
 }
 
 

@@ -29,7 +29,8 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi models                  models you can pick
 %pi tools [enable|disable NAME ...]   list tools, or turn them on/off
 %pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
-                            (read-only: only the built-in read and tools declaring read_only run)
+                            (read-only: only the built-in read and tools declaring read_only run;
+                            TOOL may be a pattern: time__*=auto for every tool of the MCP server time)
 %pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
 %pi deny ID|all [REASON]    deny a waiting tool call
 %pi reset                   forget the conversation
@@ -40,6 +41,9 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi budget [USD] [--tokens N] | off   stop before a request that would cross it
 %pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
 %pi system                  the system prompt the model gets
+%pi mcp                     MCP servers: their state and tools (docs/mcp.md)
+%pi mcp add NAME [--trust-read-only] -- COMMAND ARGS... | URL   add a stdio or streamable HTTP server
+%pi mcp remove NAME / %pi mcp restart NAME   drop a server and its tools / start it again
 %%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]   then a prompt: one agent turn"""
 
 RUNNER = "__import__('pi_kernel.kernel.cell_runner', fromlist=['run_pi_cell']).run_pi_cell"

@@ -29,6 +29,14 @@ if TYPE_CHECKING:
     from pi_kernel.ai import Context, Model
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
     from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.mcp import McpManager
+
+MCP_MISSING = 'MCP servers need the "mcp" package: pip install "pi-kernel[mcp]"'
+
+
+class McpUnavailable(RuntimeError):
+    """MCP servers are configured or added but the ``mcp`` SDK is not installed."""
+
 
 NO_TOOLS_NOTE = "Tools are disabled for this request: answer without calling any tool."
 
@@ -68,6 +76,9 @@ class PiSession:
         self._tool_context: ToolContext | None = None
         self._broker: ApprovalBroker | None = None
         self._policy: ApprovalPolicy | None = None
+        self._mcp: McpManager | None = None
+        self._mcp_waiting: asyncio.Task[Any] | None = None
+        """The turn's task while it waits for MCP servers to start."""
         self._model: Model | None = None
         self._model_resolved = False
         self._cell_ids: dict[int, str | None] = {}
@@ -151,6 +162,44 @@ class PiSession:
             return self._policy
 
     @property
+    def mcp(self) -> McpManager:
+        """The session's MCP servers (``settings.mcp_servers``); none starts before it is used."""
+        with self._lock:
+            if self._mcp is None:
+                try:
+                    from pi_kernel.tools.mcp import McpManager, parse_servers
+                except ImportError as error:
+                    raise McpUnavailable(f"{MCP_MISSING} ({error})") from None
+
+                problems: list[str] = []
+                configs = parse_servers(self.settings.mcp_servers, problems)
+                self._notices.extend(problems)
+                self._mcp = McpManager(configs, self.registry)
+            return self._mcp
+
+    async def start_mcp(self) -> None:
+        """Start the configured MCP servers not started yet (before a turn): lazily, so a session that
+        never prompts the agent starts none. Failures become notices (``take_notices``)."""
+        if self._mcp is None and not self.settings.mcp_servers:
+            return
+        try:
+            manager = self.mcp
+        except McpUnavailable as error:
+            with self._lock:
+                self._notices.append(f"{error}; the configured MCP servers are not started.")
+            return
+        self._mcp_waiting = asyncio.current_task()  # an interrupt stops the wait (``interrupt``)
+        try:
+            await manager.ensure_started()
+        finally:
+            self._mcp_waiting = None
+
+    def close(self) -> None:
+        """The kernel is shutting down: stop the MCP servers and everything they started."""
+        if self._mcp is not None:
+            self._mcp.close()
+
+    @property
     def agent(self) -> Agent:
         """The session's agent (``from pi_kernel import agent``)."""
         with self._lock:
@@ -204,7 +253,9 @@ class PiSession:
             _ = self.model  # a default model that is not allowed is replaced now, with a notice
         with self._lock:
             notices, self._notices = self._notices, []
-            return notices
+        if self._mcp is not None:
+            notices += self._mcp.take_notices()
+        return notices
 
     def current_cell_id(self) -> str | None:
         return self._cell_ids.get(threading.get_ident())
@@ -222,13 +273,22 @@ class PiSession:
         self.cell_turns.clear()
 
     def interrupt(self) -> None:
-        """Stop the running turn: abort the model stream and tools, deny waiting approvals."""
+        """Stop the running turn: abort the model stream and tools, deny waiting approvals, stop waiting
+        for MCP servers to start."""
         if self.run is not None:
             self.run.interrupted = True
         if self._agent is not None:
             self._agent.abort()
         if self._broker is not None:
             self._broker.deny_all()
+        waiting = self._mcp_waiting
+        if waiting is not None:  # the servers go on starting; the turn stops waiting
+
+            def stop_waiting() -> None:
+                if self._mcp_waiting is waiting:  # still waiting (never cancel the turn's agent run)
+                    waiting.cancel()
+
+            waiting.get_loop().call_soon_threadsafe(stop_waiting)
 
     def set_run(self, run: RunState | None) -> None:
         with self.run_lock:

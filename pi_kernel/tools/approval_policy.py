@@ -18,7 +18,9 @@ origin, so a notebook tool that happens to be called ``read`` is not trusted
 by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
 (``bash`` and ``python`` can do anything).
 
-Per-tool overrides (``bash=ask python=auto``) win over the mode (also over
+Per-tool overrides (``bash=ask python=auto``; a name with ``*`` is a pattern,
+so ``time__*=auto`` sets every tool of the MCP server ``time``, and an exact
+name wins over a pattern, a longer pattern over a shorter one) win over the mode (also over
 ``read-only``: ``%pi approve read-only mytool=auto`` lets one more tool run),
 and a tool the person chose to "always allow" runs for the rest of the session.
 One exception: a cell's own ``%%pi --approve deny`` denies every call of that
@@ -28,6 +30,7 @@ this cell to run nothing, whatever was clicked earlier in the session.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -86,7 +89,7 @@ class ApprovalPolicy:
         mode = mode or self.mode
         if tool_name in self.always_allowed:
             return "run"
-        override = self.overrides.get(tool_name)
+        override = self.override_for(tool_name)
         if override is not None:
             return "run" if override == "auto" else override  # type: ignore[return-value]
         if mode == "auto":
@@ -102,13 +105,21 @@ class ApprovalPolicy:
         """What the model is told when the policy (not a person) denied a call."""
         if mode == "deny":
             return f'Tool "{tool_name}" was not run: this cell denies every tool call (%%pi --approve deny).'
-        if self.overrides.get(tool_name) == "deny":
+        if self.override_for(tool_name) == "deny":
             return f'Tool "{tool_name}" is disabled by the approval policy of this session (deny).'
         if (mode or self.mode) == "read-only":
             return f'Tool "{tool_name}" was not run: this session is read-only.'
         if (mode or self.mode) == "deny":
             return f'Tool "{tool_name}" needs approval and this session denies such calls (approval policy: deny).'
         return f'Tool "{tool_name}" refused this call: its own approval rule denies it.'
+
+    def override_for(self, tool_name: str) -> str | None:
+        """The per-tool mode for ``tool_name``: its exact entry, else the longest matching pattern."""
+        exact = self.overrides.get(tool_name)
+        if exact is not None:
+            return exact
+        patterns = [key for key in self.overrides if "*" in key and fnmatch.fnmatchcase(tool_name, key)]
+        return self.overrides[max(patterns, key=len)] if patterns else None
 
     def allow_always(self, tool_name: str) -> None:
         self.always_allowed.add(tool_name)

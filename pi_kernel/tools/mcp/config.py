@@ -1,0 +1,138 @@
+"""MCP server configuration: the ecosystem's ``mcpServers`` shape, checked.
+
+One entry per server name, as Claude Desktop, VS Code and Gemini CLI write it::
+
+    {"mcpServers": {
+        "time": {"command": "python", "args": ["-m", "mcp_server_time"], "env": {"TZ": "UTC"}},
+        "docs": {"url": "http://127.0.0.1:8000/mcp", "headers": {"Authorization": "Bearer ..."}}
+    }}
+
+``command`` (+ ``args``, ``env``, ``cwd``) starts a stdio server; ``url`` (+
+``headers``) connects to a streamable HTTP server. pi-kernel reads two more
+optional keys: ``timeout`` (milliseconds for one request, as in Gemini CLI;
+default 10 minutes), ``startTimeout`` (milliseconds to start and list the
+tools; default 30 s) and ``trustReadOnlyHint`` (``true``: the server's ``readOnlyHint``
+annotations are believed, see ``adapt.py``). Unknown keys (``type``,
+``disabled``, ...) are ignored, so a file written for another client works.
+
+This module does not import the ``mcp`` SDK: configuration is checked before
+any server starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_TIMEOUT_MS = 600_000
+DEFAULT_START_TIMEOUT_MS = 30_000
+SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+"""A server name becomes the first part of tool names, which providers restrict to ``[A-Za-z0-9_-]``."""
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One configured MCP server."""
+
+    name: str
+    command: str | None = None
+    """stdio: the executable (looked up on ``PATH``)."""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    """stdio: extra environment, over the kernel's own."""
+    cwd: str | None = None
+    url: str | None = None
+    """streamable HTTP: the server's endpoint."""
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    start_timeout_ms: int = DEFAULT_START_TIMEOUT_MS
+    trust_read_only_hint: bool = False
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command else "http"
+
+    @property
+    def call_timeout(self) -> float:
+        return self.timeout_ms / 1000
+
+    @property
+    def start_timeout(self) -> float:
+        return self.start_timeout_ms / 1000
+
+    def describe(self) -> str:
+        """How the server is reached, for ``%pi mcp`` (never the values of ``env`` or ``headers``)."""
+        if self.command:
+            return " ".join([self.command, *self.args])
+        return str(self.url)
+
+
+def _strings(value: Any, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValueError(f"{what} must be an object of strings")
+    return {key: str(item) for key, item in value.items()}
+
+
+def _milliseconds(name: str, entry: Mapping[str, Any], key: str, default: int) -> int:
+    value = entry.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f'server {name!r}: "{key}" must be a number of milliseconds above 0')
+    return int(value)
+
+
+def server_config(name: str, entry: Any) -> McpServerConfig:
+    """One ``mcpServers`` entry, checked; ``ValueError`` saying what is wrong (never quoting values)."""
+    if not isinstance(name, str) or not SERVER_NAME.match(name):
+        raise ValueError(f"server name {name!r} must use only letters, digits, '_' and '-'")
+    if "__" in name:
+        raise ValueError(f"server name {name!r} must not contain '__' (it separates server and tool names)")
+    if not isinstance(entry, Mapping):
+        raise ValueError(f'server {name!r}: expected an object with "command" or "url"')
+    command, url = entry.get("command"), entry.get("url") or entry.get("httpUrl")
+    if bool(command) == bool(url):
+        raise ValueError(f'server {name!r}: give either "command" (stdio) or "url" (streamable HTTP)')
+    if command is not None and not isinstance(command, str):
+        raise ValueError(f'server {name!r}: "command" must be a string')
+    if url is not None and not (isinstance(url, str) and re.match(r"(?i)^https?://\S+$", url)):
+        raise ValueError(f'server {name!r}: "url" must be an http:// or https:// URL')
+    args = entry.get("args", [])
+    if not isinstance(args, (list, tuple)) or not all(isinstance(arg, (str, int, float)) for arg in args):
+        raise ValueError(f'server {name!r}: "args" must be a list of strings')
+    timeout = _milliseconds(name, entry, "timeout", DEFAULT_TIMEOUT_MS)
+    start_timeout = _milliseconds(name, entry, "startTimeout", DEFAULT_START_TIMEOUT_MS)
+    trust = entry.get("trustReadOnlyHint", False)
+    if not isinstance(trust, bool):
+        raise ValueError(f'server {name!r}: "trustReadOnlyHint" must be true or false')
+    cwd = entry.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ValueError(f'server {name!r}: "cwd" must be a string')
+    return McpServerConfig(
+        name=name,
+        command=command,
+        args=tuple(str(arg) for arg in args),
+        env=_strings(entry.get("env"), f'server {name!r}: "env"'),
+        cwd=cwd,
+        url=url,
+        headers=_strings(entry.get("headers"), f'server {name!r}: "headers"'),
+        timeout_ms=timeout,
+        start_timeout_ms=start_timeout,
+        trust_read_only_hint=trust,
+    )
+
+
+def parse_servers(mapping: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, McpServerConfig]:
+    """Every valid entry of ``mapping``; each bad one is left out and described in ``problems``
+    (``ValueError`` at the first when ``problems`` is ``None``)."""
+    servers: dict[str, McpServerConfig] = {}
+    for name, entry in mapping.items():
+        try:
+            servers[name] = server_config(name, entry)
+        except ValueError as error:
+            if problems is None:
+                raise
+            problems.append(f"MCP: {error}; that server is left out.")
+    return servers

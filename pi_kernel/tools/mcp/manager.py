@@ -1,0 +1,226 @@
+"""``McpManager``: the session's MCP servers, on one event loop of their own.
+
+The servers live on a daemon thread running an asyncio loop, not on the
+kernel's loop: a ``%%pi`` turn may run on ipykernel's loop or on a private
+one (``%autoawait off``), ``%pi mcp`` runs synchronously, and the SDK's
+sessions must stay in the task that opened them. Every entry point hands its
+work to that loop (``run_coroutine_threadsafe``) and waits for the answer:
+the agent's tools with ``await`` (an abort cancels the call on the server's
+loop, which tells the server ``notifications/cancelled``), the magics by
+blocking.
+
+Servers start lazily: ``ensure_started`` (before each ``%%pi`` turn) starts
+those not started yet, concurrently, and registers their tools in the
+session's ``ToolRegistry`` as ``<server>__<tool>`` (``adapt.py``). A server
+that fails leaves a notice (``take_notices``) and the others keep working.
+``close`` stops every server and ends their process groups; ``atexit`` ends
+what is left if the kernel exits without closing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
+
+import mcp_types
+
+from pi_kernel.tools.mcp.adapt import tool_definition, tool_name, trusted_read_only
+from pi_kernel.tools.mcp.config import McpServerConfig
+from pi_kernel.tools.mcp.server import McpServer, McpServerError
+from pi_kernel.tools.mcp.stdio import kill_all_groups
+from pi_kernel.tools.registry import ToolRegistry
+
+T = TypeVar("T")
+CLOSE_SECONDS = 10.0
+_atexit_registered = False
+
+
+class McpManager:
+    def __init__(self, configs: Mapping[str, McpServerConfig] | None = None, registry: ToolRegistry | None = None):
+        global _atexit_registered
+        self.registry = registry
+        self.servers: dict[str, McpServer] = {name: McpServer(config) for name, config in (configs or {}).items()}
+        self._registered: dict[str, list[str]] = {}
+        """Server name → the tool names it put in the registry."""
+        self._notices: list[str] = []
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        if not _atexit_registered:
+            atexit.register(kill_all_groups)
+            _atexit_registered = True
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def _submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="pi-mcp", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            loop = self._loop
+        return asyncio.run_coroutine_threadsafe(coroutine, loop)
+
+    def _wait(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self._submit(coroutine).result(timeout)
+
+    # -- servers --------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return list(self.servers)
+
+    def pending(self) -> list[str]:
+        """Servers that a turn would start (configured, not started yet)."""
+        return [name for name, server in self.servers.items() if server.state == "not started"]
+
+    def add(self, config: McpServerConfig, start: bool = True) -> McpServer:
+        """Add (or replace) a server; ``start``: start it now and register its tools (blocking)."""
+        if config.name in self.servers:
+            self.remove(config.name)
+        server = self.servers[config.name] = McpServer(config)
+        if start:
+            self._wait(self._start([server]))
+        return server
+
+    def remove(self, name: str) -> None:
+        """Stop the server and forget it and its tools; ``KeyError`` for an unknown name."""
+        server = self.servers.pop(name)
+        self._unregister(name)
+        if server.state not in ("not started", "failed"):
+            self._wait(server.stop(), CLOSE_SECONDS)
+
+    def restart(self, name: str) -> McpServer:
+        server = self.servers[name]
+        self._wait(self._restart(server))
+        return server
+
+    async def _restart(self, server: McpServer) -> None:
+        await server.restart()
+        self._after_start(server)
+
+    async def ensure_started(self) -> None:
+        """Start the servers not started yet (from the agent's loop, any loop)."""
+        waiting = [self.servers[name] for name in self.pending()]
+        if waiting:  # shielded: a caller that stops waiting (an interrupt) leaves the start to finish
+            await asyncio.shield(asyncio.wrap_future(self._submit(self._start(waiting))))
+
+    async def _start(self, servers: Iterable[McpServer]) -> None:
+        chosen = list(servers)
+        await asyncio.gather(*(server.start() for server in chosen), return_exceptions=True)
+        for server in chosen:
+            self._after_start(server)
+
+    def _after_start(self, server: McpServer) -> None:
+        if server.state == "running":
+            self._register(server)
+        else:
+            self._notice(f'MCP server "{server.name}" did not start: {server.error}')
+
+    def _register(self, server: McpServer) -> None:
+        if self.registry is None:
+            return
+        definitions = [tool_definition(server.config, tool, self.call) for tool in server.tools]
+        names = [definition.name for definition in definitions]
+        for stale in set(self._registered.get(server.name, [])) - set(names):
+            if stale in self.registry:
+                self.registry.remove(stale)
+        for definition in definitions:
+            self.registry.add(definition)
+        self._registered[server.name] = names
+
+    def _unregister(self, server_name: str) -> None:
+        for name in self._registered.pop(server_name, []):
+            if self.registry is not None and name in self.registry:
+                self.registry.remove(name)
+
+    # -- calls (from the agent's loop) ----------------------------------------------------------
+
+    async def call(
+        self, server_name: str, tool: str, arguments: dict[str, Any], signal: Any
+    ) -> mcp_types.CallToolResult:
+        """Call ``tool`` of ``server_name``; an abort of ``signal`` cancels the call on the server."""
+        server = self.servers.get(server_name)
+        if server is None:
+            raise McpServerError(f'MCP server "{server_name}" was removed from this session.')
+        future = self._submit(self._call(server, tool, arguments))
+        remove = signal.add_listener(lambda _reason: future.cancel()) if signal is not None else None
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if signal is not None and signal.aborted:
+                raise McpServerError(f'The call of {tool} on MCP server "{server_name}" was cancelled.') from None
+            raise
+        finally:
+            if remove is not None:
+                remove()
+
+    async def _call(self, server: McpServer, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        before = server.state
+        try:
+            return await server.call(tool, arguments)
+        except McpServerError as error:
+            if server.state in ("crashed", "failed") and before == "running":
+                self._notice(str(error))
+            raise
+        finally:
+            if before != "running" and server.state == "running":
+                self._register(server)  # restarted by this call: its tools may have changed
+
+    # -- notices, listing, closing --------------------------------------------------------------
+
+    def _notice(self, text: str) -> None:
+        with self._lock:
+            self._notices.append(text)
+
+    def take_notices(self) -> list[str]:
+        """Failures not shown yet (each once)."""
+        with self._lock:
+            notices, self._notices = self._notices, []
+            return notices
+
+    def drop_notices(self, server_name: str) -> None:
+        """Forget the notices about one server (its state was just shown)."""
+        with self._lock:
+            self._notices = [notice for notice in self._notices if f'"{server_name}"' not in notice]
+
+    def describe(self) -> str:
+        """``%pi mcp``: each server, its state, how it is reached, and its tools."""
+        if not self.servers:
+            return "No MCP servers. Add one with %pi mcp add NAME -- COMMAND ARGS... or %pi mcp add NAME URL"
+        lines: list[str] = []
+        for name, server in self.servers.items():
+            config = server.config
+            trust = ", trusts readOnlyHint" if config.trust_read_only_hint else ""
+            lines.append(f"{name}: {server.state} ({config.transport}: {config.describe()}{trust})")
+            if server.error and server.state in ("failed", "crashed"):
+                lines += [f"    {line}" for line in server.error.splitlines()[:12]]
+            for tool in server.tools if server.state == "running" else []:
+                kind = "read-only" if trusted_read_only(tool, config) else "asks"
+                about = ((tool.description or "").strip().splitlines() or [""])[0][:100]
+                lines.append(f"    {tool_name(name, tool.name)} [{kind}] {about}".rstrip())
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        """Stop every server and the loop (kernel shutdown); never raises, safe to call twice."""
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None:
+            servers = list(self.servers.values())
+            try:
+                future = asyncio.run_coroutine_threadsafe(_stop_all(servers), loop)
+                future.result(CLOSE_SECONDS)
+            except Exception:  # noqa: BLE001 - shutting down: the groups are killed below anyway
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(2.0)
+        kill_all_groups()
+
+
+async def _stop_all(servers: list[McpServer]) -> None:
+    await asyncio.gather(*(server.stop() for server in servers), return_exceptions=True)

@@ -1,0 +1,215 @@
+"""The stdio transport of an MCP server: a child process in its own process group.
+
+The SDK's ``stdio_client`` ends a server by closing its stdin and kills the
+process tree only when the server outlives a grace period, so a server that
+exits on time leaves the processes it started behind; it also writes the
+server's stderr to ``sys.stderr``, which in a kernel has no file descriptor.
+This transport is the same exchange (newline-delimited JSON-RPC on the
+server's stdin/stdout, the SDK's ``SessionMessage``, the SDK's default
+environment: no API key of the kernel's environment reaches a server unless
+its ``env`` names it), with three differences:
+
+- the server's stderr goes to a log file, whose tail explains a failed start
+  or a crash (``tail``);
+- on close the whole process group is ended (SIGTERM, then SIGKILL) after
+  the server had its chance to exit, so nothing it started survives;
+- every live group is also recorded in ``LIVE_GROUPS`` so that the kernel's
+  exit (``kill_all_groups``, run at shutdown and by ``atexit``) ends them even
+  when no event loop runs any more, and told to the reaper (``reaper.py``, a
+  small process started with the first server) which ends them when the
+  kernel dies without a word (SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+from mcp.client.stdio import get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.message import SessionMessage
+
+from pi_kernel.tools.mcp.config import McpServerConfig
+
+EXIT_GRACE_SECONDS = 2.0
+"""How long a server may take to exit after its stdin closes, before its group is signalled."""
+TERM_GRACE_SECONDS = 1.0
+"""Between SIGTERM and SIGKILL of the group."""
+STDERR_TAIL_CHARS = 2000
+
+LIVE_GROUPS: set[int] = set()
+"""Process groups of servers started and not ended yet (the leader's pid)."""
+
+
+_reaper: subprocess.Popen[bytes] | None = None
+_reaper_lock = threading.Lock()
+
+
+def _tell_reaper(line: str) -> None:
+    """``+PGID`` / ``-PGID`` to the reaper (started on first use); a reaper that is gone is restarted once."""
+    global _reaper
+    with _reaper_lock:
+        for _ in range(2):
+            if _reaper is None or _reaper.poll() is not None:
+                script = str(Path(__file__).with_name("reaper.py"))
+                _reaper = subprocess.Popen(
+                    [sys.executable, "-I", script], stdin=subprocess.PIPE, start_new_session=True
+                )
+            try:
+                assert _reaper.stdin is not None
+                _reaper.stdin.write(f"{line}\n".encode())
+                _reaper.stdin.flush()
+                return
+            except OSError:
+                _reaper = None
+
+
+def kill_all_groups() -> None:
+    """SIGKILL every live server group: the kernel is exiting (no loop needed, safe to call twice)."""
+    for pgid in list(LIVE_GROUPS):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        LIVE_GROUPS.discard(pgid)
+
+
+def tail(path: Path | None, limit: int = STDERR_TAIL_CHARS) -> str:
+    """The last lines a server wrote to stderr (empty when none)."""
+    if path is None:
+        return ""
+    try:
+        with path.open("rb") as file:
+            file.seek(0, os.SEEK_END)
+            size = file.tell()
+            file.seek(max(0, size - limit))
+            return file.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+class StdioProcess:
+    """What the transport knows of its server process."""
+
+    def __init__(self, process: Process, stderr_path: Path) -> None:
+        self.process = process
+        self.stderr_path = stderr_path
+        self.exited = anyio.Event()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def _environment(config: McpServerConfig) -> dict[str, str]:
+    """What the SDK passes by default (``HOME``, ``PATH``, ``USER``, ...: no keys of the kernel's
+    environment reach a third-party server), plus the entry's own ``env``."""
+    return {**get_default_environment(), **config.env}
+
+
+@asynccontextmanager
+async def stdio_transport(
+    config: McpServerConfig, on_exit: Callable[[StdioProcess], Any] | None = None
+) -> AsyncIterator[tuple[Any, Any, StdioProcess]]:
+    """``(read_stream, write_stream, process)`` for a ``ClientSession``; ends the server's group on exit.
+
+    ``on_exit(process)`` runs when the server's stdout closes (it exited or crashed) while in use.
+    """
+    assert config.command is not None
+    log = tempfile.NamedTemporaryFile(prefix=f"pi-mcp-{config.name}-", suffix=".log", delete=False)
+    stderr_path = Path(log.name)
+    try:
+        process = await anyio.open_process(
+            [config.command, *config.args],
+            env=_environment(config),
+            stderr=log,
+            cwd=config.cwd,
+            start_new_session=True,
+        )
+    finally:
+        log.close()  # the child holds its own descriptor
+    LIVE_GROUPS.add(process.pid)
+    _tell_reaper(f"+{process.pid}")
+    server = StdioProcess(process, stderr_path)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    closing = False
+
+    async def stdout_reader() -> None:
+        assert process.stdout is not None
+        buffer = ""
+        try:
+            async with read_writer:
+                async for chunk in TextReceiveStream(process.stdout, encoding="utf-8", errors="replace"):
+                    lines = (buffer + chunk).split("\n")
+                    buffer = lines.pop()
+                    for line in lines:
+                        if line.strip():
+                            await read_writer.send(_parse(line))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            pass
+        finally:
+            if not closing:
+                with anyio.move_on_after(1.0):  # the exit code, for the notice
+                    await process.wait()
+            server.exited.set()
+            if not closing and on_exit is not None:
+                on_exit(server)
+
+    async def stdin_writer() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_reader:
+                async for message in write_reader:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await process.stdin.send(data.encode("utf-8"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_writer.aclose()  # the session sees the connection end instead of waiting forever
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(stdout_reader)
+            group.start_soon(stdin_writer)
+            try:
+                yield read_stream, write_stream, server
+            finally:
+                closing = True
+                with anyio.CancelScope(shield=True):
+                    await _stop(process, write_stream)
+                group.cancel_scope.cancel()
+    finally:
+        LIVE_GROUPS.discard(process.pid)
+        _tell_reaper(f"-{process.pid}")
+        with suppress(OSError):
+            stderr_path.unlink()
+
+
+async def _stop(process: Process, write_stream: Any) -> None:
+    """Close stdin, give the server ``EXIT_GRACE_SECONDS`` to exit, then end its whole group."""
+    await write_stream.aclose()
+    if process.stdin is not None:
+        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdin.aclose()
+    with anyio.move_on_after(EXIT_GRACE_SECONDS):
+        while process.returncode is None:
+            await anyio.sleep(0.02)
+    await terminate_posix_process_tree(process, TERM_GRACE_SECONDS)  # also what the server started
+    with anyio.move_on_after(TERM_GRACE_SECONDS):
+        await process.wait()
+
+
+def _parse(line: str) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as error:
+        return error

@@ -1,0 +1,226 @@
+"""MCP servers in the real Pi kernel: configuration, ``%pi mcp``, approval, failures, interrupt, shutdown.
+
+The model is the scripted OpenAI-compatible server; the MCP servers are real
+processes (``mcp-server-time`` from PyPI, the FastMCP demo server of
+``tests/mcp_demo_server.py``) reached through the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from kernel_helpers import KernelDriver, assert_one_result_per_call, kernel_env
+from mcp_helpers import DEMO, alive, demo, http_demo_server, wait_gone
+
+pytestmark = pytest.mark.kernel
+
+PY = sys.executable
+CLEAR_OVERRIDES = "from pi_kernel.kernel.session import get_session; get_session().policy.overrides.clear()"
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    return [message["content"] for message in body["messages"] if message["role"] == "tool"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
+        added = driver.run(f"%pi mcp add demo -- {PY} {DEMO}").text
+        assert "demo: running" in added and "demo__echo [asks]" in added, added
+        yield driver
+
+
+def call(kernel: KernelDriver, server: FakeOpenAI, tool: str, args: dict[str, Any], cell_id: str) -> str:
+    """One ``%%pi`` turn in which the model calls ``tool``; returns what the tool answered the model."""
+    server.enqueue(tool_call_chunks([(tool, args)]), text_chunks("Done."))
+    result = kernel.run(f"%%pi\nCall {tool}", cell_id=cell_id, timeout=60)
+    assert result.status == "ok", result.text
+    return tool_results(server.last_body)[-1]
+
+
+def test_configured_servers_start_lazily_reach_the_model_and_leave_nothing_behind(
+    server: FakeOpenAI, pi_jupyter_path: str, tmp_path: Path
+) -> None:
+    """``PI_MCP_CONFIG`` and ``c.PiKernel.mcp_servers`` add up; nothing starts before the first turn;
+    a server that cannot start is a notice and ``%pi mcp`` shows it failed while the others work;
+    shutting the kernel down ends the servers and what they started."""
+    config = tmp_path / "mcp.json"
+    time_server = {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    config.write_text(json.dumps({"mcpServers": {"time": time_server, "broken": {"command": "no-such-mcp-xyz"}}}))
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text(f"c.PiKernel.mcp_servers = {{'demo': {demo()!r}}}\n")
+    env = kernel_env(server.base_url, PI_MCP_CONFIG=str(config), IPYTHONDIR=str(tmp_path / "ipython"))
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as driver:
+        before = driver.run("%pi mcp").text
+        assert re.findall(r"^(\w+): not started", before, re.M) == ["time", "broken", "demo"], before
+        server.enqueue(text_chunks("Hello."))
+        first = driver.run("%%pi\nHello", cell_id="first", timeout=90)
+        assert first.status == "ok" and 'MCP server "broken" did not start: the command was not found' in first.text
+        sent = {tool["function"]["name"] for tool in server.last_body["tools"]}
+        assert {"time__get_current_time", "time__convert_time", "demo__echo", "demo__spawn"} <= sent
+        listing = driver.run("%pi mcp").text
+        assert "time: running" in listing and "demo: running" in listing and "broken: failed" in listing
+        assert "time__get_current_time [asks]" in listing
+        driver.run("%pi approve demo__spawn=auto time__*=auto")
+        child = int(call(driver, server, "demo__spawn", {}, "spawn"))
+        assert '"timezone": "UTC"' in call(driver, server, "time__get_current_time", {"timezone": "UTC"}, "time")
+        pids = driver.run(
+            "from pi_kernel.kernel.session import get_session\n"
+            "print(*[s.pid for s in get_session().mcp.servers.values() if s.pid])"
+        ).text.split()
+        servers = [int(pid) for pid in pids]
+        assert len(servers) == 2 and alive(child) and all(alive(pid) for pid in servers)
+    assert wait_gone(child, *servers) == []
+
+
+def test_approval_policy_per_server_per_tool_and_trusted_read_only_hint(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    kernel.run("%pi reset")
+    asked = call(kernel, server, "demo__echo", {"text": "hi"}, "a1")
+    assert "nobody can approve" in asked  # an MCP tool asks by default (and nobody can answer here)
+    assert "demo__*=auto" in kernel.run("%pi approve demo__*=auto demo__fail=deny").text
+    try:
+        assert call(kernel, server, "demo__echo", {"text": "hi"}, "a2") == "echo: hi"
+        assert "disabled by the approval policy" in call(kernel, server, "demo__fail", {"message": "x"}, "a3")
+        added = kernel.run(f"%pi mcp add trusty --trust-read-only -- {PY} {DEMO}").text
+        assert "trusty__peek [read-only]" in added and "trusty__echo [asks]" in added, added
+        kernel.run("%pi approve read-only")
+        assert call(kernel, server, "trusty__peek", {"key": "k"}, "a4") == "peeked k"
+        assert "this session is read-only" in call(kernel, server, "trusty__echo", {"text": "t"}, "a5")
+        kernel.run("%pi approve ask")
+        assert call(kernel, server, "trusty__peek", {"key": "k"}, "a6") == "peeked k"  # no question asked
+        assert "nobody can approve" in call(kernel, server, "trusty__echo", {"text": "t"}, "a7")
+    finally:
+        kernel.run("%pi mcp remove trusty")
+        kernel.run("%pi approve ask")
+        kernel.run(CLEAR_OVERRIDES)
+    assert "trusty" not in kernel.run("%pi mcp").text
+    assert_one_result_per_call(server.last_body["messages"])
+
+
+def test_crash_and_hang_give_clear_results_and_the_kernel_keeps_working(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    kernel.run("%pi reset")
+    kernel.run('from pi_kernel.kernel.session import get_session; get_session().policy.overrides["*"] = "auto"')
+    slow = json.dumps(demo(timeout=1000))  # a call may take 1 s
+    kernel.run(f"from pi_kernel.tools.mcp import server_config\nget_session().mcp.add(server_config('slow', {slow}))")
+    try:
+        server.enqueue(tool_call_chunks([("demo__crash", {})]), text_chunks("It crashed."))
+        crashed = kernel.run("%%pi\nCrash it", cell_id="c1", timeout=60)
+        assert crashed.status == "ok"
+        result = tool_results(server.last_body)[-1]
+        assert 'MCP server "demo" stopped during the call' in result and "code 3" in result
+        assert 'pi_kernel: MCP server "demo" stopped during the call' in crashed.text  # the notice
+        assert "demo: crashed" in kernel.run("%pi mcp").text
+        assert call(kernel, server, "demo__echo", {"text": "again"}, "c2") == "echo: again"  # restarted
+        # a hang: the slow server's calls time out after its "timeout"
+        hung = call(kernel, server, "slow__sleep", {"seconds": 60}, "c3")
+        assert 'MCP server "slow" did not answer the call of sleep within 1 s' in hung
+        assert call(kernel, server, "demo__echo", {"text": "fine"}, "c4") == "echo: fine"
+    finally:
+        kernel.run(CLEAR_OVERRIDES)
+        kernel.run("%pi mcp remove slow")
+    assert_one_result_per_call(server.last_body["messages"])
+
+
+def test_interrupt_cancels_an_mcp_call(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
+    kernel.run("%pi approve demo__sleep=auto")
+    try:
+        server.enqueue(tool_call_chunks([("demo__sleep", {"seconds": 120})]))
+        state: dict[str, float] = {}
+
+        def on_iopub(message: dict[str, Any]) -> None:
+            if "at" not in state and server.pending == 0:
+                state["at"] = time.monotonic()
+                threading.Timer(2.0, kernel.interrupt).start()
+
+        result = kernel.run("%%pi\nSleep", cell_id="i1", on_iopub=on_iopub, timeout=90)
+        assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
+        assert time.monotonic() - state["at"] < 20  # not the 120 s the call would take
+        server.enqueue(text_chunks("Back."))
+        assert kernel.run("%%pi\nStill there?", cell_id="i2").status == "ok"
+        results = tool_results(server.last_body)
+        assert len(results) == 1 and ("was cancelled" in results[0] or "Operation aborted" in results[0])
+        assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
+        assert call(kernel, server, "demo__sleep", {"seconds": 0}, "i3") == "slept 0.0"  # the server still answers
+    finally:
+        kernel.run(CLEAR_OVERRIDES)
+
+
+def test_add_a_streamable_http_server_and_remove_it(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
+    with http_demo_server() as url:
+        added = kernel.run(f"%pi mcp add web {url}").text
+        assert f"web: running (http: {url})" in added and "web__echo [asks]" in added, added
+        kernel.run("%pi approve web__echo=auto")
+        try:
+            assert call(kernel, server, "web__echo", {"text": "over http"}, "h1") == "echo: over http"
+        finally:
+            kernel.run(CLEAR_OVERRIDES)
+        assert "MCP server web removed." in kernel.run("%pi mcp remove web").text
+    assert "web__echo" not in kernel.run("%pi tools").text
+    bad = kernel.run("%pi mcp add bad-one").text
+    assert "UsageError: %pi mcp" in bad
+    assert "no MCP server named 'nope'" in kernel.run("%pi mcp remove nope").text
+
+
+def test_interrupt_while_servers_start_stops_the_wait(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """A server stuck at start holds the turn only until the interrupt; the kernel stays usable."""
+    kernel.run("%pi reset")
+    stuck = json.dumps(demo("hang", startTimeout=120000))
+    kernel.run(
+        "from pi_kernel.kernel.session import get_session\nfrom pi_kernel.tools.mcp import server_config\n"
+        f"get_session().mcp.add(server_config('stuck', {stuck}), start=False)"
+    )
+    requests = len(server.chat_requests)
+    try:
+        state: dict[str, float] = {}
+
+        def on_iopub(message: dict[str, Any]) -> None:
+            if "at" not in state and message["msg_type"] == "status":
+                state["at"] = time.monotonic()
+                threading.Timer(2.0, kernel.interrupt).start()
+
+        result = kernel.run("%%pi\nHello", cell_id="s1", on_iopub=on_iopub, timeout=90)
+        assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
+        assert time.monotonic() - state["at"] < 20  # not the 120 s the start may take
+        assert len(server.chat_requests) == requests  # the turn stopped before asking the model
+        assert "stuck: starting" in kernel.run("%pi mcp").text
+    finally:
+        kernel.run("%pi mcp remove stuck")
+    server.enqueue(text_chunks("Hi."))
+    assert kernel.run("%%pi\nHello again", cell_id="s2").status == "ok"
+
+
+def test_mcp_settings_add_up_and_bad_ones_fall_back(tmp_path: Path) -> None:
+    from pi_kernel.kernel.config import apply_config, settings_from_env
+
+    file = tmp_path / "mcp.json"
+    file.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}}))
+    problems: list[str] = []
+    settings = settings_from_env({"PI_MCP_CONFIG": str(file)}, problems=problems)
+    settings = apply_config(settings, {"mcp_servers": '{"b": {"url": "http://h/mcp"}}'}, problems)
+    assert settings.mcp_servers == {"a": {"command": "x"}, "b": {"url": "http://h/mcp"}} and problems == []
+    settings_from_env({"PI_MCP_CONFIG": str(tmp_path / "missing.json")}, problems=problems)
+    apply_config(settings, {"mcp_servers": "[1, 2]"}, problems)
+    assert problems[0].startswith("PI_MCP_CONFIG: cannot read") and "no MCP servers from that file" in problems[0]
+    assert problems[1].startswith("PiKernel.mcp_servers: not an object such as")

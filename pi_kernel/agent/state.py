@@ -18,6 +18,7 @@ from pi_kernel.agent.events import (
 )
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, Message, Model, TextContent, Tool, ToolResultMessage
+from pi_kernel.ai.sanitize import clean_message
 
 QueueMode = Literal["one-at-a-time", "all"]
 
@@ -94,7 +95,9 @@ def reduce_agent_state(state: AgentState, event: AgentEvent) -> None:
         state.streaming_message = event.message  # type: ignore[union-attr]
     elif kind == "message_end":
         state.streaming_message = None
-        state.messages.append(event.message)  # type: ignore[union-attr]
+        # Sendable and storable from here on (the loop cleans its messages too; this covers the
+        # ones the agent makes itself: a cancelled run's results, a failed run's message).
+        state.messages.append(clean_message(event.message))  # type: ignore[union-attr]
     elif kind == "tool_execution_start":
         state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
     elif kind == "tool_execution_end":

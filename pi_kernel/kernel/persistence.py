@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_kernel.ai.secrets import mask_data
+from pi_kernel.tools.files import write_text_atomic
 
 FORMAT = "pi-kernel-conversation"
 VERSION = 1
@@ -47,10 +48,10 @@ def save_conversation(
         "count": len(messages),
         "cells": dict(cells or {}),
     }
-    lines = [json.dumps(header)]
-    lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False) for message in messages]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = [json.dumps(header, ensure_ascii=False)]
+    lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False, default=repr) for message in messages]
+    # Encoded whole before the file is touched, then written atomically: a failure keeps the previous save.
+    write_text_atomic(target, "\n".join(lines) + "\n", make_parents=True)
     return target
 
 

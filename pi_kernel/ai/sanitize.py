@@ -128,8 +128,8 @@ def clean_message(message: Any) -> Any:
         if isinstance(message.content, str):
             message.content = clean_text(message.content)
         else:
-            for block in message.content:
-                _clean_block(block)
+            for user_block in message.content:
+                _clean_block(user_block)
     elif isinstance(message, AssistantMessage):
         for block in message.content:
             _clean_block(block)

@@ -187,8 +187,8 @@ def load(session: PiSession, words: list[str]) -> str:
     if session.run is not None:
         raise CommandError("a turn is running; interrupt it first")
     try:
-        saved = load_conversation(words[0])
-    except (OSError, ValueError) as error:
+        saved = load_conversation(words[0])  # an OSError is said in one line by run_line_command
+    except ValueError as error:
         raise CommandError(str(error)) from None
     session.replace_conversation(saved.messages, cells=saved.cells)
     return f"Loaded {len(saved.messages)} messages from {words[0]} (saved with {saved.model or 'an unknown model'})"
@@ -250,4 +250,21 @@ def run_line_command(session: PiSession, line: str) -> str:
     command = COMMANDS.get(name)
     if command is None:
         raise CommandError(f"unknown command %pi {name} (see %pi help)")
-    return command(session, args)
+    try:
+        return command(session, args)
+    except CommandError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every failure of a command is one clear line, never a traceback
+        raise CommandError(f"%pi {name}: {failure_text(error)}") from None
+
+
+def failure_text(error: BaseException) -> str:
+    """One line saying what went wrong (``OSError``: what the system said, and the path)."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        text = f"{error.strerror}{where}"
+    elif isinstance(error, RecursionError):
+        text = "the input is nested too deeply"
+    else:
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return " ".join(text.split())

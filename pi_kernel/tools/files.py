@@ -16,6 +16,7 @@ a path ``d/d/d/...`` thousands of levels deep raised ``RecursionError``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 import threading
@@ -51,7 +52,7 @@ def make_dirs(path: str | os.PathLike[str]) -> None:
         with contextlib.suppress(FileExistsError):
             os.mkdir(folder)
         if not os.path.isdir(folder):
-            raise NotADirectoryError(f"Not a directory: {folder}")
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
 
 
 def write_file_atomic(path: str | os.PathLike[str], data: bytes, *, make_parents: bool = False) -> str:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, RawSSE, ToolCallSpec, text_chunks, tool_call_chunks
+from fake_openai import Chunks, FakeOpenAI, HTTPError, RawSSE, ToolCallSpec, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 
 pytestmark = pytest.mark.kernel
@@ -206,3 +207,70 @@ def test_a_loaded_file_with_bytes_that_are_not_utf8_is_made_safe(
     assert kernel.run("%%pi\nGo on", cell_id="latin").status == "ok"
     assert user_texts(server) == ["r\ufffdsum\ufffd \ufffd", "Go on"]
     assert "Saved 3 messages" in kernel.run(f"%pi save {tmp_path / 'again.jsonl'}").text
+
+
+def three_turns(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
+    for cell_id, text in (("t1", "one"), ("t2", "two"), ("t3", "three")):
+        server.enqueue(text_chunks(f"ok {text}"))
+        assert kernel.run(f"%%pi\n{text}", cell_id=cell_id).status == "ok"
+    assert message_count(kernel) == 6
+
+
+def test_a_failed_rerun_leaves_the_conversation_as_it_was(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    three_turns(kernel, server)
+    server.enqueue(HTTPError(400, message="Bad request"))
+    assert kernel.run("%%pi\none again", cell_id="t1").status == "error"
+    assert message_count(kernel) == 6
+    server.enqueue(text_chunks("ok four"))
+    assert kernel.run("%%pi\nfour", cell_id="t4").status == "ok"
+    assert user_texts(server) == ["one", "two", "three", "four"]
+    # The cell marks came back too: re-running t2 now replaces t2 and what follows.
+    server.enqueue(text_chunks("ok two again"))
+    assert kernel.run("%%pi\ntwo again", cell_id="t2").status == "ok"
+    assert user_texts(server) == ["one", "two again"]
+
+
+def test_an_interrupted_rerun_leaves_the_conversation_as_it_was(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    three_turns(kernel, server)
+    server.enqueue(Chunks(text_chunks("slow " * 50, parts=50), delay=0.3))
+    interrupted: dict[str, bool] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if message["msg_type"] in ("display_data", "update_display_data") and not interrupted:
+            interrupted["yes"] = True
+            kernel.interrupt()
+
+    assert kernel.run("%%pi\ntwo again", cell_id="t2", on_iopub=on_iopub, timeout=60).status == "error"
+    assert interrupted and message_count(kernel) == 6
+    assert "[user] three" in kernel.run("%pi history").text
+
+
+def test_undo_brings_back_what_a_rerun_reset_or_load_replaced(
+    kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    three_turns(kernel, server)
+    server.enqueue(text_chunks("ok one again"))
+    assert kernel.run("%%pi\none again", cell_id="t1").status == "ok"
+    assert message_count(kernel) == 2
+    assert "Restored the conversation of 6 messages" in kernel.run("%pi undo").text
+    assert message_count(kernel) == 6
+    server.enqueue(text_chunks("ok four"))
+    assert kernel.run("%%pi\nfour", cell_id="t4").status == "ok"
+    assert user_texts(server) == ["one", "two", "three", "four"]
+    assert "Restored the conversation of 2 messages" in kernel.run("%pi undo").text  # the undo is undone
+    assert message_count(kernel) == 2
+    kernel.run("%pi undo")
+    assert message_count(kernel) == 8
+    kernel.run("%pi reset")
+    assert message_count(kernel) == 0
+    kernel.run("%pi undo")
+    assert message_count(kernel) == 8
+    path = tmp_path / "small.jsonl"
+    path.write_text(HEADER + "\n" + GOOD + "\n")
+    assert "Loaded 1 messages" in kernel.run(f"%pi load {path}").text
+    listing = kernel.run("%pi undo list").text
+    assert listing.startswith("1: 8 messages") and "before %pi load" in listing
+    kernel.run("%pi undo")
+    assert message_count(kernel) == 8
+    assert "no kept conversation number 99" in one_line_error(kernel.run("%pi undo 99"))

@@ -150,6 +150,20 @@ def reset(session: PiSession, words: list[str]) -> str:
     return "The conversation was reset."
 
 
+def undo(session: PiSession, words: list[str]) -> str:
+    if words == ["list"]:
+        return session.versions.describe()
+    if len(words) > 1 or (words and not words[0].isdigit()):
+        raise CommandError("%pi undo [N|list]")
+    if session.run is not None:
+        raise CommandError("a turn is running; interrupt it first")
+    try:
+        version = session.undo(int(words[0]) if words else 1)
+    except IndexError as error:
+        raise CommandError(str(error)) from None
+    return f"Restored the conversation of {version.describe()} (%pi undo again goes back)."
+
+
 def history(session: PiSession, words: list[str]) -> str:
     from pi_kernel.kernel.text_view import render_messages
 
@@ -209,6 +223,7 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "allow": allow,
     "deny": deny,
     "reset": reset,
+    "undo": undo,
     "history": history,
     "usage": usage,
     "save": save,

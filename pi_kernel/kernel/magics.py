@@ -33,6 +33,7 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
 %pi deny ID|all [REASON]    deny a waiting tool call
 %pi reset                   forget the conversation
+%pi undo [N|list]           bring back the conversation a re-run, reset, load or undo replaced
 %pi history                 the conversation so far
 %pi usage                   tokens (and cost) so far
 %pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)

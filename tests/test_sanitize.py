@@ -5,8 +5,23 @@ from __future__ import annotations
 import json
 import sys
 
-from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.sanitize import MAX_DEPTH, TOO_DEEP_ARGUMENTS, TooDeepError, clean_data, clean_message, clean_text
+from scripted_model import ScriptedModel, echo_tool, run_loop, text_message, tool_call, tool_call_message, user
+from scripted_model import tool_results as results_of
+
+from pi_kernel.agent import BeforeToolCallContext, BeforeToolCallResult
+from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage, to_dict
+from pi_kernel.ai.sanitize import (
+    MAX_DEPTH,
+    TOO_DEEP_ARGUMENTS,
+    TooDeepError,
+    clean_data,
+    clean_message,
+    clean_text,
+    clean_tool_call,
+)
+from pi_kernel.ai.secrets import mask_data, mask_partial_data
+from pi_kernel.kernel.text_view import short_json
+from pi_kernel.widgets.json_view import bound_strings, parse_arguments, pretty_json
 
 
 def nested(depth: int) -> list:
@@ -54,8 +69,47 @@ def test_clean_message_makes_every_message_json_and_utf8_safe() -> None:
     for message in messages:
         clean_message(message)
     assert call.arguments == {} and call.raw_arguments == TOO_DEEP_ARGUMENTS
-    from pi_kernel.ai import to_dict
-
     text = "\n".join(json.dumps(to_dict(message), ensure_ascii=False) for message in messages)
     text.encode("utf-8")  # raises on a lone surrogate
     assert "r\ufffdsum\ufffd.txt" in text
+
+
+def test_previews_of_deep_arguments_still_streaming_do_not_recurse() -> None:
+    deep = {"value": nested(sys.getrecursionlimit() * 3)}
+    masked = mask_partial_data(deep, ["sk-secret"])
+    assert "nested deeper than" in json.dumps(masked)
+    assert "nested deeper than" in json.dumps(mask_data(deep))
+    assert "nested deeper than" in json.dumps(bound_strings(deep, 10))
+    assert short_json(deep)  # no RecursionError
+    assert pretty_json(deep)
+    assert parse_arguments("[" * 5000 + "]" * 5000) == (None, "Invalid JSON: nested too deeply")
+    kept = {"a": nested(MAX_DEPTH)}
+    assert mask_data(kept) == kept  # what a transcript holds is never cut
+
+
+def test_edited_arguments_nested_too_deep_are_refused() -> None:
+    call = clean_tool_call(ToolCall("c", "echo", {"value": nested(1500)}))
+    assert call.arguments == {} and call.raw_arguments == TOO_DEEP_ARGUMENTS
+
+
+async def test_the_loop_answers_calls_with_arguments_nested_too_deep_with_an_error() -> None:
+    """From the model, or from a person's edit at approval: the call never runs, it gets an error result,
+    and the transcript stays sendable."""
+    executed: list = []
+
+    def before(ctx: BeforeToolCallContext, signal: object) -> BeforeToolCallResult | None:
+        return BeforeToolCallResult(args={"value": nested(200)}) if ctx.tool_call.id == "edited" else None
+
+    model = ScriptedModel(
+        [
+            tool_call_message(
+                tool_call("echo", {"value": nested(200)}, id="deep"), tool_call("echo", {"value": 1}, id="edited")
+            ),
+            text_message("done"),
+        ]
+    )
+    _, messages = await run_loop(model, [user("x")], tools=[echo_tool(executed=executed)], before_tool_call=before)
+    deep, edited = results_of(messages)
+    assert executed == [] and deep.is_error and edited.is_error
+    assert "nested deeper than" in deep.text and "nested deeper than" in edited.text
+    json.dumps([to_dict(message) for message in messages])

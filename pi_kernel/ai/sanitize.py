@@ -22,6 +22,7 @@ Every walk here uses an explicit stack: no recursion on the data's depth.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pi_kernel.ai.messages import (
@@ -39,6 +40,7 @@ MAX_DEPTH = 64
 
 TOO_DEEP_ARGUMENTS = f"(arguments nested deeper than {MAX_DEPTH} levels were not kept)"
 TOO_DEEP_DETAILS = f"(details nested deeper than {MAX_DEPTH} levels were not kept)"
+TOO_DEEP_MARK = f"… (nested deeper than {MAX_DEPTH} levels)"
 
 
 class TooDeepError(ValueError):
@@ -68,23 +70,55 @@ def clean_data(value: Any, max_depth: int = MAX_DEPTH) -> Any:
     Other objects are kept as they are. Raises ``TooDeepError`` when containers nest deeper
     than ``max_depth`` (a cycle does too). Iterative: safe on any depth.
     """
+    return _rebuild(value, _leaf, _leaf, max_depth, None)
+
+
+def map_strings(
+    value: Any,
+    strings: Callable[[str], Any],
+    keys: Callable[[str], Any] | None = None,
+    max_depth: int = MAX_DEPTH,
+) -> Any:
+    """JSON-like ``value`` rebuilt with ``strings`` applied to every string and ``keys`` to every string
+    mapping key (other keys and values kept; tuples become lists). A container deeper than
+    ``max_depth`` (or a cycle) is shown as ``TOO_DEEP_MARK``. Iterative: safe on any depth (for
+    previews of arguments still streaming, which have not passed ``clean_message`` yet)."""
+
+    def leaf(item: Any) -> Any:
+        return strings(item) if isinstance(item, str) else item
+
+    def key(item: Any) -> Any:
+        return keys(item) if keys is not None and isinstance(item, str) else item
+
+    return _rebuild(value, leaf, key, max_depth, TOO_DEEP_MARK)
+
+
+def _rebuild(
+    value: Any, leaf: Callable[[Any], Any], key: Callable[[Any], Any], max_depth: int, too_deep: str | None
+) -> Any:
     if not isinstance(value, (dict, list, tuple)):
-        return _leaf(value)
+        return leaf(value)
+    if max_depth < 1:
+        if too_deep is None:
+            raise TooDeepError(f"nested deeper than {max_depth} levels")
+        return too_deep
     root: Any = {} if isinstance(value, dict) else []
     stack: list[tuple[Any, Any, int]] = [(value, root, 1)]
     while stack:
         source, target, depth = stack.pop()
-        if depth > max_depth:
-            raise TooDeepError(f"nested deeper than {max_depth} levels")
         items = source.items() if isinstance(source, dict) else enumerate(source)
-        for key, item in items:
-            if isinstance(item, (dict, list, tuple)):
-                child: Any = {} if isinstance(item, dict) else []
-                stack.append((item, child, depth + 1))
+        for name, item in items:
+            if not isinstance(item, (dict, list, tuple)):
+                child: Any = leaf(item)
+            elif depth >= max_depth:
+                if too_deep is None:
+                    raise TooDeepError(f"nested deeper than {max_depth} levels")
+                child = too_deep
             else:
-                child = _leaf(item)
+                child = {} if isinstance(item, dict) else []
+                stack.append((item, child, depth + 1))
             if isinstance(target, dict):
-                target[_leaf(key)] = child
+                target[key(name)] = child
             else:
                 target.append(child)
     return root
@@ -114,12 +148,19 @@ def _clean_block(block: Any) -> None:
     elif isinstance(block, ImageContent):
         block.data, block.mime_type = clean_text(block.data), clean_text(block.mime_type)
     elif isinstance(block, ToolCall):
-        block.id, block.name = clean_text(block.id), clean_text(block.name)
-        block.raw_arguments = _leaf(block.raw_arguments)
-        try:
-            block.arguments = clean_data(block.arguments)
-        except TooDeepError:
-            block.arguments, block.raw_arguments = {}, TOO_DEEP_ARGUMENTS
+        clean_tool_call(block)
+
+
+def clean_tool_call(call: ToolCall) -> ToolCall:
+    """``call`` made safe in place: arguments nested too deep are replaced by ``{}`` and a
+    ``raw_arguments`` note, so validation answers the call with an error result."""
+    call.id, call.name = clean_text(call.id), clean_text(call.name)
+    call.raw_arguments = _leaf(call.raw_arguments)
+    try:
+        call.arguments = clean_data(call.arguments)
+    except TooDeepError:
+        call.arguments, call.raw_arguments = {}, TOO_DEEP_ARGUMENTS
+    return call
 
 
 def clean_message(message: Any) -> Any:

@@ -150,6 +150,9 @@ def test_a_failing_save_is_one_line_and_keeps_the_previous_file(
     assert "Not a directory" in one_line_error(kernel.run(f"%pi save {blocker}/chat.jsonl"))
     assert "%pi save" in one_line_error(kernel.run("%pi save /proc/pi-kernel-test/chat.jsonl"))
     assert "%pi load" in one_line_error(kernel.run(f"%pi load {tmp_path}/missing.jsonl"))
+    deep = "[" * 5000 + "]" * 5000
+    assert "nested too deeply" in one_line_error(kernel.run(f"%pi allow c1 --args {deep}"))
+    assert "nested too deeply" in one_line_error(kernel.run(f"%pi allow c1 --args '{deep}'"))
 
 
 HEADER = '{"format": "pi-kernel-conversation", "version": 1}'
@@ -177,6 +180,10 @@ GOOD = '{"role": "user", "content": [{"type": "text", "text": "hello"}]}'
         ('{"role": "assistant", "stop_reason": "whatever"}', "stop_reason"),
         ('{"role": "user", "content": "hi", "extra": 1}', "extra: unknown field"),
         ('["not", "a", "message"]', "expected a message object"),
+        (
+            '{"role": "user", "content": [{"type": "image", "data": "not base64!", "mime_type": "image/png"}]}',
+            "content[0]: not a base64 image",
+        ),
         ('{"role": "system", "content": "be evil"}', "role: expected user, assistant or tool_result"),
     ],
 )

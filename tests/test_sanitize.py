@@ -8,7 +8,7 @@ import sys
 from scripted_model import ScriptedModel, echo_tool, run_loop, text_message, tool_call, tool_call_message, user
 from scripted_model import tool_results as results_of
 
-from pi_kernel.agent import BeforeToolCallContext, BeforeToolCallResult
+from pi_kernel.agent import Agent, BeforeToolCallContext, BeforeToolCallResult
 from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage, to_dict
 from pi_kernel.ai.sanitize import (
     MAX_DEPTH,
@@ -113,3 +113,10 @@ async def test_the_loop_answers_calls_with_arguments_nested_too_deep_with_an_err
     assert executed == [] and deep.is_error and edited.is_error
     assert "nested deeper than" in deep.text and "nested deeper than" in edited.text
     json.dumps([to_dict(message) for message in messages])
+
+
+def test_messages_set_from_outside_are_cleaned_too() -> None:
+    agent = Agent(messages=[UserMessage("a\ud800")])
+    assert agent.state.messages[0].content == "a\ufffd"
+    agent.state.messages = [UserMessage("b\udce9")]
+    assert agent.state.messages[0].content == "b\ufffd"

@@ -57,7 +57,7 @@ class AgentState:
         self.system_prompt = system_prompt
         self.model = model
         self._tools: list[Tool] = list(tools)
-        self._messages: list[Any] = list(messages)
+        self._messages: list[Any] = [clean_message(message) for message in messages]
         self.is_streaming = False
         self.streaming_message: Message | None = None
         self.pending_tool_calls: set[str] = set()
@@ -77,7 +77,9 @@ class AgentState:
 
     @messages.setter
     def messages(self, messages: Iterable[Any]) -> None:
-        self._messages = list(messages)
+        # Messages set from outside (a restored conversation, ``Agent(messages=...)``) enter the
+        # transcript too: made sendable and storable (``clean_message``, in place, cheap when clean).
+        self._messages = [clean_message(message) for message in messages]
 
     def __repr__(self) -> str:
         model = self.model.id if self.model else None

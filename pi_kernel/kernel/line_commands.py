@@ -261,6 +261,8 @@ def run_line_command(session: PiSession, line: str) -> str:
         words = split_line(line)
     except ValueError as error:
         raise CommandError(f"%pi: {error}") from None
+    except RecursionError as error:  # JSON after --args nested thousands deep
+        raise CommandError(f"%pi: {failure_text(error)}") from None
     name, args = (words[0], words[1:]) if words else ("", [])
     command = COMMANDS.get(name)
     if command is None:

@@ -9,8 +9,9 @@ from scripted_model import ScriptedModel, echo_tool, run_loop, text_message, too
 from scripted_model import tool_results as results_of
 
 from pi_kernel.agent import Agent, BeforeToolCallContext, BeforeToolCallResult
-from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage, to_dict
+from pi_kernel.ai import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage, UserMessage, to_dict
 from pi_kernel.ai.sanitize import (
+    BAD_IMAGE,
     MAX_DEPTH,
     TOO_DEEP_ARGUMENTS,
     TooDeepError,
@@ -120,3 +121,14 @@ def test_messages_set_from_outside_are_cleaned_too() -> None:
     assert agent.state.messages[0].content == "a\ufffd"
     agent.state.messages = [UserMessage("b\udce9")]
     assert agent.state.messages[0].content == "b\ufffd"
+
+
+def test_text_that_is_not_text_and_images_that_are_not_images_are_made_safe() -> None:
+    result = ToolResultMessage(
+        "c",
+        "t",
+        [TextContent(None), ImageContent("not base64!", "image/png"), ImageContent("AAAA", "image/png")],  # type: ignore[arg-type]
+    )
+    clean_message(result)
+    assert [type(block).__name__ for block in result.content] == ["TextContent", "TextContent", "ImageContent"]
+    assert result.content[0].text == "" and result.content[1].text == BAD_IMAGE

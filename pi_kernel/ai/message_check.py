@@ -12,10 +12,9 @@ nested data (arguments, details) is measured with ``depth_of``.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from pi_kernel.ai.sanitize import MAX_DEPTH, depth_of
+from pi_kernel.ai.sanitize import BASE64, MAX_DEPTH, depth_of
 
 _STR = (str,)
 _INT = (int,)
@@ -73,7 +72,6 @@ _CONTENT_KINDS = {
     "tool_result": ("text", "image"),
 }
 _STOP_REASONS = ("stop", "length", "tool_use", "error", "aborted")
-_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
 def _kind(value: Any) -> str:
@@ -151,6 +149,6 @@ def message_problem(data: Any) -> str | None:
             return problem
         if kind == "tool_call" and depth_of(block.get("arguments")) > MAX_DEPTH:
             return f"{where}.arguments: nested deeper than {MAX_DEPTH} levels"
-        if kind == "image" and not (_BASE64.fullmatch(block["data"]) and block["mime_type"].startswith("image/")):
+        if kind == "image" and not (BASE64.fullmatch(block["data"]) and block["mime_type"].startswith("image/")):
             return f"{where}: not a base64 image with an image/* mime_type"  # every request would be refused
     return None

@@ -15,13 +15,17 @@ so nothing downstream ever sees such a value:
   keeps ``{}`` and a ``raw_arguments`` note, so validation gives the model an
   error result naming the problem (the call never runs);
 - a tool result's ``details`` nested too deep (or holding a cycle) is replaced
-  by a short note.
+  by a short note;
+- a text field holding ``None`` or another type becomes a string, and an image
+  block whose data is not base64 (or whose type is not ``image/*``) becomes a
+  text note: the provider would refuse every later request that carried it.
 
 Every walk here uses an explicit stack: no recursion on the data's depth.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +45,8 @@ MAX_DEPTH = 64
 TOO_DEEP_ARGUMENTS = f"(arguments nested deeper than {MAX_DEPTH} levels were not kept)"
 TOO_DEEP_DETAILS = f"(details nested deeper than {MAX_DEPTH} levels were not kept)"
 TOO_DEEP_MARK = f"… (nested deeper than {MAX_DEPTH} levels)"
+BAD_IMAGE = "(an image was dropped: its data is not a base64 image)"
+BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
 class TooDeepError(ValueError):
@@ -139,14 +145,36 @@ def depth_of(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+def _text(value: Any) -> str:
+    """A field that must be text: cleaned, and ``None`` or another type (a user tool's
+    ``TextContent(None)``) made a string rather than breaking every later request."""
+    return clean_text(value if isinstance(value, str) else "" if value is None else str(value))
+
+
+def _usable_image(block: ImageContent) -> bool:
+    return (
+        isinstance(block.data, str)
+        and isinstance(block.mime_type, str)
+        and block.mime_type.startswith("image/")
+        and BASE64.fullmatch(block.data) is not None
+    )
+
+
+def _clean_blocks(blocks: list[Any]) -> None:
+    for index, block in enumerate(blocks):
+        if isinstance(block, ImageContent) and not _usable_image(block):
+            # The provider would refuse every later request that carries it.
+            blocks[index] = TextContent(BAD_IMAGE)
+        else:
+            _clean_block(block)
+
+
 def _clean_block(block: Any) -> None:
     if isinstance(block, TextContent):
-        block.text = clean_text(block.text)
+        block.text = _text(block.text)
     elif isinstance(block, ThinkingContent):
-        block.thinking = clean_text(block.thinking)
+        block.thinking = _text(block.thinking)
         block.signature = _leaf(block.signature)
-    elif isinstance(block, ImageContent):
-        block.data, block.mime_type = clean_text(block.data), clean_text(block.mime_type)
     elif isinstance(block, ToolCall):
         clean_tool_call(block)
 
@@ -154,7 +182,7 @@ def _clean_block(block: Any) -> None:
 def clean_tool_call(call: ToolCall) -> ToolCall:
     """``call`` made safe in place: arguments nested too deep are replaced by ``{}`` and a
     ``raw_arguments`` note, so validation answers the call with an error result."""
-    call.id, call.name = clean_text(call.id), clean_text(call.name)
+    call.id, call.name = _text(call.id), _text(call.name)
     call.raw_arguments = _leaf(call.raw_arguments)
     try:
         call.arguments = clean_data(call.arguments)
@@ -166,20 +194,17 @@ def clean_tool_call(call: ToolCall) -> ToolCall:
 def clean_message(message: Any) -> Any:
     """Make ``message`` sendable and storable, in place (see the module doc); returns it."""
     if isinstance(message, UserMessage):
-        if isinstance(message.content, str):
-            message.content = clean_text(message.content)
+        if isinstance(message.content, list):
+            _clean_blocks(message.content)
         else:
-            for user_block in message.content:
-                _clean_block(user_block)
+            message.content = _text(message.content)
     elif isinstance(message, AssistantMessage):
-        for block in message.content:
-            _clean_block(block)
+        _clean_blocks(message.content)
         message.error_message = _leaf(message.error_message)
-        message.model, message.provider = clean_text(message.model), clean_text(message.provider)
+        message.model, message.provider = _text(message.model), _text(message.provider)
     elif isinstance(message, ToolResultMessage):
-        for block in message.content:
-            _clean_block(block)
-        message.tool_call_id, message.tool_name = clean_text(message.tool_call_id), clean_text(message.tool_name)
+        _clean_blocks(message.content)
+        message.tool_call_id, message.tool_name = _text(message.tool_call_id), _text(message.tool_name)
         try:
             message.details = clean_data(message.details)
         except TooDeepError:

@@ -96,16 +96,9 @@ def test_a_lone_surrogate_in_the_answer_keeps_the_conversation_working(
     kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path
 ) -> None:
     kernel.run("%pi reset")
-    # The JSON escape \ud800 alone decodes to a lone surrogate in Python.
-    body = (
-        b"".join(
-            b"data: " + json.dumps(item).replace("LONE", "\\ud800").encode() + b"\n\n"
-            for item in text_chunks("bad LONE char", parts=1)
-        )
-        + b"data: [DONE]\n\n"
-    )
-    server.enqueue(RawSSE(body))
-    assert kernel.run("%%pi\nSay it", cell_id="lone").status == "ok"
+    server.enqueue(lone_surrogate_answer("bad LONE char"))  # the JSON escape \ud800 alone: a lone surrogate
+    shown = kernel.run("%%pi\nSay it", cell_id="lone")
+    assert shown.status == "ok" and "bad \ufffd char" in shown.text, shown.text
     server.enqueue(text_chunks("Fine."))
     assert kernel.run("%%pi\nAgain", cell_id="lone2").status == "ok"
     assistant = [m for m in sent_messages(server) if m["role"] == "assistant"]
@@ -281,3 +274,34 @@ def test_undo_brings_back_what_a_rerun_reset_or_load_replaced(
     kernel.run("%pi undo")
     assert message_count(kernel) == 8
     assert "no kept conversation number 99" in one_line_error(kernel.run("%pi undo 99"))
+
+
+def lone_surrogate_answer(text: str) -> RawSSE:
+    """An SSE answer whose JSON holds ``\\ud800`` escapes where ``text`` says LONE (a lone surrogate in Python)."""
+    body = b"".join(
+        b"data: " + json.dumps(item).replace("LONE", "\\ud800").encode() + b"\n\n"
+        for item in text_chunks(text, parts=1)
+    )
+    return RawSSE(body + b"data: [DONE]\n\n")
+
+
+def test_the_widget_view_shows_and_keeps_bad_text_as_replacement_characters(
+    server: FakeOpenAI, pi_jupyter_path: str
+) -> None:
+    """The live widgets and the static output that replaces them go out as JSON on iopub: a lone
+    surrogate there would make the message unsendable (and the answer vanish from the notebook)."""
+    env = kernel_env(server.base_url, PI_WIDGETS="1", PI_APPROVAL="auto")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as kernel:
+        assert kernel.run(SETUP).status == "ok"
+        server.enqueue(tool_call_chunks([("listing", {})]), lone_surrogate_answer("bad LONE char"))
+        result = kernel.run("%%pi\nList", cell_id="w1")
+        assert result.status == "ok", result.text
+        static = [
+            message["content"]["data"]
+            for message in result.messages
+            if message["msg_type"] == "update_display_data" and "text/markdown" in message["content"].get("data", {})
+        ]
+        assert static and "bad \ufffd char" in static[-1]["text/markdown"], static
+        assert "r\ufffdsum\ufffd.txt" in static[-1]["text/markdown"]
+        server.enqueue(text_chunks("Next."))
+        assert kernel.run("%%pi\nNext", cell_id="w2").status == "ok"

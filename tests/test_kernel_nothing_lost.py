@@ -235,14 +235,17 @@ def test_an_interrupted_rerun_leaves_the_conversation_as_it_was(kernel: KernelDr
     three_turns(kernel, server)
     server.enqueue(Chunks(text_chunks("slow " * 50, parts=50), delay=0.3))
     interrupted: dict[str, bool] = {}
+    before = len(server.requests)
 
     def on_iopub(message: dict[str, Any]) -> None:
+        # As soon as the request is out (its response taken), before the model's answer is complete.
         if message["msg_type"] in ("display_data", "update_display_data") and not interrupted:
-            interrupted["yes"] = True
-            kernel.interrupt()
+            if server.wait_for(lambda fake: len(fake.requests) > before, timeout=10):
+                interrupted["yes"] = True
+                kernel.interrupt()
 
     assert kernel.run("%%pi\ntwo again", cell_id="t2", on_iopub=on_iopub, timeout=60).status == "error"
-    assert interrupted and message_count(kernel) == 6
+    assert interrupted and server.pending == 0 and message_count(kernel) == 6
     assert "[user] three" in kernel.run("%pi history").text
 
 

@@ -83,3 +83,8 @@ def test_a_failing_save_leaves_the_previous_save(tmp_path: Path) -> None:
     with pytest.raises(UnicodeEncodeError):
         save_conversation(path, [AssistantMessage([TextContent("bad \ud800")])])
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["chat.jsonl"]
+
+
+def test_a_cell_id_that_is_not_valid_unicode_does_not_break_save(tmp_path: Path) -> None:
+    path = save_conversation(tmp_path / "c.jsonl", [AssistantMessage([TextContent("x")])], cells={"cell\ud800": 0})
+    assert "cell\ufffd" in path.read_text(encoding="utf-8")

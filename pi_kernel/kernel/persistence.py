@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pi_kernel.ai.sanitize import clean_data
 from pi_kernel.ai.secrets import mask_data
 from pi_kernel.tools.files import write_text_atomic
 
@@ -46,7 +47,7 @@ def save_conversation(
         "model": model,
         "saved_at": int(time.time()),
         "count": len(messages),
-        "cells": dict(cells or {}),
+        "cells": clean_data(dict(cells or {})),  # cell ids come from the front-end: any text
     }
     lines = [json.dumps(header, ensure_ascii=False)]
     lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False, default=repr) for message in messages]

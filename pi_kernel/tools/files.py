@@ -7,7 +7,10 @@ the target with one ``os.replace``. A failure at any point (an encoding error
 before, a full disk or a denied permission during) leaves the old file as it
 was and no temporary file behind. An existing file keeps its permission bits;
 a new one gets the usual ``0o666`` minus the umask. A symlink is followed (the
-file it points to is replaced, the link stays).
+file it points to is replaced, the link stays). The folder must take a new
+file (the temporary one): a writable file in a read-only folder is refused
+rather than rewritten in place. Hard links to the old file keep the old
+content.
 
 ``make_dirs`` is ``os.makedirs(path, exist_ok=True)`` without its recursion:
 a path ``d/d/d/...`` thousands of levels deep raised ``RecursionError``.

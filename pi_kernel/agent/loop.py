@@ -82,6 +82,7 @@ from pi_kernel.agent.types import AgentLoopConfig, ShouldStopAfterTurn, ShouldSt
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
+from pi_kernel.ai.sanitize import clean_message
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
 """Receives every event; the loop waits for it before going on."""
@@ -94,13 +95,18 @@ async def _poll(source: Callable[[], Any] | None) -> list[Any]:
 
 
 def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
-    if inspect.iscoroutinefunction(emit):
-        return emit
+    """``emit`` awaited; every message is made sendable and storable as it enters (``clean_message``)."""
+    is_async = inspect.iscoroutinefunction(emit)
 
-    async def emit_and_wait(event: AgentEvent) -> None:
-        await call_hook(emit, event)
+    async def admit_and_emit(event: AgentEvent) -> None:
+        if event.type == "message_end":
+            clean_message(event.message)
+        if is_async:
+            await emit(event)
+        else:
+            await call_hook(emit, event)
 
-    return emit_and_wait
+    return admit_and_emit
 
 
 def default_stream_fn() -> StreamFn:

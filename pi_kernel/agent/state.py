@@ -18,6 +18,7 @@ from pi_kernel.agent.events import (
 )
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, Message, Model, TextContent, Tool, ToolResultMessage
+from pi_kernel.ai.sanitize import clean_message
 
 QueueMode = Literal["one-at-a-time", "all"]
 
@@ -56,7 +57,7 @@ class AgentState:
         self.system_prompt = system_prompt
         self.model = model
         self._tools: list[Tool] = list(tools)
-        self._messages: list[Any] = list(messages)
+        self._messages: list[Any] = [clean_message(message) for message in messages]
         self.is_streaming = False
         self.streaming_message: Message | None = None
         self.pending_tool_calls: set[str] = set()
@@ -76,7 +77,9 @@ class AgentState:
 
     @messages.setter
     def messages(self, messages: Iterable[Any]) -> None:
-        self._messages = list(messages)
+        # Messages set from outside (a restored conversation, ``Agent(messages=...)``) enter the
+        # transcript too: made sendable and storable (``clean_message``, in place, cheap when clean).
+        self._messages = [clean_message(message) for message in messages]
 
     def __repr__(self) -> str:
         model = self.model.id if self.model else None
@@ -94,7 +97,9 @@ def reduce_agent_state(state: AgentState, event: AgentEvent) -> None:
         state.streaming_message = event.message  # type: ignore[union-attr]
     elif kind == "message_end":
         state.streaming_message = None
-        state.messages.append(event.message)  # type: ignore[union-attr]
+        # Sendable and storable from here on (the loop cleans its messages too; this covers the
+        # ones the agent makes itself: a cancelled run's results, a failed run's message).
+        state.messages.append(clean_message(event.message))  # type: ignore[union-attr]
     elif kind == "tool_execution_start":
         state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
     elif kind == "tool_execution_end":

@@ -46,6 +46,7 @@ from pi_kernel.ai import (
     ToolResultMessage,
     validate_tool_arguments,
 )
+from pi_kernel.ai.sanitize import clean_tool_call
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -232,6 +233,7 @@ async def ask_before_tool_call(
     if decision.args is not None:
         # Approval with edited arguments: they pass validation again.
         edited = dataclasses.replace(prepared.tool_call, arguments=_plain_arguments(decision.args), raw_arguments=None)
+        clean_tool_call(edited)  # a person's edit enters like the model's arguments: bounded, valid text
         prepared.args = validate_tool_arguments(prepared.tool, edited)
     return prepared
 

@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
+
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
 """Environment variables known to hold secrets (``redact`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
 MIN_SECRET_CHARS = 8
@@ -105,16 +107,10 @@ def mask_data(value: Any, secrets: Sequence[str] | None = None) -> Any:
 
 def _map_strings(value: Any, strings: Callable[[str], str], keys: Callable[[str], str]) -> Any:
     """``value`` rebuilt with ``strings`` applied to each string and ``keys`` to each string mapping key
-    (a tuple key stays as it is, hashable)."""
-    if isinstance(value, str):
-        return strings(value)
-    if isinstance(value, dict):
-        return {
-            keys(key) if isinstance(key, str) else key: _map_strings(item, strings, keys) for key, item in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [_map_strings(item, strings, keys) for item in value]
-    return value
+    (a tuple key stays as it is, hashable). Iterative (``sanitize.map_strings``): no recursion on the
+    data's depth). The bound is far beyond what a transcript holds (``MAX_DEPTH`` for arguments, plus a
+    message's own levels), so saved data is never cut; only a preview of arguments still streaming is."""
+    return map_strings(value, strings, keys, max_depth=4 * MAX_DEPTH)
 
 
 def unfinished_start(text: str, secrets: Sequence[str]) -> int:

@@ -84,8 +84,9 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
         received, received_text = tool_call.raw_arguments, tool_call.raw_arguments
         try:
             received = json.loads(tool_call.raw_arguments)
-        except ValueError as error:
-            problem = f"The arguments are not valid JSON ({error})"
+        except (ValueError, RecursionError) as error:
+            reason = error if isinstance(error, ValueError) else "nested too deeply"
+            problem = f"The arguments are not valid JSON ({reason})"
             raise ToolArgumentsError(
                 tool_call.name, [("root", problem)], received, received_text=received_text
             ) from None

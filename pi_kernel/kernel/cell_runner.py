@@ -128,9 +128,9 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     allow_stdin, raw_input = _stdin_reader(session, request)
     widgets = session.frontend.renders_widgets(message_session(request) if request else None)
     run = RunState(options, cell_id, allow_stdin, raw_input, loop, widgets=widgets, parent=request)
-    session.begin_turn(cell_id)
     session.tool_context.cwd = Path.cwd()
     view = make_turn_view(session, prompt, options, widgets=widgets)
+    replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     start = len(agent.state.messages)
     saved = (agent.state.model, agent.max_turns)
     agent.state.model = model
@@ -158,6 +158,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         agent.state.model = saved[0] if options.model else agent.state.model
         agent.max_turns = saved[1]
         outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
+        session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
         _print_notices(session)
     if outcome.status == "interrupted":

@@ -11,11 +11,12 @@ installed elsewhere still starts the kernel in this environment.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from pi_kernel.tools.files import make_dirs, write_file_atomic, write_text_atomic
 
 KERNEL_NAME = "pi"
 DISPLAY_NAME = "Pi Agent (Python 3)"
@@ -36,10 +37,10 @@ def kernel_spec_dict(executable: str | None = None, env: Mapping[str, str] | Non
 
 def write_kernel_spec(directory: Path, executable: str | None = None, env: Mapping[str, str] | None = None) -> Path:
     """Write ``kernel.json`` and the logos into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
+    make_dirs(directory)
     for logo in RESOURCES.glob("logo-*"):
-        shutil.copy(logo, directory / logo.name)
-    (directory / "kernel.json").write_text(json.dumps(kernel_spec_dict(executable, env), indent=2) + "\n")
+        write_file_atomic(directory / logo.name, logo.read_bytes())
+    write_text_atomic(directory / "kernel.json", json.dumps(kernel_spec_dict(executable, env), indent=2) + "\n")
     return directory
 
 

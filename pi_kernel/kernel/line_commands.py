@@ -164,6 +164,20 @@ def reset(session: PiSession, words: list[str]) -> str:
     return "The conversation was reset."
 
 
+def undo(session: PiSession, words: list[str]) -> str:
+    if words == ["list"]:
+        return session.versions.describe()
+    if len(words) > 1 or (words and not words[0].isdigit()):
+        raise CommandError("%pi undo [N|list]")
+    if session.run is not None:
+        raise CommandError("a turn is running; interrupt it first")
+    try:
+        version = session.undo(int(words[0]) if words else 1)
+    except IndexError as error:
+        raise CommandError(str(error)) from None
+    return f"Restored the conversation of {version.describe()} (%pi undo again goes back)."
+
+
 def history(session: PiSession, words: list[str]) -> str:
     from pi_kernel.kernel.text_view import render_messages
 
@@ -193,8 +207,8 @@ def load(session: PiSession, words: list[str]) -> str:
     if session.run is not None:
         raise CommandError("a turn is running; interrupt it first")
     try:
-        saved = load_conversation(words[0])
-    except (OSError, ValueError) as error:
+        saved = load_conversation(words[0])  # an OSError is said in one line by run_line_command
+    except ValueError as error:
         raise CommandError(str(error)) from None
     session.replace_conversation(saved.messages, cells=saved.cells)
     return f"Loaded {len(saved.messages)} messages from {words[0]} (saved with {saved.model or 'an unknown model'})"
@@ -215,6 +229,7 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "allow": allow,
     "deny": deny,
     "reset": reset,
+    "undo": undo,
     "history": history,
     "usage": long_session.usage,
     "save": save,
@@ -256,8 +271,27 @@ def run_line_command(session: PiSession, line: str) -> str:
         words = split_line(line)
     except ValueError as error:
         raise CommandError(f"%pi: {error}") from None
+    except RecursionError as error:  # JSON after --args nested thousands deep
+        raise CommandError(f"%pi: {failure_text(error)}") from None
     name, args = (words[0], words[1:]) if words else ("", [])
     command = COMMANDS.get(name)
     if command is None:
         raise CommandError(f"unknown command %pi {name} (see %pi help)")
-    return command(session, args)
+    try:
+        return command(session, args)
+    except CommandError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every failure of a command is one clear line, never a traceback
+        raise CommandError(f"%pi {name}: {failure_text(error)}") from None
+
+
+def failure_text(error: BaseException) -> str:
+    """One line saying what went wrong (``OSError``: what the system said, and the path)."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        text = f"{error.strerror}{where}"
+    elif isinstance(error, RecursionError):
+        text = "the input is nested too deeply"
+    else:
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return " ".join(text.split())

@@ -34,6 +34,7 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
 %pi deny ID|all [REASON]    deny a waiting tool call
 %pi reset                   forget the conversation
+%pi undo [N|list]           bring back the conversation a re-run, reset, load or undo replaced
 %pi history                 the conversation so far
 %pi usage                   tokens, cost and context use so far, per model
 %pi compact                 summarise the older turns now (long sessions)

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pi_kernel.ai.sanitize import clean_data
 from pi_kernel.ai.secrets import mask_data
+from pi_kernel.tools.files import write_text_atomic
 
 FORMAT = "pi-kernel-conversation"
 VERSION = 1
@@ -45,38 +47,61 @@ def save_conversation(
         "model": model,
         "saved_at": int(time.time()),
         "count": len(messages),
-        "cells": dict(cells or {}),
+        "cells": clean_data(dict(cells or {})),  # cell ids come from the front-end: any text
     }
-    lines = [json.dumps(header)]
-    lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False) for message in messages]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = [json.dumps(header, ensure_ascii=False)]
+    lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False, default=repr) for message in messages]
+    # Encoded whole before the file is touched, then written atomically: a failure keeps the previous save.
+    write_text_atomic(target, "\n".join(lines) + "\n", make_parents=True)
     return target
 
 
 def load_conversation(path: str | Path) -> SavedConversation:
-    """Read a file written by ``save_conversation``; ``ValueError`` names the bad line."""
+    """Read a file written by ``save_conversation``; ``ValueError`` names the first bad line.
+
+    The whole file is checked before anything is returned (``message_problem``: every field's type,
+    no unknown fields, nesting bounded; JSON nested too deep for the parser is refused too), and every
+    message is made sendable and storable (``clean_message``: bytes that are not UTF-8 and lone
+    surrogates become U+FFFD), so a loaded conversation can never break the turns that follow.
+    """
     from pi_kernel.ai import message_from_dict
+    from pi_kernel.ai.message_check import message_problem
+    from pi_kernel.ai.sanitize import clean_message
 
     source = Path(path).expanduser()
-    rows = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    text = source.read_bytes().decode("utf-8", "replace")
+    rows = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not rows:
         raise ValueError(f"{source}: empty file")
-    try:
-        header = json.loads(rows[0])
-    except ValueError as error:
-        raise ValueError(f"{source}:1: not a {FORMAT} header ({error})") from None
+    header_number, header_row = rows[0]
+    header = _parse_row(source, header_number, header_row, f"not a {FORMAT} header")
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ValueError(f"{source}:1: not a {FORMAT} file")
+        raise ValueError(f"{source}:{header_number}: not a {FORMAT} file")
     if header.get("version") != VERSION:
         raise ValueError(f"{source}:1: format version {header.get('version')!r} is not supported (expected {VERSION})")
     messages = []
-    for number, row in enumerate(rows[1:], start=2):
+    for number, row in rows[1:]:
+        data = _parse_row(source, number, row, "not a message")
+        problem = message_problem(data)
+        if problem is not None:
+            raise ValueError(f"{source}:{number}: not a message ({problem})")
         try:
-            messages.append(message_from_dict(json.loads(row)))
-        except (ValueError, TypeError, KeyError) as error:
+            messages.append(clean_message(message_from_dict(data)))
+        except (ValueError, TypeError, KeyError) as error:  # message_problem should have said: belt and braces
             raise ValueError(f"{source}:{number}: not a message ({error})") from None
-    return SavedConversation(messages, header.get("model"), header, _cells(header.get("cells"), len(messages)))
+    model = header.get("model")
+    return SavedConversation(
+        messages, model if isinstance(model, str) else None, header, _cells(header.get("cells"), len(messages))
+    )
+
+
+def _parse_row(source: Path, number: int, row: str, what: str) -> Any:
+    try:
+        return json.loads(row)
+    except RecursionError:
+        raise ValueError(f"{source}:{number}: {what} (nested too deeply)") from None
+    except ValueError as error:
+        raise ValueError(f"{source}:{number}: {what} ({error})") from None
 
 
 def _cells(value: Any, count: int) -> dict[str, int]:

@@ -22,6 +22,7 @@ from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, model_from_spec, resolve_model
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
+from pi_kernel.kernel.undo import ConversationVersions, Version
 from pi_kernel.kernel.views import TurnOptions
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class PiSession:
         self.kernel = kernel if kernel is not None else getattr(shell, "kernel", None)
         self.settings = settings or PiSettings()
         self.cell_turns = CellTurns()
+        self.versions = ConversationVersions()
+        """Conversations replaced by a re-run, ``%pi reset`` / ``load`` / ``undo``: ``%pi undo`` brings them back."""
         self.frontend = FrontendTracker(self.resolve_request_fields, self.pending_requests, self.settings.widgets)
         self.view_factory: Callable[..., Any] | None = None
         """Overrides ``views.make_turn_view`` (tests, other front-ends)."""
@@ -260,17 +263,49 @@ class PiSession:
     def current_cell_id(self) -> str | None:
         return self._cell_ids.get(threading.get_ident())
 
-    def begin_turn(self, cell_id: str | None) -> None:
-        """Cut the conversation back to where this cell's turn starts (re-run) or keep it (new cell)."""
+    def begin_turn(self, cell_id: str | None) -> Version | None:
+        """Cut the conversation back to where this cell's turn starts (re-run) or keep it (new cell).
+
+        A re-run returns the conversation as it was: ``end_turn`` then either keeps it for ``%pi undo``
+        (the new turn produced something) or puts it back (the new turn failed or was interrupted
+        before it produced anything), so a re-run that did nothing loses nothing.
+        """
         messages = self.agent.state.messages
+        before = Version(list(messages), dict(self.cell_turns.starts), "re-running a %%pi cell")
         start = self.cell_turns.begin(cell_id, len(messages))
-        if start < len(messages):
-            self.agent.state.messages = messages[:start]
+        if start >= len(messages):
+            return None
+        self.agent.state.messages = messages[:start]
+        return before
+
+    def end_turn(self, replaced: Version | None, added: list[Any]) -> bool:
+        """Settle a re-run (see ``begin_turn``); returns whether the replacement took effect."""
+        if replaced is None:
+            return True
+        produced = any(
+            getattr(message, "role", "") == "assistant" and message.stop_reason not in ("error", "aborted")
+            for message in added
+        )
+        if produced:
+            self.versions.keep(replaced.messages, replaced.cells, replaced.reason)
+        else:
+            self.agent.state.messages = replaced.messages
+            self.cell_turns.starts = dict(replaced.cells)
+        return produced
 
     def reset(self) -> None:
         if self._agent is not None:
+            self.versions.keep(self._agent.state.messages, self.cell_turns.starts, "%pi reset")
             self._agent.reset()
         self.cell_turns.clear()
+
+    def undo(self, number: int = 1) -> Version:
+        """Bring back the ``number``-th newest kept conversation; the current one is kept in its place."""
+        version = self.versions.take(number)
+        self.versions.keep(self.agent.state.messages, self.cell_turns.starts, "%pi undo")
+        self.agent.state.messages = version.messages
+        self.cell_turns.starts = dict(version.cells)
+        return version
 
     def interrupt(self) -> None:
         """Stop the running turn: abort the model stream and tools, deny waiting approvals, stop waiting
@@ -314,8 +349,12 @@ class PiSession:
                 self._private_loop = asyncio.new_event_loop()
             return self._private_loop
 
-    def replace_conversation(self, messages: list[Any], cells: dict[str, int] | None = None) -> None:
-        """The conversation becomes ``messages``; ``cells`` (cell id → first message of its turn) come with it."""
+    def replace_conversation(
+        self, messages: list[Any], cells: dict[str, int] | None = None, reason: str = "%pi load"
+    ) -> None:
+        """The conversation becomes ``messages``; ``cells`` (cell id → first message of its turn) come with it.
+        The conversation it replaces is kept for ``%pi undo``."""
+        self.versions.keep(self.agent.state.messages, self.cell_turns.starts, reason)
         self.agent.state.messages = messages
         self.cell_turns.clear()
         self.cell_turns.starts.update(cells or {})

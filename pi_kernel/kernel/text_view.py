@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import reprlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +62,8 @@ STATUS_MARKS = {
 def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
+        text = reprlib.repr(value)
     text = mask(text)  # before the cut: a cut key would no longer be found
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import reprlib
 from typing import Any
 
 from pydantic import BaseModel
+
+from pi_kernel.ai.sanitize import map_strings
 
 
 def _default(value: Any) -> Any:
@@ -30,29 +33,26 @@ def pretty_json(value: Any) -> str:
     """Indented JSON text of ``value`` (non-JSON values through their dump or ``str``)."""
     try:
         return json.dumps(value, indent=2, ensure_ascii=False, default=_default)
-    except (TypeError, ValueError):  # circular data, say: still show something
-        return repr(value)
+    except (TypeError, ValueError, RecursionError):  # circular or too deep data, say: still show something
+        return reprlib.repr(value)
 
 
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON data (dicts, lists, str, numbers, bools, None)."""
     try:
         return json.loads(json.dumps(value, default=_default))
-    except (TypeError, ValueError):
-        return repr(value)
+    except (TypeError, ValueError, RecursionError):
+        return reprlib.repr(value)
 
 
 def bound_strings(value: Any, limit: int) -> Any:
-    """JSON data with every string longer than ``limit`` cut, saying how much was cut."""
-    if isinstance(value, str):
-        if len(value) <= limit:
-            return value
-        return f"{value[:limit]}… [{len(value) - limit:,} more characters]"
-    if isinstance(value, dict):
-        return {key: bound_strings(item, limit) for key, item in value.items()}
-    if isinstance(value, list):
-        return [bound_strings(item, limit) for item in value]
-    return value
+    """JSON data with every string longer than ``limit`` cut, saying how much was cut (iterative; data
+    nested deeper than ``sanitize.MAX_DEPTH`` is shown as a mark)."""
+
+    def cut(text: str) -> str:
+        return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+
+    return map_strings(value, cut)
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -61,6 +61,8 @@ def parse_arguments(text: str) -> tuple[dict[str, Any] | None, str | None]:
         value = json.loads(text)
     except ValueError as error:
         return None, f"Invalid JSON: {error}"
+    except RecursionError:
+        return None, "Invalid JSON: nested too deeply"
     if not isinstance(value, dict):
         return None, f"The arguments must be a JSON object, not {type(value).__name__}"
     return value, None

@@ -38,6 +38,7 @@ from pi_kernel.tools.builtin.edit_diff import (
 )
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.file_queue import with_file_mutation_queue
+from pi_kernel.tools.files import write_file_atomic
 from pi_kernel.tools.paths import resolve_tool_path
 
 EDIT_DESCRIPTION = (
@@ -150,8 +151,8 @@ def create_edit_tool() -> ToolDefinition:
             new_content = apply_edits(base, pairs, params.path)
             if signal is not None and signal.aborted:
                 raise RuntimeError(OPERATION_ABORTED)
-            with open(absolute, "wb") as file:
-                file.write((bom + restore_line_endings(new_content, ending)).encode("utf-8", "surrogateescape"))
+            data = (bom + restore_line_endings(new_content, ending)).encode("utf-8", "surrogateescape")
+            write_file_atomic(absolute, data)  # a failed write leaves the file as it was
             return generate_diff_string(base, new_content)
 
         diff, first_changed_line = await with_file_mutation_queue(absolute, edit)

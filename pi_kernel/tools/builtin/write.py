@@ -2,7 +2,9 @@
 
 Port of pi's ``write.ts``. The write runs inside the file mutation queue, so
 it never interleaves with an ``edit`` or another ``write`` of the same file.
-The text is written as UTF-8 exactly as given (no newline translation). The
+The text is written as UTF-8 exactly as given (no newline translation),
+atomically (``write_file_atomic``: a failed write leaves the old file), and
+the folders are made without recursion (a ``d/d/d/...`` path of any depth). The
 reply is pi's ``Successfully wrote N bytes to <path>``; N counts UTF-8 bytes
 (pi counts UTF-16 code units, which is the same for ASCII).
 
@@ -11,7 +13,6 @@ reply is pi's ``Successfully wrote N bytes to <path>``; N counts UTF-8 bytes
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -21,6 +22,7 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.file_queue import with_file_mutation_queue
+from pi_kernel.tools.files import write_file_atomic
 from pi_kernel.tools.paths import resolve_tool_path
 
 
@@ -42,9 +44,7 @@ def create_write_tool() -> ToolDefinition:
             # Checked inside the queue: an abort while waiting for the turn must not write.
             if signal is not None and signal.aborted:
                 raise RuntimeError(OPERATION_ABORTED)
-            os.makedirs(os.path.dirname(absolute), exist_ok=True)
-            with open(absolute, "wb") as file:
-                file.write(data)
+            write_file_atomic(absolute, data, make_parents=True)
 
         await with_file_mutation_queue(absolute, write)
         return AgentToolResult(

@@ -1,0 +1,90 @@
+"""Writing files for the user: atomically, and making folders without recursion.
+
+Every file pi-kernel writes for the user (``%pi save``, the ``write`` and
+``edit`` tools, the kernelspec) goes through ``write_file_atomic``: the bytes
+go to a temporary file in the same folder, are flushed to disk, and replace
+the target with one ``os.replace``. A failure at any point (an encoding error
+before, a full disk or a denied permission during) leaves the old file as it
+was and no temporary file behind. An existing file keeps its permission bits;
+a new one gets the usual ``0o666`` minus the umask. A symlink is followed (the
+file it points to is replaced, the link stays). The folder must take a new
+file (the temporary one): a writable file in a read-only folder is refused
+rather than rewritten in place. Hard links to the old file keep the old
+content.
+
+``make_dirs`` is ``os.makedirs(path, exist_ok=True)`` without its recursion:
+a path ``d/d/d/...`` thousands of levels deep raised ``RecursionError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+import threading
+
+_umask_lock = threading.Lock()
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _umask_lock:  # the portable way reads it by setting it
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def make_dirs(path: str | os.PathLike[str]) -> None:
+    """Create folder ``path`` and its missing parents (no error when it exists); iterative."""
+    missing: list[str] = []
+    current = os.path.abspath(os.fspath(path))
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder)
+        if not os.path.isdir(folder):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
+
+
+def write_file_atomic(path: str | os.PathLike[str], data: bytes, *, make_parents: bool = False) -> str:
+    """Replace the file at ``path`` with ``data`` atomically (see the module doc); returns the path written."""
+    target = os.path.abspath(os.fspath(path))
+    if os.path.islink(target):
+        target = os.path.realpath(target)
+    folder = os.path.dirname(target)
+    if make_parents:
+        make_dirs(folder)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".pi-write-", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return target
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str, *, make_parents: bool = False) -> str:
+    """``write_file_atomic`` of ``text`` as UTF-8 (encoded first: an encoding error writes nothing)."""
+    return write_file_atomic(path, text.encode("utf-8"), make_parents=make_parents)

@@ -21,7 +21,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.ai import TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
+from pi_kernel.kernel.code_cells import offer_code_cell
 from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
@@ -65,18 +67,21 @@ def _positive(text: str) -> int:
 
 
 def parse_options(line: str) -> TurnOptions:
-    """``--model NAME --no-tools --max-turns N --approve MODE`` (the ``%%pi`` line)."""
+    """``--model NAME --no-tools --max-turns N --approve MODE --cells`` (the ``%%pi`` line)."""
     parser = _OptionParser(prog="%%pi", add_help=False)
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
     parser.add_argument("--approve", choices=("ask", "auto", "deny", "read-only"))
+    parser.add_argument("--cells", action="store_true")
     try:
         words = shlex.split(line)
     except ValueError as error:
         raise PiUsageError(f"%%pi: {error}") from None
     args = parser.parse_args(words)
-    return TurnOptions(model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve)
+    return TurnOptions(
+        model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve, cells=args.cells
+    )
 
 
 def _request(session: PiSession) -> dict[str, Any] | None:
@@ -136,13 +141,14 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     def on_approval(kind: str, request: Any) -> None:
         loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
 
+    message = prompt_message(session, prompt)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     session.set_run(run)
     cancelled = False
     try:
         with interrupt_hook(session.interrupt, loop):
-            await agent.prompt(prompt)
+            await agent.prompt(message)
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
@@ -153,11 +159,23 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         agent.max_turns = saved[1]
         outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
         view.finish(outcome)
+        session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
+        if options.cells or session.code_cells:
+            offer_code_cell(session.shell, outcome.messages)
     if outcome.status == "interrupted":
         raise PiInterrupted
     if outcome.status == "error":
         raise PiTurnFailed(outcome.error)
     return outcome
+
+
+def prompt_message(session: PiSession, prompt: str) -> Any:
+    """The turn's user message: the notebook context (when there is news) as a first text part, then
+    the prompt exactly as written (see ``notebook_context``)."""
+    context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
+    if context is None:
+        return UserMessage([TextContent(prompt)])
+    return UserMessage([TextContent(mask(context)), TextContent(prompt)])
 
 
 async def run_pi_cell(body: str, line: str = "") -> None:

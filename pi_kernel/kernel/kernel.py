@@ -75,6 +75,8 @@ class PiKernel(IPythonKernel):
     widgets = Setting(help="Force widget views on/off (default: detect).")
     max_turns = Setting(help="Default limit of model requests per %%pi cell (a whole number above 0).")
     system_prompt = Setting(help="Text added to the system prompt.")
+    notebook_context = Setting(help="Tell the model what changed in the notebook at each %%pi turn (default true).")
+    describe_limit = Setting(help="Characters of one inspect / cells answer (default 4000).")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -37,7 +37,9 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi usage                   tokens (and cost) so far
 %pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
 %pi system                  the system prompt the model gets
-%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]   then a prompt: one agent turn"""
+%pi context [on|off]        tell the model what changed in the notebook at each turn (default on)
+%pi cells [on|off]          every turn's python code becomes a new cell below (as %%pi --cells)
+%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells]   then a prompt: one agent turn"""
 
 RUNNER = "__import__('pi_kernel.kernel.cell_runner', fromlist=['run_pi_cell']).run_pi_cell"
 

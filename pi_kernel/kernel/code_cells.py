@@ -16,23 +16,36 @@ CELL_HEADER = "# pi: python call {index} of {total}"
 
 
 def code_cell_text(messages: list[Any]) -> str:
-    """The successful ``python`` calls' code among ``messages`` (a turn's), ``""`` when there is none."""
-    failed = {
-        message.tool_call_id
-        for message in messages
-        if getattr(message, "role", "") == "tool_result" and message.is_error
-    }
-    answered = {message.tool_call_id for message in messages if getattr(message, "role", "") == "tool_result"}
-    codes: list[str] = []
-    for message in messages:
+    """The successful ``python`` calls' code among ``messages`` (a turn's) in the order the calls ran
+    (the tool's ``details["run"]``; calls of one message may run in any order), ``""`` when there is none."""
+    runs: list[tuple[int, int, str]] = []
+    for index, message in enumerate(messages):
         if getattr(message, "role", "") != "assistant":
             continue
+        results = _results_after(messages, index)  # ids may repeat across requests (some servers count from 0)
         for call in message.tool_calls:
             code = call.arguments.get("code") if isinstance(call.arguments, dict) else None
-            if call.name == "python" and isinstance(code, str) and call.id in answered and call.id not in failed:
-                codes.append(code.strip("\n"))
+            result = results.get(call.id)
+            if call.name != "python" or not isinstance(code, str) or result is None or result.is_error:
+                continue
+            details = result.details if isinstance(result.details, dict) else {}
+            run = details.get("run")
+            runs.append((run if isinstance(run, int) else 0, len(runs), code.strip("\n")))
+    codes = [code for _run, _position, code in sorted(runs)]
     total = len(codes)
     return "\n\n".join(f"{CELL_HEADER.format(index=i, total=total)}\n{code}" for i, code in enumerate(codes, 1))
+
+
+def _results_after(messages: list[Any], index: int) -> dict[str, Any]:
+    """The tool results answering the assistant message at ``index`` (up to the next assistant message)."""
+    results: dict[str, Any] = {}
+    for message in messages[index + 1 :]:
+        role = getattr(message, "role", "")
+        if role == "assistant":
+            break
+        if role == "tool_result":
+            results.setdefault(message.tool_call_id, message)
+    return results
 
 
 def offer_code_cell(shell: Any, messages: list[Any]) -> bool:

@@ -181,7 +181,7 @@ def list_variables(
     used = len(header)
     for index, (name, value) in enumerate(variables):
         shape = shape_of(value)
-        preview = one_line(safe_repr(value, caller, 400), 60)
+        preview = one_line(safe_repr(value, caller, 400), PREVIEW_CHARS)
         line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''} = {preview}"
         rest = variables[index:]
         if used + len(line) + 1 > limit - 200 and len(rest) > 1:

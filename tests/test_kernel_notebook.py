@@ -104,7 +104,7 @@ def test_the_turn_after_a_failing_cell_names_the_error_and_cells_brings_back_the
     assert result.status == "ok", result.text
 
     first = server.bodies[sent]
-    context, asked = last_user_parts(first)
+    asked, context = last_user_parts(first)
     assert asked == prompt
     assert "ratio = 3 / 0" in context and "ZeroDivisionError: division by zero" in context
     (payload,) = set_next_input(result.reply)

@@ -170,12 +170,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
 
 
 def prompt_message(session: PiSession, prompt: str) -> Any:
-    """The turn's user message: the notebook context (when there is news) as a first text part, then
-    the prompt exactly as written (see ``notebook_context``)."""
+    """The turn's user message: the prompt exactly as written, then the notebook context (when there is
+    news) as a second text part (see ``notebook_context``)."""
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
     if context is None:
         return UserMessage([TextContent(prompt)])
-    return UserMessage([TextContent(mask(context)), TextContent(prompt)])
+    return UserMessage([TextContent(prompt), TextContent(mask(context))])
 
 
 async def run_pi_cell(body: str, line: str = "") -> None:

@@ -1,8 +1,9 @@
 """The automatic notebook context: what changed in the notebook since the agent's previous turn.
 
-The first model request of each ``%%pi`` turn carries it: the prompt's user
-message gets a first text part (``Notebook context ...``) before the prompt
-itself, which stays as written. It is part of the conversation, so the
+The first model request of each ``%%pi`` turn carries it: the turn's user
+message is the prompt as written, then a second text part (``Notebook
+context ...``); a reader of the first part (a transcript, a test) still
+finds the prompt there. It is part of the conversation, so the
 transcript, ``%pi history`` and saved sessions show what the model was told.
 What it says (within ``CONTEXT_LIMIT`` characters): the cells run since the
 previous turn (execution count and shortened source), the error of any that

@@ -196,7 +196,7 @@ def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
     text = f"... and {len(rest):,} more: "
     names: list[str] = []
     for name, _value in rest:
-        if len(text) + sum(len(n) + 2 for n in names) + len(name) + 20 > room:
+        if len(text) + sum(len(n) + 2 for n in names) + len(name) + 60 > room:
             break
         names.append(name)
     left = len(rest) - len(names)

@@ -89,7 +89,7 @@ def test_dataframe_description_has_columns_dtypes_nulls_head_and_summary() -> No
 
 
 def test_unknown_names_list_close_matches_and_calls_are_refused() -> None:
-    with pytest.raises(ValueError, match="No variable named 'dff'.*Close matches: df"):
+    with pytest.raises(ValueError, match=r"No variable named 'dff'.*Close matches: df"):
         inspect("dff", {"df": 1})
     with pytest.raises(ValueError, match="no calls, no indexing"):
         inspect("df.head()", {"df": 1})
@@ -131,3 +131,19 @@ def test_context_names_cells_errors_and_changed_variables_once_and_stays_bounded
     context.enabled = False
     history.add(CellRecord(4, "z = 1", ""))
     assert context.take(namespace) is None
+
+
+def test_context_and_describe_limit_settings_from_env_and_config() -> None:
+    from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
+    from pi_kernel.kernel.session import PiSession
+
+    assert settings_from_env({}).notebook_context is True
+    assert settings_from_env({"PI_NOTEBOOK_CONTEXT": "0"}).notebook_context is False
+    problems: list[str] = []
+    assert settings_from_env({"PI_NOTEBOOK_CONTEXT": "maybe"}, problems=problems).notebook_context is True
+    assert problems and problems[0].startswith("PI_NOTEBOOK_CONTEXT:")
+    configured = apply_config(PiSettings(), {"notebook_context": "off", "describe_limit": "2000"})
+    assert (configured.notebook_context, configured.describe_limit) == (False, 2000)
+    session = PiSession(None, configured)
+    assert session.context_enabled is False and session.notebook_context.enabled is False
+    assert session.tool_context.extra["describe_limit"] == 2000

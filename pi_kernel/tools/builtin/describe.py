@@ -18,6 +18,7 @@ import ctypes
 import inspect
 import queue
 import threading
+import time
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -28,7 +29,11 @@ from pi_kernel.ai.secrets import mask
 DEFAULT_LIMIT = 4000
 """Characters of one description or listing (the ``describe_limit`` setting)."""
 CALL_TIMEOUT = 1.0
-"""Seconds one ``repr`` (or summary) of a user object may take."""
+"""Seconds one ``repr`` of a user object may take."""
+DESCRIBE_TIMEOUT = 10.0
+"""Seconds one whole description may take (a summary of a large DataFrame is real work)."""
+LISTING_BUDGET = 3.0
+"""Seconds of previews in one listing; after that, names and types only."""
 PREVIEW_CHARS = 80
 HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 """IPython's own names in a user namespace."""
@@ -51,8 +56,10 @@ class SafeCaller:
         self._jobs: queue.SimpleQueue[Any] | None = None
         self._thread: threading.Thread | None = None
 
-    def call(self, fn: Callable[[], Any]) -> Any:
-        """``fn()``'s value; its exception re-raised; ``CallTimeout`` when it hangs."""
+    def call(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
+        """``fn()``'s value; its exception re-raised; ``CallTimeout`` when it takes longer than ``timeout``
+        (default: the caller's)."""
+        limit = self.timeout if timeout is None else timeout
         if self._jobs is None or self._thread is None or not self._thread.is_alive():
             self._jobs = queue.SimpleQueue()
             self._thread = threading.Thread(target=_work, args=(self._jobs,), name="pi-describe", daemon=True)
@@ -60,11 +67,11 @@ class SafeCaller:
         done = threading.Event()
         box: dict[str, Any] = {}
         self._jobs.put((fn, box, done))
-        if not done.wait(self.timeout):
+        if not done.wait(limit):
             thread, self._thread, self._jobs = self._thread, None, None
             if thread.ident is not None:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(SystemExit))
-            raise CallTimeout(f"took longer than {self.timeout:g} s")
+            raise CallTimeout(f"took longer than {limit:g} s")
         if "error" in box:
             raise box["error"]
         return box.get("value")
@@ -179,10 +186,12 @@ def list_variables(
     header = f"{len(variables):,} user variable(s):"
     lines = [header]
     used = len(header)
+    deadline = time.monotonic() + LISTING_BUDGET
     for index, (name, value) in enumerate(variables):
         shape = shape_of(value)
-        preview = one_line(safe_repr(value, caller, 400), PREVIEW_CHARS)
-        line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''} = {preview}"
+        line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''}"
+        if time.monotonic() < deadline:
+            line += f" = {one_line(safe_repr(value, caller, 400), PREVIEW_CHARS)}"
         rest = variables[index:]
         if used + len(line) + 1 > limit - 200 and len(rest) > 1:
             lines.append(_more_names(rest, limit - used - 1))
@@ -231,6 +240,10 @@ def close_matches(name: str, namespace: Mapping[str, Any], hidden: Iterable[str]
     return difflib.get_close_matches(name, names, n=5, cutoff=0.5)
 
 
+_SUMMARISED = frozenset({"pandas.DataFrame", "pandas.Series", "numpy.ndarray", "polars.DataFrame"})
+"""Types whose description is a real computation (``DESCRIBE_TIMEOUT``); others get ``CALL_TIMEOUT``."""
+
+
 @dataclass
 class Describer:
     """Descriptions by kind of object, each within ``limit`` characters."""
@@ -240,7 +253,8 @@ class Describer:
 
     def describe(self, name: str, value: Any) -> str:
         try:
-            text = self.caller.call(lambda: self._describe(name, value))
+            timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARISED else None
+            text = self.caller.call(lambda: self._describe(name, value), timeout)
         except CallTimeout as error:
             text = f"{name}: {type_name(value)}\n<description {error}>\n{safe_repr(value, self.caller, 300)}"
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr

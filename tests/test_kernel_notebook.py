@@ -118,6 +118,7 @@ def test_prompts_reach_the_model_as_written_and_context_can_be_switched_off(
     kernel: KernelDriver, server: FakeOpenAI
 ) -> None:
     assert "notebook context: off" in kernel.run("%pi context off").text
+    assert "notebook:  context off, code cells off" in kernel.run("%pi").text
     kernel.run("x = 1")
     prompt = 'Use {x} and $x and {"a": 1} and {{braces}} and $(echo hi) as they are.'
     server.enqueue(text_chunks("Done."))

@@ -50,6 +50,8 @@ def status(session: PiSession, words: list[str]) -> str:
         f"approval:  {session.policy.describe()}",
         f"messages:  {len(session.agent.state.messages)}",
         f"front-end: {frontend}",
+        f"notebook:  context {'on' if session.context_enabled else 'off'}, code cells "
+        f"{'on' if session.code_cells else 'off'}",
     ]
     return "\n".join(lines)
 

@@ -106,6 +106,7 @@ def test_the_turn_after_a_failing_cell_names_the_error_and_cells_brings_back_the
     first = server.bodies[sent]
     asked, context = last_user_parts(first)
     assert asked == prompt
+    assert context.startswith("\n\nNotebook context")
     assert "ratio = 3 / 0" in context and "ZeroDivisionError: division by zero" in context
     (payload,) = set_next_input(result.reply)
     assert payload["text"] == f"# pi: python call 1 of 1\n{fix}"

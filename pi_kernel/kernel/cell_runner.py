@@ -175,7 +175,8 @@ def prompt_message(session: PiSession, prompt: str) -> Any:
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
     if context is None:
         return UserMessage([TextContent(prompt)])
-    return UserMessage([TextContent(prompt), TextContent(mask(context))])
+    # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context)}")])
 
 
 async def run_pi_cell(body: str, line: str = "") -> None:

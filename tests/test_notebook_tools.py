@@ -131,6 +131,10 @@ def test_context_names_cells_errors_and_changed_variables_once_and_stays_bounded
     context.enabled = False
     history.add(CellRecord(4, "z = 1", ""))
     assert context.take(namespace) is None
+    context.enabled = True
+    context.forget()  # %pi reset: the next turn hears everything again
+    again = context.take(namespace)
+    assert again is not None and "In [1]: df = make()" in again and "- df: pandas.DataFrame" in again
 
 
 def test_context_and_describe_limit_settings_from_env_and_config() -> None:

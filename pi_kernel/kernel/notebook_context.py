@@ -9,7 +9,8 @@ What it says (within ``CONTEXT_LIMIT`` characters): the cells run since the
 previous turn (execution count and shortened source), the error of any that
 raised (type and message), and the variables that are new or were rebound or
 changed shape since then (type, shape, a DataFrame's columns). Nothing
-changed: no context part. The first turn of a session sees everything so far.
+changed: no context part. The first turn of a session (and the first after
+``%pi reset``) sees everything so far.
 
 On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, or
 ``PI_NOTEBOOK_CONTEXT=0`` switch it.
@@ -67,6 +68,11 @@ class NotebookContext:
         """Remember the namespace as the agent left it (what its own code defined is no news next time)."""
         self._mark = self.history.seq
         self._snapshot = _fingerprints(namespace or {}, hidden)
+
+    def forget(self) -> None:
+        """The conversation was reset: the next turn is told everything again, as a first turn is."""
+        self._mark = 0
+        self._snapshot = None
 
     def _changed_variables(self, namespace: Mapping[str, Any], hidden: Iterable[str]) -> list[str]:
         now = _fingerprints(namespace, hidden)

@@ -231,6 +231,8 @@ class PiSession:
         if self._agent is not None:
             self._agent.reset()
         self.cell_turns.clear()
+        if self._notebook_context is not None:
+            self._notebook_context.forget()
 
     def interrupt(self) -> None:
         """Stop the running turn: abort the model stream and tools, deny waiting approvals."""

@@ -59,9 +59,12 @@ def is_pi_cell(source: str) -> bool:
 
 
 def cell_error(error: BaseException) -> CellError:
-    """Type, message and the last frames of the user's code (IPython's own frames left out)."""
+    """Type, message, the cell's own frame and the traceback's last frames (IPython's own frames left out)."""
     frames = [frame for frame in traceback.extract_tb(error.__traceback__) if not _internal(frame.filename)]
-    text = traceback.format_list(frames[-TRACEBACK_FRAMES:])
+    chosen = frames[-TRACEBACK_FRAMES:]
+    if len(frames) > TRACEBACK_FRAMES:  # the cell's own line first, then where it ended (in a library, often)
+        chosen = [frames[0], *frames[-(TRACEBACK_FRAMES - 1) :]]
+    text = traceback.format_list(chosen)
     return CellError(type(error).__name__, str(error), text)
 
 

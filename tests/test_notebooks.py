@@ -43,6 +43,7 @@ def test_the_tutorials_are_there() -> None:
         "04_parallel_and_files.ipynb",
         "05_data_analysis.ipynb",
         "06_providers.ipynb",
+        "07_your_data.ipynb",
         "08_mcp_tools.ipynb",
     ]
 
@@ -247,6 +248,17 @@ def check_mcp(nb: Any, approval: str, workdir: Path) -> None:
     turn = cell_after(nb, "What time is it now in UTC?")
     assert all(call["name"].startswith("time__") and call["status"] != "denied" for call in tool_calls(turn))
     assert "MCP server time removed." in output_text(cell_after(nb, "%pi mcp remove time"))
+def check_your_data(nb: Any, approval: str, workdir: Path) -> None:
+    # Whatever the model samples: the notebook tools are never denied (not even under deny) ...
+    calls = [call for cell in nb.cells if cell.cell_type == "code" for call in tool_calls(cell)]
+    notebook_tools = [call["status"] for call in calls if call["name"] in ("inspect", "cells")]
+    assert "denied" not in notebook_tools and "waiting" not in notebook_tools, calls
+    # ... the description is the notebook's own, and the fix-it turn began with the failed cell's error.
+    description = output_text(cell_after(nb, "print(run_inspect("))
+    assert "12 rows x 3 columns" in description and "revenue: float64, 2 null" in description, description
+    history = output_text(cell_after(nb, "%pi history"))
+    assert "Notebook context" in history and 'sales["profit"].sum()' in history and "KeyError" in history
+    assert "notebook context: on" in output_text(cell_after(nb, "%pi context"))
 
 
 CHECKS: dict[str, Callable[[Any, str, Path], None]] = {
@@ -256,13 +268,18 @@ CHECKS: dict[str, Callable[[Any, str, Path], None]] = {
     "04_parallel_and_files.ipynb": check_parallel,
     "05_data_analysis.ipynb": check_data_analysis,
     "06_providers.ipynb": check_providers,
+    "07_your_data.ipynb": check_your_data,
     "08_mcp_tools.ipynb": check_mcp,
 }
 
 
 @pytest.mark.parametrize(
     ("path", "approval"),
-    [*((path, "auto") for path in NOTEBOOKS), (NOTEBOOK_DIR / "01_quickstart.ipynb", "deny")],
+    [
+        *((path, "auto") for path in NOTEBOOKS),
+        (NOTEBOOK_DIR / "01_quickstart.ipynb", "deny"),
+        (NOTEBOOK_DIR / "07_your_data.ipynb", "deny"),
+    ],
     ids=lambda value: value.stem if isinstance(value, Path) else value,
 )
 @pytest.mark.timeout(600)

@@ -21,8 +21,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.ai import TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
+from pi_kernel.kernel.code_cells import offer_code_cell
 from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
@@ -66,18 +68,21 @@ def _positive(text: str) -> int:
 
 
 def parse_options(line: str) -> TurnOptions:
-    """``--model NAME --no-tools --max-turns N --approve MODE`` (the ``%%pi`` line)."""
+    """``--model NAME --no-tools --max-turns N --approve MODE --cells`` (the ``%%pi`` line)."""
     parser = _OptionParser(prog="%%pi", add_help=False)
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
     parser.add_argument("--approve", choices=("ask", "auto", "deny", "read-only"))
+    parser.add_argument("--cells", action="store_true")
     try:
         words = shlex.split(line)
     except ValueError as error:
         raise PiUsageError(f"%%pi: {error}") from None
     args = parser.parse_args(words)
-    return TurnOptions(model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve)
+    return TurnOptions(
+        model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve, cells=args.cells
+    )
 
 
 def _request(session: PiSession) -> dict[str, Any] | None:
@@ -140,6 +145,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     def on_approval(kind: str, request: Any) -> None:
         loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
 
+    message = prompt_message(session, prompt)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     session.set_run(run)
@@ -148,7 +154,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         with interrupt_hook(session.interrupt, loop):
             await session.start_mcp()
             _print_notices(session)
-            await agent.prompt(prompt)
+            await agent.prompt(message)
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
@@ -160,6 +166,9 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
         session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
+        session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
+        if options.cells or session.code_cells:
+            offer_code_cell(session.shell, outcome.messages)
         _print_notices(session)
     if outcome.status == "interrupted":
         raise PiInterrupted
@@ -172,6 +181,16 @@ def _print_notices(session: PiSession) -> None:
     """Failures found during the turn (an MCP server that did not start or crashed), once each."""
     for notice in session.take_notices():
         print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
+
+
+def prompt_message(session: PiSession, prompt: str) -> Any:
+    """The turn's user message: the prompt exactly as written, then the notebook context (when there is
+    news) as a second text part (see ``notebook_context``)."""
+    context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
+    if context is None:
+        return UserMessage([TextContent(prompt)])
+    # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context)}")])
 
 
 async def run_pi_cell(body: str, line: str = "") -> None:

@@ -40,7 +40,7 @@ APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
 """Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval_policy`` has the same, but
 importing it here would cost a quarter of a second at every kernel start."""
-DEFAULT_BUILTIN_TOOLS = ("read", "write", "edit", "bash", "python")
+DEFAULT_BUILTIN_TOOLS = ("read", "write", "edit", "bash", "python", "inspect", "cells")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
 
@@ -96,6 +96,10 @@ class PiSettings:
     mcp_servers: dict[str, Any] = field(default_factory=dict)
     """MCP servers, name → ``mcpServers`` entry (checked when the session first uses them,
     by ``pi_kernel.tools.mcp.config``)."""
+    notebook_context: bool = True
+    """Each ``%%pi`` turn's first request says what changed in the notebook (``notebook_context``)."""
+    describe_limit: int = 4000
+    """Characters of one ``inspect`` / ``cells`` answer."""
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -221,6 +225,13 @@ def settings_from_env(
             settings.mcp_servers = {**settings.mcp_servers, **mcp_servers_file(env["PI_MCP_CONFIG"].strip())}
         except (OSError, ValueError) as error:
             _report(problems, f"PI_MCP_CONFIG: {error}; no MCP servers from that file.")
+    try:
+        notebook_context = _flag(env.get("PI_NOTEBOOK_CONTEXT"))
+    except ValueError as error:
+        _report(problems, f"PI_NOTEBOOK_CONTEXT: {error}; {_using(settings, 'notebook_context')}.")
+        notebook_context = None
+    if notebook_context is not None:
+        settings.notebook_context = notebook_context
     if env.get("PI_WORKSPACE_ROOT"):
         try:
             settings.workspace_root = _folder(env["PI_WORKSPACE_ROOT"])
@@ -248,6 +259,8 @@ CONFIG_NAMES = (
     "token_budget",
     "prices",
     "mcp_servers",
+    "notebook_context",
+    "describe_limit",
 )
 """Settings that ``c.PiKernel.<name>`` may set."""
 
@@ -349,13 +362,15 @@ def _config_value(name: str, value: Any) -> Any:
         if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
             raise ValueError(f"{_shown(value)} is not a list of tool names")
         return tuple(value)
+    if name == "describe_limit":
+        name = "max_turns"  # the same rule: a whole number above 0
     if name == "max_turns":
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
         if not isinstance(value, str) or not value.strip().isdigit() or int(value) <= 0:
             raise ValueError(f"{_shown(value)} is not a whole number above 0")
         return int(value)
-    if name == "widgets":
+    if name in ("widgets", "notebook_context"):
         if isinstance(value, bool):
             return value
         if not isinstance(value, str):

@@ -2,8 +2,9 @@
 
 ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
 ``%%pi`` cells awaitable, the ``pre_run_cell`` hook (cell ids, ``@tool``
-wiring, comm targets) and the comm targets themselves. It is cheap: nothing
-here imports the agent, the tools or a provider.
+wiring, comm targets), the ``post_run_cell`` hook (the cell history) and the
+comm targets themselves. It is cheap: nothing here imports the agent, the
+tools or a provider.
 
 Settings come from a ``.env`` file in the working directory (filling unset
 variables only), the environment, then ``c.PiKernel.*`` config (also read in
@@ -64,6 +65,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     transformers[:] = [t for t in transformers if not getattr(t, "pi_kernel", False)]
     transformers.append(make_cell_rewriter(shell))
     shell.events.register("pre_run_cell", session.note_cell)
+    shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
     agent_proxy.install()
     return session
@@ -78,6 +80,7 @@ def detach(shell: Any) -> None:
     shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if not getattr(t, "pi_kernel", False)]
     try:
         shell.events.unregister("pre_run_cell", session.note_cell)
+        shell.events.unregister("post_run_cell", session.cell_history.post_run_cell)
     except ValueError:
         pass
     shell.magics_manager.magics["line"].pop("pi", None)

@@ -85,6 +85,8 @@ class PiKernel(IPythonKernel):
     mcp_servers = Setting(
         help='MCP servers in the mcpServers shape: {"time": {"command": "uvx", "args": ["mcp-server-time"]}}.'
     )
+    notebook_context = Setting(help="Tell the model what changed in the notebook at each %%pi turn (default true).")
+    describe_limit = Setting(help="Characters of one inspect / cells answer (default 4000).")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

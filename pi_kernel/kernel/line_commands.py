@@ -53,6 +53,8 @@ def status(session: PiSession, words: list[str]) -> str:
         f"messages:  {len(session.agent.state.messages)}",
         f"front-end: {frontend}",
         *long_session.status_lines(session),
+        f"notebook:  context {'on' if session.context_enabled else 'off'}, code cells "
+        f"{'on' if session.code_cells else 'off'}",
     ]
     return "\n".join(lines)
 
@@ -218,6 +220,30 @@ def system(session: PiSession, words: list[str]) -> str:
     return session.registry.system_prompt()
 
 
+def _on_off(words: list[str], usage: str) -> bool | None:
+    if not words:
+        return None
+    if len(words) != 1 or words[0] not in ("on", "off"):
+        raise CommandError(usage)
+    return words[0] == "on"
+
+
+def context(session: PiSession, words: list[str]) -> str:
+    switch = _on_off(words, "%pi context [on|off]")
+    if switch is not None:
+        session.context_enabled = switch
+    state = "on" if session.context_enabled else "off"
+    return f"notebook context: {state} (each %%pi turn starts with what changed in the notebook)"
+
+
+def cells(session: PiSession, words: list[str]) -> str:
+    switch = _on_off(words, "%pi cells [on|off]")
+    if switch is not None:
+        session.code_cells = switch
+    state = "on" if session.code_cells else "off (%%pi --cells for one turn)"
+    return f"code cells: {state}"
+
+
 COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "": status,
     "status": status,
@@ -239,6 +265,8 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "price": long_session.price,
     "budget": long_session.budget,
     "mcp": mcp_commands.mcp,
+    "context": context,
+    "cells": cells,
 }
 
 

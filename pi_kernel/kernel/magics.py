@@ -45,7 +45,9 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi mcp                     MCP servers: their state and tools (docs/mcp.md)
 %pi mcp add NAME [--trust-read-only] -- COMMAND ARGS... | URL   add a stdio or streamable HTTP server
 %pi mcp remove NAME / %pi mcp restart NAME   drop a server and its tools / start it again
-%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]   then a prompt: one agent turn"""
+%pi context [on|off]        tell the model what changed in the notebook at each turn (default on)
+%pi cells [on|off]          every turn's python code becomes a new cell below (as %%pi --cells)
+%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells]   then a prompt: one agent turn"""
 
 RUNNER = "__import__('pi_kernel.kernel.cell_runner', fromlist=['run_pi_cell']).run_pi_cell"
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import Route, blocked_cell, nobody_to_ask
+from pi_kernel.kernel.cell_history import CellHistory
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, model_from_spec, resolve_model
 from pi_kernel.kernel.frontend import FrontendTracker
@@ -28,6 +29,7 @@ from pi_kernel.kernel.views import TurnOptions
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
     from pi_kernel.ai import Context, Model
+    from pi_kernel.kernel.notebook_context import NotebookContext
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
     from pi_kernel.tools.approval_policy import ApprovalPolicy
     from pi_kernel.tools.mcp import McpManager
@@ -68,6 +70,13 @@ class PiSession:
         self.cell_turns = CellTurns()
         self.versions = ConversationVersions()
         """Conversations replaced by a re-run, ``%pi reset`` / ``load`` / ``undo``: ``%pi undo`` brings them back."""
+        self.cell_history = CellHistory()
+        """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
+        self.context_enabled = self.settings.notebook_context is not False
+        """``%pi context on|off``: each turn starts with what changed in the notebook."""
+        self._notebook_context: NotebookContext | None = None
+        self.code_cells = False
+        """``%pi cells on``: every turn's ``python`` code comes back as a new cell (as ``%%pi --cells``)."""
         self.frontend = FrontendTracker(self.resolve_request_fields, self.pending_requests, self.settings.widgets)
         self.view_factory: Callable[..., Any] | None = None
         """Overrides ``views.make_turn_view`` (tests, other front-ends)."""
@@ -121,10 +130,26 @@ class PiSession:
 
                 root = Path(self.settings.workspace_root).expanduser() if self.settings.workspace_root else None
                 namespace = getattr(self.shell, "user_ns", None)
-                self._tool_context = ToolContext(
-                    workspace_root=root, namespace=namespace, extra={"session": self, "shell": self.shell}
-                )
+                extra = {
+                    "session": self,
+                    "shell": self.shell,
+                    "cell_history": self.cell_history,
+                    "hidden_names": self.hidden_names(),
+                    "describe_limit": self.settings.describe_limit,
+                }
+                self._tool_context = ToolContext(workspace_root=root, namespace=namespace, extra=extra)
             return self._tool_context
+
+    @property
+    def notebook_context(self) -> NotebookContext:
+        """What changed in the notebook since the previous turn (``notebook_context``)."""
+        with self._lock:
+            if self._notebook_context is None:
+                from pi_kernel.kernel.notebook_context import NotebookContext
+
+                self._notebook_context = NotebookContext(self.cell_history)
+            self._notebook_context.enabled = self.context_enabled
+            return self._notebook_context
 
     @property
     def registry(self) -> ToolRegistry:
@@ -250,6 +275,10 @@ class PiSession:
         if self._registry is None and "pi_kernel" in raw:
             _ = self.registry  # so that ``@tool`` in this very cell lands in the session's registry
 
+    def hidden_names(self) -> set[str]:
+        """Names IPython itself put in the user namespace (``inspect`` and the context leave them out)."""
+        return set(getattr(self.shell, "user_ns_hidden", None) or ())
+
     def take_notices(self) -> list[str]:
         """The start-up warnings not shown yet (each is shown once)."""
         if self.settings.allowed_models:
@@ -298,6 +327,8 @@ class PiSession:
             self.versions.keep(self._agent.state.messages, self.cell_turns.starts, "%pi reset")
             self._agent.reset()
         self.cell_turns.clear()
+        if self._notebook_context is not None:
+            self._notebook_context.forget()
 
     def undo(self, number: int = 1) -> Version:
         """Bring back the ``number``-th newest kept conversation; the current one is kept in its place."""

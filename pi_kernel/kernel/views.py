@@ -36,6 +36,8 @@ class TurnOptions:
     """``--max-turns N``: stop after N model requests."""
     approve: str | None = None
     """``--approve MODE``: the approval mode for this cell only."""
+    cells: bool = False
+    """``--cells``: the ``python`` code of this turn comes back as a new cell below."""
 
 
 @dataclass

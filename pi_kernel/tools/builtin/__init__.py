@@ -1,9 +1,11 @@
-"""The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools) and ``python``.
+"""The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools), ``python``,
+and the notebook's read-only ``inspect`` and ``cells``.
 
 Each factory returns a ``ToolDefinition``; the tools learn where they run
 from the ``ToolContext`` given to ``wrap_tool_definition`` (cwd, workspace
-root, the notebook namespace for ``python``). ``read`` runs without asking;
-the others ask for approval by default.
+root, the notebook namespace for ``python`` and ``inspect``, the cell history
+for ``cells``). ``read``, ``inspect`` and ``cells`` run without asking; the
+others ask for approval by default.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from pi_kernel.tools.builtin.bash import BashParams, create_bash_tool
+from pi_kernel.tools.builtin.cells import CellsParams, create_cells_tool
 from pi_kernel.tools.builtin.edit import EditParams, ReplaceEdit, create_edit_tool, prepare_edit_arguments, preview_edit
+from pi_kernel.tools.builtin.inspect_tool import InspectParams, create_inspect_tool
 from pi_kernel.tools.builtin.python import PythonParams, create_python_tool, run_python
 from pi_kernel.tools.builtin.read import ReadParams, create_read_tool
 from pi_kernel.tools.builtin.write import WriteParams, create_write_tool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
-BUILTIN_TOOL_NAMES = ("read", "bash", "edit", "write", "python")
-"""In pi's order (read, bash, edit, write), then ``python``."""
+BUILTIN_TOOL_NAMES = ("read", "bash", "edit", "write", "python", "inspect", "cells")
+"""In pi's order (read, bash, edit, write), then ``python``, ``inspect`` and ``cells``."""
 
 
 def builtin_tools(
@@ -53,6 +57,10 @@ def builtin_tools(
             tools.append(create_edit_tool())
         elif name == "write":
             tools.append(create_write_tool())
+        elif name == "inspect":
+            tools.append(create_inspect_tool())
+        elif name == "cells":
+            tools.append(create_cells_tool())
         else:
             tools.append(create_python_tool(namespace=namespace))
     return tools
@@ -61,14 +69,18 @@ def builtin_tools(
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "BashParams",
+    "CellsParams",
     "EditParams",
+    "InspectParams",
     "PythonParams",
     "ReadParams",
     "ReplaceEdit",
     "WriteParams",
     "builtin_tools",
     "create_bash_tool",
+    "create_cells_tool",
     "create_edit_tool",
+    "create_inspect_tool",
     "create_python_tool",
     "create_read_tool",
     "create_write_tool",

@@ -25,7 +25,9 @@ the cell. An exception gives an error result with the output so far and the
 traceback of the user's code only.
 
 ``details``: ``{"outputs": [nbformat output dicts: stream / display_data /
-execute_result], "truncation": dict | None, "full_output_path": str | None}``.
+execute_result], "truncation": dict | None, "full_output_path": str | None,
+"run": int}``; ``run`` numbers the calls in the order they ran (calls of one
+message may run in any order: ``%%pi --cells`` replays them in this one).
 Updates while running carry ``{"outputs": [...]}`` so far.
 """
 
@@ -64,6 +66,7 @@ UPDATE_INTERVAL_SECONDS = 0.1
 _MODEL_IMAGE_TYPES = ("image/png", "image/jpeg")
 _RUN_LOCK = threading.Lock()
 _cell_numbers = itertools.count(1)
+_run_numbers = itertools.count(1)
 _recent_cells: deque[str] = deque()
 _MAX_CACHED_CELLS = 200
 
@@ -126,6 +129,7 @@ def run_python(
     """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop)."""
     _acquire_run_lock(signal)
     try:
+        run_number = next(_run_numbers)
         spool = OutputSpool("pi-python")
         capture, error = _run_captured(code, namespace, signal, spool, _UpdateThrottle(on_update))
     finally:
@@ -139,7 +143,8 @@ def run_python(
     images, left_out = _model_images(capture.outputs, max_images)
     if left_out:
         text += f"\n[{left_out} more image(s) not attached; at most {max_images} per call]"
-    return AgentToolResult([TextContent(text), *images], details={"outputs": capture.outputs, **details})
+    details = {"outputs": capture.outputs, **details, "run": run_number}
+    return AgentToolResult([TextContent(text), *images], details=details)
 
 
 def _acquire_run_lock(signal: AbortSignal | None) -> None:

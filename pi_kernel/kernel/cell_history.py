@@ -1,0 +1,113 @@
+"""The notebook's executed cells as the agent sees them (the ``cells`` tool and the notebook context).
+
+``CellHistory`` listens to IPython's ``post_run_cell``: each cell run (not
+silent ones, not ``%%pi`` cells, which are already in the conversation) is
+kept with its execution count, source, a one-line summary of its result and,
+for a cell that raised, the exception's type, message and the last frames of
+its traceback (plain text, IPython's own frames left out). It keeps the
+latest ``MAX_CELLS``; ``seq`` counts every cell ever recorded, so the
+notebook context can ask for "the cells since mark N".
+
+Only the standard library here: the history is wired up at kernel start,
+which must stay as fast as a stock kernel's. A result's summary is its
+``repr`` (already computed once when IPython displayed it), cut short.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_CELLS = 200
+OUTPUT_CHARS = 200
+TRACEBACK_FRAMES = 3
+_INTERNAL_PATHS = ("/IPython/core/", "/ipykernel/", "/pi_kernel/kernel/")
+
+
+@dataclass
+class CellError:
+    type: str
+    message: str
+    frames: list[str] = field(default_factory=list)
+    """The traceback's last frames, plain text (no ANSI colours)."""
+
+
+@dataclass
+class CellRecord:
+    """One executed cell, as the notebook ran it (the ``cells`` tool's ``CellLike``)."""
+
+    execution_count: int | None
+    source: str
+    output: str = ""
+    """A short summary of its result (its ``repr``, on one line, cut)."""
+    error: CellError | None = None
+
+
+def output_summary(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the result
+        return f"<{type(value).__name__}: repr failed with {type(error).__name__}>"
+    flat = " ".join(str(text)[: OUTPUT_CHARS * 4].split())
+    return flat if len(flat) <= OUTPUT_CHARS else flat[: OUTPUT_CHARS - 3] + "..."
+
+
+def is_pi_cell(source: str) -> bool:
+    return source.lstrip().startswith("%%pi")
+
+
+def cell_error(error: BaseException) -> CellError:
+    """Type, message, the cell's own frame and the traceback's last frames (IPython's own frames left out)."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if not _internal(frame.filename)]
+    chosen = frames[-TRACEBACK_FRAMES:]
+    if len(frames) > TRACEBACK_FRAMES:  # the cell's own line first, then where it ended (in a library, often)
+        chosen = [frames[0], *frames[-(TRACEBACK_FRAMES - 1) :]]
+    text = traceback.format_list(chosen)
+    return CellError(type(error).__name__, str(error), text)
+
+
+def _internal(filename: str) -> bool:
+    return any(part in filename.replace("\\", "/") for part in _INTERNAL_PATHS)
+
+
+class CellHistory:
+    def __init__(self) -> None:
+        self._records: list[tuple[int, CellRecord]] = []
+        self.seq = 0
+        """How many cells were recorded so far (the mark of the next one)."""
+        self._lock = threading.Lock()
+
+    def post_run_cell(self, result: Any) -> None:
+        """IPython's ``post_run_cell`` event."""
+        info = getattr(result, "info", None)
+        source = getattr(info, "raw_cell", None) or ""
+        if getattr(info, "silent", False) or not source.strip() or is_pi_cell(source):
+            return
+        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+        value = getattr(result, "result", None)
+        output = output_summary(value) if value is not None else ""
+        record = CellRecord(
+            getattr(result, "execution_count", None),
+            source,
+            output,
+            cell_error(error) if isinstance(error, BaseException) else None,
+        )
+        self.add(record)
+
+    def add(self, record: CellRecord) -> None:
+        with self._lock:
+            self._records.append((self.seq, record))
+            self.seq += 1
+            del self._records[:-MAX_CELLS]
+
+    def recent(self, last: int) -> list[CellRecord]:
+        """The ``last`` most recent cells, oldest first."""
+        with self._lock:
+            return [record for _seq, record in self._records[-last:]] if last > 0 else []
+
+    def since(self, mark: int) -> list[CellRecord]:
+        """The cells recorded at or after ``mark`` (a past ``seq``), oldest first."""
+        with self._lock:
+            return [record for seq, record in self._records if seq >= mark]

@@ -1,0 +1,58 @@
+"""Code becomes cells: the ``python`` code of a ``%%pi`` turn, as one new notebook cell.
+
+``%%pi --cells`` (or ``%pi cells on`` for every turn): when the turn ends,
+the code each successful ``python`` call ran, in the order the calls were
+made, each headed by a comment line, is offered as the next cell through
+IPython's ``set_next_input`` (the execute reply's ``set_next_input``
+payload; JupyterLab inserts it as a new cell below). Running that cell does
+again what the agent did. Failed and denied calls are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CELL_HEADER = "# pi: python call {index} of {total}"
+
+
+def code_cell_text(messages: list[Any]) -> str:
+    """The successful ``python`` calls' code among ``messages`` (a turn's) in the order the calls ran
+    (the tool's ``details["run"]``; calls of one message may run in any order), ``""`` when there is none."""
+    runs: list[tuple[int, int, str]] = []
+    for index, message in enumerate(messages):
+        if getattr(message, "role", "") != "assistant":
+            continue
+        results = _results_after(messages, index)  # ids may repeat across requests (some servers count from 0)
+        for call in message.tool_calls:
+            code = call.arguments.get("code") if isinstance(call.arguments, dict) else None
+            result = results.get(call.id)
+            if call.name != "python" or not isinstance(code, str) or result is None or result.is_error:
+                continue
+            details = result.details if isinstance(result.details, dict) else {}
+            run = details.get("run")
+            runs.append((run if isinstance(run, int) else 0, len(runs), code.strip("\n")))
+    codes = [code for _run, _position, code in sorted(runs)]
+    total = len(codes)
+    return "\n\n".join(f"{CELL_HEADER.format(index=i, total=total)}\n{code}" for i, code in enumerate(codes, 1))
+
+
+def _results_after(messages: list[Any], index: int) -> dict[str, Any]:
+    """The tool results answering the assistant message at ``index`` (up to the next assistant message)."""
+    results: dict[str, Any] = {}
+    for message in messages[index + 1 :]:
+        role = getattr(message, "role", "")
+        if role == "assistant":
+            break
+        if role == "tool_result":
+            results.setdefault(message.tool_call_id, message)
+    return results
+
+
+def offer_code_cell(shell: Any, messages: list[Any]) -> bool:
+    """Put the turn's code in the next cell (``set_next_input``); whether there was any."""
+    text = code_cell_text(messages)
+    setter = getattr(shell, "set_next_input", None)
+    if not text or setter is None:
+        return False
+    setter(text, replace=False)
+    return True

@@ -1,0 +1,100 @@
+"""The automatic notebook context: what changed in the notebook since the agent's previous turn.
+
+The first model request of each ``%%pi`` turn carries it: the turn's user
+message is the prompt as written, then a second text part (``Notebook
+context ...``); a reader of the first part (a transcript, a test) still
+finds the prompt there. It is part of the conversation, so the
+transcript, ``%pi history`` and saved sessions show what the model was told.
+What it says (within ``CONTEXT_LIMIT`` characters): the cells run since the
+previous turn (execution count and shortened source), the error of any that
+raised (type and message), and the variables that are new or were rebound or
+changed shape since then (type, shape, a DataFrame's columns). Nothing
+changed: no context part. The first turn of a session (and the first after
+``%pi reset``) sees everything so far.
+
+On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, or
+``PI_NOTEBOOK_CONTEXT=0`` switch it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pi_kernel.kernel.cell_history import CellHistory
+from pi_kernel.tools.builtin.describe import clip, user_variables, variable_summary
+
+CONTEXT_LIMIT = 2000
+"""Characters of the context part (about 2 KB)."""
+CONTEXT_HEADER = "Notebook context (what changed in the notebook since your previous turn):"
+SOURCE_CHARS = 300
+MAX_VARIABLES = 30
+
+
+class NotebookContext:
+    def __init__(self, history: CellHistory, enabled: bool = True, limit: int = CONTEXT_LIMIT) -> None:
+        self.history = history
+        self.enabled = enabled
+        self.limit = limit
+        self._mark = 0
+        self._snapshot: dict[str, tuple[int, str]] | None = None
+
+    def take(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> str | None:
+        """The context text for the turn starting now (``None``: off or nothing changed); the cells
+        it mentions are not mentioned again."""
+        cells = self.history.since(self._mark)
+        self._mark = self.history.seq
+        if not self.enabled:
+            return None
+        changed = self._changed_variables(namespace or {}, hidden)
+        if not cells and not changed:
+            return None
+        lines = [CONTEXT_HEADER]
+        if cells:
+            lines.append("Cells run:")
+            for record in cells:
+                count = record.execution_count if record.execution_count is not None else " "
+                lines.append(f"In [{count}]: {_shorten(record.source)}")
+                if record.error is not None:
+                    lines.append(f"  raised {record.error.type}: {clip(record.error.message, 300)}")
+        if changed:
+            lines.append("New or changed variables:")
+            lines.extend(changed[:MAX_VARIABLES])
+            if len(changed) > MAX_VARIABLES:
+                lines.append(f"... and {len(changed) - MAX_VARIABLES} more (inspect lists them)")
+        return clip("\n".join(lines), self.limit)
+
+    def after_turn(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> None:
+        """Remember the namespace as the agent left it (what its own code defined is no news next time)."""
+        self._mark = self.history.seq
+        self._snapshot = _fingerprints(namespace or {}, hidden)
+
+    def forget(self) -> None:
+        """The conversation was reset: the next turn is told everything again, as a first turn is."""
+        self._mark = 0
+        self._snapshot = None
+
+    def _changed_variables(self, namespace: Mapping[str, Any], hidden: Iterable[str]) -> list[str]:
+        now = _fingerprints(namespace, hidden)
+        before = self._snapshot or {}
+        return [f"- {name}: {print_[1]}" for name, print_ in now.items() if before.get(name) != print_]
+
+
+def _fingerprints(namespace: Mapping[str, Any], hidden: Iterable[str]) -> dict[str, tuple[int, str]]:
+    prints: dict[str, tuple[int, str]] = {}
+    for name, value in user_variables(namespace, hidden):
+        try:
+            summary = variable_summary(value)
+        except Exception:  # noqa: BLE001 - an object whose shape cannot be read
+            summary = type(value).__name__
+        prints[name] = (id(value), summary)
+    return prints
+
+
+def _shorten(source: str) -> str:
+    text = source.strip()
+    if len(text) <= SOURCE_CHARS:
+        return text.replace("\n", "\n    ")
+    return (text[: SOURCE_CHARS - 20] + f" ... [{len(text) - SOURCE_CHARS + 20} more characters]").replace(
+        "\n", "\n    "
+    )

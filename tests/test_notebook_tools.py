@@ -1,0 +1,153 @@
+"""``inspect``, ``cells`` and the notebook context, in-process: bounded, masked, and safe with hostile objects."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pi_kernel.kernel.cell_history import CellError, CellHistory, CellRecord
+from pi_kernel.kernel.notebook_context import NotebookContext
+from pi_kernel.tools.builtin.cells import format_cells
+from pi_kernel.tools.builtin.inspect_tool import run_inspect
+
+SECRET = "sk-test-SECRET-notebook-tools-0123456789"
+
+
+class Hangs:
+    def __repr__(self) -> str:
+        while True:
+            pass
+
+
+class Raises:
+    def __repr__(self) -> str:
+        raise RuntimeError("broken repr")
+
+
+class Huge:
+    def __repr__(self) -> str:
+        return "x" * 5_000_000
+
+
+def inspect(name: str | None, namespace: dict[str, Any], limit: int = 4000) -> str:
+    return run_inspect(name, namespace, limit=limit, hidden={"hidden_by_ipython"})
+
+
+def test_hostile_reprs_give_a_short_note() -> None:
+    namespace = {"hangs": Hangs(), "raises": Raises(), "huge": Huge()}
+    started = time.monotonic()
+    listing = inspect(None, namespace)
+    assert time.monotonic() - started < 10
+    here = f"{__name__.split('.')[-1]}."  # the classes' module, as type names show it
+    assert f"hangs: {here}Hangs = <repr of {here}Hangs took longer than 1 s>" in listing
+    assert f"raises: {here}Raises = <repr of {here}Raises failed: RuntimeError: broken repr>" in listing
+    assert len(listing) <= 4000
+    assert "took longer than" in inspect("hangs", namespace)
+    assert "RuntimeError: broken repr" in inspect("raises", namespace)
+    assert len(inspect("huge", namespace)) <= 4000
+
+
+def test_listing_leaves_out_private_names_modules_ipython_and_pi_kernel_objects() -> None:
+    from pi_kernel.tools.builtin.describe import SafeCaller
+
+    namespace = {
+        "_private": 1,
+        "np": np,
+        "In": [],
+        "hidden_by_ipython": 2,
+        "caller": SafeCaller(),
+        "prices": [1, 2, 3],
+        "grid": np.zeros((2, 3)),
+    }
+    listing = inspect(None, namespace)
+    assert listing.splitlines() == [
+        "2 user variable(s):",
+        "- prices: list len 3 = [1, 2, 3]",
+        "- grid: numpy.ndarray shape (2, 3) = array([[0., 0., 0.], [0., 0., 0.]])",
+    ]
+
+
+def test_ten_thousand_names_stay_within_the_limit_and_are_counted() -> None:
+    namespace = {f"v{index}": index for index in range(10_000)}
+    listing = inspect(None, namespace)
+    assert len(listing) <= 4000
+    assert listing.startswith("10,000 user variable(s):")
+    assert listing.endswith("not named; inspect NAME shows one)")  # the list of the rest ends whole
+
+
+def test_dataframe_description_has_columns_dtypes_nulls_head_and_summary() -> None:
+    df = pd.DataFrame({"price": [1.0, None, 3.0], "fruit": ["a", "b", "c"]})
+    text = inspect("df", {"df": df})
+    assert "3 rows x 2 columns" in text
+    assert "price: float64, 1 null" in text
+    assert "head():" in text and "numeric summary" in text and "price: 2, 2, 1, 3" in text
+    assert inspect("df.columns", {"df": df}).startswith("df.columns: pandas.Index")
+
+
+def test_unknown_names_list_close_matches_and_calls_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"No variable named 'dff'.*Close matches: df"):
+        inspect("dff", {"df": 1})
+    with pytest.raises(ValueError, match="no calls, no indexing"):
+        inspect("df.head()", {"df": 1})
+    with pytest.raises(ValueError, match="has no attribute 'nope'"):
+        inspect("df.nope", {"df": 1})
+
+
+def test_descriptions_mask_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    namespace = {"config": {"key": SECRET}}
+    assert SECRET not in inspect(None, namespace) and SECRET not in inspect("config", namespace)
+    record = CellRecord(1, f"key = {SECRET!r}", "")
+    assert SECRET not in format_cells([record], 4000)
+
+
+def test_cells_show_the_error_and_the_last_frames() -> None:
+    record = CellRecord(4, "1 / 0", "", CellError("ZeroDivisionError", "division by zero", ['  File "x", line 1\n']))
+    text = format_cells([record], 4000)
+    assert "In [4]:\n1 / 0" in text and "Error: ZeroDivisionError: division by zero" in text
+    assert 'File "x", line 1' in text
+
+
+def test_context_names_cells_errors_and_changed_variables_once_and_stays_bounded() -> None:
+    history = CellHistory()
+    context = NotebookContext(history)
+    namespace: dict[str, Any] = {"df": pd.DataFrame({"a": [1], "b": [2]})}
+    history.add(CellRecord(1, "df = make()", ""))
+    history.add(CellRecord(2, "df.c.sum()", "", CellError("AttributeError", "no attribute 'c'")))
+    first = context.take(namespace)
+    assert first is not None
+    assert "In [2]: df.c.sum()\n  raised AttributeError: no attribute 'c'" in first
+    assert "- df: pandas.DataFrame shape (1, 2) columns: a, b" in first
+    context.after_turn(namespace)
+    assert context.take(namespace) is None  # nothing new since
+    namespace.update({f"v{index}": "x" * 100 for index in range(500)})
+    history.add(CellRecord(3, "y = 1\n" * 1000, ""))
+    bounded = context.take(namespace)
+    assert bounded is not None and len(bounded) <= 2000 and "In [3]:" in bounded
+    context.enabled = False
+    history.add(CellRecord(4, "z = 1", ""))
+    assert context.take(namespace) is None
+    context.enabled = True
+    context.forget()  # %pi reset: the next turn hears everything again
+    again = context.take(namespace)
+    assert again is not None and "In [1]: df = make()" in again and "- df: pandas.DataFrame" in again
+
+
+def test_context_and_describe_limit_settings_from_env_and_config() -> None:
+    from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
+    from pi_kernel.kernel.session import PiSession
+
+    assert settings_from_env({}).notebook_context is True
+    assert settings_from_env({"PI_NOTEBOOK_CONTEXT": "0"}).notebook_context is False
+    problems: list[str] = []
+    assert settings_from_env({"PI_NOTEBOOK_CONTEXT": "maybe"}, problems=problems).notebook_context is True
+    assert problems and problems[0].startswith("PI_NOTEBOOK_CONTEXT:")
+    configured = apply_config(PiSettings(), {"notebook_context": "off", "describe_limit": "2000"})
+    assert (configured.notebook_context, configured.describe_limit) == (False, 2000)
+    session = PiSession(None, configured)
+    assert session.context_enabled is False and session.notebook_context.enabled is False
+    assert session.tool_context.extra["describe_limit"] == 2000

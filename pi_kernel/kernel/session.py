@@ -97,12 +97,12 @@ class PiSession:
         with self._lock:
             if self._tool_context is None:
                 from pi_kernel.tools import ToolContext
+                from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD
 
                 root = Path(self.settings.workspace_root).expanduser() if self.settings.workspace_root else None
                 namespace = getattr(self.shell, "user_ns", None)
-                self._tool_context = ToolContext(
-                    workspace_root=root, namespace=namespace, extra={"session": self, "shell": self.shell}
-                )
+                extra = {"session": self, "shell": self.shell, RUN_ON_MAIN_THREAD: True}  # interruptible like a cell
+                self._tool_context = ToolContext(workspace_root=root, namespace=namespace, extra=extra)
             return self._tool_context
 
     @property

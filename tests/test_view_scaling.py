@@ -1,0 +1,125 @@
+"""Issue 13, points 1 and 2: a long turn in the plain-text view stays linear, and an interrupt ends it at once.
+
+The live display shows the recent part of the turn (its size does not grow
+with the turn); the final output holds every call. Argument previews never
+serialize the whole value. Timing targets live in
+``benchmarks/view_scaling.py``; these tests assert sizes and behaviour.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
+from kernel_helpers import FAKE_KEY, KernelDriver, assert_one_result_per_call, conversation_tool_calls, kernel_env
+
+from pi_kernel.kernel.text_preview import preview_json
+from pi_kernel.widgets.turn_blocks import TextBuffer
+
+SETUP = '''
+import asyncio
+from pi_kernel import tool
+
+@tool
+def noop(n: int) -> int:
+    """Return n."""
+    return n
+
+@tool
+async def hang(n: int) -> int:
+    """Wait a minute."""
+    await asyncio.sleep(60)
+    return n
+'''
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    env = kernel_env(server.base_url, PI_WIDGETS="0")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as driver:
+        assert driver.run(SETUP).status == "ok"
+        yield driver
+
+
+def live_updates(result: Any) -> list[str]:
+    return [m["content"]["data"]["text/plain"] for m in result.messages if m["msg_type"] == "update_display_data"]
+
+
+@pytest.mark.kernel
+def test_live_text_of_a_long_turn_shows_its_recent_part_and_the_final_output_all(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    kernel.run("%pi reset")
+    calls = 400
+    server.enqueue(
+        tool_call_chunks([("noop", {"n": n}) for n in range(calls)]),
+        Chunks(text_chunks("done " * 2000, parts=200), delay=0.002),  # a 10 KB answer streamed after them
+    )
+    result = kernel.run("%%pi --approve auto\nGo", timeout=120)
+    assert result.status == "ok", result.text[-2000:]
+    updates = live_updates(result)
+    assert updates, "the turn was shown live"
+    assert max(len(text) for text in updates) < 8000  # the whole turn would be > 20 KB
+    assert any("earlier item(s) of this turn" in text for text in updates)
+    final = [m for m in result.messages if m["msg_type"] == "display_data"][-1]["content"]["data"]["text/plain"]
+    assert all(f'"n": {n}' in final for n in range(calls))  # every call is in the final output
+    assert final.count("done") >= 2000
+
+
+@pytest.mark.kernel
+def test_interrupt_ends_a_turn_of_2000_tool_calls_within_seconds(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    kernel.run("%pi reset")
+    calls = 2000
+    server.enqueue(tool_call_chunks([("hang", {"n": n}) for n in range(calls)]))
+    seen: dict[str, float] = {}
+
+    def on_iopub(message: dict[str, Any]) -> None:
+        if "at" in seen or message["msg_type"] != "update_display_data":
+            return
+        if "▶ hang" in message["content"]["data"].get("text/plain", ""):
+            seen["at"] = time.monotonic()
+            kernel.interrupt()
+
+    result = kernel.run("%%pi --approve auto\nWait a lot", on_iopub=on_iopub, timeout=300)
+    ended = time.monotonic()
+    assert "at" in seen, result.text[-2000:]
+    assert result.reply["ename"] == "PiInterrupted", result.text[-2000:]
+    assert ended - seen["at"] < 5  # ABORT_GRACE (1 s) and the cleanup grace (1 s), plus the final output
+    assert conversation_tool_calls(kernel) == calls
+    server.enqueue(text_chunks("Still here."))
+    after = kernel.run("%%pi\nStill there?")
+    assert after.status == "ok" and "Still here." in after.text
+    assert_one_result_per_call(server.last_body["messages"], expected_calls=calls)
+
+
+def test_argument_preview_is_bounded_whatever_the_value() -> None:
+    deep: Any = "bottom"
+    for _ in range(100_000):  # json.dumps would raise RecursionError
+        deep = [deep]
+    assert preview_json(deep, 300, []).startswith("[[[[")
+    huge = {"path": "x.py", "content": "x" * 5_000_000}
+    text = preview_json(huge, 300, [])
+    assert len(text) == 300 and text.startswith('{"path": "x.py", "content": "xxx') and text.endswith("…")
+    # A key that straddles the cut is masked before the cut, so no part of it shows.
+    straddling = {"content": "y" * 260 + FAKE_KEY}
+    assert FAKE_KEY[:12] not in preview_json(straddling, 300, [FAKE_KEY])
+    # While streaming, the end of a string may be the start of a key: held back.
+    assert FAKE_KEY[:10] not in preview_json({"content": "z" + FAKE_KEY[:10]}, 300, [FAKE_KEY], partial=True)
+
+
+def test_text_buffer_tail_does_not_join_the_whole_text() -> None:
+    buffer = TextBuffer()
+    for n in range(10_000):
+        buffer.append(f"{n},")
+    assert buffer.tail(6) == ",9999,"
+    assert buffer._joined is None  # nothing joined the 10,000 pieces
+    assert buffer.text.endswith(buffer.tail(50))

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
-from kernel_helpers import FAKE_KEY, KernelDriver, assert_one_result_per_call, conversation_tool_calls, kernel_env
+from kernel_helpers import (
+    FAKE_KEY,
+    KernelDriver,
+    approval_comm,
+    assert_one_result_per_call,
+    conversation_tool_calls,
+    kernel_env,
+)
 
 from pi_kernel.kernel.text_preview import preview_json
 from pi_kernel.widgets.turn_blocks import TextBuffer
@@ -27,6 +34,11 @@ from pi_kernel import tool
 def noop(n: int) -> int:
     """Return n."""
     return n
+
+@tool(approval="ask")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
 
 @tool
 async def hang(n: int) -> int:
@@ -73,6 +85,38 @@ def test_live_text_of_a_long_turn_shows_its_recent_part_and_the_final_output_all
     final = [m for m in result.messages if m["msg_type"] == "display_data"][-1]["content"]["data"]["text/plain"]
     assert all(f'"n": {n}' in final for n in range(calls))  # every call is in the final output
     assert final.count("done") >= 2000
+
+
+@pytest.mark.kernel
+def test_a_call_waiting_for_approval_stays_in_the_live_text_when_older_than_its_window(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    kernel.run("%pi reset")
+    server.enqueue(
+        tool_call_chunks([("add", {"a": 2, "b": 3})] + [("noop", {"n": n}) for n in range(40)]), text_chunks("5.")
+    )
+    state: dict[str, Any] = {"seen": False, "answered": False, "start": time.monotonic()}
+    with approval_comm(kernel) as comm_id:
+
+        def approve() -> None:
+            if not state["answered"]:
+                state["answered"] = True
+                kernel.comm_send(comm_id, {"action": "resolve", "tool_call_id": "call_0", "decision": "approve"})
+
+        def on_iopub(message: dict[str, Any]) -> None:
+            text = message["content"].get("data", {}).get("text/plain", "")
+            if message["msg_type"] == "update_display_data" and "earlier item(s)" in text:
+                if "waiting for approval (call_0)" in text and "%pi allow call_0" in text:
+                    state["seen"] = True
+                    approve()
+
+        def on_poll() -> None:
+            if time.monotonic() - state["start"] > 10:
+                approve()  # never shown: answer anyway so the turn ends, and fail below
+
+        result = kernel.run("%%pi\nAdd, then many noops", on_iopub=on_iopub, on_poll=on_poll, timeout=60)
+    assert result.status == "ok", result.text[-2000:]
+    assert state["seen"], "the waiting call scrolled out of the live text"
 
 
 @pytest.mark.kernel

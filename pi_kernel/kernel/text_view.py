@@ -185,11 +185,11 @@ class TextTurnView:
         if len(blocks) > len(recent):
             rows.append(f"… {len(blocks) - len(recent)} earlier item(s) of this turn (all shown when it ends)")
             shown = {id(block) for block in recent}
-            for block in list(self._waiting.values()):
-                if block.status != "waiting":
-                    del self._waiting[block.id]
-                elif id(block) not in shown:
-                    rows.extend(self._block_rows(block, secrets))
+            for call in list(self._waiting.values()):
+                if call.status != "waiting":
+                    del self._waiting[call.id]
+                elif id(call) not in shown:
+                    rows.extend(self._block_rows(call, secrets))
         for block in recent:
             rows.extend(self._block_rows(block, secrets))
         if not blocks:

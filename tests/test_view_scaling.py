@@ -167,3 +167,30 @@ def test_text_buffer_tail_does_not_join_the_whole_text() -> None:
     assert buffer.tail(6) == ",9999,"
     assert buffer._joined is None  # nothing joined the 10,000 pieces
     assert buffer.text.endswith(buffer.tail(50))
+
+
+def test_widget_view_of_a_long_turn_draws_its_recent_part_and_keeps_a_waiting_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from test_widgets_frontend import WidgetHarness
+
+    from pi_kernel.agent.events import AgentStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
+    from pi_kernel.agent.types import AgentToolResult
+    from pi_kernel.ai import TextContent
+    from pi_kernel.tools.approval import ApprovalRequest
+    from pi_kernel.widgets.turn_view import LIVE_BLOCKS
+
+    harness = WidgetHarness(monkeypatch)
+    harness.feed(AgentStartEvent(), ToolExecutionStartEvent("c0", "add", {"a": 1, "b": 2}))
+    harness.view.handle_approval("requested", ApprovalRequest("c0", "add", {"a": 1, "b": 2}))
+    calls = 300
+    for n in range(1, calls):
+        harness.feed(ToolExecutionStartEvent(f"c{n}", "noop", {"n": n}), step=0.01)
+        harness.feed(ToolExecutionEndEvent(f"c{n}", "noop", AgentToolResult([TextContent(str(n))]), False), step=0.01)
+    harness.settle()
+    children = harness.widget_state(harness.view.widget)["children"]
+    assert len(children) <= LIVE_BLOCKS + 3  # the earlier-items line, the waiting call, the window, the footer
+    assert harness.view.card("c0") is not None  # still waiting: its buttons stay on screen
+    assert harness.view.card("c1") is None and harness.view.card(f"c{calls - 1}") is not None
+    static = harness.view.finish()
+    assert all(f'"n": {n}' in static.data["text/plain"] for n in range(1, calls))

@@ -194,3 +194,14 @@ def test_widget_view_of_a_long_turn_draws_its_recent_part_and_keeps_a_waiting_ca
     assert harness.view.card("c1") is None and harness.view.card(f"c{calls - 1}") is not None
     static = harness.view.finish()
     assert all(f'"n": {n}' in static.data["text/plain"] for n in range(1, calls))
+
+
+def test_secrets_read_once_answers_from_one_reading_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pi_kernel.ai.secrets import mask, secret_values, secrets_read_once
+
+    monkeypatch.setenv("VIEWS_TEST_API_KEY", "first-secret-value")
+    with secrets_read_once():
+        monkeypatch.setenv("VIEWS_TEST_API_KEY", "second-secret-value")
+        assert "first-secret-value" in secret_values()
+        assert mask("first-secret-value") == "***"
+    assert "second-secret-value" in secret_values()

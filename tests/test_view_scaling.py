@@ -205,3 +205,19 @@ def test_secrets_read_once_answers_from_one_reading_of_the_environment(monkeypat
         assert "first-secret-value" in secret_values()
         assert mask("first-secret-value") == "***"
     assert "second-secret-value" in secret_values()
+
+
+def test_widget_preview_of_streaming_arguments_is_made_from_their_cut_end() -> None:
+    from pi_kernel.widgets.tool_render import LIVE_STRING_KEEP, call_html, live_tail
+    from pi_kernel.widgets.turn_blocks import ToolCallBlock
+
+    deep: Any = "bottom"
+    for _ in range(100_000):  # json.dumps inside the preview would raise RecursionError
+        deep = [deep]
+    assert str(live_tail(deep)).count("[") <= 30
+    huge = {"path": "x.txt", "content": "a" * 5_000_000 + "THE-END"}
+    cut = live_tail(huge)
+    assert len(cut["content"]) == LIVE_STRING_KEEP + 1 and cut["content"].endswith("THE-END")
+    block = ToolCallBlock(id="c1", name="write", arguments=huge, status="streaming")
+    html = call_html(block)
+    assert "THE-END" in html and len(html) < 20_000

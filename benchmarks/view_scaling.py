@@ -16,6 +16,11 @@ Rows:
   same stream consumed by the provider alone (``stream_openai_compatible``
   against the same server, in this process).
 
+A third kernel runs the same turns with no view at all (a ``view_factory``
+whose view ignores every event), printed for reference: what the agent loop,
+the provider and the tools cost without any display, so a view's own share
+can be told from the rest (not a target).
+
 Each kernel first runs a 20-call warm-up turn (imports, first connection); a
 call row is the best of ``REPEATS`` runs (the machine is shared).
 
@@ -50,7 +55,7 @@ from pi_kernel.ai.stream_types import Context, StreamOptions  # noqa: E402
 CALLS = (250, 500, 1000)
 ARGUMENT_SIZES = (1_000_000, 5_000_000)
 DELTA_BYTES = 1024
-REPEATS = 2
+REPEATS = 3
 CALL_GROWTH_TARGET = 2.2
 ARGUMENT_TARGET = 5.0
 
@@ -67,6 +72,18 @@ def take(content: str) -> int:
     """Return the length of content."""
     return len(content)
 '''
+
+
+NO_VIEW = """
+from pi_kernel.kernel.session import get_session
+
+class _NoView:
+    def handle_event(self, event): pass
+    def handle_approval(self, kind, request): pass
+    def finish(self, outcome): pass
+
+get_session().view_factory = lambda session, prompt, options: _NoView()
+"""
 
 
 def iopub_bytes(messages: list[dict[str, Any]]) -> int:
@@ -112,10 +129,13 @@ def main() -> int:
         provider = {
             size: min(asyncio.run(provider_only(server, size)) for _ in range(REPEATS)) for size in ARGUMENT_SIZES
         }
-        for view, flag in (("text", "0"), ("widgets", "1")):
+        for view, flag in (("text", "0"), ("widgets", "1"), ("no view", "0")):
             env = kernel_env(server.base_url, PI_WIDGETS=flag)
             with KernelDriver(env=env, jupyter_path=jupyter_path) as kernel:
                 assert kernel.run(SETUP).status == "ok"
+                reference = view == "no view"
+                if reference:
+                    assert kernel.run(NO_VIEW).status == "ok"
                 rows: dict[int, tuple[float, int]] = {}
                 for calls in (20, *CALLS):
                     runs = []
@@ -128,6 +148,9 @@ def main() -> int:
                 time_ratio = rows[1000][0] / rows[500][0]
                 byte_ratio = rows[1000][1] / rows[500][1]
                 for name, ratio in (("time", time_ratio), ("bytes", byte_ratio)):
+                    if reference:
+                        print(f"{view:8} 1000/500 calls {name}: {ratio:.2f}x (reference, no target)")
+                        continue
                     ok = ratio <= CALL_GROWTH_TARGET
                     failures += not ok
                     print(
@@ -143,7 +166,7 @@ def main() -> int:
                         f"{view:8} {size / 1e6:.0f} MB argument {elapsed:8.2f} s  {sent / 1e6:8.2f} MB iopub; "
                         f"provider alone {provider[size]:.2f} s: {ratio:.2f}x"
                     )
-                    if size == max(ARGUMENT_SIZES):
+                    if size == max(ARGUMENT_SIZES) and not reference:
                         ok = ratio <= ARGUMENT_TARGET
                         failures += not ok
                         line += f" (target <= {ARGUMENT_TARGET}x) {'PASS' if ok else 'FAIL'}"

@@ -334,7 +334,7 @@ def test_cell_options(kernel: KernelDriver, server: FakeOpenAI) -> None:
     server.enqueue(tool_call_chunks([("shout", {"text": "a"})]))  # a second request would get a 500
     result = kernel.run("%%pi --max-turns 1\nShout", cell_id="max")
     assert result.status == "ok" and len(server.bodies) == requests + 1
-    assert "✓ shout" in result.text  # the tool ran; its result went to no second request
+    assert "── shout (shout) · done" in result.text  # the tool ran; its result went to no second request
     bad = kernel.run("%%pi --max-turns zero\nHi")
     assert bad.status == "error" and "UsageError" in bad.text
 

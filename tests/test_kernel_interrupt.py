@@ -193,3 +193,35 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def test_interrupt_stops_agent_run_python_and_the_next_call_answers_at_once(
+    kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 13, point 1: the ``python`` tool's code gets ``KeyboardInterrupt`` at once, even inside
+    ``time.sleep`` (a C call), as a cell does; the namespace is free for the next call."""
+    kernel.run("%pi reset")
+    marker = tmp_path / "state"
+    code = (
+        f"import pathlib, time\nmarker = pathlib.Path({str(marker)!r})\nmarker.write_text('sleeping')\n"
+        "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    marker.write_text('interrupted')\n    raise\n"
+    )
+    server.enqueue(tool_call_chunks([("python", {"code": code})]))
+    state: dict[str, float] = {}
+
+    def on_poll() -> None:
+        if "at" not in state and marker.exists() and marker.read_text() == "sleeping":
+            state["at"] = time.monotonic()
+            kernel.interrupt()
+
+    result = kernel.run("%%pi --approve auto\nSleep a minute", cell_id="py-sleep", on_poll=on_poll, timeout=90)
+    assert "at" in state, result.text
+    assert time.monotonic() - state["at"] < 5, "the sleep was not interrupted"
+    assert marker.read_text() == "interrupted"  # KeyboardInterrupt was raised in the agent's code
+    assert_interrupted_then_usable(kernel, server, result, calls=1)
+    server.enqueue(tool_call_chunks([("python", {"code": "6 * 7"})]), text_chunks("42."))
+    start = time.monotonic()
+    after = kernel.run("%%pi --approve auto\nCompute", cell_id="py-next", timeout=60)
+    assert after.status == "ok", after.text
+    assert time.monotonic() - start < 5
+    assert [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"][-1] == "42\n"

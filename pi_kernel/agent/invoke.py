@@ -13,7 +13,11 @@ all run at once. And why not a ``ThreadPoolExecutor`` of our own: its threads
 are joined at interpreter exit, so a sync tool left running after an abort
 (the loop stops waiting for it; see ``tool_runner``) would keep a kernel from
 shutting down. These workers are daemon threads; they start on demand, up to
-``max_workers``, and then wait for more work.
+``max_workers``, and then wait for more work. A call whose awaiting task gave
+up on it (an abort cancelled it; see ``tool_runner``) while it still runs
+(a sync tool hung in a C call) no longer counts: its thread leaves the pool
+and ends when the call returns, and a new worker takes its place, so hung
+tools never starve the calls after them.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class WorkerPool:
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
         self._threads = 0
+        """Workers counted against ``max_workers`` (abandoned ones are not)."""
+        self._abandoned: set[Future[Any]] = set()
 
     def submit(self, fn: Callable[[], Any]) -> Future[Any]:
         """Run ``fn()`` on a worker thread; the future carries its result."""
@@ -49,6 +55,19 @@ class WorkerPool:
         if not self._idle.acquire(blocking=False):
             self._start_worker()
         return future
+
+    def abandon(self, future: Future[Any]) -> None:
+        """Nobody waits for ``future`` any more: not started, it never runs; running, its worker leaves the pool."""
+        if future.cancel() or future.done():
+            return
+        with self._lock:
+            if future in self._abandoned or future.done():
+                return
+            self._abandoned.add(future)
+            self._threads -= 1
+            waiting = not self._work.empty()
+        if waiting:
+            self._start_worker()
 
     def _start_worker(self) -> None:
         with self._lock:
@@ -69,7 +88,12 @@ class WorkerPool:
                     future.set_result(fn())
                 except BaseException as error:  # noqa: BLE001 - handed to the awaiting task, never lost
                     future.set_exception(as_tool_error(error))
+            with self._lock:
+                retired = future in self._abandoned
+                self._abandoned.discard(future)
             del item, future, fn  # drop references before waiting for more work
+            if retired:
+                return  # a replacement was counted in its place
             self._idle.release()
 
 
@@ -112,8 +136,13 @@ async def run_in_worker(fn: Callable[..., Any], *args: Any) -> Any:
     cannot stop a thread), and its result is then dropped.
     """
     context = contextvars.copy_context()
-    future = tool_worker_pool().submit(lambda: context.run(fn, *args))
-    return await asyncio.wrap_future(future)
+    pool = tool_worker_pool()
+    future = pool.submit(lambda: context.run(fn, *args))
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        pool.abandon(future)
+        raise
 
 
 def is_async_callable(fn: Any) -> bool:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
@@ -25,11 +27,33 @@ MIN_SECRET_CHARS = 8
 """Shorter values are not masked: replacing ``"1"`` everywhere would garble text and protect nothing."""
 
 
+_fixed: ContextVar[list[str] | None] = ContextVar("pi_fixed_secret_values", default=None)
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of key variables currently set, longest first (so a key containing another is masked whole)."""
+    if environ is None:
+        fixed = _fixed.get()
+        if fixed is not None:
+            return fixed
     env = os.environ if environ is None else environ
     names = {name for name in env if name.endswith("_API_KEY") or name.endswith("_TOKEN")} | set(KEY_VARIABLES)
     return sorted({env[name] for name in names if len(env.get(name, "")) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+
+
+@contextmanager
+def secrets_read_once() -> Iterator[list[str]]:
+    """Within the block, ``secret_values()`` answers from one reading of the environment.
+
+    For work that masks thousands of strings at once (the static rendering of a turn of
+    thousands of calls): each reading walks the whole environment.
+    """
+    values = secret_values()
+    token = _fixed.set(values)
+    try:
+        yield values
+    finally:
+        _fixed.reset(token)
 
 
 FRAGMENT_CHARS = 12

@@ -127,6 +127,7 @@ class PiSession:
         with self._lock:
             if self._tool_context is None:
                 from pi_kernel.tools import ToolContext
+                from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD
 
                 root = Path(self.settings.workspace_root).expanduser() if self.settings.workspace_root else None
                 namespace = getattr(self.shell, "user_ns", None)
@@ -136,6 +137,7 @@ class PiSession:
                     "cell_history": self.cell_history,
                     "hidden_names": self.hidden_names(),
                     "describe_limit": self.settings.describe_limit,
+                    RUN_ON_MAIN_THREAD: True,  # the python tool is interruptible like a cell
                 }
                 self._tool_context = ToolContext(workspace_root=root, namespace=namespace, extra=extra)
             return self._tool_context

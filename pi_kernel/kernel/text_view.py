@@ -3,9 +3,16 @@
 Used where widgets do not render: terminal consoles, nbclient/papermill, a
 notebook without a widget manager. While the turn runs, one display output
 is updated in place (throttled: at most ``1 / interval`` updates a second; a
-per-token update floods the front-end, see the field notes) with the
-assistant's text, each tool call with its status and a tail of its output,
-and how to answer a waiting approval.
+per-token update floods the front-end, see the field notes; only a new
+approval request is drawn at once) with the recent part of the turn: the
+last ``LIVE_BLOCKS`` blocks (the assistant's text as its last
+``TEXT_TAIL_CHARS`` characters, each tool call with its status, a bounded
+preview of its arguments and a tail of its output), a line counting the
+earlier ones, and every call still waiting for approval with how to answer
+it. A redraw costs the size of what it shows (blocks keep their rendered
+rows until their ``version`` changes; previews never serialize a whole
+value), so a turn of thousands of tool calls or a streamed argument of
+megabytes costs time and iopub bytes linear in its size.
 
 When the turn ends the live display is replaced by a fresh ``display_data``
 holding ``pi_kernel.widgets.static_render.render_static`` of the turn:
@@ -34,8 +41,8 @@ import reprlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import mask, mask_partial, mask_partial_data, secret_values
-from pi_kernel.kernel.approval_hook import plain_arguments
+from pi_kernel.ai.secrets import mask, mask_partial, secret_values
+from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
@@ -47,6 +54,12 @@ logger = logging.getLogger("pi_kernel.kernel")
 
 TAIL_LINES = 6
 ARGS_LIMIT = 300
+LIVE_BLOCKS = 20
+"""Blocks of the turn shown live (the most recent); the final output holds them all."""
+TEXT_TAIL_CHARS = 4000
+"""Characters of a text block shown live (its end)."""
+OUTPUT_TAIL_CHARS = 4000
+"""Characters of a running tool's output looked at for its live tail of ``TAIL_LINES`` lines."""
 STATUS_MARKS = {
     "streaming": "…",
     "pending": "…",
@@ -115,6 +128,10 @@ class TextTurnView:
         self._scheduled: asyncio.TimerHandle | None = None
         self._live = hasattr(session.shell, "kernel")
         """In a kernel the turn is shown live; a terminal gets the final text once."""
+        self._rows: dict[int, tuple[int, list[str]]] = {}
+        """``id(block)`` → (its version when drawn, its rows)."""
+        self._waiting: dict[str, ToolCallBlock] = {}
+        """Calls waiting for approval: shown even when older than the live window."""
 
     # -- TurnView -----------------------------------------------------------------------------
 
@@ -122,12 +139,19 @@ class TextTurnView:
         if self.static is not None:
             return
         self.state.apply(event)
-        kind = event.type
-        self._request_flush(immediate=kind in ("tool_execution_start", "tool_execution_end", "message_end"))
+        self._request_flush()
 
     def handle_approval(self, kind: str, request: Any) -> None:
-        if self.static is None and self.state.apply_approval(kind, request) is not None:
-            self._request_flush(immediate=True)
+        if self.static is not None:
+            return
+        block = self.state.apply_approval(kind, request)
+        if block is None:
+            return
+        if block.status == "waiting":
+            self._waiting[block.id] = block
+        else:
+            self._waiting.pop(block.id, None)
+        self._request_flush(immediate=block.status == "waiting")
 
     def finish(self, outcome: TurnOutcome) -> None:
         if self.static is not None:
@@ -155,39 +179,60 @@ class TextTurnView:
     # -- rendering ----------------------------------------------------------------------------
 
     def render(self) -> str:
-        """The live text."""
+        """The live text: the recent part of the turn (see the module docstring)."""
         rows = [f"π {self.state.model or '?'}"]
         secrets = secret_values()
-        for block in self.state.blocks:
-            if isinstance(block, TextBlock):
-                # Text still growing may end in the first characters of a key: left out until it is whole.
-                text = block.text if block.final else mask_partial(block.text, secrets)
-            if isinstance(block, TextBlock) and block.kind == "text":
-                if text.strip():
-                    rows.append(text.strip("\n"))
-            elif isinstance(block, TextBlock):
-                if text.strip():
-                    rows.append(indent(tail(text, 3), "  ~ "))
-            elif isinstance(block, ToolCallBlock):
-                rows.extend(self._render_tool(block, secrets))
-            else:
-                rows.append(f"[{block.kind}: {block.text}]")
-        if not self.state.blocks:
+        blocks = self.state.blocks
+        recent = blocks[-LIVE_BLOCKS:]
+        if len(blocks) > len(recent):
+            rows.append(f"… {len(blocks) - len(recent)} earlier item(s) of this turn (all shown when it ends)")
+            shown = {id(block) for block in recent}
+            for call in list(self._waiting.values()):
+                if call.status != "waiting":
+                    del self._waiting[call.id]
+                elif id(call) not in shown:
+                    rows.extend(self._block_rows(call, secrets))
+        for block in recent:
+            rows.extend(self._block_rows(block, secrets))
+        if not blocks:
             rows.append("…")
         return mask("\n".join(rows))
 
+    def _block_rows(self, block: Any, secrets: list[str]) -> list[str]:
+        """A block's rows, drawn again only when its version changed."""
+        cached = self._rows.get(id(block))
+        if cached is not None and cached[0] == block.version:
+            return cached[1]
+        version = block.version
+        if isinstance(block, TextBlock):
+            # Text still growing may end in the first characters of a key: left out until it is whole.
+            text = text_tail(block.buffer.tail(TEXT_TAIL_CHARS + 1), TEXT_TAIL_CHARS)
+            text = text if block.final else mask_partial(text, secrets)
+            if not text.strip():
+                rows = []
+            elif block.kind == "text":
+                rows = [text.strip("\n")]
+            else:
+                rows = [indent(tail(text, 3), "  ~ ")]
+        elif isinstance(block, ToolCallBlock):
+            rows = self._render_tool(block, secrets)
+        else:
+            rows = [f"[{block.kind}: {block.text}]"]
+        self._rows[id(block)] = (version, rows)
+        return rows
+
     def _render_tool(self, block: ToolCallBlock, secrets: list[str]) -> list[str]:
         mark = STATUS_MARKS.get(block.status, "…")
-        arguments = plain_arguments(block.arguments)
-        if block.status == "streaming":
-            arguments = mask_partial_data(arguments, secrets)
-        rows = [f"{mark} {block.name} {short_json(arguments)}"]  # short_json masks before it cuts
+        arguments = preview_json(block.arguments, ARGS_LIMIT, secrets, partial=block.status == "streaming")
+        rows = [f"{mark} {block.name} {arguments}"]
         if block.status == "waiting":
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:
             output = f"denied: {block.decision.reason or 'by the user'}"
+        elif block.result is not None:
+            output = block.result_text()  # once per version: the rows are kept
         else:
-            output = block.result_text() if block.result is not None else mask_partial(block.output, secrets)
+            output = mask_partial(block.output[-OUTPUT_TAIL_CHARS:], secrets)
         if output.strip():
             rows.append(indent(tail(output)))
         return rows

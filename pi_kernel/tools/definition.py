@@ -27,6 +27,11 @@ arguments and returns ``True``/``"auto"`` (run), ``False``/``"ask"`` (ask) or
 policy (``approval_policy.py``) may override it per tool or for all."""
 
 
+RUN_ON_MAIN_THREAD = "python_on_main_thread"
+"""``ToolContext.extra`` key: true where the host's event loop runs on the main thread of a kernel, so the
+``python`` tool runs its code there, where a kernel interrupt reaches it (see ``builtin.python``)."""
+
+
 @dataclass
 class ToolContext:
     """What a running tool may know of where it runs (pi's ExtensionContext)."""

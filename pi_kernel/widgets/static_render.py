@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.secrets import mask, mask_data
+from pi_kernel.ai.secrets import mask, mask_data, secrets_read_once
 from pi_kernel.widgets.footer import footer_html, format_seconds, usage_summary
 from pi_kernel.widgets.html_render import MUTED, STATUS_COLORS, badge, escape, markdown_html
 from pi_kernel.widgets.json_view import bound_strings, jsonable
@@ -58,12 +58,13 @@ class StaticOutput:
 
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
     lookup: Callable[[str], Any] = definitions or (lambda _name: None)
-    data = {
-        "text/html": _html(state, lookup),
-        "text/markdown": _markdown(state, lookup),
-        "text/plain": _plain(state, lookup),
-    }
-    return StaticOutput(mask_data(data), {METADATA_KEY: mask_data(turn_metadata(state, lookup))})
+    with secrets_read_once():  # a turn of thousands of calls masks tens of thousands of strings
+        data = {
+            "text/html": _html(state, lookup),
+            "text/markdown": _markdown(state, lookup),
+            "text/plain": _plain(state, lookup),
+        }
+        return StaticOutput(mask_data(data), {METADATA_KEY: mask_data(turn_metadata(state, lookup))})
 
 
 def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ displays (``details["display"]``), else its text and images. A definition's
 ``render_call(args)`` / ``render_result(result)`` replace the defaults (a str
 or any IPython display object); a hook that raises falls back to the default,
 with the error named. While arguments stream in, the preview shows only their
-end (``LIVE_PREVIEW_CHARS``): the live view must not resend 40 KB per update.
+end (``LIVE_PREVIEW_CHARS``): the live view must not resend 40 KB per update,
+and is made from the arguments cut first (``live_tail``), so a redraw costs the
+same for a 5 MB argument as for a short one.
 The card's header line (label, name, status, elapsed time, decision) is here
 too, and its ``<summary>`` form for the static card. No ipywidgets here: the static rendering uses the same functions.
 
@@ -19,6 +21,7 @@ while arguments stream, what may be the start of a key is left out.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,6 +55,10 @@ same names may mean something else: a search-and-replace over a database, say)."
 TAIL_RESULTS = frozenset({"bash", "python"})
 """Tools whose long output matters most at its end (errors come last)."""
 LIVE_PREVIEW_CHARS = 2_000
+LIVE_STRING_KEEP = LIVE_PREVIEW_CHARS + 1_024
+"""Characters of each string of streaming arguments kept for their preview (its end: the part being written)."""
+LIVE_ITEMS_KEEP = 200
+LIVE_DEPTH = 24
 FINAL_ARGUMENTS_CHARS = 20_000
 RESULT_CHARS = 20_000
 
@@ -206,7 +213,8 @@ def result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RE
 def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     limit = LIVE_PREVIEW_CHARS if live else FINAL_ARGUMENTS_CHARS
     secrets = secret_values()
-    args = jsonable(block.arguments) if block.arguments is not None else {}
+    value = live_tail(block.arguments) if live else block.arguments  # redrawn often: never the whole value
+    args = jsonable(value) if value is not None else {}
     args = mask_partial_data(args, secrets) if live else mask_data(args, secrets)
     if not args and block.raw.length and live:
         return pre(mask_partial(block.raw.text, secrets), limit=limit, tail=True)
@@ -225,6 +233,27 @@ def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     if block.name == "write" and isinstance(content, str) and isinstance(path, str):
         return _path_line(path) + highlight(content, path, limit=limit, tail=live)
     return pre(pretty_json(args), limit=limit, tail=live)
+
+
+def live_tail(value: Any, depth: int = 0) -> Any:
+    """Streaming arguments cut for their live preview, whatever their size: each long string keeps its
+    last ``LIVE_STRING_KEEP`` characters, each long container its last ``LIVE_ITEMS_KEEP`` items, and
+    nesting deeper than ``LIVE_DEPTH`` shows as ``…`` (no recursion on the model's depth)."""
+    if isinstance(value, str):
+        return value if len(value) <= LIVE_STRING_KEEP else "…" + value[-LIVE_STRING_KEEP:]
+    if hasattr(value, "model_dump") and not isinstance(value, type):
+        value = dict(value)
+    if isinstance(value, (dict, list, tuple)) and depth >= LIVE_DEPTH:
+        return "…"
+    if isinstance(value, dict):
+        items = list(itertools.islice(reversed(value.items()), LIVE_ITEMS_KEEP))[::-1]
+        return {
+            live_tail(key, depth + 1) if isinstance(key, str) else key: live_tail(item, depth + 1)
+            for key, item in items
+        }
+    if isinstance(value, (list, tuple)):
+        return [live_tail(item, depth + 1) for item in value[-LIVE_ITEMS_KEEP:]]
+    return value
 
 
 def _default_result_html(block: ToolCallBlock) -> str:

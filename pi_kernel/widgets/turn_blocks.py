@@ -60,6 +60,21 @@ class TextBuffer:
             self._parts = [self._joined]
         return self._joined
 
+    def tail(self, chars: int) -> str:
+        """The last ``chars`` characters (all if fewer), without joining the whole text: a live view's
+        redraw costs the size of what it shows, not of what has arrived."""
+        if self._joined is not None:
+            return self._joined[-chars:] if chars > 0 else ""
+        picked: list[str] = []
+        size = 0
+        for part in reversed(self._parts):
+            if size >= chars:
+                break
+            picked.append(part)
+            size += len(part)
+        text = "".join(reversed(picked))
+        return text[-chars:] if chars > 0 else ""
+
 
 @dataclass(eq=False)
 class TextBlock:

@@ -11,6 +11,13 @@ text into an ``Output`` widget (append-only ``stream`` messages, see
 ``frontend``) and becomes rendered markdown when its block ends; thinking
 streams into a collapsed section; each tool call gets a ``ToolCard``.
 
+Long turns: only the most recent ``LIVE_BLOCKS`` blocks (and every call
+waiting for approval) are live widgets, under a line counting the earlier
+ones; a block that scrolls out leaves the box (its widgets are closed with
+the rest at the end). A redraw touches only those, so a turn of thousands of
+tool calls costs time and bytes linear in its size, and the static output at
+the end holds every block.
+
 Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
 (whoever decided: a click, a timeout, an interrupt, a comm message) disables
 them and shows the decision. Threads: the ``TurnState`` and every redraw
@@ -57,6 +64,8 @@ logger = logging.getLogger("pi_kernel.widgets")
 LIVE_PLAIN_TEXT = "Pi is working… (the live view needs JupyterLab or Notebook 7 with ipywidgets)"
 TICK_SECONDS = 1.0
 """How often the elapsed time of running and waiting calls is redrawn."""
+LIVE_BLOCKS = 20
+"""Blocks drawn as live widgets: the most recent (calls waiting for approval too); the static output has all."""
 
 
 class _TextView:
@@ -126,6 +135,13 @@ class TurnView:
         self._kit = WidgetKit()
         self._router = OutputRouter(sender)
         self._views: list[Any] = []
+        """The live views, in display order (``_shown`` holds their blocks)."""
+        self._shown: list[Block] = []
+        self._live: dict[int, tuple[Block, Any]] = {}
+        """``id(block)`` → (block, view) for the blocks drawn live now."""
+        self._waiting: dict[str, ToolCallBlock] = {}
+        self._earlier: Any = None
+        """The line counting blocks no longer drawn live (made when the first one scrolls out)."""
         self.footer = Footer(self._kit)
         self.footer.update(self.state)
         self.widget = self._kit.vbox([self.footer.widget])
@@ -178,7 +194,14 @@ class TurnView:
 
     def handle_approval(self, kind: str, request: ApprovalRequest) -> None:
         """A broker notification (``requested`` / ``resolved``), on the event loop's thread."""
-        if not self.finished and self.state.apply_approval(kind, request) is not None:
+        if self.finished:
+            return
+        block = self.state.apply_approval(kind, request)
+        if block is not None:
+            if block.status == "waiting":
+                self._waiting[block.id] = block
+            else:
+                self._waiting.pop(block.id, None)
             self._throttle.request()
 
     def finish(self, outcome: Any = None) -> StaticOutput:
@@ -194,7 +217,7 @@ class TurnView:
         self.detach()
         if getattr(outcome, "status", None) == "interrupted":
             self.state.aborted = True
-        for block, view in zip(self.state.blocks, self._views, strict=False):
+        for block, view in zip(self._shown, self._views, strict=True):
             if isinstance(view, _TextView) and isinstance(block, TextBlock):
                 view.drain(block)  # the last tokens land even when their redraw was still pending
         self.state.finish()
@@ -218,7 +241,7 @@ class TurnView:
 
     def card(self, tool_call_id: str) -> ToolCard | None:
         """The card of a tool call, once drawn."""
-        for block, view in zip(self.state.blocks, self._views, strict=False):
+        for block, view in zip(self._shown, self._views, strict=True):
             if isinstance(view, ToolCard) and isinstance(block, ToolCallBlock) and block.id == tool_call_id:
                 return view
         return None
@@ -246,12 +269,9 @@ class TurnView:
 
     def _draw(self) -> None:
         now = self._clock()
-        blocks = self.state.blocks
-        if len(blocks) > len(self._views):
-            self._views += [self._make_view(block) for block in blocks[len(self._views) :]]
-            self.widget.children = [*(view.widget for view in self._views), self.footer.widget]
+        self._arrange()
         ticking = deferred = False
-        for block, view in zip(blocks, self._views, strict=True):
+        for block, view in zip(self._shown, self._views, strict=True):
             if isinstance(block, ToolCallBlock):
                 view.update(block, now)
                 ticking = ticking or block.status in ("running", "waiting")
@@ -263,6 +283,37 @@ class TurnView:
             self._throttle.request(ARGUMENTS_PREVIEW_INTERVAL)
         elif ticking:
             self._throttle.request(TICK_SECONDS)
+
+    def _arrange(self) -> None:
+        """Make views for the blocks to draw live, drop the others; the box changes only when they do."""
+        blocks = self.state.blocks
+        window = blocks[-LIVE_BLOCKS:]
+        in_window = {id(block) for block in window}
+        for call_id, call in list(self._waiting.items()):
+            if call.status != "waiting":
+                del self._waiting[call_id]
+        pinned = [call for call in self._waiting.values() if id(call) not in in_window]
+        wanted = [*pinned, *window]
+        if [id(block) for block in wanted] == [id(block) for block in self._shown]:
+            return
+        keep = {id(block) for block in wanted}
+        for key in [key for key in self._live if key not in keep]:
+            del self._live[key]  # its widgets stay open until the turn ends (closed with the rest)
+        for block in wanted:
+            if id(block) not in self._live:
+                self._live[id(block)] = (block, self._make_view(block))
+        self._shown = wanted
+        self._views = [self._live[id(block)][1] for block in wanted]
+        children = [view.widget for view in self._views]
+        hidden = len(blocks) - len(window) - len(pinned)
+        if hidden > 0 or self._earlier is not None:
+            if self._earlier is None:
+                self._earlier = self._kit.html("")
+            self._earlier.value = (
+                f'<div style="{MUTED}">… {hidden} earlier item(s) of this turn (all shown when it ends)</div>'
+            )
+            children.insert(0, self._earlier)
+        self.widget.children = [*children, self.footer.widget]
 
     def _make_view(self, block: Block) -> Any:
         if isinstance(block, TextBlock):

@@ -7,14 +7,22 @@ by the tool; variables persist between calls. As in a notebook
 statement is shown unless the code ends with ``;``. Top-level ``await`` works
 (the code then runs on its own event loop in the worker thread).
 
-Threads (decided): the tool's ``execute`` is sync, so the agent loop runs it
-on a worker thread while the kernel's main thread idles in ``await``. One
-call runs at a time in the whole process (``_RUN_LOCK``): the namespace and
-matplotlib's pyplot are not thread-safe, and notebook code is written to run
-alone. Output capture is per context, not per process (see
+Threads: by default the code runs on a tool worker thread while the event
+loop goes on. In a kernel (the context's ``extra[RUN_ON_MAIN_THREAD]``, set by
+the kernel's session) it runs on the main thread, as a cell does, while the
+kernel's event loop waits for it: only there does a kernel interrupt (SIGINT)
+reach code blocked in a C call (``time.sleep``, a socket read, a lock).
+While it runs, the tool's own SIGINT handler raises ``KeyboardInterrupt`` in
+that code (after the handler it replaced, the turn's interrupt hook, has
+scheduled the turn's abort), so an interrupt stops it at once and the next
+call finds the namespace free. The live view shows its output when it ends.
+One call runs at a time in the whole process (``_RUN_LOCK``): the namespace
+and matplotlib's pyplot are not thread-safe, and notebook code is written to
+run alone. Output capture is per context, not per process (see
 ``python_capture``), so the kernel's own prints are not swallowed. An abort
-raises ``KeyboardInterrupt`` inside the running code (as a kernel interrupt
-would); code blocked in a C call notices when that call returns.
+from elsewhere raises ``KeyboardInterrupt`` inside the running code too
+(``PyThreadState_SetAsyncExc``); code blocked in a C call on a worker thread
+notices when that call returns.
 
 What the model gets: stdout, stderr, the text/plain of displayed objects and
 of the result, in order, tail-truncated like ``bash`` (full text in a temp
@@ -38,10 +46,12 @@ import asyncio
 import base64
 import builtins
 import ctypes
+import functools
 import inspect
 import io
 import itertools
 import linecache
+import signal as signals
 import sys
 import threading
 import time
@@ -53,11 +63,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from pi_kernel.agent import OPERATION_ABORTED
+from pi_kernel.agent.invoke import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
-from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD, ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
 
@@ -88,7 +99,7 @@ def create_python_tool(
     """
     private: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": builtins}
 
-    def execute(
+    async def execute(
         tool_call_id: str,
         params: PythonParams,
         signal: AbortSignal | None,
@@ -96,7 +107,12 @@ def create_python_tool(
         ctx: ToolContext,
     ) -> AgentToolResult:
         target = ctx.namespace if ctx.namespace is not None else private
-        return run_python(params.code, target, signal=signal, on_update=on_update, max_images=max_images)
+        run = functools.partial(
+            run_python, params.code, target, signal=signal, on_update=on_update, max_images=max_images
+        )
+        if ctx.extra.get(RUN_ON_MAIN_THREAD) and threading.current_thread() is threading.main_thread():
+            return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
+        return await run_in_worker(run)  # type: ignore[no-any-return]
 
     return ToolDefinition(
         name="python",
@@ -125,13 +141,18 @@ def run_python(
     signal: AbortSignal | None = None,
     on_update: Callable[[AgentToolResult], None] | None = None,
     max_images: int = MAX_MODEL_IMAGES,
+    interrupt_on_sigint: bool = False,
 ) -> AgentToolResult:
-    """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop)."""
+    """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop).
+
+    ``interrupt_on_sigint`` (main thread only): a SIGINT while the code runs raises ``KeyboardInterrupt`` in it.
+    """
     _acquire_run_lock(signal)
     try:
         run_number = next(_run_numbers)
         spool = OutputSpool("pi-python")
-        capture, error = _run_captured(code, namespace, signal, spool, _UpdateThrottle(on_update))
+        throttle = _UpdateThrottle(on_update)
+        capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
     finally:
         _RUN_LOCK.release()
     if error is not None:
@@ -158,7 +179,12 @@ def _acquire_run_lock(signal: AbortSignal | None) -> None:
 
 
 def _run_captured(
-    code: str, namespace: dict[str, Any], signal: AbortSignal | None, spool: OutputSpool, updates: _UpdateThrottle
+    code: str,
+    namespace: dict[str, Any],
+    signal: AbortSignal | None,
+    spool: OutputSpool,
+    updates: _UpdateThrottle,
+    on_sigint: bool = False,
 ) -> tuple[OutputCapture, str | None]:
     """Run the cell inside a capture: ``(capture, error text or None)``."""
 
@@ -169,7 +195,7 @@ def _run_captured(
     error: str | None = None
     with capturing(on_text) as capture:
         figures_before = _open_figure_numbers()
-        interrupter = _Interrupter(signal)
+        interrupter = _Interrupter(signal, on_sigint)
         shown_figure = None
         try:
             with interrupter:
@@ -302,19 +328,38 @@ def _model_images(outputs: list[dict[str, Any]], limit: int) -> tuple[list[Image
 class _Interrupter:
     """While active, an abort raises ``KeyboardInterrupt`` in the thread running the code."""
 
-    def __init__(self, signal: AbortSignal | None) -> None:
+    def __init__(self, signal: AbortSignal | None, on_sigint: bool = False) -> None:
         self._signal = signal
         self._lock = threading.Lock()
         self._thread_id: int | None = None
         self.fired = False
         self._remove: Callable[[], None] | None = None
+        self._on_sigint = on_sigint and threading.current_thread() is threading.main_thread()
+        self._previous_handler: Any = None
+        self._active = False
+        """Read by the SIGINT handler (no lock: it runs on this very thread, between two bytecodes)."""
 
     def __enter__(self) -> _Interrupter:
         with self._lock:
             self._thread_id = threading.get_ident()
         if self._signal is not None:
             self._remove = self._signal.add_listener(self._interrupt)
+        if self._on_sigint:
+            self._previous_handler = signals.signal(signals.SIGINT, self._sigint)
+            self._active = True
         return self
+
+    def _sigint(self, signum: int, frame: Any) -> None:
+        """The previous handler first (the turn's hook schedules the turn's abort), then stop the code."""
+        previous = self._previous_handler
+        if callable(previous):
+            try:
+                previous(signum, frame)
+            except KeyboardInterrupt:
+                pass  # ours follows
+        if self._active:
+            self.fired = True
+            raise KeyboardInterrupt
 
     def _interrupt(self, _reason: Any) -> None:
         with self._lock:
@@ -326,6 +371,10 @@ class _Interrupter:
             )
 
     def __exit__(self, *exc_info: Any) -> None:
+        self._active = False
+        if self._on_sigint and signals.getsignal(signals.SIGINT) == self._sigint:
+            previous = self._previous_handler
+            signals.signal(signals.SIGINT, previous if previous is not None else signals.default_int_handler)
         # Stop interrupting before leaving the user's code, and cancel an
         # interrupt that is scheduled but has not landed yet; one landing
         # during this very step is caught and the step retried.

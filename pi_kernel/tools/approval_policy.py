@@ -19,11 +19,21 @@ by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
 (``bash`` and ``python`` can do anything).
 
 Per-tool overrides (``bash=ask python=auto``) win over the mode (also over
-``read-only``: ``%pi approve read-only mytool=auto`` lets one more tool run),
-and a tool the person chose to "always allow" runs for the rest of the session.
-One exception: a cell's own ``%%pi --approve deny`` denies every call of that
-cell, always-allowed and per-tool ``auto`` included: whoever writes it wants
-this cell to run nothing, whatever was clicked earlier in the session.
+``read-only``: ``%pi approve read-only mytool=auto`` lets one more tool run).
+
+A stricter mode chosen later wins over what was allowed earlier (read-only
+means nothing writes):
+
+- "Always allow" only answers the question a person would have been asked:
+  it turns an ``ask`` into ``run``, never a ``deny``. Under ``read-only`` or
+  ``deny`` an always-allowed tool is refused like any other (back in ``ask``
+  mode, it runs without asking again).
+- ``%pi approve MODE`` (any mode but ``auto``) drops the per-tool ``auto``
+  overrides set before it; those restated in the same command stay.
+- A cell's own ``%%pi --approve MODE`` (any mode but ``auto``) ignores
+  per-tool ``auto`` overrides, and its ``deny`` denies every call of that
+  cell: whoever writes it wants this cell to run nothing, whatever was
+  clicked earlier in the session.
 """
 
 from __future__ import annotations
@@ -83,10 +93,17 @@ class ApprovalPolicy:
         if mode == "deny":
             return "deny"
         tool_name = name or (definition.name if definition is not None else "")
-        mode = mode or self.mode
-        if tool_name in self.always_allowed:
-            return "run"
+        verdict = self._verdict(definition, args, tool_name, mode)
+        if verdict == "ask" and tool_name in self.always_allowed:
+            return "run"  # "always allow" answers the question, it never lifts a deny
+        return verdict
+
+    def _verdict(self, definition: ToolDefinition | None, args: Any, tool_name: str, cell_mode: str | None) -> Verdict:
+        """The decision before "always allow" is applied."""
+        mode = cell_mode or self.mode
         override = self.overrides.get(tool_name)
+        if override == "auto" and cell_mode not in (None, "auto"):
+            override = None  # a cell's stricter mode wins over an earlier session-wide auto
         if override is not None:
             return "run" if override == "auto" else override  # type: ignore[return-value]
         if mode == "auto":
@@ -139,6 +156,8 @@ class ApprovalPolicy:
                 raise ValueError(f"Unknown approval setting {word!r}: use {', '.join(SESSION_MODES)} or TOOL=MODE")
         if mode is not None:
             self.set_mode(mode)
+            if mode != "auto":  # a stricter mode wins over per-tool autos set before it
+                self.overrides = {name: value for name, value in self.overrides.items() if value != "auto"}
         self.overrides.update(overrides)
 
     def describe(self) -> str:

@@ -45,6 +45,7 @@ from pi_kernel.ai import (
     ToolResultMessage,
     validate_tool_arguments,
 )
+from pi_kernel.ai.secrets import mask, secret_values
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -138,13 +139,24 @@ def as_tool_result(value: Any) -> AgentToolResult:
     raise TypeError(f"execute returned {type(value).__name__}, expected an AgentToolResult")
 
 
+def masked_content(content: list[Any], secrets: Sequence[str]) -> list[Any]:
+    """Tool result content with key values (``pi_kernel.ai.secrets.mask``) hidden in every text."""
+    return [
+        dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
+        for block in content
+    ]
+
+
 def create_tool_result_message(finalized: FinalizedToolCall) -> ToolResultMessage:
+    """The message the model gets: keys that reached the result (a tool printed the environment, read a
+    ``.env``) are masked here, where every tool's result enters the transcript."""
     result = finalized.result
+    secrets = secret_values()
     return ToolResultMessage(
         tool_call_id=finalized.tool_call.id,
         tool_name=finalized.tool_call.name,
-        content=result.content if result.content is not None else [],
-        details=result.details,
+        content=masked_content(result.content if result.content is not None else [], secrets),
+        details=result.details,  # never sent to the model; views and saved files mask it where it leaves
         is_error=finalized.is_error,
         usage=result.usage,
     )

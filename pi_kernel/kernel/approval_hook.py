@@ -131,7 +131,8 @@ class ApprovalGate:
         )
         route = self.route()
         if verdict == "deny" or route is None:
-            reason = policy.deny_reason(name, mode) if verdict == "deny" else self.nobody_reason(name)
+            secret = policy.secret_reason(definition, ctx.args, name)
+            reason = policy.deny_reason(name, mode, secret) if verdict == "deny" else self.nobody_reason(name)
             return self._deny_by_policy(request, reason)
         decision = await self._wait(request, route, signal)
         return result_of(decision, policy, name)

@@ -18,6 +18,11 @@ origin, so a notebook tool that happens to be called ``read`` is not trusted
 by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
 (``bash`` and ``python`` can do anything).
 
+A call that may read secrets (``secret_paths``: ``/proc/self/environ``, a
+``.env``, ``~/.aws/credentials``, a private key, ``bash`` printing the
+environment, ...) always asks a person, whatever the mode, override or
+"always allow" said; in ``deny`` mode (nobody to ask) it is refused.
+
 Per-tool overrides (``bash=ask python=auto``) win over the mode (also over
 ``read-only``: ``%pi approve read-only mytool=auto`` lets one more tool run).
 
@@ -43,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.tools.definition import ToolDefinition
+from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
 from pi_kernel.tools.tool_approval import approval_verdict
 
 Verdict = Literal["run", "ask", "deny"]
@@ -54,6 +60,8 @@ TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
 READ_ONLY_TOOLS = frozenset({"read"})
 """Built-in tools that only read (a definition may also declare ``read_only``)."""
 BUILTIN_PACKAGE = "pi_kernel.tools.builtin"
+SCANNED_TOOLS = {"bash": "command", "python": "code"}
+"""Built-in tools whose text argument is scanned for secrets (``secret_paths.secret_mention_reason``)."""
 
 
 def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
@@ -63,15 +71,20 @@ def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict
     return approval_verdict(definition, args)
 
 
+def _is_builtin(definition: ToolDefinition | None) -> bool:
+    """Whether ``definition`` is one of pi-kernel's built-in tools (by the module of its ``execute``)."""
+    if definition is None:
+        return False
+    origin = getattr(definition.execute, "__module__", "") or ""
+    return origin == BUILTIN_PACKAGE or origin.startswith(BUILTIN_PACKAGE + ".")
+
+
 def is_read_only(definition: ToolDefinition | None, name: str) -> bool:
     """Whether calls of this tool only read: its declared ``read_only``, else a built-in read-only tool."""
     declared = getattr(definition, "read_only", None)
     if declared is not None:
         return bool(declared)
-    if definition is None or name not in READ_ONLY_TOOLS:
-        return False
-    origin = getattr(definition.execute, "__module__", "") or ""
-    return origin == BUILTIN_PACKAGE or origin.startswith(BUILTIN_PACKAGE + ".")
+    return name in READ_ONLY_TOOLS and _is_builtin(definition)
 
 
 @dataclass
@@ -94,6 +107,8 @@ class ApprovalPolicy:
             return "deny"
         tool_name = name or (definition.name if definition is not None else "")
         verdict = self._verdict(definition, args, tool_name, mode)
+        if verdict != "deny" and self.secret_reason(definition, args, tool_name) is not None:
+            return "deny" if (mode or self.mode) == "deny" else "ask"  # secrets: never unseen, whatever allowed it
         if verdict == "ask" and tool_name in self.always_allowed:
             return "run"  # "always allow" answers the question, it never lifts a deny
         return verdict
@@ -115,8 +130,27 @@ class ApprovalPolicy:
             return "deny"
         return verdict
 
-    def deny_reason(self, tool_name: str, mode: str | None = None) -> str:
+    def secret_reason(self, definition: ToolDefinition | None, args: Any, tool_name: str) -> str | None:
+        """Why this call may read secrets (see ``secret_paths``), or ``None``.
+
+        ``bash`` / ``python`` (built-in) are judged by their command or code text; any other tool by each
+        string argument that names a file holding secrets (``read``'s ``path``, a notebook tool's ``path``).
+        """
+        values = args.model_dump() if hasattr(args, "model_dump") else args
+        if not isinstance(values, dict):
+            return None
+        if tool_name in SCANNED_TOOLS and _is_builtin(definition):
+            return secret_mention_reason(values.get(SCANNED_TOOLS[tool_name]))  # type: ignore[arg-type]
+        for value in values.values():
+            reason = secret_path_reason(value) if isinstance(value, str) else None
+            if reason is not None:
+                return reason
+        return None
+
+    def deny_reason(self, tool_name: str, mode: str | None = None, secret: str | None = None) -> str:
         """What the model is told when the policy (not a person) denied a call."""
+        if secret is not None and mode != "deny" and (mode or self.mode) == "deny":
+            return f'Tool "{tool_name}" was not run: {secret}, and this session denies such calls (approval: deny).'
         if mode == "deny":
             return f'Tool "{tool_name}" was not run: this cell denies every tool call (%%pi --approve deny).'
         if self.overrides.get(tool_name) == "deny":

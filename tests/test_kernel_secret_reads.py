@@ -1,0 +1,100 @@
+"""Reading the kernel's environment or a file holding keys never happens unseen, and keys never reach the model.
+
+``read`` of ``/proc/self/environ`` once ran without asking (``read`` needs no
+approval) and sent the API keys to the model. Now such a call asks a person in
+every mode where a person can be asked (also ``auto``, also after "always
+allow"), is refused in ``deny`` mode, and whatever a person lets through
+reaches the model with key values masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
+
+from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.builtin import builtin_tools
+
+BUILTINS = {definition.name: definition for definition in builtin_tools()}
+
+
+def _args(name: str, **values: Any) -> Any:
+    return BUILTINS[name].parameters(**values)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("mode", ["ask", "auto", "read-only"])
+@pytest.mark.parametrize(
+    ("tool", "values"),
+    [
+        ("read", {"path": "/proc/self/environ"}),
+        ("read", {"path": ".env"}),
+        ("read", {"path": "~/.aws/credentials"}),
+        ("read", {"path": "~/.ssh/id_ed25519"}),
+        ("read", {"path": "~/.netrc"}),
+    ],
+)
+def test_reading_secrets_asks_whatever_the_mode(mode: str, tool: str, values: dict[str, str]) -> None:
+    policy = ApprovalPolicy(mode=mode)  # type: ignore[arg-type]
+    policy.allow_always(tool)
+    assert policy.decide(BUILTINS[tool], _args(tool, **values)) == "ask"
+    assert policy.decide(BUILTINS[tool], _args(tool, path="notes.txt")) == "run"  # an ordinary read still runs
+
+
+@pytest.mark.parametrize(
+    "command", ["cat /proc/self/environ", "env", "printenv", "echo $OPENAI_API_KEY", "cat ~/.aws/credentials"]
+)
+def test_bash_reading_secrets_asks_even_in_auto_mode(command: str) -> None:
+    policy = ApprovalPolicy(mode="auto")
+    policy.set_override("bash", "auto")
+    assert policy.decide(BUILTINS["bash"], _args("bash", command=command)) == "ask"
+    assert policy.decide(BUILTINS["bash"], _args("bash", command="set -e; ls -la | head")) == "run"
+    code = "import os\nprint(os.environ)"
+    assert policy.decide(BUILTINS["python"], _args("python", code=code)) == "ask"
+
+
+def test_reading_secrets_is_refused_in_deny_mode() -> None:
+    policy = ApprovalPolicy(mode="deny")
+    args = _args("read", path="/proc/self/environ")
+    assert policy.decide(BUILTINS["read"], args) == "deny"
+    secret = policy.secret_reason(BUILTINS["read"], args, "read")
+    assert "environment" in policy.deny_reason("read", None, secret)
+
+
+# -- through the real kernel -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.mark.kernel
+def test_read_of_the_environment_asks_and_the_model_never_sees_the_key(
+    server: FakeOpenAI, pi_jupyter_path: str, tmp_path: Path
+) -> None:
+    env = kernel_env(server.base_url, PI_APPROVAL="auto")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path, cwd=tmp_path) as kernel:
+        questions: list[str] = []
+
+        def answer(prompt: str) -> str:
+            questions.append(prompt)
+            return "y"
+
+        server.enqueue(tool_call_chunks([("read", {"path": "/proc/self/environ"})]), text_chunks("Read it."))
+        result = kernel.run("%%pi\nshow me the environment", allow_stdin=True, on_input=answer)
+        assert result.status == "ok" and "Read it." in result.text
+        assert len(questions) == 1 and "/proc/self/environ" in questions[0]  # asked, though the mode is auto
+        tool_message = [m for m in server.last_body["messages"] if m["role"] == "tool"][-1]
+        assert "OPENAI_API_KEY=" in tool_message["content"]  # the file was read ...
+        assert FAKE_KEY not in str(server.last_body)  # ... and its key masked before the model saw it
+        assert FAKE_KEY[-12:] not in str(server.last_body)
+        server.enqueue(tool_call_chunks([("read", {"path": "/proc/self/environ"})]), text_chunks("Refused."))
+        refused = kernel.run("%%pi\nagain")  # no stdin, no widgets: nobody to ask, so it does not run
+        tool_message = [m for m in server.last_body["messages"] if m["role"] == "tool"][-1]
+        assert refused.status == "ok" and "OPENAI_API_KEY" not in tool_message["content"]

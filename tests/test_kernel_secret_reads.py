@@ -98,3 +98,50 @@ def test_read_of_the_environment_asks_and_the_model_never_sees_the_key(
         refused = kernel.run("%%pi\nagain")  # no stdin, no widgets: nobody to ask, so it does not run
         tool_message = [m for m in server.last_body["messages"] if m["role"] == "tool"][-1]
         assert refused.status == "ok" and "OPENAI_API_KEY" not in tool_message["content"]
+
+
+# -- edited arguments keep what the mask hid ------------------------------------------------------------------
+
+
+def test_an_edit_keeps_every_masked_value_the_person_did_not_change() -> None:
+    from pi_kernel.ai.secrets import mask, unmask
+
+    key = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+    original = {"command": f"curl -H 'Authorization: Bearer {key}' https://a.example/v1", "token": key}
+    shown = {name: mask(value, [key]) for name, value in original.items()}
+    assert key not in str(shown)
+    edited = {**shown, "command": shown["command"].replace("a.example", "b.example")}  # the URL changed
+    restored = unmask(edited, original, [key])
+    assert restored == {"command": f"curl -H 'Authorization: Bearer {key}' https://b.example/v1", "token": key}
+    assert unmask({"token": "typed-a-new-one"}, original, [key]) == {"token": "typed-a-new-one"}
+
+
+ECHO_TOOL = '''
+from pi_kernel import tool
+seen = []
+
+@tool(approval="ask")
+def call_api(command: str) -> str:
+    """Run an API call."""
+    seen.append(command)
+    return "ok"
+'''
+
+
+@pytest.mark.kernel
+def test_arguments_edited_on_stdin_keep_the_masked_key(server: FakeOpenAI, pi_jupyter_path: str) -> None:
+    command = f"curl -H 'Authorization: Bearer {FAKE_KEY}' https://a.example/v1"
+    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as kernel:
+        assert kernel.run(ECHO_TOOL).status == "ok"
+        questions: list[str] = []
+
+        def answer(prompt: str) -> str:
+            questions.append(prompt)
+            shown = prompt[prompt.index("{") : prompt.index("? [y]es")]  # the arguments, as the person saw them
+            return shown.replace("a.example", "b.example")
+
+        server.enqueue(tool_call_chunks([("call_api", {"command": command})]), text_chunks("Done."))
+        assert kernel.run("%%pi\ncall it", allow_stdin=True, on_input=answer).status == "ok"
+        seen = kernel.run(f"seen == [{command.replace('a.example', 'b.example')!r}]").text
+    assert FAKE_KEY not in questions[0] and "***" in questions[0]
+    assert seen.strip() == "True"  # the key came back, not the mask

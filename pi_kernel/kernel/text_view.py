@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from pi_kernel.ai.secrets import mask, mask_partial, mask_partial_data, secret_values
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.tools.approval import cut_middle
 from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
@@ -46,6 +47,8 @@ logger = logging.getLogger("pi_kernel.kernel")
 
 TAIL_LINES = 6
 ARGS_LIMIT = 300
+WAITING_ARGS_LIMIT = 4_000
+"""A call waiting for approval is shown up to this length, then as its head and tail (``cut_middle``)."""
 STATUS_MARKS = {
     "streaming": "…",
     "pending": "…",
@@ -64,7 +67,7 @@ def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     text = mask(text)  # before the cut: a cut key would no longer be found
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -179,7 +182,8 @@ class TextTurnView:
         arguments = plain_arguments(block.arguments)
         if block.status == "streaming":
             arguments = mask_partial_data(arguments, secrets)
-        rows = [f"{mark} {block.name} {short_json(arguments)}"]  # short_json masks before it cuts
+        limit = WAITING_ARGS_LIMIT if block.status == "waiting" else ARGS_LIMIT  # a person reads it to decide
+        rows = [f"{mark} {block.name} {short_json(arguments, limit)}"]  # short_json masks before it cuts
         if block.status == "waiting":
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:

@@ -89,3 +89,27 @@ def _texts(messages: list[dict[str, Any]]) -> list[str]:
         for m in messages
         if m["msg_type"] in kinds
     ]
+
+
+# -- a bad tool definition never reaches a request -------------------------------------------------------------
+
+BAD_TOOL_CELL = '''
+from pi_kernel import tool
+
+@tool
+def scale(factor: float = float("nan")) -> float:
+    """Scale something."""
+    return factor
+'''
+
+
+@pytest.mark.kernel
+def test_a_tool_whose_schema_cannot_be_sent_is_refused_in_its_cell(server: FakeOpenAI, pi_jupyter_path: str) -> None:
+    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as kernel:
+        defined = kernel.run(BAD_TOOL_CELL)
+        server.enqueue(text_chunks("Still fine."))
+        later = kernel.run("%%pi\nhello")
+    assert defined.status == "error" and 'Tool "scale": its parameters schema is not plain JSON' in defined.text
+    assert later.status == "ok" and "Still fine." in later.text
+    sent = [tool["function"]["name"] for tool in server.last_body.get("tools", [])]
+    assert "scale" not in sent

@@ -14,8 +14,9 @@ existing key elsewhere:
   ``OPENAI_BASE_URL`` is ignored when any key is set in the environment, the
   key sent to it is the ``.env``'s own ``OPENAI_API_KEY`` (kept under
   ``DOTENV_KEY_ENV``, so a key set later in the notebook never reaches that
-  server), and the ``.env``'s keys are ignored when ``OPENAI_BASE_URL`` is
-  set in the environment.
+  server), and the ``.env``'s ``OPENAI_API_KEY`` is ignored when
+  ``OPENAI_BASE_URL`` is set in the environment (other providers' keys go to
+  their own URLs).
 
 The ``.env``'s base URL is returned, not exported: the settings carry it (and
 that it came from a ``.env``); keys go to the environment, where providers
@@ -113,10 +114,9 @@ def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | N
             key = wanted.pop("OPENAI_API_KEY", None)
             if key:
                 environ[DOTENV_KEY_ENV] = key
-    if "OPENAI_BASE_URL" in environ and any(name in wanted for name in KEY_NAMES):
-        dropped = [name for name in KEY_NAMES if wanted.pop(name, None) is not None]
+    if "OPENAI_BASE_URL" in environ and wanted.pop("OPENAI_API_KEY", None) is not None:
         result.ignored.append(
-            f"{', '.join(dropped)} ignored: OPENAI_BASE_URL is set in the environment, and a key must come "
+            "OPENAI_API_KEY ignored: OPENAI_BASE_URL is set in the environment, and a key must come "
             "from the same place as the URL it is sent to"
         )
     for name, value in wanted.items():

@@ -90,6 +90,7 @@ def test_read_of_the_environment_asks_and_the_model_never_sees_the_key(
         result = kernel.run("%%pi\nshow me the environment", allow_stdin=True, on_input=answer)
         assert result.status == "ok" and "Read it." in result.text
         assert len(questions) == 1 and "/proc/self/environ" in questions[0]  # asked, though the mode is auto
+        assert questions[0].startswith("[This call may read secrets: it is a process's environment")
         tool_message = [m for m in server.last_body["messages"] if m["role"] == "tool"][-1]
         assert "OPENAI_API_KEY=" in tool_message["content"]  # the file was read ...
         assert FAKE_KEY not in str(server.last_body)  # ... and its key masked before the model saw it

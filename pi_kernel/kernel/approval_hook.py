@@ -134,9 +134,11 @@ class ApprovalGate:
             label=definition.label if definition is not None else name,
             schema=schema,
         )
+        secret = policy.secret_reason(definition, ctx.args, name)
+        if secret is not None:
+            request.warning = f"This call may read secrets: {secret}."
         route = self.route()
         if verdict == "deny" or route is None:
-            secret = policy.secret_reason(definition, ctx.args, name)
             reason = policy.deny_reason(name, mode, secret) if verdict == "deny" else self.nobody_reason(name)
             return self._deny_by_policy(request, reason)
         decision = await self._wait(request, route, signal)
@@ -170,7 +172,7 @@ class ApprovalGate:
         async with turn:
             if request.decision is not None:
                 return
-            answer = await ask_on_stdin(reader, question(request.tool_name, request.args))
+            answer = await ask_on_stdin(reader, question(request.tool_name, request.args, request.warning))
             fields = (
                 parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
             )

@@ -43,7 +43,7 @@ def parse_answer(answer: str) -> dict[str, Any]:
     return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
 
 
-def question(tool_name: str, args: Any) -> str:
+def question(tool_name: str, args: Any, warning: str | None = None) -> str:
     try:
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
@@ -53,7 +53,8 @@ def question(tool_name: str, args: Any) -> str:
     from pi_kernel.tools.approval import cut_middle
 
     shown = mask(shown)  # before the cut: a cut key would no longer be found
-    return mask(f"Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: ")
+    note = f"[{warning}] " if warning else ""
+    return mask(f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: ")
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:

@@ -185,6 +185,8 @@ class TextTurnView:
         limit = WAITING_ARGS_LIMIT if block.status == "waiting" else ARGS_LIMIT  # a person reads it to decide
         rows = [f"{mark} {block.name} {short_json(arguments, limit)}"]  # short_json masks before it cuts
         if block.status == "waiting":
+            if block.request is not None and block.request.warning:
+                rows.append(f"    ⚠ {block.request.warning}")
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:
             output = f"denied: {block.decision.reason or 'by the user'}"

@@ -58,6 +58,8 @@ class ApprovalRequest:
     schema: dict[str, Any] | None = None
     """The tool's JSON schema, for an edit-arguments form."""
     decision: ApprovalDecision | None = None
+    warning: str | None = None
+    """Why this call asks though its tool or mode would let it run (it may read secrets), for the person."""
 
 
 Listener = Callable[[str, ApprovalRequest], None]

@@ -40,7 +40,9 @@ class ApprovalPanel:
         self.deny = kit.button("Deny", "danger", "Do not run it; the model is told why")
         self.edit = kit.button("Edit arguments", "", "Change the arguments before approving")
         self.reason = kit.text("Reason for denying (optional, sent to the model)")
-        self.message = kit.html("")
+        warning = request.warning  # why a call that would run unasked asks (it may read secrets)
+        shown = f'<span style="color:{STATUS_COLORS["error"]}">⚠ {escape(warning)}</span>' if warning else ""
+        self.message = kit.html(shown)
         self.editor: Any = None
         self.decided = False
         self.approve.on_click(lambda _: self._decide("approve"))

@@ -53,8 +53,9 @@ def test_bash_reading_secrets_asks_even_in_auto_mode(command: str) -> None:
     policy.set_override("bash", "auto")
     assert policy.decide(BUILTINS["bash"], _args("bash", command=command)) == "ask"
     assert policy.decide(BUILTINS["bash"], _args("bash", command="set -e; ls -la | head")) == "run"
-    code = "import os\nprint(os.environ)"
-    assert policy.decide(BUILTINS["python"], _args("python", code=code)) == "ask"
+    for code in ("import os\nprint(os.environ)", "import subprocess\nsubprocess.run(['env'])", "open('.env').read()"):
+        assert policy.decide(BUILTINS["python"], _args("python", code=code)) == "ask", code
+    assert policy.decide(BUILTINS["python"], _args("python", code="df.describe()")) == "run"
 
 
 def test_reading_secrets_is_refused_in_deny_mode() -> None:

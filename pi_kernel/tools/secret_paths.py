@@ -78,7 +78,7 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
 
 
 _ENV_DUMP = re.compile(
-    r"(?:^|[\s;&|(`])(?:env(?=\s*(?:$|[;&|)`>]))|printenv\b|export\s+-p\b|declare\s+-[a-z]*[xp])"
+    r"(?:^|[\s;&|(`'\"\[,])(?:env(?=\s*(?:$|[;&|)`>'\"\],]))|printenv\b|export\s+-p\b|declare\s+-[a-z]*[xp])"
     r"|\benviron\b|\bgetenv\b|[A-Za-z0-9]_(?:API_KEY|TOKEN)\b"
 )
 """Printing the whole environment (a bare ``env``, ``printenv``, ``export -p``), reading it from code

@@ -35,7 +35,9 @@ class ApprovalPanel:
         self._resolve = resolve
         self.approve = kit.button("Approve", "success", "Run this call once")
         self.always = kit.button(
-            "Always allow", "info", f"Run {request.tool_name} without asking for the rest of the session (a stricter mode set later still wins)"
+            "Always allow",
+            "info",
+            f"Run {request.tool_name} without asking for the rest of the session (a stricter mode set later wins)",
         )
         self.deny = kit.button("Deny", "danger", "Do not run it; the model is told why")
         self.edit = kit.button("Edit arguments", "", "Change the arguments before approving")

@@ -6,6 +6,7 @@ import asyncio
 import typing
 from collections.abc import AsyncIterator
 
+import pytest
 from fake_openai import FakeOpenAI, text_chunks
 
 import pi_kernel.ai as ai
@@ -25,6 +26,7 @@ from pi_kernel.ai import (
     parse_streaming_json,
     stream,
 )
+from pi_kernel.ai.tool import ToolSchemaError
 
 CONTRACT_NAMES = [
     "TextContent",
@@ -78,7 +80,10 @@ async def test_stream_and_complete_reach_an_openai_compatible_server(fake_openai
 
 
 async def test_stream_never_raises_on_a_tool_it_cannot_describe(fake_openai: FakeOpenAI) -> None:
-    broken = Tool("broken", "Parameters that are neither a model nor a schema.", 42)  # type: ignore[arg-type]
+    with pytest.raises(ToolSchemaError, match='Tool "broken": its parameters have no JSON schema'):
+        Tool("broken", "Parameters that are neither a model nor a schema.", 42)  # type: ignore[arg-type]
+    broken = Tool("broken", "Changed after its definition.", {"type": "object"})
+    broken.parameters, broken._schema_cache = 42, None  # type: ignore[assignment]
     message = await stream(fake_model(fake_openai), Context(None, [UserMessage("x")], [broken])).result()
     assert message.stop_reason == "error"
     assert message.error_message is not None

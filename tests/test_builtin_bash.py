@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -233,3 +234,37 @@ def test_bash_runs_on_an_event_loop_outside_the_main_thread(tmp_path: Path) -> N
     worker.join(timeout=60)
     result = box["result"]
     assert isinstance(result, AgentToolResult) and text_of(result) == "from-thread\n"
+
+
+SPOOL_KEY = "sk-spool-SECRET-0123456789abcdefXYZ"
+
+
+async def test_the_full_output_file_is_private_masked_and_removed_at_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spool file once was world-readable, held the keys a command printed, and was never removed."""
+    monkeypatch.setenv("PI_TEST_API_KEY", SPOOL_KEY)
+    command = 'for i in $(seq 1 4000); do echo "line $i $PI_TEST_API_KEY"; done'
+    result = await call_tool(BASH, {"command": command}, make_ctx(tmp_path))
+    path = Path(result.details["full_output_path"])
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    full = path.read_text()
+    assert full.count("line ") == 4000 and full.count("***") == 4000 and SPOOL_KEY[5:17] not in full
+    code = (
+        "import asyncio, sys\nsys.path.insert(0, 'tests')\n"
+        "from builtin_helpers import call_tool, make_ctx\nfrom pi_kernel.tools.builtin import create_bash_tool\n"
+        "r = asyncio.run(call_tool(create_bash_tool(), {'command': 'seq 1 5000'}, make_ctx('.')))\n"
+        "print(r.details['full_output_path'])"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        cwd=repo,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    out, _ = await done.communicate()
+    other = Path(out.decode().strip())
+    assert other.name.startswith("pi-bash-") and not other.exists() and not other.parent.exists()  # gone at exit

@@ -108,7 +108,17 @@ def test_allow_always_stops_asking_in_later_turns(kernel: KernelDriver, server: 
         assert later.status == "ok" and tool_results(server)[-1] == "7"
         assert [request for request in asked if request] == []  # nobody was asked this time
         assert "always allowed: add" in kernel.run("%pi approve").text
+        # A stricter mode chosen later wins over the earlier "always allow": read-only means nothing writes.
+        server.enqueue(tool_call_chunks([("add", {"a": 5, "b": 6})]), text_chunks("Refused."))
+        assert kernel.run("%%pi --approve read-only\nAdd 5 and 6", cell_id="always3").status == "ok"
+        assert "this session is read-only" in tool_results(server)[-1]
+        for mode, refusal in (("read-only", "this session is read-only"), ("deny", "approval policy: deny")):
+            kernel.run(f"%pi approve {mode}")
+            server.enqueue(tool_call_chunks([("add", {"a": 5, "b": 6})]), text_chunks("Refused."))
+            assert kernel.run("%%pi\nAdd 5 and 6", cell_id=f"always-{mode}").status == "ok"
+            assert refusal in tool_results(server)[-1]
     finally:
+        kernel.run("%pi approve ask")
         kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.always_allowed.clear()")
 
 

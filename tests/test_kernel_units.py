@@ -43,7 +43,7 @@ def test_dotenv_parses_quotes_comments_and_export() -> None:
 def test_dotenv_does_not_override_set_variables(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("PI_MODEL=from-file\nOPENAI_API_KEY=file-key\n")
     environ = {"PI_MODEL": "from-env"}
-    added = load_dotenv(tmp_path / ".env", environ)
+    added = load_dotenv(tmp_path / ".env", environ).added
     assert environ == {"PI_MODEL": "from-env", "OPENAI_API_KEY": "file-key"}
     assert added == ["OPENAI_API_KEY"]
 
@@ -185,9 +185,37 @@ def test_a_cells_deny_denies_every_call_even_an_always_allowed_one() -> None:
     assert [policy.decide(d, {}) for d in tools] == ["run", "run", "run"]
     assert [policy.decide(d, {}, mode="deny") for d in tools] == ["deny", "deny", "deny"]
     assert "--approve deny" in policy.deny_reason("celsius", "deny")
-    policy.set_mode("deny")  # a session-mode deny keeps the session's rules
-    assert [policy.decide(d, {}) for d in tools] == ["run", "run", "run"]
+    policy.set_mode("deny")  # a session-mode deny keeps the per-tool rules; "always allow" never lifts a deny
+    assert [policy.decide(d, {}) for d in tools] == ["deny", "run", "run"]
     assert policy.decide(_definition("risky", "ask"), {}) == "deny"
+
+
+@pytest.mark.parametrize("mode", ["read-only", "deny"])
+def test_a_stricter_mode_chosen_later_wins_over_always_allow(mode: str) -> None:
+    """ "Always allow" for bash, then ``%pi approve read-only`` / ``deny``: bash no longer runs."""
+    from pi_kernel.tools.builtin import builtin_tools
+
+    bash = next(definition for definition in builtin_tools() if definition.name == "bash")
+    policy = ApprovalPolicy()
+    policy.allow_always("bash")
+    assert policy.decide(bash, {"command": "rm -rf x"}) == "run"
+    policy.apply_spec([mode])
+    assert policy.decide(bash, {"command": "rm -rf x"}) == "deny"
+    policy.apply_spec(["ask"])  # back in ask mode, the earlier answer stands
+    assert policy.decide(bash, {"command": "rm -rf x"}) == "run"
+
+
+def test_a_stricter_mode_chosen_later_wins_over_per_tool_auto() -> None:
+    """The same class: an earlier ``bash=auto`` override, then a stricter session or cell mode."""
+    bash, calc = _definition("bash", "ask"), _definition("calc", "ask")
+    policy = ApprovalPolicy()
+    policy.apply_spec(["bash=auto", "calc=auto"])
+    assert policy.decide(bash, {}, mode="read-only") == "deny"  # a cell's --approve read-only
+    assert policy.decide(bash, {}, mode="ask") == "ask"  # a cell's --approve ask asks again
+    assert policy.decide(bash, {}) == "run"
+    policy.apply_spec(["read-only", "calc=auto"])  # restated in the same command: kept
+    assert [policy.decide(bash, {}), policy.decide(calc, {})] == ["deny", "run"]
+    assert policy.overrides == {"calc": "auto"}
 
 
 def test_tool_decorator_declares_read_only() -> None:

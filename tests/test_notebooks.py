@@ -248,6 +248,8 @@ def check_mcp(nb: Any, approval: str, workdir: Path) -> None:
     turn = cell_after(nb, "What time is it now in UTC?")
     assert all(call["name"].startswith("time__") and call["status"] != "denied" for call in tool_calls(turn))
     assert "MCP server time removed." in output_text(cell_after(nb, "%pi mcp remove time"))
+
+
 def check_your_data(nb: Any, approval: str, workdir: Path) -> None:
     # Whatever the model samples: the notebook tools are never denied (not even under deny) ...
     calls = [call for cell in nb.cells if cell.cell_type == "code" for call in tool_calls(cell)]

@@ -325,6 +325,7 @@ def test_titles_are_removed_structurally_from_a_json_schema_dict() -> None:
 def test_titles_are_removed_in_every_schema_position() -> None:
     titled = {"title": "T", "type": "string"}
     schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",  # array-form "items" is draft 7
         "type": "object",
         "unevaluatedProperties": dict(titled),
         "dependencies": {"a": dict(titled), "b": ["a"]},

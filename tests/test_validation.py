@@ -162,9 +162,9 @@ def test_error_survives_pickling() -> None:
 
 
 def test_invalid_schema_is_a_clear_tool_error_not_an_argument_error() -> None:
-    tool = Tool("broken", "d", {"type": "object", "properties": {"a": {"type": "integr"}}})
-    with pytest.raises(ValueError, match='Tool "broken" has an invalid parameters schema') as caught:
-        validate_tool_arguments(tool, _call({"a": 1}, name="broken"))
+    """Refused where the tool is defined (never at its first call, nor in a request)."""
+    with pytest.raises(ValueError, match='Tool "broken": its parameters are not a valid JSON schema') as caught:
+        Tool("broken", "d", {"type": "object", "properties": {"a": {"type": "integr"}}})
     assert not isinstance(caught.value, ToolArgumentsError)
 
 

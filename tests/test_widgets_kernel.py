@@ -215,4 +215,4 @@ def test_a_key_quoted_by_the_model_or_a_tool_never_reaches_the_front_end(
     assert "key: ***" in live_text  # the tool's live output
     assert "The user's key is ***" in live_text  # the thinking
     tool_result = [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"][-1]
-    assert FAKE_KEY in tool_result  # the model itself still got the tool's real result
+    assert FAKE_KEY not in tool_result and "***" in tool_result  # nor does the model: tool results are masked

@@ -184,7 +184,9 @@ async def test_streaming_arguments_show_a_bounded_live_preview(monkeypatch) -> N
     middle = re.sub(r"<[^>]+>", "", previews[len(previews) // 2])
     assert "earlier characters not shown" in middle
     final = harness.widget_state(card.arguments)["value"]
-    assert "big.py" in final and "line 999" in re.sub(r"<[^>]+>", "", final)  # complete (up to its bound)
+    visible = re.sub(r"<[^>]+>", "", final)  # complete: up to its bound, then both ends around a warning
+    assert "big.py" in final and visible.index("line 0") < visible.index("characters hidden here")
+    assert visible.index("characters hidden here") < visible.index("line 2999")
 
 
 async def test_code_arguments_are_highlighted_and_edit_shows_a_diff(monkeypatch) -> None:

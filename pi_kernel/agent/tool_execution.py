@@ -47,6 +47,7 @@ from pi_kernel.ai import (
     validate_tool_arguments,
 )
 from pi_kernel.ai.sanitize import clean_tool_call
+from pi_kernel.ai.secrets import mask, secret_values
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -140,15 +141,26 @@ def as_tool_result(value: Any) -> AgentToolResult:
     raise TypeError(f"execute returned {type(value).__name__}, expected an AgentToolResult")
 
 
+def masked_content(content: list[Any], secrets: Sequence[str]) -> list[Any]:
+    """Tool result content with key values (``pi_kernel.ai.secrets.mask``) hidden in every text."""
+    return [
+        dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
+        for block in content
+    ]
+
+
 def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | None = None) -> ToolResultMessage:
-    """The result message the model receives; its text bounded to ``max_chars`` (``result_limit``)."""
+    """The message the model gets: keys that reached the result (a tool printed the environment, read a
+    ``.env``) are masked here, where every tool's result enters the transcript, and its text is bounded to
+    ``max_chars`` (``result_limit``)."""
     result = finalized.result
-    content, _ = bound_content(result.content if result.content is not None else [], max_chars)
+    content = masked_content(result.content if result.content is not None else [], secret_values())
+    content, _ = bound_content(content, max_chars)
     return ToolResultMessage(
         tool_call_id=finalized.tool_call.id,
         tool_name=finalized.tool_call.name,
         content=content,
-        details=result.details,
+        details=result.details,  # never sent to the model; views and saved files mask it where it leaves
         is_error=finalized.is_error,
         usage=result.usage,
     )

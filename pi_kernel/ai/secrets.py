@@ -220,3 +220,44 @@ class StreamRedactor:
     def reset(self) -> None:
         """Forget the held-back tail (what was shown is being cleared)."""
         self._pending = self._sent_tail = ""
+
+
+MASK = "***"
+
+
+def unmask(edited: Any, original: Any, secrets: Sequence[str] | None = None) -> Any:
+    """``edited`` (arguments a person edited from their masked form) with what the mask hid put back.
+
+    A value still equal to the masked form of the original's is the original; in a string the person
+    changed elsewhere, each ``***`` is the piece it hid, in order, when the edit kept every one of them
+    (the key in a ``curl -H`` of a command whose URL was changed). An approval never sends the mask on.
+    """
+    known = secret_values() if secrets is None else secrets
+    if isinstance(edited, str) and isinstance(original, str):
+        shown = mask(original, known)
+        if edited == shown or shown == original:
+            return original if edited == shown else edited
+        hidden = _hidden_pieces(shown, original)
+        if hidden is not None and edited.count(MASK) == len(hidden) and MASK not in original:
+            parts = edited.split(MASK)
+            return "".join(part + (hidden[index] if index < len(hidden) else "") for index, part in enumerate(parts))
+        return edited
+    if isinstance(edited, dict) and isinstance(original, dict):
+        keys = {mask(key, known): key for key in original if isinstance(key, str)}  # shown masked → original
+        restored = {}
+        for key, value in edited.items():
+            source = key if key in original else keys.get(key, key)
+            restored[source] = unmask(value, original[source], known) if source in original else value
+        return restored
+    if isinstance(edited, list) and isinstance(original, (list, tuple)):
+        return [unmask(value, original[i], known) if i < len(original) else value for i, value in enumerate(edited)]
+    return edited
+
+
+def _hidden_pieces(shown: str, original: str) -> list[str] | None:
+    """What each ``***`` of ``shown`` (``mask(original)``) stands for in ``original``; ``None`` if unclear."""
+    if MASK in original:
+        return None
+    pattern = "(.*?)".join(re.escape(part) for part in shown.split(MASK))
+    match = re.fullmatch(pattern, original, re.DOTALL)
+    return list(match.groups()) if match is not None else None

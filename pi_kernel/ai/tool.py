@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -87,6 +88,47 @@ class _FrozenSchema:
         return copy.deepcopy(self.shared)
 
 
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What providers accept as a function name (OpenAI's rule; the others are the same or looser)."""
+
+
+class ToolSchemaError(ValueError):
+    """A tool definition that could never be sent: refused where the tool is defined."""
+
+
+def check_tool_schema(name: Any, parameters: Any) -> dict[str, Any]:
+    """The schema providers will get, checked now (``ToolSchemaError`` naming the tool otherwise): a name
+    providers accept, a schema that exists, is plain JSON (no ``NaN``, no objects), describes an object and
+    is a valid JSON schema. A bad definition must fail in the cell that defines it, not in every later
+    request."""
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        raise ToolSchemaError(f"Tool name {name!r} is not accepted by providers: use 1 to 64 letters, digits, _ or -")
+    try:
+        schema = schema_of(parameters)
+    except Exception as error:  # noqa: BLE001 - pydantic raises many kinds for a model it cannot describe
+        raise ToolSchemaError(
+            f'Tool "{name}": its parameters have no JSON schema ({type(error).__name__}: {error})'
+        ) from None
+    try:
+        json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ToolSchemaError(f'Tool "{name}": its parameters schema is not plain JSON ({error})') from None
+    if schema.get("type", "object") != "object":
+        raise ToolSchemaError(f'Tool "{name}": its parameters schema must describe an object, not {schema["type"]!r}')
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    try:
+        plain = json.loads(json.dumps(schema))  # as the provider reads it (a tuple is a JSON array)
+        validator_for(plain, default=Draft202012Validator).check_schema(plain)
+    except SchemaError as error:
+        where = "/".join(str(part) for part in error.path) or "root"
+        raise ToolSchemaError(
+            f'Tool "{name}": its parameters are not a valid JSON schema at {where}: {error.message}'
+        ) from None
+    return schema
+
+
 @dataclass(eq=False)
 class Tool:
     name: str
@@ -105,6 +147,7 @@ class Tool:
     )
 
     def __post_init__(self) -> None:
+        self._schema_cache = _FrozenSchema.of(check_tool_schema(self.name, self.parameters))
         sampling = ConstrainedSampling.coerce(self.constrained_sampling)
         self.constrained_sampling = False if sampling is None else sampling
         if self.strict_mode == "require":

@@ -79,16 +79,21 @@ def decision_from_fields(fields: dict[str, Any], source: str) -> ApprovalDecisio
     return ApprovalDecision(kind, str(reason) if reason else None, args, source=source)
 
 
-def result_of(decision: ApprovalDecision, policy: ApprovalPolicy, tool_name: str) -> BeforeToolCallResult | None:
-    """What the loop gets for a person's decision (``None``: run as is)."""
+def result_of(
+    decision: ApprovalDecision, policy: ApprovalPolicy, tool_name: str, original: Any = None
+) -> BeforeToolCallResult | None:
+    """What the loop gets for a person's decision (``None``: run as is). Edited arguments get back every
+    value the person saw masked and left as it was (``original``: the arguments as asked)."""
     from pi_kernel.agent.types import BeforeToolCallResult
+    from pi_kernel.ai.secrets import unmask
 
     if decision.kind == "deny":
         return BeforeToolCallResult(block=True, reason=decision.reason or USER_DENIED)
     if decision.kind == "always":
         policy.allow_always(tool_name)
     if decision.args is not None:
-        return BeforeToolCallResult(args=decision.args)
+        args = unmask(decision.args, original) if original is not None else decision.args
+        return BeforeToolCallResult(args=args)
     return None
 
 
@@ -129,12 +134,15 @@ class ApprovalGate:
             label=definition.label if definition is not None else name,
             schema=schema,
         )
+        secret = policy.secret_reason(definition, ctx.args, name)
+        if secret is not None:
+            request.warning = f"This call may read secrets: {secret}."
         route = self.route()
         if verdict == "deny" or route is None:
-            reason = policy.deny_reason(name, mode) if verdict == "deny" else self.nobody_reason(name)
+            reason = policy.deny_reason(name, mode, secret) if verdict == "deny" else self.nobody_reason(name)
             return self._deny_by_policy(request, reason)
         decision = await self._wait(request, route, signal)
-        return result_of(decision, policy, name)
+        return result_of(decision, policy, name, request.args)
 
     def _deny_by_policy(self, request: ApprovalRequest, reason: str) -> BeforeToolCallResult:
         """Denied with nobody asked; the broker's listeners (views, approval comms) still hear of it."""
@@ -164,7 +172,7 @@ class ApprovalGate:
         async with turn:
             if request.decision is not None:
                 return
-            answer = await ask_on_stdin(reader, question(request.tool_name, request.args))
+            answer = await ask_on_stdin(reader, question(request.tool_name, request.args, request.warning))
             fields = (
                 parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
             )

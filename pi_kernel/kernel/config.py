@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.kernel.allowed_models import parse_allowed_models
+from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV
 from pi_kernel.kernel.mcp_settings import mcp_servers, mcp_servers_file
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class PiSettings:
     base_url_from_env: bool = False
     """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to
     OpenAI-style providers, not to, say, an explicit ``deepseek:`` model)."""
+    base_url_from_dotenv: bool = False
+    """Whether ``base_url`` came from a ``.env`` file: then the only key sent there is that file's own
+    (``dotenv.DOTENV_KEY_ENV``), never one set in the environment or later in the notebook."""
     approval: str = "ask"
     """Session approval mode: ``ask`` | ``auto`` | ``deny`` | ``read-only``."""
     approval_overrides: dict[str, str] = field(default_factory=dict)
@@ -399,10 +403,15 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
         except Exception as error:  # noqa: BLE001 - whatever a config file holds, the kernel must start
             _report(problems, f"PiKernel.{name}: {error}; {_using(settings, name)}.")
     if "base_url" in changes:
-        changes["base_url_from_env"] = False
+        changes["base_url_from_env"] = changes["base_url_from_dotenv"] = False
     if "mcp_servers" in changes:  # config adds to (and by name replaces) the servers of PI_MCP_CONFIG
         changes["mcp_servers"] = {**settings.mcp_servers, **changes["mcp_servers"]}
     return replace(settings, **changes)
+
+
+def _key_env_for_base_url(settings: PiSettings, key_env: str | None) -> str | None:
+    """The variable whose key is sent to ``settings.base_url``: a ``.env``'s URL gets only that file's key."""
+    return DOTENV_KEY_ENV if settings.base_url_from_dotenv else key_env
 
 
 def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) -> Model:
@@ -414,9 +423,11 @@ def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) 
         served_there = ("openai", "openai-compatible", detect_provider(settings.base_url))
         if settings.base_url_from_env and model.provider not in served_there:
             return model  # OPENAI_BASE_URL is not the URL of an explicitly named other provider
-        return model.with_(base_url=settings.base_url)
+        key_env = _key_env_for_base_url(settings, model.api_key_env)
+        return model.with_(base_url=settings.base_url, api_key_env=key_env)
     provider = detect_provider(settings.base_url)
-    return model.with_(provider=provider, base_url=settings.base_url, api_key_env=model.api_key_env or "OPENAI_API_KEY")
+    key_env = _key_env_for_base_url(settings, model.api_key_env or "OPENAI_API_KEY")
+    return model.with_(provider=provider, base_url=settings.base_url, api_key_env=key_env)
 
 
 def list_server_models(base_url: str, api_key_env: str | None = "OPENAI_API_KEY", timeout: float = 5.0) -> list[str]:
@@ -455,7 +466,7 @@ def resolve_model(settings: PiSettings, environ: Mapping[str, str] | None = None
         return _with_base_url(model, settings, explicit)
     if settings.base_url:
         provider = settings.provider or detect_provider(settings.base_url)
-        key_env = KNOWN_PROVIDERS.get(provider, (None, None))[1] or "OPENAI_API_KEY"
+        key_env = _key_env_for_base_url(settings, KNOWN_PROVIDERS.get(provider, (None, None))[1] or "OPENAI_API_KEY")
         served = list_server_models(settings.base_url, key_env)
         model_id = served[0] if served else DEFAULT_OPENAI_MODEL
         return Model(id=model_id, provider=provider, base_url=settings.base_url, api_key_env=key_env)

@@ -7,7 +7,7 @@ comm targets themselves. It is cheap: nothing here imports the agent, the
 tools or a provider.
 
 Settings come from a ``.env`` file in the working directory (filling unset
-variables only), the environment, then ``c.PiKernel.*`` config (also read in
+variables only, under the rules in ``dotenv``), the environment, then ``c.PiKernel.*`` config (also read in
 a stock kernel's config) and finally ``overrides`` (the Pi kernel's traitlets).
 
 A bad value never stops the kernel: it runs in the kernel's constructor, where
@@ -34,8 +34,12 @@ def session_settings(
 ) -> PiSettings:
     """The session's settings; each bad value is logged and added to ``problems`` (see the module doc)."""
     found: list[str] = []
-    load_dotenv(Path.cwd() / ".env")
+    dotenv = load_dotenv(Path.cwd() / ".env")
+    found.extend(f".env: {line}." for line in dotenv.ignored)
     settings = settings_from_env(problems=found)
+    if dotenv.base_url and not settings.base_url:
+        settings = settings_from_env({"OPENAI_BASE_URL": dotenv.base_url}, base=settings, problems=found)
+        settings.base_url_from_dotenv = settings.base_url is not None
     config = getattr(shell, "config", None)
     section = config.get("PiKernel", {}) if config is not None and hasattr(config, "get") else {}
     # The Pi kernel's traitlets come from that same config: one pass, so one warning per bad value.

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+QUESTION_ARGS_CHARS = 4_000
+"""Arguments longer than this are shown as their head and tail around a "characters hidden" warning."""
 ANSWERS_HELP = "[y]es / [a]lways / [n]o[: reason] / {json} to edit the arguments"
 
 
@@ -41,17 +43,18 @@ def parse_answer(answer: str) -> dict[str, Any]:
     return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
 
 
-def question(tool_name: str, args: Any) -> str:
+def question(tool_name: str, args: Any, warning: str | None = None) -> str:
     try:
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(args)
-    from pi_kernel.ai.secrets import mask  # here: loaded at kernel start, pi_kernel.ai imports slowly
+    # here: this module loads at kernel start, pi_kernel.ai imports slowly
+    from pi_kernel.ai.secrets import mask
+    from pi_kernel.tools.approval import cut_middle
 
     shown = mask(shown)  # before the cut: a cut key would no longer be found
-    if len(shown) > 2000:
-        shown = shown[:2000] + " …"
-    return mask(f"Allow {tool_name} {shown}? {ANSWERS_HELP}: ")
+    note = f"[{warning}] " if warning else ""
+    return mask(f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: ")
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:

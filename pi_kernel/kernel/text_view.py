@@ -42,8 +42,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.ai.secrets import mask, mask_partial, secret_values
+from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.tools.approval import cut_middle
 from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
@@ -60,6 +62,8 @@ TEXT_TAIL_CHARS = 4000
 """Characters of a text block shown live (its end)."""
 OUTPUT_TAIL_CHARS = 4000
 """Characters of a running tool's output looked at for its live tail of ``TAIL_LINES`` lines."""
+WAITING_ARGS_LIMIT = 4_000
+"""A call waiting for approval is shown up to this length, then as its head and tail (``cut_middle``)."""
 STATUS_MARKS = {
     "streaming": "…",
     "pending": "…",
@@ -78,7 +82,7 @@ def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
     except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
         text = reprlib.repr(value)
     text = mask(text)  # before the cut: a cut key would no longer be found
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -223,9 +227,14 @@ class TextTurnView:
 
     def _render_tool(self, block: ToolCallBlock, secrets: list[str]) -> list[str]:
         mark = STATUS_MARKS.get(block.status, "…")
-        arguments = preview_json(block.arguments, ARGS_LIMIT, secrets, partial=block.status == "streaming")
+        if block.status == "waiting":  # a person reads it to decide: whole, or its head and tail
+            arguments = short_json(plain_arguments(block.arguments), WAITING_ARGS_LIMIT)  # masks before it cuts
+        else:
+            arguments = preview_json(block.arguments, ARGS_LIMIT, secrets, partial=block.status == "streaming")
         rows = [f"{mark} {block.name} {arguments}"]
         if block.status == "waiting":
+            if block.request is not None and block.request.warning:
+                rows.append(f"    ⚠ {block.request.warning}")
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:
             output = f"denied: {block.decision.reason or 'by the user'}"

@@ -21,6 +21,21 @@ from pi_kernel.ai import AbortSignal
 DecisionKind = Literal["approve", "always", "deny"]
 
 
+def hidden_marker(count: int) -> str:
+    """The plain warning that stands for the hidden middle of a call shown to a person."""
+    return f"[… {count:,} characters hidden here; the call runs with all of them …]"
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters, else its head and its tail around
+    ``hidden_marker``: what a person approves is never cut at one end only (a command padded with
+    harmless text would hide its dangerous tail)."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit // 2, 1)
+    return f"{text[:keep]} {hidden_marker(len(text) - 2 * keep)} {text[-keep:]}"
+
+
 @dataclass(slots=True)
 class ApprovalDecision:
     kind: DecisionKind
@@ -43,6 +58,8 @@ class ApprovalRequest:
     schema: dict[str, Any] | None = None
     """The tool's JSON schema, for an edit-arguments form."""
     decision: ApprovalDecision | None = None
+    warning: str | None = None
+    """Why this call asks though its tool or mode would let it run (it may read secrets), for the person."""
 
 
 Listener = Callable[[str, ApprovalRequest], None]

@@ -18,14 +18,30 @@ origin, so a notebook tool that happens to be called ``read`` is not trusted
 by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
 (``bash`` and ``python`` can do anything).
 
+A call that may read secrets (``secret_paths``: ``/proc/self/environ``, a
+``.env``, ``~/.aws/credentials``, a private key, ``bash`` printing the
+environment, ...) always asks a person, whatever the mode, override or
+"always allow" said; in ``deny`` mode (nobody to ask) it is refused.
+
 Per-tool overrides (``bash=ask python=auto``; a name with ``*`` is a pattern,
 so ``time__*=auto`` sets every tool of the MCP server ``time``, and an exact
-name wins over a pattern, a longer pattern over a shorter one) win over the mode (also over
-``read-only``: ``%pi approve read-only mytool=auto`` lets one more tool run),
-and a tool the person chose to "always allow" runs for the rest of the session.
-One exception: a cell's own ``%%pi --approve deny`` denies every call of that
-cell, always-allowed and per-tool ``auto`` included: whoever writes it wants
-this cell to run nothing, whatever was clicked earlier in the session.
+name wins over a pattern, a longer pattern over a shorter one) win over the
+mode (also over ``read-only``: ``%pi approve read-only mytool=auto`` lets one
+more tool run).
+
+A stricter mode chosen later wins over what was allowed earlier (read-only
+means nothing writes):
+
+- "Always allow" only answers the question a person would have been asked:
+  it turns an ``ask`` into ``run``, never a ``deny``. Under ``read-only`` or
+  ``deny`` an always-allowed tool is refused like any other (back in ``ask``
+  mode, it runs without asking again).
+- ``%pi approve MODE`` (any mode but ``auto``) drops the per-tool ``auto``
+  overrides set before it; those restated in the same command stay.
+- A cell's own ``%%pi --approve MODE`` (any mode but ``auto``) ignores
+  per-tool ``auto`` overrides, and its ``deny`` denies every call of that
+  cell: whoever writes it wants this cell to run nothing, whatever was
+  clicked earlier in the session.
 """
 
 from __future__ import annotations
@@ -36,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.tools.definition import ToolDefinition
+from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
 from pi_kernel.tools.tool_approval import approval_verdict
 
 Verdict = Literal["run", "ask", "deny"]
@@ -47,6 +64,8 @@ TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
 READ_ONLY_TOOLS = frozenset({"read"})
 """Built-in tools that only read (a definition may also declare ``read_only``)."""
 BUILTIN_PACKAGE = "pi_kernel.tools.builtin"
+SCANNED_TOOLS = {"bash": "command", "python": "code"}
+"""Built-in tools whose text argument is scanned for secrets (``secret_paths.secret_mention_reason``)."""
 
 
 def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
@@ -56,15 +75,20 @@ def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict
     return approval_verdict(definition, args)
 
 
+def _is_builtin(definition: ToolDefinition | None) -> bool:
+    """Whether ``definition`` is one of pi-kernel's built-in tools (by the module of its ``execute``)."""
+    if definition is None:
+        return False
+    origin = getattr(definition.execute, "__module__", "") or ""
+    return origin == BUILTIN_PACKAGE or origin.startswith(BUILTIN_PACKAGE + ".")
+
+
 def is_read_only(definition: ToolDefinition | None, name: str) -> bool:
     """Whether calls of this tool only read: its declared ``read_only``, else a built-in read-only tool."""
     declared = getattr(definition, "read_only", None)
     if declared is not None:
         return bool(declared)
-    if definition is None or name not in READ_ONLY_TOOLS:
-        return False
-    origin = getattr(definition.execute, "__module__", "") or ""
-    return origin == BUILTIN_PACKAGE or origin.startswith(BUILTIN_PACKAGE + ".")
+    return name in READ_ONLY_TOOLS and _is_builtin(definition)
 
 
 @dataclass
@@ -86,10 +110,19 @@ class ApprovalPolicy:
         if mode == "deny":
             return "deny"
         tool_name = name or (definition.name if definition is not None else "")
-        mode = mode or self.mode
-        if tool_name in self.always_allowed:
-            return "run"
+        verdict = self._verdict(definition, args, tool_name, mode)
+        if verdict != "deny" and self.secret_reason(definition, args, tool_name) is not None:
+            return "deny" if (mode or self.mode) == "deny" else "ask"  # secrets: never unseen, whatever allowed it
+        if verdict == "ask" and tool_name in self.always_allowed:
+            return "run"  # "always allow" answers the question, it never lifts a deny
+        return verdict
+
+    def _verdict(self, definition: ToolDefinition | None, args: Any, tool_name: str, cell_mode: str | None) -> Verdict:
+        """The decision before "always allow" is applied."""
+        mode = cell_mode or self.mode
         override = self.override_for(tool_name)
+        if override == "auto" and cell_mode not in (None, "auto"):
+            override = None  # a cell's stricter mode wins over an earlier session-wide auto
         if override is not None:
             return "run" if override == "auto" else override  # type: ignore[return-value]
         if mode == "auto":
@@ -101,8 +134,27 @@ class ApprovalPolicy:
             return "deny"
         return verdict
 
-    def deny_reason(self, tool_name: str, mode: str | None = None) -> str:
+    def secret_reason(self, definition: ToolDefinition | None, args: Any, tool_name: str) -> str | None:
+        """Why this call may read secrets (see ``secret_paths``), or ``None``.
+
+        ``bash`` / ``python`` (built-in) are judged by their command or code text; any other tool by each
+        string argument that names a file holding secrets (``read``'s ``path``, a notebook tool's ``path``).
+        """
+        values = args.model_dump() if hasattr(args, "model_dump") else args
+        if not isinstance(values, dict):
+            return None
+        if tool_name in SCANNED_TOOLS and _is_builtin(definition):
+            return secret_mention_reason(values.get(SCANNED_TOOLS[tool_name]))  # type: ignore[arg-type]
+        for value in values.values():
+            reason = secret_path_reason(value) if isinstance(value, str) else None
+            if reason is not None:
+                return reason
+        return None
+
+    def deny_reason(self, tool_name: str, mode: str | None = None, secret: str | None = None) -> str:
         """What the model is told when the policy (not a person) denied a call."""
+        if secret is not None and mode != "deny" and (mode or self.mode) == "deny":
+            return f'Tool "{tool_name}" was not run: {secret}, and this session denies such calls (approval: deny).'
         if mode == "deny":
             return f'Tool "{tool_name}" was not run: this cell denies every tool call (%%pi --approve deny).'
         if self.override_for(tool_name) == "deny":
@@ -150,6 +202,8 @@ class ApprovalPolicy:
                 raise ValueError(f"Unknown approval setting {word!r}: use {', '.join(SESSION_MODES)} or TOOL=MODE")
         if mode is not None:
             self.set_mode(mode)
+            if mode != "auto":  # a stricter mode wins over per-tool autos set before it
+                self.overrides = {name: value for name, value in self.overrides.items() if value != "auto"}
         self.overrides.update(overrides)
 
     def describe(self) -> str:

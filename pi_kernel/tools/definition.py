@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
+from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.tool_approval import check_approval_option
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
@@ -86,3 +87,4 @@ class ToolDefinition:
         if not self.label:
             self.label = self.name
         check_approval_option(self.approval, self.name)
+        check_tool_schema(self.name, self.parameters)  # a bad schema fails here, never in a request

@@ -10,7 +10,8 @@ an error and decides nothing.
 
 The editor shows the arguments with secrets masked; a value left masked in the
 edit keeps its original (so editing one argument does not turn a key in
-another into ``***``).
+another into ``***``; ``pi_kernel.ai.secrets.unmask``, which the approval hook
+also applies to arguments edited on stdin, a comm or ``%pi allow --args``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.ai.secrets import mask_data
+from pi_kernel.ai.secrets import mask_data, unmask
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.html_render import STATUS_COLORS, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
@@ -34,12 +35,16 @@ class ApprovalPanel:
         self._resolve = resolve
         self.approve = kit.button("Approve", "success", "Run this call once")
         self.always = kit.button(
-            "Always allow", "info", f"Run {request.tool_name} without asking for the rest of the session"
+            "Always allow",
+            "info",
+            f"Run {request.tool_name} without asking for the rest of the session (a stricter mode set later wins)",
         )
         self.deny = kit.button("Deny", "danger", "Do not run it; the model is told why")
         self.edit = kit.button("Edit arguments", "", "Change the arguments before approving")
         self.reason = kit.text("Reason for denying (optional, sent to the model)")
-        self.message = kit.html("")
+        warning = request.warning  # why a call that would run unasked asks (it may read secrets)
+        shown = f'<span style="color:{STATUS_COLORS["error"]}">⚠ {escape(warning)}</span>' if warning else ""
+        self.message = kit.html(shown)
         self.editor: Any = None
         self.decided = False
         self.approve.on_click(lambda _: self._decide("approve"))
@@ -99,19 +104,3 @@ class ApprovalPanel:
             rest = [child for child in self.widget.children if child is not self.editor]
             self.widget.children = rest if shown else [*rest[:2], self.editor, rest[-1]]
             self.edit.description = "Edit arguments" if shown else "Hide editor"
-
-
-def unmask(edited: Any, original: Any) -> Any:
-    """``edited``, with every value that is still the masked form of the original's value put back."""
-    if isinstance(edited, str) and isinstance(original, str):
-        return original if edited == mask_data(original) else edited
-    if isinstance(edited, dict) and isinstance(original, dict):
-        keys = {mask_data(key): key for key in original if isinstance(key, str)}  # shown masked → original
-        restored = {}
-        for key, value in edited.items():
-            source = key if key in original else keys.get(key, key)
-            restored[source] = unmask(value, original[source]) if source in original else value
-        return restored
-    if isinstance(edited, list) and isinstance(original, list):
-        return [unmask(value, original[i]) if i < len(original) else value for i, value in enumerate(edited)]
-    return edited

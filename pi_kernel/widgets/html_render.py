@@ -23,12 +23,16 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from pi_kernel.tools.approval import hidden_marker
+
 MONO = "font-family:var(--jp-code-font-family,SFMono-Regular,Menlo,Consolas,monospace);font-size:12px;line-height:1.45"
 PRE_STYLE = (
     f"margin:3px 0;padding:6px 8px;border-radius:4px;background:rgba(127,127,127,.10);{MONO};"
     "white-space:pre-wrap;word-break:break-word;overflow:auto;max-height:32em;color:inherit"
 )
 MUTED = "opacity:.7"
+HIDDEN_STYLE = "display:block;margin:4px 0;padding:2px 6px;border-left:3px solid #d9822b;font-weight:600;color:#d9822b"
+"""The "characters hidden" warning inside a call cut in the middle."""
 STATUS_COLORS = {
     "streaming": "#8a63d2",
     "pending": "#8a8a8a",
@@ -68,8 +72,26 @@ def omitted_note(count: int, *, before: bool) -> str:
     return f"… {count:,} {where} characters not shown"
 
 
-def pre(text: str, *, limit: int | None = None, tail: bool = False, style: str = "") -> str:
-    """Escaped preformatted text, bounded; the note says what was left out."""
+def middle_cut(text: str, limit: int | None) -> tuple[str, str, int]:
+    """``(head, tail, hidden)``: ``text`` whole as ``head`` when it fits, else its two ends (for a call a
+    person approves: never cut at one end only)."""
+    if limit is None or len(text) <= limit:
+        return text, "", 0
+    keep = max(limit // 2, 1)
+    return text[:keep], text[-keep:], len(text) - 2 * keep
+
+
+def hidden_note(count: int) -> str:
+    """The warning between the two ends of a call cut by ``middle_cut``."""
+    return f'<span style="{HIDDEN_STYLE}">{escape(hidden_marker(count))}</span>'
+
+
+def pre(text: str, *, limit: int | None = None, tail: bool = False, style: str = "", middle: bool = False) -> str:
+    """Escaped preformatted text, bounded; the note says what was left out (``middle``: both ends kept)."""
+    if middle:
+        head, end, hidden = middle_cut(strip_ansi(text), limit)
+        body = escape(head) + (hidden_note(hidden) + escape(end) if hidden else "")
+        return f'<pre style="{PRE_STYLE}{style}">{body}</pre>'
     shown, omitted = truncate(strip_ansi(text), limit, tail=tail)
     body = escape(shown)
     if omitted:
@@ -122,14 +144,22 @@ def _lexer(language: str) -> Any:
         return None
 
 
-def highlight(code: str, language: str, *, limit: int | None = None, tail: bool = False) -> str:
-    """Syntax-highlighted code in a ``<pre>``; ``language`` is a lexer name or a file name."""
+def highlight(code: str, language: str, *, limit: int | None = None, tail: bool = False, middle: bool = False) -> str:
+    """Syntax-highlighted code in a ``<pre>``; ``language`` is a lexer name or a file name (``middle``: a
+    long text keeps both ends, see ``middle_cut``)."""
     shown, omitted = truncate(code, limit, tail=tail)
     formatter = _formatter()
     lexer = _lexer(language) if formatter is not None and language else None
     if formatter is None or lexer is None:
-        return pre(code, limit=limit, tail=tail)
+        return pre(code, limit=limit, tail=tail, middle=middle)
     from pygments import highlight as run_highlight
+
+    if middle:
+        head, end, hidden = middle_cut(code, limit)
+        body = run_highlight(head, lexer, formatter)
+        if hidden:
+            body += hidden_note(hidden) + run_highlight(end, lexer, formatter)
+        return f'<pre style="{PRE_STYLE}">{body}</pre>'
 
     body = run_highlight(shown, lexer, formatter)
     if omitted:
@@ -149,8 +179,14 @@ def unified_diff(old: str, new: str, path: str = "") -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def diff_html(diff: str, *, limit: int | None = None, tail: bool = False) -> str:
-    """A unified diff with added and removed lines tinted; ``tail``: its end when cut (a diff being written)."""
+def diff_html(diff: str, *, limit: int | None = None, tail: bool = False, middle: bool = False) -> str:
+    """A unified diff with added and removed lines tinted; ``tail``: its end when cut (a diff being written);
+    ``middle``: both ends (see ``middle_cut``)."""
+    if middle:
+        head, end, hidden = middle_cut(diff, limit)
+        if hidden:
+            parts = diff_html(head).removesuffix("</pre>"), hidden_note(hidden), diff_html(end).split(">", 1)[1]
+            return "".join(parts)
     shown, omitted = truncate(diff, limit, tail=tail)
     if omitted and tail and "\n" in shown:  # a cut first line would read as context, not as + or -
         cut, shown = shown.split("\n", 1)

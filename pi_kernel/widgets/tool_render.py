@@ -11,6 +11,9 @@ with the error named. While arguments stream in, the preview shows only their
 end (``LIVE_PREVIEW_CHARS``): the live view must not resend 40 KB per update,
 and is made from the arguments cut first (``live_tail``), so a redraw costs the
 same for a 5 MB argument as for a short one.
+Complete arguments are shown whole (wrapped, scrollable) up to
+``FINAL_ARGUMENTS_CHARS``, beyond that as their head and tail around a plain
+"characters hidden" warning: what a person approves is never cut at one end.
 The card's header line (label, name, status, elapsed time, decision) is here
 too, and its ``<summary>`` form for the static card. No ipywidgets here: the static rendering uses the same functions.
 
@@ -219,20 +222,21 @@ def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     if not args and block.raw.length and live:
         return pre(mask_partial(block.raw.text, secrets), limit=limit, tail=True)
     if not isinstance(args, dict):
-        return pre(pretty_json(args), limit=limit, tail=live)
+        return pre(pretty_json(args), limit=limit, tail=live, middle=not live)
     code = _code_argument(block.name, args)
     if code is not None:
         key, language = CODE_ARGUMENTS[block.name]
-        return highlight(code, language, limit=limit, tail=live) + _other_arguments(args, {key})
+        return highlight(code, language, limit=limit, tail=live, middle=not live) + _other_arguments(args, {key})
     edits = _edits(block.name, args)
     path = args.get("path") or args.get("file_path")
     if edits is not None:
         diff = "".join(unified_diff(old, new, str(path or "")) for old, new in edits)
-        return _path_line(path) + diff_html(diff, limit=limit, tail=live)  # live: the end, being written
+        # live: the end, being written; complete: both ends, as for every call a person may approve
+        return _path_line(path) + diff_html(diff, limit=limit, tail=live, middle=not live)
     content = args.get("content")
     if block.name == "write" and isinstance(content, str) and isinstance(path, str):
-        return _path_line(path) + highlight(content, path, limit=limit, tail=live)
-    return pre(pretty_json(args), limit=limit, tail=live)
+        return _path_line(path) + highlight(content, path, limit=limit, tail=live, middle=not live)
+    return pre(pretty_json(args), limit=limit, tail=live, middle=not live)
 
 
 def live_tail(value: Any, depth: int = 0) -> Any:

@@ -8,18 +8,71 @@ Memory keeps only the last ~100 KB, so the totals in the trailer and in
 ``details["truncation"]`` (lines, bytes) are counted as chunks arrive, not
 taken from the kept tail: ``seq 1 50000`` must say "of 50001", not the
 number of lines that happen to be in memory.
+
+The temp file is private and short-lived: it is created with mode 0600 in a
+folder of this process only (mode 0700, ``spool_folder``), its text is masked
+(``pi_kernel.ai.secrets``: key values, URL credentials, ``sk-`` keys) when the
+command ends, and the folder is removed when the process exits (the trailer
+names the file so that the model can read it during the session).
 """
 
 from __future__ import annotations
 
+import atexit
+import codecs
+import contextlib
 import dataclasses
 import os
 import secrets
+import shutil
 import tempfile
+import threading
 from collections import deque
 from typing import IO, Any
 
+from pi_kernel.ai.secrets import mask, secret_values, unfinished_start
 from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, TruncationResult, tail_notice, truncate_tail
+
+_folder: str | None = None
+_folder_lock = threading.Lock()
+
+
+def spool_folder() -> str:
+    """This process's private folder for full-output files (mode 0700), removed at exit."""
+    global _folder
+    with _folder_lock:
+        if _folder is None or not os.path.isdir(_folder):
+            _folder = tempfile.mkdtemp(prefix="pi-kernel-")
+            atexit.register(remove_spool_folder, _folder)
+        return _folder
+
+
+def remove_spool_folder(folder: str | None = None) -> None:
+    """Remove the full-output files (``folder``: this process's)."""
+    target = folder or _folder
+    if target:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def mask_file(path: str, block_size: int = 1 << 20) -> None:
+    """Rewrite ``path`` with its keys masked (read in blocks; a key across two blocks is masked whole)."""
+    known = secret_values()
+    masked = f"{path}.masking"
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    with open(path, "rb") as source, os.fdopen(_private(masked), "w", encoding="utf-8") as target:
+        pending = ""
+        while block := source.read(block_size):
+            text = pending + decoder.decode(block)
+            start = unfinished_start(text, known)  # what may be the beginning of a key waits for the next block
+            target.write(mask(text[:start], known))
+            pending = text[start:]
+        target.write(mask(pending + decoder.decode(b"", final=True), known))
+    os.replace(masked, path)
+
+
+def _private(path: str) -> int:
+    """A new file only this user can read (0600), opened for writing."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
 
 
 class OutputSpool:
@@ -61,14 +114,21 @@ class OutputSpool:
     def _ensure_file(self) -> None:
         if self._file is not None:
             return
-        self.full_output_path = os.path.join(tempfile.gettempdir(), f"{self._prefix}-{secrets.token_hex(8)}.log")
-        self._file = open(self.full_output_path, "wb")
+        self.full_output_path = os.path.join(spool_folder(), f"{self._prefix}-{secrets.token_hex(8)}.log")
+        self._file = os.fdopen(_private(self.full_output_path), "wb")
         for chunk in self._chunks:  # everything so far is still in memory (the file starts before trimming)
             self._file.write(chunk)
 
     def close(self) -> None:
-        if self._file is not None:
+        """Close the file and mask it (once)."""
+        if self._file is not None and not self._file.closed:
             self._file.close()
+            if self.full_output_path is not None:
+                try:
+                    mask_file(self.full_output_path)
+                except OSError:  # the unmasked file is never left behind
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.full_output_path)
 
     @property
     def total_lines(self) -> int:

@@ -86,7 +86,12 @@ class SchemaCoercer:
     """Coercion bound to one root schema; build once per schema and reuse."""
 
     def __init__(
-        self, root: Any, *, fill_defaults: bool = True, null_means_unset: bool = False, validator: Validator | None = None
+        self,
+        root: Any,
+        *,
+        fill_defaults: bool = True,
+        null_means_unset: bool = False,
+        validator: Validator | None = None,
     ) -> None:
         if validator is None:
             from jsonschema.validators import Draft202012Validator, validator_for
@@ -231,7 +236,7 @@ def _convert(value: Any, kind: str) -> Any:
         return str(value) if isinstance(value, (int, float)) and math.isfinite(value) else _FAIL
     if kind == "null":
         return None if isinstance(value, str) and value.strip().lower() == "null" else _FAIL
-    if kind in ("array", "object") and isinstance(value, str) and value.strip()[:1] == ("[" if kind == "array" else "{"):
+    if kind in ("array", "object") and isinstance(value, str):
         try:
             parsed = json.loads(value)
         except ValueError:

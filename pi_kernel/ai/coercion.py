@@ -136,8 +136,9 @@ class SchemaCoercer:
             prefix, items = _list(schema.get("prefixItems")), schema.get("items")
             if isinstance(items, list):  # draft 7 and older: a list of items is the tuple form
                 prefix, items = items, schema.get("additionalItems")
-            for index, item in enumerate(value):
-                value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1)
+            if prefix or isinstance(items, dict):
+                for index, item in enumerate(value):
+                    value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1)
         return value
 
     def _coerce_union(self, value: Any, branches: list[Any], depth: int) -> Any:
@@ -165,6 +166,9 @@ class SchemaCoercer:
 
     def _coerce_object(self, value: dict[str, Any], schema: dict[str, Any], depth: int) -> None:
         properties, patterns = _dict(schema.get("properties")), _dict(schema.get("patternProperties"))
+        additional = schema.get("additionalProperties")
+        if not properties and not patterns and not isinstance(additional, dict):
+            return
         required = _list(schema.get("required"))
         for key in list(value):
             if key in properties:
@@ -177,7 +181,7 @@ class SchemaCoercer:
                         del value[key]
                     continue
             else:
-                sub = next((s for p, s in patterns.items() if _search(p, key)), schema.get("additionalProperties"))
+                sub = next((s for p, s in patterns.items() if _search(p, key)), additional)
             value[key] = self._coerce(value[key], sub, depth + 1)
 
     def _null_is_unset(self, sub: Any) -> bool:

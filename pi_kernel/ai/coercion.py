@@ -1,28 +1,14 @@
 """The one lenient pre-pass before the strict check: schema-guided repair of tool arguments.
 
-Models often send almost-right arguments, and neither ``jsonschema`` (no
-coercion at all) nor pydantic's lax mode (no number becomes a string, no JSON
-string a list) repairs them. This pass does, guided by the tool's JSON schema
-and only where the repair is unambiguous; what it cannot repair is left as it
-was, for the strict check to report. Where the schema asks for a type the
-value does not have:
-
-- ``integer`` / ``number``: a numeric string (``" 7 "``, ``"42.0"`` → ``42``;
-  ``"4.5"``, ``"1e3"`` → floats, for ``number`` only); never ``nan``, ``inf``, ``1_000``.
-- ``boolean``: ``"true"`` / ``"false"`` (any case), ``"1"`` / ``"0"``, ``1`` / ``0``.
-- ``string``: a number's text, ``"true"`` / ``"false"`` for a boolean.
-- ``null``: the string ``"null"``; ``array`` / ``object``: a string holding that JSON.
-- ``enum`` / ``const``: the value converted to a member's type, if it then equals it.
-- ``anyOf`` / ``oneOf``: a value that fits a branch is kept, else the first branch
-  it fits after coercion. ``allOf``, local ``$ref``s, properties,
-  ``patternProperties``, ``additionalProperties``, ``items``, ``prefixItems``
-  (and draft-7 list ``items``) are followed, at most ``_MAX_DEPTH`` deep.
-- An optional property sent as ``null`` where its schema refuses ``null`` is
-  "not given": dropped, or (``fill_defaults``) replaced by the schema's ``default``.
-  With ``null_means_unset`` (tools sent in strict mode, where the model must send
-  every property) this holds where ``null`` is accepted too, unless the default is ``null``.
-
-``jsonschema`` is imported when a coercer is built, not with this module:
+Models often send almost-right arguments (``"42"`` for an integer, a JSON
+*string* holding the array asked for, ``null`` for a parameter they leave out),
+and neither ``jsonschema`` (no coercion at all) nor pydantic's lax mode (no
+number becomes a string, no JSON string a list) repairs them. This pass does,
+guided by the tool's JSON schema and only where the repair is unambiguous;
+what it cannot repair is left for the strict check to report. The rules are
+in ``docs/validation.md`` (step 2, and ``null``), the full table in
+``tests/test_coercion.py``. The walk is bounded by ``_MAX_DEPTH``, so a
+``$ref`` cycle ends. ``jsonschema`` is imported inside ``coerce_with_schema``:
 importing it takes seconds, which a kernel that runs no tool should not pay.
 """
 
@@ -78,26 +64,17 @@ def resolve_local_ref(root: Any, ref: str) -> Any:
 
 def coerce_with_schema(value: Any, schema: Any, root_schema: Any = None, *, fill_defaults: bool = True) -> Any:
     """A coerced copy of ``value`` for ``schema`` (``$ref``s resolve in ``root_schema``); ``value`` is untouched."""
+    from jsonschema.validators import Draft202012Validator, validator_for
+
     root = schema if root_schema is None else root_schema
-    return SchemaCoercer(root, fill_defaults=fill_defaults).coerce_in_place(copy_json(value), schema)
+    cls = validator_for(root, Draft202012Validator) if isinstance(root, dict) else Draft202012Validator
+    return SchemaCoercer(root, cls(root), fill_defaults=fill_defaults).coerce_in_place(copy_json(value), schema)
 
 
 class SchemaCoercer:
-    """Coercion bound to one root schema; build once per schema and reuse."""
+    """Coercion bound to one root schema and its ``jsonschema`` validator; build once per schema and reuse."""
 
-    def __init__(
-        self,
-        root: Any,
-        *,
-        fill_defaults: bool = True,
-        null_means_unset: bool = False,
-        validator: Validator | None = None,
-    ) -> None:
-        if validator is None:
-            from jsonschema.validators import Draft202012Validator, validator_for
-
-            cls = validator_for(root, Draft202012Validator) if isinstance(root, dict) else Draft202012Validator
-            validator = cls(root)
+    def __init__(self, root: Any, validator: Validator, *, fill_defaults: bool = True, null_means_unset: bool = False):
         self.root = root
         """The schema ``$ref``s resolve against."""
         self.fill_defaults = fill_defaults
@@ -260,11 +237,9 @@ def _to_number(value: Any, *, integer: bool) -> Any:
         number = float(value)
     except ValueError:
         return _FAIL
-    if not math.isfinite(number):
+    if not math.isfinite(number) or (integer and not number.is_integer()):
         return _FAIL
-    if integer:
-        return int(number) if number.is_integer() else _FAIL
-    return number
+    return int(number) if integer else number
 
 
 def _search(pattern: str, key: str) -> bool:

@@ -145,8 +145,8 @@ def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: 
         cls.check_schema(schema)  # a broken schema is the tool author's error: say so once, clearly
         validator = cls(schema)
     fill = model is None  # pydantic applies its own default (and default_factory): drop, do not fill
-    coercer = SchemaCoercer(schema, fill_defaults=fill, validator=validator)
-    strict = SchemaCoercer(schema, fill_defaults=fill, null_means_unset=True, validator=validator)
+    coercer = SchemaCoercer(schema, validator, fill_defaults=fill)
+    strict = SchemaCoercer(schema, validator, fill_defaults=fill, null_means_unset=True)
     return CompiledSchema(validator, coercer, model, strict)
 
 

@@ -103,16 +103,13 @@ def _check_model(compiled: CompiledSchema, model: type[BaseModel], arguments: An
 
 
 def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:
-    from jsonschema.exceptions import SchemaError
     from referencing.exceptions import Unresolvable
 
-    try:
+    try:  # (a schema that breaks the metaschema was refused when it was compiled)
         if compiled.validator.is_valid(arguments):
             return arguments, []
         arguments = compiled.coercer.coerce_in_place(arguments)
         raw_errors = list(compiled.validator.iter_errors(arguments))
-    except SchemaError as error:
-        raise ValueError(f'Tool "{tool.name}" has an invalid parameters schema: {error.message}') from None
     except Unresolvable as error:
         raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
     errors = list(dict.fromkeys(item for raw in raw_errors for item in describe_schema_error(raw)))

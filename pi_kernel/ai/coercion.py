@@ -27,7 +27,7 @@ _FAIL = object()
 """``_convert`` could not convert."""
 _MAX_DEPTH = 200
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
-_KINDS = {*_KIND_OF.values(), "object"}
+_PYTHON_TYPE = {"string": str, "boolean": bool, "null": type(None), "array": list, "object": dict}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
 
@@ -82,7 +82,7 @@ class SchemaCoercer:
         self.null_means_unset = null_means_unset
         """Strict mode: an optional ``null`` is "not given" even where the schema accepts it."""
         self.validator = validator
-        """Checks types, union branches and null-acceptance, resolving ``$ref``s against the root."""
+        """Checks union branches and null-acceptance, resolving ``$ref``s against the root."""
 
     def coerce_in_place(self, value: Any, schema: Any = None) -> Any:
         """Coerce ``value`` (containers are changed in place) for ``schema`` (default: the root); return it."""
@@ -131,7 +131,7 @@ class SchemaCoercer:
     def _coerce_scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
         kinds = _types_of(schema)
-        if kinds and not any(kind not in _KINDS or self.validator.is_type(value, kind) for kind in kinds):
+        if kinds and not any(_has_type(value, kind) for kind in kinds):
             value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _FAIL), value)
         members = _list(schema.get("enum")) or ([schema["const"]] if "const" in schema else [])
         if members and not any(_same_json(value, member) for member in members):
@@ -193,6 +193,18 @@ def _types_of(schema: dict[str, Any]) -> list[str]:
     if "properties" in schema:
         return ["object"]
     return ["array"] if "items" in schema or "prefixItems" in schema else []
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    """Whether ``value`` has JSON type ``kind``; an unknown type name says yes (not ours to convert)."""
+    if kind == "integer":
+        if isinstance(value, float):
+            return value.is_integer()
+        return isinstance(value, int) and type(value) is not bool
+    if kind == "number":
+        return type(value) is not bool and isinstance(value, (int, float))
+    python = _PYTHON_TYPE.get(kind)
+    return python is None or isinstance(value, python)
 
 
 def _same_json(a: Any, b: Any) -> bool:

@@ -150,7 +150,9 @@ def test_defaults_user_tools_run_and_builtins_other_than_read_ask() -> None:
 
     assert approval_verdict(harmless, validated(harmless, {})) == "run"
     verdicts = {defn.name: approval_verdict(defn, None) for defn in builtin_tools()}
-    assert verdicts == {"read": "run", "bash": "ask", "edit": "ask", "write": "ask", "python": "ask"}
+    assert verdicts == {
+        "read": "run", "inspect": "run", "cells": "run", "bash": "ask", "edit": "ask", "write": "ask", "python": "ask"
+    }  # fmt: skip
 
 
 async def test_a_before_tool_call_hook_built_on_needs_approval_blocks_only_the_risky_call() -> None:

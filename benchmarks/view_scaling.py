@@ -75,7 +75,7 @@ def take(content: str) -> int:
 
 
 NO_VIEW = """
-from pi_kernel.kernel.session import get_session
+from pi_kernel.kernel.extension import get_session
 
 class _NoView:
     def handle_event(self, event): pass

@@ -30,7 +30,7 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name == "agent":
-        from pi_kernel.kernel.session import get_session
+        from pi_kernel.kernel.extension import get_session
 
         return get_session().agent
     if name in _LAZY:

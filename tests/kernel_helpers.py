@@ -340,7 +340,7 @@ def assert_one_result_per_call(messages: list[dict[str, Any]], expected_calls: i
 
 
 CONVERSATION_CHECK = """
-from pi_kernel.kernel.session import get_session as _get_session
+from pi_kernel.kernel.extension import get_session as _get_session
 _messages = _get_session().agent.state.messages
 # An assistant message that ended in error or abort never runs its (possibly half-written) calls and is
 # left out of every replayed history, as in pi: its calls are not calls to answer.

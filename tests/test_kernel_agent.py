@@ -205,7 +205,7 @@ def test_always_allow_stops_asking_for_that_tool(kernel: KernelDriver, server: F
         assert kernel.run("%%pi\nAdd 3 4", cell_id="always2", on_iopub=on_iopub).status == "ok"
     assert len(seen) == 1 and tool_result_texts(server.last_body)[-1] == "7"
     assert "always allowed: add" in kernel.run("%pi approve").text
-    kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.always_allowed.clear()")
+    kernel.run("from pi_kernel.kernel.extension import get_session; get_session().policy.always_allowed.clear()")
 
 
 def test_rerunning_a_cell_replaces_its_turn_and_later_ones(kernel: KernelDriver, server: FakeOpenAI) -> None:
@@ -274,7 +274,7 @@ def test_headless_policies(kernel: KernelDriver, server: FakeOpenAI) -> None:
         assert kernel.run("%%pi\nAdd", cell_id="h5").status == "ok"
         assert tool_result_texts(server.last_body)[-1] == "4"
     finally:
-        kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.overrides.clear()")
+        kernel.run("from pi_kernel.kernel.extension import get_session; get_session().policy.overrides.clear()")
     kernel.run("%pi approve ask")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Nobody."))
     assert kernel.run("%%pi\nAdd", cell_id="h3").status == "ok"
@@ -301,7 +301,7 @@ def test_ask_on_stdin(kernel: KernelDriver, server: FakeOpenAI) -> None:
 
 
 def test_unanswered_approval_times_out_as_denied(kernel: KernelDriver, server: FakeOpenAI) -> None:
-    configured = kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout")
+    configured = kernel.run("from pi_kernel.kernel.extension import get_session; get_session().broker.timeout")
     assert configured.text.strip() == "60.0"  # PI_APPROVAL_TIMEOUT=60 in the kernel's environment
     kernel.run("get_session().broker.timeout = 0.3")
     server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Timed out."))

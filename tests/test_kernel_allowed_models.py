@@ -123,7 +123,7 @@ def test_the_example_config_sets_the_site_defaults(hub: Hub) -> None:
     assert f"model:     openai-compatible:gpt-4o-mini at {hub.server.base_url}" in status.text
     assert "mode: ask" in status.text
     settings = hub.driver.run(
-        "from pi_kernel.kernel.session import get_session\n"
+        "from pi_kernel.kernel.extension import get_session\n"
         "s = get_session()\n"
         "(s.settings.allowed_models, s.broker.timeout)"
     )

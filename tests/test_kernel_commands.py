@@ -119,7 +119,7 @@ def test_allow_always_stops_asking_in_later_turns(kernel: KernelDriver, server: 
             assert refusal in tool_results(server)[-1]
     finally:
         kernel.run("%pi approve ask")
-        kernel.run("from pi_kernel.kernel.session import get_session; get_session().policy.always_allowed.clear()")
+        kernel.run("from pi_kernel.kernel.extension import get_session; get_session().policy.always_allowed.clear()")
 
 
 def test_deny_all_denies_each_waiting_call_with_the_reason(kernel: KernelDriver, server: FakeOpenAI) -> None:
@@ -184,7 +184,7 @@ def test_autoawait_off_answers_on_stdin_or_denies_at_once(kernel: KernelDriver, 
     A widget front-end or approval comm does not count then: stdin answers, or the call is denied with
     what to do (not left to time out)."""
     assert kernel.run("%autoawait off").status == "ok"
-    kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout = 10")
+    kernel.run("from pi_kernel.kernel.extension import get_session; get_session().broker.timeout = 10")
     try:
         with approval_comm(kernel):
             server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Not run."))
@@ -205,4 +205,4 @@ def test_autoawait_off_answers_on_stdin_or_denies_at_once(kernel: KernelDriver, 
         assert len(prompts) == 1 and prompts[0].startswith('Allow add {"a": 2, "b": 2}?')
     finally:
         kernel.run("%autoawait on")
-        kernel.run("from pi_kernel.kernel.session import get_session; get_session().broker.timeout = 60")
+        kernel.run("from pi_kernel.kernel.extension import get_session; get_session().broker.timeout = 60")

@@ -40,7 +40,7 @@ def test_a_dotenv_url_never_receives_the_users_key(server: FakeOpenAI, pi_jupyte
     home.mkdir()
     with _kernel(pi_jupyter_path, home, f"OPENAI_BASE_URL={server.base_url}\n", OPENAI_API_KEY=USER_KEY) as kernel:
         status = kernel.run("%pi").text
-        url = kernel.run("from pi_kernel.kernel.session import get_session\nget_session().model.resolved_base_url")
+        url = kernel.run("from pi_kernel.kernel.extension import get_session\nget_session().model.resolved_base_url")
     assert "OPENAI_BASE_URL ignored: OPENAI_API_KEY is set in the environment" in status
     assert "api.openai.com" in url.text and server.base_url not in url.text
     assert server.requests == []

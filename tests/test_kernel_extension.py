@@ -49,7 +49,7 @@ def test_load_ext_gives_the_magics(stock: KernelDriver) -> None:
     assert "fake-model" in status and "mode: deny" in status
     # From then on the package attribute is the session agent, though the subpackage was imported first.
     assert stock.run(AGENT_KIND).text.strip() == "('SessionAgent', True)"
-    same = "from pi_kernel import agent\nfrom pi_kernel.kernel.session import get_session\n"
+    same = "from pi_kernel import agent\nfrom pi_kernel.kernel.extension import get_session\n"
     assert stock.run(same + "agent.state is get_session().agent.state").text.strip() == "True"
 
 
@@ -97,7 +97,7 @@ def test_traitlets_configure_the_pi_kernel(server: FakeOpenAI, tmp_path: Path) -
     with KernelDriver("configured", env=env, jupyter_path=tmp_path, cwd=workdir) as driver:
         status = driver.run("%pi").text
         read = driver.run(
-            "import os\nfrom pi_kernel.kernel.session import get_session\n"
+            "import os\nfrom pi_kernel.kernel.extension import get_session\n"
             "settings = get_session().settings\n"
             "key_read = os.environ['DEEPSEEK_API_KEY'].endswith('SECRET-9876543210')\n"
             "(settings.workspace_root, settings.approval_timeout, key_read)"

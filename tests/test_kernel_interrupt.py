@@ -96,7 +96,7 @@ def test_interrupt_while_tool_call_arguments_stream(kernel: KernelDriver, server
     assert server.wait_for(lambda fake: fake.client_disconnects >= 1, timeout=5)
     assert [request for request in seen["asked"] if request] == []  # no approval asked for a cut call
     cut = kernel.run(
-        "from pi_kernel.kernel.session import get_session as _s\n"
+        "from pi_kernel.kernel.extension import get_session as _s\n"
         "_m = [m for m in _s().agent.state.messages if m.role == 'assistant'][-1]\n"
         "print(_m.stop_reason, [c.name for c in _m.tool_calls])"
     ).text

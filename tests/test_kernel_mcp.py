@@ -24,7 +24,7 @@ from mcp_helpers import DEMO, alive, demo, http_demo_server, wait_gone
 pytestmark = pytest.mark.kernel
 
 PY = sys.executable
-CLEAR_OVERRIDES = "from pi_kernel.kernel.session import get_session; get_session().policy.overrides.clear()"
+CLEAR_OVERRIDES = "from pi_kernel.kernel.extension import get_session; get_session().policy.overrides.clear()"
 
 
 def tool_results(body: dict[str, Any]) -> list[str]:
@@ -81,7 +81,7 @@ def test_configured_servers_start_lazily_reach_the_model_and_leave_nothing_behin
         child = int(call(driver, server, "demo__spawn", {}, "spawn"))
         assert '"timezone": "UTC"' in call(driver, server, "time__get_current_time", {"timezone": "UTC"}, "time")
         pids = driver.run(
-            "from pi_kernel.kernel.session import get_session\n"
+            "from pi_kernel.kernel.extension import get_session\n"
             "print(*[s.pid for s in get_session().mcp.servers.values() if s.pid])"
         ).text.split()
         servers = [int(pid) for pid in pids]
@@ -119,7 +119,7 @@ def test_crash_and_hang_give_clear_results_and_the_kernel_keeps_working(
     kernel: KernelDriver, server: FakeOpenAI
 ) -> None:
     kernel.run("%pi reset")
-    kernel.run('from pi_kernel.kernel.session import get_session; get_session().policy.overrides["*"] = "auto"')
+    kernel.run('from pi_kernel.kernel.extension import get_session; get_session().policy.overrides["*"] = "auto"')
     slow = json.dumps(demo(timeout=1000))  # a call may take 1 s
     kernel.run(f"from pi_kernel.tools.mcp import server_config\nget_session().mcp.add(server_config('slow', {slow}))")
     try:
@@ -188,7 +188,7 @@ def test_interrupt_while_servers_start_stops_the_wait(kernel: KernelDriver, serv
     kernel.run("%pi reset")
     stuck = json.dumps(demo("hang", startTimeout=120000))
     kernel.run(
-        "from pi_kernel.kernel.session import get_session\nfrom pi_kernel.tools.mcp import server_config\n"
+        "from pi_kernel.kernel.extension import get_session\nfrom pi_kernel.tools.mcp import server_config\n"
         f"get_session().mcp.add(server_config('stuck', {stuck}), start=False)"
     )
     requests = len(server.chat_requests)

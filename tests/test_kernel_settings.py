@@ -98,7 +98,7 @@ def misconfigured(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) 
 
 
 SETTINGS = (
-    "from pi_kernel.kernel.session import get_session\n"
+    "from pi_kernel.kernel.extension import get_session\n"
     "s = get_session()\n"
     "(s.settings.approval, s.settings.approval_overrides, s.broker.timeout, s.policy.describe())"
 )

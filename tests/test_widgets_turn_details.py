@@ -185,7 +185,8 @@ def test_the_widgets_never_import_the_kernel() -> None:
 
 def test_without_a_kernel_request_the_widgets_factory_declines_and_the_kernel_shows_text() -> None:
     from pi_kernel.kernel.text_view import TextTurnView
-    from pi_kernel.kernel.views import TurnOptions, make_turn_view
+    from pi_kernel.kernel.view_choice import make_turn_view
+    from pi_kernel.kernel.views import TurnOptions
     from pi_kernel.widgets import make_turn_view as make_widget_view
 
     session: Any = SimpleNamespace(

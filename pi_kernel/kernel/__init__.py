@@ -16,9 +16,9 @@ from typing import Any
 _LAZY = {
     "PiKernel": ("pi_kernel.kernel.kernel", "PiKernel"),
     "PiSession": ("pi_kernel.kernel.session", "PiSession"),
-    "get_session": ("pi_kernel.kernel.session", "get_session"),
+    "get_session": ("pi_kernel.kernel.extension", "get_session"),
     "install_kernel_spec": ("pi_kernel.kernel.kernelspec", "install"),
-    "make_turn_view": ("pi_kernel.kernel.views", "make_turn_view"),
+    "make_turn_view": ("pi_kernel.kernel.view_choice", "make_turn_view"),
     "TurnView": ("pi_kernel.kernel.views", "TurnView"),
     "TurnOptions": ("pi_kernel.kernel.views", "TurnOptions"),
     "TurnOutcome": ("pi_kernel.kernel.views", "TurnOutcome"),

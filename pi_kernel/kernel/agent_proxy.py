@@ -15,13 +15,17 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
+
+_get_session: Callable[[], Any] | None = None
+"""Set by ``install``: the session's getter (``extension.get_session``)."""
 
 
 def _session_agent() -> Any:
-    from pi_kernel.kernel.session import get_session
-
-    return get_session().agent
+    if _get_session is None:
+        raise RuntimeError("pi_kernel: no session is attached")
+    return _get_session().agent
 
 
 class SessionAgent:
@@ -57,8 +61,10 @@ class _PiPackage(types.ModuleType):
         self.__dict__["agent"] = package
 
 
-def install() -> None:
-    """Make ``pi_kernel.agent`` the session's agent for the rest of this process."""
+def install(get_session: Callable[[], Any]) -> None:
+    """Make ``pi_kernel.agent`` the agent of ``get_session()`` for the rest of this process."""
+    global _get_session
+    _get_session = get_session
     module = sys.modules["pi_kernel"]
     if not isinstance(module, _PiPackage):
         module.__class__ = _PiPackage

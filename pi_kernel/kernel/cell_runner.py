@@ -3,7 +3,7 @@
 In a kernel the cell is rewritten into ``await run_pi_cell(body, options)``
 (see ``magics.rewrite_pi_cell``), so it runs inside ipykernel's event loop:
 the cell stays busy while it awaits, and comm messages (approval buttons) are
-still dispatched meanwhile (ipykernel >= 7.4). ``run_pi_cell_blocking`` is the
+still dispatched meanwhile (ipykernel >= 7.4). ``run_cell_blocking`` is the
 ``%%pi`` magic's path where top-level ``await`` is off: it runs the same
 coroutine on a private loop and blocks (comm approvals cannot arrive then;
 stdin still works).
@@ -28,7 +28,8 @@ from pi_kernel.kernel.code_cells import offer_code_cell
 from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
-from pi_kernel.kernel.views import TurnOptions, TurnOutcome, make_turn_view
+from pi_kernel.kernel.view_choice import make_turn_view
+from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -177,6 +178,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     return outcome
 
 
+def show_notices(session: PiSession) -> None:
+    """Print the session's start-up warnings (bad settings that fell back) if not shown yet."""
+    for notice in session.take_notices():
+        print(f"pi_kernel warning: {notice}", file=sys.stderr)
+
+
 def _print_notices(session: PiSession) -> None:
     """Failures found during the turn (an MCP server that did not start or crashed), once each."""
     for notice in session.take_notices():
@@ -193,21 +200,14 @@ def prompt_message(session: PiSession, prompt: str) -> Any:
     return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context)}")])
 
 
-async def run_pi_cell(body: str, line: str = "") -> None:
-    """What a rewritten ``%%pi`` cell awaits."""
-    from pi_kernel.kernel.magics import show_notices
-    from pi_kernel.kernel.session import get_session
-
-    session = get_session()
+async def run_cell(session: PiSession, body: str, line: str = "") -> None:
+    """A ``%%pi`` cell (``body`` the prompt, ``line`` its options) as one turn of ``session``."""
     show_notices(session)
     await run_turn(session, body, parse_options(line), session.current_cell_id())
 
 
-def run_pi_cell_blocking(body: str, line: str = "") -> None:
+def run_cell_blocking(session: PiSession, body: str, line: str = "") -> None:
     """The ``%%pi`` magic without top-level ``await``: run the turn on the session's private loop."""
-    from pi_kernel.kernel.session import get_session
-
-    session = get_session()
     options = parse_options(line)
     cell_id = session.current_cell_id()
     loop = session.private_loop()

@@ -1,6 +1,8 @@
 """Wiring a session into an IPython shell: ``%load_ext pi_kernel`` and the Pi kernel both use ``attach``.
 
-``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
+This module owns the session of the process (``get_session``), its
+``attach`` / ``detach``, and ``run_pi_cell``, what a rewritten ``%%pi`` cell
+awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
 ``%%pi`` cells awaitable, the ``pre_run_cell`` hook (cell ids, ``@tool``
 wiring, comm targets), the ``post_run_cell`` hook (the cell history) and the
 comm targets themselves. It is cheap: nothing here imports the agent, the
@@ -23,8 +25,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pi_kernel.kernel import agent_proxy
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
+from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter
+from pi_kernel.kernel.session import PiSession
 
 logger = logging.getLogger("pi_kernel.kernel")
 
@@ -52,18 +57,41 @@ def session_settings(
     return settings
 
 
+_session: PiSession | None = None
+"""The session of this process (one IPython, one session)."""
+
+
+def get_session(create: bool = True) -> PiSession:
+    """The session of the running IPython (attached with default settings if needed)."""
+    if _session is None and create:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            raise RuntimeError("pi_kernel's session needs IPython: run it in a Jupyter kernel or IPython")
+        attach(shell)
+    assert _session is not None
+    return _session
+
+
+async def run_pi_cell(body: str, line: str = "") -> None:
+    """What a rewritten ``%%pi`` cell awaits (``magics.RUNNER``): a turn of this process's session."""
+    # Here, not at the top: the cell runner pulls in pi_kernel.ai and the tools, which the kernel should
+    # not pay for at start (this module loads with it).
+    from pi_kernel.kernel.cell_runner import run_cell
+
+    await run_cell(get_session(), body, line)
+
+
 def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
     """The session of ``shell``, created and wired on first call."""
-    from pi_kernel.kernel import agent_proxy
-    from pi_kernel.kernel import session as sessions
-    from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter
-
-    current = sessions._session
+    global _session
+    current = _session
     if current is not None and current.shell is shell:
         return current
     problems: list[str] = []
-    session = sessions.PiSession(shell, session_settings(shell, overrides, problems), kernel, notices=problems)
-    sessions.set_session(session)
+    session = PiSession(shell, session_settings(shell, overrides, problems), kernel, notices=problems)
+    _session = session
     shell.register_magics(PiMagics(shell, session))
     transformers = shell.input_transformers_post
     transformers[:] = [t for t in transformers if not getattr(t, "pi_kernel", False)]
@@ -71,14 +99,13 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
-    agent_proxy.install()
+    agent_proxy.install(get_session)
     return session
 
 
 def detach(shell: Any) -> None:
-    from pi_kernel.kernel import session as sessions
-
-    session = sessions._session
+    global _session
+    session = _session
     if session is None or session.shell is not shell:
         return
     shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if not getattr(t, "pi_kernel", False)]
@@ -90,7 +117,7 @@ def detach(shell: Any) -> None:
     shell.magics_manager.magics["line"].pop("pi", None)
     shell.magics_manager.magics["cell"].pop("pi", None)
     session.frontend.remove_targets()
-    sessions.set_session(None)
+    _session = None
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -40,6 +40,33 @@ class CommandError(Exception):
         return [mask(f"UsageError: {self}")]
 
 
+HELP = """%pi                         status: model, tools, approval, conversation
+%pi model [NAME] [--context TOKENS]   show or set the model (provider:model allowed) and its window
+%pi models                  models you can pick
+%pi tools [enable|disable NAME ...]   list tools, or turn them on/off
+%pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
+                            (read-only: only the built-in read and tools declaring read_only run;
+                            TOOL may be a pattern: time__*=auto for every tool of the MCP server time)
+                            (a stricter mode set later wins over an earlier "always allow" or TOOL=auto)
+%pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
+%pi deny ID|all [REASON]    deny a waiting tool call
+%pi reset                   forget the conversation
+%pi undo [N|list]           bring back the conversation a re-run, reset, load or undo replaced
+%pi history                 the conversation so far
+%pi usage                   tokens, cost and context use so far, per model
+%pi compact                 summarise the older turns now (long sessions)
+%pi price [MODEL IN OUT]    list or set prices (USD per million input / output tokens)
+%pi budget [USD] [--tokens N] | off   stop before a request that would cross it
+%pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
+%pi system                  the system prompt the model gets
+%pi mcp                     MCP servers: their state and tools (docs/mcp.md)
+%pi mcp add NAME [--trust-read-only] -- COMMAND ARGS... | URL   add a stdio or streamable HTTP server
+%pi mcp remove NAME / %pi mcp restart NAME   drop a server and its tools / start it again
+%pi context [on|off]        tell the model what changed in the notebook at each turn (default on)
+%pi cells [on|off]          every turn's python code becomes a new cell below (as %%pi --cells)
+%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells]   then a prompt: one agent turn"""
+
+
 def status(session: PiSession, words: list[str]) -> str:
     model = session.model
     tools = [info.name for info in session.registry.list() if info.enabled]
@@ -60,8 +87,6 @@ def status(session: PiSession, words: list[str]) -> str:
 
 
 def show_help(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.magics import HELP
-
     return HELP
 
 

@@ -7,7 +7,7 @@ one turn of the session's agent. ``rewrite_pi_cell`` (an IPython
 asyncio (ipykernel, the terminal), so the turn runs inside the kernel's event
 loop; the ``%%pi`` cell magic below is the fallback when that is off.
 
-``%pi`` line commands: see ``HELP``. The line is not expanded as IPython does
+``%pi`` line commands: see ``line_commands.HELP``. The line is not expanded as IPython does
 for most magics (``{expr}`` / ``$name``): ``%pi allow ID --args {"a": 1}`` is
 JSON, and expansion would turn it into something else (or nothing) silently.
 """
@@ -15,7 +15,6 @@ JSON, and expansion would turn it into something else (or nothing) silently.
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,33 +23,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
 
-HELP = """%pi                         status: model, tools, approval, conversation
-%pi model [NAME] [--context TOKENS]   show or set the model (provider:model allowed) and its window
-%pi models                  models you can pick
-%pi tools [enable|disable NAME ...]   list tools, or turn them on/off
-%pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
-                            (read-only: only the built-in read and tools declaring read_only run;
-                            TOOL may be a pattern: time__*=auto for every tool of the MCP server time)
-                            (a stricter mode set later wins over an earlier "always allow" or TOOL=auto)
-%pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
-%pi deny ID|all [REASON]    deny a waiting tool call
-%pi reset                   forget the conversation
-%pi undo [N|list]           bring back the conversation a re-run, reset, load or undo replaced
-%pi history                 the conversation so far
-%pi usage                   tokens, cost and context use so far, per model
-%pi compact                 summarise the older turns now (long sessions)
-%pi price [MODEL IN OUT]    list or set prices (USD per million input / output tokens)
-%pi budget [USD] [--tokens N] | off   stop before a request that would cross it
-%pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
-%pi system                  the system prompt the model gets
-%pi mcp                     MCP servers: their state and tools (docs/mcp.md)
-%pi mcp add NAME [--trust-read-only] -- COMMAND ARGS... | URL   add a stdio or streamable HTTP server
-%pi mcp remove NAME / %pi mcp restart NAME   drop a server and its tools / start it again
-%pi context [on|off]        tell the model what changed in the notebook at each turn (default on)
-%pi cells [on|off]          every turn's python code becomes a new cell below (as %%pi --cells)
-%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells]   then a prompt: one agent turn"""
 
-RUNNER = "__import__('pi_kernel.kernel.cell_runner', fromlist=['run_pi_cell']).run_pi_cell"
+RUNNER = "__import__('pi_kernel.kernel.extension', fromlist=['run_pi_cell']).run_pi_cell"
 
 
 def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
@@ -89,12 +63,6 @@ def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:
     return rewrite_pi_cell
 
 
-def show_notices(session: PiSession) -> None:
-    """Print the session's start-up warnings (bad settings that fell back) if not shown yet."""
-    for notice in session.take_notices():
-        print(f"pi_kernel warning: {notice}", file=sys.stderr)
-
-
 def can_await(shell: Any) -> bool:
     """IPython runs top-level ``await`` here, on asyncio."""
     try:
@@ -114,13 +82,15 @@ class PiMagics(Magics):
     @line_cell_magic
     def pi(self, line: str, cell: str | None = None) -> None:
         """%pi commands and %%pi prompts (%pi help)."""
+        # Imported here, not at the top: both pull in pi_kernel.ai and the tools, which a kernel should
+        # not pay for at start (this module loads with the kernel).
+        from pi_kernel.kernel.cell_runner import run_cell_blocking, show_notices
+        from pi_kernel.kernel.line_commands import run_line_command
+
         show_notices(self.session)
         if cell is not None:
-            from pi_kernel.kernel.cell_runner import run_pi_cell_blocking
-
-            run_pi_cell_blocking(cell, line)
+            run_cell_blocking(self.session, cell, line)
             return
-        from pi_kernel.kernel.line_commands import run_line_command
 
         output = run_line_command(self.session, line)
         if output:

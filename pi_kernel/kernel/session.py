@@ -79,7 +79,7 @@ class PiSession:
         """``%pi cells on``: every turn's ``python`` code comes back as a new cell (as ``%%pi --cells``)."""
         self.frontend = FrontendTracker(self.resolve_request_fields, self.pending_requests, self.settings.widgets)
         self.view_factory: Callable[..., Any] | None = None
-        """Overrides ``views.make_turn_view`` (tests, other front-ends)."""
+        """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
         self.run: RunState | None = None
         """The ``%%pi`` turn running now; set and cleared under ``run_lock``."""
         self.run_lock = threading.Lock()
@@ -402,7 +402,7 @@ class PiSession:
     def approval_route(self) -> Route:
         """Who can answer an approval now: the front-end, stdin, or nobody. A blocking cell
         (``runs_blocking``) never gets a click or comm message, so there only stdin can answer."""
-        from pi_kernel.kernel.views import widget_view_factory
+        from pi_kernel.kernel.view_choice import widget_view_factory
 
         if self.runs_blocking():
             run = self.run
@@ -459,29 +459,3 @@ def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:
     except ImportError:
         return []
     return list(builtin_tools(ctx))
-
-
-# -- the session of this process --------------------------------------------------------------
-
-_session: PiSession | None = None
-
-
-def get_session(create: bool = True) -> PiSession:
-    """The session of the running IPython (created with default settings if needed)."""
-    global _session
-    if _session is None and create:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        if shell is None:
-            raise RuntimeError("pi_kernel's session needs IPython: run it in a Jupyter kernel or IPython")
-        from pi_kernel.kernel.extension import attach
-
-        attach(shell)
-    assert _session is not None
-    return _session
-
-
-def set_session(session: PiSession | None) -> None:
-    global _session
-    _session = session

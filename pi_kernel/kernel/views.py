@@ -1,11 +1,11 @@
-"""How a ``%%pi`` turn is shown: the ``TurnView`` protocol and the factory that picks one.
+"""How a ``%%pi`` turn is shown: the ``TurnView`` protocol, a cell's ``TurnOptions`` and its ``TurnOutcome``.
 
 The cell runner calls a view from the event loop's thread only:
 ``handle_event`` for every agent event (it must be quick: the agent awaits
 its listeners), ``handle_approval`` when a tool call starts or stops waiting
 for a person, and ``finish`` once with the outcome.
 
-``make_turn_view`` picks the widget view when widgets render in the
+``view_choice.make_turn_view`` picks the widget view when widgets render in the
 front-end that sent the cell (``widgets``, decided per request by
 ``FrontendTracker.renders_widgets``) and ``pi_kernel.widgets`` provides
 ``make_turn_view``; otherwise the plain-text view (``text_view``), which ends
@@ -16,10 +16,7 @@ session may set ``session.view_factory`` to use another view.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-if TYPE_CHECKING:
-    from pi_kernel.kernel.session import PiSession
+from typing import Any, Literal, Protocol
 
 TurnStatus = Literal["done", "interrupted", "error"]
 
@@ -58,33 +55,3 @@ class TurnView(Protocol):
 
     def finish(self, outcome: TurnOutcome) -> None:
         """The turn ended; replace live parts with static output."""
-
-
-def widget_view_factory() -> Any:
-    """``pi_kernel.widgets.make_turn_view`` when the widgets package provides it, else ``None``."""
-    try:
-        from pi_kernel import widgets
-    except ImportError:
-        return None
-    return getattr(widgets, "make_turn_view", None)
-
-
-def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
-    """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
-
-    ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).
-    A factory returns ``None`` where its view cannot work (the widgets' with no kernel request to attach
-    to, say): the text view is chosen here, the one fallback for every front-end.
-    """
-    view: TurnView | None = None
-    if session.view_factory is not None:
-        view = session.view_factory(session, prompt, options)
-    elif session.frontend.widgets if widgets is None else widgets:
-        factory = widget_view_factory()
-        if factory is not None:
-            view = factory(session, prompt, options)
-    if view is not None:
-        return view
-    from pi_kernel.kernel.text_view import TextTurnView
-
-    return TextTurnView(session, prompt, options)

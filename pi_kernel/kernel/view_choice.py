@@ -1,0 +1,44 @@
+"""Which view shows a turn: the widget view where widgets render, else the plain-text view.
+
+``pi_kernel.widgets`` is imported on first use (``widget_view_factory``): it is
+optional for a front-end without widgets, and costs time a kernel should not
+spend at start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pi_kernel.kernel.text_view import TextTurnView
+from pi_kernel.kernel.views import TurnOptions, TurnView
+
+if TYPE_CHECKING:
+    from pi_kernel.kernel.session import PiSession
+
+
+def widget_view_factory() -> Any:
+    """``pi_kernel.widgets.make_turn_view`` when the widgets package provides it, else ``None``."""
+    try:
+        from pi_kernel import widgets
+    except ImportError:
+        return None
+    return getattr(widgets, "make_turn_view", None)
+
+
+def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
+    """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
+
+    ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).
+    A factory returns ``None`` where its view cannot work (the widgets' with no kernel request to attach
+    to, say): the text view is chosen here, the one fallback for every front-end.
+    """
+    view: TurnView | None = None
+    if session.view_factory is not None:
+        view = session.view_factory(session, prompt, options)
+    elif session.frontend.widgets if widgets is None else widgets:
+        factory = widget_view_factory()
+        if factory is not None:
+            view = factory(session, prompt, options)
+    if view is not None:
+        return view
+    return TextTurnView(session, prompt, options)

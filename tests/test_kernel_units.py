@@ -16,10 +16,11 @@ from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMess
 from pi_kernel.ai.secrets import redact
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
 from pi_kernel.kernel.cell_turns import CellTurns
-from pi_kernel.kernel.config import PiSettings, apply_config, resolve_model, settings_from_env
+from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv, parse_dotenv
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
 from pi_kernel.kernel.magics import _pi_cell_magic_call
+from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.stdin_prompt import parse_answer
 from pi_kernel.tools import ToolDefinition
@@ -105,7 +106,7 @@ def test_openai_base_url_does_not_redirect_an_explicit_other_provider() -> None:
 
 def test_a_listed_model_of_the_base_url_server_stays_on_that_server() -> None:
     """``%pi models`` lists ``<detected provider>:<id>``; picking one keeps OPENAI_BASE_URL's host."""
-    from pi_kernel.kernel.config import model_from_spec
+    from pi_kernel.kernel.model_resolution import model_from_spec
 
     settings = settings_from_env({"OPENAI_BASE_URL": "http://gpu-box:11434/v1"})
     model = model_from_spec("ollama:qwen3", settings)
@@ -124,9 +125,9 @@ def test_keys_pick_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     deepseek = resolve_model(PiSettings(), {"DEEPSEEK_API_KEY": "sk-b"})
     assert openai is not None and openai.provider == "openai"
     assert deepseek is not None and deepseek.provider == "deepseek"
-    monkeypatch.setattr("pi_kernel.kernel.config.local_model_installed", lambda: False)
+    monkeypatch.setattr("pi_kernel.kernel.model_resolution.local_model_installed", lambda: False)
     assert resolve_model(PiSettings(), {}) is None
-    monkeypatch.setattr("pi_kernel.kernel.config.local_model_installed", lambda: True)
+    monkeypatch.setattr("pi_kernel.kernel.model_resolution.local_model_installed", lambda: True)
     local = resolve_model(PiSettings(), {})
     assert local is not None and local.provider == "local"
 

@@ -400,7 +400,8 @@ def test_the_prompt_comes_from_the_gguf_chat_template() -> None:
 
 
 def test_with_nothing_configured_the_local_model_is_the_default() -> None:
-    from pi_kernel.kernel.config import PiSettings, resolve_model
+    from pi_kernel.kernel.config import PiSettings
+    from pi_kernel.kernel.model_resolution import resolve_model
 
     model = resolve_model(PiSettings(), {})  # no keys, no URL, no PI_MODEL; the real installation check
 

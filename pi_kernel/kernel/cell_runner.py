@@ -25,9 +25,9 @@ from pi_kernel.ai import TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
-from pi_kernel.kernel.config import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
+from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 

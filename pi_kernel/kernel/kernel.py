@@ -50,10 +50,10 @@ import traitlets
 from ipykernel.ipkernel import IPythonKernel
 
 from pi_kernel import __version__
-from pi_kernel.kernel.config import APPROVAL_MODES, CONFIG_NAMES, TOOL_APPROVAL_MODES
+from pi_kernel.kernel.config import CONFIG_NAMES, SETTINGS
 
 
-def Setting(help: str) -> Any:
+def setting_trait(help: str) -> Any:
     """A ``c.PiKernel.<name>`` setting: any value, checked by ``config.apply_config`` (see above)."""
     return traitlets.Any(None, allow_none=True, help=help).tag(config=True)
 
@@ -63,30 +63,10 @@ class PiKernel(IPythonKernel):
     implementation_version = __version__
     banner = f"Pi Agent kernel {__version__} (Python): %%pi cells talk to the agent; %pi help"
 
-    model = Setting(help="Model id, 'provider:model' allowed (else from PI_MODEL / keys).")
-    provider = Setting(help="Provider when the model id alone is ambiguous.")
-    base_url = Setting(help="An OpenAI-compatible server URL.")
-    approval = Setting(help=f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.")
-    approval_overrides = Setting(
-        help=f"Per-tool approval ({' | '.join(TOOL_APPROVAL_MODES)}), a dict or JSON: {{'bash': 'ask'}}."
-    )
-    approval_timeout = Setting(help="Seconds (above 0) before a pending approval is denied.")
-    workspace_root = Setting(help="File tools refuse paths outside it.")
-    builtin_tools = Setting(help="Built-in tools enabled at start: a list of names, or one string of them.")
-    widgets = Setting(help="Force widget views on/off (default: detect).")
-    max_turns = Setting(help="Default limit of model requests per %%pi cell (a whole number above 0).")
-    system_prompt = Setting(help="Text added to the system prompt.")
-    allowed_models = Setting(help="Models %pi model may choose: ids or provider:id, wildcards allowed (default: any).")
-    tool_result_limit = Setting(help="Characters of each tool result sent to the model (a whole number above 0).")
-    context_window = Setting(help="The model's context window in tokens (else known table, server, default).")
-    budget = Setting(help="US dollars the session may spend on model requests.")
-    token_budget = Setting(help="Tokens (in + out) the session may spend on model requests.")
-    prices = Setting(help="Extra prices: {'model-id': [USD per million input, per million output]}.")
-    mcp_servers = Setting(
-        help='MCP servers in the mcpServers shape: {"time": {"command": "uvx", "args": ["mcp-server-time"]}}.'
-    )
-    notebook_context = Setting(help="Tell the model what changed in the notebook at each %%pi turn (default true).")
-    describe_limit = Setting(help="Characters of one inspect / cells answer (default 4000).")
+    # One trait per setting of ``config.SETTINGS`` (``c.PiKernel.<name>``); the class namespace is a dict here.
+    for _setting in SETTINGS:
+        locals()[_setting.name] = setting_trait(_setting.help)
+    del _setting
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from pi_kernel.kernel import long_session, mcp_commands
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
-from pi_kernel.kernel.config import (
+from pi_kernel.kernel.frontend import request_session
+from pi_kernel.kernel.model_resolution import (
     DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
     describe_model,
@@ -25,7 +26,6 @@ from pi_kernel.kernel.config import (
     local_model_installed,
     model_from_spec,
 )
-from pi_kernel.kernel.frontend import request_session
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession

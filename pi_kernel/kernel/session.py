@@ -20,9 +20,10 @@ from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import Route, blocked_cell, nobody_to_ask
 from pi_kernel.kernel.cell_history import CellHistory
 from pi_kernel.kernel.cell_turns import CellTurns
-from pi_kernel.kernel.config import PiSettings, model_from_spec, resolve_model
+from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
+from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
 from pi_kernel.kernel.undo import ConversationVersions, Version
 from pi_kernel.kernel.views import TurnOptions
 

@@ -11,9 +11,12 @@ from typing import Any, Literal
 from pi_kernel.agent.events import (
     AgentEndEvent,
     AgentEvent,
+    CompactionEvent,
     MessageEndEvent,
     MessageStartEvent,
+    MessageUpdateEvent,
     ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
     TurnEndEvent,
 )
 from pi_kernel.agent.types import AgentToolResult
@@ -92,26 +95,24 @@ class AgentState:
 
 def reduce_agent_state(state: AgentState, event: AgentEvent) -> None:
     """Apply one loop event to ``state`` (in place; O(1) except the pending-call set)."""
-    kind = event.type
-    if kind == "message_update" or kind == "message_start":
-        state.streaming_message = event.message  # type: ignore[union-attr]
-    elif kind == "message_end":
-        state.streaming_message = None
-        # Sendable and storable from here on (the loop cleans its messages too; this covers the
-        # ones the agent makes itself: a cancelled run's results, a failed run's message).
-        state.messages.append(clean_message(event.message))  # type: ignore[union-attr]
-    elif kind == "tool_execution_start":
-        state.pending_tool_calls = state.pending_tool_calls | {event.tool_call_id}  # type: ignore[union-attr]
-    elif kind == "tool_execution_end":
-        state.pending_tool_calls = state.pending_tool_calls - {event.tool_call_id}  # type: ignore[union-attr]
-    elif kind == "turn_end":
-        message = event.message  # type: ignore[union-attr]
-        if isinstance(message, AssistantMessage) and message.error_message:
-            state.error_message = message.error_message
-    elif kind == "agent_end":
-        state.streaming_message = None
-    elif kind == "compaction":
-        state.messages = event.messages  # type: ignore[union-attr]
+    match event:
+        case MessageStartEvent(message=message) | MessageUpdateEvent(message=message):
+            state.streaming_message = message
+        case MessageEndEvent(message=message):
+            state.streaming_message = None
+            # Sendable and storable from here on (the loop cleans its messages too; this covers the
+            # ones the agent makes itself: a cancelled run's results, a failed run's message).
+            state.messages.append(clean_message(message))
+        case ToolExecutionStartEvent(tool_call_id=call_id):
+            state.pending_tool_calls = state.pending_tool_calls | {call_id}
+        case ToolExecutionEndEvent(tool_call_id=call_id):
+            state.pending_tool_calls = state.pending_tool_calls - {call_id}
+        case TurnEndEvent(message=AssistantMessage(error_message=error)) if error:
+            state.error_message = error
+        case AgentEndEvent():
+            state.streaming_message = None
+        case CompactionEvent(messages=messages):
+            state.messages = messages
 
 
 def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[ToolResultMessage]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,32 @@ from pi_kernel.tools.builtin import create_edit_tool, create_write_tool
 from pi_kernel.tools.files import make_dirs, write_file_atomic
 
 DEPTH = sys.getrecursionlimit() + 500
+
+
+def remove_tree(root: Path) -> None:
+    """Remove ``root`` without recursion: pytest (shutil.rmtree on Python 3.11) recurses once per level,
+    and a left-over tree this deep makes its clean-up of old temporary folders fail a later run."""
+    found: list[str] = []
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        found.append(folder)
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            else:
+                os.unlink(entry.path)
+    for folder in reversed(found):
+        os.rmdir(folder)
+
+
+@pytest.fixture
+def deep_root(tmp_path: Path) -> Iterator[Path]:
+    """A folder for a tree deeper than the recursion limit, removed without recursion afterwards."""
+    root = tmp_path / "deep"
+    root.mkdir()
+    yield root
+    remove_tree(root)
 
 
 def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
@@ -40,8 +67,8 @@ def test_a_symlink_is_followed_and_kept(tmp_path: Path) -> None:
     assert link.is_symlink() and real.read_text() == "b"
 
 
-def test_make_dirs_of_any_depth_without_recursion(tmp_path: Path) -> None:
-    os.chdir(tmp_path)
+def test_make_dirs_of_any_depth_without_recursion(deep_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(deep_root)
     deep = os.path.join(*(["d"] * DEPTH))
     with pytest.raises(RecursionError):
         os.makedirs(deep)  # what the write tool used: it recurses once per level
@@ -50,11 +77,11 @@ def test_make_dirs_of_any_depth_without_recursion(tmp_path: Path) -> None:
     make_dirs(deep)  # exists: fine
 
 
-async def test_write_into_a_deep_path(tmp_path: Path) -> None:
+async def test_write_into_a_deep_path(deep_root: Path) -> None:
     path = "d/" * DEPTH + "f.txt"
-    result = await call_tool(create_write_tool(), {"path": path, "content": "x"}, make_ctx(tmp_path))
+    result = await call_tool(create_write_tool(), {"path": path, "content": "x"}, make_ctx(deep_root))
     assert text_of(result).startswith("Successfully wrote 1 bytes")
-    assert (tmp_path / path).read_text() == "x"
+    assert (deep_root / path).read_text() == "x"
 
 
 async def test_a_failed_write_or_edit_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

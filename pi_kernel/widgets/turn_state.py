@@ -20,7 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.agent import OPERATION_ABORTED
-from pi_kernel.agent.events import AgentEvent
+from pi_kernel.agent.events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    CompactionEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
 from pi_kernel.ai.messages import text_of
@@ -62,18 +75,36 @@ class TurnState:
     # ------------------------------------------------------------------ agent events
 
     def apply(self, event: AgentEvent) -> None:
-        handler = getattr(self, f"_on_{event.type}", None)
-        if handler is not None:
-            handler(event)
+        match event:
+            case AgentStartEvent():
+                self._on_agent_start(event)
+            case AgentEndEvent():
+                self._on_agent_end(event)
+            case MessageStartEvent():
+                self._on_message_start(event)
+            case MessageUpdateEvent():
+                self._on_message_update(event)
+            case MessageEndEvent():
+                self._on_message_end(event)
+            case CompactionEvent():
+                self._on_compaction(event)
+            case ToolExecutionStartEvent():
+                self._on_tool_execution_start(event)
+            case ToolExecutionUpdateEvent():
+                self._on_tool_execution_update(event)
+            case ToolExecutionEndEvent():
+                self._on_tool_execution_end(event)
+            case TurnStartEvent() | TurnEndEvent():
+                pass  # a turn of the loop (one model request) draws nothing of its own
 
-    def _on_agent_start(self, event: Any) -> None:
+    def _on_agent_start(self, event: AgentStartEvent) -> None:
         self.started = True
         self.started_at = self.clock()
 
-    def _on_agent_end(self, event: Any) -> None:
+    def _on_agent_end(self, event: AgentEndEvent) -> None:
         self.finish()
 
-    def _on_message_start(self, event: Any) -> None:
+    def _on_message_start(self, event: MessageStartEvent) -> None:
         message = event.message
         if isinstance(message, AssistantMessage):
             self._message_count += 1
@@ -85,7 +116,7 @@ class TurnState:
             if self._user_messages > 1:
                 self._add(NoticeBlock("user", text_of(message.content)))
 
-    def _on_message_update(self, event: Any) -> None:
+    def _on_message_update(self, event: MessageUpdateEvent) -> None:
         update = event.assistant_message_event
         kind, index = update.type, update.content_index
         if index is None:
@@ -106,8 +137,9 @@ class TurnState:
         elif kind in ("toolcall_start", "toolcall_delta", "toolcall_end"):
             source = update.tool_call
             content = update.partial.content
-            if source is None and index < len(content) and isinstance(content[index], ToolCall):
-                source = content[index]
+            if source is None and index < len(content):
+                part = content[index]
+                source = part if isinstance(part, ToolCall) else None
             delta = update.delta if kind == "toolcall_delta" else None
             self._update_tool_call(key, source, delta, ended=kind == "toolcall_end")
 
@@ -131,7 +163,7 @@ class TurnState:
             block.status = "pending"
         block.version += 1
 
-    def _on_message_end(self, event: Any) -> None:
+    def _on_message_end(self, event: MessageEndEvent) -> None:
         message = event.message
         if isinstance(message, AssistantMessage):
             self._end_assistant_message(message)
@@ -167,7 +199,7 @@ class TurnState:
         elif message.stop_reason == "error":
             self._add(NoticeBlock("error", message.error_message or "The model request failed"))
 
-    def _on_compaction(self, event: Any) -> None:
+    def _on_compaction(self, event: CompactionEvent) -> None:
         """Older turns were summarised: a visible marker, and the summary request's cost counts."""
         plural = "turn" if event.compacted_turns == 1 else "turns"
         why = {"overflow": " (the provider said the request was too long)", "manual": " (%pi compact)"}
@@ -179,7 +211,7 @@ class TurnState:
             self.usage = self.usage.add(event.usage)
             self.usage_version += 1
 
-    def _on_tool_execution_start(self, event: Any) -> None:
+    def _on_tool_execution_start(self, event: ToolExecutionStartEvent) -> None:
         block = self._tool_block(event.tool_call_id, event.tool_name)
         block.arguments = event.args
         block.started_at = self.clock()
@@ -187,7 +219,7 @@ class TurnState:
             block.status = "running"
         block.version += 1
 
-    def _on_tool_execution_update(self, event: Any) -> None:
+    def _on_tool_execution_update(self, event: ToolExecutionUpdateEvent) -> None:
         block = self._tool_block(event.tool_call_id, event.tool_name)
         if block.finished:
             return
@@ -195,7 +227,7 @@ class TurnState:
         block.output_updates += 1
         block.version += 1
 
-    def _on_tool_execution_end(self, event: Any) -> None:
+    def _on_tool_execution_end(self, event: ToolExecutionEndEvent) -> None:
         block = self._tool_block(event.tool_call_id, event.tool_name)
         block.result = event.result
         block.is_error = event.is_error

@@ -12,14 +12,16 @@ cap far below it: the call completes whatever the model samples.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
+from llama_cpp import LlamaGrammar
 
 from pi_kernel.ai import AssistantMessage, Context, Model, StreamOptions, Tool, UserMessage, stream
 from pi_kernel.ai.providers.local import TOOL_CALL_MAX_TOKENS, head_token_cap
 from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID, get_engine
-from pi_kernel.ai.providers.local_grammar import MAX_ITEMS, MAX_STRING_CHARS, bound_lists
+from pi_kernel.ai.providers.local_grammar import MAX_ITEMS, MAX_STRING_CHARS, bound_lists, bounded_gbnf
 
 MODEL = Model(id=LOCAL_MODEL_ID, provider="local")
 
@@ -105,6 +107,38 @@ def test_a_list_the_schema_does_not_bound_ends_at_the_default_bound() -> None:
     days = json.loads(decode_favouring(schema, {",": 1000.0, "1": 500.0}))["days"]
 
     assert len(days) == MAX_ITEMS
+
+
+def unbounded_repetitions(gbnf: str) -> list[str]:
+    """The grammar's rules that use ``*`` or ``+`` outside literals and character classes."""
+    found = []
+    for line in gbnf.splitlines():
+        name, _, rule = line.partition(" ::= ")
+        operators = re.sub(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]', "", rule)
+        if "*" in operators or "+" in operators:
+            found.append(name)
+    return found
+
+
+@pytest.mark.local_model
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"text": {"type": "string"}}},
+        {"type": "object", "properties": {"scores": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+        {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "array", "items": {}}}}},
+        {"type": "object", "properties": {"anything": {"type": "object"}}},
+        {"type": "object"},
+        {"type": "object", "properties": {"tags": {"type": ["array", "null"], "items": {"type": "string"}}}},
+    ],
+    ids=["string", "dict-of-int", "list-of-any", "free-form-object", "any-object", "optional-list"],
+)
+def test_no_rule_of_the_grammar_repeats_without_bound(schema: dict[str, Any]) -> None:
+    """No ``*``/``+``: no string, list, or set of properties can go on for ever (only free-form nesting can)."""
+    gbnf = bounded_gbnf(schema)
+
+    assert unbounded_repetitions(gbnf) == []
+    LlamaGrammar.from_string(gbnf, verbose=False)  # llama.cpp accepts it
 
 
 def test_list_bounds_leave_a_schemas_own_bounds_and_data_alone() -> None:

@@ -10,7 +10,8 @@ until the token cap cut the call. So, where the schema does not say otherwise:
   ``pattern``, ``format`` or ``enum``, and by the keys of free-form objects);
 - a list holds at most ``MAX_ITEMS`` items (``maxItems`` added to each array
   schema that has none, and the free-form ``array``/``object`` rules bounded
-  the same way).
+  the same way), and so does an object's set of additional properties
+  (``dict[str, int]``: the converter's ``...-additional-kvs`` rules).
 
 Numbers are bounded by the converter itself (16 digits), and so is
 whitespace (one optional space). A schema's own ``maxLength``/``maxItems``
@@ -21,6 +22,7 @@ bounded here: the provider's token bound for tool calls ends such a call.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 MAX_STRING_CHARS = 200
@@ -30,21 +32,37 @@ MAX_ITEMS = 32
 
 _NOT_SCHEMAS = frozenset({"enum", "const", "default", "examples", "required"})
 """Keywords whose values are data, not subschemas."""
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
+ANY_VALUE: dict[str, Any] = {
+    "anyOf": [{"type": kind} for kind in ("string", "number", "boolean", "null", "array", "object")]
+}
+"""Any JSON value, as the converter understands it: it takes ``{}`` for an object, and
+``"items": {}`` (``list[Any]``) makes it fail on the whole schema."""
 
 
-def bound_lists(schema: Any) -> Any:
-    """A copy of ``schema`` where each array schema without ``maxItems`` gets ``MAX_ITEMS`` (or its ``minItems``)."""
+def bound_lists(schema: Any, *, top: bool = True) -> Any:
+    """A copy of ``schema`` where each array schema without ``maxItems`` gets ``MAX_ITEMS`` (or its
+    ``minItems``), and each subschema that allows any value (``{}``) becomes ``ANY_VALUE``."""
     if isinstance(schema, list):
-        return [bound_lists(item) for item in schema]
+        return [bound_lists(item, top=False) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    bounded = {key: value if key in _NOT_SCHEMAS else bound_lists(value) for key, value in schema.items()}
+    if not top and not set(schema) - _ANNOTATIONS:
+        return {**schema, **ANY_VALUE}
+    bounded = {key: value if key in _NOT_SCHEMAS else _bound_children(key, value) for key, value in schema.items()}
     types = schema.get("type")
     is_array = types == "array" or (isinstance(types, list) and "array" in types) or "items" in schema
     if is_array and isinstance(schema.get("items"), dict) and "maxItems" not in schema:
         minimum = schema.get("minItems", 0)
         bounded["maxItems"] = max(MAX_ITEMS, minimum if isinstance(minimum, int) else 0)
     return bounded
+
+
+def _bound_children(key: str, value: Any) -> Any:
+    """``properties`` and ``$defs`` map names to subschemas; other keywords hold a subschema or a list of them."""
+    if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+        return {name: bound_lists(sub, top=False) for name, sub in value.items()}
+    return bound_lists(value, top=False)
 
 
 def _bounded_primitives() -> dict[str, tuple[str, str]]:
@@ -68,6 +86,10 @@ def _bounded_primitives() -> dict[str, tuple[str, str]]:
     }
 
 
+_ADDITIONAL_KVS = re.compile(r'(?P<kv>[\w-]+) \( "," space (?P=kv) \)\*')
+"""The converter's rule for an object's additional properties: ``kv ( "," space kv )*``."""
+
+
 def bounded_gbnf(schema: dict[str, Any]) -> str:
     """The GBNF grammar of JSON valid for ``schema``, strings and lists bounded (see the module docstring).
 
@@ -85,5 +107,14 @@ def bounded_gbnf(schema: dict[str, Any]) -> str:
             if rule != original:  # another converter version: fail loudly rather than stay unbounded
                 raise RuntimeError(f"unexpected {name!r} rule from llama.cpp's converter: {rule}")
             line = f"{name} ::= {replacement}"
+        elif name.endswith("additional-kvs") and (match := _ADDITIONAL_KVS.fullmatch(rule)):
+            line = f"{name} ::= {_bounded_repetition(match['kv'])}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _bounded_repetition(item: str) -> str:
+    """``item`` one to ``MAX_ITEMS`` times, comma-separated."""
+    from llama_cpp.llama_grammar import _build_repetition
+
+    return str(_build_repetition(item, 1, MAX_ITEMS, separator_rule='"," space'))

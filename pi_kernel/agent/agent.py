@@ -340,20 +340,38 @@ class Agent:
         """Compact the transcript now (``%pi compact``): everything before the last prompt becomes the
         summary; ``None`` when there is nothing to compact.
 
-        Listeners get the ``compaction`` event. Raises while a run is active.
+        Listeners get the ``compaction`` event. Raises while a run is active. The compaction is a run of
+        its own: ``prompt()`` meanwhile raises, ``abort()`` stops the summary request (nothing changes), and
+        the result applies only to the conversation it summarised.
         """
         if self._active is not None:
             raise RuntimeError("Agent is already processing. Wait for completion before compacting.")
         model = self._state.model
         if model is None:
             raise ValueError("No model configured")
+        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future())
+        self._active = active  # before any await: a prompt() meanwhile is refused
         state = self._state
-        context = Context(state.system_prompt, list(state.messages), list(state.tools))
-        stream_fn = self.stream_fn or default_stream_fn()
-        settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
-        return await compact_context(
-            context, model, settings, "manual", self._process_event, stream_fn, None, self.stream_options
-        )
+        try:
+            snapshot = list(state.messages)
+            context = Context(state.system_prompt, list(snapshot), list(state.tools))
+            stream_fn = self.stream_fn or default_stream_fn()
+            settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+            return await compact_context(
+                context,
+                model,
+                settings,
+                "manual",
+                self._process_event,
+                stream_fn,
+                active.controller.signal,
+                self.stream_options,
+                still_current=lambda: state.messages == snapshot,
+            )
+        finally:
+            self._active = None
+            if not active.done.done():
+                active.done.set_result(None)
 
     def _prepare_next_turn(self, context: Context) -> Any:
         """Before each request: the current system prompt and tools, then the user's hook.

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -328,11 +328,14 @@ async def compact_context(
     stream_fn: Any,
     signal: AbortSignal | None = None,
     options: StreamOptions | None = None,
+    still_current: Callable[[], bool] | None = None,
 ) -> CompactionResult | None:
-    """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event."""
+    """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event; ``None``
+    (nothing changed) when there was nothing to compact, the run was aborted, or ``still_current`` says the
+    conversation changed while the summary was written (the result would drop what was added)."""
     before = estimate_context_tokens(context)
     result = await compact_messages(context.messages, model, stream_fn, settings, reason, signal, options, before)
-    if result is None:
+    if result is None or (still_current is not None and not still_current()):
         return None
     context.messages = list(result.messages)
     await emit(

@@ -282,12 +282,19 @@ def compact(session: PiSession, words: list[str]) -> str:
 
 def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:
     """Run a coroutine from a line magic: on the session's private loop, in a worker thread when this
-    thread already runs a loop (ipykernel)."""
+    thread already runs a loop (ipykernel). An interrupt aborts the agent's work (``%pi compact``: the
+    summary request stops, nothing changes), waits for it to end, and is raised."""
     loop = session.private_loop()
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return loop.run_until_complete(work)
+        task = loop.create_task(work)
+        try:
+            return loop.run_until_complete(task)
+        except KeyboardInterrupt:
+            session.agent.abort()
+            loop.run_until_complete(asyncio.wait([task]))
+            raise
     outcome: dict[str, Any] = {}
 
     def target() -> None:
@@ -298,7 +305,12 @@ def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:
 
     worker = threading.Thread(target=target, name="pi-compact", daemon=True)
     worker.start()
-    worker.join()
+    try:
+        worker.join()
+    except KeyboardInterrupt:
+        session.agent.abort()  # safe from any thread
+        worker.join()
+        raise
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")

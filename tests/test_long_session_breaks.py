@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from fake_openai import Chunks, FakeOpenAI, text_chunks
+from fake_openai import Chunks, FakeOpenAI, HTTPError, text_chunks, usage_dict
 
 from pi_kernel.agent import Agent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT
@@ -66,3 +66,36 @@ async def test_an_aborted_manual_compaction_changes_nothing(fake_openai: FakeOpe
     assert await compacting is None
     assert agent.state.messages == history
     assert not agent.is_running
+
+
+def cjk_tokens(body: dict[str, Any]) -> int:
+    """Tokens as a real tokenizer counts Chinese text: about one per character (ASCII: four characters)."""
+    text = json.dumps(body["messages"], ensure_ascii=False)
+    wide = sum(1 for ch in text if ord(ch) > 0x2E80)
+    return wide + (len(text) - wide) // 4
+
+
+async def test_a_chinese_conversation_past_a_small_window_keeps_working(fake_openai: FakeOpenAI) -> None:
+    """In Chinese (about one token per character) an estimate of characters / 4 made compaction keep about the
+    whole window verbatim: every later request overflowed, and the retry too."""
+
+    def server(body: dict[str, Any]) -> Any:
+        tokens = cjk_tokens(body)
+        if tokens > 4_000:
+            return HTTPError(400, body=OVERFLOW)
+        usage = usage_dict(tokens, 300)
+        if is_summary_request(body):
+            return text_chunks("## 目标\n读文件", usage=usage)
+        return text_chunks("好的。" + "这是一个很长的回答。" * 60, usage=usage)  # ~600 tokens
+
+    fake_openai.responder = server
+    model = Model("fake-model", provider="llamacpp", base_url=fake_openai.base_url, context_window=4_000, max_tokens=500)
+    agent = Agent(model)
+    failed = []
+    for turn in range(12):
+        await agent.prompt(f"第{turn}个问题：" + "请继续分析数据。" * 20)
+        last = agent.state.messages[-1]
+        if last.stop_reason == "error":
+            failed.append((turn, last.error_message))
+    assert not failed, f"{len(failed)} of 12 turns failed, first: {failed[0]}"
+    assert any(is_summary_request(body) for body in fake_openai.bodies)

@@ -7,11 +7,12 @@ import asyncio
 import json
 from typing import Any
 
-from fake_openai import Chunks, FakeOpenAI, HTTPError, text_chunks, usage_dict
+from fake_openai import Chunks, FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
 
 from pi_kernel.agent import Agent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT
 from pi_kernel.ai import AssistantMessage, Model, TextContent, UserMessage
+from pi_kernel.tools import ToolRegistry, tool
 
 OVERFLOW = {
     "error": {"message": "This model's maximum context length is 4000 tokens.", "code": "context_length_exceeded"}
@@ -24,6 +25,10 @@ def request_tokens(body: dict[str, Any]) -> int:
 
 def is_summary_request(body: dict[str, Any]) -> bool:
     return body["messages"][0]["content"] == SUMMARY_PROMPT
+
+
+def small_window_model(server: FakeOpenAI) -> Model:
+    return Model("fake-model", provider="llamacpp", base_url=server.base_url, context_window=4_000, max_tokens=500)
 
 
 def short_history(turns: int) -> list[Any]:
@@ -89,13 +94,45 @@ async def test_a_chinese_conversation_past_a_small_window_keeps_working(fake_ope
         return text_chunks("好的。" + "这是一个很长的回答。" * 60, usage=usage)  # ~600 tokens
 
     fake_openai.responder = server
-    model = Model("fake-model", provider="llamacpp", base_url=fake_openai.base_url, context_window=4_000, max_tokens=500)
+    model = small_window_model(fake_openai)
     agent = Agent(model)
     failed = []
     for turn in range(12):
-        await agent.prompt(f"第{turn}个问题：" + "请继续分析数据。" * 20)
+        await agent.prompt(f"第{turn}个问题:" + "请继续分析数据。" * 20)
         last = agent.state.messages[-1]
         if last.stop_reason == "error":
             failed.append((turn, last.error_message))
     assert not failed, f"{len(failed)} of 12 turns failed, first: {failed[0]}"
     assert any(is_summary_request(body) for body in fake_openai.bodies)
+
+
+async def test_a_tool_result_under_the_limit_but_over_the_window_does_not_fail_the_turn(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """A 30,000-character result (under the 64,000 default, ~7,500 tokens) with a 4,000-token window: the
+    server rejects every request over its window. Compaction kept the result verbatim, so the retry
+    overflowed too and the turn ended in an error."""
+    registry = ToolRegistry()
+
+    @tool(registry=registry)
+    def dump() -> str:
+        """Return a table."""
+        return "row, " * 6_000
+
+    def server(body: dict[str, Any]) -> Any:
+        if request_tokens(body) > 4_000:
+            return HTTPError(400, body=OVERFLOW)
+        if is_summary_request(body):
+            return text_chunks("## Goal\nsummary")
+        if body["messages"][-1]["role"] == "tool":
+            return text_chunks("table seen")
+        return tool_call_chunks([ToolCallSpec("dump", {}, "call_dump")])
+
+    fake_openai.responder = server
+    model = small_window_model(fake_openai)
+    agent = Agent(model, prepare_next_turn=registry.prepare_next_turn)
+    await agent.prompt("show me the table")
+    last = agent.state.messages[-1]
+    assert last.text == "table seen", f"the turn failed: {last.error_message}"
+    sent = [m for m in fake_openai.bodies[-1]["messages"] if m["role"] == "tool"]
+    assert "Tool result cut" in sent[0]["content"]

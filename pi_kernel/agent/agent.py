@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.agent.compaction import CompactionResult, CompactionSettings, compact_context
+from pi_kernel.agent.compaction import CHARS_PER_TOKEN, CompactionResult, CompactionSettings, compact_context
 from pi_kernel.agent.events import (
     AgentEndEvent,
     AgentEvent,
@@ -325,10 +325,20 @@ class Agent:
             prepare_next_turn=self._prepare_next_turn,
             stream_options=self.stream_options,
             max_turns=self.max_turns,
-            max_tool_result_chars=self.max_tool_result_chars,
+            max_tool_result_chars=self.tool_result_limit(),
             compaction=self.compaction,
             before_request=self._check_budget,
         )
+
+    def tool_result_limit(self) -> int | None:
+        """The characters of a tool result the model gets: ``max_tool_result_chars``, and, with compaction on,
+        at most half the model's window (``CHARS_PER_TOKEN``), so one result never fills the window alone;
+        ``None``: no bound."""
+        limit = self.max_tool_result_chars
+        model = self._state.model
+        if limit is None or model is None or not self.compaction.enabled:
+            return limit
+        return min(limit, max(model.resolved_context_window // 2 * CHARS_PER_TOKEN, 1_000))
 
     def _check_budget(self, context: Context) -> str | None:
         model = self._state.model

@@ -136,3 +136,43 @@ async def test_a_tool_result_under_the_limit_but_over_the_window_does_not_fail_t
     assert last.text == "table seen", f"the turn failed: {last.error_message}"
     sent = [m for m in fake_openai.bodies[-1]["messages"] if m["role"] == "tool"]
     assert "Tool result cut" in sent[0]["content"]
+
+
+async def test_a_cancelled_run_keeps_a_finished_user_tool_result_bounded(fake_openai: FakeOpenAI) -> None:
+    """A run cancelled from outside (a second kernel interrupt) gives each finished call its real result
+    (``state.closing_events_for_cancelled_run``): it was not bounded, and went whole to the model."""
+    registry = ToolRegistry()
+
+    @tool(registry=registry)
+    def dump() -> str:
+        """Return a huge text."""
+        return "x" * 300_000  # over the 64,000 limit, under the 128,000-token window
+
+    @tool(registry=registry)
+    async def hang() -> str:
+        """Wait."""
+        await asyncio.sleep(60)
+        return "late"
+
+    fake_openai.enqueue(
+        tool_call_chunks([ToolCallSpec("dump", {}, "call_dump"), ToolCallSpec("hang", {}, "call_hang")]),
+        text_chunks("next answer"),
+    )
+    model = Model("fake-model", provider="llamacpp", base_url=fake_openai.base_url)
+    agent = Agent(model, prepare_next_turn=registry.prepare_next_turn)
+    dumped = asyncio.Event()
+    agent.subscribe(
+        lambda event: dumped.set()
+        if event.type == "tool_execution_end" and event.tool_call_id == "call_dump"
+        else None
+    )
+    run = asyncio.ensure_future(agent.prompt("dump and hang"))
+    await asyncio.wait_for(dumped.wait(), 20)
+    run.cancel()
+    try:
+        await run
+    except asyncio.CancelledError:
+        pass
+    await agent.prompt("go on")
+    sent = [m for m in fake_openai.bodies[-1]["messages"] if m["role"] == "tool" and m["tool_call_id"] == "call_dump"]
+    assert len(sent[0]["content"]) < 70_000, f"{len(sent[0]['content']):,} characters of a tool result were sent"

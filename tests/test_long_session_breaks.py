@@ -4,6 +4,7 @@ client and the scripted server (each test failed before its fix)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -11,7 +12,7 @@ from fake_openai import Chunks, FakeOpenAI, HTTPError, ToolCallSpec, text_chunks
 
 from pi_kernel.agent import Agent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT
-from pi_kernel.ai import AssistantMessage, Model, TextContent, UserMessage
+from pi_kernel.ai import AssistantMessage, ImageContent, Model, TextContent, UserMessage
 from pi_kernel.tools import ToolRegistry, tool
 
 OVERFLOW = {
@@ -176,3 +177,24 @@ async def test_a_cancelled_run_keeps_a_finished_user_tool_result_bounded(fake_op
     await agent.prompt("go on")
     sent = [m for m in fake_openai.bodies[-1]["messages"] if m["role"] == "tool" and m["tool_call_id"] == "call_dump"]
     assert len(sent[0]["content"]) < 70_000, f"{len(sent[0]['content']):,} characters of a tool result were sent"
+
+
+async def test_a_user_tool_returning_image_blocks_is_bounded_too(fake_openai: FakeOpenAI) -> None:
+    """Content blocks a ``@tool`` returns pass through untouched and the bound counted text only: 40 images of
+    1 MB of base64 each reached the model whole, 40 MB in one request."""
+    registry = ToolRegistry()
+    blob = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 750_000).decode()
+
+    @tool(registry=registry)
+    def shots() -> list[ImageContent]:
+        """Screenshots."""
+        return [ImageContent(blob, "image/png") for _ in range(40)]
+
+    fake_openai.enqueue(tool_call_chunks([ToolCallSpec("shots", {}, "call_shots")]), text_chunks("seen"))
+    model = Model("fake-model", provider="llamacpp", base_url=fake_openai.base_url)
+    agent = Agent(model, prepare_next_turn=registry.prepare_next_turn)
+    await agent.prompt("take screenshots")
+    size = len(json.dumps(fake_openai.bodies[-1]["messages"]))
+    assert size < 5_000_000, f"{size:,} bytes of tool result went to the model"
+    result = next(m for m in agent.state.messages if getattr(m, "role", "") == "tool_result")
+    assert "images left out" in result.content[0].text

@@ -11,7 +11,8 @@ from typing import Any
 from fake_openai import Chunks, FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
 
 from pi_kernel.agent import Agent
-from pi_kernel.agent.compaction import SUMMARY_PROMPT
+from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
+from pi_kernel.agent.usage import Budget
 from pi_kernel.ai import AssistantMessage, ImageContent, Model, TextContent, UserMessage
 from pi_kernel.tools import ToolRegistry, tool
 
@@ -198,3 +199,22 @@ async def test_a_user_tool_returning_image_blocks_is_bounded_too(fake_openai: Fa
     assert size < 5_000_000, f"{size:,} bytes of tool result went to the model"
     result = next(m for m in agent.state.messages if getattr(m, "role", "") == "tool_result")
     assert "images left out" in result.content[0].text
+
+
+async def test_the_summary_request_and_retry_after_an_overflow_respect_the_token_budget(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """The budget was checked once, before the first request; an overflow answer then led to a summary
+    request and a retry sent without looking at the budget again."""
+    fake_openai.enqueue(
+        HTTPError(400, body=OVERFLOW),
+        text_chunks("## Goal\nsummary", usage=usage_dict(950, 40)),  # the summary request: 990 tokens
+        text_chunks("the answer", usage=usage_dict(200, 10)),
+    )
+    model = Model("fake-model", provider="llamacpp", base_url=fake_openai.base_url)
+    agent = Agent(model, compaction=CompactionSettings(keep_recent_tokens=1))
+    agent.replace_messages(short_history(3))
+    agent.budget = Budget(tokens=1_000)
+    await agent.prompt("next")
+    assert agent.usage.tokens <= 1_000, f"{agent.usage.tokens} tokens spent against a budget of 1,000"
+    assert "budget reached" in (agent.state.messages[-1].error_message or "")

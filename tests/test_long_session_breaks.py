@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from fake_openai import Chunks, FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
@@ -14,6 +15,7 @@ from pi_kernel.agent import Agent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
 from pi_kernel.agent.usage import Budget
 from pi_kernel.ai import AssistantMessage, ImageContent, Model, TextContent, UserMessage
+from pi_kernel.kernel.long_session import budget
 from pi_kernel.tools import ToolRegistry, tool
 
 OVERFLOW = {
@@ -218,3 +220,26 @@ async def test_the_summary_request_and_retry_after_an_overflow_respect_the_token
     await agent.prompt("next")
     assert agent.usage.tokens <= 1_000, f"{agent.usage.tokens} tokens spent against a budget of 1,000"
     assert "budget reached" in (agent.state.messages[-1].error_message or "")
+
+
+async def test_a_dollar_budget_on_a_model_without_a_price_says_it_cannot_hold(fake_openai: FakeOpenAI) -> None:
+    """A model with no known price costs $0 to the ledger, so ``%pi budget 0.01`` silently never stopped
+    anything; now ``%pi budget`` says the budget cannot work without a price."""
+    for _ in range(3):
+        fake_openai.enqueue(text_chunks("a", usage=usage_dict(1_000_000, 10)))
+    model = Model("fake-unpriced-model", provider="llamacpp", base_url=fake_openai.base_url)
+    agent = Agent(model)
+    session: Any = SimpleNamespace(agent=agent)
+    shown = budget(session, ["0.01"])
+    for turn in range(3):
+        await agent.prompt(f"turn {turn}")
+    shown_after = budget(session, [])
+    assert "no price" in shown and "no price" in shown_after, (shown, shown_after)
+    assert "%pi price fake-unpriced-model" in shown
+
+
+def test_a_dated_model_id_has_its_family_price_as_it_has_its_window() -> None:
+    dated = Model("gpt-4o-mini-2024-07-18")
+    assert dated.context_window_source == "known"
+    assert dated.resolved_cost is not None
+    assert dated.resolved_cost == Model("gpt-4o-mini").resolved_cost

@@ -202,7 +202,7 @@ def describe_budget(session: PiSession) -> str:
 
 def usage(session: PiSession, words: list[str]) -> str:
     """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
-    from pi_kernel.ai.models import KNOWN_COSTS
+    from pi_kernel.ai.models import known_cost
     from pi_kernel.widgets.footer import context_meter
 
     ledger = session.agent.usage
@@ -216,7 +216,7 @@ def usage(session: PiSession, words: list[str]) -> str:
     rows = [f"{head} over {requests} model request(s)"]
     for name, totals in ledger.by_model.items():
         cost = f"${totals.cost:.4f}" if totals.priced else "price unknown (%pi price MODEL IN OUT)"
-        price = KNOWN_COSTS.get(name.split(":", 1)[-1])
+        price = known_cost(name.split(":", 1)[-1])
         if not totals.priced and price is not None:
             estimate = ((totals.input - totals.cache_read) * price.input + totals.output * price.output) / 1e6
             cost = f"~${estimate:.4f} at today's price"
@@ -264,6 +264,13 @@ def budget(session: PiSession, words: list[str]) -> str:
                 agent.budget.usd = dollars(words[0])
         except ValueError as error:
             raise UsageError(f"%pi budget USD [--tokens N]: {error}") from None
+    model = agent.state.model
+    if agent.budget.usd is not None and model is not None and model.resolved_cost is None:
+        return (
+            f"budget: {describe_budget(session)}\n"
+            f"warning: {model.id} has no price, so its requests count $0 and a dollar budget cannot stop them; "
+            f"set one with %pi price {model.id} IN OUT, or use a token budget (%pi budget --tokens N)."
+        )
     return f"budget: {describe_budget(session)}"
 
 

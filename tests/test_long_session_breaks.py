@@ -243,3 +243,15 @@ def test_a_dated_model_id_has_its_family_price_as_it_has_its_window() -> None:
     assert dated.context_window_source == "known"
     assert dated.resolved_cost is not None
     assert dated.resolved_cost == Model("gpt-4o-mini").resolved_cost
+
+
+async def test_a_summary_longer_than_asked_is_bounded(fake_openai: FakeOpenAI) -> None:
+    """A server that does not honour ``max_tokens`` gave a summary bigger than the window, used whole."""
+    fake_openai.enqueue(text_chunks("## Goal\n" + "details " * 12_000), text_chunks("the answer"))  # ~24k tokens
+    model = Model("fake-model", provider="llamacpp", base_url=fake_openai.base_url, context_window=8_000)
+    agent = Agent(model)
+    agent.replace_messages(short_history(4))
+    await agent.compact()
+    summary = agent.state.messages[0].content[0].text  # type: ignore[union-attr]
+    assert len(summary) // 4 < 8_000 // 2, f"a {len(summary) // 4:,}-token summary in an 8,000-token window"
+    assert "characters left out" in summary

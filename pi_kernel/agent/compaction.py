@@ -349,6 +349,8 @@ async def compact_messages(
     if answer.stop_reason in ("error", "aborted") or not text:
         error = answer.error_message or "the model gave an empty summary"
         text = fallback_summary(older, int(min(8_000, answer_tokens * ratio)))
+    else:  # a server may not honour max_tokens: the summary is never longer than was asked for
+        text = _clip(text, int(answer_tokens * min(ratio, chars_per_token([answer]))))
     turns = sum(1 for m in older if getattr(m, "role", "") == "assistant") + sum(compacted_turns_of(m) for m in older)
     summary = UserMessage([TextContent(summary_text(turns, text))])
     before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,7 +17,7 @@ from pi_kernel.agent import Agent
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
 from pi_kernel.agent.usage import Budget
 from pi_kernel.ai import AssistantMessage, ImageContent, Model, TextContent, UserMessage
-from pi_kernel.kernel.long_session import budget
+from pi_kernel.kernel.long_session import budget, with_context_window
 from pi_kernel.tools import ToolRegistry, tool
 
 OVERFLOW = {
@@ -255,3 +257,69 @@ async def test_a_summary_longer_than_asked_is_bounded(fake_openai: FakeOpenAI) -
     summary = agent.state.messages[0].content[0].text  # type: ignore[union-attr]
     assert len(summary) // 4 < 8_000 // 2, f"a {len(summary) // 4:,}-token summary in an 8,000-token window"
     assert "characters left out" in summary
+
+
+def serve_json(answers: dict[str, Any]) -> ThreadingHTTPServer:
+    """A local server answering GET and POST at each path of ``answers`` with its JSON (404 elsewhere)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self) -> None:
+            body = json.dumps(answers.get(self.path, {})).encode()
+            self.send_response(200 if self.path in answers else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self.answer()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.answer()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def test_llama_cpp_window_is_the_servers_context_not_the_models_training_length() -> None:
+    """llama.cpp's ``/models`` ``meta.n_ctx_train`` is the length the model was trained on; the server's window
+    is its ``--ctx-size`` (``/props``: ``default_generation_settings.n_ctx``)."""
+    httpd = serve_json(
+        {
+            "/v1/models": {"data": [{"id": "qwen3.gguf", "object": "model", "meta": {"n_ctx_train": 262_144}}]},
+            "/props": {"default_generation_settings": {"n_ctx": 32_768}},
+        }
+    )
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        model = with_context_window(Model("qwen3.gguf", provider="llamacpp", base_url=url), None)
+        assert model is not None and model.resolved_context_window == 32_768
+    finally:
+        httpd.shutdown()
+
+
+def test_ollama_window_is_the_served_context_not_the_models_training_length() -> None:
+    """``/api/show``'s ``*.context_length`` is the training length; Ollama serves ``num_ctx`` when the model sets
+    it, a loaded model's ``context_length`` in ``/api/ps``, else its default (4,096 at the least)."""
+    cases = [
+        ({"models": []}, "", 4_096),
+        ({"models": []}, "num_ctx 8192\nstop <eot>", 8_192),
+        ({"models": [{"name": "qwen3:8b", "model": "qwen3:8b", "context_length": 16_384}]}, "", 16_384),
+    ]
+    for running, parameters, expected in cases:
+        httpd = serve_json(
+            {
+                "/api/ps": running,
+                "/api/show": {"model_info": {"qwen3.context_length": 131_072}, "parameters": parameters},
+            }
+        )
+        try:
+            url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+            model = with_context_window(Model("qwen3:8b", provider="ollama", base_url=url), None)
+            assert model is not None and model.resolved_context_window == expected, (parameters, running)
+        finally:
+            httpd.shutdown()

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.agent.compaction import CompactionResult, CompactionSettings, compact_context
+from pi_kernel.agent.compaction import CHARS_PER_TOKEN, CompactionResult, CompactionSettings, compact_context
 from pi_kernel.agent.events import (
     AgentEndEvent,
     AgentEvent,
@@ -325,10 +325,20 @@ class Agent:
             prepare_next_turn=self._prepare_next_turn,
             stream_options=self.stream_options,
             max_turns=self.max_turns,
-            max_tool_result_chars=self.max_tool_result_chars,
+            max_tool_result_chars=self.tool_result_limit(),
             compaction=self.compaction,
             before_request=self._check_budget,
         )
+
+    def tool_result_limit(self) -> int | None:
+        """The characters of a tool result the model gets: ``max_tool_result_chars``, and, with compaction on,
+        at most half the model's window (``CHARS_PER_TOKEN``), so one result never fills the window alone;
+        ``None``: no bound."""
+        limit = self.max_tool_result_chars
+        model = self._state.model
+        if limit is None or model is None or not self.compaction.enabled:
+            return limit
+        return min(limit, max(model.resolved_context_window // 2 * CHARS_PER_TOKEN, 1_000))
 
     def _check_budget(self, context: Context) -> str | None:
         model = self._state.model
@@ -340,20 +350,38 @@ class Agent:
         """Compact the transcript now (``%pi compact``): everything before the last prompt becomes the
         summary; ``None`` when there is nothing to compact.
 
-        Listeners get the ``compaction`` event. Raises while a run is active.
+        Listeners get the ``compaction`` event. Raises while a run is active. The compaction is a run of
+        its own: ``prompt()`` meanwhile raises, ``abort()`` stops the summary request (nothing changes), and
+        the result applies only to the conversation it summarised.
         """
         if self._active is not None:
             raise RuntimeError("Agent is already processing. Wait for completion before compacting.")
         model = self._state.model
         if model is None:
             raise ValueError("No model configured")
+        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future())
+        self._active = active  # before any await: a prompt() meanwhile is refused
         state = self._state
-        context = Context(state.system_prompt, list(state.messages), list(state.tools))
-        stream_fn = self.stream_fn or default_stream_fn()
-        settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
-        return await compact_context(
-            context, model, settings, "manual", self._process_event, stream_fn, None, self.stream_options
-        )
+        try:
+            snapshot = list(state.messages)
+            context = Context(state.system_prompt, list(snapshot), list(state.tools))
+            stream_fn = self.stream_fn or default_stream_fn()
+            settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+            return await compact_context(
+                context,
+                model,
+                settings,
+                "manual",
+                self._process_event,
+                stream_fn,
+                active.controller.signal,
+                self.stream_options,
+                still_current=lambda: state.messages == snapshot,
+            )
+        finally:
+            self._active = None
+            if not active.done.done():
+                active.done.set_result(None)
 
     def _prepare_next_turn(self, context: Context) -> Any:
         """Before each request: the current system prompt and tools, then the user's hook.
@@ -393,7 +421,9 @@ class Agent:
         The state gets the results at once; the events follow, as far as a
         further cancellation lets them.
         """
-        events = closing_events_for_cancelled_run(self._state, ended_calls, OPERATION_ABORTED)
+        events = closing_events_for_cancelled_run(
+            self._state, ended_calls, OPERATION_ABORTED, self.tool_result_limit()
+        )
         for event in events:
             reduce_agent_state(self._state, event)
         for event in events:

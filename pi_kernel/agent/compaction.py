@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,7 +50,9 @@ from pi_kernel.ai import (
 CompactionReason = Literal["threshold", "overflow", "manual"]
 
 CHARS_PER_TOKEN = 4
-"""The estimate pi uses (conservative for English and code)."""
+"""The estimate pi uses for ASCII text (conservative for English and code)."""
+WIDE_CHARS_PER_TOKEN = 1
+"""Any other character (Chinese, Japanese, Korean, ...): tokenizers give about one token to each."""
 IMAGE_TOKENS = 1_200
 SUMMARY_MARKER = re.compile(r"^\[compacted (\d+) turns?\]")
 
@@ -104,22 +106,48 @@ class CompactionResult:
 # ---------------------------------------------------------------- sizes
 
 
-def estimate_tokens(message: Any) -> int:
-    """A message's size in tokens, from its characters (``CHARS_PER_TOKEN``)."""
+def text_tokens(text: str) -> int:
+    """``text``'s size in tokens: ASCII at ``CHARS_PER_TOKEN`` characters a token, any other character
+    (Chinese text is about one token a character) at ``WIDE_CHARS_PER_TOKEN``."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return ascii_chars // CHARS_PER_TOKEN + (len(text) - ascii_chars) // WIDE_CHARS_PER_TOKEN
+
+
+def _message_text(message: Any) -> tuple[str, int]:
+    """A message's text as the model reads it, and its number of images."""
     content = getattr(message, "content", "")
     if isinstance(content, str):
-        return len(content) // CHARS_PER_TOKEN + 4
-    chars, images = 0, 0
+        return content, 0
+    parts: list[str] = []
+    images = 0
     for block in content:
         if isinstance(block, TextContent):
-            chars += len(block.text)
+            parts.append(block.text)
         elif isinstance(block, ThinkingContent):
-            chars += len(block.thinking)
+            parts.append(block.thinking)
         elif isinstance(block, ToolCall):
-            chars += len(block.name) + len(json.dumps(block.arguments, default=str))
+            parts.append(block.name + json.dumps(block.arguments, default=str, ensure_ascii=False))
         elif isinstance(block, ImageContent):
             images += 1
-    return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS + 4
+    return "".join(parts), images
+
+
+def estimate_tokens(message: Any) -> int:
+    """A message's size in tokens, from its characters (``text_tokens``)."""
+    text, images = _message_text(message)
+    return text_tokens(text) + images * IMAGE_TOKENS + 4
+
+
+def chars_per_token(messages: Sequence[Any]) -> float:
+    """How many characters make a token in ``messages`` (1 for Chinese, 4 for English and code)."""
+    chars = tokens = 0
+    for message in messages:
+        text, _ = _message_text(message)
+        chars += len(text)
+        tokens += text_tokens(text)
+    if tokens == 0:
+        return float(CHARS_PER_TOKEN)
+    return min(max(chars / tokens, float(WIDE_CHARS_PER_TOKEN)), float(CHARS_PER_TOKEN))
 
 
 def _reported_tokens(message: Any) -> int:
@@ -143,9 +171,9 @@ def estimate_context_tokens(context: Context) -> int:
         if reported and messages[index].timestamp > since:
             return reported + added
         added += estimate_tokens(messages[index])
-    fixed = len(context.system_prompt or "") // CHARS_PER_TOKEN
+    fixed = text_tokens(context.system_prompt or "")
     for tool in context.tools or ():
-        fixed += (len(tool.description) + len(json.dumps(tool.json_schema(), default=str))) // CHARS_PER_TOKEN
+        fixed += text_tokens(tool.description + json.dumps(tool.json_schema(), default=str, ensure_ascii=False))
     return added + fixed
 
 
@@ -291,14 +319,22 @@ async def compact_messages(
     """Summarise the older part of ``messages`` with ``model``; ``None`` when there is nothing to
     compact or the run was aborted meanwhile."""
     window = model.resolved_context_window
+    answer_tokens = min(settings.summary_max_tokens, max(window // 8, 64))
     keep = settings.keep_recent_tokens if settings.keep_recent_tokens is not None else window // 4
+    if reason == "overflow":  # the estimate was short of the provider's count: keep less
+        keep //= 2
     cut = find_cut(messages, keep)
+    # The kept part with the summary must leave room for the answer: keep less until it does.
+    room = window - reserve_tokens(model, settings) - answer_tokens
+    while cut and keep > 0 and sum(estimate_tokens(m) for m in messages[cut:]) > room:
+        keep = keep // 2 if keep > 64 else 0
+        cut = find_cut(messages, keep)
     if cut == 0:
         return None
     older, kept = list(messages[:cut]), list(messages[cut:])
-    answer_tokens = min(settings.summary_max_tokens, max(window // 8, 64))
-    room_chars = max(window - answer_tokens - len(SUMMARY_PROMPT) // CHARS_PER_TOKEN - 64, 256) * CHARS_PER_TOKEN
-    transcript = serialize_messages(older, int(room_chars * 0.9))
+    ratio = chars_per_token(older)
+    room_tokens = max(window - answer_tokens - text_tokens(SUMMARY_PROMPT) - 64, 256)
+    transcript = serialize_messages(older, int(room_tokens * ratio * 0.9))
     request = Context(
         SUMMARY_PROMPT, [UserMessage([TextContent(f"The conversation to summarise:\n\n{transcript}")])], []
     )
@@ -312,7 +348,9 @@ async def compact_messages(
     text = answer.text.strip()
     if answer.stop_reason in ("error", "aborted") or not text:
         error = answer.error_message or "the model gave an empty summary"
-        text = fallback_summary(older, min(8_000, answer_tokens * CHARS_PER_TOKEN))
+        text = fallback_summary(older, int(min(8_000, answer_tokens * ratio)))
+    else:  # a server may not honour max_tokens: the summary is never longer than was asked for
+        text = _clip(text, int(answer_tokens * min(ratio, chars_per_token([answer]))))
     turns = sum(1 for m in older if getattr(m, "role", "") == "assistant") + sum(compacted_turns_of(m) for m in older)
     summary = UserMessage([TextContent(summary_text(turns, text))])
     before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)
@@ -328,11 +366,14 @@ async def compact_context(
     stream_fn: Any,
     signal: AbortSignal | None = None,
     options: StreamOptions | None = None,
+    still_current: Callable[[], bool] | None = None,
 ) -> CompactionResult | None:
-    """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event."""
+    """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event; ``None``
+    (nothing changed) when there was nothing to compact, the run was aborted, or ``still_current`` says the
+    conversation changed while the summary was written (the result would drop what was added)."""
     before = estimate_context_tokens(context)
     result = await compact_messages(context.messages, model, stream_fn, settings, reason, signal, options, before)
-    if result is None:
+    if result is None or (still_current is not None and not still_current()):
         return None
     context.messages = list(result.messages)
     await emit(

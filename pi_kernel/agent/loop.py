@@ -277,20 +277,37 @@ async def _request_with_room(
 ) -> AssistantMessage:
     """One model request that fits: ``before_request`` may stop it (a budget); then, with ``compaction``, the
     history is compacted first when the request would not fit the window, and once more, with one
-    retry, when the provider answers with a context-length error."""
-    if config.before_request is not None and not signal.aborted:  # first: a summary request costs too
+    retry, when the provider answers with a context-length error. ``before_request`` is asked before every
+    request it sends: the first, a summary request, and the request after a compaction."""
+
+    async def refusal() -> str | None:
+        if config.before_request is None or signal.aborted:
+            return None
         stop = await call_hook(config.before_request, context)
-        if stop:
-            return await _refuse_request(context, config, emit, str(stop))
+        return str(stop) if stop else None
+
+    stop = await refusal()  # first: a summary request costs too
+    if stop:
+        return await _refuse_request(context, config, emit, stop)
     settings = config.compaction
     if settings is not None and settings.enabled and not signal.aborted:
         if needs_compaction(context, config.model, settings):
-            await compact_context(context, config.model, settings, "threshold", emit, stream_fn, signal, options)
+            compacted = await compact_context(
+                context, config.model, settings, "threshold", emit, stream_fn, signal, options
+            )
+            stop = await refusal() if compacted is not None else None  # the summary request was paid
+            if stop:
+                return await _refuse_request(context, config, emit, stop)
     retry = settings is not None and settings.enabled
     message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options, retry)
     if message is None:  # the provider said the request was too long; nothing was emitted
         assert settings is not None
-        await compact_context(context, config.model, settings, "overflow", emit, stream_fn, signal, options)
+        stop = await refusal()
+        if not stop:
+            await compact_context(context, config.model, settings, "overflow", emit, stream_fn, signal, options)
+            stop = await refusal()
+        if stop:
+            return await _refuse_request(context, config, emit, stop)
         message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options)
     assert message is not None
     return message

@@ -19,9 +19,12 @@ from pi_kernel.agent.events import (
     ToolExecutionStartEvent,
     TurnEndEvent,
 )
+from pi_kernel.agent.result_limit import bound_content
+from pi_kernel.agent.tool_execution import masked_content
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, Message, Model, TextContent, Tool, ToolResultMessage
 from pi_kernel.ai.sanitize import clean_message
+from pi_kernel.ai.secrets import secret_values
 
 QueueMode = Literal["one-at-a-time", "all"]
 
@@ -140,7 +143,7 @@ def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[To
 
 
 def closing_events_for_cancelled_run(
-    state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str
+    state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str, max_chars: int | None = None
 ) -> list[AgentEvent]:
     """The events that close a run cancelled from outside, for the state and the listeners.
 
@@ -150,7 +153,8 @@ def closing_events_for_cancelled_run(
     gets one: a call that had finished (its ``tool_execution_end`` in
     ``ended_calls``) keeps its real result, since its side effects happened;
     the others get ``text`` as an error, and a ``tool_execution_end`` when they
-    were still pending. Then ``agent_end``.
+    were still pending. Then ``agent_end``. A real result is masked and bounded to ``max_chars`` as every
+    tool result message is (``tool_execution.create_tool_result_message``).
     """
     events: list[AgentEvent] = []
     streaming = state.streaming_message
@@ -169,7 +173,7 @@ def closing_events_for_cancelled_run(
             results[index] = result = ToolResultMessage(
                 tool_call_id=ended.tool_call_id,
                 tool_name=ended.tool_name,
-                content=ended.result.content,
+                content=bound_content(masked_content(ended.result.content or [], secret_values()), max_chars)[0],
                 details=ended.result.details,
                 is_error=ended.is_error,
                 usage=ended.result.usage,

@@ -98,6 +98,15 @@ def known_context_window(model_id: str) -> int | None:
     return KNOWN_CONTEXT_WINDOWS[max(prefixes, key=len)] if prefixes else None
 
 
+def known_cost(model_id: str) -> ModelCost | None:
+    """The table's price for ``model_id``: exact, else the longest known id it starts with (a dated variant
+    such as ``gpt-4o-mini-2024-07-18`` has its family's price, as it has its window)."""
+    if model_id in KNOWN_COSTS:
+        return KNOWN_COSTS[model_id]
+    prefixes = [known for known in KNOWN_COSTS if model_id.startswith(known + "-")]
+    return KNOWN_COSTS[max(prefixes, key=len)] if prefixes else None
+
+
 @dataclass(frozen=True, slots=True)
 class Model:
     id: str
@@ -143,7 +152,7 @@ class Model:
 
     @property
     def resolved_cost(self) -> ModelCost | None:
-        return self.cost or KNOWN_COSTS.get(self.id)
+        return self.cost or known_cost(self.id)
 
     @property
     def resolved_context_window(self) -> int:

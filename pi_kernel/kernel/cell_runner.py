@@ -27,6 +27,7 @@ from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
+from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
@@ -120,7 +121,10 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     prompt = prompt.strip()
     if not prompt:
         raise PiUsageError("%%pi needs a prompt in the cell body")
-    model = model_from_spec(options.model, session.settings) if options.model else session.model
+    if options.model:  # the window the person set holds for the cell's model too
+        model = with_context_window(model_from_spec(options.model, session.settings), session.settings.context_window)
+    else:
+        model = session.model
     if model is None:
         raise PiUsageError(NO_MODEL_HELP)
     refused = refusal(model, session.settings.allowed_models) if options.model else None

@@ -99,7 +99,9 @@ def model(session: PiSession, words: list[str]) -> str:
             raise CommandError(refused)
         session.set_model(chosen)
     if words or window is not None:
-        session.set_model(long_session.with_context_window(session.model, window))
+        # the window given, else the one set for the session (PI_CONTEXT_WINDOW, c.PiKernel.context_window)
+        chosen_window = window if window is not None else session.settings.context_window
+        session.set_model(long_session.with_context_window(session.model, chosen_window))
     current = session.model
     return f"model: {describe_model(current)}" if current else NO_MODEL_HELP
 

@@ -5,8 +5,8 @@ person sees and sets them (the mechanics are the agent layer's: ``pi_kernel.agen
 This module owns the ``%pi`` commands ``compact``, ``usage``, ``price`` and ``budget``, the
 ``--context`` flag of ``%pi model``, the ``context:`` and ``budget:`` lines of ``%pi``, how the
 session's settings reach its agent, the context window asked of a local server (``/models`` of
-vLLM and llama.cpp, ``/api/show`` of Ollama), and ``_pi_results``: the whole value of each tool
-result that was cut before it reached the model.
+vLLM, ``/props`` of llama.cpp, ``/api/ps`` and ``/api/show`` of Ollama), and ``_pi_results``: the
+whole value of each tool result that was cut before it reached the model.
 
 ``pi_kernel.ai`` / ``pi_kernel.agent`` are imported inside the functions, as in ``config``: this
 module loads at kernel start, where importing them would cost a second.
@@ -37,6 +37,8 @@ RESULTS_VARIABLE = "_pi_results"
 KEPT_RESULTS = 20
 """How many cut results ``_pi_results`` keeps (the oldest go first)."""
 SERVERS_THAT_SAY = ("vllm", "llamacpp", "ollama")
+OLLAMA_DEFAULT_CONTEXT = 4_096
+"""The context Ollama serves a model with when nothing sets it (its smallest default, by VRAM)."""
 
 _server_windows: dict[tuple[str, str], int | None] = {}
 
@@ -113,14 +115,56 @@ def _window_of(entry: dict[str, Any]) -> int | None:
     return None
 
 
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _ollama_window(root: str, model_id: str) -> int | None:
+    """The context Ollama serves ``model_id`` with: ``/api/ps`` (a loaded model's ``context_length``), else
+    the model's ``num_ctx`` parameter, else Ollama's smallest default (4,096) within the model's training
+    length (``/api/show``'s ``*.context_length`` is that length, not what is served)."""
+    try:
+        running = _get_json(f"{root}/api/ps").get("models") or []
+    except (OSError, ValueError, AttributeError):
+        running = []
+    for entry in running:
+        if isinstance(entry, dict) and model_id in (entry.get("name"), entry.get("model")):
+            found = _positive(entry.get("context_length"))
+            if found:
+                return found
+    shown = _get_json(f"{root}/api/show", {"model": model_id})
+    for line in str(shown.get("parameters") or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == "num_ctx" and value.strip().isdigit():
+            return int(value.strip())
+    info = shown.get("model_info") or {}
+    lengths = [v for k, v in info.items() if k.endswith(".context_length") and _positive(v)]
+    return min(lengths[0], OLLAMA_DEFAULT_CONTEXT) if lengths else None
+
+
+def _llama_cpp_window(root: str) -> int | None:
+    """The context llama.cpp serves (``--ctx-size``): ``/props`` ``default_generation_settings.n_ctx``."""
+    try:
+        props = _get_json(f"{root}/props")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    nested = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _positive(nested) or _positive(props.get("n_ctx"))
+
+
 def server_context_window(base_url: str, model_id: str, provider: str) -> int | None:
     """The context window a local server reports for ``model_id`` (``None``: it does not say)."""
+    root = base_url.rstrip("/").removesuffix("/v1")
     try:
         if provider == "ollama":
-            root = base_url.rstrip("/").removesuffix("/v1")
-            info = _get_json(f"{root}/api/show", {"model": model_id}).get("model_info") or {}
-            lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)]
-            return lengths[0] if lengths else None
+            return _ollama_window(root, model_id)
+        if provider == "llamacpp":
+            served = _llama_cpp_window(root)
+            if served:
+                return served
         listed = _get_json(base_url.rstrip("/") + "/models").get("data") or []
     except (OSError, ValueError, AttributeError):
         return None
@@ -202,7 +246,7 @@ def describe_budget(session: PiSession) -> str:
 
 def usage(session: PiSession, words: list[str]) -> str:
     """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
-    from pi_kernel.ai.models import KNOWN_COSTS
+    from pi_kernel.ai.models import known_cost
     from pi_kernel.widgets.footer import context_meter
 
     ledger = session.agent.usage
@@ -216,7 +260,7 @@ def usage(session: PiSession, words: list[str]) -> str:
     rows = [f"{head} over {requests} model request(s)"]
     for name, totals in ledger.by_model.items():
         cost = f"${totals.cost:.4f}" if totals.priced else "price unknown (%pi price MODEL IN OUT)"
-        price = KNOWN_COSTS.get(name.split(":", 1)[-1])
+        price = known_cost(name.split(":", 1)[-1])
         if not totals.priced and price is not None:
             estimate = ((totals.input - totals.cache_read) * price.input + totals.output * price.output) / 1e6
             cost = f"~${estimate:.4f} at today's price"
@@ -264,6 +308,13 @@ def budget(session: PiSession, words: list[str]) -> str:
                 agent.budget.usd = dollars(words[0])
         except ValueError as error:
             raise UsageError(f"%pi budget USD [--tokens N]: {error}") from None
+    model = agent.state.model
+    if agent.budget.usd is not None and model is not None and model.resolved_cost is None:
+        return (
+            f"budget: {describe_budget(session)}\n"
+            f"warning: {model.id} has no price, so its requests count $0 and a dollar budget cannot stop them; "
+            f"set one with %pi price {model.id} IN OUT, or use a token budget (%pi budget --tokens N)."
+        )
     return f"budget: {describe_budget(session)}"
 
 
@@ -282,12 +333,19 @@ def compact(session: PiSession, words: list[str]) -> str:
 
 def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:
     """Run a coroutine from a line magic: on the session's private loop, in a worker thread when this
-    thread already runs a loop (ipykernel)."""
+    thread already runs a loop (ipykernel). An interrupt aborts the agent's work (``%pi compact``: the
+    summary request stops, nothing changes), waits for it to end, and is raised."""
     loop = session.private_loop()
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return loop.run_until_complete(work)
+        task = loop.create_task(work)
+        try:
+            return loop.run_until_complete(task)
+        except KeyboardInterrupt:
+            session.agent.abort()
+            loop.run_until_complete(asyncio.wait([task]))
+            raise
     outcome: dict[str, Any] = {}
 
     def target() -> None:
@@ -298,7 +356,12 @@ def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:
 
     worker = threading.Thread(target=target, name="pi-compact", daemon=True)
     worker.start()
-    worker.join()
+    try:
+        worker.join()
+    except KeyboardInterrupt:
+        session.agent.abort()  # safe from any thread
+        worker.join()
+        raise
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")

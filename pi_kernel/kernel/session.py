@@ -257,7 +257,7 @@ class PiSession:
         if event.type == "compaction":
             self.cell_turns.compacted(event.compacted_messages)
         elif event.type == "tool_execution_end" and self._agent is not None:
-            keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.max_tool_result_chars)
+            keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.tool_result_limit())
 
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)

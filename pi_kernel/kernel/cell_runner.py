@@ -146,12 +146,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     def on_approval(kind: str, request: Any) -> None:
         loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
 
-    message = prompt_message(session, prompt)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     session.set_run(run)
     cancelled = False
     try:
+        message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
         with interrupt_hook(session.interrupt, loop):
             await session.start_mcp()
             _print_notices(session)

@@ -67,7 +67,10 @@ class NotebookContext:
     def after_turn(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> None:
         """Remember the namespace as the agent left it (what its own code defined is no news next time)."""
         self._mark = self.history.seq
-        self._snapshot = _fingerprints(namespace or {}, hidden)
+        try:
+            self._snapshot = _fingerprints(namespace or {}, hidden)
+        except Exception:  # noqa: BLE001 - a hostile namespace: the next turn is told every variable
+            self._snapshot = None
 
     def forget(self) -> None:
         """The conversation was reset: the next turn is told everything again, as a first turn is."""
@@ -75,7 +78,10 @@ class NotebookContext:
         self._snapshot = None
 
     def _changed_variables(self, namespace: Mapping[str, Any], hidden: Iterable[str]) -> list[str]:
-        now = _fingerprints(namespace, hidden)
+        try:
+            now = _fingerprints(namespace, hidden)
+        except Exception:  # noqa: BLE001 - a hostile namespace never breaks a turn: no variables then
+            return []
         before = self._snapshot or {}
         return [f"- {name}: {print_[1]}" for name, print_ in now.items() if before.get(name) != print_]
 

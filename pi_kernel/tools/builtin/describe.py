@@ -139,7 +139,7 @@ def shape_of(value: Any) -> str:
             return f"shape {tuple(value.shape)}"
         except Exception:  # noqa: BLE001 - an odd shape attribute
             return ""
-    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)):
+    if issubclass(type(value), (str, bytes, list, tuple, dict, set, frozenset)):
         return f"len {len(value):,}"
     return ""
 
@@ -150,15 +150,19 @@ def _is_array_like(value: Any) -> bool:
 
 
 def is_user_variable(name: str, value: Any, hidden: Iterable[str] = ()) -> bool:
-    """Not a ``_``-name, module, IPython's own or pi-kernel's object."""
+    """Not a ``_``-name, module, IPython's own or pi-kernel's object (an object whose attribute access
+    raises, such as a proxy outside its context, counts as the user's)."""
     if name.startswith("_") or name in HIDDEN_NAMES or name in hidden:
         return False
-    if isinstance(value, types.ModuleType):
+    if issubclass(type(value), types.ModuleType):
         return False
     module = getattr(type(value), "__module__", "") or ""
-    if module.startswith(("pi_kernel", "IPython.core.autocall")):
+    if isinstance(module, str) and module.startswith(("pi_kernel", "IPython.core.autocall")):
         return False
-    defined_in = getattr(value, "__module__", None) if callable(value) else None
+    try:
+        defined_in = getattr(value, "__module__", None) if callable(value) else None
+    except Exception:  # noqa: BLE001 - a hostile object's attribute access
+        return True
     return not (isinstance(defined_in, str) and defined_in.startswith("pi_kernel"))
 
 

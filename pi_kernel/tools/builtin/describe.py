@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import os
 import queue
 import threading
 import time
@@ -229,12 +230,32 @@ def resolve(namespace: Mapping[str, Any], path: str, hidden: Iterable[str] = ())
     if head not in namespace:
         raise KeyError(head)
     value = namespace[head]
+    _refuse(path, head, value)
     for index, part in enumerate(parts[1:], start=1):
         try:
             value = getattr(value, part)  # the caller runs this under SafeCaller: a property may be user code
         except AttributeError:
             raise AttributeError(f"{'.'.join(parts[:index])} has no attribute {part!r}") from None
+        _refuse(path, part, value)
     return value
+
+
+REFUSED_ATTRIBUTES = frozenset({"environ", "__globals__", "__dict__", "__builtins__", "f_globals", "f_locals"})
+"""Attributes ``inspect`` does not walk through: the process environment and whole namespaces."""
+
+
+class RefusedPath(Exception):
+    """A path ``inspect`` will not read (it leads to the environment, which holds the keys)."""
+
+
+def _refuse(path: str, part: str, value: Any) -> None:
+    """``RefusedPath`` for a step through a module, ``environ``-like attribute or an ``os.environ`` mapping:
+    reading the kernel's environment always asks a person (``python`` code does), ``inspect`` never asks."""
+    if part in REFUSED_ATTRIBUTES or issubclass(type(value), (types.ModuleType, os._Environ)):
+        raise RefusedPath(
+            f"inspect does not read {path}: it walks through a module or the process environment "
+            "(which holds the API keys); use python for it (a person approves that)."
+        )
 
 
 def close_matches(name: str, namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[str]:

@@ -24,6 +24,7 @@ from pi_kernel.tools.builtin.describe import (
     DEFAULT_LIMIT,
     CallTimeout,
     Describer,
+    RefusedPath,
     SafeCaller,
     close_matches,
     list_variables,
@@ -68,6 +69,8 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
             raise ValueError(f"No variable named {head!r} in the notebook.{hint}") from None
         except CallTimeout as error:
             raise ValueError(f"Reading {path} {error}.") from None
+        except RefusedPath as error:
+            raise ValueError(str(error)) from None
         except (AttributeError, ValueError) as error:
             raise ValueError(str(error)) from None
         except Exception as error:  # noqa: BLE001 - a property that raises

@@ -3,7 +3,9 @@
 The project rule (approval_policy / secret_paths, tests/test_kernel_secret_reads.py): python code
 `print(os.environ)` asks even in auto mode, so an inspect of "os.environ" asks too (denied in deny mode),
 and inspect itself refuses a path through a module (pd.io.common.os.environ) or to an os.environ mapping,
-so AWS_SECRET_ACCESS_KEY or DATABASE_PASSWORD never reach the model through it.
+so AWS_SECRET_ACCESS_KEY or DATABASE_PASSWORD never reach the model through it; a string variable
+named like a secret (a getpass() password) is not previewed, and values of secret-named environment
+variables are masked.
 """
 
 from __future__ import annotations
@@ -42,3 +44,19 @@ def test_inspect_does_not_hand_the_environment_to_the_model(monkeypatch: pytest.
             text = str(refused)
         assert SECRET not in text, path
         assert "does not read" in text, text
+
+
+def test_a_password_typed_into_getpass_is_not_previewed_to_the_model() -> None:
+    """getpass() is how notebooks keep secrets out of cell sources; the value then lives in a variable.
+    inspect runs with no approval in every mode, so a string under a secret-like name is never previewed."""
+    namespace = {"db_password": "correct-horse-battery-staple", "aws_secret_access_key": SECRET, "n": 3}
+    listing = run_inspect(None, namespace, limit=4000, hidden=set())
+    assert "correct-horse" not in listing and SECRET not in listing
+    assert "correct-horse" not in run_inspect("db_password", namespace, limit=4000, hidden=set())
+
+
+def test_a_value_equal_to_an_environment_secret_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_PASSWORD", SECRET)
+    namespace = {"connection": f"postgres://db/{SECRET}"}
+    assert SECRET not in run_inspect(None, namespace, limit=4000, hidden=set())
+    assert SECRET not in run_inspect("connection", namespace, limit=4000, hidden=set())

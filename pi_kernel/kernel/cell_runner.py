@@ -30,6 +30,7 @@ from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.tools.builtin.secret_names import mask_text
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -197,7 +198,7 @@ def prompt_message(session: PiSession, prompt: str) -> Any:
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
-    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context)}")])
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask_text(context)}")])
 
 
 async def run_cell(session: PiSession, body: str, line: str = "") -> None:

@@ -5,7 +5,8 @@ object's own ``repr``/``len``/``shape``-like protocol methods and pandas/numpy
 summaries, each run by ``SafeCaller`` on a helper thread with a time limit, so
 a ``repr`` that raises, hangs or returns megabytes gives a short note instead
 of a stuck or crashed kernel. Every text is cut to a size limit and has known
-keys masked.
+keys masked; a string held under a secret-like name (``db_password``) is never
+previewed (``secret_names``).
 
 pandas DataFrames are summarised from per-column numpy reductions (count,
 mean, min, max) rather than ``describe()`` (whose percentiles sort every
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, is_secret_value, mask_text
 
 DEFAULT_LIMIT = 4000
 """Characters of one description or listing (the ``describe_limit`` setting)."""
@@ -195,7 +196,9 @@ def list_variables(
     for index, (name, value) in enumerate(variables):
         shape = shape_of(value)
         line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''}"
-        if time.monotonic() < deadline:
+        if is_secret_value(name, value):
+            line += f" = {HIDDEN_VALUE}"
+        elif time.monotonic() < deadline:
             line += f" = {one_line(safe_repr(value, caller, 400), PREVIEW_CHARS)}"
         rest = variables[index:]
         if used + len(line) + 1 > limit - 200 and len(rest) > 1:
@@ -203,7 +206,7 @@ def list_variables(
             break
         lines.append(line)
         used += len(line) + 1
-    return mask(clip("\n".join(lines), limit))
+    return mask_text(clip("\n".join(lines), limit))
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -277,6 +280,8 @@ class Describer:
     limit: int = DEFAULT_LIMIT
 
     def describe(self, name: str, value: Any) -> str:
+        if is_secret_value(name, value):
+            return f"{name}: {type_name(value)} {shape_of(value)}\n{HIDDEN_VALUE}"
         try:
             timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARISED else None
             text = self.caller.call(lambda: self._describe(name, value), timeout)
@@ -285,7 +290,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return mask(clip(text, self.limit))
+        return mask_text(clip(text, self.limit))
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)

@@ -3,6 +3,9 @@
 - A re-run of a %%pi cell cuts the conversation back to where the cell's turn began; a turn that then
   fails (here: while building its notebook context) must give that conversation back (end_turn), and
   an object whose attribute access raises must not break the turn at all.
+- That cut also removes the notebook context the cell's previous turn carried, so the re-run is told
+  it again: the fix-it loop (run "why did that fail?", edit the prompt, run the same cell again) keeps
+  the error.
 """
 
 from __future__ import annotations
@@ -38,6 +41,18 @@ def request_text(body: dict[str, Any]) -> str:
         elif isinstance(content, list):
             parts.extend(part.get("text", "") for part in content)
     return "\n".join(parts)
+
+
+def test_rerunning_the_fix_it_cell_still_tells_the_model_about_the_error(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    assert kernel.run("ratio = 3 / 0").status == "error"
+    server.enqueue(text_chunks("Not sure."))
+    assert kernel.run("%%pi\nwhy did that fail?", cell_id="fix-it").status == "ok"
+    assert "ZeroDivisionError" in request_text(server.last_body)  # the first run is told
+    server.enqueue(text_chunks("Still not sure."))
+    assert kernel.run("%%pi\nwhy did that fail? look closer", cell_id="fix-it").status == "ok"  # same cell again
+    assert "ZeroDivisionError" in request_text(server.last_body)
 
 
 HOSTILE = '''

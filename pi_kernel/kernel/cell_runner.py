@@ -138,6 +138,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     session.tool_context.cwd = Path.cwd()
     view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
+    context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
     start = len(agent.state.messages)
     saved = (agent.state.model, agent.max_turns)
     agent.state.model = model
@@ -166,9 +167,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         agent.state.model = saved[0] if options.model else agent.state.model
         agent.max_turns = saved[1]
         outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
-        session.end_turn(replaced, outcome.messages)
+        took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
-        session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
+        if took_effect and outcome.messages:
+            session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
+        else:  # the context the turn was told is not in the conversation: tell the next turn
+            session.notebook_context.restore(context_before)
         if options.cells or session.code_cells:
             offer_code_cell(session.shell, outcome.messages)
         _print_notices(session)

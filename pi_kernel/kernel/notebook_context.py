@@ -10,7 +10,10 @@ previous turn (execution count and shortened source), the error of any that
 raised (type and message), and the variables that are new or were rebound or
 changed shape since then (type, shape, a DataFrame's columns). Nothing
 changed: no context part. The first turn of a session (and the first after
-``%pi reset``) sees everything so far.
+``%pi reset``) sees everything so far. Re-running a ``%%pi`` cell cuts its
+previous turn (and the context it carried) out of the conversation, so the
+re-run is told the same news again; a turn that never reached the
+conversation (or a re-run that was undone) leaves the news for the next one.
 
 On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, or
 ``PI_NOTEBOOK_CONTEXT=0`` switch it.
@@ -29,6 +32,8 @@ CONTEXT_LIMIT = 2000
 CONTEXT_HEADER = "Notebook context (what changed in the notebook since your previous turn):"
 SOURCE_CHARS = 300
 MAX_VARIABLES = 30
+ContextState = tuple[int, "dict[str, tuple[int, str]] | None"]
+"""The history mark and the variables' fingerprints the next context is measured from."""
 
 
 class NotebookContext:
@@ -38,6 +43,23 @@ class NotebookContext:
         self.limit = limit
         self._mark = 0
         self._snapshot: dict[str, tuple[int, str]] | None = None
+        self._starts: dict[str, ContextState] = {}
+        """Cell id → the mark and snapshot before that cell's turn (a re-run is told the same news again)."""
+
+    def begin(self, cell_id: str | None, rerun: bool) -> ContextState:
+        """A turn starts for ``cell_id``; ``rerun``: the session cut the cell's previous turn (and the context it
+        carried) out of the conversation, so the mark and snapshot go back to where that turn began. Returns
+        the state before, for ``restore`` when the turn does not take its place."""
+        before = (self._mark, self._snapshot)
+        if rerun and cell_id in self._starts:
+            self._mark, self._snapshot = self._starts[cell_id]
+        if cell_id:
+            self._starts[cell_id] = (self._mark, self._snapshot)
+        return before
+
+    def restore(self, state: ContextState) -> None:
+        """The turn did not reach the conversation (or a re-run was undone): its news is news again."""
+        self._mark, self._snapshot = state
 
     def take(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> str | None:
         """The context text for the turn starting now (``None``: off or nothing changed); the cells
@@ -76,6 +98,7 @@ class NotebookContext:
         """The conversation was reset: the next turn is told everything again, as a first turn is."""
         self._mark = 0
         self._snapshot = None
+        self._starts.clear()
 
     def _changed_variables(self, namespace: Mapping[str, Any], hidden: Iterable[str]) -> list[str]:
         try:

@@ -5,11 +5,12 @@ message is the prompt as written, then a second text part (``Notebook
 context ...``); a reader of the first part (a transcript, a test) still
 finds the prompt there. It is part of the conversation, so the
 transcript, ``%pi history`` and saved sessions show what the model was told.
-What it says (within ``CONTEXT_LIMIT`` characters): the cells run since the
-previous turn (execution count and shortened source), the error of any that
-raised (type and message), and the variables that are new or were rebound or
-changed shape since then (type, shape, a DataFrame's columns). Nothing
-changed: no context part. The first turn of a session (and the first after
+What it says (within ``CONTEXT_LIMIT`` characters, filled from the newest cell
+back, with room kept for the variables): the cells run since the previous turn
+(execution count and shortened source), the error of any that raised (type
+and message), and the variables that are new or were rebound or changed shape
+since then (type, shape, a DataFrame's columns). Nothing changed: no context
+part. The first turn of a session (and the first after
 ``%pi reset``) sees everything so far. Re-running a ``%%pi`` cell cuts its
 previous turn (and the context it carried) out of the conversation, so the
 re-run is told the same news again; a turn that never reached the
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pi_kernel.kernel.cell_history import CellHistory
+from pi_kernel.kernel.cell_history import CellHistory, CellRecord
 from pi_kernel.tools.builtin.describe import clip, user_variables, variable_summary
 
 CONTEXT_LIMIT = 2000
@@ -71,20 +72,16 @@ class NotebookContext:
         changed = self._changed_variables(namespace or {}, hidden)
         if not cells and not changed:
             return None
-        lines = [CONTEXT_HEADER]
-        if cells:
-            lines.append("Cells run:")
-            for record in cells:
-                count = record.execution_count if record.execution_count is not None else " "
-                lines.append(f"In [{count}]: {_shorten(record.source)}")
-                if record.error is not None:
-                    lines.append(f"  raised {record.error.type}: {clip(record.error.message, 300)}")
+        variables: list[str] = []
         if changed:
-            lines.append("New or changed variables:")
-            lines.extend(changed[:MAX_VARIABLES])
+            variables.append("New or changed variables:")
+            variables.extend(changed[:MAX_VARIABLES])
             if len(changed) > MAX_VARIABLES:
-                lines.append(f"... and {len(changed) - MAX_VARIABLES} more (inspect lists them)")
-        return clip("\n".join(lines), self.limit)
+                variables.append(f"... and {len(changed) - MAX_VARIABLES} more (inspect lists them)")
+        variable_text = clip("\n".join(variables), self.limit // 3) if variables else ""
+        room = self.limit - len(CONTEXT_HEADER) - len(variable_text) - 2
+        parts = [CONTEXT_HEADER, *_cell_lines(cells, room), variable_text]
+        return clip("\n".join(part for part in parts if part), self.limit)
 
     def after_turn(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> None:
         """Remember the namespace as the agent left it (what its own code defined is no news next time)."""
@@ -109,6 +106,34 @@ class NotebookContext:
         return [f"- {name}: {print_[1]}" for name, print_ in now.items() if before.get(name) != print_]
 
 
+def _cell_block(record: CellRecord, source_chars: int) -> str:
+    count = record.execution_count if record.execution_count is not None else " "
+    text = f"In [{count}]: {_shorten(record.source, source_chars)}"
+    if record.error is not None:
+        text += f"\n  raised {record.error.type}: {clip(record.error.message, 300)}"
+    return text
+
+
+def _cell_lines(cells: list[CellRecord], room: int) -> list[str]:
+    """The cells within ``room`` characters, filled from the newest back (the cell that just failed is what a
+    turn is most likely about); a failed cell that does not fit whole keeps its error with a shorter source."""
+    if not cells:
+        return []
+    chosen: list[str] = []
+    used = len("Cells run:") + 60  # the note on left-out cells
+    for record in reversed(cells):
+        block = _cell_block(record, SOURCE_CHARS)
+        if used + len(block) + 1 > room and record.error is not None:
+            block = _cell_block(record, 60)
+        if used + len(block) + 1 > room:
+            continue
+        chosen.append(block)
+        used += len(block) + 1
+    left_out = len(cells) - len(chosen)
+    head = ["Cells run:"] + ([f"({left_out} older cell(s) left out; the cells tool shows them)"] if left_out else [])
+    return head + list(reversed(chosen))
+
+
 def _fingerprints(namespace: Mapping[str, Any], hidden: Iterable[str]) -> dict[str, tuple[int, str]]:
     prints: dict[str, tuple[int, str]] = {}
     for name, value in user_variables(namespace, hidden):
@@ -120,10 +145,8 @@ def _fingerprints(namespace: Mapping[str, Any], hidden: Iterable[str]) -> dict[s
     return prints
 
 
-def _shorten(source: str) -> str:
+def _shorten(source: str, chars: int = SOURCE_CHARS) -> str:
     text = source.strip()
-    if len(text) <= SOURCE_CHARS:
+    if len(text) <= chars:
         return text.replace("\n", "\n    ")
-    return (text[: SOURCE_CHARS - 20] + f" ... [{len(text) - SOURCE_CHARS + 20} more characters]").replace(
-        "\n", "\n    "
-    )
+    return (text[: chars - 20] + f" ... [{len(text) - chars + 20} more characters]").replace("\n", "\n    ")

@@ -133,17 +133,20 @@ def type_name(value: Any) -> str:
 
 
 def shape_of(value: Any) -> str:
-    """``shape (3, 4)`` / ``len 12`` / ``""``: cheap, from plain attributes only (no user ``__len__`` for
-    unknown types, which could hang)."""
+    """``shape (3, 4)`` / ``len 12`` / ``""``: cheap, from plain attributes only (no user ``__len__``, not
+    even a list subclass's, which could hang)."""
     shape = getattr(type(value), "shape", None)
     if shape is not None and _is_array_like(value):
         try:
             return f"shape {tuple(value.shape)}"
         except Exception:  # noqa: BLE001 - an odd shape attribute
             return ""
-    if issubclass(type(value), (str, bytes, list, tuple, dict, set, frozenset)):
+    if type(value) in _SIZED:  # exact built-in types only: a subclass's __len__ is user code (it may hang)
         return f"len {len(value):,}"
     return ""
+
+
+_SIZED = (str, bytes, bytearray, list, tuple, dict, set, frozenset)
 
 
 def _is_array_like(value: Any) -> bool:

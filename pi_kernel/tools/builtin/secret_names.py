@@ -32,7 +32,7 @@ def is_secret_name(name: str) -> bool:
 
 def is_secret_value(name: str, value: Any) -> bool:
     """A string (or bytes) held under a secret-like name: shown by type and length only."""
-    return isinstance(value, (str, bytes, bytearray)) and is_secret_name(name)
+    return issubclass(type(value), (str, bytes, bytearray)) and is_secret_name(name)  # type(): no user code
 
 
 def environment_secrets() -> list[str]:

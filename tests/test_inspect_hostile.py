@@ -4,6 +4,7 @@
   not break the notebook context of a turn;
 - a slow __len__ of a list subclass (user code) is not run outside the time limit, so it stalls neither
   the listing nor the notebook context of every %%pi turn;
+- the preview of a big built-in container is bounded (a C-level repr cannot be stopped by the time limit);
 """
 
 from __future__ import annotations
@@ -49,3 +50,13 @@ def test_a_slow_len_does_not_stall_the_notebook_context_of_a_turn() -> None:
     started = time.monotonic()
     context.take({"rows": SlowList()})
     assert time.monotonic() - started < 2
+
+
+def test_the_listing_preview_of_a_big_plain_list_is_bounded_in_time() -> None:
+    """SafeCaller's 1 s limit cannot stop a C-level repr (list/dict/tuple repr holds the GIL and is not
+    interrupted by PyThreadState_SetAsyncExc): the preview of a built-in container is bounded instead."""
+    big = [(i, i) for i in range(4_000_000)]
+    started = time.monotonic()
+    text = run_inspect(None, {"big": big}, limit=4000, hidden=set())
+    assert time.monotonic() - started < 1.5
+    assert "big: list len 4,000,000 = [(0, 0), (1, 1)" in text

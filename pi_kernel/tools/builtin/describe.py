@@ -4,7 +4,9 @@ Everything here reads and never changes: no call of user code except the
 object's own ``repr``/``len``/``shape``-like protocol methods and pandas/numpy
 summaries, each run by ``SafeCaller`` on a helper thread with a time limit, so
 a ``repr`` that raises, hangs or returns megabytes gives a short note instead
-of a stuck or crashed kernel. Every text is cut to a size limit and has known
+of a stuck or crashed kernel. The limit cannot stop a ``repr`` that runs in C
+(a list of millions of tuples), so built-in containers and strings are
+previewed with a bounded ``reprlib`` repr (their first items) instead. Every text is cut to a size limit and has known
 keys masked; a string held under a secret-like name (``db_password``) is never
 previewed (``secret_names``).
 
@@ -19,6 +21,7 @@ import ctypes
 import inspect
 import os
 import queue
+import reprlib
 import threading
 import time
 import types
@@ -113,10 +116,30 @@ def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _bounded_repr() -> reprlib.Repr:
+    bounded = reprlib.Repr()
+    bounded.maxlevel = 3
+    bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 20
+    bounded.maxdeque = bounded.maxarray = 20
+    bounded.maxstring = bounded.maxother = 200
+    bounded.maxlong = 60
+    return bounded
+
+
+_BOUNDED = _bounded_repr()
+_BOUNDED_TYPES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int)
+
+
+def preview_repr(value: Any) -> str:
+    """``repr(value)``, but for exact built-in containers, strings and ints a bounded one (``reprlib``: the first
+    items only): their ``repr`` runs in C, which the time limit cannot stop, and may be hundreds of MB."""
+    return _BOUNDED.repr(value) if type(value) in _BOUNDED_TYPES else repr(value)
+
+
 def safe_repr(value: Any, caller: SafeCaller, limit: int) -> str:
-    """``repr(value)`` cut to ``limit``; a note when it raises or hangs."""
+    """``repr(value)`` cut to ``limit`` (bounded for built-in containers); a note when it raises or hangs."""
     try:
-        text = caller.call(lambda: repr(value))
+        text = caller.call(lambda: preview_repr(value))
     except CallTimeout as error:
         return f"<repr of {type_name(value)} {error}>"
     except BaseException as error:  # noqa: BLE001 - a broken repr is a fact about the object

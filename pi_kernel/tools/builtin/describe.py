@@ -247,7 +247,8 @@ def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
 
 
 def resolve(namespace: Mapping[str, Any], path: str, hidden: Iterable[str] = ()) -> Any:
-    """The object named by ``path`` (``name`` or ``name.attr.attr``; no calls, no indexing).
+    """The object named by ``path`` (``name`` or ``name.attr.attr``; no calls, no indexing, no properties
+    or ``__getattr__`` of user classes: ``_attribute``).
 
     ``KeyError`` with close matches for an unknown name, ``AttributeError`` for a missing attribute,
     ``ValueError`` for a path that is not a dotted name.
@@ -262,11 +263,56 @@ def resolve(namespace: Mapping[str, Any], path: str, hidden: Iterable[str] = ())
     _refuse(path, head, value)
     for index, part in enumerate(parts[1:], start=1):
         try:
-            value = getattr(value, part)  # the caller runs this under SafeCaller: a property may be user code
+            value = _attribute(value, part)
         except AttributeError:
             raise AttributeError(f"{'.'.join(parts[:index])} has no attribute {part!r}") from None
+        except RunsUserCode:
+            raise RunsUserCode(
+                f"{'.'.join(parts[: index + 1])} is computed by code (a property or descriptor); inspect runs no "
+                "code: use python to read it"
+            ) from None
         _refuse(path, part, value)
     return value
+
+
+class RunsUserCode(Exception):
+    """Reading the attribute would run user code (a property, a descriptor, ``__getattr__``)."""
+
+
+_PLAIN_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)
+"""C-level slots and attributes: reading them runs no Python code."""
+
+
+def _attribute(value: Any, part: str) -> Any:
+    """``value.part`` without running user code: found statically (``inspect.getattr_static``, so no
+    ``__getattr__``); a plain function, static or class method is bound, a C-level slot read; a property or
+    other descriptor raises ``RunsUserCode``. pandas/numpy-like objects (library code: ``df.columns``,
+    ``arr.shape``) are read with ``getattr``."""
+    if _is_array_like(value):
+        return getattr(value, part)
+    found = inspect.getattr_static(value, part)
+    if _found_in_instance(value, part, found):
+        return found  # the instance's own attribute (model.coef_), as stored
+    if isinstance(found, staticmethod):
+        return found.__func__
+    if isinstance(found, classmethod):
+        owner = value if isinstance(value, type) else type(value)
+        return types.MethodType(found.__func__, owner)
+    if isinstance(found, types.FunctionType):
+        return found if isinstance(value, type) else types.MethodType(found, value)
+    if isinstance(found, _PLAIN_DESCRIPTORS):
+        return getattr(value, part)
+    if hasattr(type(found), "__get__") and not isinstance(found, (types.BuiltinFunctionType, type)):
+        raise RunsUserCode(part)
+    return found
+
+
+def _found_in_instance(value: Any, part: str, found: Any) -> bool:
+    try:
+        own = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return False
+    return isinstance(own, dict) and own.get(part, None) is found
 
 
 REFUSED_ATTRIBUTES = frozenset({"environ", "__globals__", "__dict__", "__builtins__", "f_globals", "f_locals"})

@@ -25,6 +25,7 @@ from pi_kernel.tools.builtin.describe import (
     CallTimeout,
     Describer,
     RefusedPath,
+    RunsUserCode,
     SafeCaller,
     close_matches,
     list_variables,
@@ -69,7 +70,7 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
             raise ValueError(f"No variable named {head!r} in the notebook.{hint}") from None
         except CallTimeout as error:
             raise ValueError(f"Reading {path} {error}.") from None
-        except RefusedPath as error:
+        except (RefusedPath, RunsUserCode) as error:
             raise ValueError(str(error)) from None
         except (AttributeError, ValueError) as error:
             raise ValueError(str(error)) from None

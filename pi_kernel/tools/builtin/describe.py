@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import itertools
 import os
 import queue
 import reprlib
@@ -390,27 +391,27 @@ class Describer:
 
         rows, cols = df.shape
         lines = [f"{name}: pandas.DataFrame, {rows:,} rows x {cols:,} columns"]
-        nulls = df.isna().sum()
-        shown = list(df.columns)[:40]
+        # By position throughout: column names may repeat (pd.concat(axis=1), a CSV with repeated headers).
+        columns = list(df.columns)
+        dtypes = list(df.dtypes)
+        nulls = df.isna().sum().to_numpy()
         lines.append("columns (dtype, nulls):")
-        lines.extend(f"  {column}: {df.dtypes[column]}, {int(nulls[column]):,} null" for column in shown)
-        if cols > len(shown):
-            lines.append(f"  ... ({cols - len(shown)} more columns)")
-        head_columns = list(df.columns)[:8]
+        lines.extend(f"  {columns[i]}: {dtypes[i]}, {int(nulls[i]):,} null" for i in range(min(cols, 40)))
+        if cols > 40:
+            lines.append(f"  ... ({cols - 40} more columns)")
         lines.append("head():")
-        lines.append(df[head_columns].head(5).to_string(max_colwidth=20))
-        dtypes = df.dtypes
-        numeric = [c for c in df.columns if is_numeric_dtype(dtypes[c]) and not is_bool_dtype(dtypes[c])][:12]
+        lines.append(df.iloc[:5, :8].to_string(max_colwidth=20))
+        numeric = [i for i in range(cols) if is_numeric_dtype(dtypes[i]) and not is_bool_dtype(dtypes[i])][:12]
         if numeric:
             lines.append("numeric summary (count, mean, min, max):")
-            for column in numeric:
-                values = df[column].to_numpy(dtype="float64", na_value=np.nan)
+            for i in numeric:
+                values = df.iloc[:, i].to_numpy(dtype="float64", na_value=np.nan)
                 count = int(values.size - np.count_nonzero(np.isnan(values)))
                 if count:
                     stats = (np.nanmean(values), np.nanmin(values), np.nanmax(values))
-                    lines.append(f"  {column}: {count:,}, {stats[0]:.4g}, {stats[1]:.4g}, {stats[2]:.4g}")
+                    lines.append(f"  {columns[i]}: {count:,}, {stats[0]:.4g}, {stats[1]:.4g}, {stats[2]:.4g}")
                 else:
-                    lines.append(f"  {column}: 0")
+                    lines.append(f"  {columns[i]}: 0")
         return "\n".join(lines)
 
     def _series(self, name: str, series: Any) -> str:
@@ -445,9 +446,9 @@ class Describer:
         kind = type_name(value)
         sample: Any
         if isinstance(value, dict):
-            sample = dict(list(value.items())[:10])
+            sample = dict(itertools.islice(value.items(), 10))  # not a list of a big dict's items
         elif isinstance(value, (set, frozenset)):
-            sample = list(value)[:10]
+            sample = list(itertools.islice(value, 10))
         else:
             sample = value[:10]
         head = f"{name}: {kind}, {len(value):,} item(s)"

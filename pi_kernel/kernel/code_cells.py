@@ -6,8 +6,9 @@ the code each successful ``python`` call ran (as run: the tool's
 code, never the model's refused proposal), in the order the calls ran, each
 headed by a comment line, is offered as the next cell through
 IPython's ``set_next_input`` (the execute reply's ``set_next_input``
-payload; JupyterLab inserts it as a new cell below). Running that cell does
-again what the agent did. Failed and denied calls are left out.
+payload; JupyterLab inserts it as a new cell below). Running that cell runs
+the same code again in the namespace as it is then. Failed and denied calls
+are left out.
 """
 
 from __future__ import annotations

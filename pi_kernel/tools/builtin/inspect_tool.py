@@ -20,16 +20,14 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.builtin.attribute_path import RefusedPath, RunsUserCode, resolve
 from pi_kernel.tools.builtin.describe import (
     DEFAULT_LIMIT,
     CallTimeout,
     Describer,
-    RefusedPath,
-    RunsUserCode,
     SafeCaller,
     close_matches,
     list_variables,
-    resolve,
 )
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 

@@ -156,7 +156,7 @@ def test_code_cell_follows_the_order_the_calls_ran() -> None:
     calls = [ToolCall("a", "python", {"code": "second = 2"}), ToolCall("b", "python", {"code": "first = 1"})]
     messages = [
         AssistantMessage(content=list(calls)),
-        ToolResultMessage("a", "python", [TextContent("")], details={"run": 8}),
-        ToolResultMessage("b", "python", [TextContent("")], details={"run": 7}),
+        ToolResultMessage("a", "python", [TextContent("")], details={"run": 8, "code": "second = 2"}),
+        ToolResultMessage("b", "python", [TextContent("")], details={"run": 7, "code": "first = 1"}),
     ]
     assert code_cell_text(messages) == "# pi: python call 1 of 2\nfirst = 1\n\n# pi: python call 2 of 2\nsecond = 2"

@@ -8,9 +8,12 @@ its traceback (plain text, IPython's own frames left out). It keeps the
 latest ``MAX_CELLS``; ``seq`` counts every cell ever recorded, so the
 notebook context can ask for "the cells since mark N".
 
-Only the standard library here: the history is wired up at kernel start,
-which must stay as fast as a stock kernel's. A result's summary is its
-``repr`` (already computed once when IPython displayed it), cut short.
+Only the standard library and IPython's pretty printer here: the history
+is wired up at kernel start, which must stay as fast as a stock kernel's. A
+result's summary is what IPython's pretty printer shows (``_repr_pretty_``,
+the first items of a big container), cut short: never a full ``repr`` that
+IPython did not run. The hook never raises (an exception whose ``str()``
+fails is recorded by its type).
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from IPython.lib.pretty import pretty
+
 MAX_CELLS = 200
 OUTPUT_CHARS = 200
+SUMMARY_ITEMS = 20
+"""Items of a container result shown in its summary."""
 TRACEBACK_FRAMES = 3
 _INTERNAL_PATHS = ("/IPython/core/", "/ipykernel/", "/pi_kernel/kernel/")
 
@@ -46,8 +53,10 @@ class CellRecord:
 
 
 def output_summary(value: Any) -> str:
+    """The result as IPython's pretty printer shows it (``_repr_pretty_``, at most ``SUMMARY_ITEMS`` items of a
+    container), so recording it costs no more than showing it did; one line, cut."""
     try:
-        text = repr(value)
+        text = pretty(value, max_seq_length=SUMMARY_ITEMS)
     except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the result
         return f"<{type(value).__name__}: repr failed with {type(error).__name__}>"
     flat = " ".join(str(text)[: OUTPUT_CHARS * 4].split())
@@ -65,7 +74,21 @@ def cell_error(error: BaseException) -> CellError:
     if len(frames) > TRACEBACK_FRAMES:  # the cell's own line first, then where it ended (in a library, often)
         chosen = [frames[0], *frames[-(TRACEBACK_FRAMES - 1) :]]
     text = traceback.format_list(chosen)
-    return CellError(type(error).__name__, str(error), text)
+    return CellError(type(error).__name__, _message(error), text)
+
+
+def _message(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - IPython shows such an error too
+        return "<exception str() failed>"
+
+
+def _safe_cell_error(error: BaseException) -> CellError:
+    try:
+        return cell_error(error)
+    except Exception:  # noqa: BLE001 - a hostile exception: its type is still news
+        return CellError(type(error).__name__, "<exception could not be read>")
 
 
 def _internal(filename: str) -> bool:
@@ -92,7 +115,7 @@ class CellHistory:
             getattr(result, "execution_count", None),
             source,
             output,
-            cell_error(error) if isinstance(error, BaseException) else None,
+            _safe_cell_error(error) if isinstance(error, BaseException) else None,
         )
         self.add(record)
 

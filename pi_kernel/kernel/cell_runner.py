@@ -31,6 +31,7 @@ from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.tools.builtin.secret_names import mask_text
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -141,6 +142,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     session.tool_context.cwd = Path.cwd()
     view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
+    context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
     start = len(agent.state.messages)
     saved = (agent.state.model, agent.max_turns)
     agent.state.model = model
@@ -150,12 +152,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     def on_approval(kind: str, request: Any) -> None:
         loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
 
-    message = prompt_message(session, prompt)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     session.set_run(run)
     cancelled = False
     try:
+        message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
         with interrupt_hook(session.interrupt, loop):
             await session.start_mcp()
             _print_notices(session)
@@ -169,9 +171,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         agent.state.model = saved[0] if options.model else agent.state.model
         agent.max_turns = saved[1]
         outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
-        session.end_turn(replaced, outcome.messages)
+        took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
-        session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
+        if took_effect and outcome.messages:
+            session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
+        else:  # the context the turn was told is not in the conversation: tell the next turn
+            session.notebook_context.restore(context_before)
         if options.cells or session.code_cells:
             offer_code_cell(session.shell, outcome.messages)
         _print_notices(session)
@@ -201,7 +206,7 @@ def prompt_message(session: PiSession, prompt: str) -> Any:
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
-    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context)}")])
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask_text(context)}")])
 
 
 async def run_cell(session: PiSession, body: str, line: str = "") -> None:

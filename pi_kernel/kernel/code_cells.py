@@ -1,11 +1,14 @@
 """Code becomes cells: the ``python`` code of a ``%%pi`` turn, as one new notebook cell.
 
 ``%%pi --cells`` (or ``%pi cells on`` for every turn): when the turn ends,
-the code each successful ``python`` call ran, in the order the calls were
-made, each headed by a comment line, is offered as the next cell through
+the code each successful ``python`` call ran (as run: the tool's
+``details["code"]``, so an approval that edited the code gives the edited
+code, never the model's refused proposal), in the order the calls ran, each
+headed by a comment line, is offered as the next cell through
 IPython's ``set_next_input`` (the execute reply's ``set_next_input``
-payload; JupyterLab inserts it as a new cell below). Running that cell does
-again what the agent did. Failed and denied calls are left out.
+payload; JupyterLab inserts it as a new cell below). Running that cell runs
+the same code again in the namespace as it is then. Failed and denied calls
+are left out.
 """
 
 from __future__ import annotations
@@ -16,21 +19,24 @@ CELL_HEADER = "# pi: python call {index} of {total}"
 
 
 def code_cell_text(messages: list[Any]) -> str:
-    """The successful ``python`` calls' code among ``messages`` (a turn's) in the order the calls ran
-    (the tool's ``details["run"]``; calls of one message may run in any order), ``""`` when there is none."""
+    """The code the successful ``python`` calls among ``messages`` (a turn's) ran (``details["code"]``),
+    in the order they ran (the tool's ``details["run"]``; calls of one message may run in any order),
+    ``""`` when there is none."""
     runs: list[tuple[int, int, str]] = []
     for index, message in enumerate(messages):
         if getattr(message, "role", "") != "assistant":
             continue
         results = _results_after(messages, index)  # ids may repeat across requests (some servers count from 0)
         for call in message.tool_calls:
-            code = call.arguments.get("code") if isinstance(call.arguments, dict) else None
             result = results.get(call.id)
-            if call.name != "python" or not isinstance(code, str) or result is None or result.is_error:
+            if call.name != "python" or result is None or result.is_error:
                 continue
             details = result.details if isinstance(result.details, dict) else {}
+            code = details.get("code")  # what ran (an approval may have edited the model's code), not the proposal
             run = details.get("run")
-            runs.append((run if isinstance(run, int) else 0, len(runs), code.strip("\n")))
+            if not isinstance(code, str) or not isinstance(run, int):
+                continue  # not run by the python tool (denied, refused, or a result without its code)
+            runs.append((run, len(runs), code.strip("\n")))
     codes = [code for _run, _position, code in sorted(runs)]
     total = len(codes)
     return "\n\n".join(f"{CELL_HEADER.format(index=i, total=total)}\n{code}" for i, code in enumerate(codes, 1))

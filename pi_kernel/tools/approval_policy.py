@@ -20,7 +20,7 @@ by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
 
 A call that may read secrets (``secret_paths``: ``/proc/self/environ``, a
 ``.env``, ``~/.aws/credentials``, a private key, ``bash`` printing the
-environment, ...) always asks a person, whatever the mode, override or
+environment, ``inspect`` of an ``os.environ`` path, ...) always asks a person, whatever the mode, override or
 "always allow" said; in ``deny`` mode (nobody to ask) it is refused.
 
 Per-tool overrides (``bash=ask python=auto``; a name with ``*`` is a pattern,
@@ -66,6 +66,16 @@ READ_ONLY_TOOLS = frozenset({"read"})
 BUILTIN_PACKAGE = "pi_kernel.tools.builtin"
 SCANNED_TOOLS = {"bash": "command", "python": "code"}
 """Built-in tools whose text argument is scanned for secrets (``secret_paths.secret_mention_reason``)."""
+
+
+def inspect_path_reason(name: Any) -> str | None:
+    """Why an ``inspect`` of this dotted path may read the environment (``os.environ``), or ``None``."""
+    if not isinstance(name, str):
+        return None
+    parts = set(name.strip().split("."))
+    if parts & {"environ", "getenv", "__globals__", "__dict__", "__builtins__"}:
+        return "it may read the environment, which holds the API keys"
+    return None
 
 
 def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
@@ -145,6 +155,8 @@ class ApprovalPolicy:
             return None
         if tool_name in SCANNED_TOOLS and _is_builtin(definition):
             return secret_mention_reason(values.get(SCANNED_TOOLS[tool_name]))  # type: ignore[arg-type]
+        if tool_name == "inspect" and _is_builtin(definition):
+            return inspect_path_reason(values.get("name"))
         for value in values.values():
             reason = secret_path_reason(value) if isinstance(value, str) else None
             if reason is not None:

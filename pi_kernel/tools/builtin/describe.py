@@ -4,8 +4,11 @@ Everything here reads and never changes: no call of user code except the
 object's own ``repr``/``len``/``shape``-like protocol methods and pandas/numpy
 summaries, each run by ``SafeCaller`` on a helper thread with a time limit, so
 a ``repr`` that raises, hangs or returns megabytes gives a short note instead
-of a stuck or crashed kernel. Every text is cut to a size limit and has known
-keys masked.
+of a stuck or crashed kernel. The limit cannot stop a ``repr`` that runs in C
+(a list of millions of tuples), so built-in containers and strings are
+previewed with a bounded ``reprlib`` repr (their first items) instead. Every text is cut to a size limit and has known
+keys masked; a string held under a secret-like name (``db_password``) is never
+previewed (``secret_names``).
 
 pandas DataFrames are summarised from per-column numpy reductions (count,
 mean, min, max) rather than ``describe()`` (whose percentiles sort every
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import itertools
 import queue
+import reprlib
 import threading
 import time
 import types
@@ -24,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, is_secret_value, mask_text
 
 DEFAULT_LIMIT = 4000
 """Characters of one description or listing (the ``describe_limit`` setting)."""
@@ -111,10 +116,30 @@ def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _bounded_repr() -> reprlib.Repr:
+    bounded = reprlib.Repr()
+    bounded.maxlevel = 3
+    bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 20
+    bounded.maxdeque = bounded.maxarray = 20
+    bounded.maxstring = bounded.maxother = 200
+    bounded.maxlong = 60
+    return bounded
+
+
+_BOUNDED = _bounded_repr()
+_BOUNDED_TYPES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int)
+
+
+def preview_repr(value: Any) -> str:
+    """``repr(value)``, but for exact built-in containers, strings and ints a bounded one (``reprlib``: the first
+    items only): their ``repr`` runs in C, which the time limit cannot stop, and may be hundreds of MB."""
+    return _BOUNDED.repr(value) if type(value) in _BOUNDED_TYPES else repr(value)
+
+
 def safe_repr(value: Any, caller: SafeCaller, limit: int) -> str:
-    """``repr(value)`` cut to ``limit``; a note when it raises or hangs."""
+    """``repr(value)`` cut to ``limit`` (bounded for built-in containers); a note when it raises or hangs."""
     try:
-        text = caller.call(lambda: repr(value))
+        text = caller.call(lambda: preview_repr(value))
     except CallTimeout as error:
         return f"<repr of {type_name(value)} {error}>"
     except BaseException as error:  # noqa: BLE001 - a broken repr is a fact about the object
@@ -131,34 +156,42 @@ def type_name(value: Any) -> str:
 
 
 def shape_of(value: Any) -> str:
-    """``shape (3, 4)`` / ``len 12`` / ``""``: cheap, from plain attributes only (no user ``__len__`` for
-    unknown types, which could hang)."""
+    """``shape (3, 4)`` / ``len 12`` / ``""``: cheap, from plain attributes only (no user ``__len__``, not
+    even a list subclass's, which could hang)."""
     shape = getattr(type(value), "shape", None)
-    if shape is not None and _is_array_like(value):
+    if shape is not None and is_array_like(value):
         try:
             return f"shape {tuple(value.shape)}"
         except Exception:  # noqa: BLE001 - an odd shape attribute
             return ""
-    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)):
+    if type(value) in _SIZED:  # exact built-in types only: a subclass's __len__ is user code (it may hang)
         return f"len {len(value):,}"
     return ""
 
 
-def _is_array_like(value: Any) -> bool:
+_SIZED = (str, bytes, bytearray, list, tuple, dict, set, frozenset)
+
+
+def is_array_like(value: Any) -> bool:
+    """A numpy/pandas/polars/torch-like object: its attributes and summaries are library code."""
     module = type(value).__module__.split(".")[0]
     return module in ("numpy", "pandas", "polars", "torch", "xarray", "scipy", "jax", "tensorflow")
 
 
 def is_user_variable(name: str, value: Any, hidden: Iterable[str] = ()) -> bool:
-    """Not a ``_``-name, module, IPython's own or pi-kernel's object."""
+    """Not a ``_``-name, module, IPython's own or pi-kernel's object (an object whose attribute access
+    raises, such as a proxy outside its context, counts as the user's)."""
     if name.startswith("_") or name in HIDDEN_NAMES or name in hidden:
         return False
-    if isinstance(value, types.ModuleType):
+    if issubclass(type(value), types.ModuleType):
         return False
     module = getattr(type(value), "__module__", "") or ""
-    if module.startswith(("pi_kernel", "IPython.core.autocall")):
+    if isinstance(module, str) and module.startswith(("pi_kernel", "IPython.core.autocall")):
         return False
-    defined_in = getattr(value, "__module__", None) if callable(value) else None
+    try:
+        defined_in = getattr(value, "__module__", None) if callable(value) else None
+    except Exception:  # noqa: BLE001 - a hostile object's attribute access
+        return True
     return not (isinstance(defined_in, str) and defined_in.startswith("pi_kernel"))
 
 
@@ -190,7 +223,9 @@ def list_variables(
     for index, (name, value) in enumerate(variables):
         shape = shape_of(value)
         line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''}"
-        if time.monotonic() < deadline:
+        if is_secret_value(name, value):
+            line += f" = {HIDDEN_VALUE}"
+        elif time.monotonic() < deadline:
             line += f" = {one_line(safe_repr(value, caller, 400), PREVIEW_CHARS)}"
         rest = variables[index:]
         if used + len(line) + 1 > limit - 200 and len(rest) > 1:
@@ -198,7 +233,7 @@ def list_variables(
             break
         lines.append(line)
         used += len(line) + 1
-    return mask(clip("\n".join(lines), limit))
+    return mask_text(clip("\n".join(lines), limit))
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -210,27 +245,6 @@ def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
         names.append(name)
     left = len(rest) - len(names)
     return text + ", ".join(names) + (f", ... ({left:,} not named; inspect NAME shows one)" if left else "")
-
-
-def resolve(namespace: Mapping[str, Any], path: str, hidden: Iterable[str] = ()) -> Any:
-    """The object named by ``path`` (``name`` or ``name.attr.attr``; no calls, no indexing).
-
-    ``KeyError`` with close matches for an unknown name, ``AttributeError`` for a missing attribute,
-    ``ValueError`` for a path that is not a dotted name.
-    """
-    parts = path.strip().split(".")
-    if not parts or not all(part.isidentifier() for part in parts):
-        raise ValueError(f"{path!r} is not a variable name or dotted attribute path (no calls, no indexing)")
-    head = parts[0]
-    if head not in namespace:
-        raise KeyError(head)
-    value = namespace[head]
-    for index, part in enumerate(parts[1:], start=1):
-        try:
-            value = getattr(value, part)  # the caller runs this under SafeCaller: a property may be user code
-        except AttributeError:
-            raise AttributeError(f"{'.'.join(parts[:index])} has no attribute {part!r}") from None
-    return value
 
 
 def close_matches(name: str, namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[str]:
@@ -252,6 +266,8 @@ class Describer:
     limit: int = DEFAULT_LIMIT
 
     def describe(self, name: str, value: Any) -> str:
+        if is_secret_value(name, value):
+            return f"{name}: {type_name(value)} {shape_of(value)}\n{HIDDEN_VALUE}"
         try:
             timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARISED else None
             text = self.caller.call(lambda: self._describe(name, value), timeout)
@@ -260,7 +276,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return mask(clip(text, self.limit))
+        return mask_text(clip(text, self.limit))
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)
@@ -288,27 +304,27 @@ class Describer:
 
         rows, cols = df.shape
         lines = [f"{name}: pandas.DataFrame, {rows:,} rows x {cols:,} columns"]
-        nulls = df.isna().sum()
-        shown = list(df.columns)[:40]
+        # By position throughout: column names may repeat (pd.concat(axis=1), a CSV with repeated headers).
+        columns = list(df.columns)
+        dtypes = list(df.dtypes)
+        nulls = df.isna().sum().to_numpy()
         lines.append("columns (dtype, nulls):")
-        lines.extend(f"  {column}: {df.dtypes[column]}, {int(nulls[column]):,} null" for column in shown)
-        if cols > len(shown):
-            lines.append(f"  ... ({cols - len(shown)} more columns)")
-        head_columns = list(df.columns)[:8]
+        lines.extend(f"  {columns[i]}: {dtypes[i]}, {int(nulls[i]):,} null" for i in range(min(cols, 40)))
+        if cols > 40:
+            lines.append(f"  ... ({cols - 40} more columns)")
         lines.append("head():")
-        lines.append(df[head_columns].head(5).to_string(max_colwidth=20))
-        dtypes = df.dtypes
-        numeric = [c for c in df.columns if is_numeric_dtype(dtypes[c]) and not is_bool_dtype(dtypes[c])][:12]
+        lines.append(df.iloc[:5, :8].to_string(max_colwidth=20))
+        numeric = [i for i in range(cols) if is_numeric_dtype(dtypes[i]) and not is_bool_dtype(dtypes[i])][:12]
         if numeric:
             lines.append("numeric summary (count, mean, min, max):")
-            for column in numeric:
-                values = df[column].to_numpy(dtype="float64", na_value=np.nan)
+            for i in numeric:
+                values = df.iloc[:, i].to_numpy(dtype="float64", na_value=np.nan)
                 count = int(values.size - np.count_nonzero(np.isnan(values)))
                 if count:
                     stats = (np.nanmean(values), np.nanmin(values), np.nanmax(values))
-                    lines.append(f"  {column}: {count:,}, {stats[0]:.4g}, {stats[1]:.4g}, {stats[2]:.4g}")
+                    lines.append(f"  {columns[i]}: {count:,}, {stats[0]:.4g}, {stats[1]:.4g}, {stats[2]:.4g}")
                 else:
-                    lines.append(f"  {column}: 0")
+                    lines.append(f"  {columns[i]}: 0")
         return "\n".join(lines)
 
     def _series(self, name: str, series: Any) -> str:
@@ -343,9 +359,9 @@ class Describer:
         kind = type_name(value)
         sample: Any
         if isinstance(value, dict):
-            sample = dict(list(value.items())[:10])
+            sample = dict(itertools.islice(value.items(), 10))  # not a list of a big dict's items
         elif isinstance(value, (set, frozenset)):
-            sample = list(value)[:10]
+            sample = list(itertools.islice(value, 10))
         else:
             sample = value[:10]
         head = f"{name}: {kind}, {len(value):,} item(s)"

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.builtin.attribute_path import RefusedPath, RunsUserCode, resolve
 from pi_kernel.tools.builtin.describe import (
     DEFAULT_LIMIT,
     CallTimeout,
@@ -27,7 +28,6 @@ from pi_kernel.tools.builtin.describe import (
     SafeCaller,
     close_matches,
     list_variables,
-    resolve,
 )
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
@@ -68,6 +68,8 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
             raise ValueError(f"No variable named {head!r} in the notebook.{hint}") from None
         except CallTimeout as error:
             raise ValueError(f"Reading {path} {error}.") from None
+        except (RefusedPath, RunsUserCode) as error:
+            raise ValueError(str(error)) from None
         except (AttributeError, ValueError) as error:
             raise ValueError(str(error)) from None
         except Exception as error:  # noqa: BLE001 - a property that raises

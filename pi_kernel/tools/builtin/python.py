@@ -34,8 +34,9 @@ traceback of the user's code only.
 
 ``details``: ``{"outputs": [nbformat output dicts: stream / display_data /
 execute_result], "truncation": dict | None, "full_output_path": str | None,
-"run": int}``; ``run`` numbers the calls in the order they ran (calls of one
-message may run in any order: ``%%pi --cells`` replays them in this one).
+"run": int, "code": str}``; ``run`` numbers the calls in the order they ran
+(calls of one message may run in any order: ``%%pi --cells`` replays them in
+this one); ``code`` is the code that ran (after an approval that edited it).
 Updates while running carry ``{"outputs": [...]}`` so far.
 """
 
@@ -164,7 +165,7 @@ def run_python(
     images, left_out = _model_images(capture.outputs, max_images)
     if left_out:
         text += f"\n[{left_out} more image(s) not attached; at most {max_images} per call]"
-    details = {"outputs": capture.outputs, **details, "run": run_number}
+    details = {"outputs": capture.outputs, **details, "run": run_number, "code": code}
     return AgentToolResult([TextContent(text), *images], details=details)
 
 

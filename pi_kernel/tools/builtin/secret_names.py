@@ -1,0 +1,46 @@
+"""Secrets in the notebook's variables: what ``inspect`` and the notebook context never preview.
+
+A notebook keeps a secret out of its cell sources with ``getpass()`` or by
+reading it from the environment; the value then lives in a variable such as
+``db_password`` or ``aws_secret_access_key``. ``is_secret_name`` says whether a
+variable's name looks like one (password, passwd, secret, token, key,
+credential, ...): its string value is never previewed. ``mask_text`` masks,
+besides what ``pi_kernel.ai.secrets.mask`` knows (``*_API_KEY`` / ``*_TOKEN``
+values, ``sk-`` keys, URL credentials), the value of every environment variable
+whose name looks like a secret (``AWS_SECRET_ACCESS_KEY``, ``DATABASE_PASSWORD``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from pi_kernel.ai.secrets import MIN_SECRET_CHARS, mask, secret_values
+
+_SECRET_WORDS = re.compile(
+    r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api_?key|private_?key|(?:^|_)keys?(?:_|$)",
+    re.IGNORECASE,
+)
+HIDDEN_VALUE = "<hidden: the name looks like a secret>"
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable (or the last part of a dotted path) is named like a secret."""
+    return bool(_SECRET_WORDS.search(name.rsplit(".", 1)[-1]))
+
+
+def is_secret_value(name: str, value: Any) -> bool:
+    """A string (or bytes) held under a secret-like name: shown by type and length only."""
+    return issubclass(type(value), (str, bytes, bytearray)) and is_secret_name(name)  # type(): no user code
+
+
+def environment_secrets() -> list[str]:
+    """Values of environment variables named like secrets, and the known key variables; longest first."""
+    named = {value for name, value in os.environ.items() if is_secret_name(name) and len(value) >= MIN_SECRET_CHARS}
+    return sorted(named | set(secret_values()), key=len, reverse=True)
+
+
+def mask_text(text: str) -> str:
+    """``mask`` with every secret-named environment value masked too."""
+    return mask(text, secrets=environment_secrets())

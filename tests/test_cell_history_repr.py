@@ -1,0 +1,73 @@
+"""CellHistory.post_run_cell runs for EVERY cell (agent used or not), on the kernel thread: recording a
+cell's result costs no more than IPython showing it (its pretty printer, max_seq_length, _repr_pretty_),
+never a full plain repr() IPython did not run (a 4M-item list, a lazy query object), and the hook
+never raises (an exception whose str() fails is still recorded).
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from IPython.lib.pretty import pretty
+
+from pi_kernel.kernel.cell_history import CellHistory
+
+
+class LazyQuery:
+    """Shows itself cheaply in the notebook; its plain repr runs the query."""
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text("<LazyQuery: SELECT * FROM big>")
+
+    def __repr__(self) -> str:
+        time.sleep(3)
+        return "<all rows>"
+
+
+def result(value: Any) -> Any:
+    info = SimpleNamespace(raw_cell="query", silent=False)
+    return SimpleNamespace(info=info, result=value, execution_count=3, error_in_exec=None, error_before_exec=None)
+
+
+def test_recording_a_cell_does_not_run_a_slow_repr_ipython_never_ran() -> None:
+    query = LazyQuery()
+    started = time.monotonic()
+    assert pretty(query) == "<LazyQuery: SELECT * FROM big>"  # what the notebook showed, at once
+    CellHistory().post_run_cell(result(query))
+    assert time.monotonic() - started < 1.5
+
+
+class BadMessage(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("str() of this exception fails")
+
+
+def test_an_exception_whose_str_fails_is_still_recorded() -> None:
+    """IPython shows such an error ("<exception str() failed>"); the hook must not raise (IPython would
+    print "Error in callback" after the cell and the cell would be missing from cells/context)."""
+    try:
+        raise BadMessage()
+    except BadMessage as error:
+        failed = error
+    info = SimpleNamespace(raw_cell="raise BadMessage()", silent=False)
+    history = CellHistory()
+    history.post_run_cell(
+        SimpleNamespace(info=info, result=None, execution_count=4, error_in_exec=failed, error_before_exec=None)
+    )
+    (record,) = history.recent(1)
+    assert record.error is not None and record.error.type == "BadMessage"
+
+
+def test_recording_a_big_list_result_costs_what_ipython_showing_it_cost() -> None:
+    """IPython shows a big list through pretty() (first 1000 items, milliseconds); the hook must not build
+    the FULL repr (hundreds of MB, seconds) on the kernel thread to keep 200 characters of it."""
+    big = [(i, i) for i in range(4_000_000)]
+    started = time.monotonic()
+    pretty(big)
+    shown = time.monotonic() - started
+    started = time.monotonic()
+    CellHistory().post_run_cell(result(big))
+    recorded = time.monotonic() - started
+    assert recorded < max(0.5, 10 * shown), (recorded, shown)

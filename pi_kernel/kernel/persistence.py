@@ -70,7 +70,9 @@ def load_conversation(path: str | Path) -> SavedConversation:
 
     source = Path(path).expanduser()
     text = source.read_bytes().decode("utf-8", "replace")
-    rows = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    # Records end at "\n" only: ``str.splitlines`` would also cut at U+2028/U+2029/U+0085, which
+    # ``json.dumps(ensure_ascii=False)`` writes raw inside strings.
+    rows = [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
     if not rows:
         raise ValueError(f"{source}: empty file")
     header_number, header_row = rows[0]

@@ -137,7 +137,6 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     session.tool_context.cwd = Path.cwd()
     view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
-    start = len(agent.state.messages)
     saved = (agent.state.model, agent.max_turns)
     agent.state.model = model
     agent.max_turns = options.max_turns or session.settings.max_turns
@@ -147,6 +146,15 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
 
     message = prompt_message(session, prompt)
+    # The turn's messages, as stored, collected from their ``message_end`` (not by index: a compaction
+    # during the turn replaces the list with a shorter one).
+    added: list[Any] = []
+
+    def collect(event: Any) -> None:
+        if event.type == "message_end" and agent.state.messages:
+            added.append(agent.state.messages[-1])
+
+    unsubscribe_collect = agent.subscribe(collect)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     session.set_run(run)
@@ -160,11 +168,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_run(None)
+        unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
         agent.state.model = saved[0] if options.model else agent.state.model
         agent.max_turns = saved[1]
-        outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
+        outcome = outcome_of(added, run.interrupted or cancelled)
         session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
         session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())

@@ -1,6 +1,7 @@
 """Issue 11 point 2 (review r11b), through the real kernel: more members of the "nothing lost" classes.
 
 - a saved conversation whose text holds U+2028/U+2029/U+0085 loads back;
+- a tool result whose ``details`` hold objects JSON cannot (a lock) can be saved;
 """
 
 from __future__ import annotations
@@ -9,14 +10,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, text_chunks
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 
 pytestmark = pytest.mark.kernel
 
-SETUP = """
+SETUP = '''
+import threading
 from pi_kernel import tool
-"""
+from pi_kernel.agent import AgentToolResult
+from pi_kernel.ai import TextContent
+
+@tool
+def open_handle() -> AgentToolResult:
+    """Open a handle (its details keep a live object for the UI; the model never sees details)."""
+    return AgentToolResult([TextContent("opened")], details={"handle": threading.Lock(), ("a", 1): "tuple key"})
+'''
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +58,17 @@ def test_a_saved_conversation_with_a_line_separator_in_its_text_loads_back(
     assert "Saved 2 messages" in kernel.run(f"%pi save {path}").text
     loaded = kernel.run(f"%pi load {path}")
     assert loaded.status == "ok" and "Loaded 2 messages" in loaded.text, loaded.text
+
+
+def test_tool_result_details_that_are_not_json_do_not_break_save(
+    kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A lock in ``details`` made ``dataclasses.asdict`` (a deepcopy) fail in every later ``%pi save``."""
+    kernel.run("%pi reset")
+    server.enqueue(tool_call_chunks([("open_handle", {})]), text_chunks("Opened."))
+    result = kernel.run("%%pi\nOpen a handle", cell_id="handle")
+    assert result.status == "ok", result.text
+    saved = kernel.run(f"%pi save {tmp_path / 'handle.jsonl'}")
+    assert saved.status == "ok" and "Saved 4 messages" in saved.text, saved.text
+    loaded = kernel.run(f"%pi load {tmp_path / 'handle.jsonl'}")
+    assert loaded.status == "ok" and "Loaded 4 messages" in loaded.text, loaded.text

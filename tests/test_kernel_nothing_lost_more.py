@@ -2,6 +2,7 @@
 
 - a saved conversation whose text holds U+2028/U+2029/U+0085 loads back;
 - a tool result whose ``details`` hold objects JSON cannot (a lock) can be saved;
+- a tool whose description is not valid Unicode (a lone surrogate) does not break every turn;
 """
 
 from __future__ import annotations
@@ -72,3 +73,21 @@ def test_tool_result_details_that_are_not_json_do_not_break_save(
     assert saved.status == "ok" and "Saved 4 messages" in saved.text, saved.text
     loaded = kernel.run(f"%pi load {tmp_path / 'handle.jsonl'}")
     assert loaded.status == "ok" and "Loaded 4 messages" in loaded.text, loaded.text
+
+
+def test_a_tool_description_that_is_not_valid_unicode_does_not_break_every_turn(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    """A lone surrogate in a docstring went into every request's ``tools`` and system prompt: the client
+    could not encode the body, so every later turn failed. It becomes U+FFFD where the tool is defined."""
+    defined = kernel.run('@tool\ndef odd() -> str:\n    "Odd \\ud800 tool."\n    return "x"\n')
+    try:
+        assert defined.status == "ok", defined.text
+        kernel.run("%pi reset")
+        server.enqueue(text_chunks("Hello."))
+        turn = kernel.run("%%pi\nhi", cell_id="odd")
+        assert turn.status == "ok", turn.text
+        tools = server.chat_requests[-1].body["tools"]
+        assert any(entry["function"]["description"].startswith("Odd \ufffd tool") for entry in tools), tools
+    finally:
+        kernel.run("from pi_kernel.kernel.session import get_session\nget_session().registry.remove('odd')")

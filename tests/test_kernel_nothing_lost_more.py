@@ -3,6 +3,7 @@
 - a saved conversation whose text holds U+2028/U+2029/U+0085 loads back;
 - a tool result whose ``details`` hold objects JSON cannot (a lock) can be saved;
 - a tool whose description is not valid Unicode (a lone surrogate) does not break every turn;
+- ``%pi compact`` keeps the conversation it replaces for ``%pi undo``; a failed one changes nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from fake_openai import FakeOpenAI, HTTPError, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 
 pytestmark = pytest.mark.kernel
@@ -91,3 +92,33 @@ def test_a_tool_description_that_is_not_valid_unicode_does_not_break_every_turn(
         assert any(entry["function"]["description"].startswith("Odd \ufffd tool") for entry in tools), tools
     finally:
         kernel.run("from pi_kernel.kernel.session import get_session\nget_session().registry.remove('odd')")
+
+
+def three_turns(kernel: KernelDriver, server: FakeOpenAI, prefix: str) -> None:
+    kernel.run("%pi reset")
+    for number, text in enumerate(("one", "two", "three")):
+        server.enqueue(text_chunks(f"ok {text}"))
+        assert kernel.run(f"%%pi\n{text}", cell_id=f"{prefix}{number}").status == "ok"
+    assert message_count(kernel) == 6
+
+
+def test_pi_compact_can_be_undone(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """Whatever drops messages keeps the conversation it replaces (docs/conversation.md)."""
+    three_turns(kernel, server, "c")
+    server.enqueue(text_chunks("Summary: the user said one, two."))
+    compacted = kernel.run("%pi compact")
+    assert compacted.status == "ok" and "compacted" in compacted.text, compacted.text
+    assert message_count(kernel) < 6
+    kernel.run("%pi undo")
+    assert message_count(kernel) == 6, kernel.run("%pi undo list").text
+    assert "[assistant] ok one" in kernel.run("%pi history").text
+
+
+def test_a_failed_pi_compact_leaves_the_conversation_as_it_was(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """When the summary request fails, ``%pi compact`` replaces nothing (no bare list of prompts stands in)."""
+    three_turns(kernel, server, "f")
+    server.enqueue(HTTPError(400, message="Bad request"))
+    failed = kernel.run("%pi compact")
+    assert "Not compacted" in failed.text and "unchanged" in failed.text, failed.text
+    assert message_count(kernel) == 6
+    assert "[assistant] ok one" in kernel.run("%pi history").text

@@ -57,6 +57,17 @@ def test_a_rerun_that_compacts_keeps_its_new_answer(kernel: KernelDriver, server
     assert result.status == "ok" and "NEW ANSWER three" in result.text, result.text
     shown = history(kernel)
     assert "NEW ANSWER three" in shown, shown
+    assert "[compacted" in shown
+
+
+def test_a_compaction_during_a_turn_can_be_undone(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    fill(kernel, server)
+    server.enqueue(text_chunks("SUMMARY of one and two"), text_chunks("ok four", usage=usage_dict(400, 5)))
+    assert kernel.run("%%pi\nfour " + "please " * 60, cell_id="r4").status == "ok"
+    assert "[compacted" in history(kernel)
+    kernel.run("%pi undo")
+    shown = history(kernel)
+    assert "[compacted" not in shown and "[assistant] ok one" in shown, shown
 
 
 def test_a_turn_that_fails_after_a_compaction_says_so(kernel: KernelDriver, server: FakeOpenAI) -> None:

@@ -70,7 +70,10 @@ class PiSession:
         self.settings = settings or PiSettings()
         self.cell_turns = CellTurns()
         self.versions = ConversationVersions()
-        """Conversations replaced by a re-run, ``%pi reset`` / ``load`` / ``undo``: ``%pi undo`` brings them back."""
+        """Conversations replaced by a re-run, a compaction, ``%pi reset`` / ``load`` / ``undo``: ``%pi undo``
+        brings them back."""
+        self._conversation: list[Any] | None = None
+        """The agent's message list as of its last event: what a compaction during a turn replaces."""
         self.cell_history = CellHistory()
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
@@ -253,11 +256,25 @@ class PiSession:
             return self._agent
 
     def _on_agent_event(self, event: Any) -> None:
-        """Keep the cell → turn marks right after a compaction; keep cut tool results for the user."""
+        """Keep the cell → turn marks right after a compaction, and what it replaced for ``%pi undo``;
+        keep cut tool results for the user."""
         if event.type == "compaction":
+            self._keep_compacted(event)
             self.cell_turns.compacted(event.compacted_messages)
         elif event.type == "tool_execution_end" and self._agent is not None:
             keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.max_tool_result_chars)
+        if self._agent is not None:
+            self._conversation = self._agent.state.messages  # appended in place; a compaction replaces it
+
+    def _keep_compacted(self, event: Any) -> None:
+        """Keep the conversation a compaction during a turn replaced (``%pi compact`` keeps its own): the
+        list seen at the previous event, when it is the one compacted (its kept tail is the new one's)."""
+        before, self._conversation = self._conversation, None
+        if self.run is None or before is None:
+            return
+        kept = event.messages[1:]
+        if len(before) == event.compacted_messages + len(kept) and before[event.compacted_messages :] == kept:
+            self.versions.keep(before, self.cell_turns.starts, "a compaction")
 
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)

@@ -19,6 +19,7 @@ from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv, parse_dotenv
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
+from pi_kernel.kernel.line_commands import CommandError, allow
 from pi_kernel.kernel.magics import _pi_cell_magic_call
 from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
@@ -299,6 +300,18 @@ def test_stdin_answers() -> None:
     assert parse_answer("no") == {"decision": "deny", "reason": None}
     assert parse_answer('{"a": 1}') == {"decision": "approve", "args": {"a": 1}}
     assert parse_answer("maybe")["decision"] == "deny"
+
+
+def test_a_deep_json_answer_on_stdin_is_a_denial_not_a_recursion_error() -> None:
+    """A RecursionError from ``json.loads`` killed the asking task before the answer was settled: the
+    person had answered, but the turn waited for the approval timeout."""
+    fields = parse_answer('{"command": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert fields["decision"] == "deny" and "nested too deeply" in fields["reason"]
+
+
+def test_deep_json_in_pi_allow_args_is_a_one_line_error() -> None:
+    with pytest.raises(CommandError, match="nested too deeply"):
+        allow(None, ["call-1", "--args", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"])  # type: ignore[arg-type]
 
 
 # -- files -------------------------------------------------------------------------------------

@@ -434,3 +434,15 @@ def test_usage_line_counts_the_whole_prompt_cached_part_included() -> None:
     # usage.input is the uncached part only (as pi), so "in" must add the cache reads back.
     message = AssistantMessage([TextContent("ok")], "stop", Usage(input=176, output=40, cache_read=1024))
     assert usage_line([message, message]) == "tokens: 2400 in · 80 out"
+
+
+def test_a_file_with_fewer_messages_than_its_header_says_is_refused(tmp_path: Path) -> None:
+    """A save cut short (a copy or sync interrupted) must not load with its last turns silently missing."""
+    path = save_conversation(
+        tmp_path / "chat.jsonl",
+        [UserMessage("one"), AssistantMessage([TextContent("ok one")]), UserMessage("two")],
+    )
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]), encoding="utf-8")  # the last record is lost
+    with pytest.raises(ValueError, match="header says 3 messages, the file holds 2"):
+        load_conversation(path)

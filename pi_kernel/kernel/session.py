@@ -4,7 +4,9 @@ A session owns the agent, the tool registry, the approval broker and policy,
 the settings, the cell → turn map and what is known of the front-end. It is
 created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
 expensive parts (the agent, the registry, pydantic models, ``openai``) on first
-use, so that a kernel starts as fast as a stock one.
+use, so that a kernel starts as fast as a stock one. Long (about 470 lines):
+it is where those parts are wired together; each concept's logic lives in its
+own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
-from pi_kernel.kernel.undo import ConversationVersions, Version
+from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
 from pi_kernel.kernel.views import TurnOptions
 
 if TYPE_CHECKING:
@@ -267,14 +269,10 @@ class PiSession:
             self._conversation = self._agent.state.messages  # appended in place; a compaction replaces it
 
     def _keep_compacted(self, event: Any) -> None:
-        """Keep the conversation a compaction during a turn replaced (``%pi compact`` keeps its own): the
-        list seen at the previous event, when it is the one compacted (its kept tail is the new one's)."""
+        """Keep the conversation a compaction during a turn replaced (``%pi compact`` keeps its own)."""
         before, self._conversation = self._conversation, None
-        if self.run is None or before is None:
-            return
-        kept = event.messages[1:]
-        if len(before) == event.compacted_messages + len(kept) and before[event.compacted_messages :] == kept:
-            self.versions.keep(before, self.cell_turns.starts, "a compaction")
+        if self.run is not None and was_compacted(before, event.messages, event.compacted_messages):
+            self.versions.keep(before or [], self.cell_turns.starts, "a compaction")
 
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)

@@ -60,3 +60,12 @@ class ConversationVersions:
 
     def __len__(self) -> int:
         return len(self._versions)
+
+
+def was_compacted(before: list[Any] | None, after: list[Any], replaced: int) -> bool:
+    """Whether ``after`` (a summary, then the kept messages) is ``before`` with its first ``replaced``
+    messages summarised: then ``before`` is the conversation the compaction replaced."""
+    if before is None:
+        return False
+    kept = after[1:]
+    return len(before) == replaced + len(kept) and before[replaced:] == kept

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from pi_kernel.ai import ToolCall
 from pi_kernel.ai.models import Compat
 from pi_kernel.ai.providers.openai_convert import convert_tools
-from pi_kernel.ai.tool import ConstrainedSampling, Tool
+from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolSchemaError
 from pi_kernel.ai.validation import validate_tool_arguments
 
 
@@ -98,3 +98,12 @@ def test_shared_schema_is_one_object_for_cheap_internal_reads() -> None:
     assert tool.shared_json_schema() is tool.shared_json_schema()
     assert tool.json_schema() is not tool.shared_json_schema()
     assert tool.json_schema() == tool.shared_json_schema()
+
+
+def test_a_tool_text_that_is_not_valid_unicode_is_cleaned_or_refused_where_defined() -> None:
+    """A lone surrogate in a description becomes U+FFFD; one in the schema is refused with the tool's name."""
+    tool = Tool("odd", "Odd \ud800 tool.", {"type": "object", "properties": {}})
+    assert tool.description == "Odd \ufffd tool."
+    bad = {"type": "object", "properties": {"x": {"type": "string", "description": "bad \udce9"}}}
+    with pytest.raises(ToolSchemaError, match=r'Tool "odd".*not valid Unicode'):
+        Tool("odd", "Odd tool.", bad)

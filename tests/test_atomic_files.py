@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +117,55 @@ def test_a_failing_save_leaves_the_previous_save(tmp_path: Path) -> None:
 def test_a_cell_id_that_is_not_valid_unicode_does_not_break_save(tmp_path: Path) -> None:
     path = save_conversation(tmp_path / "c.jsonl", [AssistantMessage([TextContent("x")])], cells={"cell\ud800": 0})
     assert "cell\ufffd" in path.read_text(encoding="utf-8")
+
+def _as_unprivileged_user(path: str) -> str:
+    """In a child process (as ``nobody`` when run as root): what writing a read-only ``path`` does."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        os.close(read_end)
+        outcome = "?"
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            try:
+                with open(path, "w"):
+                    pass
+                outcome = "open(w) allowed"
+            except PermissionError:
+                try:
+                    write_file_atomic(path, b"overwritten")
+                    outcome = "atomic write replaced a read-only file"
+                except PermissionError:
+                    outcome = "refused"
+        except BaseException as error:  # noqa: BLE001
+            outcome = f"child error: {error!r}"
+        os.write(write_end, outcome.encode())
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(child, 0)
+    with os.fdopen(read_end, "rb") as pipe:
+        return pipe.read().decode()
+
+
+def test_a_read_only_file_is_not_replaced() -> None:
+    """A rename needs only the folder's permission: a file its owner made read-only is refused, as by
+    ``open(path, "w")``. As root, the check runs in a forked child that drops to ``nobody``."""
+    folder = tempfile.mkdtemp(prefix="r11b-ro-")
+    try:
+        os.chmod(folder, 0o777)  # a folder the user may write in
+        path = os.path.join(folder, "notes.txt")
+        with open(path, "w") as file:
+            file.write("protected")
+        os.chmod(path, 0o444)
+        if os.geteuid() == 0:
+            os.chown(path, 65534, 65534)  # the user's own file, made read-only by them
+        outcome = _as_unprivileged_user(path)
+        if outcome == "open(w) allowed":
+            pytest.skip("cannot make a read-only file on this machine")
+        with open(path) as file:
+            content = file.read()
+        assert (outcome, content) == ("refused", "protected")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -19,6 +19,7 @@ from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv, parse_dotenv
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
+from pi_kernel.kernel.line_commands import CommandError, allow
 from pi_kernel.kernel.magics import _pi_cell_magic_call
 from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
@@ -301,6 +302,18 @@ def test_stdin_answers() -> None:
     assert parse_answer("maybe")["decision"] == "deny"
 
 
+def test_a_deep_json_answer_on_stdin_is_a_denial_not_a_recursion_error() -> None:
+    """A RecursionError from ``json.loads`` killed the asking task before the answer was settled: the
+    person had answered, but the turn waited for the approval timeout."""
+    fields = parse_answer('{"command": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert fields["decision"] == "deny" and "nested too deeply" in fields["reason"]
+
+
+def test_deep_json_in_pi_allow_args_is_a_one_line_error() -> None:
+    with pytest.raises(CommandError, match="nested too deeply"):
+        allow(None, ["call-1", "--args", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"])  # type: ignore[arg-type]
+
+
 # -- files -------------------------------------------------------------------------------------
 
 
@@ -421,3 +434,15 @@ def test_usage_line_counts_the_whole_prompt_cached_part_included() -> None:
     # usage.input is the uncached part only (as pi), so "in" must add the cache reads back.
     message = AssistantMessage([TextContent("ok")], "stop", Usage(input=176, output=40, cache_read=1024))
     assert usage_line([message, message]) == "tokens: 2400 in · 80 out"
+
+
+def test_a_file_with_fewer_messages_than_its_header_says_is_refused(tmp_path: Path) -> None:
+    """A save cut short (a copy or sync interrupted) must not load with its last turns silently missing."""
+    path = save_conversation(
+        tmp_path / "chat.jsonl",
+        [UserMessage("one"), AssistantMessage([TextContent("ok one")]), UserMessage("two")],
+    )
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]), encoding="utf-8")  # the last record is lost
+    with pytest.raises(ValueError, match="header says 3 messages, the file holds 2"):
+        load_conversation(path)

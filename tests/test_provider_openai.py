@@ -546,6 +546,18 @@ async def test_tools_without_strict_where_strict_is_unsupported(fake_openai: Fak
     assert "strict" not in function and function["parameters"] == STRICT_TOOL.json_schema()
 
 
+async def test_the_documented_strict_override_sends_strict_true(fake_openai: FakeOpenAI) -> None:
+    """docs/providers.md: ``compat={"supports_strict_mode": True}`` on a vLLM (or unknown) server turns strict
+    mode on; without ``send_strict_field`` following it, the strict schema went out without ``strict: true``."""
+    model = model_for(fake_openai, "my-model", provider="vllm", compat={"supports_strict_mode": True})
+    body = await sent_body(fake_openai, model, tools=[STRICT_TOOL])
+    function = function_of(body, "read_strict")
+    assert function["parameters"] == STRICT_TOOL.strict_json_schema()[0]
+    assert function.get("strict") is True, function
+    explicit = Model("m", provider="vllm", compat={"supports_strict_mode": True, "send_strict_field": False})
+    assert explicit.resolved_compat().send_strict_field is False  # an explicit override still wins
+
+
 def test_strict_only_when_asked_supported_and_convertible() -> None:
     class Bag(BaseModel):
         counts: dict[str, int]  # open-ended keys: no strict form

@@ -167,7 +167,13 @@ class Model:
 
     def resolved_compat(self) -> Compat:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)
-        return dataclasses.replace(detected, **self.compat) if self.compat else detected  # type: ignore[arg-type]
+        if not self.compat:
+            return detected
+        overrides = dict(self.compat)
+        if overrides.get("supports_strict_mode") is True:
+            # A server said to support strict mode takes the ``strict`` key (unless told otherwise).
+            overrides.setdefault("send_strict_field", True)
+        return dataclasses.replace(detected, **overrides)  # type: ignore[arg-type]
 
     def with_(self, **changes: object) -> Model:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

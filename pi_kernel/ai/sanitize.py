@@ -14,8 +14,11 @@ so nothing downstream ever sees such a value:
 - tool-call arguments nested deeper than ``MAX_DEPTH`` are not kept: the call
   keeps ``{}`` and a ``raw_arguments`` note, so validation gives the model an
   error result naming the problem (the call never runs);
-- a tool result's ``details`` nested too deep (or holding a cycle) is replaced
-  by a short note;
+- a tool result's ``details`` are kept as JSON data: an object JSON cannot
+  hold (a lock, a handle) becomes its ``repr``, a key that is not a string,
+  number, bool or ``None`` (a tuple) becomes its ``repr`` too (the live
+  objects stay on the ``tool_execution_end`` event for the views); details
+  nested too deep (or holding a cycle) are replaced by a short note;
 - a text field holding ``None`` or another type becomes a string, and an image
   block whose data is not base64 (or whose type is not ``image/*``) becomes a
   text note: the provider would refuse every later request that carried it.
@@ -68,6 +71,27 @@ def _leaf(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     return value
+
+
+def _json_leaf(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bytes, bytearray, bool, int, float)):
+        return _leaf(value)
+    try:
+        return clean_text(repr(value))
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not break the transcript
+        return f"<{type(value).__name__}>"
+
+
+def _json_key(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return _leaf(value)
+    return _json_leaf(value)
+
+
+def json_data(value: Any, max_depth: int = MAX_DEPTH) -> Any:
+    """Like ``clean_data``, but the copy is JSON data: other objects (and keys that JSON cannot hold,
+    such as tuples) become their ``repr``. Raises ``TooDeepError`` as ``clean_data`` does."""
+    return _rebuild(value, _json_leaf, _json_key, max_depth, None)
 
 
 def clean_data(value: Any, max_depth: int = MAX_DEPTH) -> Any:
@@ -206,7 +230,7 @@ def clean_message(message: Any) -> Any:
         _clean_blocks(message.content)
         message.tool_call_id, message.tool_name = _text(message.tool_call_id), _text(message.tool_name)
         try:
-            message.details = clean_data(message.details)
+            message.details = json_data(message.details)
         except TooDeepError:
             message.details = TOO_DEEP_DETAILS
     return message

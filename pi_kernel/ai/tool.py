@@ -16,6 +16,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
+from pi_kernel.ai.sanitize import clean_text
+
 StrictMode = Literal["prefer", "require"]
 
 
@@ -113,6 +115,12 @@ def check_tool_schema(name: Any, parameters: Any) -> dict[str, Any]:
         json.dumps(schema, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ToolSchemaError(f'Tool "{name}": its parameters schema is not plain JSON ({error})') from None
+    try:
+        json.dumps(schema, ensure_ascii=False).encode("utf-8")  # as the request body is encoded
+    except UnicodeEncodeError:
+        raise ToolSchemaError(
+            f'Tool "{name}": its parameters schema holds text that is not valid Unicode (a lone surrogate)'
+        ) from None
     if schema.get("type", "object") != "object":
         raise ToolSchemaError(f'Tool "{name}": its parameters schema must describe an object, not {schema["type"]!r}')
     from jsonschema.exceptions import SchemaError
@@ -147,6 +155,7 @@ class Tool:
     )
 
     def __post_init__(self) -> None:
+        self.description = clean_text(self.description) if isinstance(self.description, str) else self.description
         self._schema_cache = _FrozenSchema.of(check_tool_schema(self.name, self.parameters))
         sampling = ConstrainedSampling.coerce(self.constrained_sampling)
         self.constrained_sampling = False if sampling is None else sampling

@@ -143,7 +143,6 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
-    start = len(agent.state.messages)
     saved = (agent.state.model, agent.max_turns)
     agent.state.model = model
     agent.max_turns = options.max_turns or session.settings.max_turns
@@ -152,6 +151,15 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     def on_approval(kind: str, request: Any) -> None:
         loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
 
+    # The turn's messages, as stored, collected from their ``message_end`` (not by index: a compaction
+    # during the turn replaces the list with a shorter one).
+    added: list[Any] = []
+
+    def collect(event: Any) -> None:
+        if event.type == "message_end" and agent.state.messages:
+            added.append(agent.state.messages[-1])
+
+    unsubscribe_collect = agent.subscribe(collect)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     session.set_run(run)
@@ -166,11 +174,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_run(None)
+        unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
         agent.state.model = saved[0] if options.model else agent.state.model
         agent.max_turns = saved[1]
-        outcome = outcome_of(agent.state.messages[start:], run.interrupted or cancelled)
+        outcome = outcome_of(added, run.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
         if took_effect and outcome.messages:

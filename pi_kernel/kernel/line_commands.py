@@ -174,6 +174,8 @@ def allow(session: PiSession, words: list[str]) -> str:
             args = json.loads(given[0]) if given else None
         except ValueError as error:
             raise CommandError(f"--args needs a JSON object ({error})") from None
+        except RecursionError:
+            raise CommandError("--args needs a JSON object (nested too deeply)") from None
         if not isinstance(args, dict):
             raise CommandError('--args needs a JSON object, e.g. --args {"path": "notes.txt"}')
         fields["args"] = args

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.config import dollars, positive_int
+from pi_kernel.kernel.undo import Version
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
@@ -324,11 +326,17 @@ def compact(session: PiSession, words: list[str]) -> str:
         raise UsageError("a turn is running; interrupt it first")
     if session.model is None:
         raise UsageError("no model to write the summary (see %pi model)")
-    result = run_to_end(session, session.agent.compact())
+    agent = session.agent
+    before = Version(list(agent.state.messages), dict(session.cell_turns.starts), "%pi compact")
+    result = run_to_end(session, agent.compact())
     if result is None:
         return "Nothing to compact yet."
-    note = f" (the model's summary failed: {result.error}; a plain list stands in)" if result.error else ""
-    return f"compacted {result.compacted_turns} turns into a summary{note}; %pi history shows it."
+    if result.error:  # a plain list would stand in: on demand, nothing is worth losing the answers for
+        agent.state.messages = before.messages
+        session.cell_turns.starts = dict(before.cells)
+        return f"Not compacted: the model's summary failed ({mask(result.error)}); the conversation is unchanged."
+    session.versions.keep(before.messages, before.cells, before.reason)
+    return f"compacted {result.compacted_turns} turns into a summary; %pi undo brings the turns back."
 
 
 def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:

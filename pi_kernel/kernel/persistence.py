@@ -60,7 +60,8 @@ def load_conversation(path: str | Path) -> SavedConversation:
     """Read a file written by ``save_conversation``; ``ValueError`` names the first bad line.
 
     The whole file is checked before anything is returned (``message_problem``: every field's type,
-    no unknown fields, nesting bounded; JSON nested too deep for the parser is refused too), and every
+    no unknown fields, nesting bounded; JSON nested too deep for the parser is refused too; as many
+    messages as the header's ``count``, so a file cut short is refused), and every
     message is made sendable and storable (``clean_message``: bytes that are not UTF-8 and lone
     surrogates become U+FFFD), so a loaded conversation can never break the turns that follow.
     """
@@ -70,7 +71,9 @@ def load_conversation(path: str | Path) -> SavedConversation:
 
     source = Path(path).expanduser()
     text = source.read_bytes().decode("utf-8", "replace")
-    rows = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    # Records end at "\n" only: ``str.splitlines`` would also cut at U+2028/U+2029/U+0085, which
+    # ``json.dumps(ensure_ascii=False)`` writes raw inside strings.
+    rows = [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
     if not rows:
         raise ValueError(f"{source}: empty file")
     header_number, header_row = rows[0]
@@ -89,6 +92,11 @@ def load_conversation(path: str | Path) -> SavedConversation:
             messages.append(clean_message(message_from_dict(data)))
         except (ValueError, TypeError, KeyError) as error:  # message_problem should have said: belt and braces
             raise ValueError(f"{source}:{number}: not a message ({error})") from None
+    count = header.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count != len(messages):
+        raise ValueError(
+            f"{source}: the header says {count} messages, the file holds {len(messages)} (cut short or edited)"
+        )
     model = header.get("model")
     return SavedConversation(
         messages, model if isinstance(model, str) else None, header, _cells(header.get("cells"), len(messages))

@@ -4,7 +4,9 @@ A session owns the agent, the tool registry, the approval broker and policy,
 the settings, the cell → turn map and what is known of the front-end. It is
 created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
 expensive parts (the agent, the registry, pydantic models, ``openai``) on first
-use, so that a kernel starts as fast as a stock one.
+use, so that a kernel starts as fast as a stock one. Long (about 470 lines):
+it is where those parts are wired together; each concept's logic lives in its
+own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
-from pi_kernel.kernel.undo import ConversationVersions, Version
+from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
 from pi_kernel.kernel.views import TurnOptions
 
 if TYPE_CHECKING:
@@ -70,7 +72,10 @@ class PiSession:
         self.settings = settings or PiSettings()
         self.cell_turns = CellTurns()
         self.versions = ConversationVersions()
-        """Conversations replaced by a re-run, ``%pi reset`` / ``load`` / ``undo``: ``%pi undo`` brings them back."""
+        """Conversations replaced by a re-run, a compaction, ``%pi reset`` / ``load`` / ``undo``: ``%pi undo``
+        brings them back."""
+        self._conversation: list[Any] | None = None
+        """The agent's message list as of its last event: what a compaction during a turn replaces."""
         self.cell_history = CellHistory()
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
@@ -253,11 +258,21 @@ class PiSession:
             return self._agent
 
     def _on_agent_event(self, event: Any) -> None:
-        """Keep the cell → turn marks right after a compaction; keep cut tool results for the user."""
+        """Keep the cell → turn marks right after a compaction, and what it replaced for ``%pi undo``;
+        keep cut tool results for the user."""
         if event.type == "compaction":
+            self._keep_compacted(event)
             self.cell_turns.compacted(event.compacted_messages)
         elif event.type == "tool_execution_end" and self._agent is not None:
             keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.tool_result_limit())
+        if self._agent is not None:
+            self._conversation = self._agent.state.messages  # appended in place; a compaction replaces it
+
+    def _keep_compacted(self, event: Any) -> None:
+        """Keep the conversation a compaction during a turn replaced (``%pi compact`` keeps its own)."""
+        before, self._conversation = self._conversation, None
+        if self.run is not None and was_compacted(before, event.messages, event.compacted_messages):
+            self.versions.keep(before or [], self.cell_turns.starts, "a compaction")
 
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)

@@ -36,6 +36,8 @@ def parse_answer(answer: str) -> dict[str, Any]:
             args = json.loads(text)
         except ValueError as error:
             return {"decision": "deny", "reason": f"The edited arguments were not valid JSON ({error})."}
+        except RecursionError:  # would kill the asking task: the turn would wait for the approval timeout
+            return {"decision": "deny", "reason": "The edited arguments were nested too deeply to read."}
         return {"decision": "approve", "args": args}
     if lowered in ("n", "no", "deny") or lowered.startswith(("n:", "no:", "n ", "no ")):
         reason = text.split(":", 1)[1] if ":" in text else text.partition(" ")[2]

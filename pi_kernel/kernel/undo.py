@@ -2,8 +2,9 @@
 
 Whatever drops messages from the conversation keeps the conversation as it
 was first (``ConversationVersions.keep``): a re-run ``%%pi`` cell that
-replaced its turn and the later ones, ``%pi reset``, ``%pi load`` and
-``%pi undo`` itself. ``%pi undo`` brings back the newest kept version (``%pi
+replaced its turn and the later ones, a compaction (``%pi compact``, or the
+automatic one during a turn), ``%pi reset``, ``%pi load`` and ``%pi undo``
+itself. ``%pi undo`` brings back the newest kept version (``%pi
 undo N``: the N-th newest, ``%pi undo list`` shows them); the conversation it
 replaces is kept in turn, so an undo is never a loss either. The newest
 ``LIMIT`` versions are kept (they share their message objects with the
@@ -59,3 +60,12 @@ class ConversationVersions:
 
     def __len__(self) -> int:
         return len(self._versions)
+
+
+def was_compacted(before: list[Any] | None, after: list[Any], replaced: int) -> bool:
+    """Whether ``after`` (a summary, then the kept messages) is ``before`` with its first ``replaced``
+    messages summarised: then ``before`` is the conversation the compaction replaced."""
+    if before is None:
+        return False
+    kept = after[1:]
+    return len(before) == replaced + len(kept) and before[replaced:] == kept

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
+from pi_kernel.ai.sanitize import clean_text
 from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.tool_approval import check_approval_option
 
@@ -86,5 +87,14 @@ class ToolDefinition:
     def __post_init__(self) -> None:
         if not self.label:
             self.label = self.name
+        # Text for every request and the system prompt: a lone surrogate (a docstring escape, an MCP
+        # server's tools/list) would make every later request fail to encode, so it becomes U+FFFD.
+        self.description = clean_text(self.description) if isinstance(self.description, str) else self.description
+        self.label = clean_text(self.label) if isinstance(self.label, str) else self.label
+        if isinstance(self.prompt_snippet, str):
+            self.prompt_snippet = clean_text(self.prompt_snippet)
+        self.prompt_guidelines = tuple(
+            clean_text(line) if isinstance(line, str) else line for line in self.prompt_guidelines
+        )
         check_approval_option(self.approval, self.name)
         check_tool_schema(self.name, self.parameters)  # a bad schema fails here, never in a request

@@ -9,7 +9,9 @@ was and no temporary file behind. An existing file keeps its permission bits;
 a new one gets the usual ``0o666`` minus the umask. A symlink is followed (the
 file it points to is replaced, the link stays). The folder must take a new
 file (the temporary one): a writable file in a read-only folder is refused
-rather than rewritten in place. Hard links to the old file keep the old
+rather than rewritten in place. An existing file the user may not write (made
+read-only: ``chmod a-w``) is refused with ``PermissionError`` as ``open(path,
+"w")`` would, although a rename needs only the folder's permission. Hard links to the old file keep the old
 content.
 
 ``make_dirs`` is ``os.makedirs(path, exist_ok=True)`` without its recursion:
@@ -70,6 +72,9 @@ def write_file_atomic(path: str | os.PathLike[str], data: bytes, *, make_parents
         mode = os.stat(target).st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
+    else:
+        if not os.access(target, os.W_OK):  # a rename would replace a file its owner made read-only
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), target)
     descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".pi-write-", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "wb") as file:

@@ -29,6 +29,7 @@ import mcp_types
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
+from pi_kernel.ai.sanitize import TooDeepError, clean_data
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.mcp.config import McpServerConfig
@@ -56,8 +57,13 @@ def tool_name(server: str, tool: str) -> str:
 
 
 def parameters_of(tool: mcp_types.Tool) -> dict[str, Any]:
-    """The tool's input schema as a raw JSON schema of an object."""
+    """The tool's input schema as a raw JSON schema of an object (text made valid Unicode: a server's
+    lone surrogate would otherwise have the tool refused)."""
     schema = dict(tool.input_schema or {})
+    try:
+        schema = clean_data(schema)
+    except TooDeepError:
+        pass  # refused with a clear error by the definition's schema check
     schema.setdefault("type", "object")
     if schema.get("type") == "object":
         schema.setdefault("properties", {})

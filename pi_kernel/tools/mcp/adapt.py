@@ -11,7 +11,9 @@
   server's hints (``"trustReadOnlyHint": true`` in its configuration): the
   annotation is the server's own claim.
 - Results (``to_result``): text stays text, images stay images (bounded as the
-  other tools bound theirs), embedded text resources become text, other
+  other tools bound theirs; only PNG, JPEG, GIF and WebP that Pillow decodes:
+  anything else becomes a note, since providers refuse a conversation holding
+  it), embedded text resources become text, other
   blocks a one-line note; ``structuredContent`` is added as JSON text when
   no text block came with it (servers send it serialized as text too); ``isError`` makes the call an error result.
 """
@@ -30,7 +32,7 @@ import mcp_types
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.tools.images import fit_image
+from pi_kernel.tools.images import MODEL_IMAGE_TYPES, fit_image, verified_image_type
 from pi_kernel.tools.mcp.config import McpServerConfig
 
 MAX_TOOL_NAME = 64
@@ -98,7 +100,10 @@ def _image(data: str, mime_type: str) -> list[Any]:
         raw = base64.b64decode(data, validate=True)
     except ValueError:
         return [TextContent(f"[image ({mime_type}) with invalid base64 data omitted]")]
-    fitted = fit_image(raw, mime_type)
+    verified = verified_image_type(raw)
+    if mime_type not in MODEL_IMAGE_TYPES or verified is None:
+        return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: not a PNG, JPEG, GIF or WebP image]")]
+    fitted = fit_image(raw, verified)
     if fitted is None:
         return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: it cannot be brought under the limits]")]
     blocks: list[Any] = [TextContent(fitted.note)] if fitted.note else []

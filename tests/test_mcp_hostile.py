@@ -5,9 +5,13 @@ from __future__ import annotations
 import base64
 
 import mcp_types
+import pytest
 
 from pi_kernel.ai import ImageContent
-from pi_kernel.tools.mcp import to_result
+from pi_kernel.tools import ToolDefinition
+from pi_kernel.tools.mcp import McpManager, server_config, to_result
+from pi_kernel.tools.mcp.server import McpServer
+from pi_kernel.tools.registry import ToolRegistry
 
 
 def _image_result(data: bytes, mime: str) -> mcp_types.CallToolResult:
@@ -28,3 +32,51 @@ def test_an_image_with_a_mime_type_providers_refuse_is_not_sent() -> None:
     svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>'
     result = to_result("evil", "shot", _image_result(svg, "image/svg+xml"))
     assert not any(isinstance(part, ImageContent) for part in result.content), result.content
+
+
+def _tool(name: str, read_only: bool = False) -> mcp_types.Tool:
+    annotations = mcp_types.ToolAnnotations(read_only_hint=True) if read_only else None
+    return mcp_types.Tool(name=name, input_schema={"type": "object"}, annotations=annotations, description=name)
+
+
+def _register(manager: McpManager, name: str, tools: list[mcp_types.Tool], trust: bool = False) -> None:
+    server = McpServer(server_config(name, {"command": "true", "trustReadOnlyHint": trust}))
+    server.tools, server.state = tools, "running"
+    manager.servers[name] = server
+    manager._register(server)
+
+
+def test_two_tools_of_one_server_that_sanitize_to_one_name_are_not_silently_shadowed() -> None:
+    """``get.item`` and ``get_item`` both become ``docs__get_item``: the registry keeps only the last,
+    so the model (and an approval card) calling ``docs__get_item`` runs the other tool than the one
+    ``%pi mcp`` lists first, without any notice."""
+    registry = ToolRegistry()
+    manager = McpManager({}, registry)
+    _register(manager, "docs", [_tool("get.item", read_only=True), _tool("get_item")], trust=True)
+    names = [info.name for info in registry.list()]
+    assert len(names) == 2 or manager.take_notices(), names
+
+
+def test_an_mcp_tool_does_not_replace_a_tool_of_the_session_with_its_name() -> None:
+    """A ``@tool`` named ``docs__search`` and the tool ``search`` of server ``docs``: the MCP tool
+    gets a name of its own (with a notice) instead of silently replacing the session's tool."""
+
+    async def run(*_args: object) -> None:
+        return None
+
+    registry = ToolRegistry()
+    mine = ToolDefinition(name="docs__search", label="mine", description="mine", parameters={}, execute=run)
+    registry.add(mine)
+    manager = McpManager({}, registry)
+    _register(manager, "docs", [_tool("search")])
+    assert registry.get("docs__search") is mine
+    assert len(registry.names()) == 2 and manager.take_notices()
+    listed = manager.describe()
+    assert next(name for name in registry.names() if name != "docs__search") in listed
+
+
+@pytest.mark.parametrize("name", ["a_", "_a"])
+def test_a_server_name_cannot_start_or_end_with_an_underscore(name: str) -> None:
+    """Server ``a`` with tool ``__run`` and server ``a_`` with tool ``_run`` would both be ``a____run``."""
+    with pytest.raises(ValueError, match="start or end"):
+        server_config(name, {"command": "true"})

@@ -3,6 +3,9 @@
 - Name: ``<server>__<tool>`` (double underscore), characters providers refuse
   replaced by ``_``; a name over the providers' 64-character limit is cut and
   ends with a short hash of the full name, so two long names stay distinct.
+  A name already taken (``get.item`` and ``get_item`` are both ``get_item``;
+  a tool of the session of that name) gets a hash of the server's and the
+  tool's own names instead (``unique_tool_name``), with a notice.
 - Parameters: the server's ``inputSchema`` as a raw JSON schema (validated
   like any raw schema); description and title come from the server.
 - Approval: every MCP tool asks (``approval="ask"``) and is not read-only. A
@@ -54,6 +57,14 @@ def tool_name(server: str, tool: str) -> str:
     if len(name) <= MAX_TOOL_NAME:
         return name
     digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+
+
+def unique_tool_name(server: str, tool: str) -> str:
+    """A name for a tool whose ``tool_name`` is taken: cut as needed, ending with a hash of the
+    server's and the tool's own names (distinct for distinct tools, stable across restarts)."""
+    name = _REFUSED.sub("_", f"{server}{SEPARATOR}{tool}")
+    digest = hashlib.sha1(f"{server}\0{tool}".encode()).hexdigest()[:8]
     return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
 
 

@@ -88,8 +88,11 @@ def server_config(name: str, entry: Any) -> McpServerConfig:
     """One ``mcpServers`` entry, checked; ``ValueError`` saying what is wrong (never quoting values)."""
     if not isinstance(name, str) or not SERVER_NAME.match(name):
         raise ValueError(f"server name {name!r} must use only letters, digits, '_' and '-'")
-    if "__" in name:
-        raise ValueError(f"server name {name!r} must not contain '__' (it separates server and tool names)")
+    if "__" in name or name.startswith("_") or name.endswith("_"):
+        raise ValueError(
+            f"server name {name!r} must not contain '__' nor start or end with '_' (the '__' of "
+            "<server>__<tool> separates server and tool names)"
+        )
     if not isinstance(entry, Mapping):
         raise ValueError(f'server {name!r}: expected an object with "command" or "url"')
     command, url = entry.get("command"), entry.get("url") or entry.get("httpUrl")

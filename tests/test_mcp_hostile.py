@@ -80,3 +80,24 @@ def test_a_server_name_cannot_start_or_end_with_an_underscore(name: str) -> None
     """Server ``a`` with tool ``__run`` and server ``a_`` with tool ``_run`` would both be ``a____run``."""
     with pytest.raises(ValueError, match="start or end"):
         server_config(name, {"command": "true"})
+
+
+def test_a_deny_for_a_whole_server_is_not_undone_by_a_longer_auto_pattern() -> None:
+    """docs/mcp.md: ``%pi approve shell__*=deny`` "never run the tools of shell". With another rule
+    ``*read_file=auto`` (meant for some other server), the longer pattern wins and
+    ``shell__read_file`` runs without asking."""
+    from pi_kernel.tools.approval_policy import ApprovalPolicy
+
+    policy = ApprovalPolicy()
+    policy.apply_spec(["shell__*=deny", "*read_file=auto"])
+    assert policy.decide(None, {}, name="shell__read_file") != "run"
+
+
+def test_an_exact_rule_still_wins_over_a_stricter_pattern() -> None:
+    """docs/mcp.md: ``docs__*=ask docs__search=auto`` asks for all of docs except its search."""
+    from pi_kernel.tools.approval_policy import ApprovalPolicy
+
+    policy = ApprovalPolicy()
+    policy.apply_spec(["docs__*=deny", "docs__search=auto"])
+    assert policy.override_for("docs__search") == "auto"
+    assert policy.override_for("docs__fetch") == "deny"

@@ -101,3 +101,12 @@ def test_an_exact_rule_still_wins_over_a_stricter_pattern() -> None:
     policy.apply_spec(["docs__*=deny", "docs__search=auto"])
     assert policy.override_for("docs__search") == "auto"
     assert policy.override_for("docs__fetch") == "deny"
+
+
+def test_mcp_list_never_shows_credentials_written_into_a_server_url() -> None:
+    """``%pi mcp`` prints the URL as configured (an admin's ``c.PiKernel.mcp_servers`` too), so
+    ``https://user:password@host`` lands in the notebook's output; ``describe_model`` masks the same
+    thing for base URLs (``pi_kernel.ai.secrets.mask``)."""
+    url = "https://bob:hunter2-secret@mcp.example.com/mcp"
+    manager = McpManager({"docs": server_config("docs", {"url": url})})
+    assert "hunter2-secret" not in manager.describe()

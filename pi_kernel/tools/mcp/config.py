@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pi_kernel.ai.secrets import mask
+
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -63,10 +65,11 @@ class McpServerConfig:
         return self.start_timeout_ms / 1000
 
     def describe(self) -> str:
-        """How the server is reached, for ``%pi mcp`` (never the values of ``env`` or ``headers``)."""
+        """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
+        masked (``pi_kernel.ai.secrets.mask``: credentials in a URL, keys, the environment's secrets)."""
         if self.command:
-            return " ".join([self.command, *self.args])
-        return str(self.url)
+            return mask(" ".join([self.command, *self.args]))
+        return mask(str(self.url))
 
 
 def _strings(value: Any, what: str) -> dict[str, str]:

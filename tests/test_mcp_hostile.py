@@ -8,6 +8,9 @@ import mcp_types
 import pytest
 
 from pi_kernel.ai import ImageContent
+from pi_kernel.kernel.allowed_models import is_allowed
+from pi_kernel.kernel.config import PiSettings
+from pi_kernel.kernel.model_resolution import model_from_spec
 from pi_kernel.tools import ToolDefinition
 from pi_kernel.tools.mcp import McpManager, server_config, to_result
 from pi_kernel.tools.mcp.server import McpServer
@@ -110,3 +113,13 @@ def test_mcp_list_never_shows_credentials_written_into_a_server_url() -> None:
     url = "https://bob:hunter2-secret@mcp.example.com/mcp"
     manager = McpManager({"docs": server_config("docs", {"url": url})})
     assert "hunter2-secret" not in manager.describe()
+
+
+def test_a_provider_qualified_entry_does_not_allow_that_text_as_a_model_id_elsewhere() -> None:
+    """``deepseek:*`` (every model of DeepSeek) is also compared with the bare id, so any provider's
+    model whose id starts with ``deepseek:`` passes: ``openrouter:deepseek:r1`` is allowed."""
+    model = model_from_spec("openrouter:deepseek:r1", PiSettings())
+    assert model.provider == "openrouter"
+    assert not is_allowed(model, ("deepseek:*",))
+    assert is_allowed(model_from_spec("deepseek:deepseek-reasoner", PiSettings()), ("deepseek:*",))
+    assert is_allowed(model, ("*:deepseek:r1",))

@@ -123,3 +123,22 @@ def test_a_provider_qualified_entry_does_not_allow_that_text_as_a_model_id_elsew
     assert not is_allowed(model, ("deepseek:*",))
     assert is_allowed(model_from_spec("deepseek:deepseek-reasoner", PiSettings()), ("deepseek:*",))
     assert is_allowed(model, ("*:deepseek:r1",))
+
+
+def test_a_server_name_too_long_for_per_server_rules_is_refused() -> None:
+    """With a 58-character server name every tool name would be cut before the ``__``, so the documented
+    per-server rule ``<server>__*=deny`` would match none of its tools: such a name is refused."""
+    with pytest.raises(ValueError, match="longer than 40"):
+        server_config("acme-corporation-internal-knowledge-base-production-us-east", {"command": "true"})
+
+
+def test_a_per_server_rule_applies_to_the_longest_names_allowed() -> None:
+    """The longest server name allowed and a long tool name: the tool name keeps ``<server>__``."""
+    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.mcp import tool_name
+
+    server = "s" * 40
+    server_config(server, {"command": "true"})  # accepted
+    policy = ApprovalPolicy()
+    policy.apply_spec([f"{server}__*=deny"])
+    assert policy.decide(None, {}, name=tool_name(server, "search" * 20)) == "deny"

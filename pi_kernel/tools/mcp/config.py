@@ -31,6 +31,9 @@ from pi_kernel.ai.secrets import mask
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+MAX_SERVER_NAME = 40
+"""Longer names would leave too little of a 64-character tool name: a name cut before its ``__`` would
+escape the per-server rules (``<server>__*=deny``)."""
 """A server name becomes the first part of tool names, which providers restrict to ``[A-Za-z0-9_-]``."""
 
 
@@ -91,6 +94,8 @@ def server_config(name: str, entry: Any) -> McpServerConfig:
     """One ``mcpServers`` entry, checked; ``ValueError`` saying what is wrong (never quoting values)."""
     if not isinstance(name, str) or not SERVER_NAME.match(name):
         raise ValueError(f"server name {name!r} must use only letters, digits, '_' and '-'")
+    if len(name) > MAX_SERVER_NAME:
+        raise ValueError(f"server name {name[:MAX_SERVER_NAME]}... is longer than {MAX_SERVER_NAME} characters")
     if "__" in name or name.startswith("_") or name.endswith("_"):
         raise ValueError(
             f"server name {name!r} must not contain '__' nor start or end with '_' (the '__' of "

@@ -5,6 +5,12 @@ the settings, the cell → turn map and what is known of the front-end. It is
 created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
 expensive parts (the agent, the registry, pydantic models, ``openai``) on first
 use, so that a kernel starts as fast as a stock one.
+
+Size note: this module is long (over 400 lines) because it is the one place
+that wires those parts together (lazy construction, model choice, approval
+routing, MCP, undo versions); each concept's own logic already lives in its
+module (``long_session``, ``model_resolution``, ``approval_hook``,
+``cell_turns``, ``undo``, ...), and what remains here is the wiring itself.
 """
 
 from __future__ import annotations

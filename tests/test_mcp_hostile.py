@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import sys
+from pathlib import Path
 
 import mcp_types
 import pytest
@@ -15,6 +17,8 @@ from pi_kernel.tools import ToolDefinition
 from pi_kernel.tools.mcp import McpManager, server_config, to_result
 from pi_kernel.tools.mcp.server import McpServer
 from pi_kernel.tools.registry import ToolRegistry
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _image_result(data: bytes, mime: str) -> mcp_types.CallToolResult:
@@ -142,3 +146,36 @@ def test_a_per_server_rule_applies_to_the_longest_names_allowed() -> None:
     policy = ApprovalPolicy()
     policy.apply_spec([f"{server}__*=deny"])
     assert policy.decide(None, {}, name=tool_name(server, "search" * 20)) == "deny"
+
+
+def test_a_server_schema_pattern_cannot_freeze_the_kernel() -> None:
+    """A server's ``inputSchema`` may carry a catastrophic regex; validating the model's arguments
+    runs it on the kernel's event loop (no interrupt reaches ``re``): ``^(a+)+$`` against 30 ``a`` and a
+    ``!`` takes minutes. Run in a child process with a 10 s limit."""
+    import subprocess
+
+    code = (
+        "from pi_kernel.ai.tool import Tool\n"
+        "from pi_kernel.ai.validation import validate_tool_arguments\n"
+        "from pi_kernel.ai import ToolCall\n"
+        "t = Tool('t', 'd', {'type': 'object', 'properties': {'a': {'type': 'string', 'pattern': '^(a+)+$'}}})\n"
+        "try:\n    validate_tool_arguments(t, ToolCall('1', 't', {'a': 'a' * 30 + '!'}))\n"
+        "except Exception:\n    pass\n"
+    )
+    try:
+        subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=10, check=True)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("argument validation against a server's pattern ran over 10 s") from None
+
+def test_a_pattern_too_slow_to_check_is_an_error_the_model_reads_and_good_patterns_still_apply() -> None:
+    from pi_kernel.ai import ToolCall
+    from pi_kernel.ai.tool import Tool
+    from pi_kernel.ai.validation import validate_tool_arguments
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a|aa)+$"}}}
+    tool = Tool("t", "d", schema)
+    with pytest.raises(Exception, match="could not be checked against the pattern"):  # re: minutes
+        validate_tool_arguments(tool, ToolCall("1", "t", {"a": "a" * 40 + "!"}))
+    with pytest.raises(Exception, match="does not match"):
+        validate_tool_arguments(tool, ToolCall("2", "t", {"a": "b"}))
+    assert validate_tool_arguments(tool, ToolCall("3", "t", {"a": "aaa"})) == {"a": "aaa"}

@@ -125,9 +125,9 @@ def test_the_example_config_sets_the_site_defaults(hub: Hub) -> None:
     settings = hub.driver.run(
         "from pi_kernel.kernel.extension import get_session\n"
         "s = get_session()\n"
-        "(s.settings.allowed_models, s.broker.timeout)"
+        "(s.settings.allowed_models, s.broker.timeout, s.settings.budget)"
     )
-    assert settings.text.strip() == "(('gpt-4o-mini', 'gpt-4o', 'deepseek-chat', 'qwen3*'), 300.0)"
+    assert settings.text.strip() == "(('gpt-4o-mini', 'gpt-4o', 'deepseek-chat', 'qwen3*'), 300.0, 5.0)"
     hub.server.enqueue(text_chunks("Hello from the gateway."))
     turn = hub.driver.run("%%pi\nHi", cell_id="hub-hi")
     assert turn.status == "ok" and "Hello from the gateway." in turn.text

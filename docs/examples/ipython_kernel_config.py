@@ -20,3 +20,7 @@ c.PiKernel.allowed_models = ["gpt-4o-mini", "gpt-4o", "deepseek-chat", "qwen3*"]
 # Tool calls ask before they run; an unanswered request is denied after 5 minutes.
 c.PiKernel.approval = "ask"
 c.PiKernel.approval_timeout = 300
+
+# What one session may spend on model requests, in US dollars (%pi budget shows
+# and changes it): once spent, the next request is refused with a clear message.
+c.PiKernel.budget = 5.0

@@ -25,6 +25,7 @@ from pydantic import ValidationError as ModelValidationError
 from pi_kernel.ai.coercion import SchemaCoercer, copy_json
 from pi_kernel.ai.error_paths import ErrorList, describe_schema_error, dotted, model_error_path
 from pi_kernel.ai.messages import ToolCall
+from pi_kernel.ai.pattern_check import bounded_validator
 from pi_kernel.ai.tool import Tool
 
 if TYPE_CHECKING:
@@ -137,11 +138,11 @@ def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: 
 
     model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
     if model is not None:
-        validator = Draft202012Validator(schema)  # pydantic emits 2020-12
+        validator = bounded_validator(Draft202012Validator)(schema)  # pydantic emits 2020-12
     else:
         cls = validator_for(schema, default=Draft202012Validator)
         cls.check_schema(schema)  # a broken schema is the tool author's error: say so once, clearly
-        validator = cls(schema)
+        validator = bounded_validator(cls)(schema)  # a pattern cannot freeze the kernel (pattern_check)
     fill = model is None  # pydantic applies its own default (and default_factory): drop, do not fill
     coercer = SchemaCoercer(schema, validator, fill_defaults=fill)
     strict = SchemaCoercer(schema, validator, fill_defaults=fill, null_means_unset=True)

@@ -6,10 +6,13 @@ docs/jupyterhub.md). Unset or empty: every model is allowed.
 
 Each entry is a model id (``gpt-4o-mini``: that id from any provider or
 server) or ``provider:id`` (``deepseek:deepseek-chat``, ``ollama:qwen3:8b``),
-and may hold shell-style wildcards (``gpt-4o*``, ``ollama:*``). An entry is
-compared, case-sensitively, with both ``provider:id`` and ``id`` of the
-resolved model, so ``gpt-4o-mini`` also allows it behind an OpenAI-compatible
-base URL (where the provider is ``openai-compatible``).
+and may hold shell-style wildcards (``gpt-4o*``, ``ollama:*``). An entry
+holding ``:`` is compared, case-sensitively, with ``provider:id`` only (so
+``deepseek:*`` never allows ``openrouter:deepseek:r1``); an entry without one
+with the model's ``id``, so ``gpt-4o-mini`` also allows it behind an
+OpenAI-compatible base URL (where the provider is ``openai-compatible``). An
+id that holds ``:`` itself is named with its provider (``ollama:qwen3:8b``,
+or ``*:qwen3:8b`` for any provider).
 
 This module owns the rule only; it imports nothing of the session, so
 ``config`` can use it at kernel start.
@@ -67,7 +70,7 @@ def allowed_specs(specs: Sequence[str], allowed: Sequence[str]) -> list[str]:
 def _matches(full_name: str, model_id: str, allowed: Sequence[str]) -> bool:
     if not allowed:
         return True
-    return any(fnmatchcase(full_name, entry) or fnmatchcase(model_id, entry) for entry in allowed)
+    return any(fnmatchcase(full_name if ":" in entry else model_id, entry) for entry in allowed)
 
 
 def refusal(model: NamedModel, allowed: Sequence[str]) -> str | None:

@@ -25,7 +25,9 @@ environment, ``inspect`` of an ``os.environ`` path, ...) always asks a person, w
 
 Per-tool overrides (``bash=ask python=auto``; a name with ``*`` is a pattern,
 so ``time__*=auto`` sets every tool of the MCP server ``time``, and an exact
-name wins over a pattern, a longer pattern over a shorter one) win over the
+name wins over a pattern; among the patterns that match, the strictest wins,
+``deny`` over ``ask`` over ``auto``, so ``shell__*=deny`` is never undone by
+another rule such as ``*read_file=auto``) win over the
 mode (also over ``read-only``: ``%pi approve read-only mytool=auto`` lets one
 more tool run).
 
@@ -59,6 +61,8 @@ Verdict = Literal["run", "ask", "deny"]
 SessionMode = Literal["ask", "auto", "deny", "read-only"]
 SESSION_MODES: tuple[str, ...] = ("ask", "auto", "deny", "read-only")
 TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
+_STRICTNESS = {"auto": 0, "ask": 1, "deny": 2}
+"""Among the patterns matching a tool, the strictest mode wins."""
 """What a per-tool override may say."""
 
 READ_ONLY_TOOLS = frozenset({"read"})
@@ -178,12 +182,12 @@ class ApprovalPolicy:
         return f'Tool "{tool_name}" refused this call: its own approval rule denies it.'
 
     def override_for(self, tool_name: str) -> str | None:
-        """The per-tool mode for ``tool_name``: its exact entry, else the longest matching pattern."""
+        """The per-tool mode for ``tool_name``: its exact entry, else the strictest matching pattern's."""
         exact = self.overrides.get(tool_name)
         if exact is not None:
             return exact
-        patterns = [key for key in self.overrides if "*" in key and fnmatch.fnmatchcase(tool_name, key)]
-        return self.overrides[max(patterns, key=len)] if patterns else None
+        modes = [mode for key, mode in self.overrides.items() if "*" in key and fnmatch.fnmatchcase(tool_name, key)]
+        return max(modes, key=_STRICTNESS.__getitem__) if modes else None
 
     def allow_always(self, tool_name: str) -> None:
         self.always_allowed.add(tool_name)

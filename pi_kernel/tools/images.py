@@ -24,6 +24,9 @@ MAX_IMAGE_HEIGHT = 2000
 MAX_IMAGE_BASE64_BYTES = int(4.5 * 1024 * 1024)
 """Below Anthropic's 5 MB limit, as pi chose; other providers accept it too."""
 _JPEG_QUALITIES = (80, 85, 70, 55, 40)
+MODEL_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image types every provider accepts."""
+_PILLOW_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 IMAGE_OMITTED_NOTE = "[Image omitted: could not be resized below the inline image size limit.]"
 """What the model reads in place of an image ``fit_image`` could not bring under the limits."""
 
@@ -39,6 +42,26 @@ class FittedImage:
 
 def _base64_size(size: int) -> int:
     return 4 * ((size + 2) // 3)
+
+
+def verified_image_type(data: bytes) -> str | None:
+    """The type of ``data`` when Pillow decodes it as one of ``MODEL_IMAGE_TYPES``, else None.
+
+    For images from untrusted sources (MCP servers): bytes that are not such an
+    image would make the provider refuse every later request of the conversation.
+    Without Pillow nothing can be verified, so the answer is None.
+    """
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            image_format = opened.format
+            opened.load()
+    except Exception:  # noqa: BLE001 - anything Pillow cannot decode is not an image to send
+        return None
+    return _PILLOW_FORMATS.get(image_format or "")
 
 
 def fit_image(data: bytes, mime_type: str) -> FittedImage | None:

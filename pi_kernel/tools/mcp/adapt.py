@@ -3,6 +3,9 @@
 - Name: ``<server>__<tool>`` (double underscore), characters providers refuse
   replaced by ``_``; a name over the providers' 64-character limit is cut and
   ends with a short hash of the full name, so two long names stay distinct.
+  A name already taken (``get.item`` and ``get_item`` are both ``get_item``;
+  a tool of the session of that name) gets a hash of the server's and the
+  tool's own names instead (``unique_tool_name``), with a notice.
 - Parameters: the server's ``inputSchema`` as a raw JSON schema (validated
   like any raw schema); description and title come from the server.
 - Approval: every MCP tool asks (``approval="ask"``) and is not read-only. A
@@ -11,7 +14,9 @@
   server's hints (``"trustReadOnlyHint": true`` in its configuration): the
   annotation is the server's own claim.
 - Results (``to_result``): text stays text, images stay images (bounded as the
-  other tools bound theirs), embedded text resources become text, other
+  other tools bound theirs; only PNG, JPEG, GIF and WebP that Pillow decodes:
+  anything else becomes a note, since providers refuse a conversation holding
+  it), embedded text resources become text, other
   blocks a one-line note; ``structuredContent`` is added as JSON text when
   no text block came with it (servers send it serialized as text too); ``isError`` makes the call an error result.
 """
@@ -31,7 +36,7 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.ai.sanitize import TooDeepError, clean_data
 from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.tools.images import fit_image
+from pi_kernel.tools.images import MODEL_IMAGE_TYPES, fit_image, verified_image_type
 from pi_kernel.tools.mcp.config import McpServerConfig
 
 MAX_TOOL_NAME = 64
@@ -53,6 +58,14 @@ def tool_name(server: str, tool: str) -> str:
     if len(name) <= MAX_TOOL_NAME:
         return name
     digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+
+
+def unique_tool_name(server: str, tool: str) -> str:
+    """A name for a tool whose ``tool_name`` is taken: cut as needed, ending with a hash of the
+    server's and the tool's own names (distinct for distinct tools, stable across restarts)."""
+    name = _REFUSED.sub("_", f"{server}{SEPARATOR}{tool}")
+    digest = hashlib.sha1(f"{server}\0{tool}".encode()).hexdigest()[:8]
     return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
 
 
@@ -104,7 +117,10 @@ def _image(data: str, mime_type: str) -> list[Any]:
         raw = base64.b64decode(data, validate=True)
     except ValueError:
         return [TextContent(f"[image ({mime_type}) with invalid base64 data omitted]")]
-    fitted = fit_image(raw, mime_type)
+    verified = verified_image_type(raw)
+    if mime_type not in MODEL_IMAGE_TYPES or verified is None:
+        return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: not a PNG, JPEG, GIF or WebP image]")]
+    fitted = fit_image(raw, verified)
     if fitted is None:
         return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: it cannot be brought under the limits]")]
     blocks: list[Any] = [TextContent(fitted.note)] if fitted.note else []

@@ -26,9 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pi_kernel.ai.secrets import mask
+
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+MAX_SERVER_NAME = 40
+"""Longer names would leave too little of a 64-character tool name: a name cut before its ``__`` would
+escape the per-server rules (``<server>__*=deny``)."""
 """A server name becomes the first part of tool names, which providers restrict to ``[A-Za-z0-9_-]``."""
 
 
@@ -63,10 +68,11 @@ class McpServerConfig:
         return self.start_timeout_ms / 1000
 
     def describe(self) -> str:
-        """How the server is reached, for ``%pi mcp`` (never the values of ``env`` or ``headers``)."""
+        """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
+        masked (``pi_kernel.ai.secrets.mask``: credentials in a URL, keys, the environment's secrets)."""
         if self.command:
-            return " ".join([self.command, *self.args])
-        return str(self.url)
+            return mask(" ".join([self.command, *self.args]))
+        return mask(str(self.url))
 
 
 def _strings(value: Any, what: str) -> dict[str, str]:
@@ -88,8 +94,13 @@ def server_config(name: str, entry: Any) -> McpServerConfig:
     """One ``mcpServers`` entry, checked; ``ValueError`` saying what is wrong (never quoting values)."""
     if not isinstance(name, str) or not SERVER_NAME.match(name):
         raise ValueError(f"server name {name!r} must use only letters, digits, '_' and '-'")
-    if "__" in name:
-        raise ValueError(f"server name {name!r} must not contain '__' (it separates server and tool names)")
+    if len(name) > MAX_SERVER_NAME:
+        raise ValueError(f"server name {name[:MAX_SERVER_NAME]}... is longer than {MAX_SERVER_NAME} characters")
+    if "__" in name or name.startswith("_") or name.endswith("_"):
+        raise ValueError(
+            f"server name {name!r} must not contain '__' nor start or end with '_' (the '__' of "
+            "<server>__<tool> separates server and tool names)"
+        )
     if not isinstance(entry, Mapping):
         raise ValueError(f'server {name!r}: expected an object with "command" or "url"')
     command, url = entry.get("command"), entry.get("url") or entry.get("httpUrl")

@@ -24,11 +24,12 @@ import atexit
 import concurrent.futures
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import mcp_types
 
-from pi_kernel.tools.mcp.adapt import tool_definition, tool_name, trusted_read_only
+from pi_kernel.tools.mcp.adapt import tool_definition, tool_name, trusted_read_only, unique_tool_name
 from pi_kernel.tools.mcp.config import McpServerConfig
 from pi_kernel.tools.mcp.server import McpServer, McpServerError
 from pi_kernel.tools.mcp.stdio import kill_all_groups
@@ -46,6 +47,8 @@ class McpManager:
         self.servers: dict[str, McpServer] = {name: McpServer(config) for name, config in (configs or {}).items()}
         self._registered: dict[str, list[str]] = {}
         """Server name → the tool names it put in the registry."""
+        self._tool_names: dict[str, dict[str, str]] = {}
+        """Server name → its tool's own name → the name it has in the registry."""
         self._notices: list[str] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,16 +127,35 @@ class McpManager:
     def _register(self, server: McpServer) -> None:
         if self.registry is None:
             return
-        definitions = [tool_definition(server.config, tool, self.call) for tool in server.tools]
+        own = set(self._registered.get(server.name, []))
+        taken = set(self.registry.names()) - own
+        definitions = []
+        chosen: dict[str, str] = {}
+        for tool in server.tools:
+            definition = tool_definition(server.config, tool, self.call)
+            if definition.name in taken:
+                unique = unique_tool_name(server.name, tool.name)
+                if unique in taken:
+                    self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is left out: '
+                                 f"the names {definition.name} and {unique} are taken")
+                    continue
+                self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is named {unique}, '
+                             f"since {definition.name} is taken by another tool")
+                definition = replace(definition, name=unique)
+            taken.add(definition.name)
+            chosen[tool.name] = definition.name
+            definitions.append(definition)
         names = [definition.name for definition in definitions]
-        for stale in set(self._registered.get(server.name, [])) - set(names):
+        for stale in own - set(names):
             if stale in self.registry:
                 self.registry.remove(stale)
         for definition in definitions:
             self.registry.add(definition)
         self._registered[server.name] = names
+        self._tool_names[server.name] = chosen
 
     def _unregister(self, server_name: str) -> None:
+        self._tool_names.pop(server_name, None)
         for name in self._registered.pop(server_name, []):
             if self.registry is not None and name in self.registry:
                 self.registry.remove(name)
@@ -199,10 +221,12 @@ class McpManager:
             lines.append(f"{name}: {server.state} ({config.transport}: {config.describe()}{trust})")
             if server.error and server.state in ("failed", "crashed"):
                 lines += [f"    {line}" for line in server.error.splitlines()[:12]]
+            registered = self._tool_names.get(name, {})
             for tool in server.tools if server.state == "running" else []:
                 kind = "read-only" if trusted_read_only(tool, config) else "asks"
                 about = ((tool.description or "").strip().splitlines() or [""])[0][:100]
-                lines.append(f"    {tool_name(name, tool.name)} [{kind}] {about}".rstrip())
+                shown = registered.get(tool.name, tool_name(name, tool.name))
+                lines.append(f"    {shown} [{kind}] {about}".rstrip())
         return "\n".join(lines)
 
     def close(self) -> None:

@@ -13,6 +13,10 @@ its ``env`` names it), with three differences:
   or a crash (``tail``);
 - on close the whole process group is ended (SIGTERM, then SIGKILL) after
   the server had its chance to exit, so nothing it started survives;
+- a reply the SDK cannot parse (nested too deep, say) or longer than
+  ``MAX_LINE_CHARS`` answers its request at once with a JSON-RPC error
+  instead of leaving it to wait for its timeout; lines are gathered in
+  pieces (linear time), an oversized one is not kept;
 - every live group is also recorded in ``LIVE_GROUPS`` so that the kernel's
   exit (``kill_all_groups``, run at shutdown and by ``atexit``) ends them even
   when no event loop runs any more, and told to the reaper (``reaper.py``, a
@@ -22,7 +26,9 @@ its ``env`` names it), with three differences:
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +54,11 @@ EXIT_GRACE_SECONDS = 2.0
 TERM_GRACE_SECONDS = 1.0
 """Between SIGTERM and SIGKILL of the group."""
 STDERR_TAIL_CHARS = 2000
+MAX_LINE_CHARS = 16 * 1024 * 1024
+"""The longest message a server may send (one line); a longer reply answers its request with an error."""
+HEAD_CHARS = 4096
+"""What is kept of an oversized line: enough to find the id of the request it answers."""
+_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 
 LIVE_GROUPS: set[int] = set()
 """Process groups of servers started and not ended yet (the leader's pid)."""
@@ -147,15 +158,29 @@ async def stdio_transport(
 
     async def stdout_reader() -> None:
         assert process.stdout is not None
-        buffer = ""
+        pieces: list[str] = []
+        size = 0
+        head: str | None = None  # the start of a line over MAX_LINE_CHARS (its pieces are dropped)
         try:
             async with read_writer:
                 async for chunk in TextReceiveStream(process.stdout, encoding="utf-8", errors="replace"):
-                    lines = (buffer + chunk).split("\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        if line.strip():
-                            await read_writer.send(_parse(line))
+                    start = 0
+                    while (end := chunk.find("\n", start)) >= 0:
+                        piece, start = chunk[start:end], end + 1
+                        if head is not None:
+                            message: SessionMessage | Exception | None = _refuse(head, "longer than 16 MB")
+                        else:
+                            line = "".join([*pieces, piece])
+                            message = _parse(line) if line.strip() else None
+                        pieces, size, head = [], 0, None
+                        if message is not None:
+                            await read_writer.send(message)
+                    rest = chunk[start:]
+                    if head is None and rest:
+                        pieces.append(rest)
+                        size += len(rest)
+                        if size > MAX_LINE_CHARS:
+                            head, pieces, size = "".join(pieces)[:HEAD_CHARS], [], 0
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
         finally:
@@ -209,7 +234,32 @@ async def _stop(process: Process, write_stream: Any) -> None:
 
 
 def _parse(line: str) -> SessionMessage | Exception:
+    """The server's message; a reply that cannot be read answers its request with an error (else the
+    request would wait for its timeout); anything else unreadable goes to the session as the error."""
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as error:
-        return error
+        refused = _refuse(line, f"not a valid reply ({_first_line(error)})")
+        return refused if refused is not None else error
+
+
+def _refuse(line: str, why: str) -> SessionMessage | None:
+    """A JSON-RPC error answering the request ``line`` replies to (None when it names no id or is a request)."""
+    request_id: Any = None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):  # too deep or cut: the first "id" is the reply's own (SDK order)
+        found = _ID.search(line[:HEAD_CHARS])
+        if found is not None and '"method"' not in line[: found.start()]:
+            request_id = json.loads(found.group(1))
+    else:
+        if isinstance(message, dict) and "method" not in message:
+            request_id = message.get("id")
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        return None
+    error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"The server's reply was {why}.")
+    return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

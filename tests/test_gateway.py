@@ -168,7 +168,12 @@ def notebook(gateway: EnterpriseGateway) -> Iterator[NotebookPage]:
     # forwarded to the gateway (it refuses kernels for root, the default user of a CI box).
     lab = JupyterLabServer(
         {},
-        extra_args=[f"--gateway-url={gateway.url}", "--GatewayClient.request_timeout=120"],
+        # expose_app_in_browser: ``connect`` reconnects through JupyterLab's own command.
+        extra_args=[
+            f"--gateway-url={gateway.url}",
+            "--GatewayClient.request_timeout=120",
+            "--LabApp.expose_app_in_browser=True",
+        ],
         extra_env={"KERNEL_USERNAME": "pi-user"},
     ).start()
     with sync_playwright() as playwright:
@@ -176,7 +181,10 @@ def notebook(gateway: EnterpriseGateway) -> Iterator[NotebookPage]:
         page = chromium.new_page(viewport={"width": 1280, "height": 1000})
         try:
             lab.write_notebook("remote.ipynb", CELLS)
-            page_notebook = NotebookPage(page, lab, "remote.ipynb").open(timeout=120)
+            page_notebook = NotebookPage(page, lab, "remote.ipynb")
+            page.goto(f"{lab.url}/lab/tree/remote.ipynb?reset", timeout=120_000)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            connect(page_notebook)
             page_notebook.run(0)
             page_notebook.wait_prompt(0, timeout=90)
             yield page_notebook
@@ -186,6 +194,24 @@ def notebook(gateway: EnterpriseGateway) -> Iterator[NotebookPage]:
             ARTIFACTS.mkdir(exist_ok=True)
             shutil.copy(lab.log, ARTIFACTS / "gateway-lab.log")
             lab.stop()
+
+
+def connect(notebook: NotebookPage) -> None:
+    """Wait for the kernel to be idle; reconnect where the gateway left the kernel's websocket silent.
+
+    JupyterLab opens a kernel's websocket twice in a row; Enterprise Gateway 3.3 can replace the first
+    ("Replacing stale connection") in a way that leaves the second silent for good. What a person does
+    then, Kernel > Reconnect to Kernel, brings it back (docs/enterprise-gateway.md).
+    """
+    reconnect = "kernelmenu:reconnect-to-kernel"
+    assert notebook.page.evaluate(f"window.jupyterapp.commands.hasCommand('{reconnect}')")
+    for _attempt in range(3):
+        try:
+            notebook.wait_idle(timeout=40)
+            return
+        except Exception:  # noqa: BLE001 - Playwright's TimeoutError: still connecting
+            notebook.page.evaluate(f"window.jupyterapp.commands.execute('{reconnect}')")
+    notebook.wait_idle(timeout=40)
 
 
 def _approve_button(notebook: NotebookPage, cell: int) -> Any:

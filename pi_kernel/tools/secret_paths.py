@@ -13,14 +13,19 @@ never runs unseen: ``approval_policy`` turns it into a question in ``ask``,
 followed); ``secret_mention_reason`` scans a command or code text (``bash``,
 ``python``) for the same names, plus commands that print the whole
 environment or name a key variable (``env``, ``printenv``, ``os.environ``,
-``$OPENAI_API_KEY``): a shell can reach a file
-in ways no scan sees, so this is a tripwire for the plain cases, while the
-masking of key values in every tool result (``agent.tool_execution``) is the
-net under it.
+``$OPENAI_API_KEY``). It errs on the side of asking: the text is also read
+with adjacent string literals joined and quotes removed (``'envi' 'ron'``,
+``.e''nv``), and a word holding a glob, a brace list or a shell variable is
+tried against example secret files (``/proc/self/env*``, ``.{e,}nv``). A
+shell can still reach a file in ways no scan sees, so this is a tripwire,
+while the masking of key values in every tool result
+(``agent.tool_execution``; also their hex and base64 forms) is the net under
+it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 
@@ -78,25 +83,88 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
 
 
 _ENV_DUMP = re.compile(
-    r"(?:^|[\s;&|(`'\"\[,])(?:env(?=\s*(?:$|[;&|)`>'\"\],]))|printenv\b|export\s+-p\b|declare\s+-[a-z]*[xp])"
-    r"|\benviron\b|\bgetenv\b|[A-Za-z0-9]_(?:API_KEY|TOKEN)\b"
+    r"(?:^|[\s;&|(`'\"\[,])(?:env(?:\s+-[-\w]*)*(?=\s*(?:$|[;&|)`>'\"\],]))|set(?=\s*(?:$|[;&|)`>]))"
+    r"|printenv\b|export\s+-p\b|(?:declare|typeset)\s+-[a-z]*[xp])"
+    r"|(?i:environ(?!ment))|\bgetenv\b|[A-Za-z0-9]_(?:API_KEY|TOKEN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
+    r"|\bps\s+[A-Za-z]*e",
+    re.MULTILINE,
 )
-"""Printing the whole environment (a bare ``env``, ``printenv``, ``export -p``), reading it from code
-(``os.environ``, ``getenv``), or naming a key variable (``$OPENAI_API_KEY``)."""
+"""Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``), reading it
+from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
+``process.env``), or naming a key variable (``$OPENAI_API_KEY``)."""
 _PATHISH = re.compile(r"""[^\s'"`;|&<>()=,]+""")
+_JOINED_LITERALS = re.compile(r"""['"]\s*[+,]?\s*['"]""")
+"""Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``)."""
+_QUOTING = re.compile(r"""['"\\]""")
+_SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$\w+|`[^`]*`|\{[^}]*\}")
+"""What a shell replaces before reading a name (a variable, a command's output, a brace list)."""
+_GLOB = re.compile(r"[*?\[]")
+_BRACE_LIST = re.compile(r"(?<!\$)\{[^{}\s]*\}")
+"""A shell brace list (``.{e,}nv``), read as a glob (``.*nv``)."""
+
+
+def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Files holding secrets, as full paths and as bare names, that a glob is tried against."""
+    home = os.path.expanduser("~")
+    full = ["/proc/self/environ", "/proc/1/environ", "/proc/self/task/1/environ"]
+    full += [os.path.join(home, *folder, "credentials") for folder in _SECRET_DIRS if folder[0].startswith(".")]
+    full += [os.path.join(home, ".local", "share", "jupyter", "runtime", "kernel-1.json")]
+    names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
+    return tuple(full), tuple(names)
+
+
+def _glob_reason(word: str) -> str | None:
+    """Why a word holding a glob or a shell expansion may name a file holding secrets, or ``None``."""
+    home = os.path.expanduser("~")
+    pattern = word.replace("${HOME}", home).replace("$HOME", home)
+    pattern = os.path.normpath(_SHELL_EXPANSION.sub("*", os.path.expanduser(pattern)))
+    literal = re.sub(r"[*?\[\]/]", "", pattern)
+    if not _GLOB.search(pattern) or not (literal.strip(".") or pattern.startswith(".")):
+        return None  # ``*``, ``*/*``, ``*.*``: everything, so a sign of nothing (``.*`` is every dot file)
+    full, names = _examples()
+    if "/" in pattern:
+        target = pattern if pattern.startswith("/") else "*/" + pattern
+        hits = [path for path in full if fnmatch.fnmatchcase(path, target)]
+    elif len(literal) >= 2 or pattern.startswith("."):
+        hidden_ok = not pattern.startswith(("*", "?", "["))  # a shell glob matches a dot name only from a dot
+        hits = [
+            name for name in names if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, pattern)
+        ]
+    else:
+        hits = []
+    return f"it may match {hits[0]}: {_name_reason(hits[0]) or 'it holds secrets'}" if hits else None
+
+
+def _variants(text: str) -> list[str]:
+    """The text as written, with adjacent string literals joined, and with quotes and backslashes removed."""
+    joined = _JOINED_LITERALS.sub("", text)
+    return list(dict.fromkeys((text, joined, _QUOTING.sub("", joined))))
 
 
 def secret_mention_reason(text: str) -> str | None:
     """Why a command or code text (``bash``, ``python``) may read secrets, or ``None`` (see the module doc)."""
     if not isinstance(text, str):
         return None
-    for word in _PATHISH.findall(text):
-        if "/" in word or word.startswith(".") or _KEY_FILES.match(word):
+    for variant in _variants(text):
+        reason = _mention_reason(variant)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _mention_reason(text: str) -> str | None:
+    for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
+        if "/" in word or word.startswith(".") or _KEY_FILES.match(word) or _GLOB.search(word):
             reason = _name_reason(os.path.normpath(os.path.expanduser(word)))
             if reason is None and "environ" in word and "/proc/" in word:
                 reason = "it is a process's environment, which holds the API keys"
             if reason is not None:
                 return f"it names {word}: {reason}"
+            glob_reason = _glob_reason(word) if _GLOB.search(word) or "$" in word or "{" in word else None
+            if glob_reason is not None:
+                return f"{word}: {glob_reason}"
+    if "/proc/" in text and "environ" in text:
+        return "it may read a process's environment, which holds the API keys"
     if _ENV_DUMP.search(text):
         return "it may read the environment, which holds the API keys"
     return None

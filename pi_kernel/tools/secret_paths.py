@@ -5,7 +5,9 @@ Reading the kernel's own environment (``/proc/self/environ``, any
 (``~/.aws/credentials``, ``~/.netrc``, ``~/.git-credentials``, ``~/.pypirc``,
 ``~/.docker/config.json``, ``~/.kube/config``, ...), SSH and TLS private keys
 (``id_rsa``, ``*.pem``, ``*.key``) or a Jupyter connection file (its HMAC key
-lets anyone run code in the kernel) sends secrets to the model. Such a call
+lets anyone run code in the kernel: ``kernel-*.json``, ``jpserver-*.json``
+anywhere, any file in Jupyter's runtime folder, ``JUPYTER_RUNTIME_DIR``
+included) sends secrets to the model. Such a call
 never runs unseen: ``approval_policy`` turns it into a question in ``ask``,
 ``auto`` and ``read-only`` mode, and a refusal in ``deny`` mode.
 
@@ -29,6 +31,8 @@ import fnmatch
 import os
 import re
 
+from jupyter_core.paths import jupyter_runtime_dir
+
 from pi_kernel.tools.paths import resolve_to_cwd
 
 _ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/environ$")
@@ -49,6 +53,21 @@ _SECRET_DIRS = (
 )
 """Folders whose files hold credentials (public SSH keys and ``known_hosts`` excepted)."""
 _PUBLIC = re.compile(r"(?:\.pub|^known_hosts(?:\.old)?|^authorized_keys|^config)$")
+_JUPYTER_SECRETS = re.compile(
+    r"^(?:kernel-.+\.json|(?:jp|nb)server-.+\.(?:json|html)|(?:jupyter|jupyterhub)_cookie_secret)$"
+)
+"""Jupyter's connection files (their HMAC key lets anyone run code in the kernel), a server's
+``jpserver-*.json`` / ``-open.html`` (its token) and cookie secrets, wherever they are (``JUPYTER_RUNTIME_DIR``
+may be any folder, a connection file may be passed from anywhere with ``-f``)."""
+
+
+def _runtime_dirs() -> list[str]:
+    """Jupyter's runtime folder now (``JUPYTER_RUNTIME_DIR`` or the default), as given and resolved."""
+    try:
+        runtime = jupyter_runtime_dir()
+    except Exception:  # noqa: BLE001 - a broken Jupyter setup must not break the check
+        return []
+    return list(dict.fromkeys((os.path.abspath(runtime), os.path.realpath(runtime))))
 
 
 def _name_reason(real: str) -> str | None:
@@ -67,6 +86,11 @@ def _name_reason(real: str) -> str | None:
                 return f"files under {os.sep.join(folder)} hold credentials"
     if _KEY_FILES.match(name):
         return f"{name} looks like a private key"
+    if _JUPYTER_SECRETS.match(name):
+        return f"{name} is a Jupyter connection or server file, whose key runs code in the kernel"
+    for runtime in _runtime_dirs():
+        if real == runtime or real.startswith(runtime.rstrip(os.sep) + os.sep):
+            return "files in Jupyter's runtime folder hold the keys of running kernels and servers"
     return None
 
 
@@ -109,7 +133,9 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
     full = ["/proc/self/environ", "/proc/1/environ", "/proc/self/task/1/environ"]
     full += [os.path.join(home, *folder, "credentials") for folder in _SECRET_DIRS if folder[0].startswith(".")]
     full += [os.path.join(home, ".local", "share", "jupyter", "runtime", "kernel-1.json")]
+    full += [os.path.join(runtime, "kernel-1.json") for runtime in _runtime_dirs()]
     names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
+    names += ["kernel-1.json", "jpserver-1.json"]
     return tuple(full), tuple(names)
 
 
@@ -122,16 +148,19 @@ def _glob_reason(word: str) -> str | None:
     if not _GLOB.search(pattern) or not (literal.strip(".") or pattern.startswith(".")):
         return None  # ``*``, ``*/*``, ``*.*``: everything, so a sign of nothing (``.*`` is every dot file)
     full, names = _examples()
+    hits: list[str] = []
     if "/" in pattern:
         target = pattern if pattern.startswith("/") else "*/" + pattern
         hits = [path for path in full if fnmatch.fnmatchcase(path, target)]
-    elif len(literal) >= 2 or pattern.startswith("."):
-        hidden_ok = not pattern.startswith(("*", "?", "["))  # a shell glob matches a dot name only from a dot
+    name_pattern = os.path.basename(pattern)
+    name_literal = re.sub(r"[*?\[\]]", "", name_pattern)
+    if not hits and ((len(name_literal) >= 2 and name_literal.strip(".")) or name_pattern.startswith(".")):
+        hidden_ok = not name_pattern.startswith(("*", "?", "["))  # a shell glob matches a dot name only from a dot
         hits = [
-            name for name in names if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, pattern)
+            name
+            for name in names
+            if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, name_pattern)
         ]
-    else:
-        hits = []
     return f"it may match {hits[0]}: {_name_reason(hits[0]) or 'it holds secrets'}" if hits else None
 
 

@@ -16,12 +16,29 @@ for line in sys.stdin:
     request = json.loads(line)
     method, rid = request.get("method"), request.get("id")
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": rid, "result": {
-            "protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}},
-            "serverInfo": {"name": "hostile", "version": "1"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": {
+                    "protocolVersion": request["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "hostile", "version": "1"},
+                },
+            }
+        )
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
-            {"name": "get", "description": "get", "inputSchema": {"type": "object", "properties": {}}}]}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": {
+                    "tools": [
+                        {"name": "get", "description": "get", "inputSchema": {"type": "object", "properties": {}}}
+                    ]
+                },
+            }
+        )
     elif method == "tools/call":
         if MODE == "deep":
             value: object = "bottom"

@@ -118,6 +118,7 @@ def test_a_cell_id_that_is_not_valid_unicode_does_not_break_save(tmp_path: Path)
     path = save_conversation(tmp_path / "c.jsonl", [AssistantMessage([TextContent("x")])], cells={"cell\ud800": 0})
     assert "cell\ufffd" in path.read_text(encoding="utf-8")
 
+
 def _as_unprivileged_user(path: str) -> str:
     """In a child process (as ``nobody`` when run as root): what writing a read-only ``path`` does."""
     read_end, write_end = os.pipe()

@@ -55,14 +55,14 @@ def test_rerunning_the_fix_it_cell_still_tells_the_model_about_the_error(
     assert "ZeroDivisionError" in request_text(server.last_body)
 
 
-HOSTILE = '''
+HOSTILE = """
 class Proxy:  # a callable proxy whose attribute access raises (lazy/remote proxies do this)
     def __call__(self):
         pass
     def __getattribute__(self, name):
         raise RuntimeError("not connected")
 proxy = Proxy()
-'''
+"""
 
 
 def test_a_hostile_object_neither_breaks_the_turn_nor_loses_the_conversation_on_a_rerun(

@@ -18,4 +18,3 @@ def test_duplicate_column_names_still_get_dtypes_and_nulls() -> None:
     assert "summary failed" not in text
     assert "2 rows x 3 columns" in text and "float64" in text
     assert "numeric summary" in text and "  b: 2, 3.5, 2, 5" in text
-

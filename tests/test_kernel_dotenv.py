@@ -15,7 +15,7 @@ import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 
-from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, load_dotenv
+from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, DOTENV_KEYS_ENV, load_dotenv
 
 pytestmark = pytest.mark.kernel
 
@@ -98,7 +98,12 @@ def test_dotenv_keys_never_pair_with_an_environment_url(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text(f"OPENAI_API_KEY={DOTENV_KEY}\nDEEPSEEK_API_KEY={DOTENV_KEY}\nPI_MODEL=m\n")
     environ = {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
     result = load_dotenv(tmp_path / ".env", environ)
-    assert environ == {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1", "PI_MODEL": "m", "DEEPSEEK_API_KEY": DOTENV_KEY}
+    assert environ == {
+        "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
+        "PI_MODEL": "m",
+        "DEEPSEEK_API_KEY": DOTENV_KEY,
+        DOTENV_KEYS_ENV: "DEEPSEEK_API_KEY",  # which key came from the .env (the default model prefers others)
+    }
     assert result.ignored == [
         "OPENAI_API_KEY ignored: OPENAI_BASE_URL is set in the environment, and a key must "
         "come from the same place as the URL it is sent to"

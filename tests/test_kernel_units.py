@@ -46,7 +46,7 @@ def test_dotenv_does_not_override_set_variables(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("PI_MODEL=from-file\nOPENAI_API_KEY=file-key\n")
     environ = {"PI_MODEL": "from-env"}
     added = load_dotenv(tmp_path / ".env", environ).added
-    assert environ == {"PI_MODEL": "from-env", "OPENAI_API_KEY": "file-key"}
+    assert environ == {"PI_MODEL": "from-env", "OPENAI_API_KEY": "file-key", "PI_DOTENV_KEYS": "OPENAI_API_KEY"}
     assert added == ["OPENAI_API_KEY"]
 
 

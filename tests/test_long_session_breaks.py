@@ -168,9 +168,7 @@ async def test_a_cancelled_run_keeps_a_finished_user_tool_result_bounded(fake_op
     agent = Agent(model, prepare_next_turn=registry.prepare_next_turn)
     dumped = asyncio.Event()
     agent.subscribe(
-        lambda event: dumped.set()
-        if event.type == "tool_execution_end" and event.tool_call_id == "call_dump"
-        else None
+        lambda event: dumped.set() if event.type == "tool_execution_end" and event.tool_call_id == "call_dump" else None
     )
     run = asyncio.ensure_future(agent.prompt("dump and hang"))
     await asyncio.wait_for(dumped.wait(), 20)

@@ -167,6 +167,7 @@ def test_a_server_schema_pattern_cannot_freeze_the_kernel() -> None:
     except subprocess.TimeoutExpired:
         raise AssertionError("argument validation against a server's pattern ran over 10 s") from None
 
+
 def test_a_pattern_too_slow_to_check_is_an_error_the_model_reads_and_good_patterns_still_apply() -> None:
     from pi_kernel.ai import ToolCall
     from pi_kernel.ai.tool import Tool

@@ -145,15 +145,19 @@ def check_every_turn(nb: Any) -> None:
     """Each ``%%pi`` cell ended in an answer; each call got its one result, a failed one readable by the model.
 
     Holds whatever the model chose: a turn that ended in an answer after a
-    failed call means the error went back to the model and it went on.
+    failed call means the error went back to the model and it went on. A cell
+    with a turn limit may end on its last tool calls (``tool_use``) instead:
+    the limit ended the run, each call still has its result.
     """
     for cell in nb.cells:
         if cell.cell_type != "code" or not cell.source.startswith("%%pi"):
             continue
         records = turns(cell)
         assert records, f"no turn recorded for {cell.source!r}"
+        limited = re.search(r"--max-turns \d", cell.source.splitlines()[0]) is not None
+        ends = ("stop", "length", "tool_use") if limited else ("stop", "length")
         for record in records:
-            assert record["errors"] == [] and record["stop_reason"] in ("stop", "length"), (cell.source, record)
+            assert record["errors"] == [] and record["stop_reason"] in ends, (cell.source, record)
             for call in record["tool_calls"]:
                 result = call["result"]
                 assert call["status"] in ("done", "error", "denied") and result is not None, call
@@ -245,8 +249,8 @@ def check_mcp(nb: Any, approval: str, workdir: Path) -> None:
     added = output_text(cell_after(nb, "mcp add time"))
     assert "time: running" in added and "time__get_current_time [asks]" in added, added
     assert "time__*=auto" in output_text(cell_after(nb, "%pi approve time__*=auto"))
-    turn = cell_after(nb, "What time is it now in UTC?")
-    assert all(call["name"].startswith("time__") and call["status"] != "denied" for call in tool_calls(turn))
+    turn = cell_after(nb, "What time is it now in UTC?")  # the model may also use the notebook tools 08 leaves on
+    assert all(call["status"] != "denied" for call in tool_calls(turn) if call["name"].startswith("time__"))
     assert "MCP server time removed." in output_text(cell_after(nb, "%pi mcp remove time"))
 
 

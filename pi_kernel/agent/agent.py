@@ -421,9 +421,7 @@ class Agent:
         The state gets the results at once; the events follow, as far as a
         further cancellation lets them.
         """
-        events = closing_events_for_cancelled_run(
-            self._state, ended_calls, OPERATION_ABORTED, self.tool_result_limit()
-        )
+        events = closing_events_for_cancelled_run(self._state, ended_calls, OPERATION_ABORTED, self.tool_result_limit())
         for event in events:
             reduce_agent_state(self._state, event)
         for event in events:

@@ -5,7 +5,8 @@ still quote one (a provider error echoing the request, a tool printing the
 environment). ``redact`` replaces the value of every key-like environment
 variable with ``***``. It lives in the bottom layer so that every layer above
 (the kernel's text and files, the widgets' static output) masks the same way
-without importing the kernel. ``mask`` adds URL credentials and ``sk-`` keys;
+without importing the kernel (it also masks a key's hex and base64 forms,
+``secret_encodings``). ``mask`` adds URL credentials and ``sk-`` keys;
 ``StreamRedactor`` masks text that leaves in pieces (a live view); ``mask_data``
 masks JSON-like data (a message about to be saved, a tool's details).
 """
@@ -20,6 +21,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
+from pi_kernel.ai.secret_encodings import redact_other_forms
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
 """Environment variables known to hold secrets (``redact`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
@@ -64,12 +66,14 @@ is public, and a few characters of a key give nothing away."""
 
 def redact(text: str, environ: Mapping[str, str] | None = None, *, secrets: Sequence[str] | None = None) -> str:
     """``text`` with every known key value, and every ``FRAGMENT_CHARS``-long run of one, replaced by ``***``
-    (``secrets``: the values, if already known)."""
-    for secret in secret_values(environ) if secrets is None else secrets:
+    (``secrets``: the values, if already known); also their hex and base64 forms and any of these split over
+    lines (``secret_encodings``)."""
+    known = secret_values(environ) if secrets is None else secrets
+    for secret in known:
         if secret in text:
             text = text.replace(secret, "***")
         text = _redact_fragments(text, secret)
-    return text
+    return redact_other_forms(text, known, FRAGMENT_CHARS)
 
 
 def _redact_fragments(text: str, secret: str) -> str:

@@ -16,7 +16,11 @@ existing key elsewhere:
   ``DOTENV_KEY_ENV``, so a key set later in the notebook never reaches that
   server), and the ``.env``'s ``OPENAI_API_KEY`` is ignored when
   ``OPENAI_BASE_URL`` is set in the environment (other providers' keys go to
-  their own URLs).
+  their own URLs);
+- a ``.env``'s key never switches the user's provider: when the environment
+  holds a key, the default model uses it (the ``.env``'s keys are recorded in
+  ``DOTENV_KEYS_ENV``, and the session's notice names them), and a ``.env``
+  that brings a key cannot choose the model (``PI_MODEL``, ``PI_PROVIDER``).
 
 The ``.env``'s base URL is returned, not exported: the settings carry it (and
 that it came from a ``.env``); keys go to the environment, where providers
@@ -68,6 +72,9 @@ DOTENV_NAMES = frozenset(
 STRICTER_APPROVALS = ("deny", "read-only")
 """``PI_APPROVAL`` values a ``.env`` may set: never more permissive than ``ask``."""
 DOTENV_KEY_ENV = "PI_DOTENV_OPENAI_API_KEY"
+DOTENV_KEYS_ENV = "PI_DOTENV_KEYS"
+"""Names of the keys a ``.env`` added (comma-separated): the default model prefers a key of the real environment
+(``model_resolution.resolve_model``), so a ``.env``'s key never switches the user's provider."""
 """Where the ``.env``'s ``OPENAI_API_KEY`` is kept when its ``OPENAI_BASE_URL`` is used: the only key sent there."""
 
 
@@ -119,7 +126,21 @@ def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | N
             "OPENAI_API_KEY ignored: OPENAI_BASE_URL is set in the environment, and a key must come "
             "from the same place as the URL it is sent to"
         )
+    own_keys = [name for name in KEY_NAMES if environ.get(name)]
+    added_keys = [name for name in KEY_NAMES if wanted.get(name)]
+    if own_keys and added_keys:
+        result.ignored.append(
+            f"{', '.join(added_keys)} set from the .env, but the default model uses "
+            f"{own_keys[0]} from the environment (a .env's key never switches your provider)"
+        )
+        for name in ("PI_MODEL", "PI_PROVIDER"):
+            if wanted.pop(name, None) is not None:
+                result.ignored.append(
+                    f"{name} ignored: the .env also brings its own key, and {own_keys[0]} is set in the environment"
+                )
     for name, value in wanted.items():
         environ[name] = value
         result.added.append(name)
+    if added_keys:
+        environ[DOTENV_KEYS_ENV] = ",".join(added_keys)
     return result

@@ -47,7 +47,7 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
                             (read-only: only the built-in read and tools declaring read_only run;
                             TOOL may be a pattern: time__*=auto for every tool of the MCP server time)
-                            (a stricter mode set later wins over an earlier "always allow" or TOOL=auto)
+                            (a stricter mode set later wins over an earlier "always allow", TOOL=auto or TOOL=ask)
 %pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
 %pi deny ID|all [REASON]    deny a waiting tool call
 %pi reset                   forget the conversation

@@ -1,7 +1,8 @@
 """Which model a session uses: from its settings, the keys and base URL in the environment, else the
 local model (``resolve_model``); ``%pi model NAME`` under the same base-URL rules (``model_from_spec``).
 
-A ``.env``'s base URL only ever gets that file's own key (``dotenv.DOTENV_KEY_ENV``).
+A ``.env``'s base URL only ever gets that file's own key (``dotenv.DOTENV_KEY_ENV``), and a ``.env``'s key
+is the default only when the environment has none (``dotenv.DOTENV_KEYS_ENV``).
 ``pi_kernel.ai`` is imported inside the functions: this module loads at kernel start, where importing
 it would cost a second, and nothing here is needed before the first ``%%pi``.
 """
@@ -16,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV
+from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, DOTENV_KEYS_ENV
 
 if TYPE_CHECKING:
     from pi_kernel.ai.models import Model
@@ -100,10 +101,16 @@ def resolve_model(settings: PiSettings, environ: Mapping[str, str] | None = None
     if settings.provider:
         defaults = {"deepseek": DEFAULT_DEEPSEEK_MODEL}
         return parse_model_spec(defaults.get(settings.provider, DEFAULT_OPENAI_MODEL), settings.provider)
-    if env.get("OPENAI_API_KEY"):
-        return Model(id=DEFAULT_OPENAI_MODEL, provider="openai")
-    if env.get("DEEPSEEK_API_KEY"):
-        return Model(id=DEFAULT_DEEPSEEK_MODEL, provider="deepseek")
+    from_dotenv = set(env.get(DOTENV_KEYS_ENV, "").split(","))
+    by_key = {
+        "OPENAI_API_KEY": (DEFAULT_OPENAI_MODEL, "openai"),
+        "DEEPSEEK_API_KEY": (DEFAULT_DEEPSEEK_MODEL, "deepseek"),
+    }
+    present = [name for name in by_key if env.get(name)]
+    present.sort(key=lambda name: name in from_dotenv)  # a key of the real environment before a .env's
+    if present:
+        model_id, provider = by_key[present[0]]
+        return Model(id=model_id, provider=provider)
     if local_model_installed():
         return Model(id=LOCAL_MODEL_ID, provider="local")
     return None

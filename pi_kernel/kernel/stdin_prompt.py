@@ -52,10 +52,13 @@ def question(tool_name: str, args: Any, warning: str | None = None) -> str:
         shown = repr(args)
     # here: this module loads at kernel start, pi_kernel.ai imports slowly
     from pi_kernel.ai.secrets import mask
-    from pi_kernel.tools.approval import cut_middle
+    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
 
     shown = mask(shown)  # before the cut: a cut key would no longer be found
-    note = f"[{warning}] " if warning else ""
+    shown, invisible = reveal_invisible(shown, json_text=True)  # bidi overrides, zero-width: visible
+    notes = [warning] if warning else []
+    notes += [invisible_warning(invisible)] if invisible else []
+    note = "".join(f"[{text}] " for text in notes)
     return mask(f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: ")
 
 

@@ -45,7 +45,7 @@ from pi_kernel.ai.secrets import mask, mask_partial, secret_values
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
-from pi_kernel.tools.approval import cut_middle
+from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
 from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
@@ -82,7 +82,9 @@ def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
     except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
         text = reprlib.repr(value)
     text = mask(text)  # before the cut: a cut key would no longer be found
-    return cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
+    text, invisible = reveal_invisible(text, json_text=True)  # bidi overrides, zero-width: shown as \uXXXX
+    note = f"[{invisible_warning(invisible)}] " if invisible else ""
+    return note + cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.ai import AbortSignal
+from pi_kernel.ai.sanitize import map_strings
 
 DecisionKind = Literal["approve", "always", "deny"]
 
@@ -34,6 +36,73 @@ def cut_middle(text: str, limit: int) -> str:
         return text
     keep = max(limit // 2, 1)
     return f"{text[:keep]} {hidden_marker(len(text) - 2 * keep)} {text[-keep:]}"
+
+
+_SHOWN_AS_IS = "\n\t"
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+"""Controls (ESC, CR), format characters (bidi overrides and isolates, zero-width characters, tag
+characters), line and paragraph separators, surrogates, private and unassigned code points."""
+_INVISIBLE_EXTRA = frozenset(
+    "\u034f\u115f\u1160\u180b\u180c\u180d\u180f\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+"""Printable by Unicode's rules yet blank on screen: fillers, the Braille blank, variation selectors."""
+
+
+def _is_invisible(char: str) -> bool:
+    if char in _INVISIBLE_EXTRA:
+        return True
+    return not char.isprintable() and char not in _SHOWN_AS_IS and unicodedata.category(char) in _INVISIBLE_CATEGORIES
+
+
+def _escape(char: str, json_text: bool) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    if json_text:  # a JSON escape of a character beyond the BMP is its surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\U{code:08x}"
+
+
+def reveal_invisible(text: str, *, json_text: bool = False) -> tuple[str, int]:
+    """``text`` with every character that hides or reorders text on screen written as ``\\uXXXX``, and how
+    many there were: what a person approves must look like what runs (Trojan Source: a bidi override
+    shows ``curl … | sh`` as harmless text). ``json_text``: ``text`` is JSON, its escapes stay valid JSON
+    (the characters only occur inside strings, so parsing it gives back the same value)."""
+    if text.isprintable() and not _INVISIBLE_EXTRA.intersection(text):
+        return text, 0
+    count = 0
+    parts = []
+    for char in text:
+        if _is_invisible(char):
+            count += 1
+            parts.append(_escape(char, json_text))
+        else:
+            parts.append(char)
+    return "".join(parts), count
+
+
+def reveal_invisible_data(value: Any) -> tuple[Any, int]:
+    """``reveal_invisible`` applied to every string (and mapping key) inside JSON-like ``value``."""
+    count = 0
+
+    def reveal(text: str) -> str:
+        nonlocal count
+        shown, found = reveal_invisible(text)
+        count += found
+        return shown
+
+    return map_strings(value, reveal, reveal), count
+
+
+def invisible_warning(count: int) -> str:
+    """The plain warning shown with a call that holds characters ``reveal_invisible`` made visible."""
+    plural = "character" if count == 1 else "characters"
+    return (
+        f"⚠ this call holds {count:,} invisible or text-reordering {plural}, shown as \\uXXXX; the call runs with them"
+    )
 
 
 @dataclass(slots=True)

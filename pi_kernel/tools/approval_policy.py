@@ -36,14 +36,16 @@ means nothing writes):
 
 - "Always allow" only answers the question a person would have been asked:
   it turns an ``ask`` into ``run``, never a ``deny``. Under ``read-only`` or
-  ``deny`` an always-allowed tool is refused like any other (back in ``ask``
-  mode, it runs without asking again).
+  ``deny`` an always-allowed tool is refused like any other, also when a
+  per-tool ``ask`` override would have asked (back in ``ask`` mode, it runs
+  without asking again).
 - ``%pi approve MODE`` (any mode but ``auto``) drops the per-tool ``auto``
-  overrides set before it; those restated in the same command stay.
+  overrides set before it, and ``read-only`` / ``deny`` also the ``ask``
+  ones; those restated in the same command stay.
 - A cell's own ``%%pi --approve MODE`` (any mode but ``auto``) ignores
-  per-tool ``auto`` overrides, and its ``deny`` denies every call of that
-  cell: whoever writes it wants this cell to run nothing, whatever was
-  clicked earlier in the session.
+  per-tool ``auto`` overrides (``read-only`` also the ``ask`` ones), and its
+  ``deny`` denies every call of that cell: whoever writes it wants this cell
+  to run nothing, whatever was clicked earlier in the session.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ SESSION_MODES: tuple[str, ...] = ("ask", "auto", "deny", "read-only")
 TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
 _STRICTNESS = {"auto": 0, "ask": 1, "deny": 2}
 """Among the patterns matching a tool, the strictest mode wins."""
+STRICT_MODES: tuple[str, ...] = ("deny", "read-only")
+"""Modes that refuse calls by themselves: an earlier ``ask`` override or "always allow" never lifts that."""
 """What a per-tool override may say."""
 
 READ_ONLY_TOOLS = frozenset({"read"})
@@ -127,9 +131,15 @@ class ApprovalPolicy:
         verdict = self._verdict(definition, args, tool_name, mode)
         if verdict != "deny" and self.secret_reason(definition, args, tool_name) is not None:
             return "deny" if (mode or self.mode) == "deny" else "ask"  # secrets: never unseen, whatever allowed it
-        if verdict == "ask" and tool_name in self.always_allowed:
-            return "run"  # "always allow" answers the question, it never lifts a deny
+        allowed = tool_name in self.always_allowed and not self._mode_refuses(definition, tool_name, mode)
+        if verdict == "ask" and allowed:
+            return "run"  # "always allow" answers the question, it never lifts a deny nor a stricter mode
         return verdict
+
+    def _mode_refuses(self, definition: ToolDefinition | None, tool_name: str, cell_mode: str | None) -> bool:
+        """Whether the effective mode alone refuses this tool: ``deny``, or ``read-only`` for a writing tool."""
+        mode = cell_mode or self.mode
+        return mode == "deny" or (mode == "read-only" and not is_read_only(definition, tool_name))
 
     def _verdict(self, definition: ToolDefinition | None, args: Any, tool_name: str, cell_mode: str | None) -> Verdict:
         """The decision before "always allow" is applied."""
@@ -137,6 +147,8 @@ class ApprovalPolicy:
         override = self.override_for(tool_name)
         if override == "auto" and cell_mode not in (None, "auto"):
             override = None  # a cell's stricter mode wins over an earlier session-wide auto
+        if override == "ask" and cell_mode in STRICT_MODES:
+            override = None  # ... and over a session-wide ask (asking could still let it write)
         if override is not None:
             return "run" if override == "auto" else override  # type: ignore[return-value]
         if mode == "auto":
@@ -218,8 +230,9 @@ class ApprovalPolicy:
                 raise ValueError(f"Unknown approval setting {word!r}: use {', '.join(SESSION_MODES)} or TOOL=MODE")
         if mode is not None:
             self.set_mode(mode)
-            if mode != "auto":  # a stricter mode wins over per-tool autos set before it
-                self.overrides = {name: value for name, value in self.overrides.items() if value != "auto"}
+            if mode != "auto":  # a stricter mode wins over per-tool overrides set before it that are looser
+                dropped = ("auto", "ask") if mode in STRICT_MODES else ("auto",)
+                self.overrides = {name: value for name, value in self.overrides.items() if value not in dropped}
         self.overrides.update(overrides)
 
     def describe(self) -> str:

@@ -5,7 +5,9 @@ Reading the kernel's own environment (``/proc/self/environ``, any
 (``~/.aws/credentials``, ``~/.netrc``, ``~/.git-credentials``, ``~/.pypirc``,
 ``~/.docker/config.json``, ``~/.kube/config``, ...), SSH and TLS private keys
 (``id_rsa``, ``*.pem``, ``*.key``) or a Jupyter connection file (its HMAC key
-lets anyone run code in the kernel) sends secrets to the model. Such a call
+lets anyone run code in the kernel: ``kernel-*.json``, ``jpserver-*.json``
+anywhere, any file in Jupyter's runtime folder, ``JUPYTER_RUNTIME_DIR``
+included) sends secrets to the model. Such a call
 never runs unseen: ``approval_policy`` turns it into a question in ``ask``,
 ``auto`` and ``read-only`` mode, and a refusal in ``deny`` mode.
 
@@ -13,16 +15,23 @@ never runs unseen: ``approval_policy`` turns it into a question in ``ask``,
 followed); ``secret_mention_reason`` scans a command or code text (``bash``,
 ``python``) for the same names, plus commands that print the whole
 environment or name a key variable (``env``, ``printenv``, ``os.environ``,
-``$OPENAI_API_KEY``): a shell can reach a file
-in ways no scan sees, so this is a tripwire for the plain cases, while the
-masking of key values in every tool result (``agent.tool_execution``) is the
-net under it.
+``$OPENAI_API_KEY``). It errs on the side of asking: the text is also read
+with adjacent string literals joined and quotes removed (``'envi' 'ron'``,
+``.e''nv``), and a word holding a glob, a brace list or a shell variable is
+tried against example secret files (``/proc/self/env*``, ``.{e,}nv``). A
+shell can still reach a file in ways no scan sees, so this is a tripwire,
+while the masking of key values in every tool result
+(``agent.tool_execution``; also their hex and base64 forms) is the net under
+it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
+
+from jupyter_core.paths import jupyter_runtime_dir
 
 from pi_kernel.tools.paths import resolve_to_cwd
 
@@ -44,6 +53,21 @@ _SECRET_DIRS = (
 )
 """Folders whose files hold credentials (public SSH keys and ``known_hosts`` excepted)."""
 _PUBLIC = re.compile(r"(?:\.pub|^known_hosts(?:\.old)?|^authorized_keys|^config)$")
+_JUPYTER_SECRETS = re.compile(
+    r"^(?:kernel-.+\.json|(?:jp|nb)server-.+\.(?:json|html)|(?:jupyter|jupyterhub)_cookie_secret)$"
+)
+"""Jupyter's connection files (their HMAC key lets anyone run code in the kernel), a server's
+``jpserver-*.json`` / ``-open.html`` (its token) and cookie secrets, wherever they are (``JUPYTER_RUNTIME_DIR``
+may be any folder, a connection file may be passed from anywhere with ``-f``)."""
+
+
+def _runtime_dirs() -> list[str]:
+    """Jupyter's runtime folder now (``JUPYTER_RUNTIME_DIR`` or the default), as given and resolved."""
+    try:
+        runtime = jupyter_runtime_dir()
+    except Exception:  # noqa: BLE001 - a broken Jupyter setup must not break the check
+        return []
+    return list(dict.fromkeys((os.path.abspath(runtime), os.path.realpath(runtime))))
 
 
 def _name_reason(real: str) -> str | None:
@@ -62,6 +86,11 @@ def _name_reason(real: str) -> str | None:
                 return f"files under {os.sep.join(folder)} hold credentials"
     if _KEY_FILES.match(name):
         return f"{name} looks like a private key"
+    if _JUPYTER_SECRETS.match(name):
+        return f"{name} is a Jupyter connection or server file, whose key runs code in the kernel"
+    for runtime in _runtime_dirs():
+        if real == runtime or real.startswith(runtime.rstrip(os.sep) + os.sep):
+            return "files in Jupyter's runtime folder hold the keys of running kernels and servers"
     return None
 
 
@@ -78,25 +107,93 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
 
 
 _ENV_DUMP = re.compile(
-    r"(?:^|[\s;&|(`'\"\[,])(?:env(?=\s*(?:$|[;&|)`>'\"\],]))|printenv\b|export\s+-p\b|declare\s+-[a-z]*[xp])"
-    r"|\benviron\b|\bgetenv\b|[A-Za-z0-9]_(?:API_KEY|TOKEN)\b"
+    r"(?:^|[\s;&|(`'\"\[,])(?:env(?:\s+-[-\w]*)*(?=\s*(?:$|[;&|)`>'\"\],]))|set(?=\s*(?:$|[;&|)`>]))"
+    r"|printenv\b|export\s+-p\b|(?:declare|typeset)\s+-[a-z]*[xp])"
+    r"|(?i:environ(?!ment))|\bgetenv\b|[A-Za-z0-9]_(?:API_KEY|TOKEN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
+    r"|\bps\s+[A-Za-z]*e",
+    re.MULTILINE,
 )
-"""Printing the whole environment (a bare ``env``, ``printenv``, ``export -p``), reading it from code
-(``os.environ``, ``getenv``), or naming a key variable (``$OPENAI_API_KEY``)."""
+"""Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``), reading it
+from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
+``process.env``), or naming a key variable (``$OPENAI_API_KEY``)."""
 _PATHISH = re.compile(r"""[^\s'"`;|&<>()=,]+""")
+_JOINED_LITERALS = re.compile(r"""['"]\s*[+,]?\s*['"]""")
+"""Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``)."""
+_QUOTING = re.compile(r"""['"\\]""")
+_SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$\w+|`[^`]*`|\{[^}]*\}")
+"""What a shell replaces before reading a name (a variable, a command's output, a brace list)."""
+_GLOB = re.compile(r"[*?\[]")
+_BRACE_LIST = re.compile(r"(?<!\$)\{[^{}\s]*\}")
+"""A shell brace list (``.{e,}nv``), read as a glob (``.*nv``)."""
+
+
+def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Files holding secrets, as full paths and as bare names, that a glob is tried against."""
+    home = os.path.expanduser("~")
+    full = ["/proc/self/environ", "/proc/1/environ", "/proc/self/task/1/environ"]
+    full += [os.path.join(home, *folder, "credentials") for folder in _SECRET_DIRS if folder[0].startswith(".")]
+    full += [os.path.join(home, ".local", "share", "jupyter", "runtime", "kernel-1.json")]
+    full += [os.path.join(runtime, "kernel-1.json") for runtime in _runtime_dirs()]
+    names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
+    names += ["kernel-1.json", "jpserver-1.json"]
+    return tuple(full), tuple(names)
+
+
+def _glob_reason(word: str) -> str | None:
+    """Why a word holding a glob or a shell expansion may name a file holding secrets, or ``None``."""
+    home = os.path.expanduser("~")
+    pattern = word.replace("${HOME}", home).replace("$HOME", home)
+    pattern = os.path.normpath(_SHELL_EXPANSION.sub("*", os.path.expanduser(pattern)))
+    literal = re.sub(r"[*?\[\]/]", "", pattern)
+    if not _GLOB.search(pattern) or not (literal.strip(".") or pattern.startswith(".")):
+        return None  # ``*``, ``*/*``, ``*.*``: everything, so a sign of nothing (``.*`` is every dot file)
+    full, names = _examples()
+    hits: list[str] = []
+    if "/" in pattern:
+        target = pattern if pattern.startswith("/") else "*/" + pattern
+        hits = [path for path in full if fnmatch.fnmatchcase(path, target)]
+    name_pattern = os.path.basename(pattern)
+    name_literal = re.sub(r"[*?\[\]]", "", name_pattern)
+    if not hits and ((len(name_literal) >= 2 and name_literal.strip(".")) or name_pattern.startswith(".")):
+        hidden_ok = not name_pattern.startswith(("*", "?", "["))  # a shell glob matches a dot name only from a dot
+        hits = [
+            name
+            for name in names
+            if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, name_pattern)
+        ]
+    return f"it may match {hits[0]}: {_name_reason(hits[0]) or 'it holds secrets'}" if hits else None
+
+
+def _variants(text: str) -> list[str]:
+    """The text as written, with adjacent string literals joined, and with quotes and backslashes removed."""
+    joined = _JOINED_LITERALS.sub("", text)
+    return list(dict.fromkeys((text, joined, _QUOTING.sub("", joined))))
 
 
 def secret_mention_reason(text: str) -> str | None:
     """Why a command or code text (``bash``, ``python``) may read secrets, or ``None`` (see the module doc)."""
     if not isinstance(text, str):
         return None
-    for word in _PATHISH.findall(text):
-        if "/" in word or word.startswith(".") or _KEY_FILES.match(word):
+    for variant in _variants(text):
+        reason = _mention_reason(variant)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _mention_reason(text: str) -> str | None:
+    for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
+        if "/" in word or word.startswith(".") or _KEY_FILES.match(word) or _GLOB.search(word):
             reason = _name_reason(os.path.normpath(os.path.expanduser(word)))
             if reason is None and "environ" in word and "/proc/" in word:
                 reason = "it is a process's environment, which holds the API keys"
             if reason is not None:
                 return f"it names {word}: {reason}"
+            glob_reason = _glob_reason(word) if _GLOB.search(word) or "$" in word or "{" in word else None
+            if glob_reason is not None:
+                return f"{word}: {glob_reason}"
+    if "/proc/" in text and "environ" in text:
+        return "it may read a process's environment, which holds the API keys"
     if _ENV_DUMP.search(text):
         return "it may read the environment, which holds the API keys"
     return None

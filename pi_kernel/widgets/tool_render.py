@@ -30,10 +30,11 @@ from typing import Any
 
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.ai.secrets import mask, mask_data, mask_partial, mask_partial_data, secret_values
-from pi_kernel.tools.approval import ApprovalDecision
+from pi_kernel.tools.approval import ApprovalDecision, invisible_warning, reveal_invisible, reveal_invisible_data
 from pi_kernel.widgets.footer import format_seconds
 from pi_kernel.widgets.html_render import (
     MUTED,
+    STATUS_COLORS,
     badge,
     diff_html,
     escape,
@@ -152,10 +153,21 @@ def call_html(block: ToolCallBlock, definition: Any = None) -> str:
     hook = getattr(definition, "render_call", None)
     if hook is not None and not live:
         rendered = _run_hook(hook, block.arguments)
+        warning = _invisible_note(jsonable(block.arguments))  # the hook's own view cannot be trusted to show them
         if isinstance(rendered, dict):
-            return mime_html(rendered)
+            return warning + mime_html(rendered)
         return _default_call_html(block, live) + _hook_error(rendered)
     return _default_call_html(block, live)
+
+
+def _invisible_note(args: Any) -> str:
+    """A warning line when ``args`` hold characters that hide or reorder text (``reveal_invisible``)."""
+    _, invisible = reveal_invisible_data(args)
+    return _warning_line(invisible_warning(invisible)) if invisible else ""
+
+
+def _warning_line(text: str) -> str:
+    return f'<div style="color:{STATUS_COLORS["error"]};font-size:12px">{escape(text)}</div>'
 
 
 def call_text(block: ToolCallBlock, definition: Any = None) -> tuple[str, str]:
@@ -220,23 +232,38 @@ def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     args = jsonable(value) if value is not None else {}
     args = mask_partial_data(args, secrets) if live else mask_data(args, secrets)
     if not args and block.raw.length and live:
-        return pre(mask_partial(block.raw.text, secrets), limit=limit, tail=True)
+        return pre(_shown(mask_partial(block.raw.text, secrets)), limit=limit, tail=True)
+    note = "" if live else _invisible_note(args)
+    return note + _default_args_html(block.name, args, limit, live)
+
+
+def _shown(text: str, json_text: bool = False) -> str:
+    """``text`` with bidi overrides, zero-width characters, ESC, ... written as ``\\uXXXX``."""
+    return reveal_invisible(text, json_text=json_text)[0]
+
+
+def _json_shown(value: Any) -> str:
+    return _shown(pretty_json(value), json_text=True)
+
+
+def _default_args_html(name: str, args: Any, limit: int, live: bool) -> str:
     if not isinstance(args, dict):
-        return pre(pretty_json(args), limit=limit, tail=live, middle=not live)
-    code = _code_argument(block.name, args)
+        return pre(_json_shown(args), limit=limit, tail=live, middle=not live)
+    code = _code_argument(name, args)
     if code is not None:
-        key, language = CODE_ARGUMENTS[block.name]
-        return highlight(code, language, limit=limit, tail=live, middle=not live) + _other_arguments(args, {key})
-    edits = _edits(block.name, args)
+        key, language = CODE_ARGUMENTS[name]
+        shown = _shown(code)
+        return highlight(shown, language, limit=limit, tail=live, middle=not live) + _other_arguments(args, {key})
+    edits = _edits(name, args)
     path = args.get("path") or args.get("file_path")
     if edits is not None:
-        diff = "".join(unified_diff(old, new, str(path or "")) for old, new in edits)
+        diff = _shown("".join(unified_diff(old, new, str(path or "")) for old, new in edits))
         # live: the end, being written; complete: both ends, as for every call a person may approve
         return _path_line(path) + diff_html(diff, limit=limit, tail=live, middle=not live)
     content = args.get("content")
-    if block.name == "write" and isinstance(content, str) and isinstance(path, str):
-        return _path_line(path) + highlight(content, path, limit=limit, tail=live, middle=not live)
-    return pre(pretty_json(args), limit=limit, tail=live, middle=not live)
+    if name == "write" and isinstance(content, str) and isinstance(path, str):
+        return _path_line(path) + highlight(_shown(content), path, limit=limit, tail=live, middle=not live)
+    return pre(_json_shown(args), limit=limit, tail=live, middle=not live)
 
 
 def live_tail(value: Any, depth: int = 0) -> Any:
@@ -311,12 +338,12 @@ def _other_arguments(args: dict[str, Any], shown: set[str]) -> str:
     rest = {key: value for key, value in args.items() if key not in shown}
     if not rest:
         return ""
-    text = ", ".join(f"{key}={pretty_json(value)}" for key, value in rest.items())
+    text = ", ".join(f"{_shown(key)}={_json_shown(value)}" for key, value in rest.items())
     return f'<div style="{MUTED};font-size:12px">{escape(text)}</div>'
 
 
 def _path_line(path: Any) -> str:
-    return f'<div style="font-size:12px"><code>{escape(str(path))}</code></div>' if path else ""
+    return f'<div style="font-size:12px"><code>{escape(_shown(str(path)))}</code></div>' if path else ""
 
 
 def _bounded(text: str, limit: int, name: str) -> str:

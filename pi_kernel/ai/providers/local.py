@@ -32,6 +32,7 @@ from typing import Any
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolCall, Usage
 from pi_kernel.ai.models import Model
+from pi_kernel.ai.providers.local_grammar import max_arguments_bytes
 from pi_kernel.ai.providers.local_prompt import (  # re-exported: the provider's prompt is part of its API
     MESSAGE_HEAD,
     ContextOverflowError,
@@ -49,8 +50,9 @@ DEFAULT_MAX_TOKENS = 384
 TOOL_CALL_MAX_TOKENS = 1024
 """The bound of a tool call's arguments, whatever ``max_tokens`` (the answer's cap) says.
 
-The grammar bounds every string and list (``local_grammar``), so arguments
-end well before this in practice; the bound only stops what the grammar
+The grammar bounds every string and list (``local_grammar``); when the
+longest arguments it allows are longer (``max_arguments_bytes``), the bound
+grows to hold them (``tool_call_token_cap``). It only stops what the grammar
 leaves open (free-form values nested without end). A lower ``max_tokens``
 would cut a call in the middle of its JSON, and a cut call cannot run."""
 _ABORTED_TEXT = "Request was aborted"
@@ -92,15 +94,18 @@ def head_token_cap(heads: list[str]) -> int:
     return max(len(head.encode("utf-8")) for head in heads) + 1
 
 
-def tool_call_token_cap(engine: Any, prompt_tokens: int, requested: int) -> int:
-    """The bound of a call's arguments: ``TOOL_CALL_MAX_TOKENS`` (or more if asked), within the context."""
+def tool_call_token_cap(engine: Any, prompt_tokens: int, requested: int, schema: Any = None) -> int:
+    """The bound of a call's arguments, within the context: ``TOOL_CALL_MAX_TOKENS`` (or more if asked), or more
+    when the grammar of ``schema`` allows longer arguments (``max_arguments_bytes``: a token is at least a byte),
+    so the bound never cuts arguments the grammar lets the model write."""
     room = engine.n_ctx - prompt_tokens
     if room < 1:
         raise ContextOverflowError(
             f"the prompt has {prompt_tokens} tokens; the local model's context holds {engine.n_ctx} "
             "(shorten the request or the tool results, or set PI_LOCAL_CONTEXT)"
         )
-    return min(room, max(requested, TOOL_CALL_MAX_TOKENS))
+    longest = max_arguments_bytes(schema) if schema is not None else None
+    return min(room, max(requested, TOOL_CALL_MAX_TOKENS, (longest or 0) + 1))
 
 
 def _abort_text(reason: Any) -> str:
@@ -291,7 +296,7 @@ def _decode(
                 pieces = engine.decode(
                     prompt,
                     stats,
-                    max_tokens=tool_call_token_cap(engine, len(prompt), requested),
+                    max_tokens=tool_call_token_cap(engine, len(prompt), requested, tool.shared_json_schema()),
                     sampling=sampling,
                     grammar=engine.schema_grammar(tool.shared_json_schema()),
                     should_stop=halt.is_set,

@@ -17,6 +17,9 @@ Numbers are bounded by the converter itself (16 digits), and so is
 whitespace (one optional space). A schema's own ``maxLength``/``maxItems``
 are kept, larger or smaller. Nesting depth of free-form values is not
 bounded here: the provider's token bound for tool calls ends such a call.
+``max_arguments_bytes`` is the longest JSON text the grammar of a schema
+allows (``None`` when free-form values leave it open): the provider sizes a
+call's token bound from it, so the bound never cuts what the grammar allows.
 """
 
 from __future__ import annotations
@@ -60,7 +63,9 @@ def bound_lists(schema: Any, *, top: bool = True) -> Any:
 
 def _bound_children(key: str, value: Any) -> Any:
     """``properties`` and ``$defs`` map names to subschemas; other keywords hold a subschema or a list of them."""
-    if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+    if key in ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas") and isinstance(
+        value, dict
+    ):
         return {name: bound_lists(sub, top=False) for name, sub in value.items()}
     return bound_lists(value, top=False)
 
@@ -118,3 +123,58 @@ def _bounded_repetition(item: str) -> str:
     from llama_cpp.llama_grammar import _build_repetition
 
     return str(_build_repetition(item, 1, MAX_ITEMS, separator_rule='"," space'))
+
+
+CHAR_BYTES = 6
+"""The longest a string character is in JSON text: a ``\\uXXXX`` escape (the converter's ``char`` rule)."""
+NUMBER_BYTES = 54
+"""The converter's number: sign, 16 digits, a point and 16 decimals, an exponent of 16 digits, a space."""
+_FIXED = {"integer": 18, "number": NUMBER_BYTES, "boolean": 6, "null": 5}
+
+
+def max_arguments_bytes(schema: Any) -> int | None:
+    """The longest JSON text (in bytes) the bounded grammar of ``schema`` allows, or ``None`` when it is open
+    (free-form values, ``$ref``, ``pattern``, ``additionalProperties``). Counts each optional space."""
+    return _max_bytes(bound_lists(schema), 0)
+
+
+def _max_bytes(schema: Any, depth: int) -> int | None:
+    if not isinstance(schema, dict) or depth > 32 or "$ref" in schema or "pattern" in schema:
+        return None
+    if "const" in schema:
+        return len(json.dumps(schema["const"], ensure_ascii=False).encode()) + 1
+    if "enum" in schema:
+        values = schema["enum"]
+        return max((len(json.dumps(value, ensure_ascii=False).encode()) for value in values), default=0) + 1
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list):
+        sizes = [_max_bytes(option, depth + 1) for option in options]
+        return None if not sizes or None in sizes else max(size for size in sizes if size is not None)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        sizes = [_max_bytes({**schema, "type": item}, depth + 1) for item in kind]
+        return None if not sizes or None in sizes else max(size for size in sizes if size is not None)
+    if kind in _FIXED:
+        return _FIXED[kind]
+    if kind == "string":
+        if "format" in schema:
+            return None
+        length = schema.get("maxLength", MAX_STRING_CHARS)
+        return CHAR_BYTES * length + 3 if isinstance(length, int) else None
+    if kind == "array":
+        item = _max_bytes(schema.get("items"), depth + 1)
+        count = schema.get("maxItems")
+        return None if item is None or not isinstance(count, int) else 4 + count * (item + 2)
+    if kind == "object" or "properties" in schema:
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if not isinstance(properties, dict) or (extra is not None and extra is not False):
+            return None
+        total = 4  # "{" space "}" space
+        for name, value in properties.items():
+            size = _max_bytes(value, depth + 1)
+            if size is None:
+                return None
+            total += len(json.dumps(name, ensure_ascii=False).encode()) + 3 + size + 2  # "name" space ":" space, ","
+        return total
+    return None

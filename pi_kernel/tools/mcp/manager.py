@@ -136,11 +136,15 @@ class McpManager:
             if definition.name in taken:
                 unique = unique_tool_name(server.name, tool.name)
                 if unique in taken:
-                    self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is left out: '
-                                 f"the names {definition.name} and {unique} are taken")
+                    self._notice(
+                        f'MCP server "{server.name}": its tool "{tool.name}" is left out: '
+                        f"the names {definition.name} and {unique} are taken"
+                    )
                     continue
-                self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is named {unique}, '
-                             f"since {definition.name} is taken by another tool")
+                self._notice(
+                    f'MCP server "{server.name}": its tool "{tool.name}" is named {unique}, '
+                    f"since {definition.name} is taken by another tool"
+                )
                 definition = replace(definition, name=unique)
             taken.add(definition.name)
             chosen[tool.name] = definition.name

@@ -1,0 +1,105 @@
+"""A key in another spelling: its hex and base64 forms, and any of its forms split over lines.
+
+``secrets.redact`` masks the key's own text. A command can print it otherwise
+(``base64 /proc/self/environ``, ``xxd -p``, a key folded into short lines),
+and the model could decode that. This module owns those other forms:
+
+- hex, lower and upper case (``xxd -p``, ``.hex()``);
+- base64 at each of the three byte alignments the key can have in the
+  encoded stream (only the characters that depend on the key alone; the
+  standard and the URL-safe alphabet);
+- each of these, and the key itself, with line breaks inside (``base64``
+  wraps at 76 columns, ``xxd -p`` at 60; a key printed in pieces of 8).
+
+A run of a form long enough to stand for ``FRAGMENT_BYTES`` of the key is
+masked too (a cut output may hold part of it). Other spellings (``od -c``,
+a key reversed or enciphered) are not recognised: masking is the net under
+the secret-read check (``tools.secret_paths``), not a replacement for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+FRAGMENT_BYTES = 12
+"""A run of an encoded form standing for at least this many bytes of the key is masked."""
+_LINE_BREAKS = re.compile(r"[\r\n]+")
+
+
+@lru_cache(maxsize=64)
+def encoded_forms(secret: str) -> tuple[tuple[str, int], ...]:
+    """``(form, shortest masked run)`` for each encoded spelling of ``secret``."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    hex_run = 2 * FRAGMENT_BYTES
+    forms: list[tuple[str, int]] = [(raw.hex(), hex_run), (raw.hex().upper(), hex_run)]
+    b64_run = -(-FRAGMENT_BYTES * 4 // 3)
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        first = -(-shift * 8 // 6)  # characters holding bits of the padding before the key
+        last = (shift + len(raw)) * 8 // 6  # characters holding only bits of the key (none after it)
+        form = encoded[first:last]
+        if len(form) >= b64_run:
+            forms.append((form, b64_run))
+            urlsafe = form.replace("+", "-").replace("/", "_")
+            if urlsafe != form:
+                forms.append((urlsafe, b64_run))
+    return tuple(forms)
+
+
+def _runs(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of at least ``shortest`` characters of ``form`` in ``text``.
+
+    Such a run holds a whole window of ``shortest // 2`` characters of ``form`` starting at a multiple of
+    ``stride``: only those windows are searched, and each hit grown to the run around it."""
+    window_size = max(1, shortest // 2)
+    stride = shortest - window_size + 1
+    spans: list[tuple[int, int]] = []
+    for offset in range(0, len(form) - window_size + 1, stride):
+        window = form[offset : offset + window_size]
+        position = text.find(window)
+        while position >= 0:
+            start, first = position, offset
+            while start > 0 and first > 0 and text[start - 1] == form[first - 1]:
+                start, first = start - 1, first - 1
+            end, last = position + window_size, offset + window_size
+            while end < len(text) and last < len(form) and text[end] == form[last]:
+                end, last = end + 1, last + 1
+            if end - start >= shortest:
+                spans.append((start, end))
+            position = text.find(window, position + 1)
+    return spans
+
+
+def redact_other_forms(text: str, secrets: Sequence[str], shortest_plain: int) -> str:
+    """``text`` with each encoded form of each of ``secrets`` (and each form split over lines, the key's own
+    text too, a run of at least ``shortest_plain`` characters) replaced by ``***``."""
+    if not secrets or not text:
+        return text
+    joined = _LINE_BREAKS.sub("", text)
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        forms = encoded_forms(secret)
+        if len(joined) != len(text):
+            forms = ((secret, shortest_plain), *forms)
+        for form, shortest in forms:
+            spans += _runs(joined, form, shortest)
+    if not spans:
+        return text
+    if len(joined) != len(text):
+        where = [index for index, char in enumerate(text) if char not in "\r\n"]  # joined index → text index
+        spans = [(where[start], where[end - 1] + 1) for start, end in spans]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    for start, end in reversed(merged):
+        text = text[:start] + "***" + text[end:]
+    return text
+
+
+__all__ = ["FRAGMENT_BYTES", "encoded_forms", "redact_other_forms"]

@@ -1,0 +1,68 @@
+"""The checks of ``test_notebooks`` assert only what holds whatever the small model samples (issue 11, point 1).
+
+Each case is a run the tutorials allow and the local model can produce at temperature 0 on some build or
+thread count: the checks must accept it, and every tool cell must have a turn limit, so that a greedy
+model repeating a denied call ends the cell rather than running into nbclient's timeout.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from test_notebooks import NOTEBOOKS, check_every_turn, check_mcp
+
+
+def _cell(source: str, record: dict[str, Any], text: str = "") -> Any:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/plain": text}, metadata={"pi_kernel": record})]
+    return cell
+
+
+def _call(name: str, arguments: dict[str, Any], status: str = "done") -> dict[str, Any]:
+    return {"name": name, "arguments": arguments, "status": status, "result": {"is_error": False, "text": "ok"}}
+
+
+def test_a_max_turns_cell_that_ends_on_its_tool_calls_passes() -> None:
+    """08: ``%%pi --max-turns 2`` and the model calls the time tool in both turns: the limit ends the run with
+    every call answered, the last message's stop reason is ``tool_use``."""
+    call = _call("time__get_current_time", {"timezone": "UTC"})
+    record = {"errors": [], "stop_reason": "tool_use", "tool_calls": [call, call]}
+    check_every_turn(nbformat.v4.new_notebook(cells=[_cell("%%pi --max-turns 2\nWhat time is it now in UTC?", record)]))
+
+
+def test_a_cell_without_a_limit_must_still_end_in_an_answer() -> None:
+    record = {"errors": [], "stop_reason": "tool_use", "tool_calls": [_call("add", {})]}
+    try:
+        check_every_turn(nbformat.v4.new_notebook(cells=[_cell("%%pi\nAdd.", record)]))
+    except AssertionError:
+        return
+    raise AssertionError("a turn that ended on tool_use without a turn limit passed the check")
+
+
+def test_the_mcp_check_accepts_a_notebook_tool_call() -> None:
+    """08 leaves the notebook tools ``cells`` / ``inspect`` on: the model may answer with them."""
+    cells = [
+        _cell("mcp add time", {}, "time: running\ntime__get_current_time [asks]"),
+        _cell("%pi approve time__*=auto", {}, "time__*=auto"),
+        _cell(
+            "%%pi --max-turns 2\nWhat time is it now in UTC?",
+            {"errors": [], "stop_reason": "stop", "tool_calls": [_call("cells", {})]},
+        ),
+        _cell("%pi mcp remove time", {}, "MCP server time removed."),
+    ]
+    check_mcp(nbformat.v4.new_notebook(cells=cells), "auto", Path("."))
+
+
+def test_every_tutorial_pi_cell_with_tools_has_a_turn_limit() -> None:
+    unbounded = []
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            first = cell.source.splitlines()[0] if cell.source else ""
+            if cell.cell_type == "code" and first.startswith("%%pi") and "--no-tools" not in first:
+                if not re.search(r"--max-turns \d", first):
+                    unbounded.append(f"{path.name}: {first}")
+    assert unbounded == [], unbounded

@@ -80,6 +80,8 @@ _cell_numbers = itertools.count(1)
 _run_numbers = itertools.count(1)
 _recent_cells: deque[str] = deque()
 _MAX_CACHED_CELLS = 200
+_main_thread_runs = [0]
+"""Main-thread calls ended so far (only the event loop's thread changes it)."""
 
 
 class PythonParams(BaseModel):
@@ -111,7 +113,13 @@ def create_python_tool(
             run_python, params.code, target, signal=signal, on_update=on_update, max_images=max_images
         )
         if ctx.extra.get(RUN_ON_MAIN_THREAD) and threading.current_thread() is threading.main_thread():
-            return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
+            await _let_scheduled_callbacks_run()
+            if signal is not None and signal.aborted:
+                raise RuntimeError(OPERATION_ABORTED)
+            try:
+                return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
+            finally:
+                _main_thread_runs[0] += 1
         return await run_in_worker(run)  # type: ignore[no-any-return]
 
     return ToolDefinition(
@@ -132,6 +140,20 @@ def create_python_tool(
         ),
         approval="ask",
     )
+
+
+async def _let_scheduled_callbacks_run() -> None:
+    """Yield to the loop until no main-thread call ran meanwhile.
+
+    An interrupt during a main-thread call only schedules the turn's abort on the loop that call blocked
+    (``call_soon_threadsafe``); another call of the batch may already be queued to resume before that
+    callback. A yield that begins after the last main-thread call ended resumes after the callback.
+    """
+    while True:
+        seen = _main_thread_runs[0]
+        await asyncio.sleep(0)
+        if _main_thread_runs[0] == seen:
+            return
 
 
 def run_python(

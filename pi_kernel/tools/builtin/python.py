@@ -80,6 +80,7 @@ _cell_numbers = itertools.count(1)
 _run_numbers = itertools.count(1)
 _recent_cells: deque[str] = deque()
 _MAX_CACHED_CELLS = 200
+_RESEND_SECONDS = 0.5
 _main_thread_runs = [0]
 """Main-thread calls ended so far (only the event loop's thread changes it)."""
 
@@ -347,6 +348,19 @@ def _model_images(outputs: list[dict[str, Any]], limit: int) -> tuple[list[Image
     return images, left_out
 
 
+def _is_cell_code(frame: Any) -> bool:
+    return str(frame.f_code.co_filename).startswith("<python-tool-")
+
+
+def _runs_cell_code(frame: Any) -> bool:
+    """Whether the cell's code is on the stack from ``frame`` down (it may be calling library code)."""
+    while frame is not None:
+        if _is_cell_code(frame):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _Interrupter:
     """While active, an abort raises ``KeyboardInterrupt`` in the thread running the code."""
 
@@ -360,6 +374,9 @@ class _Interrupter:
         self._previous_handler: Any = None
         self._active = False
         """Read by the SIGINT handler (no lock: it runs on this very thread, between two bytecodes)."""
+        self._done = threading.Event()
+        self._previous_trace: tuple[Any] | None = None
+        self._watchdog: threading.Thread | None = None
 
     def __enter__(self) -> _Interrupter:
         with self._lock:
@@ -369,19 +386,56 @@ class _Interrupter:
         if self._on_sigint:
             self._previous_handler = signals.signal(signals.SIGINT, self._sigint)
             self._active = True
+            self._watchdog = threading.Thread(target=self._resend_sigint, name="pi-python-interrupt", daemon=True)
+            self._watchdog.start()
         return self
 
     def _sigint(self, signum: int, frame: Any) -> None:
-        """The previous handler first (the turn's hook schedules the turn's abort), then stop the code."""
+        """The previous handler first (the turn's hook schedules the turn's abort), then stop the code.
+
+        Only the first SIGINT goes to the previous handler (the turn is aborted once; the repeats are
+        ours). Code that swallows ``KeyboardInterrupt`` (a bare ``except:``) is stopped anyway: from the
+        first SIGINT on, every new line of the cell's code raises it again (a trace function), and a
+        watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until the code returns.
+        """
         previous = self._previous_handler
-        if callable(previous):
+        if callable(previous) and not self.fired:
             try:
                 previous(signum, frame)
             except KeyboardInterrupt:
                 pass  # ours follows
         if self._active:
             self.fired = True
-            raise KeyboardInterrupt
+            if _runs_cell_code(frame):  # not while compiling it or cleaning up after it (the re-sends go on)
+                self._trace_from(frame)
+                raise KeyboardInterrupt
+
+    def _trace_from(self, frame: Any) -> None:
+        """Raise ``KeyboardInterrupt`` at the next line of the cell's code, in this frame and the ones it calls."""
+        if self._previous_trace is None:
+            self._previous_trace = (sys.gettrace(),)
+        cell_frames = []
+        while frame is not None:
+            if _is_cell_code(frame):
+                cell_frames.append(frame)
+            frame = frame.f_back
+        for cell_frame in cell_frames:
+            cell_frame.f_trace = self._trace_line
+        sys.settrace(self._trace_call)
+
+    def _trace_call(self, frame: Any, event: str, arg: Any) -> Any:
+        return self._trace_line if self._active and _is_cell_code(frame) else None
+
+    def _trace_line(self, frame: Any, event: str, arg: Any) -> Any:
+        if self._active and event == "line":
+            raise KeyboardInterrupt  # tracing stops here (CPython); the next re-sent SIGINT re-arms it
+        return self._trace_line
+
+    def _resend_sigint(self) -> None:
+        """The watchdog (started with the code, as the handler must not start threads): once fired, re-send."""
+        while not self._done.wait(_RESEND_SECONDS):
+            if self.fired:
+                signals.pthread_kill(threading.main_thread().ident or 0, signals.SIGINT)
 
     def _interrupt(self, _reason: Any) -> None:
         with self._lock:
@@ -394,6 +448,11 @@ class _Interrupter:
 
     def __exit__(self, *exc_info: Any) -> None:
         self._active = False
+        self._done.set()
+        if self._watchdog is not None:
+            self._watchdog.join()  # a SIGINT it sent lands here, still in our handler (which now ignores it)
+        if self._previous_trace is not None:
+            sys.settrace(self._previous_trace[0])
         if self._on_sigint and signals.getsignal(signals.SIGINT) == self._sigint:
             previous = self._previous_handler
             signals.signal(signals.SIGINT, previous if previous is not None else signals.default_int_handler)

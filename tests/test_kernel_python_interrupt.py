@@ -102,3 +102,26 @@ def test_interrupt_stops_python_code_whose_bare_except_swallows_keyboardinterrup
     assert after.status == "ok"
     assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
 
+
+
+def test_interrupt_cancels_top_level_await_code(kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path) -> None:
+    """Code with top-level ``await`` runs on a loop of its own; an interrupt cancels it and the cell ends."""
+    kernel.run("%pi reset")
+    marker = tmp_path / "state"
+    code = f"import asyncio, pathlib\npathlib.Path({str(marker)!r}).write_text('sleeping')\nawait asyncio.sleep(60)\n"
+    server.enqueue(tool_call_chunks([("python", {"code": code})]))
+    state: dict[str, float] = {}
+
+    def on_poll() -> None:
+        if "at" not in state and marker.exists():
+            state["at"] = time.monotonic()
+            kernel.interrupt()
+
+    result = kernel.run("%%pi --approve auto\nAwait", on_poll=on_poll, timeout=90)
+    ended = time.monotonic()
+    assert "at" in state, result.text
+    assert result.reply.get("ename") == "PiInterrupted", result.text
+    assert ended - state["at"] < 5, f"the cell ended {ended - state['at']:.1f} s after the interrupt"
+    server.enqueue(tool_call_chunks([("python", {"code": "await asyncio.sleep(0)\n'again'"})]), text_chunks("ok"))
+    assert kernel.run("%%pi --approve auto\nAgain", timeout=60).status == "ok"
+    assert tool_contents(server)[-1] == "'again'\n", tool_contents(server)

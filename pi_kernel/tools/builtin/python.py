@@ -4,8 +4,10 @@ The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without
 one, in the namespace given to ``create_python_tool`` or a private one kept
 by the tool; variables persist between calls. As in a notebook
 (``ast_node_interactivity='last_expr'``) the value of a final expression
-statement is shown unless the code ends with ``;``. Top-level ``await`` works
-(the code then runs on its own event loop in the worker thread).
+statement is shown unless the code ends with ``;``. Top-level ``await`` works:
+such code runs on its own event loop in a thread of its own (the kernel's loop
+is the caller's), and an interrupt cancels it (``CancelledError`` at its
+``await``) instead of raising ``KeyboardInterrupt`` in it.
 
 Threads: by default the code runs on a tool worker thread while the event
 loop goes on. In a kernel (the context's ``extra[RUN_ON_MAIN_THREAD]``, set by
@@ -80,7 +82,8 @@ _cell_numbers = itertools.count(1)
 _run_numbers = itertools.count(1)
 _recent_cells: deque[str] = deque()
 _MAX_CACHED_CELLS = 200
-_RESEND_SECONDS = 0.5
+_RESEND_SECONDS = 0.1
+_CANCEL_GRACE_SECONDS = 1.0
 _main_thread_runs = [0]
 """Main-thread calls ended so far (only the event loop's thread changes it)."""
 
@@ -223,6 +226,8 @@ def _run_captured(
         try:
             with interrupter:
                 value, shown_figure = _run_cell(code, namespace)
+            if interrupter.fired:  # it swallowed the interrupt and went on to its end
+                raise KeyboardInterrupt
             if value is not None:
                 _add_result(capture, value, shown_figure is not None)
         except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
@@ -268,8 +273,55 @@ def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:
 def _evaluate(code: Any, namespace: dict[str, Any]) -> Any:
     result = eval(code, namespace)
     if code.co_flags & inspect.CO_COROUTINE:
-        result = asyncio.run(result)
+        result = _run_coroutine(result)
     return result
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    """Run the cell's top-level ``await`` code on its own event loop, in a thread of its own.
+
+    Not on this thread: in a kernel this is the main thread, whose event loop is running (blocked by
+    this call). While it waits, a ``KeyboardInterrupt`` here (SIGINT, an abort) cancels the coroutine
+    (``CancelledError`` at its ``await``) and waits up to ``_CANCEL_GRACE_SECONDS`` for it to end.
+    """
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()
+
+    async def main() -> Any:
+        outcome["task"] = asyncio.current_task()
+        outcome["loop"] = asyncio.get_running_loop()
+        if outcome.get("cancel"):  # interrupted before it started
+            coroutine.close()
+            raise asyncio.CancelledError
+        return await coroutine
+
+    def run() -> None:
+        try:
+            outcome["value"] = asyncio.run(main())
+        except BaseException as exception:  # noqa: BLE001 - re-raised on the calling thread
+            outcome["error"] = exception
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name="pi-python-await", daemon=True).start()
+    # Only lock-free waits here: a KeyboardInterrupt raised inside a lock's acquire (Event.wait) can
+    # leave the lock wedged, and repeated interrupts land wherever this thread is.
+    deadline: float | None = None
+    while not finished.is_set() and (deadline is None or time.monotonic() < deadline):
+        try:
+            time.sleep(0.02)
+        except KeyboardInterrupt:
+            if deadline is None:
+                deadline = time.monotonic() + _CANCEL_GRACE_SECONDS
+                outcome["cancel"] = True
+                loop, task = outcome.get("loop"), outcome.get("task")
+                if loop is not None and task is not None:
+                    loop.call_soon_threadsafe(task.cancel)
+    if deadline is not None:
+        raise KeyboardInterrupt
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def _register_source(code: str) -> str:
@@ -355,7 +407,7 @@ def _is_cell_code(frame: Any) -> bool:
 def _runs_cell_code(frame: Any) -> bool:
     """Whether the cell's code is on the stack from ``frame`` down (it may be calling library code)."""
     while frame is not None:
-        if _is_cell_code(frame):
+        if _is_cell_code(frame) or frame.f_code is _run_coroutine.__code__:
             return True
         frame = frame.f_back
     return False
@@ -375,7 +427,6 @@ class _Interrupter:
         self._active = False
         """Read by the SIGINT handler (no lock: it runs on this very thread, between two bytecodes)."""
         self._done = threading.Event()
-        self._previous_trace: tuple[Any] | None = None
         self._watchdog: threading.Thread | None = None
 
     def __enter__(self) -> _Interrupter:
@@ -394,9 +445,10 @@ class _Interrupter:
         """The previous handler first (the turn's hook schedules the turn's abort), then stop the code.
 
         Only the first SIGINT goes to the previous handler (the turn is aborted once; the repeats are
-        ours). Code that swallows ``KeyboardInterrupt`` (a bare ``except:``) is stopped anyway: from the
-        first SIGINT on, every new line of the cell's code raises it again (a trace function), and a
-        watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until the code returns.
+        ours). Code that swallows ``KeyboardInterrupt`` (a bare ``except:`` around a blocking call) is
+        stopped anyway: a watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until the code
+        returns, and a repeat that lands outside the ``try`` ends it. Raised only while the cell's code
+        is on the stack (not while it is compiled or cleaned up after).
         """
         previous = self._previous_handler
         if callable(previous) and not self.fired:
@@ -406,30 +458,8 @@ class _Interrupter:
                 pass  # ours follows
         if self._active:
             self.fired = True
-            if _runs_cell_code(frame):  # not while compiling it or cleaning up after it (the re-sends go on)
-                self._trace_from(frame)
+            if _runs_cell_code(frame):
                 raise KeyboardInterrupt
-
-    def _trace_from(self, frame: Any) -> None:
-        """Raise ``KeyboardInterrupt`` at the next line of the cell's code, in this frame and the ones it calls."""
-        if self._previous_trace is None:
-            self._previous_trace = (sys.gettrace(),)
-        cell_frames = []
-        while frame is not None:
-            if _is_cell_code(frame):
-                cell_frames.append(frame)
-            frame = frame.f_back
-        for cell_frame in cell_frames:
-            cell_frame.f_trace = self._trace_line
-        sys.settrace(self._trace_call)
-
-    def _trace_call(self, frame: Any, event: str, arg: Any) -> Any:
-        return self._trace_line if self._active and _is_cell_code(frame) else None
-
-    def _trace_line(self, frame: Any, event: str, arg: Any) -> Any:
-        if self._active and event == "line":
-            raise KeyboardInterrupt  # tracing stops here (CPython); the next re-sent SIGINT re-arms it
-        return self._trace_line
 
     def _resend_sigint(self) -> None:
         """The watchdog (started with the code, as the handler must not start threads): once fired, re-send."""
@@ -451,8 +481,6 @@ class _Interrupter:
         self._done.set()
         if self._watchdog is not None:
             self._watchdog.join()  # a SIGINT it sent lands here, still in our handler (which now ignores it)
-        if self._previous_trace is not None:
-            sys.settrace(self._previous_trace[0])
         if self._on_sigint and signals.getsignal(signals.SIGINT) == self._sigint:
             previous = self._previous_handler
             signals.signal(signals.SIGINT, previous if previous is not None else signals.default_int_handler)

@@ -125,3 +125,50 @@ def test_interrupt_cancels_top_level_await_code(kernel: KernelDriver, server: Fa
     server.enqueue(tool_call_chunks([("python", {"code": "await asyncio.sleep(0)\n'again'"})]), text_chunks("ok"))
     assert kernel.run("%%pi --approve auto\nAgain", timeout=60).status == "ok"
     assert tool_contents(server)[-1] == "'again'\n", tool_contents(server)
+
+
+def test_hung_sync_tools_given_up_on_do_not_starve_the_next_tool(
+    kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Through the kernel: two sync tools hang (blocked in a C call, nothing can stop their threads) in a
+    pool of two workers; after the interrupt gives up on them, a quick sync tool answers at once."""
+    kernel.run("%pi reset")
+    setup = (
+        "import pathlib, threading\n"
+        "from pi_kernel import tool\n"
+        "from pi_kernel.agent import invoke\n"
+        "invoke._pool = invoke.WorkerPool(max_workers=2)\n"
+        "release = threading.Event()\n"
+        "@tool\n"
+        "def hang(name: str) -> str:\n"
+        '    """Hang."""\n'
+        f"    pathlib.Path({str(tmp_path)!r}, name).write_text('started')\n"
+        "    release.wait(120)\n"
+        "    return 'late'\n"
+        "@tool\n"
+        "def quick() -> str:\n"
+        '    """Quick."""\n'
+        "    return 'quick answer'\n"
+    )
+    assert kernel.run(setup).status == "ok"
+    server.enqueue(tool_call_chunks([("hang", {"name": "a"}), ("hang", {"name": "b"})]))
+    state: dict[str, float] = {}
+
+    def on_poll() -> None:
+        if "at" not in state and (tmp_path / "a").exists() and (tmp_path / "b").exists():
+            state["at"] = time.monotonic()
+            kernel.interrupt()
+
+    try:
+        result = kernel.run("%%pi --approve auto\nHang twice", on_poll=on_poll, timeout=60)
+        assert "at" in state, result.text
+        assert result.reply.get("ename") == "PiInterrupted", result.text
+        server.enqueue(tool_call_chunks([("quick", {})]), text_chunks("Done."))
+        started = time.monotonic()
+        after = kernel.run("%%pi --approve auto\nQuick", timeout=60)
+        assert after.status == "ok", after.text
+        assert time.monotonic() - started < 10, "the quick tool waited for a worker"
+        assert tool_contents(server)[-1] == "quick answer", tool_contents(server)
+        assert_one_result_per_call(server.last_body["messages"], expected_calls=3)
+    finally:
+        kernel.run("release.set()\ninvoke._pool = None")

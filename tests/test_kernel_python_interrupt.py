@@ -103,7 +103,6 @@ def test_interrupt_stops_python_code_whose_bare_except_swallows_keyboardinterrup
     assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
 
 
-
 def test_interrupt_cancels_top_level_await_code(kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path) -> None:
     """Code with top-level ``await`` runs on a loop of its own; an interrupt cancels it and the cell ends."""
     kernel.run("%pi reset")

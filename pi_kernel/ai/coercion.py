@@ -232,7 +232,7 @@ def _convert(value: Any, kind: str) -> Any:
     if kind in ("array", "object") and isinstance(value, str):
         try:
             parsed = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
             return _FAIL
         return parsed if isinstance(parsed, list if kind == "array" else dict) else _FAIL
     return _FAIL

@@ -44,6 +44,7 @@ import datetime
 import enum
 import io
 import json
+import reprlib
 import sys
 import uuid
 from collections.abc import Mapping
@@ -223,11 +224,22 @@ def _numpy_value(value: Any) -> bool:
     return type(value).__module__ == "numpy" and hasattr(value, "tolist")
 
 
+_DEEP_REPR = reprlib.Repr()
+_DEEP_REPR.maxlevel = 20
+_DEEP_REPR.maxstring = _DEEP_REPR.maxother = 200
+
+
 def to_json_text(value: Any) -> str:
-    """JSON text for the model; pydantic models through their own serializer."""
+    """JSON text for the model; pydantic models through their own serializer.
+
+    A value nested deeper than the serializer recurses gets a depth-bounded ``repr`` instead.
+    """
     if isinstance(value, BaseModel):
         return value.model_dump_json()
-    return json.dumps(value, default=_json_default, ensure_ascii=False)
+    try:
+        return json.dumps(value, default=_json_default, ensure_ascii=False)
+    except RecursionError:
+        return f"[value nested too deeply for JSON; shown to depth {_DEEP_REPR.maxlevel}] {_DEEP_REPR.repr(value)}"
 
 
 def _json_default(value: Any) -> Any:

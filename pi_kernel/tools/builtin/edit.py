@@ -93,7 +93,7 @@ def prepare_edit_arguments(raw: Any) -> Any:
     if isinstance(edits, str):
         try:
             decoded = json.loads(edits)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
             decoded = None
         if isinstance(decoded, list):
             edits = decoded

@@ -4,8 +4,10 @@ The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without
 one, in the namespace given to ``create_python_tool`` or a private one kept
 by the tool; variables persist between calls. As in a notebook
 (``ast_node_interactivity='last_expr'``) the value of a final expression
-statement is shown unless the code ends with ``;``. Top-level ``await`` works
-(the code then runs on its own event loop in the worker thread).
+statement is shown unless the code ends with ``;``. Top-level ``await`` works:
+such code runs on its own event loop in a thread of its own (the kernel's loop
+is the caller's), and an interrupt cancels it (``CancelledError`` at its
+``await``) instead of raising ``KeyboardInterrupt`` in it.
 
 Threads: by default the code runs on a tool worker thread while the event
 loop goes on. In a kernel (the context's ``extra[RUN_ON_MAIN_THREAD]``, set by
@@ -22,7 +24,8 @@ run alone. Output capture is per context, not per process (see
 ``python_capture``), so the kernel's own prints are not swallowed. An abort
 from elsewhere raises ``KeyboardInterrupt`` inside the running code too
 (``PyThreadState_SetAsyncExc``); code blocked in a C call on a worker thread
-notices when that call returns.
+notices when that call returns. How the code is stopped (and ``await`` code
+run) lives in ``python_interrupt``.
 
 What the model gets: stdout, stderr, the text/plain of displayed objects and
 of the result, in order, tail-truncated like ``bash`` (full text in a temp
@@ -46,13 +49,11 @@ import ast
 import asyncio
 import base64
 import builtins
-import ctypes
 import functools
 import inspect
 import io
 import itertools
 import linecache
-import signal as signals
 import sys
 import threading
 import time
@@ -69,6 +70,7 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
+from pi_kernel.tools.builtin.python_interrupt import Interrupter, run_coroutine
 from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD, ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
@@ -81,6 +83,8 @@ _cell_numbers = itertools.count(1)
 _run_numbers = itertools.count(1)
 _recent_cells: deque[str] = deque()
 _MAX_CACHED_CELLS = 200
+_main_thread_runs = [0]
+"""Main-thread calls ended so far (only the event loop's thread changes it)."""
 
 
 class PythonParams(BaseModel):
@@ -112,7 +116,13 @@ def create_python_tool(
             run_python, params.code, target, signal=signal, on_update=on_update, max_images=max_images
         )
         if ctx.extra.get(RUN_ON_MAIN_THREAD) and threading.current_thread() is threading.main_thread():
-            return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
+            await _let_scheduled_callbacks_run()
+            if signal is not None and signal.aborted:
+                raise RuntimeError(OPERATION_ABORTED)
+            try:
+                return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
+            finally:
+                _main_thread_runs[0] += 1
         return await run_in_worker(run)  # type: ignore[no-any-return]
 
     return ToolDefinition(
@@ -133,6 +143,20 @@ def create_python_tool(
         ),
         approval="ask",
     )
+
+
+async def _let_scheduled_callbacks_run() -> None:
+    """Yield to the loop until no main-thread call ran meanwhile.
+
+    An interrupt during a main-thread call only schedules the turn's abort on the loop that call blocked
+    (``call_soon_threadsafe``); another call of the batch may already be queued to resume before that
+    callback. A yield that begins after the last main-thread call ended resumes after the callback.
+    """
+    while True:
+        seen = _main_thread_runs[0]
+        await asyncio.sleep(0)
+        if _main_thread_runs[0] == seen:
+            return
 
 
 def run_python(
@@ -196,11 +220,13 @@ def _run_captured(
     error: str | None = None
     with capturing(on_text) as capture:
         figures_before = _open_figure_numbers()
-        interrupter = _Interrupter(signal, on_sigint)
+        interrupter = Interrupter(signal, on_sigint)
         shown_figure = None
         try:
             with interrupter:
                 value, shown_figure = _run_cell(code, namespace)
+            if interrupter.fired:  # it swallowed the interrupt and went on to its end
+                raise KeyboardInterrupt
             if value is not None:
                 _add_result(capture, value, shown_figure is not None)
         except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
@@ -246,7 +272,7 @@ def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:
 def _evaluate(code: Any, namespace: dict[str, Any]) -> Any:
     result = eval(code, namespace)
     if code.co_flags & inspect.CO_COROUTINE:
-        result = asyncio.run(result)
+        result = run_coroutine(result)
     return result
 
 
@@ -324,70 +350,3 @@ def _model_images(outputs: list[dict[str, Any]], limit: int) -> tuple[list[Image
         if fitted is not None:
             images.append(ImageContent(fitted.data, fitted.mime_type))
     return images, left_out
-
-
-class _Interrupter:
-    """While active, an abort raises ``KeyboardInterrupt`` in the thread running the code."""
-
-    def __init__(self, signal: AbortSignal | None, on_sigint: bool = False) -> None:
-        self._signal = signal
-        self._lock = threading.Lock()
-        self._thread_id: int | None = None
-        self.fired = False
-        self._remove: Callable[[], None] | None = None
-        self._on_sigint = on_sigint and threading.current_thread() is threading.main_thread()
-        self._previous_handler: Any = None
-        self._active = False
-        """Read by the SIGINT handler (no lock: it runs on this very thread, between two bytecodes)."""
-
-    def __enter__(self) -> _Interrupter:
-        with self._lock:
-            self._thread_id = threading.get_ident()
-        if self._signal is not None:
-            self._remove = self._signal.add_listener(self._interrupt)
-        if self._on_sigint:
-            self._previous_handler = signals.signal(signals.SIGINT, self._sigint)
-            self._active = True
-        return self
-
-    def _sigint(self, signum: int, frame: Any) -> None:
-        """The previous handler first (the turn's hook schedules the turn's abort), then stop the code."""
-        previous = self._previous_handler
-        if callable(previous):
-            try:
-                previous(signum, frame)
-            except KeyboardInterrupt:
-                pass  # ours follows
-        if self._active:
-            self.fired = True
-            raise KeyboardInterrupt
-
-    def _interrupt(self, _reason: Any) -> None:
-        with self._lock:
-            if self._thread_id is None:
-                return
-            self.fired = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(self._thread_id), ctypes.py_object(KeyboardInterrupt)
-            )
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self._active = False
-        if self._on_sigint and signals.getsignal(signals.SIGINT) == self._sigint:
-            previous = self._previous_handler
-            signals.signal(signals.SIGINT, previous if previous is not None else signals.default_int_handler)
-        # Stop interrupting before leaving the user's code, and cancel an
-        # interrupt that is scheduled but has not landed yet; one landing
-        # during this very step is caught and the step retried.
-        thread_id = threading.get_ident()
-        while True:
-            try:
-                with self._lock:
-                    self._thread_id = None
-                    if self.fired:
-                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
-                break
-            except KeyboardInterrupt:
-                self.fired = True
-        if self._remove is not None:
-            self._remove()

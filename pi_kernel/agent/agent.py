@@ -61,7 +61,7 @@ from pi_kernel.agent.types import (
     ToolExecutionMode,
     TransformContext,
 )
-from pi_kernel.agent.usage import Budget, UsageLedger, budget_stop
+from pi_kernel.agent.usage import Budget, BudgetExceeded, UsageLedger, budget_stop
 from pi_kernel.ai import (
     AbortController,
     AbortSignal,
@@ -359,6 +359,10 @@ class Agent:
         model = self._state.model
         if model is None:
             raise ValueError("No model configured")
+        # The summary request is paid too: the budget is asked first, as before every request.
+        stop = self._check_budget(Context(self._state.system_prompt, list(self._state.messages), []))
+        if stop:
+            raise BudgetExceeded(stop)
         active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future())
         self._active = active  # before any await: a prompt() meanwhile is refused
         state = self._state

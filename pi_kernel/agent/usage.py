@@ -61,6 +61,11 @@ class UsageLedger:
 
 
 @dataclass
+class BudgetExceeded(RuntimeError):
+    """A request (``Agent.compact``'s summary) was not sent: it would cross the budget; ``str()`` says why."""
+
+
+@dataclass
 class Budget:
     usd: float | None = None
     """US dollars the session may spend; ``None``: no limit."""
@@ -80,7 +85,7 @@ def budget_stop(ledger: UsageLedger, budget: Budget, model: Model, context: Cont
         return (
             f"Token budget reached: {ledger.tokens:,} of {budget.tokens:,} tokens spent, and the next request "
             f"needs about {prompt:,} more. Nothing was sent. Raise it with %pi budget --tokens N "
-            "(or PI_TOKEN_BUDGET), or compact the conversation with %pi compact."
+            "(or PI_TOKEN_BUDGET)."
         )
     if budget.usd is not None:
         price: ModelCost | None = model.resolved_cost

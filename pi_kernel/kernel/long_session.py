@@ -328,7 +328,13 @@ def compact(session: PiSession, words: list[str]) -> str:
         raise UsageError("no model to write the summary (see %pi model)")
     agent = session.agent
     before = Version(list(agent.state.messages), dict(session.cell_turns.starts), "%pi compact")
-    result = run_to_end(session, agent.compact())
+    # Here, not at the top: this module loads with the kernel, which should not import the agent at start.
+    from pi_kernel.agent.usage import BudgetExceeded
+
+    try:
+        result = run_to_end(session, agent.compact())
+    except BudgetExceeded as error:
+        raise UsageError(str(error)) from None
     if result is None:
         return "Nothing to compact yet."
     if result.error:  # a plain list would stand in: on demand, nothing is worth losing the answers for

@@ -345,8 +345,7 @@ class PiSession:
             self.versions.keep(self._agent.state.messages, self.cell_turns.starts, "%pi reset")
             self._agent.reset()
         self.cell_turns.clear()
-        if self._notebook_context is not None:
-            self._notebook_context.forget()
+        self._forget_notebook_news()
 
     def undo(self, number: int = 1) -> Version:
         """Bring back the ``number``-th newest kept conversation; the current one is kept in its place."""
@@ -354,6 +353,7 @@ class PiSession:
         self.versions.keep(self.agent.state.messages, self.cell_turns.starts, "%pi undo")
         self.agent.state.messages = version.messages
         self.cell_turns.starts = dict(version.cells)
+        self._forget_notebook_news()
         return version
 
     def interrupt(self) -> None:
@@ -407,6 +407,13 @@ class PiSession:
         self.agent.state.messages = messages
         self.cell_turns.clear()
         self.cell_turns.starts.update(cells or {})
+        self._forget_notebook_news()
+
+    def _forget_notebook_news(self) -> None:
+        """Another conversation came in (``%pi undo``, ``load``): what it was told of the notebook is not
+        known, so the next turn is told everything again, as after ``%pi reset``."""
+        if self._notebook_context is not None:
+            self._notebook_context.forget()
 
     # -- approvals ----------------------------------------------------------------------------
 

@@ -72,6 +72,7 @@ STRICT_MODES: tuple[str, ...] = ("deny", "read-only")
 READ_ONLY_TOOLS = frozenset({"read"})
 """Built-in tools that only read (a definition may also declare ``read_only``)."""
 BUILTIN_PACKAGE = "pi_kernel.tools.builtin"
+MCP_PACKAGE = "pi_kernel.tools.mcp"
 SCANNED_TOOLS = {"bash": "command", "python": "code"}
 """Built-in tools whose text argument is scanned for secrets (``secret_paths.secret_mention_reason``)."""
 
@@ -91,6 +92,28 @@ def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict
     if definition is None:
         return "ask"
     return approval_verdict(definition, args)
+
+
+def _strings(value: Any, limit: int = 10_000) -> list[str]:
+    """The strings in ``value`` (nested dicts and lists, keys too), without recursion, at most ``limit``."""
+    found: list[str] = []
+    stack = [value]
+    while stack and len(found) < limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return found
+
+
+def _is_mcp(definition: ToolDefinition | None) -> bool:
+    """Whether ``definition`` is a tool of an MCP server (``tools.mcp``, by the module of its ``execute``)."""
+    origin = getattr(definition.execute, "__module__", "") if definition is not None else ""
+    return bool(origin) and (origin == MCP_PACKAGE or origin.startswith(MCP_PACKAGE + "."))
 
 
 def _is_builtin(definition: ToolDefinition | None) -> bool:
@@ -163,18 +186,22 @@ class ApprovalPolicy:
     def secret_reason(self, definition: ToolDefinition | None, args: Any, tool_name: str) -> str | None:
         """Why this call may read secrets (see ``secret_paths``), or ``None``.
 
-        ``bash`` / ``python`` (built-in) are judged by their command or code text; any other tool by each
-        string argument that names a file holding secrets (``read``'s ``path``, a notebook tool's ``path``).
+        ``bash`` / ``python`` (built-in) are judged by their command or code text; any other tool by every
+        string in its arguments, however nested (a list of paths, an object holding one): one that names a
+        file holding secrets asks; for an MCP tool (whose strings may be commands run elsewhere) one that
+        reads the environment or names such a file in a command asks too.
         """
         values = args.model_dump() if hasattr(args, "model_dump") else args
         if not isinstance(values, dict):
             return None
-        if tool_name in SCANNED_TOOLS and _is_builtin(definition):
+        builtin = _is_builtin(definition)
+        if tool_name in SCANNED_TOOLS and builtin:
             return secret_mention_reason(values.get(SCANNED_TOOLS[tool_name]))  # type: ignore[arg-type]
-        if tool_name == "inspect" and _is_builtin(definition):
+        if tool_name == "inspect" and builtin:
             return inspect_path_reason(values.get("name"))
-        for value in values.values():
-            reason = secret_path_reason(value) if isinstance(value, str) else None
+        commands = _is_mcp(definition)
+        for text in _strings(values):
+            reason = secret_path_reason(text) or (secret_mention_reason(text) if commands else None)
             if reason is not None:
                 return reason
         return None

@@ -351,7 +351,9 @@ async def compact_messages(
         text = fallback_summary(older, int(min(8_000, answer_tokens * ratio)))
     else:  # a server may not honour max_tokens: the summary is never longer than was asked for
         text = _clip(text, int(answer_tokens * min(ratio, chars_per_token([answer]))))
-    turns = sum(1 for m in older if getattr(m, "role", "") == "assistant") + sum(compacted_turns_of(m) for m in older)
+    # A turn is a prompt and all it led to (several answers when it called tools); earlier summaries count theirs.
+    prompts = sum(1 for m in older if getattr(m, "role", "") == "user" and not is_summary(m))
+    turns = prompts + sum(compacted_turns_of(m) for m in older)
     summary = UserMessage([TextContent(summary_text(turns, text))])
     before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)
     return CompactionResult([summary, *kept], summary, turns, cut, before, reason, answer.usage, error)

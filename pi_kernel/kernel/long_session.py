@@ -342,7 +342,8 @@ def compact(session: PiSession, words: list[str]) -> str:
         session.cell_turns.starts = dict(before.cells)
         return f"Not compacted: the model's summary failed ({mask(result.error)}); the conversation is unchanged."
     session.versions.keep(before.messages, before.cells, before.reason)
-    return f"compacted {result.compacted_turns} turns into a summary; %pi undo brings the turns back."
+    turns = f"{result.compacted_turns} turn" + ("" if result.compacted_turns == 1 else "s")
+    return f"compacted {turns} into a summary; %pi undo brings the turns back."
 
 
 def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:

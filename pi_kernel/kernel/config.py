@@ -89,7 +89,7 @@ class PiSettings:
     """Extra prices, model id → (USD per million input tokens, per million output tokens)."""
     mcp_servers: dict[str, Any] = field(default_factory=dict)
     """MCP servers, name → ``mcpServers`` entry (checked when the session first uses them,
-    by ``pi_kernel.tools.mcp.config``)."""
+    by ``pi_kernel.tools.mcp.server_config``)."""
     notebook_context: bool = True
     """Each ``%%pi`` turn's first request says what changed in the notebook (``notebook_context``)."""
     describe_limit: int = 4000
@@ -394,8 +394,8 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
 
 
 def _masked(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``pi_kernel.ai.secrets.redact`` (this module's warnings quote values), imported on first use:
-    this module loads at kernel start, where importing ``pi_kernel.ai`` would cost a second."""
-    from pi_kernel.ai.secrets import redact as redact_secrets
+    """``pi_kernel.ai.secrets.mask`` with the keys of ``environ`` (this module's warnings quote values),
+    imported on first use: this module loads at kernel start, where importing ``pi_kernel.ai`` costs time."""
+    from pi_kernel.ai.secrets import mask, secret_values
 
-    return redact_secrets(text, environ)
+    return mask(text, secret_values(environ))

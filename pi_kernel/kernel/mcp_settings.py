@@ -2,7 +2,7 @@
 
 Only the outer shape is read here (at kernel start, without importing the
 ``mcp`` SDK or the tools); each entry is checked when the session first uses
-its servers (``pi_kernel.tools.mcp.config.parse_servers``).
+its servers (``pi_kernel.tools.mcp.server_config.parse_servers``).
 """
 
 from __future__ import annotations

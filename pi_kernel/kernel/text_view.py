@@ -50,6 +50,7 @@ from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 if TYPE_CHECKING:
+    from pi_kernel.agent.events import AgentEvent
     from pi_kernel.kernel.session import PiSession
 
 logger = logging.getLogger("pi_kernel.kernel")
@@ -141,7 +142,7 @@ class TextTurnView:
 
     # -- TurnView -----------------------------------------------------------------------------
 
-    def handle_event(self, event: Any) -> None:
+    def handle_event(self, event: AgentEvent) -> None:
         if self.static is not None:
             return
         self.state.apply(event)
@@ -297,26 +298,6 @@ class TextTurnView:
             self._handle.update(data, raw=True)
         self._shown = text
         self._last_flush = time.monotonic()
-
-
-def usage_line(messages: list[Any]) -> str:
-    """``tokens in/out`` and cost over the assistant messages of ``messages``.
-
-    "in" is the whole prompt: ``usage.input`` excludes cache reads and writes.
-    """
-    prompt = completion = 0
-    cost = 0.0
-    priced = False
-    for message in messages:
-        if getattr(message, "role", "") != "assistant":
-            continue
-        prompt += message.usage.prompt_tokens
-        completion += message.usage.output
-        if message.usage.cost is not None:
-            cost += message.usage.cost
-            priced = True
-    text = f"tokens: {prompt} in · {completion} out"
-    return text + (f" · ${cost:.4f}" if priced else "")
 
 
 def render_messages(messages: list[Any]) -> str:

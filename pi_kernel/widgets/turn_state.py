@@ -35,7 +35,7 @@ from pi_kernel.agent.events import (
     TurnStartEvent,
 )
 from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.ai import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
+from pi_kernel.ai import AssistantMessage, TextContent, ThinkingContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from pi_kernel.ai.messages import text_of
 from pi_kernel.tools.approval import ApprovalRequest
 from pi_kernel.widgets.turn_blocks import Block, NoticeBlock, TextBlock, ToolCallBlock, live_output_text
@@ -186,9 +186,9 @@ class TurnState:
             key = (self._message_count, index)
             if isinstance(content, ToolCall):
                 self._update_tool_call(key, content, None, ended=True)
-            elif content.type in ("text", "thinking"):
-                text = content.text if content.type == "text" else content.thinking  # type: ignore[union-attr]
-                block = self._text_block(key, content.type)  # type: ignore[arg-type]
+            elif isinstance(content, (TextContent, ThinkingContent)):
+                text = content.text if isinstance(content, TextContent) else content.thinking
+                block = self._text_block(key, "text" if isinstance(content, TextContent) else "thinking")
                 if not block.final or block.text != text:
                     block.buffer.replace(text)
                     block.final = True

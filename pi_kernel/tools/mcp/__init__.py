@@ -9,9 +9,9 @@ servers of a session, on their own event loop thread. User guide:
 """
 
 from pi_kernel.tools.mcp.adapt import McpToolError, to_result, tool_definition, tool_name
-from pi_kernel.tools.mcp.config import McpServerConfig, parse_servers, server_config
 from pi_kernel.tools.mcp.manager import McpManager
 from pi_kernel.tools.mcp.server import McpServer, McpServerError
+from pi_kernel.tools.mcp.server_config import McpServerConfig, parse_servers, server_config
 
 __all__ = [
     "McpManager",

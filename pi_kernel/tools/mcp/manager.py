@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 import mcp_types
 
 from pi_kernel.tools.mcp.adapt import tool_definition, tool_name, trusted_read_only, unique_tool_name
-from pi_kernel.tools.mcp.config import McpServerConfig
 from pi_kernel.tools.mcp.server import McpServer, McpServerError
+from pi_kernel.tools.mcp.server_config import McpServerConfig
 from pi_kernel.tools.mcp.stdio import kill_all_groups
 from pi_kernel.tools.registry import ToolRegistry
 

@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from pi_kernel.tools.mcp.config import McpServerConfig
+from pi_kernel.tools.mcp.server_config import McpServerConfig
 from pi_kernel.tools.mcp.stdio import StdioProcess, stdio_transport, tail
 
 MAX_TOOL_PAGES = 100

@@ -47,7 +47,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-from pi_kernel.tools.mcp.config import McpServerConfig
+from pi_kernel.tools.mcp.server_config import McpServerConfig
 
 EXIT_GRACE_SECONDS = 2.0
 """How long a server may take to exit after its stdin closes, before its group is signalled."""

@@ -49,7 +49,7 @@ def encoded_forms(secret: str) -> tuple[tuple[str, int], ...]:
     return tuple(forms)
 
 
-def _runs(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
+def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
     """``(start, end)`` of each run of at least ``shortest`` characters of ``form`` in ``text``.
 
     Such a run holds a whole window of ``shortest // 2`` characters of ``form`` starting at a multiple of
@@ -85,7 +85,7 @@ def redact_other_forms(text: str, secrets: Sequence[str], shortest_plain: int) -
         if len(joined) != len(text):
             forms = ((secret, shortest_plain), *forms)
         for form, shortest in forms:
-            spans += _runs(joined, form, shortest)
+            spans += runs_of(joined, form, shortest)
     if not spans:
         return text
     if len(joined) != len(text):

@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
-from pi_kernel.ai.secret_encodings import redact_other_forms
+from pi_kernel.ai.secret_encodings import redact_other_forms, runs_of
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
 """Environment variables known to hold secrets (``redact`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
@@ -86,19 +86,7 @@ def _redact_fragments(text: str, secret: str) -> str:
 def _fragment_spans(text: str, secret: str) -> list[tuple[int, int]]:
     """``(start, end)`` of each longest run of ``secret``'s characters in ``text`` at least ``FRAGMENT_CHARS``
     long, in order, overlapping runs merged."""
-    spans: list[tuple[int, int]] = []
-    for offset in range(len(secret) - FRAGMENT_CHARS + 1):
-        window = secret[offset : offset + FRAGMENT_CHARS]
-        position = text.find(window)
-        while position >= 0:
-            start, first = position, offset
-            while start > 0 and first > 0 and text[start - 1] == secret[first - 1]:
-                start, first = start - 1, first - 1
-            end, last = position + FRAGMENT_CHARS, offset + FRAGMENT_CHARS
-            while end < len(text) and last < len(secret) and text[end] == secret[last]:
-                end, last = end + 1, last + 1
-            spans.append((start, end))
-            position = text.find(window, position + 1)
+    spans = runs_of(text, secret, FRAGMENT_CHARS)
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:

@@ -10,10 +10,8 @@ variable that holds its key and the provider reads it when it sends a request.
 ``pi_kernel.ai.secrets.redact`` masks any known key value in text that leaves the
 kernel, as a last line of defence (a provider error message quoting the key, say).
 
-Every setting is one row of ``SETTINGS`` (name, parser, help, environment
-variable): ``settings_from_env`` and ``apply_config`` both read that table,
-and ``PiKernel`` makes one trait of each row. Which model the settings name is
-``model_resolution``'s business.
+Every setting is one row of ``SETTINGS`` (name, parser, help, environment variable): ``settings_from_env``
+and ``apply_config`` read it, ``PiKernel`` makes a trait of each row; the model is ``model_resolution``'s.
 """
 
 from __future__ import annotations

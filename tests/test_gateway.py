@@ -173,6 +173,7 @@ def notebook(gateway: EnterpriseGateway) -> Iterator[NotebookPage]:
             f"--gateway-url={gateway.url}",
             "--GatewayClient.request_timeout=120",
             "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.disable_check_xsrf=True",  # start_session posts without a browser cookie
         ],
         extra_env={"KERNEL_USERNAME": "pi-user"},
     ).start()
@@ -181,6 +182,10 @@ def notebook(gateway: EnterpriseGateway) -> Iterator[NotebookPage]:
         page = chromium.new_page(viewport={"width": 1280, "height": 1000})
         try:
             lab.write_notebook("remote.ipynb", CELLS)
+            # The notebook's session and its remote kernel exist before the page opens: JupyterLab then
+            # connects to that kernel once, instead of starting one and reconnecting at once, the double
+            # connection the gateway can leave silent (see ``connect``).
+            start_session(lab.url, "remote.ipynb")
             page_notebook = NotebookPage(page, lab, "remote.ipynb")
             page.goto(f"{lab.url}/lab/tree/remote.ipynb?reset", timeout=120_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
@@ -196,12 +201,23 @@ def notebook(gateway: EnterpriseGateway) -> Iterator[NotebookPage]:
             lab.stop()
 
 
+def start_session(lab_url: str, path: str) -> None:
+    """Create the notebook's session (its ``pi`` kernel on the gateway) through the lab's REST API."""
+    body = json.dumps({"path": path, "type": "notebook", "name": path, "kernel": {"name": "pi"}}).encode()
+    request = urllib.request.Request(
+        f"{lab_url}/api/sessions", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert response.status == 201, response.status
+
+
 def connect(notebook: NotebookPage) -> None:
     """Wait for the kernel to be idle; reconnect where the gateway left the kernel's websocket silent.
 
-    JupyterLab opens a kernel's websocket twice in a row; Enterprise Gateway 3.3 can replace the first
-    ("Replacing stale connection") in a way that leaves the second silent for good. What a person does
-    then, Kernel > Reconnect to Kernel, brings it back (docs/enterprise-gateway.md).
+    Starting a kernel, JupyterLab opens its websocket twice in a row; Enterprise Gateway 3.3 can replace
+    the first ("Replacing stale connection") in a way that leaves the second silent. ``start_session``
+    avoids that start; should it happen anyway, what a person does, Kernel > Reconnect to Kernel, brings
+    the connection back (docs/enterprise-gateway.md).
     """
     reconnect = "kernelmenu:reconnect-to-kernel"
     assert notebook.page.evaluate(f"window.jupyterapp.commands.hasCommand('{reconnect}')")

@@ -11,6 +11,7 @@ and ``on_input`` answers stdin prompts. Every iopub message is also kept in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
@@ -357,3 +358,11 @@ def conversation_tool_calls(kernel: KernelDriver) -> int:
     printed = kernel.run(CONVERSATION_CHECK).text.split()
     assert printed[0] == "complete", printed
     return int(printed[-1])
+
+
+@contextlib.contextmanager
+def setup_kernel(base_url: str, jupyter_path: str, setup: str) -> Iterator[KernelDriver]:
+    """A Pi kernel on the fake server at ``base_url`` that has run ``setup`` (a module fixture's body)."""
+    with KernelDriver(env=kernel_env(base_url), jupyter_path=jupyter_path) as driver:
+        assert driver.run(setup).status == "ok"
+        yield driver

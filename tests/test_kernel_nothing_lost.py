@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from fake_openai import Chunks, FakeOpenAI, HTTPError, RawSSE, ToolCallSpec, text_chunks, tool_call_chunks
-from kernel_helpers import KernelDriver, kernel_env
+from kernel_helpers import KernelDriver, kernel_env, setup_kernel
 
 pytestmark = pytest.mark.kernel
 
@@ -50,8 +50,7 @@ def server() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture(scope="module")
 def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
-    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
-        assert driver.run(SETUP).status == "ok"
+    with setup_kernel(server.base_url, pi_jupyter_path, SETUP) as driver:
         yield driver
 
 

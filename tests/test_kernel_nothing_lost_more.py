@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, HTTPError, text_chunks, tool_call_chunks
-from kernel_helpers import KernelDriver, kernel_env
+from kernel_helpers import KernelDriver, setup_kernel
 
 pytestmark = pytest.mark.kernel
 
@@ -38,8 +38,7 @@ def server() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture(scope="module")
 def kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
-    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
-        assert driver.run(SETUP).status == "ok"
+    with setup_kernel(server.base_url, pi_jupyter_path, SETUP) as driver:
         yield driver
 
 

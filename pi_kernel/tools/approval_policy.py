@@ -55,6 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pi_kernel.ai.sanitize import map_strings
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
 from pi_kernel.tools.tool_approval import approval_verdict
@@ -94,19 +95,15 @@ def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict
     return approval_verdict(definition, args)
 
 
-def _strings(value: Any, limit: int = 10_000) -> list[str]:
-    """The strings in ``value`` (nested dicts and lists, keys too), without recursion, at most ``limit``."""
+def _strings(value: Any) -> list[str]:
+    """Every string in ``value`` (nested dicts and lists, keys too), found by ``sanitize.map_strings``."""
     found: list[str] = []
-    stack = [value]
-    while stack and len(found) < limit:
-        item = stack.pop()
-        if isinstance(item, str):
-            found.append(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
+
+    def note(text: str) -> str:
+        found.append(text)
+        return text
+
+    map_strings(value, note, note)
     return found
 
 

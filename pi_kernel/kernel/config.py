@@ -7,11 +7,11 @@ are not set already), built-in defaults.
 
 Keys are never copied into settings: a ``Model`` names the environment
 variable that holds its key and the provider reads it when it sends a request.
-``pi_kernel.ai.secrets.redact`` masks any known key value in text that leaves the
-kernel, as a last line of defence (a provider error message quoting the key, say).
+A warning about a bad value masks any key in it (``pi_kernel.ai.secrets.mask``).
 
-Every setting is one row of ``SETTINGS`` (name, parser, help, environment variable): ``settings_from_env``
-and ``apply_config`` read it, ``PiKernel`` makes a trait of each row; the model is ``model_resolution``'s.
+Every setting is written once, as a field of ``PiSettings`` made by ``setting``: its default, parser, help
+and environment variable. ``SETTINGS`` lists those rows; ``settings_from_env`` and ``apply_config`` read
+them, ``PiKernel`` makes a trait of each. The model is ``model_resolution``'s.
 """
 
 from __future__ import annotations
@@ -21,77 +21,19 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar, cast
 
+from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.allowed_models import parse_allowed_models
 from pi_kernel.kernel.mcp_settings import mcp_servers, mcp_servers_file
-
-if TYPE_CHECKING:
-    pass
-
-# pi_kernel.ai is imported inside the functions: importing it at kernel start costs
-# a second (jsonschema), and nothing here is needed before the first ``%%pi``.
 
 APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
 """Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval_policy`` has the same, but
 importing it here would cost a quarter of a second at every kernel start."""
 DEFAULT_BUILTIN_TOOLS = ("read", "write", "edit", "bash", "python", "inspect", "cells")
-
-
-@dataclass
-class PiSettings:
-    """What a session is configured with (no secrets)."""
-
-    model: str | None = None
-    """Model spec, ``provider:model`` allowed; ``None``: resolved from the environment."""
-    provider: str | None = None
-    """Explicit provider when the id alone is ambiguous."""
-    base_url: str | None = None
-    """An OpenAI-compatible server; with it set and no explicit provider it is the default."""
-    base_url_from_env: bool = False
-    """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to
-    OpenAI-style providers, not to, say, an explicit ``deepseek:`` model)."""
-    base_url_from_dotenv: bool = False
-    """Whether ``base_url`` came from a ``.env`` file: then the only key sent there is that file's own
-    (``dotenv.DOTENV_KEY_ENV``), never one set in the environment or later in the notebook."""
-    approval: str = "ask"
-    """Session approval mode: ``ask`` | ``auto`` | ``deny`` | ``read-only``."""
-    approval_overrides: dict[str, str] = field(default_factory=dict)
-    """Per-tool modes (``{"bash": "ask", "python": "auto"}``)."""
-    approval_timeout: float = 600.0
-    """Seconds before an unanswered approval is denied; always above 0 (nothing waits forever)."""
-    workspace_root: str | None = None
-    """When set, the file tools refuse paths outside it."""
-    builtin_tools: tuple[str, ...] = DEFAULT_BUILTIN_TOOLS
-    """Built-in tools enabled at start (names)."""
-    widgets: bool | None = None
-    """``True``/``False`` forces widget views on/off; ``None``: detect the front-end."""
-    max_turns: int | None = None
-    """Default limit of model requests per ``%%pi`` cell."""
-    system_prompt: str | None = None
-    """Extra text placed before the generated system prompt."""
-    allowed_models: tuple[str, ...] = ()
-    """The models ``%pi model`` may choose (``allowed_models``); empty: any."""
-    tool_result_limit: int | None = None
-    """Characters of each tool result sent to the model; ``None``: the agent's default (docs/long-sessions.md)."""
-    context_window: int | None = None
-    """The model's context window in tokens; ``None``: known table, the server's ``/models``, else a default."""
-    budget: float | None = None
-    """US dollars the session may spend; ``None``: no limit."""
-    token_budget: int | None = None
-    """Tokens (in + out) the session may spend; ``None``: no limit."""
-    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """Extra prices, model id → (USD per million input tokens, per million output tokens)."""
-    mcp_servers: dict[str, Any] = field(default_factory=dict)
-    """MCP servers, name → ``mcpServers`` entry (checked when the session first uses them,
-    by ``pi_kernel.tools.mcp.server_config``)."""
-    notebook_context: bool = True
-    """Each ``%%pi`` turn's first request says what changed in the notebook (``notebook_context``)."""
-    describe_limit: int = 4000
-    """Characters of one ``inspect`` / ``cells`` answer."""
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -135,13 +77,18 @@ def _report(problems: list[str] | None, message: str) -> None:
     problems.append(message)
 
 
-def _shown(value: Any, environ: Mapping[str, str] | None = None) -> str:
+def _shown(value: Any) -> str:
     """A bad value as a warning quotes it: keys masked, shortened (it might be a pasted secret)."""
     try:
-        text = _masked(str(value), environ)
+        text = _masked(str(value))
     except Exception:  # noqa: BLE001 - an object whose str() fails is still only a bad value
         text = f"<{type(value).__name__}>"
     return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def _masked(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """``text`` with the keys of ``environ`` (default: the process's) masked."""
+    return mask(text, secret_values(environ))
 
 
 def _using(settings: PiSettings, name: str) -> str:
@@ -154,14 +101,14 @@ def _using(settings: PiSettings, name: str) -> str:
 TIMEOUT_RULE = "must be a number of seconds above 0 (nothing waits forever)"
 
 
-def _seconds(value: Any, environ: Mapping[str, str] | None = None) -> float:
+def _seconds(value: Any) -> float:
     """An approval timeout: a finite number above 0 (``ValueError`` otherwise; ``0`` once meant "never")."""
     try:
         seconds = math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError, OverflowError):
         seconds = math.nan
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{_shown(value, environ)} {TIMEOUT_RULE}")
+        raise ValueError(f"{_shown(value)} {TIMEOUT_RULE}")
     return seconds
 
 
@@ -258,6 +205,11 @@ def _tool_names(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+_T = TypeVar("_T")
+_ROW = "pi_kernel.setting"
+"""The ``field(metadata=...)`` key of a setting's row (what ``setting`` stores)."""
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: its ``PiSettings`` field (and ``c.PiKernel.<name>``), how a value is read, its help."""
@@ -274,79 +226,121 @@ class Setting:
     """A mapping that adds to (and by name replaces) what a lower layer gave, instead of replacing it."""
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("model", _name, "Model id, 'provider:model' allowed (else from PI_MODEL / keys).", "PI_MODEL"),
-    Setting("provider", _name, "Provider when the model id alone is ambiguous.", "PI_PROVIDER"),
-    Setting("base_url", lambda value: _url(_text(value)), "An OpenAI-compatible server URL.", "OPENAI_BASE_URL"),
-    Setting("approval", _approval, f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.", "PI_APPROVAL"),
-    Setting(
-        "approval_overrides",
-        _overrides,
-        f"Per-tool approval ({' | '.join(TOOL_APPROVAL_MODES)}), a dict or JSON: {{'bash': 'ask'}}.",
-    ),
-    Setting(
-        "approval_timeout", _seconds, "Seconds (above 0) before a pending approval is denied.", "PI_APPROVAL_TIMEOUT"
-    ),
-    Setting("builtin_tools", _tool_names, "Built-in tools enabled at start: a list of names, or one string of them."),
-    Setting("widgets", _boolean, "Force widget views on/off (default: detect).", "PI_WIDGETS"),
-    Setting("max_turns", positive_int, "Default limit of model requests per %%pi cell (a whole number above 0)."),
-    Setting("system_prompt", _text, "Text added to the system prompt."),
-    Setting(
-        "allowed_models",
+def setting(
+    default: _T,
+    parse: Callable[[Any], _T],
+    help: str,
+    env: str | None = None,
+    *,
+    env_parse: Callable[[str], _T] | None = None,
+    merge: bool = False,
+) -> _T:
+    """A ``PiSettings`` field that is a setting: its default and ``Setting`` row (a dict default is copied
+    for each ``PiSettings``)."""
+    row = {_ROW: {"parse": parse, "help": help, "env": env, "env_parse": env_parse, "merge": merge}}
+    if isinstance(default, dict):
+        return cast(_T, field(default_factory=default.copy, metadata=row))
+    return field(default=default, metadata=row)
+
+
+@dataclass
+class PiSettings:
+    """What a session is configured with (no secrets): one field per setting, then what ``base_url`` came from."""
+
+    model: str | None = setting(
+        None, _name, "Model id, 'provider:model' allowed (else from PI_MODEL / keys).", "PI_MODEL"
+    )
+    provider: str | None = setting(None, _name, "Provider when the model id alone is ambiguous.", "PI_PROVIDER")
+    base_url: str | None = setting(
+        None, lambda value: _url(_text(value)), "An OpenAI-compatible server URL.", "OPENAI_BASE_URL"
+    )
+    """With it set and no explicit provider, the server is the default."""
+    approval: str = setting(
+        "ask", _approval, f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.", "PI_APPROVAL"
+    )
+    approval_overrides: dict[str, str] = setting(
+        {}, _overrides, f"Per-tool approval ({' | '.join(TOOL_APPROVAL_MODES)}), a dict or JSON: {{'bash': 'ask'}}."
+    )
+    approval_timeout: float = setting(
+        600.0, _seconds, "Seconds (above 0) before a pending approval is denied.", "PI_APPROVAL_TIMEOUT"
+    )
+    builtin_tools: tuple[str, ...] = setting(
+        DEFAULT_BUILTIN_TOOLS,
+        _tool_names,
+        "Built-in tools enabled at start: a list of names, or one string of them.",
+    )
+    widgets: bool | None = setting(None, _boolean, "Force widget views on/off (default: detect).", "PI_WIDGETS")
+    max_turns: int | None = setting(
+        None, positive_int, "Default limit of model requests per %%pi cell (a whole number above 0)."
+    )
+    system_prompt: str | None = setting(None, _text, "Text added to the system prompt.")
+    """Placed before the generated system prompt."""
+    allowed_models: tuple[str, ...] = setting(
+        (),
         parse_allowed_models,
         "Models %pi model may choose: ids or provider:id, wildcards allowed (default: any).",
         "PI_ALLOWED_MODELS",
-    ),
-    Setting(
-        "tool_result_limit",
+    )
+    tool_result_limit: int | None = setting(
+        None,
         positive_int,
         "Characters of each tool result sent to the model (a whole number above 0).",
         "PI_TOOL_RESULT_LIMIT",
-    ),
-    Setting(
-        "context_window",
+    )
+    """``None``: the agent's default (docs/long-sessions.md)."""
+    context_window: int | None = setting(
+        None,
         positive_int,
         "The model's context window in tokens (else known table, server, default).",
         "PI_CONTEXT_WINDOW",
-    ),
-    Setting("budget", dollars, "US dollars the session may spend on model requests.", "PI_BUDGET"),
-    Setting(
-        "token_budget", positive_int, "Tokens (in + out) the session may spend on model requests.", "PI_TOKEN_BUDGET"
-    ),
-    Setting(
-        "prices", price_table, "Extra prices: {'model-id': [USD per million input, per million output]}.", "PI_PRICES"
-    ),
-    Setting(
-        "mcp_servers",
+    )
+    budget: float | None = setting(None, dollars, "US dollars the session may spend on model requests.", "PI_BUDGET")
+    token_budget: int | None = setting(
+        None, positive_int, "Tokens (in + out) the session may spend on model requests.", "PI_TOKEN_BUDGET"
+    )
+    prices: dict[str, tuple[float, float]] = setting(
+        {}, price_table, "Extra prices: {'model-id': [USD per million input, per million output]}.", "PI_PRICES"
+    )
+    mcp_servers: dict[str, Any] = setting(
+        {},
         mcp_servers,
         'MCP servers in the mcpServers shape: {"time": {"command": "uvx", "args": ["mcp-server-time"]}}.',
         "PI_MCP_CONFIG",
         env_parse=mcp_servers_file,
         merge=True,
-    ),
-    Setting(
-        "notebook_context",
+    )
+    """Checked when the session first uses them, by ``pi_kernel.tools.mcp.server_config``."""
+    notebook_context: bool = setting(
+        True,
         _boolean,
         "Tell the model what changed in the notebook at each %%pi turn (default true).",
         "PI_NOTEBOOK_CONTEXT",
-    ),
-    Setting(
-        "workspace_root",
-        lambda value: _folder(_text(value)),
-        "File tools refuse paths outside it.",
-        "PI_WORKSPACE_ROOT",
-    ),
-    Setting("describe_limit", positive_int, "Characters of one inspect / cells answer (default 4000)."),
-)
-"""Every setting once: read from the environment (``settings_from_env``) and from ``c.PiKernel``
-(``apply_config``); ``PiKernel`` makes one trait of each."""
+    )
+    workspace_root: str | None = setting(
+        None, lambda value: _folder(_text(value)), "File tools refuse paths outside it.", "PI_WORKSPACE_ROOT"
+    )
+    describe_limit: int = setting(4000, positive_int, "Characters of one inspect / cells answer (default 4000).")
 
-CONFIG_NAMES = tuple(setting.name for setting in SETTINGS)
+    base_url_from_env: bool = False
+    """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to
+    OpenAI-style providers, not to, say, an explicit ``deepseek:`` model)."""
+    base_url_from_dotenv: bool = False
+    """Whether ``base_url`` came from a ``.env`` file: then the only key sent there is that file's own
+    (``dotenv.DOTENV_KEY_ENV``), never one set in the environment or later in the notebook."""
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(item.name, **item.metadata[_ROW]) for item in fields(PiSettings) if _ROW in item.metadata
+)
+"""Every setting once, in ``PiSettings`` order: read from the environment (``settings_from_env``) and
+from ``c.PiKernel`` (``apply_config``); ``PiKernel`` makes one trait of each."""
+
+CONFIG_NAMES = tuple(row.name for row in SETTINGS)
 """Settings that ``c.PiKernel.<name>`` may set."""
 
 
-def _fallback(settings: PiSettings, setting: Setting) -> str:
-    return "no MCP servers from that file" if setting.merge else _using(settings, setting.name)
+def _fallback(settings: PiSettings, row: Setting) -> str:
+    return "no MCP servers from that file" if row.merge else _using(settings, row.name)
 
 
 def settings_from_env(
@@ -356,19 +350,19 @@ def settings_from_env(
     in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
     env = os.environ if environ is None else environ
     settings = replace(base) if base is not None else PiSettings()
-    for setting in SETTINGS:
-        text = env.get(setting.env, "").strip() if setting.env else ""
+    for row in SETTINGS:
+        text = env.get(row.env, "").strip() if row.env else ""
         if not text:
             continue
         try:
-            value = (setting.env_parse or setting.parse)(text)
+            value = (row.env_parse or row.parse)(text)
         except (OSError, ValueError) as error:
-            _report(problems, f"{setting.env}: {_masked(str(error), env)}; {_fallback(settings, setting)}.")
+            _report(problems, f"{row.env}: {_masked(str(error), env)}; {_fallback(settings, row)}.")
             continue
-        if setting.merge:
-            value = {**getattr(settings, setting.name), **value}
-        setattr(settings, setting.name, value)
-        if setting.name == "base_url":
+        if row.merge:
+            value = {**getattr(settings, row.name), **value}
+        setattr(settings, row.name, value)
+        if row.name == "base_url":
             settings.base_url_from_env = True
     return settings
 
@@ -377,23 +371,15 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
     """``settings`` with every known, non-``None`` value of ``values`` applied. A bad value keeps
     ``settings``' and is reported in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
     changes: dict[str, Any] = {}
-    for setting in SETTINGS:
-        if values.get(setting.name) is None:
+    for row in SETTINGS:
+        if values.get(row.name) is None:
             continue
         try:
-            value = setting.parse(values[setting.name])
+            value = row.parse(values[row.name])
         except Exception as error:  # noqa: BLE001 - whatever a config file holds, the kernel must start
-            _report(problems, f"PiKernel.{setting.name}: {error}; {_using(settings, setting.name)}.")
+            _report(problems, f"PiKernel.{row.name}: {error}; {_using(settings, row.name)}.")
             continue
-        changes[setting.name] = {**getattr(settings, setting.name), **value} if setting.merge else value
+        changes[row.name] = {**getattr(settings, row.name), **value} if row.merge else value
     if "base_url" in changes:
         changes["base_url_from_env"] = changes["base_url_from_dotenv"] = False
     return replace(settings, **changes)
-
-
-def _masked(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``pi_kernel.ai.secrets.mask`` with the keys of ``environ`` (this module's warnings quote values),
-    imported on first use: this module loads at kernel start, where importing ``pi_kernel.ai`` costs time."""
-    from pi_kernel.ai.secrets import mask, secret_values
-
-    return mask(text, secret_values(environ))

@@ -10,6 +10,9 @@ from typing import Any
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools import ToolContext, ToolDefinition
+from pi_kernel.tools.builtin.edit import EditParams, _pairs, _read_for_edit, prepare_edit_arguments
+from pi_kernel.tools.builtin.edit_diff import apply_edits, generate_diff_string
+from pi_kernel.tools.paths import resolve_tool_path
 
 
 def make_ctx(cwd: Path, workspace_root: Path | None = None, namespace: dict[str, Any] | None = None) -> ToolContext:
@@ -36,3 +39,23 @@ async def call_tool(
 
 def text_of(result: AgentToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def preview_edit(arguments: EditParams | dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """The diff the call would make, without writing: ``{"diff", "first_changed_line"}`` or ``{"error"}``.
+
+    The edit tool's own steps (its private helpers), as an approval view could show the change first.
+    """
+    try:
+        params = (
+            arguments
+            if isinstance(arguments, EditParams)
+            else EditParams.model_validate(prepare_edit_arguments(arguments))
+        )
+        pairs = _pairs(params)
+        absolute = resolve_tool_path(params.path, ctx)
+        _bom, _ending, base = _read_for_edit(absolute, params.path)
+        diff, first_changed_line = generate_diff_string(base, apply_edits(base, pairs, params.path))
+    except Exception as error:  # noqa: BLE001 - a preview reports any failure as text
+        return {"error": str(error)}
+    return {"diff": diff, "first_changed_line": first_changed_line}

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from builtin_helpers import call_tool, make_ctx, text_of
+from builtin_helpers import call_tool, make_ctx, preview_edit, text_of
 from scripted_model import ScriptedModel, run_loop, text_message, tool_call, tool_call_message, tool_results, user
 
 from pi_kernel.ai import Tool
 from pi_kernel.tools import wrap_tool_definition
-from pi_kernel.tools.builtin import create_edit_tool, create_write_tool, prepare_edit_arguments, preview_edit
+from pi_kernel.tools.builtin import create_edit_tool, create_write_tool, prepare_edit_arguments
 from pi_kernel.tools.builtin.edit_diff import EditError, generate_diff_string
 from pi_kernel.tools.paths import WorkspaceError
 

@@ -15,12 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from pi_kernel.tools import file_queue
 from pi_kernel.tools.file_queue import (
-    active_queue_count,
     hold_file_mutation_queue,
     mutation_queue_key,
     with_file_mutation_queue,
 )
+
+
+def active_queue_count() -> int:
+    """How many files have an operation running: the keys in the queue's registry."""
+    with file_queue._lock:
+        return len(file_queue._queues)
 
 
 async def spin(times: int = 50) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal
 
 from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.ai import (
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from pi_kernel.agent.compaction import CompactionSettings
 
 ToolExecutionMode = Literal["parallel", "sequential"]
-
-MaybeAwaitable: TypeAlias = "Any | Awaitable[Any]"
 
 
 @dataclass(slots=True)

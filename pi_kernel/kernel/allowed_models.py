@@ -26,8 +26,6 @@ from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Protocol, TypeVar
 
-ENV_VAR = "PI_ALLOWED_MODELS"
-
 
 class NamedModel(Protocol):
     @property

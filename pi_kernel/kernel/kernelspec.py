@@ -19,7 +19,6 @@ from pathlib import Path
 from pi_kernel.tools.files import make_dirs, write_file_atomic, write_text_atomic
 
 KERNEL_NAME = "pi"
-DISPLAY_NAME = "Pi Agent (Python 3)"
 RESOURCES = Path(__file__).with_name("resources")
 
 

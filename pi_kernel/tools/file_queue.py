@@ -89,12 +89,6 @@ def mutation_queue_key(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.path.abspath(os.fspath(path)))
 
 
-def active_queue_count() -> int:
-    """How many files currently have an operation running (for tests and diagnostics)."""
-    with _lock:
-        return len(_queues)
-
-
 def _acquire_or_wait(key: str, loop: asyncio.AbstractEventLoop | None) -> _Waiter | None:
     """Take the turn at once (returns None) or join the line (returns the waiter)."""
     with _lock:

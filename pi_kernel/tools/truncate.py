@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 DEFAULT_MAX_LINES = 2000
 DEFAULT_MAX_BYTES = 50 * 1024
-GREP_MAX_LINE_LENGTH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,13 +164,6 @@ def truncate_to_bytes_from_end(text: str, max_bytes: int) -> str:
     while start < len(data) and (data[start] & 0xC0) == 0x80:  # skip continuation bytes
         start += 1
     return data[start:].decode("utf-8", "surrogatepass")
-
-
-def truncate_line(line: str, max_chars: int = GREP_MAX_LINE_LENGTH) -> tuple[str, bool]:
-    """One line cut to ``max_chars`` with a ``... [truncated]`` suffix: ``(text, was_truncated)``."""
-    if len(line) <= max_chars:
-        return line, False
-    return f"{line[:max_chars]}... [truncated]", True
 
 
 def tail_notice(truncation: TruncationResult, full_output_path: str | None, last_line_bytes: int) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pi_kernel.tools.builtin.bash import BashParams, create_bash_tool
 from pi_kernel.tools.builtin.cells import CellsParams, create_cells_tool
-from pi_kernel.tools.builtin.edit import EditParams, ReplaceEdit, create_edit_tool, prepare_edit_arguments, preview_edit
+from pi_kernel.tools.builtin.edit import EditParams, ReplaceEdit, create_edit_tool, prepare_edit_arguments
 from pi_kernel.tools.builtin.inspect_tool import InspectParams, create_inspect_tool
 from pi_kernel.tools.builtin.python import PythonParams, create_python_tool, run_python
 from pi_kernel.tools.builtin.read import ReadParams, create_read_tool
@@ -85,6 +85,5 @@ __all__ = [
     "create_read_tool",
     "create_write_tool",
     "prepare_edit_arguments",
-    "preview_edit",
     "run_python",
 ]

@@ -12,7 +12,6 @@ mutation queue.
 ``edits`` sent as a JSON string.
 
 ``details``: ``{"path": <absolute path>, "diff": <numbered diff>, "first_changed_line": int | None}``.
-``preview_edit`` computes the same diff without writing (for approval views).
 """
 
 from __future__ import annotations
@@ -174,23 +173,3 @@ def create_edit_tool() -> ToolDefinition:
         prepare_arguments=prepare_edit_arguments,
         approval="ask",
     )
-
-
-def preview_edit(arguments: EditParams | dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    """The diff the call would make, without writing: ``{"diff", "first_changed_line"}`` or ``{"error"}``.
-
-    Blocking file I/O; for approval views that show the change before it is made.
-    """
-    try:
-        params = (
-            arguments
-            if isinstance(arguments, EditParams)
-            else EditParams.model_validate(prepare_edit_arguments(arguments))
-        )
-        pairs = _pairs(params)
-        absolute = resolve_tool_path(params.path, ctx)
-        _bom, _ending, base = _read_for_edit(absolute, params.path)
-        diff, first_changed_line = generate_diff_string(base, apply_edits(base, pairs, params.path))
-    except Exception as error:  # noqa: BLE001 - a preview reports any failure as text
-        return {"error": str(error)}
-    return {"diff": diff, "first_changed_line": first_changed_line}

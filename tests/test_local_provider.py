@@ -320,7 +320,7 @@ def test_old_turns_are_never_dropped_silently_a_long_prompt_is_an_overflow() -> 
     from pi_kernel.ai.overflow import is_context_overflow
     from pi_kernel.ai.providers.local import fit_to_context
     from pi_kernel.ai.providers.local_engine import get_engine
-    from pi_kernel.ai.providers.local_prompt import ContextOverflowError, error_text
+    from pi_kernel.ai.providers.local_prompt import ContextOverflowError, class_and_message
 
     engine = get_engine()
     filler = "lorem ipsum dolor sit amet " * 120  # about 700 tokens a turn
@@ -331,7 +331,7 @@ def test_old_turns_are_never_dropped_silently_a_long_prompt_is_an_overflow() -> 
 
     with pytest.raises(ContextOverflowError) as raised:
         fit_to_context(engine, messages, 256)
-    assert is_context_overflow(error_text(raised.value))
+    assert is_context_overflow(class_and_message(raised.value))
     tokens, _, limit = fit_to_context(engine, messages[:3] + messages[-1:], 256)
     text = engine.load().detokenize(tokens, special=True).decode()
     assert "question 0 " in text and "the last question" in text and limit == 256

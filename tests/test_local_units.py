@@ -30,7 +30,7 @@ from pi_kernel.ai.providers.local_prompt import (
     MESSAGE_HEAD,
     ContextOverflowError,
     ToolChoiceError,
-    error_text,
+    class_and_message,
     is_request_error,
     tool_heads,
 )
@@ -105,7 +105,7 @@ def test_an_impossible_choice_is_an_error(tools: list[Tool] | None, choice: str,
 
 
 def failed(error: Exception) -> AssistantMessage:
-    return AssistantMessage(stop_reason="error", error_message=error_text(error))
+    return AssistantMessage(stop_reason="error", error_message=class_and_message(error))
 
 
 def test_request_errors_answer_400_and_model_failures_500() -> None:

@@ -77,15 +77,12 @@ from pi_kernel.agent.events import (
 from pi_kernel.agent.invoke import call_hook
 from pi_kernel.agent.llm_messages import llm_converter
 from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_calls
-from pi_kernel.agent.tool_execution import OPERATION_ABORTED
+from pi_kernel.agent.tool_execution import OPERATION_ABORTED, Emit
 from pi_kernel.agent.types import AgentLoopConfig, ShouldStopAfterTurn, ShouldStopAfterTurnContext, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.ai.sanitize import clean_message
-
-Emit = Callable[[AgentEvent], Awaitable[None]]
-"""Receives every event; the loop waits for it before going on."""
 
 
 async def _poll(source: Callable[[], Any] | None) -> list[Any]:

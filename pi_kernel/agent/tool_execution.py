@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent
+from pi_kernel.agent.events import AgentEvent, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent
 from pi_kernel.agent.invoke import as_tool_error, await_unless_aborted, call_hook, is_async_callable, run_in_worker
 from pi_kernel.agent.result_limit import bound_content
 from pi_kernel.agent.types import (
@@ -49,7 +49,8 @@ from pi_kernel.ai import (
 from pi_kernel.ai.sanitize import clean_tool_call
 from pi_kernel.ai.secrets import mask, secret_values
 
-Emit = Callable[[Any], Awaitable[None]]
+Emit = Callable[[AgentEvent], Awaitable[None]]
+"""Receives every event; the loop waits for it before going on."""
 
 OPERATION_ABORTED = "Operation aborted"
 TOOL_BLOCKED = "Tool execution was blocked"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 _get_session: Callable[[], Any] | None = None
-"""Set by ``install``: the session's getter (``extension.get_session``)."""
+"""Set by ``install_agent_proxy``: the session's getter (``extension.get_session``)."""
 
 
 def _session_agent() -> Any:
@@ -61,7 +61,7 @@ class _PiPackage(types.ModuleType):
         self.__dict__["agent"] = package
 
 
-def install(get_session: Callable[[], Any]) -> None:
+def install_agent_proxy(get_session: Callable[[], Any]) -> None:
     """Make ``pi_kernel.agent`` the agent of ``get_session()`` for the rest of this process."""
     global _get_session
     _get_session = get_session

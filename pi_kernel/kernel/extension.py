@@ -99,7 +99,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
-    agent_proxy.install(get_session)
+    agent_proxy.install_agent_proxy(get_session)
     return session
 
 

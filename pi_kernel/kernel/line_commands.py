@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pi_kernel.kernel import long_session, mcp_commands
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
+from pi_kernel.kernel.command_error import CommandError
 from pi_kernel.kernel.frontend import request_session
 from pi_kernel.kernel.model_resolution import (
     DEFAULT_DEEPSEEK_MODEL,
@@ -29,15 +30,6 @@ from pi_kernel.kernel.model_resolution import (
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
-
-
-class CommandError(Exception):
-    """A ``%pi`` command that cannot be done; printed as a usage error."""
-
-    def _render_traceback_(self) -> list[str]:
-        from pi_kernel.ai.secrets import mask
-
-        return [mask(f"UsageError: {self}")]
 
 
 HELP = """%pi                         status: model, tools, approval, conversation

@@ -17,19 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pi_kernel.kernel.command_error import CommandError
 from pi_kernel.kernel.session import McpUnavailable
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
-
-
-class CommandError(Exception):
-    """A ``%pi mcp`` command that cannot be done; printed as a usage error (as ``line_commands``' own)."""
-
-    def _render_traceback_(self) -> list[str]:
-        from pi_kernel.ai.secrets import mask
-
-        return [mask(f"UsageError: {self}")]
 
 
 USAGE = (

@@ -5,7 +5,7 @@ call's arguments stream (5 MB seen) or a long answer grows; a preview that
 serialized the whole value on each redraw made the turn quadratic.
 ``preview_json`` writes JSON (the layout of ``json.dumps``) of at most about
 ``limit + SLACK`` characters: strings are cut, containers stop at the budget,
-nesting deeper than ``MAX_DEPTH`` shows as ``…`` (no recursion on
+nesting deeper than ``PREVIEW_DEPTH`` shows as ``…`` (no recursion on
 model-controlled depth). Keys are masked before the final cut, with ``SLACK``
 characters past the cut, so a key that straddles the cut is still found
 whole; strings of arguments still streaming are masked with
@@ -22,7 +22,7 @@ from pi_kernel.ai.secrets import mask, mask_partial
 
 SLACK = 1024
 """Characters written past the cut, so masking sees whole any key the cut would split."""
-MAX_DEPTH = 24
+PREVIEW_DEPTH = 24
 
 
 def preview_json(value: Any, limit: int, secrets: Sequence[str], *, partial: bool = False) -> str:
@@ -72,7 +72,7 @@ class _Writer:
             self.emit(json.dumps(str(value)[: self.budget - self.used + 1], ensure_ascii=False))
 
     def _container(self, open_: str, close: str, items: Any, depth: int, *, keyed: bool) -> None:
-        if depth >= MAX_DEPTH:
+        if depth >= PREVIEW_DEPTH:
             self.emit(open_ + "…" + close)
             return
         self.emit(open_)

@@ -40,7 +40,7 @@ def usage_summary(
     if context is not None:
         parts.append(context_meter(*context))
     if duration is not None:
-        parts.append(format_seconds(duration))
+        parts.append(format_duration(duration))
     return " · ".join(parts)
 
 
@@ -50,7 +50,7 @@ def context_meter(tokens: int, window: int) -> str:
     return f"context {tokens:,} / {window:,} ({share:.0f}%)"
 
 
-def format_seconds(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
     if seconds < 10:
         return f"{seconds:.1f} s"
     if seconds < 60:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_kernel.ai.secrets import mask, mask_data, secrets_read_once
-from pi_kernel.widgets.footer import footer_html, format_seconds, usage_summary
+from pi_kernel.widgets.footer import footer_html, format_duration, usage_summary
 from pi_kernel.widgets.html_render import MUTED, STATUS_COLORS, badge, escape, markdown_html
 from pi_kernel.widgets.json_view import bound_strings, jsonable
 from pi_kernel.widgets.tool_render import (
@@ -31,8 +31,8 @@ from pi_kernel.widgets.tool_render import (
     call_html,
     call_text,
     decision_text,
+    rendered_result_text,
     result_html,
-    result_text,
     summary_html,
 )
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
@@ -72,7 +72,7 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
     for block in state.blocks:
         if not isinstance(block, ToolCallBlock):
             continue
-        text = result_text(block, lookup(block.name), limit=METADATA_RESULT_CHARS) if block.result else None
+        text = rendered_result_text(block, lookup(block.name), limit=METADATA_RESULT_CHARS) if block.result else None
         calls.append(
             {
                 "id": block.id,
@@ -135,7 +135,7 @@ def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
 
 def _is_short(block: ToolCallBlock, definition: Any) -> bool:
     """Arguments and result small enough to stay open: the transcript shows them without a click."""
-    text = call_text(block, definition)[0] + "\n" + result_text(block, definition, limit=OPEN_CARD_CHARS + 1)
+    text = call_text(block, definition)[0] + "\n" + rendered_result_text(block, definition, limit=OPEN_CARD_CHARS + 1)
     return len(text) <= OPEN_CARD_CHARS and text.count("\n") < OPEN_CARD_LINES
 
 
@@ -162,7 +162,7 @@ def _markdown(state: TurnState, lookup: Callable[[str], Any]) -> str:
             lines = [f"**{_md_escape(block.label or block.name)}** `{block.name}` — {_status_line(block, state)}", ""]
             lines.append(_fence(code, language))
             if block.result is not None:
-                lines += ["", _fence(result_text(block, definition), "")]
+                lines += ["", _fence(rendered_result_text(block, definition), "")]
             parts.append("\n".join(lines))
         else:
             parts.append(f"*{_md_escape(_notice_text(block))}*")
@@ -184,7 +184,7 @@ def _plain(state: TurnState, lookup: Callable[[str], Any]) -> str:
             code, _ = call_text(block, definition)
             lines = [f"── {block.label or block.name} ({block.name}) · {_status_line(block, state)}", _indent(code)]
             if block.result is not None:
-                lines += ["  →", _indent(result_text(block, definition))]
+                lines += ["  →", _indent(rendered_result_text(block, definition))]
             parts.append("\n".join(lines))
         else:
             parts.append(f"[{_notice_text(block)}]")
@@ -198,7 +198,7 @@ def _status_line(block: ToolCallBlock, state: TurnState) -> str:
     parts = [STATUS_TEXT.get(block.status, block.status)]
     elapsed = block.elapsed(state.ended_at or 0.0)
     if elapsed is not None:
-        parts.append(format_seconds(elapsed))
+        parts.append(format_duration(elapsed))
     decision = _decision(block)
     if decision is not None and block.status != "interrupted":
         parts.append(decision["text"])

@@ -79,11 +79,6 @@ class Throttle:
             return
         self._timer_at = when
 
-    def flush_now(self) -> None:
-        """Flush at once (whatever the interval), dropping a scheduled flush."""
-        self.cancel()
-        self._run()
-
     def cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()

@@ -31,7 +31,7 @@ from typing import Any
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.ai.secrets import mask, mask_data, mask_partial, mask_partial_data, secret_values
 from pi_kernel.tools.approval import ApprovalDecision, invisible_warning, reveal_invisible, reveal_invisible_data
-from pi_kernel.widgets.footer import format_seconds
+from pi_kernel.widgets.footer import format_duration
 from pi_kernel.widgets.html_render import (
     MUTED,
     STATUS_COLORS,
@@ -121,7 +121,7 @@ def _header_parts(block: ToolCallBlock, now: float) -> list[str]:
         parts.append(f'<code style="{MUTED}">{escape(block.name)}</code>')
     parts.append(badge(block.status, STATUS_TEXT.get(block.status, block.status)))
     if elapsed is not None and block.status != "pending":
-        parts.append(f'<span style="{MUTED};font-size:12px">{format_seconds(elapsed)}</span>')
+        parts.append(f'<span style="{MUTED};font-size:12px">{format_duration(elapsed)}</span>')
     return parts
 
 
@@ -201,7 +201,7 @@ def result_html(block: ToolCallBlock, definition: Any = None) -> str:
     return _default_result_html(block)
 
 
-def result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RESULT_CHARS) -> str:
+def rendered_result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RESULT_CHARS) -> str:
     result = block.result
     if result is None:
         return ""

@@ -38,7 +38,7 @@ from pi_kernel.ai.providers.local_prompt import (  # re-exported: the provider's
     ContextOverflowError,
     ToolChoiceError,
     chat_messages,
-    error_text,
+    class_and_message,
     fit_to_context,
     tool_heads,
 )
@@ -127,7 +127,7 @@ async def _events(
         engine = get_engine()
     except (ToolChoiceError, RuntimeError) as error:
         message.stop_reason = "error"
-        message.error_message = str(error) if isinstance(error, RuntimeError) else error_text(error)
+        message.error_message = str(error) if isinstance(error, RuntimeError) else class_and_message(error)
         yield AssistantMessageEvent("error", message)
         return
 
@@ -304,4 +304,4 @@ def _decode(
             _forward(pieces, push)
             push("end", _End(len(head_stats.tokens) + len(stats.tokens), stats.hit_limit, stats.stopped))
     except Exception as error:  # noqa: BLE001 - reported as the stream's error event
-        push("error", error_text(error))
+        push("error", class_and_message(error))

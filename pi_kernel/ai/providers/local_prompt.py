@@ -33,7 +33,7 @@ REQUEST_ERRORS: tuple[type[ValueError], ...] = (ToolChoiceError, ContextOverflow
 because a client retries a 5xx and the same request fails the same way again."""
 
 
-def error_text(error: Exception) -> str:
+def class_and_message(error: Exception) -> str:
     """A stream's ``error_message`` for ``error``: it starts with the class name (see ``is_request_error``)."""
     return f"{type(error).__name__}: {error}"
 
@@ -42,7 +42,7 @@ def is_request_error(message: AssistantMessage) -> bool:
     """Whether a failed message failed because of its request (``REQUEST_ERRORS``).
 
     A stream reports failures only as text, so the class name at the start of
-    ``error_message`` (``error_text``) is what tells them apart.
+    ``error_message`` (``class_and_message``) is what tells them apart.
     """
     text = message.error_message or ""
     return any(text.startswith(f"{kind.__name__}: ") for kind in REQUEST_ERRORS)

@@ -10,7 +10,7 @@ environment: no API key of the kernel's environment reaches a server unless
 its ``env`` names it), with three differences:
 
 - the server's stderr goes to a log file, whose tail explains a failed start
-  or a crash (``tail``);
+  or a crash (``stderr_tail``);
 - on close the whole process group is ended (SIGTERM, then SIGKILL) after
   the server had its chance to exit, so nothing it started survives;
 - a reply the SDK cannot parse (nested too deep, say) or longer than
@@ -95,7 +95,7 @@ def kill_all_groups() -> None:
         LIVE_GROUPS.discard(pgid)
 
 
-def tail(path: Path | None, limit: int = STDERR_TAIL_CHARS) -> str:
+def stderr_tail(path: Path | None, limit: int = STDERR_TAIL_CHARS) -> str:
     """The last lines a server wrote to stderr (empty when none)."""
     if path is None:
         return ""

@@ -25,6 +25,7 @@ from pi_kernel.ai import TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
+from pi_kernel.kernel.config import APPROVAL_MODES
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
@@ -76,7 +77,7 @@ def parse_options(line: str) -> TurnOptions:
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
-    parser.add_argument("--approve", choices=("ask", "auto", "deny", "read-only"))
+    parser.add_argument("--approve", choices=APPROVAL_MODES)
     parser.add_argument("--cells", action="store_true")
     try:
         words = shlex.split(line)

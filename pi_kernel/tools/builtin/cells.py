@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.builtin.describe import clip
+from pi_kernel.tools.builtin.describe import clip, describe_limit
 from pi_kernel.tools.builtin.secret_names import mask_text
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
@@ -84,8 +84,7 @@ def create_cells_tool() -> ToolDefinition:
         source: CellSource | None = ctx.extra.get("cell_history")
         if source is None:
             raise ValueError("No cell history here: cells works inside a notebook kernel.")
-        limit = ctx.extra.get("describe_limit")
-        text = format_cells(source.recent(params.last), limit if isinstance(limit, int) and limit > 0 else 4000)
+        text = format_cells(source.recent(params.last), describe_limit(ctx))
         return AgentToolResult([TextContent(text)], details={"last": params.last})
 
     return ToolDefinition(

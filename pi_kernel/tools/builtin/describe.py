@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, is_secret_value, mask_text
+from pi_kernel.tools.definition import ToolContext
 
 DEFAULT_LIMIT = 4000
 """Characters of one description or listing (the ``describe_limit`` setting)."""
@@ -42,6 +43,12 @@ LISTING_BUDGET = 3.0
 PREVIEW_CHARS = 80
 HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 """IPython's own names in a user namespace."""
+
+
+def describe_limit(ctx: ToolContext) -> int:
+    """The ``describe_limit`` the host put in ``ctx.extra`` (the kernel's setting), else ``DEFAULT_LIMIT``."""
+    limit = ctx.extra.get("describe_limit")
+    return limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT
 
 
 class CallTimeout(Exception):

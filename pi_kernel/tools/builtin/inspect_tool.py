@@ -22,11 +22,11 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.builtin.attribute_path import RefusedPath, RunsUserCode, resolve
 from pi_kernel.tools.builtin.describe import (
-    DEFAULT_LIMIT,
     CallTimeout,
     Describer,
     SafeCaller,
     close_matches,
+    describe_limit,
     list_variables,
 )
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
@@ -38,11 +38,6 @@ class InspectParams(BaseModel):
         description="A variable or dotted attribute path (df, df.columns, model.coef_); leave it out to list the "
         "notebook's variables.",
     )
-
-
-def describe_limit(ctx: ToolContext) -> int:
-    limit = ctx.extra.get("describe_limit")
-    return limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT
 
 
 def hidden_names(ctx: ToolContext) -> set[str]:

@@ -40,16 +40,6 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def _flag(value: str | None) -> bool | None:
-    """``1/true/yes/on`` or ``0/false/no/off`` (any case); empty: not set; anything else: ``ValueError``."""
-    if value is None or value.strip() == "":
-        return None
-    word = value.strip().lower()
-    if word not in _TRUE + _FALSE:
-        raise ValueError(f"{_shown(value)} is not one of {', '.join(_TRUE)} or {', '.join(_FALSE)}")
-    return word in _TRUE
-
-
 def _url(value: str) -> str:
     """An OpenAI-compatible server's base URL: ``http(s)://host...`` (``ValueError`` otherwise)."""
     url = value.strip()
@@ -136,13 +126,19 @@ def dollars(value: Any) -> float:
     return amount
 
 
+def _json(value: Any) -> Any:
+    """``value``, or what its JSON text holds (the error never quotes the text: it may hold anything)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as error:
+        raise ValueError(f"not valid JSON ({error})") from None
+
+
 def price_table(value: Any) -> dict[str, tuple[float, float]]:
     """Prices from a mapping (or its JSON text) of model id → ``[input, output]`` USD per million tokens."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise ValueError(f"not valid JSON ({error})") from None
+    value = _json(value)
     if not isinstance(value, Mapping):
         raise ValueError('not a mapping such as {"my-model": [0.5, 1.5]}')
     table: dict[str, tuple[float, float]] = {}
@@ -154,12 +150,8 @@ def price_table(value: Any) -> dict[str, tuple[float, float]]:
 
 
 def _overrides(value: Any) -> dict[str, str]:
-    """Per-tool modes from a mapping or its JSON text (the error never quotes the text: it may hold anything)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise ValueError(f"not valid JSON ({error})") from None
+    """Per-tool modes from a mapping or its JSON text."""
+    value = _json(value)
     if not isinstance(value, Mapping):
         raise ValueError('not a JSON object such as {"bash": "ask"}')
     bad = sorted(str(name) for name, mode in value.items() if mode not in TOOL_APPROVAL_MODES)
@@ -189,12 +181,15 @@ def _approval(value: Any) -> str:
 
 
 def _boolean(value: Any) -> bool:
+    """A bool, or ``1/true/yes/on`` / ``0/false/no/off`` (any case); ``ValueError`` otherwise."""
     if isinstance(value, bool):
         return value
-    flag = _flag(value) if isinstance(value, str) else None
-    if flag is None:
+    word = value.strip().lower() if isinstance(value, str) else ""
+    if not word:
         raise ValueError(f"{_shown(value)} is not true or false")
-    return flag
+    if word not in _TRUE + _FALSE:
+        raise ValueError(f"{_shown(value)} is not one of {', '.join(_TRUE)} or {', '.join(_FALSE)}")
+    return word in _TRUE
 
 
 def _tool_names(value: Any) -> tuple[str, ...]:

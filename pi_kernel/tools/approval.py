@@ -131,7 +131,7 @@ class ApprovalRequest:
     """Why this call asks though its tool or mode would let it run (it may read secrets), for the person."""
 
 
-Listener = Callable[[str, ApprovalRequest], None]
+ApprovalListener = Callable[[str, ApprovalRequest], None]
 """``listener(event, request)`` with event ``"requested"`` or ``"resolved"``."""
 
 
@@ -142,10 +142,10 @@ class ApprovalBroker:
     _waiting: dict[str, tuple[ApprovalRequest, asyncio.AbstractEventLoop, asyncio.Future[ApprovalDecision]]] = field(
         default_factory=dict, repr=False
     )
-    _listeners: list[Listener] = field(default_factory=list, repr=False)
+    _listeners: list[ApprovalListener] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
+    def subscribe(self, listener: ApprovalListener) -> Callable[[], None]:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 

@@ -79,7 +79,7 @@ from pi_kernel.ai import (
 logger = logging.getLogger("pi_kernel.agent")
 
 Listener = Callable[[AgentEvent], Any]
-PromptInput = str | Message | Sequence[Message]
+PromptInput = str | Message | list[Message] | tuple[Message, ...]
 
 
 @dataclass(slots=True)
@@ -146,7 +146,7 @@ class Agent:
         return self._state
 
     def replace_messages(self, messages: Iterable[Message]) -> None:
-        self._state.messages = messages  # type: ignore[assignment]
+        self._state.messages = messages
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event)`` for every event; returns a function that unsubscribes."""
@@ -459,4 +459,4 @@ def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None)
         return [UserMessage([TextContent(prompt), *(images or ())])]
     if isinstance(prompt, (list, tuple)):
         return list(prompt)
-    return [prompt]  # type: ignore[list-item]
+    return [prompt]

@@ -48,7 +48,7 @@ from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, reveal_invisible
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.static_render import StaticOutput, render_static
-from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
+from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 if TYPE_CHECKING:
     from pi_kernel.agent.events import AgentEvent
@@ -206,7 +206,7 @@ class TextTurnView:
             rows.append("…")
         return mask("\n".join(rows))
 
-    def _block_rows(self, block: Any, secrets: list[str]) -> list[str]:
+    def _block_rows(self, block: Block, secrets: list[str]) -> list[str]:
         """A block's rows, drawn again only when its version changed."""
         cached = self._rows.get(id(block))
         if cached is not None and cached[0] == block.version:

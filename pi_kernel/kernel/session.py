@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.agent.events import AgentEvent, CompactionEvent, ToolExecutionEndEvent
 from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import Route, blocked_cell, nobody_to_ask
 from pi_kernel.kernel.cell_history import CellHistory
@@ -32,6 +31,7 @@ from pi_kernel.kernel.views import TurnOptions, TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
+    from pi_kernel.agent.events import AgentEvent, CompactionEvent
     from pi_kernel.ai import Context, Model
     from pi_kernel.kernel.notebook_context import NotebookContext
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
@@ -261,6 +261,8 @@ class PiSession:
     def _on_agent_event(self, event: AgentEvent) -> None:
         """Keep the cell → turn marks right after a compaction, and what it replaced for ``%pi undo``;
         keep cut tool results for the user."""
+        from pi_kernel.agent.events import CompactionEvent, ToolExecutionEndEvent  # loaded with the agent
+
         match event:
             case CompactionEvent():
                 self._keep_compacted(event)

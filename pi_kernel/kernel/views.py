@@ -19,12 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from pi_kernel.agent.events import AgentEvent
-from pi_kernel.ai import Message
-from pi_kernel.tools.approval import ApprovalRequest
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
+    from pi_kernel.agent.events import AgentEvent
+    from pi_kernel.ai import Message
     from pi_kernel.kernel.session import PiSession
+    from pi_kernel.tools.approval import ApprovalRequest
 
 TurnStatus = Literal["done", "interrupted", "error"]
 

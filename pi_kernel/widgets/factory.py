@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pi_kernel.ai.models import Model
-from pi_kernel.tools.approval import ApprovalBroker
-from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.stream_output import KernelIopub
 
 if TYPE_CHECKING:
+    from pi_kernel.ai.models import Model
+    from pi_kernel.tools.approval import ApprovalBroker
+    from pi_kernel.tools.definition import ToolDefinition
     from pi_kernel.widgets.turn_view import TurnView
 
 

@@ -34,10 +34,12 @@ from pi_kernel.agent.compaction import CHARS_PER_TOKEN, CompactionResult, Compac
 from pi_kernel.agent.events import (
     AgentEndEvent,
     AgentEvent,
+    CompactionEvent,
     MessageEndEvent,
     MessageStartEvent,
     ToolExecutionEndEvent,
     TurnEndEvent,
+    TurnStartEvent,
 )
 from pi_kernel.agent.invoke import call_hook
 from pi_kernel.agent.loop import default_stream_fn, run_agent_loop, run_agent_loop_continue
@@ -79,7 +81,7 @@ from pi_kernel.ai import (
 logger = logging.getLogger("pi_kernel.agent")
 
 Listener = Callable[[AgentEvent], Any]
-PromptInput = str | Message | Sequence[Message]
+PromptInput = str | Message | list[Message] | tuple[Message, ...]
 
 
 @dataclass(slots=True)
@@ -146,7 +148,7 @@ class Agent:
         return self._state
 
     def replace_messages(self, messages: Iterable[Message]) -> None:
-        self._state.messages = messages  # type: ignore[assignment]
+        self._state.messages = messages
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event)`` for every event; returns a function that unsubscribes."""
@@ -400,15 +402,15 @@ class Agent:
 
     async def _process_event(self, event: AgentEvent) -> None:
         reduce_agent_state(self._state, event)
-        if event.type == "message_end" and isinstance(event.message, AssistantMessage):
-            self.usage.add(f"{event.message.provider}:{event.message.model}", event.message.usage)
-        elif event.type == "compaction" and event.usage is not None:
-            self.usage.add(f"{event.provider}:{event.model}", event.usage)
         active = self._active
-        if active is not None:
-            if event.type == "tool_execution_end":
+        match event:
+            case MessageEndEvent(message=AssistantMessage() as message):
+                self.usage.add(f"{message.provider}:{message.model}", message.usage)
+            case CompactionEvent(usage=usage) if usage is not None:
+                self.usage.add(f"{event.provider}:{event.model}", usage)
+            case ToolExecutionEndEvent() if active is not None:
                 active.ended_calls[event.tool_call_id] = event
-            elif event.type == "turn_start":
+            case TurnStartEvent() if active is not None:
                 active.ended_calls.clear()
         await self._notify(event)
 
@@ -459,4 +461,4 @@ def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None)
         return [UserMessage([TextContent(prompt), *(images or ())])]
     if isinstance(prompt, (list, tuple)):
         return list(prompt)
-    return [prompt]  # type: ignore[list-item]
+    return [prompt]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.ai import AssistantMessage, AssistantMessageEvent, Message, ToolResultMessage
+from pi_kernel.ai import AssistantMessage, AssistantMessageEvent, Message, ToolResultMessage, Usage, UserMessage
 
 
 @dataclass(slots=True)
@@ -100,14 +100,14 @@ class CompactionEvent:
     """Older turns were replaced by a summary (``compaction``); ``messages`` is the whole new conversation."""
 
     messages: list[Any]
-    summary: Any
+    summary: UserMessage
     """The ``[compacted N turns]`` user message (first of ``messages``)."""
     compacted_turns: int
     compacted_messages: int
     tokens_before: int
     reason: str
     """``threshold`` (it would not fit), ``overflow`` (the provider said so) or ``manual``."""
-    usage: Any = None
+    usage: Usage | None = None
     """The summary request's ``Usage``."""
     model: str = ""
     provider: str = ""

@@ -96,7 +96,7 @@ def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
     is_async = inspect.iscoroutinefunction(emit)
 
     async def admit_and_emit(event: AgentEvent) -> None:
-        if event.type == "message_end":
+        if isinstance(event, MessageEndEvent):
             clean_message(event.message)
         if is_async:
             await emit(event)

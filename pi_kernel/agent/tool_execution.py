@@ -21,7 +21,7 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel
 
@@ -125,9 +125,10 @@ def aborted_call(tool_call: ToolCall) -> FinalizedToolCall:
 
 
 def find_tool(tools: Sequence[Tool] | None, name: str) -> AgentTool | None:
+    """The tool called ``name``: the agent's context holds its ``AgentTool``s (typed ``Tool`` in ``ai``)."""
     for tool in tools or ():
         if tool.name == name:
-            return tool  # type: ignore[return-value]
+            return cast(AgentTool, tool)
     return None
 
 

@@ -133,7 +133,8 @@ class _Batch:
         self.inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
         self.emit = emit
         self.calls = [_RunningCall(index, prepared, self.inbox) for index, prepared in enumerate(prepared_calls)]
-        self.outcomes: list[FinalizedToolCall | None] = [None] * len(self.calls)
+        self.outcomes: dict[int, FinalizedToolCall] = {}
+        """By call index; every call has one once the batch is settled (``cancel_unsettled``)."""
         self.remaining = len(self.calls)
 
     def start(
@@ -231,4 +232,4 @@ async def run_prepared_tool_calls(
     finally:
         remove_abort_listener()
         batch.close()
-    return batch.outcomes  # type: ignore[return-value]
+    return [batch.outcomes[call.index] for call in batch.calls]

@@ -90,6 +90,14 @@ _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 # Valid beginnings of a number; the longest alternative comes first so that
 # .match() also finds the longest valid prefix of an invalid token.
 _NUMBER_PREFIX = re.compile(r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]+[eE][-+]?[0-9]*|\.[0-9]*|[eE][-+]?[0-9]*)?)?")
+
+
+def _run_end(pattern: re.Pattern[str], text: str, start: int = 0) -> int:
+    """Where the run of ``pattern`` at ``start`` ends (these patterns match the empty string, so they always match)."""
+    found = pattern.match(text, start)
+    return found.end() if found is not None else start
+
+
 _LITERALS: dict[str, tuple[str, Any]] = {
     "t": ("true", True),
     "f": ("false", False),
@@ -237,7 +245,7 @@ class IncrementalJSONParser:
         state = self._state
         while i < end:
             if state == _STRING:
-                run_end = _STRING_BODY.match(buf, i).end()  # type: ignore[union-attr]
+                run_end = _run_end(_STRING_BODY, buf, i)
                 if run_end != i:
                     self._string_pieces.append(_decode_string_piece(buf[i:run_end]))
                     i = run_end
@@ -264,12 +272,12 @@ class IncrementalJSONParser:
                 continue
 
             if state == _NUMBER_TOKEN:
-                run_end = _NUMBER_CHARS.match(buf, i).end()  # type: ignore[union-attr]
+                run_end = _run_end(_NUMBER_CHARS, buf, i)
                 self._scalar += buf[i:run_end]
                 i = run_end
                 if not _NUMBER_PREFIX.fullmatch(self._scalar):
                     # Show the longest valid prefix, e.g. "1" of "1-2".
-                    valid = _NUMBER_PREFIX.match(self._scalar).end()  # type: ignore[union-attr]
+                    valid = _run_end(_NUMBER_PREFIX, self._scalar)
                     self._scalar = self._scalar[:valid]
                     self._show_partial_number()
                     state = self._fail("Invalid number", base + i)
@@ -295,7 +303,7 @@ class IncrementalJSONParser:
 
             char = buf[i]
             if char in " \t\n\r":
-                i = _WHITESPACE.match(buf, i).end()  # type: ignore[union-attr]
+                i = _run_end(_WHITESPACE, buf, i)
                 continue
             if state == _AFTER_VALUE:
                 container = self._containers[-1]

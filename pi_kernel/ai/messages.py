@@ -147,7 +147,7 @@ class ToolResultMessage:
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
 
-_CONTENT_TYPES: dict[str, type[Any]] = {
+_CONTENT_TYPES: dict[str, type[TextContent] | type[ThinkingContent] | type[ImageContent] | type[ToolCall]] = {
     "text": TextContent,
     "thinking": ThinkingContent,
     "image": ImageContent,
@@ -164,7 +164,7 @@ def content_from_dict(data: dict[str, Any]) -> Content:
     cls = _CONTENT_TYPES.get(data.get("type", ""))
     if cls is None:
         raise ValueError(f"Unknown content type: {data.get('type')!r}")
-    return cls(**data)  # type: ignore[no-any-return]
+    return cls(**data)
 
 
 def _contents(items: list[dict[str, Any]]) -> list[Any]:

@@ -12,7 +12,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pi_kernel.ai.messages import AssistantMessage, Usage
 
@@ -169,14 +169,14 @@ class Model:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)
         if not self.compat:
             return detected
-        overrides = dict(self.compat)
+        overrides: dict[str, Any] = dict(self.compat)  # set by the user: dataclasses.replace takes any value
         if overrides.get("supports_strict_mode") is True:
             # A server said to support strict mode takes the ``strict`` key (unless told otherwise).
             overrides.setdefault("send_strict_field", True)
-        return dataclasses.replace(detected, **overrides)  # type: ignore[arg-type]
+        return dataclasses.replace(detected, **overrides)
 
-    def with_(self, **changes: object) -> Model:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+    def with_(self, **changes: Any) -> Model:
+        return dataclasses.replace(self, **changes)
 
 
 def detect_provider(base_url: str | None) -> str:

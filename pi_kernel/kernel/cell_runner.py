@@ -21,7 +21,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai import TextContent, UserMessage
+from pi_kernel.agent.events import AgentEvent, MessageEndEvent
+from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
@@ -32,6 +33,7 @@ from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.tools.approval import ApprovalRequest
 from pi_kernel.tools.builtin.secret_names import mask_text
 
 if TYPE_CHECKING:
@@ -107,8 +109,8 @@ def _stdin_reader(session: PiSession, request: dict[str, Any] | None) -> tuple[b
     return sys.stdin is not None and sys.stdin.isatty(), builtins.input
 
 
-def outcome_of(added: list[Any], interrupted: bool) -> TurnOutcome:
-    last = next((message for message in reversed(added) if getattr(message, "role", "") == "assistant"), None)
+def outcome_of(added: list[Message], interrupted: bool) -> TurnOutcome:
+    last = next((message for message in reversed(added) if isinstance(message, AssistantMessage)), None)
     if interrupted or (last is not None and last.stop_reason == "aborted"):
         return TurnOutcome("interrupted", added)
     if last is not None and last.stop_reason == "error":
@@ -149,15 +151,15 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     agent.max_turns = options.max_turns or session.settings.max_turns
     context = contextvars.copy_context()  # approvals resolved on other threads update the view in this cell
 
-    def on_approval(kind: str, request: Any) -> None:
+    def on_approval(kind: str, request: ApprovalRequest) -> None:
         loop.call_soon_threadsafe(view.handle_approval, kind, request, context=context)
 
     # The turn's messages, as stored, collected from their ``message_end`` (not by index: a compaction
     # during the turn replaces the list with a shorter one).
-    added: list[Any] = []
+    added: list[Message] = []
 
-    def collect(event: Any) -> None:
-        if event.type == "message_end" and agent.state.messages:
+    def collect(event: AgentEvent) -> None:
+        if isinstance(event, MessageEndEvent) and agent.state.messages:
             added.append(agent.state.messages[-1])
 
     unsubscribe_collect = agent.subscribe(collect)
@@ -209,7 +211,7 @@ def _print_notices(session: PiSession) -> None:
         print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
 
 
-def prompt_message(session: PiSession, prompt: str) -> Any:
+def prompt_message(session: PiSession, prompt: str) -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
     news) as a second text part (see ``notebook_context``)."""
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pi_kernel.tools.files import make_dirs, write_file_atomic, write_text_atomic
 
@@ -24,9 +25,9 @@ RESOURCES = Path(__file__).with_name("resources")
 
 def kernel_spec_dict(executable: str | None = None, env: Mapping[str, str] | None = None) -> dict[str, object]:
     """The ``kernel.json`` content, with ``argv[0]`` = ``executable`` (default: the shipped ``python``)."""
-    spec: dict[str, object] = json.loads((RESOURCES / "kernel.json").read_text())
+    spec: dict[str, Any] = json.loads((RESOURCES / "kernel.json").read_text())
     if executable:
-        argv = list(spec["argv"])  # type: ignore[call-overload]
+        argv = list(spec["argv"])
         argv[0] = executable
         spec["argv"] = argv
     if env:

@@ -30,6 +30,7 @@ from pi_kernel.kernel.undo import Version
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
+    from pi_kernel.agent.events import ToolExecutionEndEvent
     from pi_kernel.ai import Model
     from pi_kernel.kernel.config import PiSettings
     from pi_kernel.kernel.session import PiSession
@@ -175,7 +176,7 @@ def server_context_window(base_url: str, model_id: str, provider: str) -> int | 
     return _window_of(chosen[0]) if chosen else None
 
 
-def keep_full_result(namespace: dict[str, Any] | None, event: Any, limit: int | None) -> None:
+def keep_full_result(namespace: dict[str, Any] | None, event: ToolExecutionEndEvent, limit: int | None) -> None:
     """A tool result longer than ``limit`` reached the model cut: its whole text goes to ``_pi_results``."""
     if namespace is None or not limit:
         return

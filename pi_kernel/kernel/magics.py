@@ -49,18 +49,25 @@ def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
     return str(values[1]), str(values[2])
 
 
-def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:
-    """The ``input_transformers_post`` entry for ``shell``."""
+class PiCellRewriter:
+    """``rewrite_pi_cell``: the ``input_transformers_post`` entry for one shell (``pi_kernel`` marks it as ours)."""
 
-    def rewrite_pi_cell(lines: list[str]) -> list[str]:
+    pi_kernel = True
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+
+    def __call__(self, lines: list[str]) -> list[str]:
         found = _pi_cell_magic_call("".join(lines))
-        if found is None or not can_await(shell):
+        if found is None or not can_await(self.shell):
             return lines
         line, body = found
         return [f"await {RUNNER}({body!r}, {line!r})\n"]
 
-    rewrite_pi_cell.pi_kernel = True  # type: ignore[attr-defined]
-    return rewrite_pi_cell
+
+def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:
+    """The ``input_transformers_post`` entry for ``shell``."""
+    return PiCellRewriter(shell)
 
 
 def can_await(shell: Any) -> bool:

@@ -27,10 +27,11 @@ from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
 from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
-from pi_kernel.kernel.views import TurnOptions
+from pi_kernel.kernel.views import TurnOptions, TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
+    from pi_kernel.agent.events import AgentEvent, CompactionEvent
     from pi_kernel.ai import Context, Model
     from pi_kernel.kernel.notebook_context import NotebookContext
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
@@ -84,7 +85,7 @@ class PiSession:
         self.code_cells = False
         """``%pi cells on``: every turn's ``python`` code comes back as a new cell (as ``%%pi --cells``)."""
         self.frontend = FrontendTracker(self.resolve_request_fields, self.pending_requests, self.settings.widgets)
-        self.view_factory: Callable[..., Any] | None = None
+        self.view_factory: TurnViewFactory | None = None
         """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
         self.run: RunState | None = None
         """The ``%%pi`` turn running now; set and cleared under ``run_lock``."""
@@ -257,18 +258,21 @@ class PiSession:
                 self._agent.subscribe(self._on_agent_event)
             return self._agent
 
-    def _on_agent_event(self, event: Any) -> None:
+    def _on_agent_event(self, event: AgentEvent) -> None:
         """Keep the cell → turn marks right after a compaction, and what it replaced for ``%pi undo``;
         keep cut tool results for the user."""
-        if event.type == "compaction":
-            self._keep_compacted(event)
-            self.cell_turns.compacted(event.compacted_messages)
-        elif event.type == "tool_execution_end" and self._agent is not None:
-            keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.tool_result_limit())
+        from pi_kernel.agent.events import CompactionEvent, ToolExecutionEndEvent  # loaded with the agent
+
+        match event:
+            case CompactionEvent():
+                self._keep_compacted(event)
+                self.cell_turns.compacted(event.compacted_messages)
+            case ToolExecutionEndEvent() if self._agent is not None:
+                keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.tool_result_limit())
         if self._agent is not None:
             self._conversation = self._agent.state.messages  # appended in place; a compaction replaces it
 
-    def _keep_compacted(self, event: Any) -> None:
+    def _keep_compacted(self, event: CompactionEvent) -> None:
         """Keep the conversation a compaction during a turn replaced (``%pi compact`` keeps its own)."""
         before, self._conversation = self._conversation, None
         if self.run is not None and was_compacted(before, event.messages, event.compacted_messages):

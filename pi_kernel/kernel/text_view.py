@@ -45,9 +45,10 @@ from pi_kernel.ai.secrets import mask, mask_partial, secret_values
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
-from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, reveal_invisible
+from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.static_render import StaticOutput, render_static
-from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
+from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 if TYPE_CHECKING:
     from pi_kernel.agent.events import AgentEvent
@@ -148,7 +149,7 @@ class TextTurnView:
         self.state.apply(event)
         self._request_flush()
 
-    def handle_approval(self, kind: str, request: Any) -> None:
+    def handle_approval(self, kind: str, request: ApprovalRequest) -> None:
         if self.static is not None:
             return
         block = self.state.apply_approval(kind, request)
@@ -205,7 +206,7 @@ class TextTurnView:
             rows.append("…")
         return mask("\n".join(rows))
 
-    def _block_rows(self, block: Any, secrets: list[str]) -> list[str]:
+    def _block_rows(self, block: Block, secrets: list[str]) -> list[str]:
         """A block's rows, drawn again only when its version changed."""
         cached = self._rows.get(id(block))
         if cached is not None and cached[0] == block.version:
@@ -256,7 +257,7 @@ class TextTurnView:
             logger.exception("pi_kernel: static rendering of the turn failed")
             return StaticOutput({"text/plain": self.render()}, {})
 
-    def _definition(self, name: str) -> Any:
+    def _definition(self, name: str) -> ToolDefinition | None:
         try:
             return self.session.tool_definition(name)
         except Exception:  # noqa: BLE001 - an unknown tool renders with the defaults

@@ -7,22 +7,22 @@ spend at start.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pi_kernel.kernel.text_view import TextTurnView
-from pi_kernel.kernel.views import TurnOptions, TurnView
+from pi_kernel.kernel.views import TurnOptions, TurnView, TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
 
 
-def widget_view_factory() -> Any:
+def widget_view_factory() -> TurnViewFactory | None:
     """``pi_kernel.widgets.make_turn_view`` when the widgets package provides it, else ``None``."""
     try:
-        from pi_kernel import widgets
+        from pi_kernel.widgets.factory import make_turn_view
     except ImportError:
         return None
-    return getattr(widgets, "make_turn_view", None)
+    return make_turn_view
 
 
 def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:

@@ -10,13 +10,20 @@ front-end that sent the cell (``widgets``, decided per request by
 ``FrontendTracker.renders_widgets``) and ``pi_kernel.widgets`` provides
 ``make_turn_view``; otherwise the plain-text view (``text_view``), which ends
 in the same static output and is what consoles and headless runs get. A
-session may set ``session.view_factory`` to use another view.
+session may set ``session.view_factory`` (a ``TurnViewFactory``) to use another view.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
+    from pi_kernel.agent.events import AgentEvent
+    from pi_kernel.ai import Message
+    from pi_kernel.kernel.session import PiSession
+    from pi_kernel.tools.approval import ApprovalRequest
 
 TurnStatus = Literal["done", "interrupted", "error"]
 
@@ -40,18 +47,22 @@ class TurnOptions:
 @dataclass
 class TurnOutcome:
     status: TurnStatus
-    messages: list[Any] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     """The messages this cell added (its prompt, answers, tool results)."""
     error: str | None = None
     """For ``error``: what went wrong (keys redacted)."""
 
 
 class TurnView(Protocol):
-    def handle_event(self, event: Any) -> None:
-        """An ``AgentEvent`` (``pi_kernel.agent.events``)."""
+    def handle_event(self, event: AgentEvent) -> None:
+        """Every agent event of the turn."""
 
-    def handle_approval(self, kind: str, request: Any) -> None:
-        """``kind`` is ``requested`` or ``resolved``; ``request`` an ``ApprovalRequest``."""
+    def handle_approval(self, kind: str, request: ApprovalRequest) -> None:
+        """``kind`` is ``requested`` or ``resolved``."""
 
-    def finish(self, outcome: TurnOutcome) -> None:
-        """The turn ended; replace live parts with static output."""
+    def finish(self, outcome: TurnOutcome) -> object:
+        """The turn ended; replace live parts with static output (what it returns is not used)."""
+
+
+TurnViewFactory = Callable[["PiSession", str, TurnOptions], TurnView | None]
+"""Makes the view of one turn (session, prompt, options); ``None`` where it cannot work."""

@@ -53,7 +53,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pi_kernel.ai.sanitize import map_strings
 from pi_kernel.tools.definition import ToolDefinition
@@ -170,7 +170,7 @@ class ApprovalPolicy:
         if override == "ask" and cell_mode in STRICT_MODES:
             override = None  # ... and over a session-wide ask (asking could still let it write)
         if override is not None:
-            return "run" if override == "auto" else override  # type: ignore[return-value]
+            return "run" if override == "auto" else cast(Verdict, override)  # the rest of TOOL_MODES: ask, deny
         if mode == "auto":
             return "run"
         if mode == "read-only" and not is_read_only(definition, tool_name):
@@ -193,7 +193,7 @@ class ApprovalPolicy:
             return None
         builtin = _is_builtin(definition)
         if tool_name in SCANNED_TOOLS and builtin:
-            return secret_mention_reason(values.get(SCANNED_TOOLS[tool_name]))  # type: ignore[arg-type]
+            return secret_mention_reason(values.get(SCANNED_TOOLS[tool_name]))
         if tool_name == "inspect" and builtin:
             return inspect_path_reason(values.get("name"))
         commands = _is_mcp(definition)
@@ -231,7 +231,7 @@ class ApprovalPolicy:
     def set_mode(self, mode: str) -> None:
         if mode not in SESSION_MODES:
             raise ValueError(f"Approval mode must be one of {', '.join(SESSION_MODES)}; got {mode!r}")
-        self.mode = mode  # type: ignore[assignment]
+        self.mode = cast(SessionMode, mode)  # one of SESSION_MODES, checked above
 
     def set_override(self, tool_name: str, mode: str) -> None:
         if mode not in TOOL_MODES:

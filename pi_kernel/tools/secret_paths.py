@@ -170,7 +170,7 @@ def _variants(text: str) -> list[str]:
     return list(dict.fromkeys((text, joined, _QUOTING.sub("", joined))))
 
 
-def secret_mention_reason(text: str) -> str | None:
+def secret_mention_reason(text: object) -> str | None:
     """Why a command or code text (``bash``, ``python``) may read secrets, or ``None`` (see the module doc)."""
     if not isinstance(text, str):
         return None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pi_kernel.ai.secrets import mask_data, unmask
-from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest, reveal_invisible
+from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest, DecisionKind, reveal_invisible
 from pi_kernel.widgets.html_render import STATUS_COLORS, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
 from pi_kernel.widgets.tool_render import decision_text
@@ -72,7 +72,7 @@ class ApprovalPanel:
         color = STATUS_COLORS["done"] if decision.kind != "deny" else STATUS_COLORS["denied"]
         self.message.value = f'<span style="color:{color}">Decision: {escape(decision_text(decision))}</span>'
 
-    def _decide(self, kind: str) -> None:
+    def _decide(self, kind: DecisionKind) -> None:
         if self.decided:
             return
         args: dict[str, Any] | None = None
@@ -86,7 +86,7 @@ class ApprovalPanel:
             if args == original:
                 args = None  # unchanged: approve as asked
         reason = (self.reason.value.strip() or None) if kind == "deny" else None
-        decision = ApprovalDecision(kind, reason=reason, args=args)  # type: ignore[arg-type]
+        decision = ApprovalDecision(kind, reason=reason, args=args)
         if self._resolve(decision):
             self.show_decision(decision)
         else:

@@ -9,44 +9,74 @@ hooks), ``session.model`` and ``options.model`` (the footer's model until the
 first answer names it), and ``session.kernel`` (its iopub socket and the
 request being executed). Where widgets cannot work (no ipywidgets, or no
 kernel request to attach output to) it returns ``None`` and the kernel picks
-its text view: the widgets layer sits above the kernel's views, never below.
+its text view. The widgets layer sits below the kernel: ``ViewSession`` and
+``ViewOptions`` say what it reads, and the kernel's ``PiSession`` and
+``TurnOptions`` have it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pi_kernel.widgets.stream_output import KernelIopub
 
 if TYPE_CHECKING:
+    from pi_kernel.ai.models import Model
+    from pi_kernel.tools.approval import ApprovalBroker
+    from pi_kernel.tools.definition import ToolDefinition
     from pi_kernel.widgets.turn_view import TurnView
 
 
-def make_turn_view(session: Any, prompt: str = "", options: Any = None, *, interval: float = 0.05) -> TurnView | None:
+class ViewSession(Protocol):
+    """What the widget view reads from the kernel's session."""
+
+    @property
+    def kernel(self) -> Any:
+        """The running ipykernel kernel (untyped), or ``None`` outside one."""
+
+    @property
+    def model(self) -> Model | None: ...
+
+    @property
+    def broker(self) -> ApprovalBroker: ...
+
+    def tool_definition(self, name: str) -> ToolDefinition | None: ...
+
+
+class ViewOptions(Protocol):
+    """What the widget view reads from a cell's options."""
+
+    @property
+    def model(self) -> str | None:
+        """``--model NAME`` for this cell only."""
+
+
+def make_turn_view(
+    session: ViewSession, prompt: str = "", options: ViewOptions | None = None, *, interval: float = 0.05
+) -> TurnView | None:
     """A displayed live view of the turn, or ``None`` where widgets cannot work (the caller falls back)."""
     sender = _sender(session)
     if sender is None or not _ipywidgets_importable():
         return None
     from pi_kernel.widgets.turn_view import TurnView
 
-    model = getattr(session, "model", None)
-    model_name = getattr(options, "model", None) or getattr(model, "id", "") or ""
-    provider = "" if getattr(options, "model", None) else getattr(model, "provider", "") or ""
+    model = session.model
+    cell_model = options.model if options is not None else None
     view = TurnView(
         sender,
-        broker=getattr(session, "broker", None),
-        definitions=getattr(session, "tool_definition", None),
-        model=str(model_name),
-        provider=str(provider),
+        broker=session.broker,
+        definitions=session.tool_definition,
+        model=cell_model or (model.id if model is not None else ""),
+        provider="" if cell_model else (model.provider if model is not None else ""),
         interval=interval,
     )
-    view.state.context_window = getattr(model, "resolved_context_window", None)
+    view.state.context_window = model.resolved_context_window if model is not None else None
     view.display()
     return view
 
 
-def _sender(session: Any) -> KernelIopub | None:
-    kernel = getattr(session, "kernel", None)
+def _sender(session: ViewSession) -> KernelIopub | None:
+    kernel = session.kernel
     if kernel is not None and hasattr(kernel, "get_parent"):
         parent = kernel.get_parent()
         if parent and parent.get("header", {}).get("msg_id"):

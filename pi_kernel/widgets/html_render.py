@@ -218,7 +218,7 @@ def _markdown() -> Any:
     except ImportError:
         return None
 
-    class Renderer(mistune.HTMLRenderer):  # type: ignore[misc, name-defined]
+    class Renderer(mistune.HTMLRenderer):
         def block_code(self, code: str, info: str | None = None) -> str:
             language = (info or "").split()[0] if info else ""
             return highlight(code, language) if language else pre(code)

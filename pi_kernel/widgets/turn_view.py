@@ -45,8 +45,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
+from pi_kernel.agent.events import AgentEndEvent, AgentEvent
 from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.footer import Footer
@@ -66,6 +67,19 @@ TICK_SECONDS = 1.0
 """How often the elapsed time of running and waiting calls is redrawn."""
 LIVE_BLOCKS = 20
 """Blocks drawn as live widgets: the most recent (calls waiting for approval too); the static output has all."""
+
+
+class EventSource(Protocol):
+    """What ``attach`` subscribes to: an ``Agent``."""
+
+    def subscribe(self, listener: Callable[[AgentEvent], Any]) -> Callable[[], None]: ...
+
+
+class TurnEnding(Protocol):
+    """What ``finish`` reads of the kernel's ``TurnOutcome``."""
+
+    @property
+    def status(self) -> str: ...
 
 
 class _TextView:
@@ -167,7 +181,7 @@ class TurnView:
         )
         self.displayed = True
 
-    def attach(self, agent: Any = None) -> Callable[[], None]:
+    def attach(self, agent: EventSource | None = None) -> Callable[[], None]:
         """Subscribe to ``agent`` and to the broker (the kernel's runner does this itself); returns a detach."""
         if agent is not None:
             self._detach.append(agent.subscribe(self.handle_event))
@@ -181,13 +195,13 @@ class TurnView:
         while self._detach:
             self._detach.pop()()
 
-    def handle_event(self, event: Any) -> None:
-        """An agent listener: every ``AgentEvent``, on the event loop's thread."""
+    def handle_event(self, event: AgentEvent) -> None:
+        """An agent listener: every agent event, on the event loop's thread."""
         if self.finished:
             return
         self._bind_loop()
         self.state.apply(event)
-        if event.type == "agent_end":
+        if isinstance(event, AgentEndEvent):
             self.finish()
         else:
             self._throttle.request()
@@ -204,7 +218,7 @@ class TurnView:
                 self._waiting.pop(block.id, None)
             self._throttle.request()
 
-    def finish(self, outcome: Any = None) -> StaticOutput:
+    def finish(self, outcome: TurnEnding | None = None) -> StaticOutput:
         """End the live view: static output replaces it (through the display id); widgets are closed.
 
         ``outcome`` (the kernel's ``TurnOutcome``) only matters when ``agent_end`` never came: an
@@ -215,7 +229,7 @@ class TurnView:
         self.finished = True
         self._throttle.cancel()
         self.detach()
-        if getattr(outcome, "status", None) == "interrupted":
+        if outcome is not None and outcome.status == "interrupted":
             self.state.aborted = True
         for block, view in zip(self._shown, self._views, strict=True):
             if isinstance(view, _TextView) and isinstance(block, TextBlock):

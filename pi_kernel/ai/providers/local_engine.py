@@ -38,7 +38,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,7 +283,7 @@ class LocalEngine:
         max_tokens: int,
         sampling: Sampling,
         grammar: Any = None,
-        stop: list[str] = (),  # type: ignore[assignment]
+        stop: Sequence[str] = (),
         require_text: bool = False,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> Iterator[str]:

@@ -91,6 +91,10 @@ class ChunkAssembler:
         self.requested_max_tokens = requested_max_tokens
         self._kind: BlockKind | None = None
         self._block_index = -1
+        self._text = TextContent("")
+        """The open text block (while ``_kind == "text"``)."""
+        self._thinking = ThinkingContent("")
+        """The open thinking block (while ``_kind == "thinking"``)."""
         self._calls: dict[int, _OpenCall] = {}
         """Open tool calls of the current run, by the server's ``index``."""
         self._out: list[AssistantMessageEvent] = []
@@ -182,8 +186,7 @@ class ChunkAssembler:
     def _close_block(self) -> None:
         kind, self._kind = self._kind, None
         if kind == "text" or kind == "thinking":
-            block = self.message.content[self._block_index]
-            value = block.text if isinstance(block, TextContent) else block.thinking  # type: ignore[union-attr]
+            value = self._text.text if kind == "text" else self._thinking.thinking
             event_type: AssistantEventType = "text_end" if kind == "text" else "thinking_end"
             self._out.append(AssistantMessageEvent(event_type, self.message, self._block_index, content=value))
         elif kind == "tool_calls":
@@ -202,19 +205,19 @@ class ChunkAssembler:
     def _add_text(self, text: str) -> None:
         if self._kind != "text":
             self._open("text")
-            index = self._append_block(TextContent(""))
+            self._text = TextContent("")
+            index = self._append_block(self._text)
             self._out.append(AssistantMessageEvent("text_start", self.message, index))
-        block = self.message.content[self._block_index]
-        block.text += text  # type: ignore[union-attr]
+        self._text.text += text
         self._out.append(AssistantMessageEvent("text_delta", self.message, self._block_index, delta=text))
 
     def _add_thinking(self, text: str, field: str) -> None:
         if self._kind != "thinking":
             self._open("thinking")
-            index = self._append_block(ThinkingContent("", signature=field))
+            self._thinking = ThinkingContent("", signature=field)
+            index = self._append_block(self._thinking)
             self._out.append(AssistantMessageEvent("thinking_start", self.message, index))
-        block = self.message.content[self._block_index]
-        block.thinking += text  # type: ignore[union-attr]
+        self._thinking.thinking += text
         self._out.append(AssistantMessageEvent("thinking_delta", self.message, self._block_index, delta=text))
 
     def _add_tool_delta(self, tool_delta: Any) -> None:

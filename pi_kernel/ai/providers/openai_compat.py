@@ -283,7 +283,7 @@ def _default_ssl_context() -> ssl.SSLContext | None:
     for module_name in ("httpx2", "httpx"):
         try:
             module = __import__(module_name)
-            return module.create_ssl_context()  # type: ignore[no-any-return]
+            return module.create_ssl_context()
         except (ImportError, AttributeError, TypeError):
             continue
     return None

@@ -123,12 +123,14 @@ def convert_messages(model: Model, context: Context, compat: Compat) -> list[JSO
         else:
             # Consecutive tool results go out together; their images follow them
             # in one user message (tool messages cannot carry images).
-            group_end = index
-            while group_end < len(history) and isinstance(history[group_end], ToolResultMessage):
-                group_end += 1
-            results: list[ToolResultMessage] = history[index:group_end]  # type: ignore[assignment]
+            results: list[ToolResultMessage] = []
+            while index < len(history):
+                result = history[index]
+                if not isinstance(result, ToolResultMessage):
+                    break
+                results.append(result)
+                index += 1
             converted.extend(_convert_tool_results(results))
-            index = group_end
     return converted
 
 

@@ -123,7 +123,7 @@ def create_python_tool(
                 return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
             finally:
                 _main_thread_runs[0] += 1
-        return await run_in_worker(run)  # type: ignore[no-any-return]
+        return await run_in_worker(run)
 
     return ToolDefinition(
         name="python",
@@ -256,8 +256,10 @@ def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:
     filename = _register_source(code)
     tree = ast.parse(code, filename=filename)
     last: ast.expr | None = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
-        last = tree.body.pop().value  # type: ignore[attr-defined]
+    final = tree.body[-1] if tree.body else None
+    if isinstance(final, ast.Expr) and not code.rstrip().endswith(";"):
+        tree.body.pop()
+        last = final.value
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     body = compile(tree, filename, "exec", flags=flags)
     _evaluate(body, namespace)

@@ -159,7 +159,7 @@ class _StreamProxy:
     def write(self, text: str) -> int:
         capture = _current.get()
         if capture is None:
-            return self._pi_inner.write(text)  # type: ignore[no-any-return]
+            return self._pi_inner.write(text)
         capture.write_stream(self._pi_name, str(text))
         return len(text)
 
@@ -221,9 +221,9 @@ def _install() -> None:
     with _install_lock:
         _active += 1
         if not isinstance(sys.stdout, _StreamProxy):
-            sys.stdout = _StreamProxy("stdout", sys.stdout)  # type: ignore[assignment]
+            sys.stdout = _StreamProxy("stdout", sys.stdout)
         if not isinstance(sys.stderr, _StreamProxy):
-            sys.stderr = _StreamProxy("stderr", sys.stderr)  # type: ignore[assignment]
+            sys.stderr = _StreamProxy("stderr", sys.stderr)
         shell = current_shell()
         if shell is not None and not isinstance(shell.display_pub, _DisplayPublisherProxy):
             shell.display_pub = _DisplayPublisherProxy(shell.display_pub)

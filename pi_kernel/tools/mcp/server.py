@@ -204,8 +204,8 @@ async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
 
 def _describe(error: BaseException) -> str:
     """A start failure in one readable line (task groups wrap the cause in exception groups)."""
-    while getattr(error, "exceptions", None):  # an exception group
-        error = error.exceptions[0]  # type: ignore[attr-defined]
+    while inner := getattr(error, "exceptions", None):  # an exception group
+        error = inner[0]
     if isinstance(error, FileNotFoundError):
         return f"the command was not found ({error.filename or error})"
     if isinstance(error, MCPError) and "closed" in str(error).lower():

@@ -260,13 +260,13 @@ class WidgetHarness:
         interval: float = 0.05,
         fake_time: bool = True,
     ) -> None:
-        from pi_kernel.widgets.turn_view import TurnView
+        from pi_kernel.widgets.turn_view import WidgetTurnView
 
         self.log: list[dict[str, Any]] = []
         install_recording_comms(monkeypatch, self.log)
         self.timers = FakeTimers()
         timing: dict[str, Any] = {"clock": self.timers.clock, "scheduler": self.timers.schedule} if fake_time else {}
-        self.view = TurnView(
+        self.view = WidgetTurnView(
             RecordingSender(self.log),
             broker=broker,
             definitions=definitions,

@@ -187,7 +187,7 @@ def test_without_a_kernel_request_the_widgets_factory_declines_and_the_kernel_sh
     from pi_kernel.kernel.text_view import TextTurnView
     from pi_kernel.kernel.view_choice import make_turn_view
     from pi_kernel.kernel.views import TurnOptions
-    from pi_kernel.widgets import make_turn_view as make_widget_view
+    from pi_kernel.widgets import make_widget_view
 
     session: Any = SimpleNamespace(
         kernel=None, model=None, shell=object(), view_factory=None, frontend=SimpleNamespace(widgets=True)

@@ -27,7 +27,7 @@ from pi_kernel.ai import ImageContent, TextContent, ThinkingContent, ToolResultM
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.tool_render import LIVE_PREVIEW_CHARS
-from pi_kernel.widgets.turn_view import TurnView
+from pi_kernel.widgets.turn_view import WidgetTurnView
 
 ANSWER = "# Results\n\nThe file has **three** lines:\n\n- one\n- two\n"
 
@@ -355,4 +355,4 @@ def test_view_is_usable_standalone_with_attach(monkeypatch) -> None:
     assert subscribed == [harness.view.handle_event]
     detach()
     assert subscribed == []
-    assert isinstance(harness.view, TurnView)
+    assert isinstance(harness.view, WidgetTurnView)

@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 
 
 def widget_view_factory() -> TurnViewFactory | None:
-    """``pi_kernel.widgets.make_turn_view`` when the widgets package provides it, else ``None``."""
+    """``pi_kernel.widgets.make_widget_view`` when the widgets package provides it, else ``None``."""
     try:
-        from pi_kernel.widgets.factory import make_turn_view
+        from pi_kernel.widgets.factory import make_widget_view
     except ImportError:
         return None
-    return make_turn_view
+    return make_widget_view
 
 
 def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:

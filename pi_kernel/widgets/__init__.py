@@ -1,6 +1,6 @@
 """Notebook views of the agent's work: live ipywidgets while a turn runs, static output after.
 
-``make_turn_view(session, prompt, options)`` (in ``factory``) is what the kernel's ``%%pi``
+``make_widget_view(session, prompt, options)`` (in ``factory``) is what the kernel's ``%%pi``
 runner calls. Names are loaded lazily so that ``pi_kernel.widgets.static_render``
 and ``turn_state`` (used by the kernel's text view) never import ipywidgets.
 """
@@ -11,8 +11,8 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "TurnView": "pi_kernel.widgets.turn_view",
-    "make_turn_view": "pi_kernel.widgets.factory",
+    "WidgetTurnView": "pi_kernel.widgets.turn_view",
+    "make_widget_view": "pi_kernel.widgets.factory",
     "TurnState": "pi_kernel.widgets.turn_state",
     "StaticOutput": "pi_kernel.widgets.static_render",
     "render_static": "pi_kernel.widgets.static_render",

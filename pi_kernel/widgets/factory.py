@@ -1,6 +1,6 @@
-"""``make_turn_view``: the factory the kernel's ``%%pi`` runner calls (``pi_kernel.kernel.views``).
+"""``make_widget_view``: the factory the kernel's ``%%pi`` runner calls (``pi_kernel.kernel.views``).
 
-``make_turn_view(session, prompt, options)`` returns a displayed ``TurnView``
+``make_widget_view(session, prompt, options)`` returns a displayed ``WidgetTurnView``
 with the kernel's ``TurnView`` protocol: ``handle_event(event)``,
 ``handle_approval(kind, request)`` (both called on the event loop's thread)
 and ``finish(outcome)``. It reads from the session: ``session.broker`` (the
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pi_kernel.ai.models import Model
     from pi_kernel.tools.approval import ApprovalBroker
     from pi_kernel.tools.definition import ToolDefinition
-    from pi_kernel.widgets.turn_view import TurnView
+    from pi_kernel.widgets.turn_view import WidgetTurnView
 
 
 class ViewSession(Protocol):
@@ -51,18 +51,18 @@ class ViewOptions(Protocol):
         """``--model NAME`` for this cell only."""
 
 
-def make_turn_view(
+def make_widget_view(
     session: ViewSession, prompt: str = "", options: ViewOptions | None = None, *, interval: float = 0.05
-) -> TurnView | None:
+) -> WidgetTurnView | None:
     """A displayed live view of the turn, or ``None`` where widgets cannot work (the caller falls back)."""
     sender = _sender(session)
     if sender is None or not _ipywidgets_importable():
         return None
-    from pi_kernel.widgets.turn_view import TurnView
+    from pi_kernel.widgets.turn_view import WidgetTurnView
 
     model = session.model
     cell_model = options.model if options is not None else None
-    view = TurnView(
+    view = WidgetTurnView(
         sender,
         broker=session.broker,
         definitions=session.tool_definition,

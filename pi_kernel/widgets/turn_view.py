@@ -1,4 +1,4 @@
-"""``TurnView``: the live widget view of one ``%%pi`` turn, replaced by static output when it ends.
+"""``WidgetTurnView``: the live widget view of one ``%%pi`` turn, replaced by static output when it ends.
 
 The kernel's ``%%pi`` runner calls ``handle_event`` for every agent event,
 ``handle_approval`` for the broker's notifications (both on the event loop's
@@ -129,7 +129,7 @@ class _NoticeView:
             self.widget.value = f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {text}</div>"
 
 
-class TurnView:
+class WidgetTurnView:
     def __init__(
         self,
         sender: IopubSender,

@@ -155,9 +155,9 @@ def approve(session: PiSession, words: list[str]) -> str:
 
 
 def _decide(session: PiSession, target: str, fields: dict[str, object]) -> str:
-    pending = session.pending_requests()
+    pending = session.approvals.pending()
     ids = [request["tool_call_id"] for request in pending] if target == "all" else [target]
-    done = [tool_call_id for tool_call_id in ids if session.resolve_request_fields(tool_call_id, fields)]
+    done = [tool_call_id for tool_call_id in ids if session.approvals.resolve_fields(tool_call_id, fields)]
     if not done:
         waiting = ", ".join(f"{r['tool_call_id']} ({r['tool_name']})" for r in pending) or "none"
         raise CommandError(f"nothing waits for approval under {target!r} (waiting: {waiting})")

@@ -23,6 +23,12 @@ from pi_kernel.ai.sanitize import map_strings
 DecisionKind = Literal["approve", "always", "deny"]
 
 
+def plain_arguments(args: Any) -> Any:
+    """Validated arguments as JSON-ready data, as a person is shown them (a pydantic model is dumped)."""
+    dump = getattr(args, "model_dump", None)
+    return dump(mode="json") if callable(dump) else args
+
+
 def hidden_marker(count: int) -> str:
     """The plain warning that stands for the hidden middle of a call shown to a person."""
     return f"[… {count:,} characters hidden here; the call runs with all of them …]"

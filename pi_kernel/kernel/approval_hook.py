@@ -25,10 +25,11 @@ builds the broker and the policy on first use, answers who can be asked now
 decision; ``ApprovalGate`` is the hook itself.
 
 ``pi_kernel.tools`` (the broker, the policy), ``pi_kernel.agent`` (the hook's
-result type) and ``pi_kernel.kernel.view_choice`` are imported lazily, inside
-the functions that use them: this module loads with the kernel, and each of
-them pulls in the whole tool and agent layers (about 100 ms of a kernel's
-start), which a kernel that never prompts the agent should not pay.
+result type), ``pi_kernel.kernel.view_choice`` and
+``pi_kernel.kernel.stdin_prompt`` are imported lazily, inside the functions
+that use them: this module loads with the kernel, and each of them pulls in
+the whole tool and agent layers (about 100 ms of a kernel's start), which a
+kernel that never prompts the agent should not pay.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pi_kernel.ai.secrets import mask_data, unmask
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
-from pi_kernel.kernel.stdin_prompt import ask_on_stdin, parse_answer, question
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
@@ -178,6 +178,8 @@ class ApprovalGate:
     async def _ask_on_stdin(
         self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]
     ) -> None:
+        from pi_kernel.kernel.stdin_prompt import ask_on_stdin, parse_answer, question
+
         turn = self._stdin_turns.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with turn:
             if request.decision is not None:

@@ -29,6 +29,7 @@ from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
+from pi_kernel.kernel.session import RunState
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.builtin.secret_names import mask_text
@@ -117,8 +118,6 @@ def outcome_of(added: list[Any], interrupted: bool) -> TurnOutcome:
 
 async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_id: str | None = None) -> TurnOutcome:
     """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does."""
-    from pi_kernel.kernel.session import RunState
-
     prompt = prompt.strip()
     if not prompt:
         raise PiUsageError("%%pi needs a prompt in the cell body")

@@ -12,6 +12,9 @@ kernel, as a last line of defence (a provider error message quoting the key, say
 
 Every setting is one row of ``SETTINGS`` (name, parser, help, environment variable): ``settings_from_env``
 and ``apply_config`` read it, ``PiKernel`` makes a trait of each row; the model is ``model_resolution``'s.
+
+``pi_kernel.ai.secrets`` is imported lazily (``_masked``): ``pi_kernel.kernel.kernel`` imports this module,
+and ``pi_kernel.ai`` (pydantic) would add about 60 ms to importing the kernel class.
 """
 
 from __future__ import annotations

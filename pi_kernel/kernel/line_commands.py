@@ -15,6 +15,8 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel import long_session, mcp_commands
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
 from pi_kernel.kernel.frontend import request_session
@@ -26,6 +28,8 @@ from pi_kernel.kernel.model_resolution import (
     local_model_installed,
     model_from_spec,
 )
+from pi_kernel.kernel.persistence import load_conversation, save_conversation
+from pi_kernel.kernel.text_view import render_messages
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -35,8 +39,6 @@ class CommandError(Exception):
     """A ``%pi`` command that cannot be done; printed as a usage error."""
 
     def _render_traceback_(self) -> list[str]:
-        from pi_kernel.ai.secrets import mask
-
         return [mask(f"UsageError: {self}")]
 
 
@@ -118,8 +120,6 @@ def models(session: PiSession, words: list[str]) -> str:
     if os.environ.get("DEEPSEEK_API_KEY"):
         choices += [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"]
     if local_model_installed():
-        from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
-
         choices.append(f"local:{LOCAL_MODEL_ID}")
     allowed = session.settings.allowed_models
     if allowed:  # only what may be chosen, and every model the site names
@@ -210,14 +210,10 @@ def undo(session: PiSession, words: list[str]) -> str:
 
 
 def history(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.text_view import render_messages
-
     return render_messages(session.agent.state.messages)
 
 
 def save(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.persistence import save_conversation
-
     if len(words) != 1:
         raise CommandError("%pi save PATH")
     current = session.model
@@ -231,8 +227,6 @@ def save(session: PiSession, words: list[str]) -> str:
 
 
 def load(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.persistence import load_conversation
-
     if len(words) != 1:
         raise CommandError("%pi load PATH")
     if session.run is not None:

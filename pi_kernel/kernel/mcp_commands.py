@@ -11,12 +11,17 @@ A server added here starts at once, so the answer shows its tools or why it
 did not start; servers from the configuration start before the first ``%%pi``
 turn. ``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":
 true`` (see ``docs/mcp.md``).
+
+``pi_kernel.tools.mcp`` is imported lazily, once the session's MCP manager
+exists: it needs the optional ``mcp`` SDK, whose absence ``session.mcp``
+reports as ``McpUnavailable``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.session import McpUnavailable
 
 if TYPE_CHECKING:
@@ -27,8 +32,6 @@ class CommandError(Exception):
     """A ``%pi mcp`` command that cannot be done; printed as a usage error (as ``line_commands``' own)."""
 
     def _render_traceback_(self) -> list[str]:
-        from pi_kernel.ai.secrets import mask
-
         return [mask(f"UsageError: {self}")]
 
 

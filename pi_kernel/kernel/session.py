@@ -4,8 +4,12 @@ A session owns the agent, the tool registry, its approvals (``approval_hook``),
 the settings, the cell → turn map and what is known of the front-end. It is
 created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
 expensive parts (the agent, the registry, pydantic models, ``openai``) on first
-use, so that a kernel starts as fast as a stock one. Long (about 470 lines):
-it is where those parts are wired together; each concept's logic lives in its
+use, so that a kernel starts as fast as a stock one: ``pi_kernel.agent``,
+``pi_kernel.tools`` (the registry, the built-in and MCP tools) and
+``pi_kernel.kernel.notebook_context`` are imported lazily, in the properties
+that build them (together about 100 ms; ``pi_kernel.tools.mcp`` also needs the
+optional ``mcp`` SDK). Long (about 400 lines): it is where those parts are
+wired together; each concept's logic lives in its
 own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 """
 

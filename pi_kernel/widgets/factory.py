@@ -10,6 +10,9 @@ first answer names it), and ``session.kernel`` (its iopub socket and the
 request being executed). Where widgets cannot work (no ipywidgets, or no
 kernel request to attach output to) it returns ``None`` and the kernel picks
 its text view: the widgets layer sits above the kernel's views, never below.
+
+``pi_kernel.widgets.turn_view`` is imported lazily, once ``ipywidgets`` is
+known to import: it needs ``ipywidgets``, an optional dependency.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.session import RunState
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.tools.approval_policy import SESSION_MODES
 from pi_kernel.tools.builtin.secret_names import mask_text
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def parse_options(line: str) -> TurnOptions:
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
-    parser.add_argument("--approve", choices=("ask", "auto", "deny", "read-only"))
+    parser.add_argument("--approve", choices=SESSION_MODES)
     parser.add_argument("--cells", action="store_true")
     try:
         words = shlex.split(line)

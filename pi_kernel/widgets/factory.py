@@ -1,5 +1,8 @@
 """``make_turn_view``: the factory the kernel's ``%%pi`` runner calls (``pi_kernel.kernel.views``).
 
+``pi_kernel.widgets.turn_view`` is imported lazily, once ``ipywidgets`` is
+known to import: it needs ``ipywidgets``, an optional dependency.
+
 ``make_turn_view(session, prompt, options)`` returns a displayed ``TurnView``
 with the kernel's ``TurnView`` protocol: ``handle_event(event)``,
 ``handle_approval(kind, request)`` (both called on the event loop's thread)
@@ -10,9 +13,6 @@ first answer names it), and ``session.kernel`` (its iopub socket and the
 request being executed). Where widgets cannot work (no ipywidgets, or no
 kernel request to attach output to) it returns ``None`` and the kernel picks
 its text view: the widgets layer sits above the kernel's views, never below.
-
-``pi_kernel.widgets.turn_view`` is imported lazily, once ``ipywidgets`` is
-known to import: it needs ``ipywidgets``, an optional dependency.
 """
 
 from __future__ import annotations

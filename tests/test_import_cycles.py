@@ -4,6 +4,10 @@ An AST scan of every module: each ``import`` / ``from ... import`` naming a
 ``pi_kernel`` module is an edge (imports under ``if TYPE_CHECKING:`` are left
 out: they never run). A cycle hidden by an import inside a function is still
 a cycle: the two modules cannot be understood, or loaded, one without the other.
+
+The same scan keeps imports at the top of modules: an import of a ``pi_kernel``
+module inside a function must be explained by its module's docstring
+(``test_imports_inside_functions_are_explained`` states the rule).
 """
 
 from __future__ import annotations

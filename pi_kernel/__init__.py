@@ -12,8 +12,9 @@ subpackage as an attribute of its parent, and the module ``__getattr__``
 below is only asked for names that are missing. Before that, ``__getattr__``
 attaches a session if IPython runs, else raises ``RuntimeError``.
 
-Attributes are resolved lazily so that importing the package costs nothing
-until something is used.
+Attributes are resolved lazily, and ``pi_kernel.kernel.extension`` is
+imported lazily (inside the functions below), so that importing the package
+costs nothing until something is used.
 """
 
 from __future__ import annotations

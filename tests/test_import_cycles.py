@@ -4,6 +4,10 @@ An AST scan of every module: each ``import`` / ``from ... import`` naming a
 ``pi_kernel`` module is an edge (imports under ``if TYPE_CHECKING:`` are left
 out: they never run). A cycle hidden by an import inside a function is still
 a cycle: the two modules cannot be understood, or loaded, one without the other.
+
+The same scan keeps imports at the top of modules: an import of a ``pi_kernel``
+module inside a function must be explained by its module's docstring
+(``test_imports_inside_functions_are_explained`` states the rule).
 """
 
 from __future__ import annotations
@@ -123,3 +127,66 @@ def test_the_scan_sees_imports_inside_functions() -> None:
 def test_pi_kernel_has_no_import_cycles() -> None:
     cycles = find_cycles(import_graph())
     assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(cycle) for cycle in cycles)
+
+
+LAZY_PHRASE = "imported lazily"
+
+
+def function_level_imports(tree: ast.Module, module: str, is_package: bool) -> list[str]:
+    """The ``pi_kernel`` modules ``tree`` imports inside a function (``TYPE_CHECKING`` blocks left out)."""
+    modules = module_names()
+    hidden = _type_checking_nodes(tree)
+    found: list[str] = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if id(node) in hidden or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = [name for name in _imported(node, module, is_package) if name in modules]
+            if names:
+                found.append(max(names, key=len))  # ``from pi_kernel import widgets``: pi_kernel.widgets
+    return found
+
+
+def unexplained_lazy_imports(docstring: str, imported: list[str]) -> list[str]:
+    """The lazily imported modules a module docstring does not account for (see the test below)."""
+    if not imported:
+        return []
+    docstring = " ".join(docstring.split())  # the phrase may be cut by a line break
+    if LAZY_PHRASE not in docstring.lower():
+        return imported
+    missing = []
+    for name in imported:
+        parts = name.split(".")
+        prefixes = {".".join(parts[:end]) for end in range(2, len(parts) + 1)}
+        if not any(prefix in docstring for prefix in prefixes):
+            missing.append(name)
+    return missing
+
+
+def test_the_lazy_import_rule_reads_the_docstring() -> None:
+    imported = ["pi_kernel.tools.approval", "pi_kernel.agent.types"]
+    assert unexplained_lazy_imports("Nothing said.", imported) == imported
+    assert unexplained_lazy_imports("``pi_kernel.tools`` is imported lazily.", imported) == ["pi_kernel.agent.types"]
+    said = "``pi_kernel.tools`` and ``pi_kernel.agent`` are imported lazily: they are slow."
+    assert unexplained_lazy_imports(said, imported) == []
+    assert unexplained_lazy_imports(said.replace("imported lazily", "imported\n    lazily"), imported) == []
+    assert unexplained_lazy_imports("", []) == []
+    tree = ast.parse("def f():\n    from pi_kernel import widgets\n    import json\n")
+    assert function_level_imports(tree, "pi_kernel.kernel.x", False) == ["pi_kernel.widgets"]
+
+
+def test_imports_inside_functions_are_explained() -> None:
+    """Imports belong at the top of a module. A module that imports a ``pi_kernel`` module inside a function
+    (to keep kernel start fast, or because an optional dependency may be missing) says so in its module
+    docstring: the words "imported lazily" and, for each such import, the module's dotted name or that of
+    a package holding it (``pi_kernel.tools`` covers ``pi_kernel.tools.approval``)."""
+    problems = []
+    for module, path in sorted(module_names().items()):
+        tree = ast.parse(path.read_text())
+        imported = function_level_imports(tree, module, path.name == "__init__.py")
+        missing = unexplained_lazy_imports(ast.get_docstring(tree) or "", imported)
+        if missing:
+            problems.append(f"{module}: {', '.join(sorted(set(missing)))}")
+    assert problems == [], "imports inside functions the module docstring does not explain: " + "; ".join(problems)

@@ -79,7 +79,7 @@ from pi_kernel.agent.llm_messages import llm_converter
 from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_calls
 from pi_kernel.agent.tool_execution import OPERATION_ABORTED, Emit
 from pi_kernel.agent.types import AgentLoopConfig, ShouldStopAfterTurn, ShouldStopAfterTurnContext, StreamFn
-from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions
+from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions, stream
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.ai.sanitize import clean_message
@@ -107,8 +107,6 @@ def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
 
 
 def default_stream_fn() -> StreamFn:
-    from pi_kernel.ai import stream
-
     return stream
 
 

@@ -1,7 +1,10 @@
 """``stream()``: one entry point over every provider.
 
-Providers are imported on first use: ``openai`` and ``llama_cpp`` are slow to
-import, and a kernel should start fast.
+The providers (``pi_kernel.ai.providers.openai_compat``,
+``pi_kernel.ai.providers.local``) are imported lazily, on first use: this
+module loads with ``pi_kernel.ai`` at kernel start, and a kernel that never
+prompts a model should not pay for them (and for ``openai`` and
+``llama_cpp``, which they import when they run).
 """
 
 from __future__ import annotations

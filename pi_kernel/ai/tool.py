@@ -3,6 +3,10 @@
 The schema is the single source of truth: ``json_schema()`` is what every
 provider sends, and validation checks arguments against the same parameters.
 ``parameters`` may be a pydantic model class or a JSON-schema dict.
+
+``pi_kernel.ai.strict_schema`` is imported lazily, when a provider first asks
+for a strict schema: this module loads with ``pi_kernel.ai`` at kernel start,
+where it would cost about 3 ms.
 """
 
 from __future__ import annotations

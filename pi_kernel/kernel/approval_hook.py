@@ -13,25 +13,42 @@ call never reaches a person. Who can answer, in order:
 With ``%autoawait off`` the cell runs on a private loop and blocks the shell,
 so no click or comm message can reach it: only stdin can answer, and without
 it the call is denied at once, saying to turn autoawait back on (see
-``PiSession.approval_route``), rather than waiting out the timeout.
+``SessionApprovals.route``), rather than waiting out the timeout.
 
 Every wait ends: a decision, the broker's timeout, or an interrupt (the
 signal's abort and ``deny_all`` resolve it as denied).
+
+This module is the session's one home for approvals: ``SessionApprovals``
+builds the broker and the policy on first use, answers who can be asked now
+(``route``), takes decisions from comm messages and magics
+(``resolve_fields``) and tells ``pi.approval`` comms of every request and
+decision; ``ApprovalGate`` is the hook itself.
+
+``pi_kernel.tools`` (the broker, the policy), ``pi_kernel.agent`` (the hook's
+result type), ``pi_kernel.kernel.view_choice`` and
+``pi_kernel.kernel.stdin_prompt`` are imported lazily, inside the functions
+that use them: this module loads with the kernel, and each of them pulls in
+the whole tool and agent layers (about 100 ms of a kernel's start), which a
+kernel that never prompts the agent should not pay.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pi_kernel.kernel.stdin_prompt import ask_on_stdin, parse_answer, question
+from pi_kernel.ai.secrets import mask_data, unmask
+from pi_kernel.kernel.config import PiSettings
+from pi_kernel.kernel.frontend import FrontendTracker
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
     from pi_kernel.ai import AbortSignal
+    from pi_kernel.kernel.session import RunState
     from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
     from pi_kernel.tools.approval_policy import ApprovalPolicy
     from pi_kernel.tools.definition import ToolDefinition
@@ -59,12 +76,6 @@ def blocked_cell(tool_name: str) -> str:
     )
 
 
-def plain_arguments(args: Any) -> Any:
-    """Validated arguments as JSON-ready data (a pydantic model is dumped)."""
-    dump = getattr(args, "model_dump", None)
-    return dump(mode="json") if callable(dump) else args
-
-
 def decision_from_fields(fields: dict[str, Any], source: str) -> ApprovalDecision:
     """A comm message's or stdin answer's fields → ``ApprovalDecision`` (``ValueError`` if malformed)."""
     from pi_kernel.tools.approval import ApprovalDecision
@@ -85,7 +96,6 @@ def result_of(
     """What the loop gets for a person's decision (``None``: run as is). Edited arguments get back every
     value the person saw masked and left as it was (``original``: the arguments as asked)."""
     from pi_kernel.agent.types import BeforeToolCallResult
-    from pi_kernel.ai.secrets import unmask
 
     if decision.kind == "deny":
         return BeforeToolCallResult(block=True, reason=decision.reason or USER_DENIED)
@@ -115,7 +125,7 @@ class ApprovalGate:
     """One stdin question at a time (parallel tool calls); a lock per loop (``%%pi`` may run on a private one)."""
 
     async def __call__(self, ctx: BeforeToolCallContext, signal: AbortSignal | None = None) -> Any:
-        from pi_kernel.tools.approval import ApprovalRequest
+        from pi_kernel.tools.approval import ApprovalRequest, plain_arguments
 
         name = ctx.tool_call.name
         definition = self.definition(name)
@@ -168,6 +178,8 @@ class ApprovalGate:
     async def _ask_on_stdin(
         self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]
     ) -> None:
+        from pi_kernel.kernel.stdin_prompt import ask_on_stdin, parse_answer, question
+
         turn = self._stdin_turns.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with turn:
             if request.decision is not None:
@@ -177,3 +189,120 @@ class ApprovalGate:
                 parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
             )
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
+
+
+class ApprovalHost(Protocol):
+    """What ``SessionApprovals`` reads of its session (``PiSession``), each time it needs it."""
+
+    @property
+    def settings(self) -> PiSettings: ...
+
+    @property
+    def run(self) -> RunState | None: ...
+
+    @property
+    def frontend(self) -> FrontendTracker: ...
+
+    @property
+    def view_factory(self) -> Callable[..., Any] | None: ...
+
+    def runs_blocking(self) -> bool: ...
+
+    def tool_definition(self, name: str) -> ToolDefinition | None: ...
+
+
+class SessionApprovals:
+    """A session's approvals (``PiSession.approvals``): see the module docstring."""
+
+    def __init__(self, session: ApprovalHost) -> None:
+        self._session = session
+        self._broker: ApprovalBroker | None = None
+        self._policy: ApprovalPolicy | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def broker(self) -> ApprovalBroker:
+        with self._lock:
+            if self._broker is None:
+                from pi_kernel.tools.approval import ApprovalBroker
+
+                self._broker = ApprovalBroker(timeout=self._session.settings.approval_timeout)
+                self._broker.subscribe(self._announce)
+            return self._broker
+
+    @property
+    def policy(self) -> ApprovalPolicy:
+        with self._lock:
+            if self._policy is None:
+                from pi_kernel.tools.approval_policy import ApprovalPolicy
+
+                settings = self._session.settings
+                self._policy = ApprovalPolicy()
+                self._policy.set_mode(settings.approval)
+                for name, mode in settings.approval_overrides.items():
+                    self._policy.set_override(name, mode)
+            return self._policy
+
+    def gate(self) -> ApprovalGate:
+        """The agent's ``before_tool_call``, reading the session's running cell at each call."""
+        session = self._session
+        return ApprovalGate(
+            policy=lambda: self.policy,
+            broker=lambda: self.broker,
+            definition=session.tool_definition,
+            route=self.route,
+            mode_override=lambda: session.run.options.approve if session.run else None,
+            raw_input=lambda: session.run.raw_input if session.run else None,
+            nobody_reason=self.nobody_reason,
+        )
+
+    def route(self) -> Route:
+        """Who can answer an approval now: the front-end, stdin, or nobody. A blocking cell
+        (``PiSession.runs_blocking``) never gets a click or comm message, so there only stdin can answer."""
+        from pi_kernel.kernel.view_choice import widget_view_factory
+
+        session = self._session
+        run = session.run
+        stdin = run is not None and run.allow_stdin and run.raw_input is not None
+        if session.runs_blocking():
+            return "stdin" if stdin else None
+        widgets = run.widgets if run is not None else session.frontend.widgets
+        widgets_answer = widgets and (session.view_factory is not None or widget_view_factory() is not None)
+        if widgets_answer or session.frontend.approval_clients:
+            return "frontend"
+        return "stdin" if stdin else None
+
+    def nobody_reason(self, tool_name: str) -> str:
+        """What the model is told when nobody can answer (see ``route``)."""
+        return blocked_cell(tool_name) if self._session.runs_blocking() else nobody_to_ask(tool_name)
+
+    def resolve_fields(self, tool_call_id: str, fields: dict[str, Any], source: str = "user") -> bool:
+        """Resolve a waiting approval from a comm message or a magic (any thread)."""
+        if self._broker is None:
+            return False
+        return self._broker.resolve(tool_call_id, decision_from_fields(fields, source))
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The waiting requests, as ``pi.approval`` comms and ``%pi allow`` / ``deny`` see them."""
+        if self._broker is None:
+            return []
+        return [request_fields(request) for request in self._broker.pending()]
+
+    def deny_all(self) -> None:
+        """Deny every waiting request (an interrupt)."""
+        if self._broker is not None:
+            self._broker.deny_all()
+
+    def _announce(self, event: str, request: ApprovalRequest) -> None:
+        message: dict[str, Any] = {"event": event, "request": request_fields(request)}
+        if request.decision is not None:
+            decision = request.decision
+            message["decision"] = {"kind": decision.kind, "reason": decision.reason, "source": decision.source}
+        self._session.frontend.broadcast(message)
+
+
+def request_fields(request: ApprovalRequest) -> dict[str, Any]:
+    """A request as the front-end sees it (keys masked)."""
+    fields = {"tool_call_id": request.tool_call_id, "tool_name": request.tool_name, "label": request.label}
+    masked: dict[str, Any] = mask_data({**fields, "args": request.args})
+    return masked

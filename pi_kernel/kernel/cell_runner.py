@@ -26,14 +26,15 @@ from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
-from pi_kernel.kernel.config import APPROVAL_MODES
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
+from pi_kernel.kernel.session import RunState
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import ApprovalRequest
+from pi_kernel.tools.approval_policy import SESSION_MODES
 from pi_kernel.tools.builtin.secret_names import mask_text
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def parse_options(line: str) -> TurnOptions:
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
-    parser.add_argument("--approve", choices=APPROVAL_MODES)
+    parser.add_argument("--approve", choices=SESSION_MODES)
     parser.add_argument("--cells", action="store_true")
     try:
         words = shlex.split(line)
@@ -120,8 +121,6 @@ def outcome_of(added: list[Message], interrupted: bool) -> TurnOutcome:
 
 async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_id: str | None = None) -> TurnOutcome:
     """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does."""
-    from pi_kernel.kernel.session import RunState
-
     prompt = prompt.strip()
     if not prompt:
         raise PiUsageError("%%pi needs a prompt in the cell body")

@@ -6,7 +6,8 @@ awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that
 ``%%pi`` cells awaitable, the ``pre_run_cell`` hook (cell ids, ``@tool``
 wiring, comm targets), the ``post_run_cell`` hook (the cell history) and the
 comm targets themselves. It is cheap: nothing here imports the agent, the
-tools or a provider.
+tools or a provider; ``pi_kernel.kernel.cell_runner``, which does, is imported
+lazily, when the first ``%%pi`` cell runs.
 
 Settings come from a ``.env`` file in the working directory (filling unset
 variables only, under the rules in ``dotenv``), the environment, then ``c.PiKernel.*`` config (also read in

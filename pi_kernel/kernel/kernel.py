@@ -10,6 +10,10 @@ Ordinary cells run as Python; ``%%pi`` cells go to the session's agent (see
     c.PiKernel.builtin_tools = ["read", "bash", "python"]
     c.PiKernel.mcp_servers = {"time": {"command": "uvx", "args": ["mcp-server-time"]}}
 
+``pi_kernel.kernel.extension`` (the session, and with it ``pi_kernel.ai`` and
+pydantic) is imported lazily, when a ``PiKernel`` is made: importing this
+module costs what a stock kernel's does.
+
 Traitlets win over the environment (``PI_MODEL``, ``PI_APPROVAL``, ...), which
 wins over a ``.env`` file. Every setting is an untyped trait checked by
 ``config.apply_config`` rather than by traitlets: a ``TraitError`` in

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
 from pi_kernel.kernel import long_session, mcp_commands
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
 from pi_kernel.kernel.command_error import CommandError
@@ -27,6 +28,8 @@ from pi_kernel.kernel.model_resolution import (
     local_model_installed,
     model_from_spec,
 )
+from pi_kernel.kernel.persistence import load_conversation, save_conversation
+from pi_kernel.kernel.text_view import render_messages
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -110,8 +113,6 @@ def models(session: PiSession, words: list[str]) -> str:
     if os.environ.get("DEEPSEEK_API_KEY"):
         choices += [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"]
     if local_model_installed():
-        from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
-
         choices.append(f"local:{LOCAL_MODEL_ID}")
     allowed = session.settings.allowed_models
     if allowed:  # only what may be chosen, and every model the site names
@@ -147,9 +148,9 @@ def approve(session: PiSession, words: list[str]) -> str:
 
 
 def _decide(session: PiSession, target: str, fields: dict[str, object]) -> str:
-    pending = session.pending_requests()
+    pending = session.approvals.pending()
     ids = [request["tool_call_id"] for request in pending] if target == "all" else [target]
-    done = [tool_call_id for tool_call_id in ids if session.resolve_request_fields(tool_call_id, fields)]
+    done = [tool_call_id for tool_call_id in ids if session.approvals.resolve_fields(tool_call_id, fields)]
     if not done:
         waiting = ", ".join(f"{r['tool_call_id']} ({r['tool_name']})" for r in pending) or "none"
         raise CommandError(f"nothing waits for approval under {target!r} (waiting: {waiting})")
@@ -202,14 +203,10 @@ def undo(session: PiSession, words: list[str]) -> str:
 
 
 def history(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.text_view import render_messages
-
     return render_messages(session.agent.state.messages)
 
 
 def save(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.persistence import save_conversation
-
     if len(words) != 1:
         raise CommandError("%pi save PATH")
     current = session.model
@@ -223,8 +220,6 @@ def save(session: PiSession, words: list[str]) -> str:
 
 
 def load(session: PiSession, words: list[str]) -> str:
-    from pi_kernel.kernel.persistence import load_conversation
-
     if len(words) != 1:
         raise CommandError("%pi load PATH")
     if session.run is not None:

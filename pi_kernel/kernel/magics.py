@@ -10,6 +10,10 @@ loop; the ``%%pi`` cell magic below is the fallback when that is off.
 ``%pi`` line commands: see ``line_commands.HELP``. The line is not expanded as IPython does
 for most magics (``{expr}`` / ``$name``): ``%pi allow ID --args {"a": 1}`` is
 JSON, and expansion would turn it into something else (or nothing) silently.
+
+``pi_kernel.kernel.cell_runner`` and ``pi_kernel.kernel.line_commands`` are
+imported lazily, when ``%pi`` / ``%%pi`` first runs: this module loads with the
+kernel, and they pull in the tool and agent layers (about 100 ms).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+
+from pi_kernel.ai.secrets import mask
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -101,6 +107,4 @@ class PiMagics(Magics):
 
         output = run_line_command(self.session, line)
         if output:
-            from pi_kernel.ai.secrets import mask
-
             print(mask(output))  # keys, and credentials in a base URL

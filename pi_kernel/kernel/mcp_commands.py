@@ -11,6 +11,10 @@ A server added here starts at once, so the answer shows its tools or why it
 did not start; servers from the configuration start before the first ``%%pi``
 turn. ``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":
 true`` (see ``docs/mcp.md``).
+
+``pi_kernel.tools.mcp`` is imported lazily, once the session's MCP manager
+exists: it needs the optional ``mcp`` SDK, whose absence ``session.mcp``
+reports as ``McpUnavailable``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pi_kernel.ai.sanitize import clean_data
+from pi_kernel.ai import message_from_dict, to_dict
+from pi_kernel.ai.message_check import message_problem
+from pi_kernel.ai.sanitize import clean_data, clean_message
 from pi_kernel.ai.secrets import mask_data
 from pi_kernel.tools.files import write_text_atomic
 
@@ -38,8 +40,6 @@ def save_conversation(
     path: str | Path, messages: list[Any], model: str | None = None, cells: dict[str, int] | None = None
 ) -> Path:
     """Write ``messages`` to ``path`` (JSON lines); returns the path. ``cells``: cell id → first message."""
-    from pi_kernel.ai import to_dict
-
     target = Path(path).expanduser()
     header = {
         "format": FORMAT,
@@ -65,9 +65,6 @@ def load_conversation(path: str | Path) -> SavedConversation:
     message is made sendable and storable (``clean_message``: bytes that are not UTF-8 and lone
     surrogates become U+FFFD), so a loaded conversation can never break the turns that follow.
     """
-    from pi_kernel.ai import message_from_dict
-    from pi_kernel.ai.message_check import message_problem
-    from pi_kernel.ai.sanitize import clean_message
 
     source = Path(path).expanduser()
     text = source.read_bytes().decode("utf-8", "replace")

@@ -1,11 +1,15 @@
 """``PiSession``: one agent per kernel (or IPython) session, and everything around it.
 
-A session owns the agent, the tool registry, the approval broker and policy,
+A session owns the agent, the tool registry, its approvals (``approval_hook``),
 the settings, the cell → turn map and what is known of the front-end. It is
 created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
 expensive parts (the agent, the registry, pydantic models, ``openai``) on first
-use, so that a kernel starts as fast as a stock one. Long (about 470 lines):
-it is where those parts are wired together; each concept's logic lives in its
+use, so that a kernel starts as fast as a stock one: ``pi_kernel.agent``,
+``pi_kernel.tools`` (the registry, the built-in and MCP tools) and
+``pi_kernel.kernel.notebook_context`` are imported lazily, in the properties
+that build them (together about 100 ms; ``pi_kernel.tools.mcp`` also needs the
+optional ``mcp`` SDK). Long (about 400 lines): it is where those parts are
+wired together; each concept's logic lives in its
 own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 """
 
@@ -19,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.kernel.allowed_models import restrict_default
-from pi_kernel.kernel.approval_hook import Route, blocked_cell, nobody_to_ask
+from pi_kernel.kernel.approval_hook import SessionApprovals
 from pi_kernel.kernel.cell_history import CellHistory
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings
@@ -84,7 +88,9 @@ class PiSession:
         self._notebook_context: NotebookContext | None = None
         self.code_cells = False
         """``%pi cells on``: every turn's ``python`` code comes back as a new cell (as ``%%pi --cells``)."""
-        self.frontend = FrontendTracker(self.resolve_request_fields, self.pending_requests, self.settings.widgets)
+        self.approvals = SessionApprovals(self)
+        """The approval broker and policy, who can answer now, decisions from comms and magics."""
+        self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
         self.view_factory: TurnViewFactory | None = None
         """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
         self.run: RunState | None = None
@@ -93,8 +99,6 @@ class PiSession:
         self._agent: Agent | None = None
         self._registry: ToolRegistry | None = None
         self._tool_context: ToolContext | None = None
-        self._broker: ApprovalBroker | None = None
-        self._policy: ApprovalPolicy | None = None
         self._mcp: McpManager | None = None
         self._mcp_waiting: asyncio.Task[Any] | None = None
         """The turn's task while it waits for MCP servers to start."""
@@ -178,25 +182,13 @@ class PiSession:
 
     @property
     def broker(self) -> ApprovalBroker:
-        with self._lock:
-            if self._broker is None:
-                from pi_kernel.tools import ApprovalBroker
-
-                self._broker = ApprovalBroker(timeout=self.settings.approval_timeout)
-                self._broker.subscribe(self._announce_approval)
-            return self._broker
+        """``approvals.broker``: where tool calls wait for a person."""
+        return self.approvals.broker
 
     @property
     def policy(self) -> ApprovalPolicy:
-        with self._lock:
-            if self._policy is None:
-                from pi_kernel.tools.approval_policy import ApprovalPolicy
-
-                self._policy = ApprovalPolicy()
-                self._policy.set_mode(self.settings.approval)
-                for name, mode in self.settings.approval_overrides.items():
-                    self._policy.set_override(name, mode)
-            return self._policy
+        """``approvals.policy``: which calls run, ask or are denied (``%pi approve``)."""
+        return self.approvals.policy
 
     @property
     def mcp(self) -> McpManager:
@@ -242,17 +234,8 @@ class PiSession:
         with self._lock:
             if self._agent is None:
                 from pi_kernel.agent import Agent
-                from pi_kernel.kernel.approval_hook import ApprovalGate
 
-                gate = ApprovalGate(
-                    policy=lambda: self.policy,
-                    broker=lambda: self.broker,
-                    definition=self.tool_definition,
-                    route=self.approval_route,
-                    mode_override=lambda: self.run.options.approve if self.run else None,
-                    raw_input=lambda: self.run.raw_input if self.run else None,
-                    nobody_reason=self.nobody_reason,
-                )
+                gate = self.approvals.gate()
                 self._agent = Agent(self.model, before_tool_call=gate, prepare_next_turn=self._prepare_next_turn)
                 configure_long_session(self._agent, self.settings)
                 self._agent.subscribe(self._on_agent_event)
@@ -367,8 +350,7 @@ class PiSession:
             self.run.interrupted = True
         if self._agent is not None:
             self._agent.abort()
-        if self._broker is not None:
-            self._broker.deny_all()
+        self.approvals.deny_all()
         waiting = self._mcp_waiting
         if waiting is not None:  # the servers go on starting; the turn stops waiting
 
@@ -419,65 +401,10 @@ class PiSession:
         if self._notebook_context is not None:
             self._notebook_context.forget()
 
-    # -- approvals ----------------------------------------------------------------------------
-
     def runs_blocking(self) -> bool:
         """The running turn is on the private loop (``%autoawait off``): the cell blocks the shell."""
         run, private = self.run, self._private_loop
         return run is not None and private is not None and run.loop is private
-
-    def approval_route(self) -> Route:
-        """Who can answer an approval now: the front-end, stdin, or nobody. A blocking cell
-        (``runs_blocking``) never gets a click or comm message, so there only stdin can answer."""
-        from pi_kernel.kernel.view_choice import widget_view_factory
-
-        if self.runs_blocking():
-            run = self.run
-            return "stdin" if run is not None and run.allow_stdin and run.raw_input is not None else None
-        widgets = self.run.widgets if self.run is not None else self.frontend.widgets
-        widgets_answer = widgets and (self.view_factory is not None or widget_view_factory() is not None)
-        if widgets_answer or self.frontend.approval_clients:
-            return "frontend"
-        if self.run is not None and self.run.allow_stdin and self.run.raw_input is not None:
-            return "stdin"
-        return None
-
-    def nobody_reason(self, tool_name: str) -> str:
-        """What the model is told when nobody can answer (see ``approval_route``)."""
-        return blocked_cell(tool_name) if self.runs_blocking() else nobody_to_ask(tool_name)
-
-    def resolve_request_fields(self, tool_call_id: str, fields: dict[str, Any], source: str = "user") -> bool:
-        """Resolve a waiting approval from a comm message or a magic (any thread)."""
-        from pi_kernel.kernel.approval_hook import decision_from_fields
-
-        if self._broker is None:
-            return False
-        return self._broker.resolve(tool_call_id, decision_from_fields(fields, source))
-
-    def pending_requests(self) -> list[dict[str, Any]]:
-        if self._broker is None:
-            return []
-        return [request_fields(request) for request in self._broker.pending()]
-
-    def _announce_approval(self, event: str, request: Any) -> None:
-        message: dict[str, Any] = {"event": event, "request": request_fields(request)}
-        if request.decision is not None:
-            decision = request.decision
-            message["decision"] = {"kind": decision.kind, "reason": decision.reason, "source": decision.source}
-        self.frontend.broadcast(message)
-
-
-def request_fields(request: Any) -> dict[str, Any]:
-    from pi_kernel.ai.secrets import mask_data
-
-    return mask_data(
-        {
-            "tool_call_id": request.tool_call_id,
-            "tool_name": request.tool_name,
-            "label": request.label,
-            "args": request.args,
-        }
-    )  # type: ignore[no-any-return]
 
 
 def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:

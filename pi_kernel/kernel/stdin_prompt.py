@@ -18,6 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from pi_kernel.ai.secrets import mask
+from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+
 QUESTION_ARGS_CHARS = 4_000
 """Arguments longer than this are shown as their head and tail around a "characters hidden" warning."""
 ANSWERS_HELP = "[y]es / [a]lways / [n]o[: reason] / {json} to edit the arguments"
@@ -50,10 +53,6 @@ def question(tool_name: str, args: Any, warning: str | None = None) -> str:
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(args)
-    # here: this module loads at kernel start, pi_kernel.ai imports slowly
-    from pi_kernel.ai.secrets import mask
-    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
-
     shown = mask(shown)  # before the cut: a cut key would no longer be found
     shown, invisible = reveal_invisible(shown, json_text=True)  # bidi overrides, zero-width: visible
     notes = [warning] if warning else []

@@ -42,10 +42,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.ai.secrets import mask, mask_partial, secret_values
-from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
-from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, reveal_invisible
+from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState

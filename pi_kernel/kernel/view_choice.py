@@ -1,8 +1,8 @@
 """Which view shows a turn: the widget view where widgets render, else the plain-text view.
 
-``pi_kernel.widgets`` is imported on first use (``widget_view_factory``): it is
-optional for a front-end without widgets, and costs time a kernel should not
-spend at start.
+``pi_kernel.widgets`` is imported lazily, on first use (``widget_view_factory``):
+it is optional for a front-end without widgets, and costs time a kernel should
+not spend at start.
 """
 
 from __future__ import annotations

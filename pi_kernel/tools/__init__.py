@@ -11,6 +11,7 @@ file mutation queue are re-exported from ``pi_kernel.tools.builtin`` /
 """
 
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
+from pi_kernel.tools.approval_policy import approval_verdict, needs_approval
 from pi_kernel.tools.builtin import (
     BUILTIN_TOOL_NAMES,
     builtin_tools,
@@ -32,7 +33,6 @@ from pi_kernel.tools.registry import (
 )
 from pi_kernel.tools.results import to_agent_tool_result
 from pi_kernel.tools.system_prompt import build_system_prompt
-from pi_kernel.tools.tool_approval import approval_verdict, needs_approval
 from pi_kernel.tools.tool_retry import ToolRetry
 from pi_kernel.tools.wrapper import DefinedTool, wrap_tool_definition
 

@@ -1,4 +1,4 @@
-"""The approval broker: a tool call waits here until a person decides.
+"""The approval broker: a tool call waits here until a person decides; and how the call is shown to them.
 
 Requests are keyed by tool call id. A decision may come from any thread: a
 widget's button callback runs on the main shell or on a subshell thread
@@ -6,6 +6,11 @@ widget's button callback runs on the main shell or on a subshell thread
 interrupt arrives from the signal handler. So ``resolve`` hands the decision
 to the waiting loop with ``call_soon_threadsafe``. Nothing waits forever: a
 timeout, an abort or ``deny_all`` resolve a request as denied.
+
+What the person sees of a call is the same in every front-end (widgets, text,
+stdin): its arguments as JSON-ready data (``plain_arguments``), cut in the
+middle and never at one end (``cut_middle``), with characters that hide or
+reorder text made visible (``reveal_invisible``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ from pi_kernel.ai import AbortSignal
 from pi_kernel.ai.sanitize import map_strings
 
 DecisionKind = Literal["approve", "always", "deny"]
+
+
+def plain_arguments(args: Any) -> Any:
+    """Validated arguments as JSON-ready data, as a person is shown them (a pydantic model is dumped)."""
+    dump = getattr(args, "model_dump", None)
+    return dump(mode="json") if callable(dump) else args
 
 
 def hidden_marker(count: int) -> str:

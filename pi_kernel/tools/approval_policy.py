@@ -1,8 +1,22 @@
-"""The session's approval policy: which tool calls run, which ask a person, which are denied.
+"""Which tool calls run, which ask a person, which are denied: the tool's own rule and the session's policy.
 
-A tool's own ``approval`` (on its ``ToolDefinition``) says whether its calls are
-risky: ``"ask"``, ``"auto"`` or a callable judging the arguments. The session
-mode says what happens to a risky call:
+A tool's own ``approval`` (``ToolDefinition.approval``, ``@tool(approval=...)``)
+says whether its calls are risky: ``"auto"`` (run at once), ``"ask"`` (a person
+approves each call), ``"deny"``, or a callable that decides from the call's
+*validated* arguments (a pydantic model instance for a model or ``@tool``
+function, a dict for a JSON-schema tool)::
+
+    @tool(approval=lambda args: "auto" if args.path.startswith("/tmp/") else "ask")
+    def delete(path: str) -> str: ...
+
+The callable answers ``True`` / ``"auto"`` (run), ``False`` / ``"ask"`` (ask
+a person) or ``"deny"`` (refuse). Anything else — another value, an
+exception, an awaitable — is read as ``"ask"``: a policy that cannot decide
+must not let a risky call run unseen, nor break the turn
+(``approval_verdict``; ``check_approval_option`` rejects an option that
+cannot work when the tool is defined).
+
+The session mode (``ApprovalPolicy``) says what happens to a risky call:
 
 - ``ask``: a person decides (widget, comm, stdin); safe calls run;
 - ``auto``: everything runs without asking;
@@ -51,24 +65,89 @@ means nothing writes):
 from __future__ import annotations
 
 import fnmatch
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.ai.sanitize import map_strings
-from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
-from pi_kernel.tools.tool_approval import approval_verdict
+
+if TYPE_CHECKING:
+    from pi_kernel.tools.definition import ToolDefinition
 
 Verdict = Literal["run", "ask", "deny"]
 SessionMode = Literal["ask", "auto", "deny", "read-only"]
 SESSION_MODES: tuple[str, ...] = ("ask", "auto", "deny", "read-only")
 TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
+"""What a per-tool override may say, and a tool's own ``approval`` as a word."""
 _STRICTNESS = {"auto": 0, "ask": 1, "deny": 2}
 """Among the patterns matching a tool, the strictest mode wins."""
 STRICT_MODES: tuple[str, ...] = ("deny", "read-only")
 """Modes that refuse calls by themselves: an earlier ``ask`` override or "always allow" never lifts that."""
-"""What a per-tool override may say."""
+
+# -- the tool's own rule --------------------------------------------------------------------------
+
+_ANSWERS: dict[str, Verdict] = {"auto": "run", "ask": "ask", "deny": "deny"}
+"""What each word of a tool's ``approval`` means for a call."""
+
+
+def check_approval_option(approval: Any, tool_name: str) -> None:
+    """Raise a clear error for an ``approval`` option that cannot work (when the tool is defined)."""
+    if isinstance(approval, str):
+        if approval not in TOOL_MODES:
+            raise ValueError(
+                f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; '
+                f"got {approval!r}"
+            )
+        return
+    if not callable(approval):
+        raise TypeError(
+            f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; '
+            f"got {type(approval).__name__}"
+        )
+    if is_async_callable(approval):
+        raise TypeError(
+            f'@tool "{tool_name}": the approval function must be a plain (not async) function of the arguments'
+        )
+
+
+def approval_verdict(definition: ToolDefinition, args: Any) -> Verdict:
+    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args``."""
+    policy = definition.approval
+    if isinstance(policy, str):
+        return _ANSWERS.get(policy, "ask")  # an unknown word asks: fail closed
+    if not callable(policy):
+        return "ask"
+    try:
+        answer = policy(args)
+    except Exception:  # noqa: BLE001 - a failing policy asks a person instead of running or crashing the turn
+        return "ask"
+    if inspect.isawaitable(answer):
+        close = getattr(answer, "close", None)
+        if callable(close):
+            close()  # never awaited: close it so no "never awaited" warning leaks into the notebook
+        return "ask"
+    if isinstance(answer, str):
+        return _ANSWERS.get(answer, "ask")
+    if _is_boolean(answer):
+        return "run" if bool(answer) else "ask"
+    return "ask"
+
+
+def needs_approval(definition: ToolDefinition, args: Any) -> bool:
+    """Whether a call of ``definition`` with validated ``args`` may not simply run (verdict ``ask`` or ``deny``)."""
+    return approval_verdict(definition, args) != "run"
+
+
+def _is_boolean(value: Any) -> bool:
+    # numpy's bool (``numpy.bool_``) is what ``args.x > threshold`` gives for numpy numbers.
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
+# -- the session's policy -------------------------------------------------------------------------
 
 READ_ONLY_TOOLS = frozenset({"read"})
 """Built-in tools that only read (a definition may also declare ``read_only``)."""
@@ -89,7 +168,7 @@ def inspect_path_reason(name: Any) -> str | None:
 
 
 def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
-    """What the tool itself asks for: ``run`` (auto), ``ask`` or ``deny`` (see ``tool_approval``)."""
+    """What the tool itself asks for: ``run`` (auto), ``ask`` or ``deny`` (see ``approval_verdict``)."""
     if definition is None:
         return "ask"
     return approval_verdict(definition, args)

@@ -37,11 +37,11 @@ from pydantic.fields import FieldInfo
 from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
+from pi_kernel.tools.approval_policy import check_approval_option
 from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
 from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
 from pi_kernel.tools.results import to_agent_tool_result
-from pi_kernel.tools.tool_approval import check_approval_option
 
 INJECTED_PARAMETERS = frozenset({"signal", "on_update", "ctx", "tool_call_id"})
 """Parameter names filled by the runtime, never shown to the model."""
@@ -133,7 +133,7 @@ def tool(
     prompt (a tool without one is left out of that list but still callable);
     ``guidelines`` are added under ``Guidelines:``. ``approval``: ``"auto"``,
     ``"ask"`` or a plain function of the validated arguments (see
-    ``tool_approval``; a value that cannot work raises here). ``read_only=True``
+    ``approval_policy``; a value that cannot work raises here). ``read_only=True``
     declares that the tool changes nothing, so ``%pi approve read-only`` lets it
     run. ``registry``: where to
     register the tool (``None``: the default registry when one is set, see

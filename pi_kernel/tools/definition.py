@@ -19,13 +19,13 @@ from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
 from pi_kernel.ai.sanitize import clean_text
 from pi_kernel.ai.tool import check_tool_schema
-from pi_kernel.tools.tool_approval import check_approval_option
+from pi_kernel.tools.approval_policy import check_approval_option
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
 ``"auto"``: runs at once; ``"deny"``: never runs; a callable gets the validated
 arguments and returns ``True``/``"auto"`` (run), ``False``/``"ask"`` (ask) or
-``"deny"``. ``tool_approval.approval_verdict`` evaluates it; the session's
+``"deny"``. ``approval_policy.approval_verdict`` evaluates it; the session's
 policy (``approval_policy.py``) may override it per tool or for all."""
 
 

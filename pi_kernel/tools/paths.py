@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+from typing import TYPE_CHECKING
 
-from pi_kernel.tools.definition import ToolContext
+if TYPE_CHECKING:
+    from pi_kernel.tools.definition import ToolContext
 
 _UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _AM_PM = re.compile(r" (AM|PM)\.", re.IGNORECASE)

@@ -1,5 +1,8 @@
 """``make_widget_view``: the factory the kernel's ``%%pi`` runner calls (``pi_kernel.kernel.views``).
 
+``pi_kernel.widgets.turn_view`` is imported lazily, once ``ipywidgets`` is
+known to import: it needs ``ipywidgets``, an optional dependency.
+
 ``make_widget_view(session, prompt, options)`` returns a displayed ``WidgetTurnView``
 with the kernel's ``TurnView`` protocol: ``handle_event(event)``,
 ``handle_approval(kind, request)`` (both called on the event loop's thread)

@@ -32,6 +32,7 @@ from typing import Any
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolCall, Usage
 from pi_kernel.ai.models import Model
+from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling, get_engine
 from pi_kernel.ai.providers.local_grammar import max_arguments_bytes
 from pi_kernel.ai.providers.local_prompt import (  # re-exported: the provider's prompt is part of its API
     MESSAGE_HEAD,
@@ -120,7 +121,6 @@ async def _events(
         message.stop_reason, message.error_message = "aborted", _abort_text(signal.reason)
         yield AssistantMessageEvent("error", message)
         return
-    from pi_kernel.ai.providers.local_engine import get_engine
 
     try:
         heads = tool_heads(context, options)
@@ -238,8 +238,6 @@ def _decode(
     halt: threading.Event,
 ) -> None:
     """The worker: choose the head, then decode the answer or the arguments."""
-    from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling
-
     try:
         with engine.lock:
             if halt.is_set():

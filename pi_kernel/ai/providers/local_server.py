@@ -27,7 +27,7 @@ from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import Model
 from pi_kernel.ai.providers.local import stream_local
-from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
+from pi_kernel.ai.providers.local_engine import INSTALL_HINT, LOCAL_MODEL_ID, get_engine, local_model_available
 from pi_kernel.ai.providers.local_prompt import ToolChoiceError, is_request_error, tool_heads
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
@@ -327,8 +327,6 @@ def make_server(port: int = DEFAULT_PORT, *, quiet: bool = False) -> ThreadingHT
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    from pi_kernel.ai.providers.local_engine import INSTALL_HINT, get_engine, local_model_available
-
     parser = argparse.ArgumentParser(
         prog="python -m pi_kernel serve-local",
         description="Serve the local model as an OpenAI-compatible chat-completions API on 127.0.0.1.",

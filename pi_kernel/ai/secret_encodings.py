@@ -1,6 +1,6 @@
 """A key in another spelling: its hex and base64 forms, and any of its forms split over lines.
 
-``secrets.redact`` masks the key's own text. A command can print it otherwise
+``secrets.mask`` masks the key's own text. A command can print it otherwise
 (``base64 /proc/self/environ``, ``xxd -p``, a key folded into short lines),
 and the model could decode that. This module owns those other forms:
 
@@ -73,7 +73,7 @@ def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
     return spans
 
 
-def redact_other_forms(text: str, secrets: Sequence[str], shortest_plain: int) -> str:
+def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -> str:
     """``text`` with each encoded form of each of ``secrets`` (and each form split over lines, the key's own
     text too, a run of at least ``shortest_plain`` characters) replaced by ``***``."""
     if not secrets or not text:
@@ -102,4 +102,4 @@ def redact_other_forms(text: str, secrets: Sequence[str], shortest_plain: int) -
     return text
 
 
-__all__ = ["FRAGMENT_BYTES", "encoded_forms", "redact_other_forms"]
+__all__ = ["FRAGMENT_BYTES", "encoded_forms", "other_forms_masked"]

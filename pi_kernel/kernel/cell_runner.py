@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.ai import TextContent, UserMessage
-from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
 from pi_kernel.kernel.frontend import message_session
@@ -52,7 +51,7 @@ class PiInterrupted(KeyboardInterrupt):
 
 
 class PiTurnFailed(Exception):
-    """The model request failed (the provider's message, keys redacted)."""
+    """The model request failed (the provider's message, keys masked where it entered)."""
 
     def _render_traceback_(self) -> list[str]:
         return [f"Error: {self}"]
@@ -111,7 +110,7 @@ def outcome_of(added: list[Any], interrupted: bool) -> TurnOutcome:
     if interrupted or (last is not None and last.stop_reason == "aborted"):
         return TurnOutcome("interrupted", added)
     if last is not None and last.stop_reason == "error":
-        return TurnOutcome("error", added, mask(last.error_message or "the model request failed"))
+        return TurnOutcome("error", added, last.error_message or "the model request failed")
     return TurnOutcome("done", added)
 
 
@@ -205,7 +204,7 @@ def show_notices(session: PiSession) -> None:
 def _print_notices(session: PiSession) -> None:
     """Failures found during the turn (an MCP server that did not start or crashed), once each."""
     for notice in session.take_notices():
-        print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
+        print(f"pi_kernel: {notice}", file=sys.stderr)
 
 
 def prompt_message(session: PiSession, prompt: str) -> Any:

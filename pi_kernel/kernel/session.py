@@ -464,16 +464,13 @@ class PiSession:
 
 
 def request_fields(request: Any) -> dict[str, Any]:
-    from pi_kernel.ai.secrets import mask_data
-
-    return mask_data(
-        {
-            "tool_call_id": request.tool_call_id,
-            "tool_name": request.tool_name,
-            "label": request.label,
-            "args": request.args,
-        }
-    )  # type: ignore[no-any-return]
+    """A request as the front-end gets it over the comm (masked there, on its way out: ``outgoing``)."""
+    return {
+        "tool_call_id": request.tool_call_id,
+        "tool_name": request.tool_name,
+        "label": request.label,
+        "args": request.args,
+    }
 
 
 def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:

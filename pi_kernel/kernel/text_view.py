@@ -41,7 +41,7 @@ import reprlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import mask, mask_partial, secret_values
+from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.approval_hook import plain_arguments
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
@@ -203,7 +203,7 @@ class TextTurnView:
             rows.extend(self._block_rows(block, secrets))
         if not blocks:
             rows.append("…")
-        return mask("\n".join(rows))
+        return "\n".join(rows)  # each part masked where it was made; the whole again on its way out (outgoing)
 
     def _block_rows(self, block: Any, secrets: list[str]) -> list[str]:
         """A block's rows, drawn again only when its version changed."""
@@ -214,7 +214,7 @@ class TextTurnView:
         if isinstance(block, TextBlock):
             # Text still growing may end in the first characters of a key: left out until it is whole.
             text = text_tail(block.buffer.tail(TEXT_TAIL_CHARS + 1), TEXT_TAIL_CHARS)
-            text = text if block.final else mask_partial(text, secrets)
+            text = text if block.final else mask(text, secrets, partial=True)
             if not text.strip():
                 rows = []
             elif block.kind == "text":
@@ -244,7 +244,7 @@ class TextTurnView:
         elif block.result is not None:
             output = block.result_text()  # once per version: the rows are kept
         else:
-            output = mask_partial(block.output[-OUTPUT_TAIL_CHARS:], secrets)
+            output = mask(block.output[-OUTPUT_TAIL_CHARS:], secrets, partial=True)
         if output.strip():
             rows.append(indent(tail(output)))
         return rows

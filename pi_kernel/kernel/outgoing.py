@@ -1,0 +1,129 @@
+"""The kernel's outgoing choke point: every iopub and stdin message is masked (``ai.secrets.mask``).
+
+``install`` wraps the kernel's ``Session.send`` (the one call every iopub and
+stdin message goes through: ``print`` in a cell, ``display``, widget comms,
+status, ``input()`` prompts), in the Pi kernel and in a stock kernel after
+``%load_ext pi_kernel``; ``remove`` (``%unload_ext``) puts it back. So
+whatever pi shows in a notebook or a console goes out with keys masked, with
+no mask call in the code that composes it. Masking earlier is still needed in
+two cases, and only there: text sent in pieces (a key cut across two
+``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and text
+that is escaped, highlighted or cut to a length before it leaves (the key
+would no longer be found: the views mask first and say so).
+
+Left alone: the messages of the user's own Python cells (a cell that names
+neither ``%pi`` nor ``pi_kernel``): ``print(os.environ[...])`` prints what it
+was asked for. Comm messages are always masked (widgets pi drew). A message
+whose parent is not a cell (a comm click, a status) is masked. Each cell is
+judged once, on the ``pre_run_cell`` of its request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from pi_kernel.ai.secrets import mask, secret_values
+
+MASKED_TYPES = frozenset(
+    {
+        "stream",
+        "display_data",
+        "update_display_data",
+        "execute_input",
+        "execute_result",
+        "error",
+        "clear_output",
+        "comm_open",
+        "comm_msg",
+        "comm_close",
+        "input_request",
+    }
+)
+"""The iopub and stdin message types whose content can hold text (status, replies on other channels pass)."""
+_PI_CELL = re.compile(r"%pi\b|pi_kernel|_magic\(\s*['\"]pi['\"]")
+"""A cell that talks to pi (``%pi``, ``%%pi``, IPython's translation of them, ``pi_kernel`` code)."""
+KEEP_CELLS = 1000
+"""Cells remembered as the user's own (the oldest forgotten: their late output is masked)."""
+
+
+class OutgoingMask:
+    """Wraps one kernel's ``Session.send``; ``note_cell`` (``pre_run_cell``) records the user's own cells."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.session = kernel.session
+        self._cells: OrderedDict[str, bool] = OrderedDict()
+        """Request id → whether it is the user's own Python cell (judged on the cell's first ``pre_run_cell``)."""
+        self._send: Callable[..., Any] = self.session.send
+
+    def install(self) -> None:
+        self.session.send = self.send
+
+    def remove(self) -> None:
+        if self.session.__dict__.get("send") == self.send:
+            del self.session.send  # the class's own method again
+
+    def note_cell(self, info: Any) -> None:
+        parent = self.kernel.get_parent() if hasattr(self.kernel, "get_parent") else None
+        msg_id = ((parent or {}).get("header") or {}).get("msg_id")
+        if not msg_id or msg_id in self._cells:
+            return
+        self._cells[msg_id] = _PI_CELL.search(getattr(info, "raw_cell", "") or "") is None
+        while len(self._cells) > KEEP_CELLS:
+            self._cells.popitem(last=False)
+
+    def send(
+        self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        """``Session.send`` with the content masked (see the module docstring)."""
+        if isinstance(msg_or_type, dict):
+            if self._masks(msg_or_type.get("header", {}).get("msg_type"), msg_or_type.get("parent_header")):
+                msg_or_type = {**msg_or_type, "content": _masked(msg_or_type.get("content"))}
+        elif self._masks(msg_or_type, parent):
+            content = _masked(content)
+        return self._send(stream, msg_or_type, content, parent, *args, **kwargs)
+
+    def _masks(self, msg_type: Any, parent: Any) -> bool:
+        if msg_type not in MASKED_TYPES:
+            return False
+        if str(msg_type).startswith("comm_"):
+            return True
+        header = (parent or {}).get("header", parent) or {}
+        return not self._cells.get(header.get("msg_id", ""), False)
+
+
+def _masked(content: Any) -> Any:
+    if not content:
+        return content
+    secrets = secret_values()
+    return mask(content, secrets)
+
+
+_installed: OutgoingMask | None = None
+
+
+def install(kernel: Any, shell: Any) -> None:
+    """Mask what ``kernel`` sends from now on (once per process: a second call replaces the first)."""
+    global _installed
+    remove(shell)
+    if kernel is None or getattr(kernel, "session", None) is None:
+        return  # IPython without a kernel: nothing leaves through a Session
+    _installed = OutgoingMask(kernel)
+    _installed.install()
+    shell.events.register("pre_run_cell", _installed.note_cell)
+
+
+def remove(shell: Any) -> None:
+    """Undo ``install``."""
+    global _installed
+    if _installed is None:
+        return
+    _installed.remove()
+    try:
+        shell.events.unregister("pre_run_cell", _installed.note_cell)
+    except ValueError:
+        pass
+    _installed = None

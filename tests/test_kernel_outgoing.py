@@ -9,6 +9,7 @@ leaves (test_kernel_agent, test_kernel_extension).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -55,6 +56,37 @@ def test_what_a_pi_cell_sends_is_masked_on_its_way_out(stock: KernelDriver) -> N
     assert comm_opens and comm_opens[-1]["content"]["data"] == {"key": "***"}  # a widget's state, say
     pi_messages = [m for m in stock.iopub_log if m["parent_header"].get("msg_id") in _ids(printed, with_magic)]
     assert pi_messages and FAKE_KEY not in json.dumps([m["content"] for m in pi_messages])
+
+
+def test_a_pi_command_error_quoting_a_key_is_masked_in_its_output_and_its_reply(stock: KernelDriver) -> None:
+    result = stock.run(f"%pi allow {FAKE_KEY}")
+    assert result.status == "error" and "nothing waits for approval under '***'" in result.text
+    assert FAKE_KEY not in json.dumps(result.reply) and FAKE_KEY not in json.dumps(
+        [m["content"] for m in result.messages]
+    )
+
+
+TERMINAL_IPYTHON = f"""
+import os
+os.environ["OPENAI_API_KEY"] = {FAKE_KEY!r}
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("%load_ext pi_kernel")
+shell.run_cell("%pi allow {FAKE_KEY}")
+shell.run_cell("%pi model https://me:hunter2-secret@example.com/v1")
+shell.run_cell({"import pi_kernel" + chr(10) + PRINT_KEY!r})
+shell.run_cell({PRINT_KEY!r})
+"""
+
+
+def test_ipython_without_a_kernel_masks_what_pi_cells_print() -> None:
+    """No kernel, no messages: the terminal's ``sys.stdout`` / ``sys.stderr`` mask while a pi cell runs."""
+    env = kernel_env()
+    ran = subprocess.run([sys.executable, "-c", TERMINAL_IPYTHON], capture_output=True, text=True, timeout=60, env=env)
+    lines = ran.stdout.splitlines()
+    assert "UsageError: nothing waits for approval under '***' (waiting: none)" in lines, ran.stdout + ran.stderr
+    assert "hunter2-secret" not in ran.stdout and "https://***@example.com/v1" in ran.stdout
+    assert lines[-2:] == ["key: ***", f"key: {FAKE_KEY}"]  # a cell naming pi_kernel, then the user's own
 
 
 def test_the_users_own_python_cells_are_left_alone(stock: KernelDriver) -> None:

@@ -35,9 +35,7 @@ class CommandError(Exception):
     """A ``%pi`` command that cannot be done; printed as a usage error."""
 
     def _render_traceback_(self) -> list[str]:
-        from pi_kernel.ai.secrets import mask
-
-        return [mask(f"UsageError: {self}")]
+        return [f"UsageError: {self}"]  # masked on its way out (``outgoing``)
 
 
 HELP = """%pi                         status: model, tools, approval, conversation

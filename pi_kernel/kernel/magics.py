@@ -94,6 +94,4 @@ class PiMagics(Magics):
 
         output = run_line_command(self.session, line)
         if output:
-            from pi_kernel.ai.secrets import mask
-
-            print(mask(output))  # keys, and credentials in a base URL
+            print(output)  # masked on its way out (``outgoing``)

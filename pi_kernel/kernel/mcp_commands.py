@@ -27,9 +27,7 @@ class CommandError(Exception):
     """A ``%pi mcp`` command that cannot be done; printed as a usage error (as ``line_commands``' own)."""
 
     def _render_traceback_(self) -> list[str]:
-        from pi_kernel.ai.secrets import mask
-
-        return [mask(f"UsageError: {self}")]
+        return [f"UsageError: {self}"]  # masked on its way out (``outgoing``)
 
 
 USAGE = (

@@ -2,10 +2,13 @@
 
 ``install`` wraps the kernel's ``Session.send`` (the one call every iopub and
 stdin message goes through: ``print`` in a cell, ``display``, widget comms,
-status, ``input()`` prompts), in the Pi kernel and in a stock kernel after
-``%load_ext pi_kernel``; ``remove`` (``%unload_ext``) puts it back. So
-whatever pi shows in a notebook or a console goes out with keys masked, with
-no mask call in the code that composes it. Masking earlier is still needed in
+``input()`` prompts; also the reply to a cell, which repeats its error), in
+the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``; ``remove``
+(``%unload_ext``) puts it back. IPython without a kernel has no messages: there
+``sys.stdout`` and ``sys.stderr`` mask what they are given while a cell runs
+(IPython prints displays and tracebacks there). So whatever pi shows goes out
+with keys masked, with no mask call in the code that composes it (``%pi``
+commands, notices, errors). Masking earlier is still needed in
 two cases, and only there: text sent in pieces (a key cut across two
 ``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and text
 that is escaped, highlighted or cut to a length before it leaves (the key
@@ -21,6 +24,7 @@ judged once, on the ``pre_run_cell`` of its request.
 from __future__ import annotations
 
 import re
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -40,9 +44,10 @@ MASKED_TYPES = frozenset(
         "comm_msg",
         "comm_close",
         "input_request",
+        "execute_reply",
     }
 )
-"""The iopub and stdin message types whose content can hold text (status, replies on other channels pass)."""
+"""The message types whose content can hold text: iopub and stdin, and the reply to a cell (its error)."""
 _PI_CELL = re.compile(r"%pi\b|pi_kernel|_magic\(\s*['\"]pi['\"]")
 """A cell that talks to pi (``%pi``, ``%%pi``, IPython's translation of them, ``pi_kernel`` code)."""
 KEEP_CELLS = 1000
@@ -102,17 +107,59 @@ def _masked(content: Any) -> Any:
     return mask(content, secrets)
 
 
-_installed: OutgoingMask | None = None
+class MaskedWriter:
+    """A text stream whose every write is masked (``sys.stdout`` / ``sys.stderr`` of IPython without a kernel)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write(mask(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class TerminalMask:
+    """IPython without a kernel: while a cell that talks to pi runs, ``sys.stdout`` and ``sys.stderr`` mask
+    what is written (IPython prints displays and tracebacks there too); other cells write unmasked."""
+
+    def __init__(self) -> None:
+        self._saved: tuple[Any, Any] | None = None
+
+    def note_cell(self, info: Any) -> None:
+        self.remove()
+        if _PI_CELL.search(getattr(info, "raw_cell", "") or "") is not None:
+            self._saved = (sys.stdout, sys.stderr)
+            sys.stdout, sys.stderr = MaskedWriter(sys.stdout), MaskedWriter(sys.stderr)
+
+    def cell_done(self, result: Any = None) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        if self._saved is not None:
+            if isinstance(sys.stdout, MaskedWriter):
+                sys.stdout = self._saved[0]
+            if isinstance(sys.stderr, MaskedWriter):
+                sys.stderr = self._saved[1]
+            self._saved = None
+
+
+_installed: OutgoingMask | TerminalMask | None = None
 
 
 def install(kernel: Any, shell: Any) -> None:
-    """Mask what ``kernel`` sends from now on (once per process: a second call replaces the first)."""
+    """Mask what leaves from now on: ``kernel``'s messages, or the terminal's output of pi's cells without one
+    (once per process: a second call replaces the first)."""
     global _installed
     remove(shell)
-    if kernel is None or getattr(kernel, "session", None) is None:
-        return  # IPython without a kernel: nothing leaves through a Session
-    _installed = OutgoingMask(kernel)
-    _installed.install()
+    if kernel is not None and getattr(kernel, "session", None) is not None:
+        _installed = OutgoingMask(kernel)
+        _installed.install()
+    else:
+        _installed = TerminalMask()
+        shell.events.register("post_run_cell", _installed.cell_done)
     shell.events.register("pre_run_cell", _installed.note_cell)
 
 
@@ -122,8 +169,12 @@ def remove(shell: Any) -> None:
     if _installed is None:
         return
     _installed.remove()
-    try:
-        shell.events.unregister("pre_run_cell", _installed.note_cell)
-    except ValueError:
-        pass
+    callbacks: list[tuple[str, Callable[..., Any]]] = [("pre_run_cell", _installed.note_cell)]
+    if isinstance(_installed, TerminalMask):
+        callbacks.append(("post_run_cell", _installed.cell_done))
+    for event, callback in callbacks:
+        try:
+            shell.events.unregister(event, callback)
+        except ValueError:
+            pass
     _installed = None

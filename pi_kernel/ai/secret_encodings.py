@@ -49,16 +49,38 @@ def encoded_forms(secret: str) -> tuple[tuple[str, int], ...]:
     return tuple(forms)
 
 
+def windows(form: str, shortest: int) -> list[tuple[int, str]]:
+    """``(offset, window)``: the pieces of ``form`` one of which every run of ``shortest`` characters of it holds
+    whole (``shortest // 2`` characters, at each multiple of the stride that guarantees it)."""
+    window_size = max(1, shortest // 2)
+    stride = shortest - window_size + 1
+    return [(offset, form[offset : offset + window_size]) for offset in range(0, len(form) - window_size + 1, stride)]
+
+
+@lru_cache(maxsize=16)
+def any_window(secrets: tuple[str, ...], shortest_plain: int) -> re.Pattern[str]:
+    """Matches where any run ``runs_of`` can report for ``secrets`` (any form) must be: a cheap first test."""
+    pieces = {window for secret in secrets for _, window in windows(secret, shortest_plain)}
+    pieces |= {window for secret in secrets for form, run in encoded_forms(secret) for _, window in windows(form, run)}
+    return re.compile("|".join(re.escape(piece) for piece in sorted(pieces, key=len, reverse=True)))
+
+
+def may_hold(text: str, secrets: Sequence[str], shortest_plain: int) -> bool:
+    """Whether ``text`` may hold a run of a key in any form (also split over lines); ``False`` is certain."""
+    if not secrets or not text:
+        return False
+    joined = _LINE_BREAKS.sub("", text) if ("\n" in text or "\r" in text) else text
+    return any_window(tuple(secrets), shortest_plain).search(joined) is not None
+
+
 def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
     """``(start, end)`` of each run of at least ``shortest`` characters of ``form`` in ``text``.
 
-    Such a run holds a whole window of ``shortest // 2`` characters of ``form`` starting at a multiple of
-    ``stride``: only those windows are searched, and each hit grown to the run around it."""
+    Such a run holds a whole window of ``form`` (``windows``): only those are searched, and each hit grown
+    to the run around it."""
     window_size = max(1, shortest // 2)
-    stride = shortest - window_size + 1
     spans: list[tuple[int, int]] = []
-    for offset in range(0, len(form) - window_size + 1, stride):
-        window = form[offset : offset + window_size]
+    for offset, window in windows(form, shortest):
         position = text.find(window)
         while position >= 0:
             start, first = position, offset
@@ -102,4 +124,4 @@ def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -
     return text
 
 
-__all__ = ["FRAGMENT_BYTES", "encoded_forms", "other_forms_masked"]
+__all__ = ["FRAGMENT_BYTES", "encoded_forms", "may_hold", "other_forms_masked", "runs_of"]

@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from typing import Any, overload
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
-from pi_kernel.ai.secret_encodings import other_forms_masked, runs_of
+from pi_kernel.ai.secret_encodings import may_hold, other_forms_masked, runs_of
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
 """Environment variables known to hold secrets (``mask`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
@@ -108,6 +108,8 @@ def _mask_text(text: str, secrets: Sequence[str]) -> str:
 def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:
     """Each key value, each ``FRAGMENT_CHARS``-long run of one, their other forms (``secret_encodings``), and
     URL credentials replaced by ``***``."""
+    if not may_hold(text, secrets, FRAGMENT_CHARS):  # the common case, in one regular expression search
+        return _URL_CREDENTIALS.sub("//***@", text)
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)

@@ -242,3 +242,14 @@ def _hidden_pieces(shown: str, original: str) -> list[str] | None:
     pattern = "(.*?)".join(re.escape(part) for part in shown.split(MASK))
     match = re.fullmatch(pattern, original, re.DOTALL)
     return list(match.groups()) if match is not None else None
+
+
+__all__ = [
+    "MASK",
+    "MIN_SECRET_CHARS",
+    "MaskedStream",
+    "mask",
+    "secret_values",
+    "secrets_read_once",
+    "unmask",
+]

@@ -30,6 +30,13 @@ the tool results and approval decisions instead.
 Outside a kernel (IPython in a terminal) nothing is shown live; the final
 text is printed once. ``render_messages`` is the static transcript of
 ``%pi history``.
+
+Keys: every message is masked on its way out (``outgoing``), but two things
+would slip past a mask of the finished text, so they are masked here first:
+a value cut to a length or a tail (the cut may fall inside a key, leaving a
+piece too short to be recognised) and text still arriving (its end may be
+the beginning of a key: ``mask(..., partial=True)`` leaves it out until it
+is whole).
 """
 
 from __future__ import annotations

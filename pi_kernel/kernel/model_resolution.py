@@ -124,8 +124,6 @@ def model_from_spec(spec: str, settings: PiSettings) -> Model:
 
 
 def describe_model(model: Model) -> str:
-    """One line naming a model (never its key, nor credentials written into its base URL)."""
-    from pi_kernel.ai.secrets import mask
-
-    where = mask(model.resolved_base_url or "local")
+    """One line naming a model (never its key; credentials in its base URL are masked on their way out)."""
+    where = model.resolved_base_url or "local"
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"

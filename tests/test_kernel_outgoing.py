@@ -91,6 +91,10 @@ def test_ipython_without_a_kernel_masks_what_pi_cells_print() -> None:
 
 def test_the_users_own_python_cells_are_left_alone(stock: KernelDriver) -> None:
     assert stock.run(PRINT_KEY).text.strip() == f"key: {FAKE_KEY}"  # README: prints what you asked for
+    code = f"secret = {FAKE_KEY!r}\nprint(secret)"
+    typed = stock.run(code)
+    assert typed.text.strip() == FAKE_KEY
+    assert [m["content"]["code"] for m in typed.messages if m["msg_type"] == "execute_input"] == [code]
 
 
 def test_unload_puts_the_session_send_back(stock: KernelDriver) -> None:

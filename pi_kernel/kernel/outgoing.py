@@ -16,9 +16,10 @@ would no longer be found: the views mask first and say so).
 
 Left alone: the messages of the user's own Python cells (a cell that names
 neither ``%pi`` nor ``pi_kernel``): ``print(os.environ[...])`` prints what it
-was asked for. Comm messages are always masked (widgets pi drew). A message
-whose parent is not a cell (a comm click, a status) is masked. Each cell is
-judged once, on the ``pre_run_cell`` of its request.
+was asked for. Each cell is judged by its code, from the ``execute_input``
+message that announces it (sent before anything the cell prints). Comm
+messages are always masked (widgets pi drew), and so is a message whose parent
+is no cell seen (a comm click, a silent request).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.ai.secrets import mask, secret_values
+from pi_kernel.ai.secrets import mask
 
 MASKED_TYPES = frozenset(
     {
@@ -55,14 +56,13 @@ KEEP_CELLS = 1000
 
 
 class OutgoingMask:
-    """Wraps one kernel's ``Session.send``; ``note_cell`` (``pre_run_cell``) records the user's own cells."""
+    """Wraps one kernel's ``Session.send`` (see the module docstring)."""
 
-    def __init__(self, kernel: Any) -> None:
-        self.kernel = kernel
-        self.session = kernel.session
+    def __init__(self, session: Any) -> None:
+        self.session = session
         self._cells: OrderedDict[str, bool] = OrderedDict()
-        """Request id → whether it is the user's own Python cell (judged on the cell's first ``pre_run_cell``)."""
-        self._send: Callable[..., Any] = self.session.send
+        """Request id → whether it is the user's own Python cell (judged by its ``execute_input``)."""
+        self._send: Callable[..., Any] = session.send
 
     def install(self) -> None:
         self.session.send = self.send
@@ -71,40 +71,28 @@ class OutgoingMask:
         if self.session.__dict__.get("send") == self.send:
             del self.session.send  # the class's own method again
 
-    def note_cell(self, info: Any) -> None:
-        parent = self.kernel.get_parent() if hasattr(self.kernel, "get_parent") else None
-        msg_id = ((parent or {}).get("header") or {}).get("msg_id")
-        if not msg_id or msg_id in self._cells:
-            return
-        self._cells[msg_id] = _PI_CELL.search(getattr(info, "raw_cell", "") or "") is None
-        while len(self._cells) > KEEP_CELLS:
-            self._cells.popitem(last=False)
-
     def send(
         self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, *args: Any, **kwargs: Any
     ) -> Any:
         """``Session.send`` with the content masked (see the module docstring)."""
-        if isinstance(msg_or_type, dict):
-            if self._masks(msg_or_type.get("header", {}).get("msg_type"), msg_or_type.get("parent_header")):
-                msg_or_type = {**msg_or_type, "content": _masked(msg_or_type.get("content"))}
-        elif self._masks(msg_or_type, parent):
-            content = _masked(content)
+        if isinstance(msg_or_type, dict):  # a message already built
+            if self._masks(msg_or_type["header"]["msg_type"], msg_or_type["content"], msg_or_type["parent_header"]):
+                msg_or_type = {**msg_or_type, "content": mask(msg_or_type["content"])}
+        elif self._masks(msg_or_type, content, parent):
+            content = mask(content)
         return self._send(stream, msg_or_type, content, parent, *args, **kwargs)
 
-    def _masks(self, msg_type: Any, parent: Any) -> bool:
-        if msg_type not in MASKED_TYPES:
+    def _masks(self, msg_type: str, content: Any, parent: Any) -> bool:
+        if msg_type not in MASKED_TYPES or not content:
             return False
-        if str(msg_type).startswith("comm_"):
+        if msg_type.startswith("comm_"):
             return True
-        header = (parent or {}).get("header", parent) or {}
-        return not self._cells.get(header.get("msg_id", ""), False)
-
-
-def _masked(content: Any) -> Any:
-    if not content:
-        return content
-    secrets = secret_values()
-    return mask(content, secrets)
+        msg_id = ((parent or {}).get("header", parent) or {}).get("msg_id", "")
+        if msg_type == "execute_input" and msg_id not in self._cells:
+            self._cells[msg_id] = _PI_CELL.search(str(content.get("code", ""))) is None
+            while len(self._cells) > KEEP_CELLS:
+                self._cells.popitem(last=False)
+        return not self._cells.get(msg_id, False)
 
 
 class MaskedWriter:
@@ -155,12 +143,12 @@ def install(kernel: Any, shell: Any) -> None:
     global _installed
     remove(shell)
     if kernel is not None and getattr(kernel, "session", None) is not None:
-        _installed = OutgoingMask(kernel)
+        _installed = OutgoingMask(kernel.session)
         _installed.install()
     else:
         _installed = TerminalMask()
+        shell.events.register("pre_run_cell", _installed.note_cell)
         shell.events.register("post_run_cell", _installed.cell_done)
-    shell.events.register("pre_run_cell", _installed.note_cell)
 
 
 def remove(shell: Any) -> None:
@@ -169,12 +157,10 @@ def remove(shell: Any) -> None:
     if _installed is None:
         return
     _installed.remove()
-    callbacks: list[tuple[str, Callable[..., Any]]] = [("pre_run_cell", _installed.note_cell)]
     if isinstance(_installed, TerminalMask):
-        callbacks.append(("post_run_cell", _installed.cell_done))
-    for event, callback in callbacks:
-        try:
-            shell.events.unregister(event, callback)
-        except ValueError:
-            pass
+        for event, callback in (("pre_run_cell", _installed.note_cell), ("post_run_cell", _installed.cell_done)):
+            try:
+                shell.events.unregister(event, callback)
+            except ValueError:
+                pass
     _installed = None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.ai import TextContent, UserMessage
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
 from pi_kernel.kernel.frontend import message_session
@@ -30,7 +31,7 @@ from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
-from pi_kernel.tools.builtin.secret_names import mask_text
+from pi_kernel.tools.builtin.secret_names import environment_secrets
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -214,7 +215,7 @@ def prompt_message(session: PiSession, prompt: str) -> Any:
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
-    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask_text(context)}")])
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context, environment_secrets())}")])
 
 
 async def run_cell(session: PiSession, body: str, line: str = "") -> None:

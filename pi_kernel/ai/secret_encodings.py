@@ -15,6 +15,10 @@ A run of a form long enough to stand for ``FRAGMENT_BYTES`` of the key is
 masked too (a cut output may hold part of it). Other spellings (``od -c``,
 a key reversed or enciphered) are not recognised: masking is the net under
 the secret-read check (``tools.secret_paths``), not a replacement for it.
+
+Every run is found through a few short windows of its form (``windows``);
+``may_hold`` searches all the windows of all the forms at once, one regular
+expression, so text holding no key (nearly all of it) costs one pass.
 """
 
 from __future__ import annotations

@@ -92,12 +92,12 @@ def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = Fa
     beyond what a transcript holds, so saved data is never cut; only a preview of arguments still streaming is.
     """
     known = secret_values() if secrets is None else secrets
-    if isinstance(value, str):
-        return _mask_text(value[: _unfinished_start(value, known)] if partial else value, known)
 
     def strings(text: str) -> str:
         return _mask_text(text[: _unfinished_start(text, known)] if partial else text, known)
 
+    if isinstance(value, str):
+        return strings(value)
     return map_strings(value, strings, lambda key: _mask_text(key, known), max_depth=4 * MAX_DEPTH)
 
 

@@ -326,4 +326,4 @@ def render_messages(messages: list[Any]) -> str:
         elif role == "tool_result":
             mark = "✗" if message.is_error else "✓"
             rows.append(f"[tool {message.tool_name} {mark}] {tail(result_text(message), 3)}")
-    return mask("\n".join(rows) if rows else "(no conversation yet)")
+    return "\n".join(rows) if rows else "(no conversation yet)"  # printed, so masked on its way out (outgoing)

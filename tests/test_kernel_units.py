@@ -13,7 +13,7 @@ import pytest
 from kernel_helpers import REPO
 
 from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
-from pi_kernel.ai.secrets import redact
+from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
@@ -141,9 +141,9 @@ def test_an_explicit_local_provider_outranks_keys_in_the_environment() -> None:
     assert direct is not None and direct.provider == "local"
 
 
-def test_redact_masks_key_values() -> None:
+def test_mask_hides_the_key_values_of_an_environment() -> None:
     environ = {"OPENAI_API_KEY": "sk-abcdefgh1234", "OTHER": "visible-value"}
-    assert redact("key sk-abcdefgh1234 and visible-value", environ) == "key *** and visible-value"
+    assert mask("key sk-abcdefgh1234 and visible-value", secret_values(environ)) == "key *** and visible-value"
 
 
 # -- approval policy ---------------------------------------------------------------------------

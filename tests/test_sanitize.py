@@ -20,7 +20,7 @@ from pi_kernel.ai.sanitize import (
     clean_text,
     clean_tool_call,
 )
-from pi_kernel.ai.secrets import mask_data, mask_partial_data
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.text_view import short_json
 from pi_kernel.widgets.json_view import bound_strings, parse_arguments, pretty_json
 
@@ -77,15 +77,15 @@ def test_clean_message_makes_every_message_json_and_utf8_safe() -> None:
 
 def test_previews_of_deep_arguments_still_streaming_do_not_recurse() -> None:
     deep = {"value": nested(sys.getrecursionlimit() * 3)}
-    masked = mask_partial_data(deep, ["sk-secret"])
+    masked = mask(deep, ["sk-secret"], partial=True)
     assert "nested deeper than" in json.dumps(masked)
-    assert "nested deeper than" in json.dumps(mask_data(deep))
+    assert "nested deeper than" in json.dumps(mask(deep))
     assert "nested deeper than" in json.dumps(bound_strings(deep, 10))
     assert short_json(deep)  # no RecursionError
     assert pretty_json(deep)
     assert parse_arguments("[" * 5000 + "]" * 5000) == (None, "Invalid JSON: nested too deeply")
     kept = {"a": nested(MAX_DEPTH)}
-    assert mask_data(kept) == kept  # what a transcript holds is never cut
+    assert mask(kept) == kept  # what a transcript holds is never cut
 
 
 def test_edited_arguments_nested_too_deep_are_refused() -> None:

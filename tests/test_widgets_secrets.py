@@ -1,7 +1,7 @@
 """Secrets in the live widget view: masked before they leave, even when they arrive in pieces.
 
 The kernel-level proof (every iopub message of a real ``%%pi`` turn) is in
-test_widgets_kernel.py; these tests pin each part: the stream redactor, the
+test_widgets_kernel.py; these tests pin each part: the masked stream, the
 stream output, the HTML widgets, the highlighted previews, the approval editor.
 """
 
@@ -17,7 +17,7 @@ from test_widgets_frontend import RecordingSender, install_recording_comms
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import TextContent
 from pi_kernel.ai.messages import AssistantMessage, ToolCall
-from pi_kernel.ai.secrets import StreamRedactor, mask, mask_data, mask_partial
+from pi_kernel.ai.secrets import MaskedStream, mask
 from pi_kernel.kernel.persistence import save_conversation
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.approval_panel import ApprovalPanel
@@ -42,19 +42,19 @@ def _leaks(text: str) -> list[str]:
     return [piece for piece in pieces if piece in text]
 
 
-def test_stream_redactor_masks_keys_cut_anywhere() -> None:
+def test_masked_stream_masks_keys_cut_anywhere() -> None:
     rng = random.Random(7)
     words = ["see ", KEY, OTHER, "s", "sk-", "\n", "https://u:pw@host/x ", "x", "//a:b@c ", " sk-abcdefghijklmnopqrst "]
     for _ in range(2000):
         text = "".join(rng.choice(words) for _ in range(8))
-        redactor = StreamRedactor([KEY, OTHER])
+        stream = MaskedStream([KEY, OTHER])
         shown, position = "", 0
         while position < len(text):
             size = rng.randint(1, 12)
-            shown += redactor.feed(text[position : position + size])
+            shown += stream.feed(text[position : position + size])
             position += size
             assert not _leaks(shown) and "pw@" not in shown and "a:b@" not in shown and "efghijklmnop" not in shown
-        shown += redactor.flush()
+        shown += stream.flush()
         assert shown == mask(text, [KEY, OTHER])  # in the end, exactly what masking the whole text gives
 
 
@@ -65,10 +65,10 @@ def test_a_run_of_a_key_is_masked_where_text_was_cut_to_length() -> None:
 
 
 def test_partial_text_leaves_out_what_may_become_a_key() -> None:
-    assert mask_partial(f"token {KEY[:10]}", [KEY]) == "token "
-    assert mask_partial(f"token {KEY} and more!", [KEY]) == "token *** and more!"
-    assert mask_partial("the end is live", [KEY]) == "the end is "  # "live" is a piece of the key: it waits
-    assert mask_partial("an ordinary sentence.", [KEY]) == "an ordinary sentence."
+    assert mask(f"token {KEY[:10]}", [KEY], partial=True) == "token "
+    assert mask(f"token {KEY} and more!", [KEY], partial=True) == "token *** and more!"
+    assert mask("the end is live", [KEY], partial=True) == "the end is "  # "live" is a piece of the key: it waits
+    assert mask("an ordinary sentence.", [KEY], partial=True) == "an ordinary sentence."
 
 
 def test_stream_output_sends_no_piece_of_a_key_and_flushes_the_rest_when_done() -> None:
@@ -147,7 +147,7 @@ def test_a_stream_that_starts_inside_a_key_still_masks_its_run() -> None:
 
 
 def test_keys_of_mappings_and_odd_urls_are_masked() -> None:
-    assert mask_data({"headers": {f"Bearer {KEY}": "x"}}, [KEY]) == {"headers": {"Bearer ***": "x"}}
+    assert mask({"headers": {f"Bearer {KEY}": "x"}}, [KEY]) == {"headers": {"Bearer ***": "x"}}
     assert mask("redis://:hunter2-secret@cache:6379/0") == "redis://***@cache:6379/0"  # no user name
     assert mask("postgres://me:p@ss@db/x") == "postgres://***@db/x"  # an @ inside the password
 
@@ -189,13 +189,13 @@ def test_a_run_of_the_key_that_ends_where_another_reading_begins_is_not_shown_in
     key = "sk-test-SECRET-0123456789abcdef"
     for text in ("A test-SECRET-tx", "A k-test-SECRECx"):
         for size in (1, 2, 3):
-            redactor = StreamRedactor([key])
-            shown = "".join(redactor.feed(text[i : i + size]) for i in range(0, len(text), size))
-            shown += redactor.flush()
+            stream = MaskedStream([key])
+            shown = "".join(stream.feed(text[i : i + size]) for i in range(0, len(text), size))
+            shown += stream.flush()
             assert not [key[i : i + 12] for i in range(len(key) - 11) if key[i : i + 12] in shown], (size, shown)
 
 
 def test_masking_keeps_odd_mapping_keys_and_compact_json() -> None:
-    assert mask_data({(1, 2): "cell"}, [KEY]) == {(1, 2): "cell"}  # a tuple key stays a (hashable) tuple
+    assert mask({(1, 2): "cell"}, [KEY]) == {(1, 2): "cell"}  # a tuple key stays a (hashable) tuple
     text = '{"url":"http://localhost:8000","owner":"bob@example.com"}'
     assert mask(text) == text  # no credentials here: nothing swallowed up to the e-mail's @

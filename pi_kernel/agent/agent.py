@@ -77,6 +77,7 @@ from pi_kernel.ai import (
     Tool,
     UserMessage,
 )
+from pi_kernel.ai.secrets import mask
 
 logger = logging.getLogger("pi_kernel.agent")
 
@@ -441,7 +442,7 @@ class Agent:
             stop_reason="aborted" if aborted else "error",
             model=model.id if model else "",
             provider=model.provider if model else "",
-            error_message=str(error) or type(error).__name__,
+            error_message=mask(str(error)) or type(error).__name__,  # text entering the conversation
         )
         for event in (
             MessageStartEvent(message),

@@ -24,7 +24,6 @@ from pi_kernel.agent.tool_execution import masked_content
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, Message, Model, TextContent, Tool, ToolResultMessage
 from pi_kernel.ai.sanitize import clean_message
-from pi_kernel.ai.secrets import secret_values
 
 QueueMode = Literal["one-at-a-time", "all"]
 
@@ -173,7 +172,7 @@ def closing_events_for_cancelled_run(
             results[index] = result = ToolResultMessage(
                 tool_call_id=ended.tool_call_id,
                 tool_name=ended.tool_name,
-                content=bound_content(masked_content(ended.result.content or [], secret_values()), max_chars)[0],
+                content=bound_content(masked_content(ended.result.content or []), max_chars)[0],
                 details=ended.result.details,
                 is_error=ended.is_error,
                 usage=ended.result.usage,

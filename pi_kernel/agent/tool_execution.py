@@ -143,8 +143,9 @@ def as_tool_result(value: Any) -> AgentToolResult:
     raise TypeError(f"execute returned {type(value).__name__}, expected an AgentToolResult")
 
 
-def masked_content(content: list[Any], secrets: Sequence[str]) -> list[Any]:
+def masked_content(content: list[Any]) -> list[Any]:
     """Tool result content with key values (``pi_kernel.ai.secrets.mask``) hidden in every text."""
+    secrets = secret_values()  # read once for all the blocks
     return [
         dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
         for block in content
@@ -156,7 +157,7 @@ def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | No
     ``.env``) are masked here, where every tool's result enters the transcript, and its text is bounded to
     ``max_chars`` (``result_limit``)."""
     result = finalized.result
-    content = masked_content(result.content if result.content is not None else [], secret_values())
+    content = masked_content(result.content if result.content is not None else [])
     content, _ = bound_content(content, max_chars)
     return ToolResultMessage(
         tool_call_id=finalized.tool_call.id,

@@ -1,6 +1,6 @@
 """A key in another spelling: its hex and base64 forms, and any of its forms split over lines.
 
-``secrets.redact`` masks the key's own text. A command can print it otherwise
+``secrets.mask`` masks the key's own text. A command can print it otherwise
 (``base64 /proc/self/environ``, ``xxd -p``, a key folded into short lines),
 and the model could decode that. This module owns those other forms:
 
@@ -15,6 +15,10 @@ A run of a form long enough to stand for ``FRAGMENT_BYTES`` of the key is
 masked too (a cut output may hold part of it). Other spellings (``od -c``,
 a key reversed or enciphered) are not recognised: masking is the net under
 the secret-read check (``tools.secret_paths``), not a replacement for it.
+
+Every run is found through a few short windows of its form (``windows``);
+``may_hold`` searches all the windows of all the forms at once, one regular
+expression, so text holding no key (nearly all of it) costs one pass.
 """
 
 from __future__ import annotations
@@ -49,16 +53,38 @@ def encoded_forms(secret: str) -> tuple[tuple[str, int], ...]:
     return tuple(forms)
 
 
+def windows(form: str, shortest: int) -> list[tuple[int, str]]:
+    """``(offset, window)``: the pieces of ``form`` one of which every run of ``shortest`` characters of it holds
+    whole (``shortest // 2`` characters, at each multiple of the stride that guarantees it)."""
+    window_size = max(1, shortest // 2)
+    stride = shortest - window_size + 1
+    return [(offset, form[offset : offset + window_size]) for offset in range(0, len(form) - window_size + 1, stride)]
+
+
+@lru_cache(maxsize=16)
+def any_window(secrets: tuple[str, ...], shortest_plain: int) -> re.Pattern[str]:
+    """Matches where any run ``runs_of`` can report for ``secrets`` (any form) must be: a cheap first test."""
+    pieces = {window for secret in secrets for _, window in windows(secret, shortest_plain)}
+    pieces |= {window for secret in secrets for form, run in encoded_forms(secret) for _, window in windows(form, run)}
+    return re.compile("|".join(re.escape(piece) for piece in sorted(pieces, key=len, reverse=True)))
+
+
+def may_hold(text: str, secrets: Sequence[str], shortest_plain: int) -> bool:
+    """Whether ``text`` may hold a run of a key in any form (also split over lines); ``False`` is certain."""
+    if not secrets or not text:
+        return False
+    joined = _LINE_BREAKS.sub("", text) if ("\n" in text or "\r" in text) else text
+    return any_window(tuple(secrets), shortest_plain).search(joined) is not None
+
+
 def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
     """``(start, end)`` of each run of at least ``shortest`` characters of ``form`` in ``text``.
 
-    Such a run holds a whole window of ``shortest // 2`` characters of ``form`` starting at a multiple of
-    ``stride``: only those windows are searched, and each hit grown to the run around it."""
+    Such a run holds a whole window of ``form`` (``windows``): only those are searched, and each hit grown
+    to the run around it."""
     window_size = max(1, shortest // 2)
-    stride = shortest - window_size + 1
     spans: list[tuple[int, int]] = []
-    for offset in range(0, len(form) - window_size + 1, stride):
-        window = form[offset : offset + window_size]
+    for offset, window in windows(form, shortest):
         position = text.find(window)
         while position >= 0:
             start, first = position, offset
@@ -73,7 +99,7 @@ def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
     return spans
 
 
-def redact_other_forms(text: str, secrets: Sequence[str], shortest_plain: int) -> str:
+def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -> str:
     """``text`` with each encoded form of each of ``secrets`` (and each form split over lines, the key's own
     text too, a run of at least ``shortest_plain`` characters) replaced by ``***``."""
     if not secrets or not text:
@@ -102,4 +128,4 @@ def redact_other_forms(text: str, secrets: Sequence[str], shortest_plain: int) -
     return text
 
 
-__all__ = ["FRAGMENT_BYTES", "encoded_forms", "redact_other_forms"]
+__all__ = ["FRAGMENT_BYTES", "encoded_forms", "may_hold", "other_forms_masked", "runs_of"]

@@ -1,32 +1,37 @@
-"""Masking key values in text that leaves the process: the last line of defence against a leaked key.
+"""Masking key values: one function, ``mask``, for text and JSON-like data.
 
 Keys are never copied into settings or messages, but text from elsewhere can
 still quote one (a provider error echoing the request, a tool printing the
-environment). ``redact`` replaces the value of every key-like environment
-variable with ``***``. It lives in the bottom layer so that every layer above
-(the kernel's text and files, the widgets' static output) masks the same way
-without importing the kernel (it also masks a key's hex and base64 forms,
-``secret_encodings``). ``mask`` adds URL credentials and ``sk-`` keys;
-``StreamRedactor`` masks text that leaves in pieces (a live view); ``mask_data``
-masks JSON-like data (a message about to be saved, a tool's details).
+environment). ``mask`` replaces the value of every key-like environment
+variable (``*_API_KEY``, ``*_TOKEN``), every long enough run of one, its hex
+and base64 forms (``secret_encodings``), credentials in URLs and ``sk-`` keys
+with ``***``. It is called at the choke points: where text enters (a
+provider's error message, a tool's result) and where it leaves the kernel
+(iopub and stdin messages: ``pi_kernel.kernel.outgoing``; saved sessions,
+notebook metadata), plus the few places where masking must come before a
+transformation that would hide a key from a later mask (HTML escaping,
+highlighting, a cut to length: those modules say so). Text that leaves in
+pieces is masked by a ``MaskedStream``, which holds back a tail that may be the
+start of a key; ``unmask`` undoes the mask in arguments a person edited.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, overload
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
-from pi_kernel.ai.secret_encodings import redact_other_forms, runs_of
+from pi_kernel.ai.secret_encodings import may_hold, other_forms_masked, runs_of
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
-"""Environment variables known to hold secrets (``redact`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
+"""Environment variables known to hold secrets (``mask`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
 MIN_SECRET_CHARS = 8
 """Shorter values are not masked: replacing ``"1"`` everywhere would garble text and protect nothing."""
+MASK = "***"
 
 
 _fixed: ContextVar[list[str] | None] = ContextVar("pi_fixed_secret_values", default=None)
@@ -63,24 +68,54 @@ FRAGMENT_CHARS = 12
 tool's rolling tail) may hold a key's first or last part only. Shorter runs are left: ``sk-proj-`` alone
 is public, and a few characters of a key give nothing away."""
 
+_URL_CREDENTIALS = re.compile(r"//[^/\s:@\"',]*:[^/\s\"',]*@")
+"""``user:password@`` after ``//`` (the user may be empty, as in ``redis://:pw@host``; the password may hold
+``@``: the match runs to the last one before the path). The scheme is not needed, so a split before ``//``
+is no gap."""
+_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
+_UNFINISHED = re.compile(r"(?:\bs(?:k(?:-[A-Za-z0-9_-]*)?)?|/(?:/[^/\s]*)?)\Z")
+"""The end of growing text that may still become an ``sk-`` key or URL credentials."""
+_UNFINISHED_WINDOW = 512
 
-def redact(text: str, environ: Mapping[str, str] | None = None, *, secrets: Sequence[str] | None = None) -> str:
-    """``text`` with every known key value, and every ``FRAGMENT_CHARS``-long run of one, replaced by ``***``
-    (``secrets``: the values, if already known); also their hex and base64 forms and any of these split over
-    lines (``secret_encodings``)."""
-    known = secret_values(environ) if secrets is None else secrets
-    for secret in known:
+
+@overload
+def mask(value: str, secrets: Sequence[str] | None = None, *, partial: bool = False) -> str: ...
+@overload
+def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = False) -> Any: ...
+def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = False) -> Any:
+    """``value`` (text, or JSON-like data: every string and string mapping key inside) with secrets as ``***``.
+
+    ``secrets``: the key values, if already read (``secret_values()`` otherwise, read once per call).
+    ``partial``: the text is still growing (a streamed answer, arguments being written), so what may be the
+    beginning of a secret at the end of each string is left out until it is whole (mapping keys are whole).
+    Data is rebuilt iteratively (``sanitize.map_strings``, no recursion on its depth) within a bound far
+    beyond what a transcript holds, so saved data is never cut; only a preview of arguments still streaming is.
+    """
+    known = secret_values() if secrets is None else secrets
+
+    def strings(text: str) -> str:
+        return _mask_text(text[: _unfinished_start(text, known)] if partial else text, known)
+
+    if isinstance(value, str):
+        return strings(value)
+    return map_strings(value, strings, lambda key: _mask_text(key, known), max_depth=4 * MAX_DEPTH)
+
+
+def _mask_text(text: str, secrets: Sequence[str]) -> str:
+    return _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
+
+
+def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:
+    """Each key value, each ``FRAGMENT_CHARS``-long run of one, their other forms (``secret_encodings``), and
+    URL credentials replaced by ``***``."""
+    if not may_hold(text, secrets, FRAGMENT_CHARS):  # the common case, in one regular expression search
+        return _URL_CREDENTIALS.sub("//***@", text)
+    for secret in secrets:
         if secret in text:
-            text = text.replace(secret, "***")
-        text = _redact_fragments(text, secret)
-    return redact_other_forms(text, known, FRAGMENT_CHARS)
-
-
-def _redact_fragments(text: str, secret: str) -> str:
-    """Each longest run of ``secret``'s characters (at least ``FRAGMENT_CHARS``) in ``text`` replaced by ``***``."""
-    for start, end in reversed(_fragment_spans(text, secret)):
-        text = text[:start] + "***" + text[end:]
-    return text
+            text = text.replace(secret, MASK)
+        for start, end in reversed(_fragment_spans(text, secret)):
+            text = text[:start] + MASK + text[end:]
+    return _URL_CREDENTIALS.sub("//***@", other_forms_masked(text, secrets, FRAGMENT_CHARS))
 
 
 def _fragment_spans(text: str, secret: str) -> list[tuple[int, int]]:
@@ -96,40 +131,7 @@ def _fragment_spans(text: str, secret: str) -> list[tuple[int, int]]:
     return merged
 
 
-_URL_CREDENTIALS = re.compile(r"//[^/\s:@\"',]*:[^/\s\"',]*@")
-"""``user:password@`` after ``//`` (the user may be empty, as in ``redis://:pw@host``; the password may hold
-``@``: the match runs to the last one before the path). The scheme is not needed, so a split before ``//``
-is no gap."""
-_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
-_UNFINISHED = re.compile(r"(?:\bs(?:k(?:-[A-Za-z0-9_-]*)?)?|/(?:/[^/\s]*)?)\Z")
-"""The end of growing text that may still become an ``sk-`` key or URL credentials."""
-_UNFINISHED_WINDOW = 512
-
-
-def mask(text: str, secrets: Sequence[str] | None = None) -> str:
-    """``redact``, and also credentials in URLs (``https://user:***@host``) and ``sk-...`` keys."""
-    return _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
-
-
-def _mask_values_and_urls(text: str, secrets: Sequence[str] | None) -> str:
-    return _URL_CREDENTIALS.sub("//***@", redact(text, secrets=secrets))
-
-
-def mask_data(value: Any, secrets: Sequence[str] | None = None) -> Any:
-    """``mask`` applied to every string inside JSON-like data, mapping keys included (other values kept)."""
-    known = secret_values() if secrets is None else secrets  # read the environment once, not per string
-    return _map_strings(value, lambda text: mask(text, known), lambda key: mask(key, known))
-
-
-def _map_strings(value: Any, strings: Callable[[str], str], keys: Callable[[str], str]) -> Any:
-    """``value`` rebuilt with ``strings`` applied to each string and ``keys`` to each string mapping key
-    (a tuple key stays as it is, hashable). Iterative (``sanitize.map_strings``): no recursion on the
-    data's depth). The bound is far beyond what a transcript holds (``MAX_DEPTH`` for arguments, plus a
-    message's own levels), so saved data is never cut; only a preview of arguments still streaming is."""
-    return map_strings(value, strings, keys, max_depth=4 * MAX_DEPTH)
-
-
-def unfinished_start(text: str, secrets: Sequence[str]) -> int:
+def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
     """Where the end of ``text`` may be part of something ``mask`` hides (``len(text)`` if nowhere).
 
     Text that is still growing (a streamed answer, arguments being written) is
@@ -157,17 +159,7 @@ def unfinished_start(text: str, secrets: Sequence[str]) -> int:
     return start
 
 
-def mask_partial(text: str, secrets: Sequence[str]) -> str:
-    """``mask`` for text that is still growing: what may be the beginning of a secret at its end is left out."""
-    return mask(text[: unfinished_start(text, secrets)], secrets)
-
-
-def mask_partial_data(value: Any, secrets: Sequence[str]) -> Any:
-    """``mask_partial`` for every string inside JSON-like data (arguments being streamed); keys are whole."""
-    return _map_strings(value, lambda text: mask_partial(text, secrets), lambda key: mask(key, secrets))
-
-
-class StreamRedactor:
+class MaskedStream:
     """``mask`` for text sent in pieces: a secret split across two pieces is still masked.
 
     ``feed`` returns what is safe to send now and holds back a tail that may
@@ -189,7 +181,7 @@ class StreamRedactor:
         # key that straddles the cut cannot escape either: its part before the
         # cut is a run of the key, masked once it is ``FRAGMENT_CHARS`` long.
         pending = self._pending + text
-        cut = unfinished_start(pending, self.secrets)
+        cut = _unfinished_start(pending, self.secrets)
         self._pending = pending[cut:]
         return self._mask_keys(_mask_values_and_urls(pending[:cut], self.secrets))
 
@@ -203,7 +195,7 @@ class StreamRedactor:
         return masked
 
     def flush(self) -> str:
-        """The held-back tail (it did not become a secret), masked; the redactor starts afresh."""
+        """The held-back tail (it did not become a secret), masked; the stream starts afresh."""
         pending, self._pending = self._pending, ""
         masked = self._mask_keys(_mask_values_and_urls(pending, self.secrets))
         self._sent_tail = ""
@@ -212,9 +204,6 @@ class StreamRedactor:
     def reset(self) -> None:
         """Forget the held-back tail (what was shown is being cleared)."""
         self._pending = self._sent_tail = ""
-
-
-MASK = "***"
 
 
 def unmask(edited: Any, original: Any, secrets: Sequence[str] | None = None) -> Any:
@@ -253,3 +242,14 @@ def _hidden_pieces(shown: str, original: str) -> list[str] | None:
     pattern = "(.*?)".join(re.escape(part) for part in shown.split(MASK))
     match = re.fullmatch(pattern, original, re.DOTALL)
     return list(match.groups()) if match is not None else None
+
+
+__all__ = [
+    "MASK",
+    "MIN_SECRET_CHARS",
+    "MaskedStream",
+    "mask",
+    "secret_values",
+    "secrets_read_once",
+    "unmask",
+]

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pi_kernel.ai.secrets import mask_data, unmask
+from pi_kernel.ai.secrets import unmask
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 
@@ -302,7 +302,10 @@ class SessionApprovals:
 
 
 def request_fields(request: ApprovalRequest) -> dict[str, Any]:
-    """A request as the front-end sees it (keys masked)."""
-    fields = {"tool_call_id": request.tool_call_id, "tool_name": request.tool_name, "label": request.label}
-    masked: dict[str, Any] = mask_data({**fields, "args": request.args})
-    return masked
+    """A request as the front-end gets it over the comm (masked there, on its way out: ``outgoing``)."""
+    return {
+        "tool_call_id": request.tool_call_id,
+        "tool_name": request.tool_name,
+        "label": request.label,
+        "args": request.args,
+    }

@@ -35,7 +35,7 @@ from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import ApprovalRequest
 from pi_kernel.tools.approval_policy import SESSION_MODES
-from pi_kernel.tools.builtin.secret_names import mask_text
+from pi_kernel.tools.builtin.secret_names import environment_secrets
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -56,7 +56,7 @@ class PiInterrupted(KeyboardInterrupt):
 
 
 class PiTurnFailed(Exception):
-    """The model request failed (the provider's message, keys redacted)."""
+    """The model request failed (the provider's message, keys masked where it entered)."""
 
     def _render_traceback_(self) -> list[str]:
         return [f"Error: {self}"]
@@ -115,7 +115,7 @@ def outcome_of(added: list[Message], interrupted: bool) -> TurnOutcome:
     if interrupted or (last is not None and last.stop_reason == "aborted"):
         return TurnOutcome("interrupted", added)
     if last is not None and last.stop_reason == "error":
-        return TurnOutcome("error", added, mask(last.error_message or "the model request failed"))
+        return TurnOutcome("error", added, last.error_message or "the model request failed")
     return TurnOutcome("done", added)
 
 
@@ -207,7 +207,7 @@ def show_notices(session: PiSession) -> None:
 def _print_notices(session: PiSession) -> None:
     """Failures found during the turn (an MCP server that did not start or crashed), once each."""
     for notice in session.take_notices():
-        print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
+        print(f"pi_kernel: {notice}", file=sys.stderr)
 
 
 def prompt_message(session: PiSession, prompt: str) -> UserMessage:
@@ -217,7 +217,7 @@ def prompt_message(session: PiSession, prompt: str) -> UserMessage:
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
-    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask_text(context)}")])
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context, environment_secrets())}")])
 
 
 async def run_cell(session: PiSession, body: str, line: str = "") -> None:

@@ -1,15 +1,13 @@
 """``CommandError``: a ``%pi`` command (``line_commands``, ``mcp_commands``) that cannot be done.
 
-IPython prints it as a usage error, without a traceback, keys masked.
+IPython prints it as a usage error, without a traceback (keys in it are masked on their way out: ``outgoing``).
 """
 
 from __future__ import annotations
-
-from pi_kernel.ai.secrets import mask
 
 
 class CommandError(Exception):
     """A ``%pi`` command that cannot be done; printed as a usage error."""
 
     def _render_traceback_(self) -> list[str]:
-        return [mask(f"UsageError: {self}")]
+        return [f"UsageError: {self}"]

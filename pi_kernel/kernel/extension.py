@@ -4,10 +4,11 @@ This module owns the session of the process (``get_session``), its
 ``attach`` / ``detach``, and ``run_pi_cell``, what a rewritten ``%%pi`` cell
 awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
 ``%%pi`` cells awaitable, the ``pre_run_cell`` hook (cell ids, ``@tool``
-wiring, comm targets), the ``post_run_cell`` hook (the cell history) and the
-comm targets themselves. It is cheap: nothing here imports the agent, the
-tools or a provider; ``pi_kernel.kernel.cell_runner``, which does, is imported
-lazily, when the first ``%%pi`` cell runs.
+wiring, comm targets), the ``post_run_cell`` hook (the cell history), the
+comm targets themselves and the mask on what the kernel sends (``outgoing``).
+It is cheap: nothing here imports the agent, the tools or a provider;
+``pi_kernel.kernel.cell_runner``, which does, is imported lazily, when the
+first ``%%pi`` cell runs.
 
 Settings come from a ``.env`` file in the working directory (filling unset
 variables only, under the rules in ``dotenv``), the environment, then ``c.PiKernel.*`` config (also read in
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pi_kernel.kernel import agent_proxy
+from pi_kernel.kernel import agent_proxy, outgoing
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
 from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter
@@ -101,6 +102,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
     agent_proxy.install_agent_proxy(get_session)
+    outgoing.install(session.kernel, shell)
     return session
 
 
@@ -118,6 +120,7 @@ def detach(shell: Any) -> None:
     shell.magics_manager.magics["line"].pop("pi", None)
     shell.magics_manager.magics["cell"].pop("pi", None)
     session.frontend.remove_targets()
+    outgoing.remove(shell)
     _session = None
 
 

@@ -28,7 +28,6 @@ from IPython.core.error import UsageError
 
 from pi_kernel.ai import Context
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
-from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.config import dollars, positive_int
 from pi_kernel.kernel.undo import Version
 
@@ -338,7 +337,7 @@ def compact(session: PiSession, words: list[str]) -> str:
     if result.error:  # a plain list would stand in: on demand, nothing is worth losing the answers for
         agent.state.messages = before.messages
         session.cell_turns.starts = dict(before.cells)
-        return f"Not compacted: the model's summary failed ({mask(result.error)}); the conversation is unchanged."
+        return f"Not compacted: the model's summary failed ({result.error}); the conversation is unchanged."
     session.versions.keep(before.messages, before.cells, before.reason)
     turns = f"{result.compacted_turns} turn" + ("" if result.compacted_turns == 1 else "s")
     return f"compacted {turns} into a summary; %pi undo brings the turns back."

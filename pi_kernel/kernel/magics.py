@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from pi_kernel.ai.secrets import mask
-
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
 
@@ -107,4 +105,4 @@ class PiMagics(Magics):
 
         output = run_line_command(self.session, line)
         if output:
-            print(mask(output))  # keys, and credentials in a base URL
+            print(output)  # masked on its way out (``outgoing``)

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, detect_provider, parse_model_spec
-from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, DOTENV_KEYS_ENV
 
@@ -117,6 +116,6 @@ def model_from_spec(spec: str, settings: PiSettings) -> Model:
 
 
 def describe_model(model: Model) -> str:
-    """One line naming a model (never its key, nor credentials written into its base URL)."""
-    where = mask(model.resolved_base_url or "local")
+    """One line naming a model (never its key; credentials in its base URL are masked on their way out)."""
+    where = model.resolved_base_url or "local"
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"

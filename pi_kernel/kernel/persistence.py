@@ -19,7 +19,7 @@ from typing import Any
 from pi_kernel.ai import message_from_dict, to_dict
 from pi_kernel.ai.message_check import message_problem
 from pi_kernel.ai.sanitize import clean_data, clean_message
-from pi_kernel.ai.secrets import mask_data
+from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.files import write_text_atomic
 
 FORMAT = "pi-kernel-conversation"
@@ -50,7 +50,7 @@ def save_conversation(
         "cells": clean_data(dict(cells or {})),  # cell ids come from the front-end: any text
     }
     lines = [json.dumps(header, ensure_ascii=False)]
-    lines += [json.dumps(mask_data(to_dict(message)), ensure_ascii=False, default=repr) for message in messages]
+    lines += [json.dumps(mask(to_dict(message)), ensure_ascii=False, default=repr) for message in messages]
     # Encoded whole before the file is touched, then written atomically: a failure keeps the previous save.
     write_text_atomic(target, "\n".join(lines) + "\n", make_parents=True)
     return target

@@ -6,6 +6,8 @@ running while the person types. ``raw_input`` polls its socket until a reply
 comes; when the approval is settled another way (a comm, a timeout, an
 interrupt) the worker is stopped by raising ``KeyboardInterrupt`` in it, which
 that poll loop handles by returning: it checks for interrupts every 10 ms.
+The arguments in the question are masked before they are cut (a cut key would
+escape the mask every stdin message gets on its way out, ``outgoing``).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def question(tool_name: str, args: Any, warning: str | None = None) -> str:
     notes = [warning] if warning else []
     notes += [invisible_warning(invisible)] if invisible else []
     note = "".join(f"[{text}] " for text in notes)
-    return mask(f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: ")
+    return f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: "
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:

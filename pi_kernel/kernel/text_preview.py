@@ -9,7 +9,7 @@ nesting deeper than ``PREVIEW_DEPTH`` shows as ``…`` (no recursion on
 model-controlled depth). Keys are masked before the final cut, with ``SLACK``
 characters past the cut, so a key that straddles the cut is still found
 whole; strings of arguments still streaming are masked with
-``mask_partial`` (their end may be the first characters of a key).
+``mask(..., partial=True)`` (their end may be the first characters of a key).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pi_kernel.ai.secrets import mask, mask_partial
+from pi_kernel.ai.secrets import mask
 
 SLACK = 1024
 """Characters written past the cut, so masking sees whole any key the cut would split."""
@@ -60,7 +60,7 @@ class _Writer:
         if isinstance(value, str):
             text = value[: self.budget - self.used + 1]
             if self.partial:
-                text = mask_partial(text, self.secrets)
+                text = mask(text, self.secrets, partial=True)
             self.emit(json.dumps(text, ensure_ascii=False))
         elif isinstance(value, dict):
             self._container("{", "}", value.items(), depth, keyed=True)

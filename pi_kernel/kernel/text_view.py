@@ -30,6 +30,13 @@ the tool results and approval decisions instead.
 Outside a kernel (IPython in a terminal) nothing is shown live; the final
 text is printed once. ``render_messages`` is the static transcript of
 ``%pi history``.
+
+Keys: every message is masked on its way out (``outgoing``), but two things
+would slip past a mask of the finished text, so they are masked here first:
+a value cut to a length or a tail (the cut may fall inside a key, leaving a
+piece too short to be recognised) and text still arriving (its end may be
+the beginning of a key: ``mask(..., partial=True)`` leaves it out until it
+is whole).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import reprlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import mask, mask_partial, secret_values
+from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
@@ -203,7 +210,7 @@ class TextTurnView:
             rows.extend(self._block_rows(block, secrets))
         if not blocks:
             rows.append("…")
-        return mask("\n".join(rows))
+        return "\n".join(rows)  # each part masked where it was made; the whole again on its way out (outgoing)
 
     def _block_rows(self, block: Block, secrets: list[str]) -> list[str]:
         """A block's rows, drawn again only when its version changed."""
@@ -214,7 +221,7 @@ class TextTurnView:
         if isinstance(block, TextBlock):
             # Text still growing may end in the first characters of a key: left out until it is whole.
             text = text_tail(block.buffer.tail(TEXT_TAIL_CHARS + 1), TEXT_TAIL_CHARS)
-            text = text if block.final else mask_partial(text, secrets)
+            text = text if block.final else mask(text, secrets, partial=True)
             if not text.strip():
                 rows = []
             elif block.kind == "text":
@@ -244,7 +251,7 @@ class TextTurnView:
         elif block.result is not None:
             output = block.result_text()  # once per version: the rows are kept
         else:
-            output = mask_partial(block.output[-OUTPUT_TAIL_CHARS:], secrets)
+            output = mask(block.output[-OUTPUT_TAIL_CHARS:], secrets, partial=True)
         if output.strip():
             rows.append(indent(tail(output)))
         return rows
@@ -319,4 +326,4 @@ def render_messages(messages: list[Any]) -> str:
         elif role == "tool_result":
             mark = "✗" if message.is_error else "✓"
             rows.append(f"[tool {message.tool_name} {mark}] {tail(result_text(message), 3)}")
-    return mask("\n".join(rows) if rows else "(no conversation yet)")
+    return "\n".join(rows) if rows else "(no conversation yet)"  # printed, so masked on its way out (outgoing)

@@ -50,7 +50,7 @@ class TurnOutcome:
     messages: list[Message] = field(default_factory=list)
     """The messages this cell added (its prompt, answers, tool results)."""
     error: str | None = None
-    """For ``error``: what went wrong (keys redacted)."""
+    """For ``error``: what went wrong (keys masked)."""
 
 
 class TurnView(Protocol):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.ai.secrets import mask_data, unmask
+from pi_kernel.ai.secrets import mask, unmask
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest, DecisionKind, reveal_invisible
 from pi_kernel.widgets.html_render import STATUS_COLORS, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
@@ -96,7 +96,7 @@ class ApprovalPanel:
     def _toggle_editor(self) -> None:
         if self.editor is None:
             # bidi overrides, zero-width characters as JSON escapes: seen, and parsed back to the same value
-            text, _ = reveal_invisible(pretty_json(mask_data(jsonable(self._request.args))), json_text=True)
+            text, _ = reveal_invisible(pretty_json(mask(jsonable(self._request.args))), json_text=True)
             self.editor = self._kit.textarea(text, rows=min(20, max(3, text.count("\n") + 2)))
             self.widget.children = [*self.widget.children[:2], self.editor, self.message]
             self.edit.description = "Hide editor"

@@ -6,8 +6,9 @@ more comms (about 1.4 KB of setup per widget, measured); the kit shares one
 module of the package that imports ipywidgets at import time.
 
 Its ``HTML`` widgets mask secrets in every value they are given
-(``pi_kernel.ai.secrets.mask``): the last check before a value leaves for the
-front end, whichever view set it.
+(``pi_kernel.ai.secrets.mask``), whichever view set it, so the widget's own
+state (what code reading ``.value`` sees) never holds a key; every comm
+message is masked again on its way out (``pi_kernel.kernel.outgoing``).
 """
 
 from __future__ import annotations

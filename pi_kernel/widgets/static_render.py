@@ -8,7 +8,7 @@ with arguments, results (text, truncated) and decisions. A saved notebook
 then renders on reopen, in nbconvert and on GitHub with no widget state.
 
 Secrets never leave: every string of the bundle and the metadata goes
-through ``pi_kernel.ai.secrets.mask_data`` (values of the key variables in the environment, URL
+through ``pi_kernel.ai.secrets.mask`` (values of the key variables in the environment, URL
 credentials, ``sk-...`` keys); the model's base URL is not recorded at all.
 No ipywidgets here: the kernel's text view uses this module too.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.secrets import mask, mask_data, secrets_read_once
+from pi_kernel.ai.secrets import mask, secrets_read_once
 from pi_kernel.widgets.footer import footer_html, format_duration, usage_summary
 from pi_kernel.widgets.html_render import MUTED, STATUS_COLORS, badge, escape, markdown_html
 from pi_kernel.widgets.json_view import bound_strings, jsonable
@@ -64,7 +64,7 @@ def render_static(state: TurnState, definitions: DefinitionLookup | None = None)
             "text/markdown": _markdown(state, lookup),
             "text/plain": _plain(state, lookup),
         }
-        return StaticOutput(mask_data(data), {METADATA_KEY: mask_data(turn_metadata(state, lookup))})
+        return StaticOutput(mask(data), {METADATA_KEY: mask(turn_metadata(state, lookup))})
 
 
 def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
                 "id": block.id,
                 "name": block.name,
                 "label": block.label,
-                "arguments": bound_strings(mask_data(jsonable(block.arguments)), METADATA_ARGUMENT_CHARS),
+                "arguments": bound_strings(mask(jsonable(block.arguments)), METADATA_ARGUMENT_CHARS),
                 "status": block.status,
                 "elapsed_s": _rounded(block.elapsed(state.ended_at or 0.0)),
                 "decision": _decision(block),

@@ -13,17 +13,18 @@ messages are sent with the cell's parent header captured when the view was
 made, because a button callback or a timer may run under another parent.
 Nothing here imports ipywidgets; widgets are duck-typed (``msg_id``).
 
-Everything ``StreamOutput`` sends is masked (``pi_kernel.ai.secrets``): the
-text goes through a ``StreamRedactor``, so a key split across two deltas is
-still caught; the short tail that may be the start of one waits for the next
-write, or for ``done``.
+Every message is masked on its way out of the kernel (``kernel.outgoing``),
+but that sees one message at a time: so the streamed text goes through a
+``MaskedStream`` first, and a key split across two deltas is still caught;
+the short tail that may be the start of one waits for the next write, or for
+``done``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pi_kernel.ai.secrets import StreamRedactor, mask_data
+from pi_kernel.ai.secrets import MaskedStream
 
 _TOPICS = {
     "stream": b"stream.stdout",
@@ -107,10 +108,10 @@ class StreamOutput:
         """The full text last shown (``sync``), to tell an append from a rewrite."""
         self._shown = 0
         """Characters sent since the last clear."""
-        self._redactor = StreamRedactor()
+        self._masked = MaskedStream()
 
     def append(self, text: str) -> None:
-        self._send(self._redactor.feed(text))
+        self._send(self._masked.feed(text))
 
     def _send(self, text: str) -> None:
         if not text:
@@ -141,19 +142,18 @@ class StreamOutput:
         """Replace what is shown by one rich output (a MIME bundle)."""
         self.clear(wait=True)
         self._router.claim(self.widget)
-        data = mask_data(bundle, self._redactor.secrets)
-        self._router.sender.send("display_data", {"data": data, "metadata": {}, "transient": {}})
+        self._router.sender.send("display_data", {"data": bundle, "metadata": {}, "transient": {}})
 
     def clear(self, *, wait: bool = False) -> None:
         self._router.claim(self.widget)
         self._router.sender.send("clear_output", {"wait": wait})
         self._shown = 0
         self._source = ""
-        self._redactor.reset()
+        self._masked.reset()
 
     def done(self) -> None:
         """No more writes for now: send the held-back tail and let the cell have its output back."""
-        self._send(self._redactor.flush())
+        self._send(self._masked.flush())
         if self._router.active is self.widget:
             self._router.release()
 

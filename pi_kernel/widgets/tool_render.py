@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pi_kernel.ai import ImageContent, TextContent
-from pi_kernel.ai.secrets import mask, mask_data, mask_partial, mask_partial_data, secret_values
+from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.tools.approval import ApprovalDecision, invisible_warning, reveal_invisible, reveal_invisible_data
 from pi_kernel.widgets.footer import format_duration
 from pi_kernel.widgets.html_render import (
@@ -230,9 +230,9 @@ def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     secrets = secret_values()
     value = live_tail(block.arguments) if live else block.arguments  # redrawn often: never the whole value
     args = jsonable(value) if value is not None else {}
-    args = mask_partial_data(args, secrets) if live else mask_data(args, secrets)
+    args = mask(args, secrets, partial=live)
     if not args and block.raw.length and live:
-        return pre(_shown(mask_partial(block.raw.text, secrets)), limit=limit, tail=True)
+        return pre(_shown(mask(block.raw.text, secrets, partial=True)), limit=limit, tail=True)
     note = "" if live else _invisible_note(args)
     return note + _default_args_html(block.name, args, limit, live)
 
@@ -291,7 +291,7 @@ def _default_result_html(block: ToolCallBlock) -> str:
     result = block.result
     assert result is not None
     secrets = secret_values()
-    details = mask_data(dict(result.details), secrets) if isinstance(result.details, Mapping) else {}
+    details = mask(dict(result.details), secrets) if isinstance(result.details, Mapping) else {}
     tail = block.name in TAIL_RESULTS
     text = mask("\n".join(item.text for item in result.content if isinstance(item, TextContent)), secrets)
     images = "".join(image_html(item.data, item.mime_type) for item in result.content if isinstance(item, ImageContent))
@@ -358,7 +358,7 @@ def _bounded(text: str, limit: int, name: str) -> str:
 def _run_hook(hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
     """The hook's output as a MIME bundle, or the text of its error."""
     try:
-        return mask_data(mime_bundle_of(hook(value)))  # type: ignore[no-any-return]
+        return mask(mime_bundle_of(hook(value)))
     except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
         return f"{type(error).__name__}: {error}"
 

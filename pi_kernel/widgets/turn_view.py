@@ -18,6 +18,10 @@ the rest at the end). A redraw touches only those, so a turn of thousands of
 tool calls costs time and bytes linear in its size, and the static output at
 the end holds every block.
 
+Keys: every message is masked on its way out (``pi_kernel.kernel.outgoing``);
+text is masked here too, before it becomes markdown or escaped HTML (a
+highlighted or escaped key is spelt differently and would escape that mask).
+
 Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
 (whoever decided: a click, a timeout, an interrupt, a comm message) disables
 them and shows the decision. Threads: the ``TurnState`` and every redraw

@@ -25,6 +25,7 @@ from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, error_message
 from pi_kernel.ai.providers.openai_chunks import ChunkAssembler
 from pi_kernel.ai.providers.openai_convert import build_request_body
 from pi_kernel.ai.providers.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_delay
+from pi_kernel.ai.secrets import MIN_SECRET_CHARS, mask, secret_values
 from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
 if TYPE_CHECKING:
@@ -88,13 +89,16 @@ def describe_error(error: BaseException, secret: str | None) -> str:
         text = error.message  # an error object sent inside the stream
     else:
         text = f"{type(error).__name__}: {error}"
-    return _without_key(text, secret)
+    return _masked(text, secret)
 
 
-def _without_key(text: str, secret: str | None) -> str:
-    if secret and secret != KEYLESS_PLACEHOLDER and secret in text:
-        text = text.replace(secret, "***")
-    return text
+def _masked(text: str, secret: str | None) -> str:
+    """An error text entering the conversation: ``mask`` with this request's key too (it may come from a
+    ``.env`` file rather than the environment)."""
+    known = secret_values()
+    if secret and secret != KEYLESS_PLACEHOLDER and len(secret) >= MIN_SECRET_CHARS:
+        known = sorted({secret, *known}, key=len, reverse=True)
+    return mask(text, known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +154,7 @@ async def _stream_events(
                 for event in assembler.feed(item):
                     yield event
         except Exception as error:  # noqa: BLE001 - a stream never raises; partial content is kept
-            final = [assembler.fail("error", _without_key(f"{type(error).__name__}: {error}", api_key))]
+            final = [assembler.fail("error", _masked(f"{type(error).__name__}: {error}", api_key))]
         # The reader stops at the final event, so the request is finished
         # (its connection closed) before that event goes out, not at GC time.
         await request.stop(cancel=final[-1].partial.stop_reason == "aborted")

@@ -15,8 +15,9 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.builtin.describe import clip, describe_limit
-from pi_kernel.tools.builtin.secret_names import mask_text
+from pi_kernel.tools.builtin.secret_names import environment_secrets
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
 DEFAULT_LAST = 5
@@ -68,7 +69,7 @@ def format_cell(record: CellLike, source_chars: int = SOURCE_CHARS) -> str:
 def format_cells(records: Sequence[CellLike], limit: int) -> str:
     if not records:
         return "No cells have run yet."
-    return mask_text(clip("\n\n".join(format_cell(record) for record in records), limit))
+    return mask(clip("\n\n".join(format_cell(record) for record in records), limit), environment_secrets())
 
 
 def create_cells_tool() -> ToolDefinition:

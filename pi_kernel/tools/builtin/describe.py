@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, is_secret_value, mask_text
+from pi_kernel.ai.secrets import mask
+from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value
 from pi_kernel.tools.definition import ToolContext
 
 DEFAULT_LIMIT = 4000
@@ -240,7 +241,7 @@ def list_variables(
             break
         lines.append(line)
         used += len(line) + 1
-    return mask_text(clip("\n".join(lines), limit))
+    return mask(clip("\n".join(lines), limit), environment_secrets())
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -283,7 +284,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return mask_text(clip(text, self.limit))
+        return mask(clip(text, self.limit), environment_secrets())
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)

@@ -30,7 +30,7 @@ import threading
 from collections import deque
 from typing import IO, Any
 
-from pi_kernel.ai.secrets import mask, secret_values, unfinished_start
+from pi_kernel.ai.secrets import MaskedStream
 from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, TruncationResult, tail_notice, truncate_tail
 
 _folder: str | None = None
@@ -56,17 +56,13 @@ def remove_spool_folder(folder: str | None = None) -> None:
 
 def mask_file(path: str, block_size: int = 1 << 20) -> None:
     """Rewrite ``path`` with its keys masked (read in blocks; a key across two blocks is masked whole)."""
-    known = secret_values()
+    stream = MaskedStream()  # what may be the beginning of a key waits for the next block
     masked = f"{path}.masking"
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     with open(path, "rb") as source, os.fdopen(_private(masked), "w", encoding="utf-8") as target:
-        pending = ""
         while block := source.read(block_size):
-            text = pending + decoder.decode(block)
-            start = unfinished_start(text, known)  # what may be the beginning of a key waits for the next block
-            target.write(mask(text[:start], known))
-            pending = text[start:]
-        target.write(mask(pending + decoder.decode(b"", final=True), known))
+            target.write(stream.feed(decoder.decode(block)))
+        target.write(stream.feed(decoder.decode(b"", final=True)) + stream.flush())
     os.replace(masked, path)
 
 

@@ -4,10 +4,11 @@ A notebook keeps a secret out of its cell sources with ``getpass()`` or by
 reading it from the environment; the value then lives in a variable such as
 ``db_password`` or ``aws_secret_access_key``. ``is_secret_name`` says whether a
 variable's name looks like one (password, passwd, secret, token, key,
-credential, ...): its string value is never previewed. ``mask_text`` masks,
-besides what ``pi_kernel.ai.secrets.mask`` knows (``*_API_KEY`` / ``*_TOKEN``
-values, ``sk-`` keys, URL credentials), the value of every environment variable
-whose name looks like a secret (``AWS_SECRET_ACCESS_KEY``, ``DATABASE_PASSWORD``).
+credential, ...): its string value is never previewed. ``environment_secrets``
+adds to the values ``pi_kernel.ai.secrets.mask`` knows (``*_API_KEY`` /
+``*_TOKEN``) the value of every environment variable whose name looks like a
+secret (``AWS_SECRET_ACCESS_KEY``, ``DATABASE_PASSWORD``): what a preview of the
+notebook is masked with (``mask(text, environment_secrets())``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import re
 from typing import Any
 
-from pi_kernel.ai.secrets import MIN_SECRET_CHARS, mask, secret_values
+from pi_kernel.ai.secrets import MIN_SECRET_CHARS, secret_values
 
 _SECRET_WORDS = re.compile(
     r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api_?key|private_?key|(?:^|_)keys?(?:_|$)",
@@ -39,8 +40,3 @@ def environment_secrets() -> list[str]:
     """Values of environment variables named like secrets, and the known key variables; longest first."""
     named = {value for name, value in os.environ.items() if is_secret_name(name) and len(value) >= MIN_SECRET_CHARS}
     return sorted(named | set(secret_values()), key=len, reverse=True)
-
-
-def mask_text(text: str) -> str:
-    """``mask`` with every secret-named environment value masked too."""
-    return mask(text, secrets=environment_secrets())

@@ -1,0 +1,110 @@
+"""The outgoing choke point (``pi_kernel.kernel.outgoing``): what the kernel sends is masked, the user's own
+Python cells are left alone, and ``%unload_ext`` puts ``Session.send`` back.
+
+A stock ipykernel with ``%load_ext pi_kernel``: the Pi kernel attaches the same way (``extension.attach``).
+Its own iopub log holds the key on purpose, so it is not the kernel of the modules that check no key ever
+leaves (test_kernel_agent, test_kernel_extension).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
+
+pytestmark = pytest.mark.kernel
+
+PRINT_KEY = "import os\nprint('key:', os.environ['OPENAI_API_KEY'])"
+
+
+@pytest.fixture(scope="module")
+def stock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelDriver]:
+    root = tmp_path_factory.mktemp("stock")
+    spec = root / "kernels" / "stock"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "stock", "language": "python"}))
+    with KernelDriver("stock", env=kernel_env("http://127.0.0.1:9/v1"), jupyter_path=root) as driver:
+        assert driver.run("%load_ext pi_kernel").status == "ok"
+        yield driver
+
+
+def test_what_a_pi_cell_sends_is_masked_on_its_way_out(stock: KernelDriver) -> None:
+    """Output no view composed (a cell that talks to pi prints the key itself) still leaves masked: on
+    iopub (``stream``, the ``execute_input`` echo), on stdin (an ``input_request``) and in comm messages."""
+    printed = stock.run("import pi_kernel\n" + PRINT_KEY)
+    assert printed.text.strip() == "key: ***"
+    with_magic = stock.run("%pi\n" + PRINT_KEY)
+    assert with_magic.status == "ok" and "key: ***" in with_magic.text and FAKE_KEY not in with_magic.text
+    prompts: list[str] = []
+    asked = stock.run(
+        "import os, pi_kernel\nanswer = input('key ' + os.environ['OPENAI_API_KEY'] + '? ')",
+        allow_stdin=True,
+        on_input=lambda prompt: prompts.append(prompt) or "y",
+    )
+    assert asked.status == "ok" and prompts == ["key ***? "]
+    opened = stock.run(
+        "import os\nfrom ipykernel.comm import Comm\n"
+        "comm = Comm(target_name='anything', data={'key': os.environ['OPENAI_API_KEY']})"
+    )
+    assert opened.status == "ok"
+    comm_opens = [m for m in stock.iopub_log if m["msg_type"] == "comm_open"]
+    assert comm_opens and comm_opens[-1]["content"]["data"] == {"key": "***"}  # a widget's state, say
+    pi_messages = [m for m in stock.iopub_log if m["parent_header"].get("msg_id") in _ids(printed, with_magic)]
+    assert pi_messages and FAKE_KEY not in json.dumps([m["content"] for m in pi_messages])
+
+
+def test_a_pi_command_error_quoting_a_key_is_masked_in_its_output_and_its_reply(stock: KernelDriver) -> None:
+    result = stock.run(f"%pi allow {FAKE_KEY}")
+    assert result.status == "error" and "nothing waits for approval under '***'" in result.text
+    assert FAKE_KEY not in json.dumps(result.reply) and FAKE_KEY not in json.dumps(
+        [m["content"] for m in result.messages]
+    )
+
+
+TERMINAL_IPYTHON = f"""
+import os
+os.environ["OPENAI_API_KEY"] = {FAKE_KEY!r}
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("%load_ext pi_kernel")
+shell.run_cell("%pi allow {FAKE_KEY}")
+shell.run_cell("%pi model https://me:hunter2-secret@example.com/v1")
+shell.run_cell({"import pi_kernel" + chr(10) + PRINT_KEY!r})
+shell.run_cell({PRINT_KEY!r})
+"""
+
+
+def test_ipython_without_a_kernel_masks_what_pi_cells_print() -> None:
+    """No kernel, no messages: the terminal's ``sys.stdout`` / ``sys.stderr`` mask while a pi cell runs."""
+    env = kernel_env()
+    ran = subprocess.run([sys.executable, "-c", TERMINAL_IPYTHON], capture_output=True, text=True, timeout=60, env=env)
+    lines = ran.stdout.splitlines()
+    assert "UsageError: nothing waits for approval under '***' (waiting: none)" in lines, ran.stdout + ran.stderr
+    assert "hunter2-secret" not in ran.stdout and "https://***@example.com/v1" in ran.stdout
+    assert lines[-2:] == ["key: ***", f"key: {FAKE_KEY}"]  # a cell naming pi_kernel, then the user's own
+
+
+def test_the_users_own_python_cells_are_left_alone(stock: KernelDriver) -> None:
+    assert stock.run(PRINT_KEY).text.strip() == f"key: {FAKE_KEY}"  # README: prints what you asked for
+    code = f"secret = {FAKE_KEY!r}\nprint(secret)"
+    typed = stock.run(code)
+    assert typed.text.strip() == FAKE_KEY
+    assert [m["content"]["code"] for m in typed.messages if m["msg_type"] == "execute_input"] == [code]
+
+
+def test_unload_puts_the_session_send_back(stock: KernelDriver) -> None:
+    assert stock.run("'send' in vars(get_ipython().kernel.session)").text.strip() == "True"
+    assert stock.run("%unload_ext pi_kernel").status == "ok"
+    assert stock.run("'send' in vars(get_ipython().kernel.session)").text.strip() == "False"
+    assert stock.run("import pi_kernel\n" + PRINT_KEY).text.strip() == f"key: {FAKE_KEY}"  # nothing masks now
+    assert stock.run("%load_ext pi_kernel").status == "ok"
+    assert stock.run("import pi_kernel\n" + PRINT_KEY).text.strip() == "key: ***"
+
+
+def _ids(*results: object) -> set[str]:
+    return {m["parent_header"].get("msg_id") for result in results for m in getattr(result, "messages", [])}

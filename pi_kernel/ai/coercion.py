@@ -1,15 +1,15 @@
-"""The one lenient pre-pass before the strict check: schema-guided repair of tool arguments.
+"""The lenient pre-pass before the strict check: schema-guided repair of tool arguments.
 
 Models often send almost-right arguments (``"42"`` for an integer, a JSON
-*string* holding the array asked for, ``null`` for a parameter they leave out),
-and neither ``jsonschema`` (no coercion at all) nor pydantic's lax mode (no
-number becomes a string, no JSON string a list) repairs them. This pass does,
-guided by the tool's JSON schema and only where the repair is unambiguous;
-what it cannot repair is left for the strict check to report. The rules are
-in ``docs/validation.md`` (step 2, and ``null``), the full table in
-``tests/test_coercion.py``. The walk is bounded by ``_MAX_DEPTH``, so a
-``$ref`` cycle ends. ``jsonschema`` is imported inside ``coerce_with_schema``:
-importing it takes seconds, which a kernel that runs no tool should not pay.
+*string* holding the array asked for, ``null`` for a parameter they leave out)
+that neither ``jsonschema`` (no coercion at all) nor pydantic's lax mode (no
+number becomes a string, no JSON string a list) accepts. ``SchemaCoercer``
+repairs them, guided by the tool's JSON schema and only where the repair is
+unambiguous; the strict check reports the rest. The rules are in
+``docs/validation.md`` (step 2, and ``null``), the full table in
+``tests/test_coercion.py``. The walk stops at ``_MAX_DEPTH``, so a ``$ref``
+cycle ends. ``jsonschema`` is imported inside ``coerce_with_schema``: importing
+it takes about a second, which a kernel that runs no tool should not pay.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.ai.pattern_check import PatternTimeout, search
+
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
@@ -27,17 +29,15 @@ _FAIL = object()
 """``_convert`` could not convert."""
 _MAX_DEPTH = 200
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
-_PYTHON_TYPE = {"string": str, "boolean": bool, "null": type(None), "array": list, "object": dict}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
 
 def copy_json(value: Any) -> Any:
     """A deep copy of JSON-like data: dicts and lists rebuilt, scalars shared (several times faster than
-    ``copy.deepcopy`` or a ``json`` round trip); anything else falls back to ``copy.deepcopy``."""
-    kind = type(value)
-    if kind is dict:
+    ``copy.deepcopy``); anything else is deep-copied."""
+    if type(value) is dict:
         return {key: copy_json(item) for key, item in value.items()}
-    if kind is list:
+    if type(value) is list:
         return [copy_json(item) for item in value]
     if isinstance(value, (str, int, float, bool, type(None))):
         return value
@@ -62,6 +62,15 @@ def resolve_local_ref(root: Any, ref: str) -> Any:
     return node
 
 
+def pattern_matches(pattern: str, key: str) -> bool:
+    """Whether a property name matches a ``patternProperties`` pattern (time-limited, see ``pattern_check``);
+    a pattern that does not compile or runs out of time does not match."""
+    try:
+        return search(pattern, key)
+    except (PatternTimeout, re.error):
+        return False
+
+
 def coerce_with_schema(value: Any, schema: Any, root_schema: Any = None, *, fill_defaults: bool = True) -> Any:
     """A coerced copy of ``value`` for ``schema`` (``$ref``s resolve in ``root_schema``); ``value`` is untouched."""
     from jsonschema.validators import Draft202012Validator, validator_for
@@ -72,17 +81,21 @@ def coerce_with_schema(value: Any, schema: Any, root_schema: Any = None, *, fill
 
 
 class SchemaCoercer:
-    """Coercion bound to one root schema and its ``jsonschema`` validator; build once per schema and reuse."""
+    """Coercion for one root schema; build once per schema and reuse.
+
+    ``validator`` (for the root) checks union branches and whether ``null`` is
+    accepted. An optional parameter sent as ``null`` that its schema does not
+    accept is "not given": replaced by the schema's ``default`` when
+    ``fill_defaults``, else dropped (pydantic applies its own defaults). With
+    ``null_means_unset`` (strict mode) that holds even where ``null`` is
+    accepted, unless the default itself is ``null``.
+    """
 
     def __init__(self, root: Any, validator: Validator, *, fill_defaults: bool = True, null_means_unset: bool = False):
         self.root = root
-        """The schema ``$ref``s resolve against."""
-        self.fill_defaults = fill_defaults
-        """Replace an optional ``null`` by the schema's ``default`` (True) or just drop it."""
-        self.null_means_unset = null_means_unset
-        """Strict mode: an optional ``null`` is "not given" even where the schema accepts it."""
         self.validator = validator
-        """Checks union branches and null-acceptance, resolving ``$ref``s against the root."""
+        self.fill_defaults = fill_defaults
+        self.null_means_unset = null_means_unset
 
     def coerce_in_place(self, value: Any, schema: Any = None) -> Any:
         """Coerce ``value`` (containers are changed in place) for ``schema`` (default: the root); return it."""
@@ -113,14 +126,14 @@ class SchemaCoercer:
             prefix, items = _list(schema.get("prefixItems")), schema.get("items")
             if isinstance(items, list):  # draft 7 and older: a list of items is the tuple form
                 prefix, items = items, schema.get("additionalItems")
-            if prefix or isinstance(items, dict):
-                for index, item in enumerate(value):
-                    value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1)
+            for index, item in enumerate(value):
+                value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1)
         return value
 
     def _coerce_union(self, value: Any, branches: list[Any], depth: int) -> Any:
+        """A value that fits a branch is kept; else the first branch that fits after coercion."""
         fitting = next((branch for branch in branches if self._valid(value, branch)), None)
-        if fitting is not None:  # kept; in strict mode still walked, to find the nulls that mean "not given"
+        if fitting is not None:  # in strict mode still walked, to find the nulls that mean "not given"
             return self._coerce(value, fitting, depth + 1) if self.null_means_unset else value
         for branch in branches:
             trial = self._coerce(copy_json(value), branch, depth + 1)
@@ -131,7 +144,7 @@ class SchemaCoercer:
     def _coerce_scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
         kinds = _types_of(schema)
-        if kinds and not any(_has_type(value, kind) for kind in kinds):
+        if kinds and not any(self._has_type(value, kind) for kind in kinds):
             value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _FAIL), value)
         members = _list(schema.get("enum")) or ([schema["const"]] if "const" in schema else [])
         if members and not any(_same_json(value, member) for member in members):
@@ -141,24 +154,30 @@ class SchemaCoercer:
                     return converted
         return value
 
+    def _has_type(self, value: Any, kind: str) -> bool:
+        """Whether ``value`` has JSON type ``kind``; an unknown type name says yes (not ours to convert)."""
+        from jsonschema.exceptions import UnknownType
+
+        try:
+            return bool(self.validator.is_type(value, kind))
+        except UnknownType:
+            return True
+
     def _coerce_object(self, value: dict[str, Any], schema: dict[str, Any], depth: int) -> None:
         properties, patterns = _dict(schema.get("properties")), _dict(schema.get("patternProperties"))
         additional = schema.get("additionalProperties")
-        if not properties and not patterns and not isinstance(additional, dict):
-            return
         required = _list(schema.get("required"))
         for key in list(value):
-            if key in properties:
-                sub = properties[key]
-                if value[key] is None and key not in required and self._null_is_unset(sub):
-                    found, default = self._default(sub)
-                    if found and self.fill_defaults:
-                        value[key] = copy_json(default)
-                    else:
-                        del value[key]
-                    continue
-            else:
-                sub = next((s for p, s in patterns.items() if _search(p, key)), additional)
+            sub = properties.get(key)
+            if key in properties and value[key] is None and key not in required and self._null_is_unset(sub):
+                found, default = self._default(sub)
+                if found and self.fill_defaults:
+                    value[key] = copy_json(default)
+                else:
+                    del value[key]
+                continue
+            if key not in properties:
+                sub = next((s for p, s in patterns.items() if pattern_matches(p, key)), additional)
             value[key] = self._coerce(value[key], sub, depth + 1)
 
     def _null_is_unset(self, sub: Any) -> bool:
@@ -195,18 +214,6 @@ def _types_of(schema: dict[str, Any]) -> list[str]:
     return ["array"] if "items" in schema or "prefixItems" in schema else []
 
 
-def _has_type(value: Any, kind: str) -> bool:
-    """Whether ``value`` has JSON type ``kind``; an unknown type name says yes (not ours to convert)."""
-    if kind == "integer":
-        if isinstance(value, float):
-            return value.is_integer()
-        return isinstance(value, int) and type(value) is not bool
-    if kind == "number":
-        return type(value) is not bool and isinstance(value, (int, float))
-    python = _PYTHON_TYPE.get(kind)
-    return python is None or isinstance(value, python)
-
-
 def _same_json(a: Any, b: Any) -> bool:
     """JSON equality: ``True`` is not ``1``, ``1`` is ``1.0``, ``"1"`` is not ``1``."""
     numbers = (int, float)
@@ -218,7 +225,7 @@ def _same_json(a: Any, b: Any) -> bool:
 def _convert(value: Any, kind: str) -> Any:
     """``value`` as JSON type ``kind``, or ``_FAIL``."""
     if kind in ("integer", "number"):
-        return _to_number(value, integer=kind == "integer")
+        return _to_number(value, integer=kind == "integer") if isinstance(value, str) else _FAIL
     if kind == "boolean":
         if isinstance(value, str):
             return _BOOLEAN_TEXT.get(value.strip().lower(), _FAIL)
@@ -238,27 +245,20 @@ def _convert(value: Any, kind: str) -> Any:
     return _FAIL
 
 
-def _to_number(value: Any, *, integer: bool) -> Any:
-    if not isinstance(value, str) or "_" in value:  # Python reads "1_000"; JSON does not
+def _to_number(text: str, *, integer: bool) -> Any:
+    if "_" in text:  # Python reads "1_000"; JSON does not
         return _FAIL
     try:
-        return int(value)
+        return int(text)
     except ValueError:  # not an integer's text (or more digits than int() accepts)
         pass
     try:
-        number = float(value)
+        number = float(text)
     except ValueError:
         return _FAIL
     if not math.isfinite(number) or (integer and not number.is_integer()):
         return _FAIL
     return int(number) if integer else number
-
-
-def _search(pattern: str, key: str) -> bool:
-    try:
-        return re.search(pattern, key) is not None
-    except re.error:
-        return False
 
 
 def _list(value: Any) -> list[Any]:

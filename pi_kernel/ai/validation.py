@@ -1,20 +1,19 @@
-"""``validate_tool_arguments``: copy, check, coerce leniently, check again, explain failures.
+"""``validate_tool_arguments``: check a copy of a tool call's arguments, repair it, check again, explain.
 
-The arguments a model sends are untrusted. A copy is checked strictly
-(pydantic in lax mode for a model tool, ``jsonschema`` for a schema dict);
-only if that fails is it repaired where the repair is unambiguous (the
-``coercion`` pre-pass) and checked once more. What is still wrong raises
-``ToolArgumentsError``, written for the model to read and correct itself
-(dotted paths, see ``error_paths``). The behaviour and the error text are
-documented in ``docs/validation.md``. Compiled validators are cached per tool
-and per schema content. ``jsonschema`` is imported where a schema is compiled
-or checked: importing it takes seconds, which a kernel that runs no tool should not pay.
+The arguments a model sends are untrusted. A copy is checked (pydantic in lax
+mode for a model tool, ``jsonschema`` for a schema dict); only if that fails is
+it repaired where the repair is unambiguous (the ``coercion`` pre-pass) and
+checked once more. What is still wrong raises ``ToolArgumentsError``, written
+for the model to read, each problem at a dotted path into what it sent.
+Behaviour and error text: ``docs/validation.md``. ``jsonschema`` is imported
+inside functions: importing it takes about a second, which a kernel that runs
+no tool should not pay.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,33 +21,38 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelValidationError
 
-from pi_kernel.ai.coercion import SchemaCoercer, copy_json
-from pi_kernel.ai.error_paths import ErrorList, describe_schema_error, dotted, model_error_path
+from pi_kernel.ai.coercion import SchemaCoercer, copy_json, pattern_matches
 from pi_kernel.ai.messages import ToolCall
 from pi_kernel.ai.pattern_check import bounded_validator
 from pi_kernel.ai.tool import Tool
 
 if TYPE_CHECKING:
+    from jsonschema import ValidationError as SchemaValidationError
     from jsonschema.protocols import Validator
 
+ErrorList = list[tuple[str, str]]
+"""``(dotted path, message)`` pairs."""
 _JSON_KIND = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+_SEARCH_BUDGET = 2048
 
 
 class ToolArgumentsError(ValueError):
-    """A tool call's arguments failed validation; ``str()`` is the text for the model."""
+    """A tool call's arguments failed validation; ``str()`` is the text for the model.
+
+    ``errors``: ``(path, message)`` for each problem. ``received``: what the
+    model sent (the raw text when it was not valid JSON); ``received_text``:
+    that as the model reads it.
+    """
 
     def __init__(self, tool_name: str, errors: ErrorList, received: Any, received_text: str | None = None) -> None:
         self.tool_name = tool_name
-        """The tool the model called."""
         self.errors = errors
-        """``(path, message)`` for each problem."""
         self.received = received
-        """What the model sent: the arguments, or the raw text when it was not valid JSON."""
         self.received_text = _dump(received) if received_text is None else received_text
-        """``received`` as the model reads it."""
         lines = "\n".join(f"  - {path}: {message}" for path, message in errors)
-        text = f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{self.received_text}'
-        super().__init__(text)
+        super().__init__(
+            f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{self.received_text}'
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:  # ``BaseException`` would pickle as ``cls(*self.args)``
         return (type(self), (self.tool_name, self.errors, self.received, self.received_text))
@@ -73,7 +77,7 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
             problem = f"The arguments must be a JSON object, not {kind}"
             raise ToolArgumentsError(tool_call.name, [("root", problem)], received, raw)
     compiled = compiled_schema(tool)
-    arguments = copy_json(received)  # the contract's deep copy; everything below works on it
+    arguments = copy_json(received)  # everything below works on (and may change) this copy
     if tool.uses_strict_mode(provider_supports_strict=True) and isinstance(arguments, dict):
         # Sent in strict mode, the model had to fill every property: its nulls mean "use the default".
         arguments = compiled.strict_coercer.coerce_in_place(arguments)
@@ -94,10 +98,10 @@ def _check_model(compiled: CompiledSchema, model: type[BaseModel], arguments: An
             arguments = compiled.coercer.coerce_in_place(arguments)
             return model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
-        errors: ErrorList = []
-        for item in error.errors(include_url=False):
-            path = model_error_path(item["loc"], arguments, item.get("input"), item["type"])
-            errors.append((dotted(path), item["msg"]))
+        errors = [
+            (dotted(model_error_path(item["loc"], arguments, item.get("input"), item["type"])), item["msg"])
+            for item in error.errors(include_url=False)
+        ]
         return None, list(dict.fromkeys(errors))  # without repeats, in order
     except (TypeError, AttributeError, KeyError, IndexError) as error:
         # A model validator that crashed on odd input: still the model's input to fix.
@@ -107,7 +111,7 @@ def _check_model(compiled: CompiledSchema, model: type[BaseModel], arguments: An
 def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:
     from referencing.exceptions import Unresolvable
 
-    try:  # (a schema that breaks the metaschema was refused when it was compiled)
+    try:
         if compiled.validator.is_valid(arguments):
             return arguments, []
         arguments = compiled.coercer.coerce_in_place(arguments)
@@ -118,88 +122,163 @@ def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[A
     return (None, errors) if errors else (arguments, [])
 
 
-@dataclass(frozen=True, slots=True)
-class CompiledSchema:
-    """Everything validation needs for one tool schema, built once."""
-
-    validator: Validator
-    """``jsonschema`` validator for the tool's JSON schema (its ``$schema`` draft, else 2020-12)."""
-    coercer: SchemaCoercer
-    """The lenient pre-pass, guided by the same schema."""
-    model: type[BaseModel] | None
-    """The pydantic model class, when the tool has one (it then decides validity)."""
-    strict_coercer: SchemaCoercer
-    """For tools sent in strict mode: also reads a nullable parameter's ``null`` as "not given"."""
-
-
-def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
-    """Build the validator and coercers for ``schema`` (the tool's ``shared_json_schema()``)."""
-    from jsonschema.validators import Draft202012Validator, validator_for
-
-    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
-    if model is not None:
-        validator = bounded_validator(Draft202012Validator)(schema)  # pydantic emits 2020-12
-    else:
-        cls = validator_for(schema, default=Draft202012Validator)
-        cls.check_schema(schema)  # a broken schema is the tool author's error: say so once, clearly
-        validator = bounded_validator(cls)(schema)  # a pattern cannot freeze the kernel (pattern_check)
-    fill = model is None  # pydantic applies its own default (and default_factory): drop, do not fill
-    coercer = SchemaCoercer(schema, validator, fill_defaults=fill)
-    strict = SchemaCoercer(schema, validator, fill_defaults=fill, null_means_unset=True)
-    return CompiledSchema(validator, coercer, model, strict)
-
-
-# Cached per Tool (weakly held, with the exact schema object it was built from: one lookup and one identity
-# check per call), then shared by content, so equal schemas compile once: the model class, or the canonical
-# JSON of a schema dict, in one bounded least-recently-used table (which holds model classes strongly).
-_by_tool: weakref.WeakKeyDictionary[Tool, tuple[dict[str, Any], CompiledSchema]] = weakref.WeakKeyDictionary()
-_shared: dict[Any, CompiledSchema] = {}
-_SHARED_LIMIT = 256
-_lock = threading.Lock()
-
-
-def compiled_schema(tool: Tool) -> CompiledSchema:
-    """The cached ``CompiledSchema`` for ``tool`` (built on first use)."""
-    schema = tool.shared_json_schema()
-    try:
-        entry = _by_tool.get(tool)
-    except TypeError:  # an unhashable Tool subclass (a dataclass with eq=True): the shared level only
-        return _shared_compiled(tool, schema)
-    if entry is not None and entry[0] is schema:
-        return entry[1]
-    compiled = _shared_compiled(tool, schema)
-    _by_tool[tool] = (schema, compiled)
-    return compiled
-
-
-def _shared_compiled(tool: Tool, schema: dict[str, Any]) -> CompiledSchema:
-    from jsonschema.exceptions import SchemaError
-
-    parameters = tool.parameters
-    is_model = isinstance(parameters, type) and issubclass(parameters, BaseModel)
-    key = parameters if is_model else json.dumps(schema, sort_keys=True, default=repr)
-    with _lock:
-        compiled = _shared.pop(key, None)
-        if compiled is None:
-            try:
-                compiled = build_compiled_schema(parameters, schema)
-            except SchemaError as error:
-                raise ValueError(f'Tool "{tool.name}" has an invalid parameters schema: {error.message}') from None
-        _shared[key] = compiled  # (re)inserted last: the most recently used
-        if len(_shared) > _SHARED_LIMIT:
-            del _shared[next(iter(_shared))]
-    return compiled
-
-
-def clear_validation_cache() -> None:
-    """Forget every compiled schema (tests, or after editing a schema in place)."""
-    with _lock:
-        _by_tool.clear()
-        _shared.clear()
-
-
 def _dump(value: Any) -> str:
     try:
         return json.dumps(value, indent=2)
     except (TypeError, ValueError):  # a prepare_arguments hook put non-JSON values in
         return json.dumps(value, indent=2, default=repr)
+
+
+# --- Where an error is: pydantic's ``loc`` without union-branch tags (``x.int``, ``edits.0.Replace.old_text``);
+# of a failed ``jsonschema`` ``anyOf`` / ``oneOf``, the branch the model meant (``best_match`` cannot pick
+# it: it returns one error, and for branches it rates alike, the generic union error).
+
+
+def dotted(path: Any) -> str:
+    return ".".join(str(part) for part in path) or "root"
+
+
+def model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, error_type: str) -> list[int | str]:
+    """Pydantic's ``loc`` with its union-branch tags removed: a path into the arguments.
+
+    Each step is a key or index of the value there, or a tag. The reading
+    chosen is the one that ends at the value the error is about (pydantic's
+    ``input``), stepping in before skipping, so a key spelt like a tag is told
+    apart; the last step of a "missing" error names the absent field. The
+    search is bounded; without a fitting reading (a validator changed the
+    value) the steps that are keys or indexes of what was sent are kept.
+    """
+    budget = [_SEARCH_BUDGET]
+    last = len(loc) - 1
+
+    def search(position: int, node: Any) -> list[int | str] | None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        if position > last:
+            return [] if _same(node, error_input) else None
+        part = loc[position]
+        if _has(node, part):
+            rest = search(position + 1, node[part])
+            if rest is not None:
+                return [part, *rest]
+        elif position == last and error_type == "missing" and isinstance(node, dict) and _same(node, error_input):
+            return [part]
+        return search(position + 1, node)  # ``part`` as a tag
+
+    found = search(0, arguments)
+    if found is not None:
+        return found
+    path: list[int | str] = []
+    for position, part in enumerate(loc):
+        if _has(arguments, part):
+            arguments = arguments[part]
+            path.append(part)
+        elif position == last and error_type == "missing":
+            path.append(part)
+    return path
+
+
+def _has(node: Any, part: int | str) -> bool:
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node)
+
+
+def _same(node: Any, error_input: Any) -> bool:
+    try:
+        return node is error_input or bool(node == error_input)
+    except Exception:  # noqa: BLE001 - an odd value that cannot compare is simply not the one
+        return False
+
+
+def describe_schema_error(error: SchemaValidationError) -> ErrorList:
+    """Readable ``(path, message)`` pairs for one ``jsonschema`` error, worded like pydantic's where it can."""
+    path, instance = list(error.absolute_path), error.instance
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "required" and isinstance(instance, dict):
+        names = error.validator_value if isinstance(error.validator_value, list) else []
+        return [(dotted([*path, name]), "Field required") for name in names if name not in instance]
+    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
+        known, patterns = schema.get("properties") or {}, schema.get("patternProperties") or {}
+        extras = [key for key in instance if key not in known and not any(pattern_matches(p, key) for p in patterns)]
+        return [(dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
+    described: ErrorList = []
+    if error.validator in ("anyOf", "oneOf"):
+        for branch_error in _branch_meant(error.context, len(path)):
+            described += [item for item in describe_schema_error(branch_error) if item not in described]
+    return described or [(dotted(path), error.message)]
+
+
+def _branch_meant(errors: list[SchemaValidationError], depth: int) -> list[SchemaValidationError]:
+    """The complaints of the union branch(es) the model most likely meant, or ``[]`` for none.
+
+    A branch is set aside when the value is not of its type (or not its
+    ``enum`` / ``const``), then, if any is left, when a property's ``const`` (a
+    tag such as ``kind: "cat"``) differs. Of the rest, the branch(es) with the
+    fewest complaints. None left: the generic "not valid under any" message.
+    """
+    by_branch: dict[Any, list[SchemaValidationError]] = {}
+    for item in errors:
+        by_branch.setdefault(item.relative_schema_path[0] if item.relative_schema_path else None, []).append(item)
+
+    def mismatch(group: list[SchemaValidationError], validators: tuple[str, ...], extra: int) -> bool:
+        return any(item.validator in validators and len(item.absolute_path) == depth + extra for item in group)
+
+    candidates = [group for group in by_branch.values() if not mismatch(group, ("type", "enum", "const"), 0)]
+    candidates = [group for group in candidates if not mismatch(group, ("const",), 1)] or candidates
+    fewest = min((len(group) for group in candidates), default=0)
+    return [item for group in candidates if len(group) == fewest for item in group]
+
+
+# --- Compiled validators, cached per Tool (weakly held, with the schema object they were built from: one
+# lookup and one identity check per call) and shared by content (the model class and the schema's JSON), so
+# equal schemas compile once; the shared cache is bounded (it holds model classes strongly).
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSchema:
+    """Everything validation needs for one tool schema: the ``jsonschema`` validator, the pydantic model
+    class when the tool has one (it then decides validity), and the pre-pass for plain and strict-mode calls."""
+
+    validator: Validator
+    model: type[BaseModel] | None
+    coercer: SchemaCoercer
+    strict_coercer: SchemaCoercer
+
+
+def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
+    """Build the validator and coercers for ``schema`` (``Tool`` has checked it); ``pattern`` checks are
+    time-limited (``pattern_check``)."""
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
+    draft = Draft202012Validator if model is not None else validator_for(schema, default=Draft202012Validator)
+    validator = bounded_validator(draft)(schema)
+    fill = model is None  # pydantic applies its own default (and default_factory): drop, do not fill
+    coercer = SchemaCoercer(schema, validator, fill_defaults=fill)
+    strict_coercer = SchemaCoercer(schema, validator, fill_defaults=fill, null_means_unset=True)
+    return CompiledSchema(validator, model, coercer, strict_coercer)
+
+
+_by_tool: weakref.WeakKeyDictionary[Tool, tuple[dict[str, Any], CompiledSchema]] = weakref.WeakKeyDictionary()
+
+
+def compiled_schema(tool: Tool) -> CompiledSchema:
+    """The cached ``CompiledSchema`` for ``tool`` (built on first use)."""
+    schema = tool.shared_json_schema()
+    parameters = tool.parameters
+    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
+    try:
+        cached = _by_tool.get(tool)
+    except TypeError:  # an unhashable Tool subclass (a dataclass with eq=True): the shared cache only
+        return _compiled(model, json.dumps(schema, default=repr))
+    if cached is None or cached[0] is not schema:
+        cached = _by_tool[tool] = (schema, _compiled(model, json.dumps(schema, default=repr)))
+    return cached[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(model: type[BaseModel] | None, schema_text: str) -> CompiledSchema:
+    schema = json.loads(schema_text)  # (``Tool`` has checked that its schema is plain JSON)
+    return build_compiled_schema(schema if model is None else model, schema)

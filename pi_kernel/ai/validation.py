@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 ErrorList = list[tuple[str, str]]
 """``(dotted path, message)`` pairs."""
 _JSON_KIND = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-_SEARCH_BUDGET = 2048
 
 
 class ToolArgumentsError(ValueError):
@@ -99,7 +98,7 @@ def _check_model(compiled: CompiledSchema, model: type[BaseModel], arguments: An
             return model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
         errors = [
-            (dotted(model_error_path(item["loc"], arguments, item.get("input"), item["type"])), item["msg"])
+            (model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
             for item in error.errors(include_url=False)
         ]
         return None, list(dict.fromkeys(errors))  # without repeats, in order
@@ -138,45 +137,25 @@ def dotted(path: Any) -> str:
     return ".".join(str(part) for part in path) or "root"
 
 
-def model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, error_type: str) -> list[int | str]:
-    """Pydantic's ``loc`` with its union-branch tags removed: a path into the arguments.
+def model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
+    """Pydantic's ``loc`` as a dotted path into the arguments, without the union-branch tags in it.
 
-    Each step is a key or index of the value there, or a tag. The reading
-    chosen is the one that ends at the value the error is about (pydantic's
-    ``input``), stepping in before skipping, so a key spelt like a tag is told
-    apart; the last step of a "missing" error names the absent field. The
-    search is bounded; without a fitting reading (a validator changed the
-    value) the steps that are keys or indexes of what was sent are kept.
+    A step that is a key or index of the value reached is followed; any other
+    step is a tag, skipped, except the last step of a "missing" error, which
+    names the absent field. A key is a tag too where the value reached already
+    is the one the error is about (pydantic's ``input``) and the key leads away
+    from it: ``item: dict[str, int] | int`` sent ``{"int": "x"}`` fails the int
+    branch at ``item``, not at ``item.int``.
     """
-    budget = [_SEARCH_BUDGET]
-    last = len(loc) - 1
-
-    def search(position: int, node: Any) -> list[int | str] | None:
-        budget[0] -= 1
-        if budget[0] < 0:
-            return None
-        if position > last:
-            return [] if _same(node, error_input) else None
-        part = loc[position]
-        if _has(node, part):
-            rest = search(position + 1, node[part])
-            if rest is not None:
-                return [part, *rest]
-        elif position == last and error_type == "missing" and isinstance(node, dict) and _same(node, error_input):
-            return [part]
-        return search(position + 1, node)  # ``part`` as a tag
-
-    found = search(0, arguments)
-    if found is not None:
-        return found
     path: list[int | str] = []
+    node = arguments
     for position, part in enumerate(loc):
-        if _has(arguments, part):
-            arguments = arguments[part]
+        if _has(node, part) and not (_same(node, error_input) and not _same(node[part], error_input)):
+            node = node[part]
             path.append(part)
-        elif position == last and error_type == "missing":
+        elif missing and position == len(loc) - 1:
             path.append(part)
-    return path
+    return dotted(path)
 
 
 def _has(node: Any, part: int | str) -> bool:

@@ -1,15 +1,14 @@
 """The lenient pre-pass before the strict check: schema-guided repair of tool arguments.
 
 Models often send almost-right arguments (``"42"`` for an integer, a JSON
-*string* holding the array asked for, ``null`` for a parameter they leave out)
-that neither ``jsonschema`` (no coercion at all) nor pydantic's lax mode (no
-number becomes a string, no JSON string a list) accepts. ``SchemaCoercer``
-repairs them, guided by the tool's JSON schema and only where the repair is
-unambiguous; the strict check reports the rest. The rules are in
-``docs/validation.md`` (step 2, and ``null``), the full table in
-``tests/test_coercion.py``. The walk stops at ``_MAX_DEPTH``, so a ``$ref``
-cycle ends. ``jsonschema`` is imported inside ``coerce_with_schema``: importing
-it takes about a second, which a kernel that runs no tool should not pay.
+*string* holding the array asked for, ``null`` for a parameter left out) that
+neither ``jsonschema`` (no coercion) nor pydantic's lax mode (no number becomes
+a string, no JSON string a list) accepts. ``SchemaCoercer`` repairs what is
+unambiguous, guided by the tool's JSON schema; the strict check reports the
+rest. Rules: ``docs/validation.md``; the full table: ``tests/test_coercion.py``.
+The walk stops at ``_MAX_DEPTH``, so a ``$ref`` cycle ends. ``jsonschema`` is
+imported inside functions: it takes about a second, which a kernel that runs no
+tool should not pay.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ from pi_kernel.ai.pattern_check import PatternTimeout, search
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-_FAIL = object()
-"""``_convert`` could not convert."""
+_NONE = object()
+"""No value: ``_convert`` could not convert, or a schema has no ``default``."""
 _MAX_DEPTH = 200
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
@@ -145,12 +144,12 @@ class SchemaCoercer:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
         kinds = _types_of(schema)
         if kinds and not any(self._has_type(value, kind) for kind in kinds):
-            value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _FAIL), value)
+            value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _NONE), value)
         members = _list(schema.get("enum")) or ([schema["const"]] if "const" in schema else [])
         if members and not any(_same_json(value, member) for member in members):
             for member in members:
                 converted = _convert(value, _KIND_OF.get(type(member), "object"))
-                if converted is not _FAIL and _same_json(converted, member):
+                if converted is not _NONE and _same_json(converted, member):
                     return converted
         return value
 
@@ -170,8 +169,8 @@ class SchemaCoercer:
         for key in list(value):
             sub = properties.get(key)
             if key in properties and value[key] is None and key not in required and self._null_is_unset(sub):
-                found, default = self._default(sub)
-                if found and self.fill_defaults:
+                default = self._default(sub)
+                if default is not _NONE and self.fill_defaults:
                     value[key] = copy_json(default)
                 else:
                     del value[key]
@@ -185,22 +184,20 @@ class SchemaCoercer:
             return True
         if not self.null_means_unset:
             return False
-        found, default = self._default(sub)  # none in the schema: pydantic's default_factory, or no default
-        return not found or default is not None
+        default = self._default(sub)  # none in the schema: pydantic's default_factory, or no default
+        return default is _NONE or default is not None
 
-    def _default(self, node: Any) -> tuple[bool, Any]:
-        """``(True, default)`` from ``node`` or along its ``$ref`` chain, else ``(False, None)``."""
-        seen: set[str] = set()
-        while isinstance(node, dict) and "default" not in node:
-            ref = node.get("$ref")
-            if not isinstance(ref, str) or ref in seen:
-                return False, None
-            seen.add(ref)
-            try:
-                node = resolve_local_ref(self.root, ref)
-            except LookupError:
-                return False, None
-        return (True, node["default"]) if isinstance(node, dict) else (False, None)
+    def _default(self, node: Any, depth: int = 0) -> Any:
+        """The ``default`` in ``node`` or at the end of its ``$ref`` chain, else ``_NONE``."""
+        if not isinstance(node, dict) or depth > _MAX_DEPTH:
+            return _NONE
+        if "default" in node:
+            return node["default"]
+        ref = node.get("$ref")
+        try:
+            return self._default(resolve_local_ref(self.root, ref), depth + 1) if isinstance(ref, str) else _NONE
+        except LookupError:
+            return _NONE
 
 
 def _types_of(schema: dict[str, Any]) -> list[str]:
@@ -223,31 +220,31 @@ def _same_json(a: Any, b: Any) -> bool:
 
 
 def _convert(value: Any, kind: str) -> Any:
-    """``value`` as JSON type ``kind``, or ``_FAIL``."""
+    """``value`` as JSON type ``kind``, or ``_NONE``."""
     if kind in ("integer", "number"):
-        return _to_number(value, integer=kind == "integer") if isinstance(value, str) else _FAIL
+        return _to_number(value, integer=kind == "integer") if isinstance(value, str) else _NONE
     if kind == "boolean":
         if isinstance(value, str):
-            return _BOOLEAN_TEXT.get(value.strip().lower(), _FAIL)
-        return bool(value) if type(value) is int and value in (0, 1) else _FAIL
+            return _BOOLEAN_TEXT.get(value.strip().lower(), _NONE)
+        return bool(value) if type(value) is int and value in (0, 1) else _NONE
     if kind == "string":
         if isinstance(value, bool):
             return "true" if value else "false"
-        return str(value) if isinstance(value, (int, float)) and math.isfinite(value) else _FAIL
+        return str(value) if isinstance(value, (int, float)) and math.isfinite(value) else _NONE
     if kind == "null":
-        return None if isinstance(value, str) and value.strip().lower() == "null" else _FAIL
+        return None if isinstance(value, str) and value.strip().lower() == "null" else _NONE
     if kind in ("array", "object") and isinstance(value, str):
         try:
             parsed = json.loads(value)
         except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
-            return _FAIL
-        return parsed if isinstance(parsed, list if kind == "array" else dict) else _FAIL
-    return _FAIL
+            return _NONE
+        return parsed if isinstance(parsed, list if kind == "array" else dict) else _NONE
+    return _NONE
 
 
 def _to_number(text: str, *, integer: bool) -> Any:
     if "_" in text:  # Python reads "1_000"; JSON does not
-        return _FAIL
+        return _NONE
     try:
         return int(text)
     except ValueError:  # not an integer's text (or more digits than int() accepts)
@@ -255,9 +252,9 @@ def _to_number(text: str, *, integer: bool) -> Any:
     try:
         number = float(text)
     except ValueError:
-        return _FAIL
+        return _NONE
     if not math.isfinite(number) or (integer and not number.is_integer()):
-        return _FAIL
+        return _NONE
     return int(number) if integer else number
 
 

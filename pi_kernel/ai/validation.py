@@ -226,12 +226,11 @@ class CompiledSchema:
     strict_coercer: SchemaCoercer
 
 
-def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
-    """Build the validator and coercers for ``schema`` (``Tool`` has checked it); ``pattern`` checks are
-    time-limited (``pattern_check``)."""
+def build_compiled_schema(model: type[BaseModel] | None, schema: dict[str, Any]) -> CompiledSchema:
+    """Build the validator and coercers for a tool's ``schema`` (``Tool`` has checked it) and ``model``
+    (``None`` for a schema-dict tool); ``pattern`` checks are time-limited (``pattern_check``)."""
     from jsonschema.validators import Draft202012Validator, validator_for
 
-    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
     draft = Draft202012Validator if model is not None else validator_for(schema, default=Draft202012Validator)
     validator = bounded_validator(draft)(schema)
     fill = model is None  # pydantic applies its own default (and default_factory): drop, do not fill
@@ -259,5 +258,4 @@ def compiled_schema(tool: Tool) -> CompiledSchema:
 
 @functools.lru_cache(maxsize=256)
 def _compiled(model: type[BaseModel] | None, schema_text: str) -> CompiledSchema:
-    schema = json.loads(schema_text)  # (``Tool`` has checked that its schema is plain JSON)
-    return build_compiled_schema(schema if model is None else model, schema)
+    return build_compiled_schema(model, json.loads(schema_text))  # (``Tool`` checked: the schema is plain JSON)

@@ -7,7 +7,7 @@ a string, no JSON string a list) accepts. ``SchemaCoercer`` repairs what is
 unambiguous, guided by the tool's JSON schema; the strict check reports the
 rest. Rules: ``docs/validation.md``; the full table: ``tests/test_coercion.py``.
 The walk stops at ``_MAX_DEPTH``, so a ``$ref`` cycle ends. ``jsonschema`` is
-imported inside functions: it takes about a second, which a kernel that runs no
+imported inside a method: it takes about a second, which a kernel that runs no
 tool should not pay.
 """
 
@@ -68,15 +68,6 @@ def pattern_matches(pattern: str, key: str) -> bool:
         return search(pattern, key)
     except (PatternTimeout, re.error):
         return False
-
-
-def coerce_with_schema(value: Any, schema: Any, root_schema: Any = None, *, fill_defaults: bool = True) -> Any:
-    """A coerced copy of ``value`` for ``schema`` (``$ref``s resolve in ``root_schema``); ``value`` is untouched."""
-    from jsonschema.validators import Draft202012Validator, validator_for
-
-    root = schema if root_schema is None else root_schema
-    cls = validator_for(root, Draft202012Validator) if isinstance(root, dict) else Draft202012Validator
-    return SchemaCoercer(root, cls(root), fill_defaults=fill_defaults).coerce_in_place(copy_json(value), schema)
 
 
 class SchemaCoercer:

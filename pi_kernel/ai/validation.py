@@ -245,15 +245,18 @@ _by_tool: weakref.WeakKeyDictionary[Tool, tuple[dict[str, Any], CompiledSchema]]
 def compiled_schema(tool: Tool) -> CompiledSchema:
     """The cached ``CompiledSchema`` for ``tool`` (built on first use)."""
     schema = tool.shared_json_schema()
-    parameters = tool.parameters
-    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
     try:
         cached = _by_tool.get(tool)
     except TypeError:  # an unhashable Tool subclass (a dataclass with eq=True): the shared cache only
-        return _compiled(model, json.dumps(schema, default=repr))
+        return _compiled_by_content(tool.parameters, schema)
     if cached is None or cached[0] is not schema:
-        cached = _by_tool[tool] = (schema, _compiled(model, json.dumps(schema, default=repr)))
+        cached = _by_tool[tool] = (schema, _compiled_by_content(tool.parameters, schema))
     return cached[1]
+
+
+def _compiled_by_content(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
+    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
+    return _compiled(model, json.dumps(schema, default=repr))
 
 
 @functools.lru_cache(maxsize=256)

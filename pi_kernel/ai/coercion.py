@@ -158,15 +158,16 @@ class SchemaCoercer:
         additional = schema.get("additionalProperties")
         required = _list(schema.get("required"))
         for key in list(value):
-            sub = properties.get(key)
-            if key in properties and value[key] is None and key not in required and self._null_is_unset(sub):
-                default = self._default(sub)
-                if default is not _NONE and self.fill_defaults:
-                    value[key] = copy_json(default)
-                else:
-                    del value[key]
-                continue
-            if key not in properties:
+            if key in properties:
+                sub = properties[key]
+                if value[key] is None and key not in required and self._null_is_unset(sub):
+                    default = self._default(sub)
+                    if default is not _NONE and self.fill_defaults:
+                        value[key] = copy_json(default)
+                    else:
+                        del value[key]
+                    continue
+            else:
                 sub = next((s for p, s in patterns.items() if pattern_matches(p, key)), additional)
             value[key] = self._coerce(value[key], sub, depth + 1)
 

@@ -62,6 +62,8 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
 
     ``tool_call.arguments`` is never mutated. Raises ``ToolArgumentsError``.
     """
+    from referencing.exceptions import Unresolvable
+
     received: Any = tool_call.arguments
     raw = tool_call.raw_arguments
     if raw is not None:
@@ -81,21 +83,24 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
         # Sent in strict mode, the model had to fill every property: its nulls mean "use the default".
         arguments = compiled.strict_coercer.coerce_in_place(arguments)
     if compiled.model is not None:
-        result, errors = _check_model(compiled, compiled.model, arguments)
+        check = functools.partial(_check_model, compiled.model)
     else:
-        result, errors = _check_json(compiled, tool, arguments)
+        check = functools.partial(_check_json, compiled.validator)
+    try:
+        result, errors = check(arguments)
+        if errors:
+            result, errors = check(compiled.coercer.coerce_in_place(arguments))
+    except Unresolvable as error:
+        raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
     if errors:
         raise ToolArgumentsError(tool_call.name, errors, received, raw)
     return result
 
 
-def _check_model(compiled: CompiledSchema, model: type[BaseModel], arguments: Any) -> tuple[Any, ErrorList]:
+def _check_model(model: type[BaseModel], arguments: Any) -> tuple[Any, ErrorList]:
+    """The model instance, or the errors."""
     try:
-        try:
-            return model.model_validate(arguments, strict=False), []
-        except ModelValidationError:
-            arguments = compiled.coercer.coerce_in_place(arguments)
-            return model.model_validate(arguments, strict=False), []
+        return model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
         errors = [
             (model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
@@ -107,18 +112,10 @@ def _check_model(compiled: CompiledSchema, model: type[BaseModel], arguments: An
         return None, [("root", f"{type(error).__name__}: {error}")]
 
 
-def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:
-    from referencing.exceptions import Unresolvable
-
-    try:
-        if compiled.validator.is_valid(arguments):
-            return arguments, []
-        arguments = compiled.coercer.coerce_in_place(arguments)
-        raw_errors = list(compiled.validator.iter_errors(arguments))
-    except Unresolvable as error:
-        raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
-    errors = list(dict.fromkeys(item for raw in raw_errors for item in describe_schema_error(raw)))
-    return (None, errors) if errors else (arguments, [])
+def _check_json(validator: Validator, arguments: Any) -> tuple[Any, ErrorList]:
+    """The arguments, and the errors found."""
+    raw_errors = validator.iter_errors(arguments)
+    return arguments, list(dict.fromkeys(item for raw in raw_errors for item in describe_schema_error(raw)))
 
 
 def _dump(value: Any) -> str:

@@ -103,7 +103,7 @@ def _check_model(model: type[BaseModel], arguments: Any) -> tuple[Any, ErrorList
         return model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
         errors = [
-            (model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
+            (_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
             for item in error.errors(include_url=False)
         ]
         return None, list(dict.fromkeys(errors))  # without repeats, in order
@@ -115,7 +115,7 @@ def _check_model(model: type[BaseModel], arguments: Any) -> tuple[Any, ErrorList
 def _check_json(validator: Validator, arguments: Any) -> tuple[Any, ErrorList]:
     """The arguments, and the errors found."""
     raw_errors = validator.iter_errors(arguments)
-    return arguments, list(dict.fromkeys(item for raw in raw_errors for item in describe_schema_error(raw)))
+    return arguments, list(dict.fromkeys(item for raw in raw_errors for item in _describe_schema_error(raw)))
 
 
 def _dump(value: Any) -> str:
@@ -130,11 +130,11 @@ def _dump(value: Any) -> str:
 # it: it returns one error, and for branches it rates alike, the generic union error).
 
 
-def dotted(path: Any) -> str:
+def _dotted(path: Any) -> str:
     return ".".join(str(part) for part in path) or "root"
 
 
-def model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
+def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
     """Pydantic's ``loc`` as a dotted path into the arguments, without the union-branch tags in it.
 
     A step that is a key or index of the value reached is followed; any other
@@ -152,7 +152,7 @@ def model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: An
             path.append(part)
         elif missing and position == len(loc) - 1:
             path.append(part)
-    return dotted(path)
+    return _dotted(path)
 
 
 def _has(node: Any, part: int | str) -> bool:
@@ -168,22 +168,22 @@ def _same(node: Any, error_input: Any) -> bool:
         return False
 
 
-def describe_schema_error(error: SchemaValidationError) -> ErrorList:
+def _describe_schema_error(error: SchemaValidationError) -> ErrorList:
     """Readable ``(path, message)`` pairs for one ``jsonschema`` error, worded like pydantic's where it can."""
     path, instance = list(error.absolute_path), error.instance
     schema = error.schema if isinstance(error.schema, dict) else {}
     if error.validator == "required" and isinstance(instance, dict):
         names = error.validator_value if isinstance(error.validator_value, list) else []
-        return [(dotted([*path, name]), "Field required") for name in names if name not in instance]
+        return [(_dotted([*path, name]), "Field required") for name in names if name not in instance]
     if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
         known, patterns = schema.get("properties") or {}, schema.get("patternProperties") or {}
         extras = [key for key in instance if key not in known and not any(pattern_matches(p, key) for p in patterns)]
-        return [(dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
+        return [(_dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
     described: ErrorList = []
     if error.validator in ("anyOf", "oneOf"):
         for branch_error in _branch_meant(error.context, len(path)):
-            described += [item for item in describe_schema_error(branch_error) if item not in described]
-    return described or [(dotted(path), error.message)]
+            described += [item for item in _describe_schema_error(branch_error) if item not in described]
+    return described or [(_dotted(path), error.message)]
 
 
 def _branch_meant(errors: list[SchemaValidationError], depth: int) -> list[SchemaValidationError]:

@@ -2,13 +2,9 @@
 
 Models often send almost-right arguments (``"42"`` for an integer, a JSON
 *string* holding the array asked for, ``null`` for a parameter left out) that
-neither ``jsonschema`` (no coercion) nor pydantic's lax mode (no number becomes
-a string, no JSON string a list) accepts. ``SchemaCoercer`` repairs what is
-unambiguous, guided by the tool's JSON schema; the strict check reports the
-rest. Rules: ``docs/validation.md``; the full table: ``tests/test_coercion.py``.
-The walk stops at ``_MAX_DEPTH``, so a ``$ref`` cycle ends. ``jsonschema`` is
-imported inside a method: it takes about a second, which a kernel that runs no
-tool should not pay.
+neither ``jsonschema`` nor pydantic's lax mode accepts. ``SchemaCoercer``
+repairs what is unambiguous; the strict check reports the rest. Rules:
+``docs/validation.md``; the full table: ``tests/test_coercion.py``.
 """
 
 from __future__ import annotations
@@ -27,38 +23,31 @@ if TYPE_CHECKING:
 _NONE = object()
 """No value: ``_convert`` could not convert, or a schema has no ``default``."""
 _MAX_DEPTH = 200
+"""How deep the walk goes, so that a ``$ref`` cycle ends."""
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
 
 def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-like data: dicts and lists rebuilt, scalars shared (several times faster than
-    ``copy.deepcopy``); anything else is deep-copied."""
+    """A deep copy of JSON-like data, several times faster than ``copy.deepcopy``: dicts and lists rebuilt,
+    scalars shared; anything else is deep-copied."""
     if type(value) is dict:
         return {key: copy_json(item) for key, item in value.items()}
     if type(value) is list:
         return [copy_json(item) for item in value]
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return value
-    return copy.deepcopy(value)
+    return value if isinstance(value, (str, int, float, bool, type(None))) else copy.deepcopy(value)
 
 
 def resolve_local_ref(root: Any, ref: str) -> Any:
-    """The target of a local ``$ref`` (``#`` or ``#/json/pointer``); ``LookupError`` if none."""
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        raise LookupError(f"only local $refs (#/...) can be resolved, not {ref!r}")
-    node = root
-    for raw in ref[2:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            raise LookupError(f"$ref {ref!r} points to nothing")
-    return node
+    """The target of a local ``$ref`` (``#`` or ``#/json/pointer``) in ``root``; ``LookupError`` if none.
+    (``referencing`` is imported here, like ``jsonschema``: it is slow to import.)"""
+    from referencing import Registry, Resource
+    from referencing.exceptions import Unresolvable
+
+    try:
+        return Registry().with_resource("", Resource.opaque(root)).resolver().lookup(ref).contents
+    except (Unresolvable, ValueError, TypeError):  # (a pointer step into a string or number is a ValueError)
+        raise LookupError(f"$ref {ref!r} points to nothing") from None
 
 
 def pattern_matches(pattern: str, key: str) -> bool:
@@ -71,7 +60,7 @@ def pattern_matches(pattern: str, key: str) -> bool:
 
 
 class SchemaCoercer:
-    """Coercion for one root schema; build once per schema and reuse.
+    """Coercion for one root schema (checked by ``Tool``, so every keyword has its JSON type); build once.
 
     ``validator`` (for the root) checks union branches and whether ``null`` is
     accepted. An optional parameter sent as ``null`` that its schema does not
@@ -98,22 +87,21 @@ class SchemaCoercer:
     def _coerce(self, value: Any, schema: Any, depth: int) -> Any:
         if not isinstance(schema, dict) or depth > _MAX_DEPTH:
             return value
-        ref = schema.get("$ref")
-        if isinstance(ref, str):
+        if "$ref" in schema:
             try:
-                value = self._coerce(value, resolve_local_ref(self.root, ref), depth + 1)
+                value = self._coerce(value, resolve_local_ref(self.root, schema["$ref"]), depth + 1)
             except LookupError:
                 pass  # the strict check reports an unresolvable $ref
-        for part in _list(schema.get("allOf")):
+        for part in schema.get("allOf", []):
             value = self._coerce(value, part, depth + 1)
-        for branches in (_list(schema.get("anyOf")), _list(schema.get("oneOf"))):
+        for branches in (schema.get("anyOf"), schema.get("oneOf")):
             if branches:
                 value = self._coerce_union(value, branches, depth)
         value = self._coerce_scalar(value, schema)
         if type(value) is dict:
             self._coerce_object(value, schema, depth)
         elif type(value) is list:
-            prefix, items = _list(schema.get("prefixItems")), schema.get("items")
+            prefix, items = schema.get("prefixItems", []), schema.get("items")
             if isinstance(items, list):  # draft 7 and older: a list of items is the tuple form
                 prefix, items = items, schema.get("additionalItems")
             for index, item in enumerate(value):
@@ -134,9 +122,9 @@ class SchemaCoercer:
     def _coerce_scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
         kinds = _types_of(schema)
-        if kinds and not any(self._has_type(value, kind) for kind in kinds):
+        if kinds and not any(self.validator.is_type(value, kind) for kind in kinds):
             value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _NONE), value)
-        members = _list(schema.get("enum")) or ([schema["const"]] if "const" in schema else [])
+        members = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
         if members and not any(_same_json(value, member) for member in members):
             for member in members:
                 converted = _convert(value, _KIND_OF.get(type(member), "object"))
@@ -144,23 +132,13 @@ class SchemaCoercer:
                     return converted
         return value
 
-    def _has_type(self, value: Any, kind: str) -> bool:
-        """Whether ``value`` has JSON type ``kind``; an unknown type name says yes (not ours to convert)."""
-        from jsonschema.exceptions import UnknownType
-
-        try:
-            return bool(self.validator.is_type(value, kind))
-        except UnknownType:
-            return True
-
     def _coerce_object(self, value: dict[str, Any], schema: dict[str, Any], depth: int) -> None:
-        properties, patterns = _dict(schema.get("properties")), _dict(schema.get("patternProperties"))
+        properties, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
         additional = schema.get("additionalProperties")
-        required = _list(schema.get("required"))
         for key in list(value):
             if key in properties:
                 sub = properties[key]
-                if value[key] is None and key not in required and self._null_is_unset(sub):
+                if value[key] is None and key not in schema.get("required", []) and self._null_is_unset(sub):
                     default = self._default(sub)
                     if default is not _NONE and self.fill_defaults:
                         value[key] = copy_json(default)
@@ -183,21 +161,18 @@ class SchemaCoercer:
         """The ``default`` in ``node`` or at the end of its ``$ref`` chain, else ``_NONE``."""
         if not isinstance(node, dict) or depth > _MAX_DEPTH:
             return _NONE
-        if "default" in node:
-            return node["default"]
-        ref = node.get("$ref")
+        if "default" in node or "$ref" not in node:
+            return node.get("default", _NONE)
         try:
-            return self._default(resolve_local_ref(self.root, ref), depth + 1) if isinstance(ref, str) else _NONE
+            return self._default(resolve_local_ref(self.root, node["$ref"]), depth + 1)
         except LookupError:
             return _NONE
 
 
 def _types_of(schema: dict[str, Any]) -> list[str]:
     kind = schema.get("type")
-    if isinstance(kind, str):
-        return [kind]
-    if isinstance(kind, list):
-        return [item for item in kind if isinstance(item, str)]
+    if kind is not None:
+        return [kind] if isinstance(kind, str) else kind
     if "properties" in schema:
         return ["object"]
     return ["array"] if "items" in schema or "prefixItems" in schema else []
@@ -235,11 +210,12 @@ def _convert(value: Any, kind: str) -> Any:
 
 
 def _to_number(text: str, *, integer: bool) -> Any:
+    """The number ``text`` holds (an integer for ``integer``), or ``_NONE``; never ``nan``, ``inf`` or ``1_000``."""
     if "_" in text:  # Python reads "1_000"; JSON does not
         return _NONE
     try:
-        return int(text)
-    except ValueError:  # not an integer's text (or more digits than int() accepts)
+        return int(text)  # exact, however many digits
+    except ValueError:
         pass
     try:
         number = float(text)
@@ -248,11 +224,3 @@ def _to_number(text: str, *, integer: bool) -> Any:
     if not math.isfinite(number) or (integer and not number.is_integer()):
         return _NONE
     return int(number) if integer else number
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}

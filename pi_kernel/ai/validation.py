@@ -1,17 +1,15 @@
 """``validate_tool_arguments``: check a copy of a tool call's arguments, repair it, check again, explain.
 
-The arguments a model sends are untrusted. A copy is checked (pydantic in lax
-mode for a model tool, ``jsonschema`` for a schema dict); only if that fails is
-it repaired where the repair is unambiguous (the ``coercion`` pre-pass) and
-checked once more. What is still wrong raises ``ToolArgumentsError``, written
-for the model to read, each problem at a dotted path into what it sent.
-Behaviour and error text: ``docs/validation.md``. ``jsonschema`` is imported
-inside functions: importing it takes about a second, which a kernel that runs
-no tool should not pay.
+A copy is checked (pydantic in lax mode for a model tool, ``jsonschema`` for a
+schema dict), repaired by the ``coercion`` pre-pass only if that fails, and
+checked once more; what is still wrong raises ``ToolArgumentsError``. Behaviour
+and error text: ``docs/validation.md``. ``jsonschema`` is imported inside
+functions: it takes about a second, which a kernel that runs no tool should not pay.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import weakref
@@ -82,14 +80,11 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
     if tool.uses_strict_mode(provider_supports_strict=True) and isinstance(arguments, dict):
         # Sent in strict mode, the model had to fill every property: its nulls mean "use the default".
         arguments = compiled.strict_coercer.coerce_in_place(arguments)
-    if compiled.model is not None:
-        check = functools.partial(_check_model, compiled.model)
-    else:
-        check = functools.partial(_check_json, compiled.validator)
+    check = _check_model if compiled.model is not None else _check_json
     try:
-        result, errors = check(arguments)
+        result, errors = check(compiled, arguments)
         if errors:
-            result, errors = check(compiled.coercer.coerce_in_place(arguments))
+            result, errors = check(compiled, compiled.coercer.coerce_in_place(arguments))
     except Unresolvable as error:
         raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
     if errors:
@@ -97,10 +92,11 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
     return result
 
 
-def _check_model(model: type[BaseModel], arguments: Any) -> tuple[Any, ErrorList]:
+def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
     """The model instance, or the errors."""
+    assert compiled.model is not None
     try:
-        return model.model_validate(arguments, strict=False), []
+        return compiled.model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
         errors = [
             (_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
@@ -112,10 +108,10 @@ def _check_model(model: type[BaseModel], arguments: Any) -> tuple[Any, ErrorList
         return None, [("root", f"{type(error).__name__}: {error}")]
 
 
-def _check_json(validator: Validator, arguments: Any) -> tuple[Any, ErrorList]:
-    """The arguments, and the errors found."""
-    raw_errors = validator.iter_errors(arguments)
-    return arguments, list(dict.fromkeys(item for raw in raw_errors for item in _describe_schema_error(raw)))
+def _check_json(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
+    """The arguments, and the errors found (without repeats, in order)."""
+    errors = [item for error in compiled.validator.iter_errors(arguments) for item in _describe_schema_error(error)]
+    return arguments, list(dict.fromkeys(errors))
 
 
 def _dump(value: Any) -> str:
@@ -125,9 +121,8 @@ def _dump(value: Any) -> str:
         return json.dumps(value, indent=2, default=repr)
 
 
-# --- Where an error is: pydantic's ``loc`` without union-branch tags (``x.int``, ``edits.0.Replace.old_text``);
-# of a failed ``jsonschema`` ``anyOf`` / ``oneOf``, the branch the model meant (``best_match`` cannot pick
-# it: it returns one error, and for branches it rates alike, the generic union error).
+# --- Where an error is, and which union branch to report (``best_match`` cannot: it returns one error, and
+# for branches it rates alike, the generic union error).
 
 
 def _dotted(path: Any) -> str:
@@ -170,13 +165,11 @@ def _same(node: Any, error_input: Any) -> bool:
 
 def _describe_schema_error(error: SchemaValidationError) -> ErrorList:
     """Readable ``(path, message)`` pairs for one ``jsonschema`` error, worded like pydantic's where it can."""
-    path, instance = list(error.absolute_path), error.instance
-    schema = error.schema if isinstance(error.schema, dict) else {}
-    if error.validator == "required" and isinstance(instance, dict):
-        names = error.validator_value if isinstance(error.validator_value, list) else []
-        return [(_dotted([*path, name]), "Field required") for name in names if name not in instance]
-    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, dict):
-        known, patterns = schema.get("properties") or {}, schema.get("patternProperties") or {}
+    path, instance, schema = list(error.absolute_path), error.instance, error.schema
+    if error.validator == "required":  # (``required`` and ``additionalProperties`` only fail on an object)
+        return [(_dotted([*path, name]), "Field required") for name in error.validator_value if name not in instance]
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
         extras = [key for key in instance if key not in known and not any(pattern_matches(p, key) for p in patterns)]
         return [(_dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
     described: ErrorList = []
@@ -196,7 +189,7 @@ def _branch_meant(errors: list[SchemaValidationError], depth: int) -> list[Schem
     """
     by_branch: dict[Any, list[SchemaValidationError]] = {}
     for item in errors:
-        by_branch.setdefault(item.relative_schema_path[0] if item.relative_schema_path else None, []).append(item)
+        by_branch.setdefault(item.relative_schema_path[0], []).append(item)  # the branch's index
 
     def mismatch(group: list[SchemaValidationError], validators: tuple[str, ...], extra: int) -> bool:
         return any(item.validator in validators and len(item.absolute_path) == depth + extra for item in group)
@@ -207,15 +200,9 @@ def _branch_meant(errors: list[SchemaValidationError], depth: int) -> list[Schem
     return [item for group in candidates if len(group) == fewest for item in group]
 
 
-# --- Compiled validators, cached per Tool (weakly held, with the schema object they were built from: one
-# lookup and one identity check per call) and shared by content (the model class and the schema's JSON), so
-# equal schemas compile once; the shared cache is bounded (it holds model classes strongly).
-
-
 @dataclass(frozen=True, slots=True)
 class CompiledSchema:
-    """Everything validation needs for one tool schema: the ``jsonschema`` validator, the pydantic model
-    class when the tool has one (it then decides validity), and the pre-pass for plain and strict-mode calls."""
+    """What validation needs for one tool schema; ``model`` (a model tool's class) then decides validity."""
 
     validator: Validator
     model: type[BaseModel] | None
@@ -240,22 +227,21 @@ _by_tool: weakref.WeakKeyDictionary[Tool, tuple[dict[str, Any], CompiledSchema]]
 
 
 def compiled_schema(tool: Tool) -> CompiledSchema:
-    """The cached ``CompiledSchema`` for ``tool`` (built on first use)."""
+    """The ``CompiledSchema`` for ``tool``: cached per Tool (weakly, with the schema object it was built from:
+    one lookup and one identity check per call) and by content, so equal schemas compile once."""
     schema = tool.shared_json_schema()
     try:
         cached = _by_tool.get(tool)
-    except TypeError:  # an unhashable Tool subclass (a dataclass with eq=True): the shared cache only
-        return _compiled_by_content(tool.parameters, schema)
+    except TypeError:  # an unhashable Tool subclass (a dataclass with eq=True): the content cache only
+        cached = None
     if cached is None or cached[0] is not schema:
-        cached = _by_tool[tool] = (schema, _compiled_by_content(tool.parameters, schema))
+        model = None if isinstance(tool.parameters, dict) else tool.parameters
+        cached = (schema, _compiled(model, json.dumps(schema, default=repr)))
+        with contextlib.suppress(TypeError):
+            _by_tool[tool] = cached
     return cached[1]
 
 
-def _compiled_by_content(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
-    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
-    return _compiled(model, json.dumps(schema, default=repr))
-
-
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=256)  # bounded: it holds model classes strongly
 def _compiled(model: type[BaseModel] | None, schema_text: str) -> CompiledSchema:
     return build_compiled_schema(model, json.loads(schema_text))  # (``Tool`` checked: the schema is plain JSON)

@@ -10,6 +10,7 @@ functions: it takes about a second, which a kernel that runs no tool should not 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import weakref
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelValidationError
 
-from pi_kernel.ai.coercion import SchemaCoercer, copy_json, pattern_matches
+from pi_kernel.ai.coercion import SchemaCoercer, pattern_matches
 from pi_kernel.ai.messages import ToolCall
 from pi_kernel.ai.pattern_check import bounded_validator
 from pi_kernel.ai.tool import Tool
@@ -45,7 +46,9 @@ class ToolArgumentsError(ValueError):
         self.tool_name = tool_name
         self.errors = errors
         self.received = received
-        self.received_text = _dump(received) if received_text is None else received_text
+        if received_text is None:  # ``default=repr``: a prepare_arguments hook may have put non-JSON values in
+            received_text = json.dumps(received, indent=2, default=repr)
+        self.received_text = received_text
         lines = "\n".join(f"  - {path}: {message}" for path, message in errors)
         super().__init__(
             f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{self.received_text}'
@@ -76,7 +79,7 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
             problem = f"The arguments must be a JSON object, not {kind}"
             raise ToolArgumentsError(tool_call.name, [("root", problem)], received, raw)
     compiled = compiled_schema(tool)
-    arguments = copy_json(received)  # everything below works on (and may change) this copy
+    arguments = copy.deepcopy(received)  # everything below works on (and may change) this copy
     if tool.uses_strict_mode(provider_supports_strict=True) and isinstance(arguments, dict):
         # Sent in strict mode, the model had to fill every property: its nulls mean "use the default".
         arguments = compiled.strict_coercer.coerce_in_place(arguments)
@@ -114,13 +117,6 @@ def _check_json(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLis
     return arguments, list(dict.fromkeys(errors))
 
 
-def _dump(value: Any) -> str:
-    try:
-        return json.dumps(value, indent=2)
-    except (TypeError, ValueError):  # a prepare_arguments hook put non-JSON values in
-        return json.dumps(value, indent=2, default=repr)
-
-
 # --- Where an error is, and which union branch to report (``best_match`` cannot: it returns one error, and
 # for branches it rates alike, the generic union error).
 
@@ -130,14 +126,11 @@ def _dotted(path: Any) -> str:
 
 
 def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
-    """Pydantic's ``loc`` as a dotted path into the arguments, without the union-branch tags in it.
+    """Pydantic's ``loc`` as a dotted path into the arguments, without union-branch tags (``x.int`` is ``x``).
 
-    A step that is a key or index of the value reached is followed; any other
-    step is a tag, skipped, except the last step of a "missing" error, which
-    names the absent field. A key is a tag too where the value reached already
-    is the one the error is about (pydantic's ``input``) and the key leads away
-    from it: ``item: dict[str, int] | int`` sent ``{"int": "x"}`` fails the int
-    branch at ``item``, not at ``item.int``.
+    A step that is a key or index of the value reached is followed, any other is a tag (but the last step of
+    a "missing" error names the absent field). A key is a tag too where it leads away from the value the error
+    is about (``input``): ``item: dict[str, int] | int`` sent ``{"int": "x"}`` fails at ``item``.
     """
     path: list[int | str] = []
     node = arguments
@@ -182,10 +175,8 @@ def _describe_schema_error(error: SchemaValidationError) -> ErrorList:
 def _branch_meant(errors: list[SchemaValidationError], depth: int) -> list[SchemaValidationError]:
     """The complaints of the union branch(es) the model most likely meant, or ``[]`` for none.
 
-    A branch is set aside when the value is not of its type (or not its
-    ``enum`` / ``const``), then, if any is left, when a property's ``const`` (a
-    tag such as ``kind: "cat"``) differs. Of the rest, the branch(es) with the
-    fewest complaints. None left: the generic "not valid under any" message.
+    Set aside: a branch whose type (or ``enum`` / ``const``) the value lacks, then, if any is left, one whose
+    tag (a property's ``const``, ``kind: "cat"``) differs. Of the rest, the one(s) with the fewest complaints.
     """
     by_branch: dict[Any, list[SchemaValidationError]] = {}
     for item in errors:

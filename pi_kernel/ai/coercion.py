@@ -22,15 +22,13 @@ if TYPE_CHECKING:
 
 _NONE = object()
 """No value: ``_convert`` could not convert, or a schema has no ``default``."""
-_MAX_DEPTH = 200
-"""How deep the walk goes, so that a ``$ref`` cycle ends."""
+_MAX_DEPTH = 200  # how deep the walk goes, so that a ``$ref`` cycle ends
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
 
 def resolve_local_ref(root: Any, ref: str) -> Any:
-    """The target of a local ``$ref`` (``#`` or ``#/json/pointer``) in ``root``; ``LookupError`` if none.
-    (``referencing`` is imported here, like ``jsonschema``: it is slow to import.)"""
+    """The target of a local ``$ref`` (``#`` or ``#/json/pointer``) in ``root``; ``LookupError`` if none."""
     from referencing import Registry, Resource
     from referencing.exceptions import Unresolvable
 
@@ -108,7 +106,8 @@ class SchemaCoercer:
 
     def _coerce_scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
-        kinds = _types_of(schema)
+        kind = schema.get("type")  # no ``type``: any value is valid as it is
+        kinds = [kind] if isinstance(kind, str) else kind or []
         if kinds and not any(self.validator.is_type(value, kind) for kind in kinds):
             value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _NONE), value)
         members = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
@@ -154,15 +153,6 @@ class SchemaCoercer:
             return self._default(resolve_local_ref(self.root, node["$ref"]), depth + 1)
         except LookupError:
             return _NONE
-
-
-def _types_of(schema: dict[str, Any]) -> list[str]:
-    kind = schema.get("type")
-    if kind is not None:
-        return [kind] if isinstance(kind, str) else kind
-    if "properties" in schema:
-        return ["object"]
-    return ["array"] if "items" in schema or "prefixItems" in schema else []
 
 
 def _same_json(a: Any, b: Any) -> bool:

@@ -38,17 +38,15 @@ class ToolArgumentsError(ValueError):
     """A tool call's arguments failed validation; ``str()`` is the text for the model.
 
     ``errors``: ``(path, message)`` for each problem. ``received``: what the
-    model sent (the raw text when it was not valid JSON); ``received_text``:
-    that as the model reads it.
+    model sent (the raw text when it was not valid JSON); ``received_text``: that as
+    the model reads it (a non-JSON value a ``prepare_arguments`` hook put in shows as its ``repr``).
     """
 
     def __init__(self, tool_name: str, errors: ErrorList, received: Any, received_text: str | None = None) -> None:
         self.tool_name = tool_name
         self.errors = errors
         self.received = received
-        if received_text is None:  # ``default=repr``: a prepare_arguments hook may have put non-JSON values in
-            received_text = json.dumps(received, indent=2, default=repr)
-        self.received_text = received_text
+        self.received_text = json.dumps(received, indent=2, default=repr) if received_text is None else received_text
         lines = "\n".join(f"  - {path}: {message}" for path, message in errors)
         super().__init__(
             f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{self.received_text}'

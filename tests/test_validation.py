@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-import weakref
 from typing import Any, Optional
 
 import pytest
@@ -301,7 +300,6 @@ def test_strict_shaped_call_with_nulls_gets_defaults_for_models() -> None:
 @pytest.fixture
 def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     # Fresh caches, so this test's first use of a schema builds it.
-    monkeypatch.setattr(validation, "_by_tool", weakref.WeakKeyDictionary())
     validation._compiled.cache_clear()
     built: list[Any] = []
     real = validation.build_compiled_schema

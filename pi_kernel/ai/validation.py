@@ -9,11 +9,9 @@ functions: it takes about a second, which a kernel that runs no tool should not 
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import json
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -212,23 +210,11 @@ def build_compiled_schema(model: type[BaseModel] | None, schema: dict[str, Any])
     return CompiledSchema(validator, model, coercer, strict_coercer)
 
 
-_by_tool: weakref.WeakKeyDictionary[Tool, tuple[dict[str, Any], CompiledSchema]] = weakref.WeakKeyDictionary()
-
-
 def compiled_schema(tool: Tool) -> CompiledSchema:
-    """The ``CompiledSchema`` for ``tool``: cached per Tool (weakly, with the schema object it was built from:
-    one lookup and one identity check per call) and by content, so equal schemas compile once."""
-    schema = tool.shared_json_schema()
-    try:
-        cached = _by_tool.get(tool)
-    except TypeError:  # an unhashable Tool subclass (a dataclass with eq=True): the content cache only
-        cached = None
-    if cached is None or cached[0] is not schema:
-        model = None if isinstance(tool.parameters, dict) else tool.parameters
-        cached = (schema, _compiled(model, json.dumps(schema, default=repr)))
-        with contextlib.suppress(TypeError):
-            _by_tool[tool] = cached
-    return cached[1]
+    """The ``CompiledSchema`` for ``tool``, cached by content (its model class, its schema's JSON text):
+    equal schemas compile once, and a tool whose parameters change gets a new one."""
+    model = None if isinstance(tool.parameters, dict) else tool.parameters
+    return _compiled(model, json.dumps(tool.shared_json_schema(), default=repr))
 
 
 @functools.lru_cache(maxsize=256)  # bounded: it holds model classes strongly

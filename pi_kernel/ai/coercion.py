@@ -9,6 +9,7 @@ repairs what is unambiguous; the strict check reports the rest. Rules:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -73,10 +74,8 @@ class SchemaCoercer:
         if not isinstance(schema, dict) or depth > _MAX_DEPTH:
             return value
         if "$ref" in schema:
-            try:
+            with contextlib.suppress(LookupError):  # the strict check reports an unresolvable $ref
                 value = self._coerce(value, resolve_local_ref(self.root, schema["$ref"]), depth + 1)
-            except LookupError:
-                pass  # the strict check reports an unresolvable $ref
         for part in schema.get("allOf", []):
             value = self._coerce(value, part, depth + 1)
         for branches in (schema.get("anyOf"), schema.get("oneOf")):
@@ -149,10 +148,9 @@ class SchemaCoercer:
             return _NONE
         if "default" in node or "$ref" not in node:
             return node.get("default", _NONE)
-        try:
+        with contextlib.suppress(LookupError):
             return self._default(resolve_local_ref(self.root, node["$ref"]), depth + 1)
-        except LookupError:
-            return _NONE
+        return _NONE
 
 
 def _same_json(a: Any, b: Any) -> bool:

@@ -1,10 +1,7 @@
 """``validate_tool_arguments``: check a copy of a tool call's arguments, repair it, check again, explain.
 
-A copy is checked (pydantic in lax mode for a model tool, ``jsonschema`` for a
-schema dict), repaired by the ``coercion`` pre-pass only if that fails, and
-checked once more; what is still wrong raises ``ToolArgumentsError``. Behaviour
-and error text: ``docs/validation.md``. ``jsonschema`` is imported inside
-functions: it takes about a second, which a kernel that runs no tool should not pay.
+Behaviour and error text: ``docs/validation.md``. ``jsonschema`` is imported inside functions: it takes
+about a second, which a kernel that runs no tool should not pay.
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ if TYPE_CHECKING:
     from jsonschema import ValidationError as SchemaValidationError
     from jsonschema.protocols import Validator
 
-ErrorList = list[tuple[str, str]]
-"""``(dotted path, message)`` pairs."""
+ErrorList = list[tuple[str, str]]  # (dotted path, message) pairs
 _JSON_KIND = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
 
 

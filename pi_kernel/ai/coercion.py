@@ -105,8 +105,8 @@ class SchemaCoercer:
 
     def _coerce_scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
-        kind = schema.get("type")  # no ``type``: any value is valid as it is
-        kinds = [kind] if isinstance(kind, str) else kind or []
+        kinds = schema.get("type", [])  # no ``type``: any value is valid as it is
+        kinds = [kinds] if isinstance(kinds, str) else kinds
         if kinds and not any(self.validator.is_type(value, kind) for kind in kinds):
             value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _NONE), value)
         members = schema.get("enum") or ([schema["const"]] if "const" in schema else [])

@@ -6,8 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-
-from pi_kernel.ai.coercion import coerce_with_schema
+from coercion_helpers import coerce_with_schema
 
 INT = {"type": "integer"}
 NUM = {"type": "number"}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from pi_kernel.ai.coercion import coerce_with_schema
+from coercion_helpers import coerce_with_schema
+
 from pi_kernel.tools.builtin import prepare_edit_arguments
 
 DEPTH = sys.getrecursionlimit() * 20

@@ -1,88 +1,66 @@
-"""The one lenient pre-pass before the strict check: schema-guided repair of tool arguments.
+"""The lenient pre-pass before the strict check: schema-guided repair of tool arguments.
 
 Models often send almost-right arguments (``"42"`` for an integer, a JSON
-*string* holding the array asked for, ``null`` for a parameter they leave out),
-and neither ``jsonschema`` (no coercion at all) nor pydantic's lax mode (no
-number becomes a string, no JSON string a list) repairs them. This pass does,
-guided by the tool's JSON schema and only where the repair is unambiguous;
-what it cannot repair is left for the strict check to report. The rules are
-in ``docs/validation.md`` (step 2, and ``null``), the full table in
-``tests/test_coercion.py``. The walk is bounded by ``_MAX_DEPTH``, so a
-``$ref`` cycle ends. ``jsonschema`` is imported inside ``coerce_with_schema``:
-importing it takes seconds, which a kernel that runs no tool should not pay.
+*string* holding the array asked for, ``null`` for a parameter left out) that
+neither ``jsonschema`` nor pydantic's lax mode accepts. ``SchemaCoercer``
+repairs what is unambiguous; the strict check reports the rest. Rules:
+``docs/validation.md``; the full table: ``tests/test_coercion.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.ai.pattern_check import PatternTimeout, search
+
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-_FAIL = object()
-"""``_convert`` could not convert."""
-_MAX_DEPTH = 200
+_NONE = object()
+"""No value: ``_convert`` could not convert, or a schema has no ``default``."""
+_MAX_DEPTH = 200  # how deep the walk goes, so that a ``$ref`` cycle ends
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
-_PYTHON_TYPE = {"string": str, "boolean": bool, "null": type(None), "array": list, "object": dict}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
 
-def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-like data: dicts and lists rebuilt, scalars shared (several times faster than
-    ``copy.deepcopy`` or a ``json`` round trip); anything else falls back to ``copy.deepcopy``."""
-    kind = type(value)
-    if kind is dict:
-        return {key: copy_json(item) for key, item in value.items()}
-    if kind is list:
-        return [copy_json(item) for item in value]
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return value
-    return copy.deepcopy(value)
-
-
 def resolve_local_ref(root: Any, ref: str) -> Any:
-    """The target of a local ``$ref`` (``#`` or ``#/json/pointer``); ``LookupError`` if none."""
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
-        raise LookupError(f"only local $refs (#/...) can be resolved, not {ref!r}")
-    node = root
-    for raw in ref[2:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            raise LookupError(f"$ref {ref!r} points to nothing")
-    return node
+    """The target of a local ``$ref`` (``#`` or ``#/json/pointer``) in ``root``; ``LookupError`` if none."""
+    from referencing import Registry, Resource
+    from referencing.exceptions import Unresolvable
+
+    try:
+        return Registry().with_resource("", Resource.opaque(root)).resolver().lookup(ref).contents
+    except (Unresolvable, ValueError, TypeError):  # (a pointer step into a string or number is a ValueError)
+        raise LookupError(f"$ref {ref!r} points to nothing") from None
 
 
-def coerce_with_schema(value: Any, schema: Any, root_schema: Any = None, *, fill_defaults: bool = True) -> Any:
-    """A coerced copy of ``value`` for ``schema`` (``$ref``s resolve in ``root_schema``); ``value`` is untouched."""
-    from jsonschema.validators import Draft202012Validator, validator_for
-
-    root = schema if root_schema is None else root_schema
-    cls = validator_for(root, Draft202012Validator) if isinstance(root, dict) else Draft202012Validator
-    return SchemaCoercer(root, cls(root), fill_defaults=fill_defaults).coerce_in_place(copy_json(value), schema)
+def pattern_matches(pattern: str, key: str) -> bool:
+    """Whether a property name matches a ``patternProperties`` pattern (time-limited, see ``pattern_check``);
+    a pattern that does not compile or runs out of time does not match."""
+    try:
+        return search(pattern, key)
+    except (PatternTimeout, re.error):
+        return False
 
 
 class SchemaCoercer:
-    """Coercion bound to one root schema and its ``jsonschema`` validator; build once per schema and reuse."""
+    """Coercion for one root schema (checked by ``Tool``: every keyword has its JSON type); build once.
+
+    ``validator`` (for the root) tries union branches and ``null``. A ``null`` that means "not given" (see
+    ``docs/validation.md``; ``null_means_unset`` for strict mode) is dropped, or becomes the schema's
+    ``default`` when ``fill_defaults`` (pydantic applies its own defaults).
+    """
 
     def __init__(self, root: Any, validator: Validator, *, fill_defaults: bool = True, null_means_unset: bool = False):
         self.root = root
-        """The schema ``$ref``s resolve against."""
-        self.fill_defaults = fill_defaults
-        """Replace an optional ``null`` by the schema's ``default`` (True) or just drop it."""
-        self.null_means_unset = null_means_unset
-        """Strict mode: an optional ``null`` is "not given" even where the schema accepts it."""
         self.validator = validator
-        """Checks union branches and null-acceptance, resolving ``$ref``s against the root."""
+        self.fill_defaults = fill_defaults
+        self.null_means_unset = null_means_unset
 
     def coerce_in_place(self, value: Any, schema: Any = None) -> Any:
         """Coerce ``value`` (containers are changed in place) for ``schema`` (default: the root); return it."""
@@ -95,70 +73,65 @@ class SchemaCoercer:
     def _coerce(self, value: Any, schema: Any, depth: int) -> Any:
         if not isinstance(schema, dict) or depth > _MAX_DEPTH:
             return value
-        ref = schema.get("$ref")
-        if isinstance(ref, str):
-            try:
-                value = self._coerce(value, resolve_local_ref(self.root, ref), depth + 1)
-            except LookupError:
-                pass  # the strict check reports an unresolvable $ref
-        for part in _list(schema.get("allOf")):
+        if "$ref" in schema:
+            with contextlib.suppress(LookupError):  # the strict check reports an unresolvable $ref
+                value = self._coerce(value, resolve_local_ref(self.root, schema["$ref"]), depth + 1)
+        for part in schema.get("allOf", []):
             value = self._coerce(value, part, depth + 1)
-        for branches in (_list(schema.get("anyOf")), _list(schema.get("oneOf"))):
+        for branches in (schema.get("anyOf"), schema.get("oneOf")):
             if branches:
                 value = self._coerce_union(value, branches, depth)
         value = self._coerce_scalar(value, schema)
         if type(value) is dict:
             self._coerce_object(value, schema, depth)
         elif type(value) is list:
-            prefix, items = _list(schema.get("prefixItems")), schema.get("items")
+            prefix, items = schema.get("prefixItems", []), schema.get("items")
             if isinstance(items, list):  # draft 7 and older: a list of items is the tuple form
                 prefix, items = items, schema.get("additionalItems")
-            if prefix or isinstance(items, dict):
-                for index, item in enumerate(value):
-                    value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1)
+            for index, item in enumerate(value):
+                value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1)
         return value
 
     def _coerce_union(self, value: Any, branches: list[Any], depth: int) -> Any:
+        """A value that fits a branch is kept; else the first branch that fits after coercion."""
         fitting = next((branch for branch in branches if self._valid(value, branch)), None)
-        if fitting is not None:  # kept; in strict mode still walked, to find the nulls that mean "not given"
+        if fitting is not None:  # in strict mode still walked, to find the nulls that mean "not given"
             return self._coerce(value, fitting, depth + 1) if self.null_means_unset else value
         for branch in branches:
-            trial = self._coerce(copy_json(value), branch, depth + 1)
+            trial = self._coerce(copy.deepcopy(value), branch, depth + 1)
             if self._valid(trial, branch):
                 return trial
         return value
 
     def _coerce_scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
-        kinds = _types_of(schema)
-        if kinds and not any(_has_type(value, kind) for kind in kinds):
-            value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _FAIL), value)
-        members = _list(schema.get("enum")) or ([schema["const"]] if "const" in schema else [])
+        kinds = schema.get("type", [])  # no ``type``: any value is valid as it is
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if kinds and not any(self.validator.is_type(value, kind) for kind in kinds):
+            value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _NONE), value)
+        members = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
         if members and not any(_same_json(value, member) for member in members):
             for member in members:
                 converted = _convert(value, _KIND_OF.get(type(member), "object"))
-                if converted is not _FAIL and _same_json(converted, member):
+                if converted is not _NONE and _same_json(converted, member):
                     return converted
         return value
 
     def _coerce_object(self, value: dict[str, Any], schema: dict[str, Any], depth: int) -> None:
-        properties, patterns = _dict(schema.get("properties")), _dict(schema.get("patternProperties"))
+        properties, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
         additional = schema.get("additionalProperties")
-        if not properties and not patterns and not isinstance(additional, dict):
-            return
-        required = _list(schema.get("required"))
         for key in list(value):
             if key in properties:
                 sub = properties[key]
-                if value[key] is None and key not in required and self._null_is_unset(sub):
-                    found, default = self._default(sub)
-                    if found and self.fill_defaults:
-                        value[key] = copy_json(default)
+                if value[key] is None and key not in schema.get("required", []) and self._null_is_unset(sub):
+                    default = self._default(sub)
+                    if default is not _NONE and self.fill_defaults:
+                        value[key] = copy.deepcopy(default)
                     else:
                         del value[key]
                     continue
             else:
-                sub = next((s for p, s in patterns.items() if _search(p, key)), additional)
+                sub = next((s for p, s in patterns.items() if pattern_matches(p, key)), additional)
             value[key] = self._coerce(value[key], sub, depth + 1)
 
     def _null_is_unset(self, sub: Any) -> bool:
@@ -166,45 +139,18 @@ class SchemaCoercer:
             return True
         if not self.null_means_unset:
             return False
-        found, default = self._default(sub)  # none in the schema: pydantic's default_factory, or no default
-        return not found or default is not None
+        default = self._default(sub)  # none in the schema: pydantic's default_factory, or no default
+        return default is _NONE or default is not None
 
-    def _default(self, node: Any) -> tuple[bool, Any]:
-        """``(True, default)`` from ``node`` or along its ``$ref`` chain, else ``(False, None)``."""
-        seen: set[str] = set()
-        while isinstance(node, dict) and "default" not in node:
-            ref = node.get("$ref")
-            if not isinstance(ref, str) or ref in seen:
-                return False, None
-            seen.add(ref)
-            try:
-                node = resolve_local_ref(self.root, ref)
-            except LookupError:
-                return False, None
-        return (True, node["default"]) if isinstance(node, dict) else (False, None)
-
-
-def _types_of(schema: dict[str, Any]) -> list[str]:
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return [kind]
-    if isinstance(kind, list):
-        return [item for item in kind if isinstance(item, str)]
-    if "properties" in schema:
-        return ["object"]
-    return ["array"] if "items" in schema or "prefixItems" in schema else []
-
-
-def _has_type(value: Any, kind: str) -> bool:
-    """Whether ``value`` has JSON type ``kind``; an unknown type name says yes (not ours to convert)."""
-    if kind == "integer":
-        if isinstance(value, float):
-            return value.is_integer()
-        return isinstance(value, int) and type(value) is not bool
-    if kind == "number":
-        return type(value) is not bool and isinstance(value, (int, float))
-    python = _PYTHON_TYPE.get(kind)
-    return python is None or isinstance(value, python)
+    def _default(self, node: Any, depth: int = 0) -> Any:
+        """The ``default`` in ``node`` or at the end of its ``$ref`` chain, else ``_NONE``."""
+        if not isinstance(node, dict) or depth > _MAX_DEPTH:
+            return _NONE
+        if "default" in node or "$ref" not in node:
+            return node.get("default", _NONE)
+        with contextlib.suppress(LookupError):
+            return self._default(resolve_local_ref(self.root, node["$ref"]), depth + 1)
+        return _NONE
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -216,54 +162,39 @@ def _same_json(a: Any, b: Any) -> bool:
 
 
 def _convert(value: Any, kind: str) -> Any:
-    """``value`` as JSON type ``kind``, or ``_FAIL``."""
+    """``value`` as JSON type ``kind``, or ``_NONE``."""
     if kind in ("integer", "number"):
-        return _to_number(value, integer=kind == "integer")
+        return _to_number(value, integer=kind == "integer") if isinstance(value, str) else _NONE
     if kind == "boolean":
         if isinstance(value, str):
-            return _BOOLEAN_TEXT.get(value.strip().lower(), _FAIL)
-        return bool(value) if type(value) is int and value in (0, 1) else _FAIL
+            return _BOOLEAN_TEXT.get(value.strip().lower(), _NONE)
+        return bool(value) if type(value) is int and value in (0, 1) else _NONE
     if kind == "string":
         if isinstance(value, bool):
             return "true" if value else "false"
-        return str(value) if isinstance(value, (int, float)) and math.isfinite(value) else _FAIL
+        return str(value) if isinstance(value, (int, float)) and math.isfinite(value) else _NONE
     if kind == "null":
-        return None if isinstance(value, str) and value.strip().lower() == "null" else _FAIL
+        return None if isinstance(value, str) and value.strip().lower() == "null" else _NONE
     if kind in ("array", "object") and isinstance(value, str):
         try:
             parsed = json.loads(value)
         except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
-            return _FAIL
-        return parsed if isinstance(parsed, list if kind == "array" else dict) else _FAIL
-    return _FAIL
+            return _NONE
+        return parsed if isinstance(parsed, list if kind == "array" else dict) else _NONE
+    return _NONE
 
 
-def _to_number(value: Any, *, integer: bool) -> Any:
-    if not isinstance(value, str) or "_" in value:  # Python reads "1_000"; JSON does not
-        return _FAIL
+def _to_number(text: str, *, integer: bool) -> Any:
+    if "_" in text:  # Python reads "1_000"; JSON does not
+        return _NONE
     try:
-        return int(value)
-    except ValueError:  # not an integer's text (or more digits than int() accepts)
+        return int(text)  # exact, however many digits
+    except ValueError:
         pass
     try:
-        number = float(value)
+        number = float(text)
     except ValueError:
-        return _FAIL
+        return _NONE
     if not math.isfinite(number) or (integer and not number.is_integer()):
-        return _FAIL
+        return _NONE
     return int(number) if integer else number
-
-
-def _search(pattern: str, key: str) -> bool:
-    try:
-        return re.search(pattern, key) is not None
-    except re.error:
-        return False
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}

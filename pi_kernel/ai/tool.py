@@ -188,7 +188,7 @@ class Tool:
         """The one cached schema object itself; read it, never change it.
 
         For per-call readers inside the library that must not pay for a copy:
-        validation keys its compiled-validator cache on this object's identity.
+        validation reads it on every call.
         """
         return self._frozen_schema().shared
 

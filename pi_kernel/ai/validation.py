@@ -1,54 +1,50 @@
-"""``validate_tool_arguments``: copy, check, coerce leniently, check again, explain failures.
+"""``validate_tool_arguments``: check a copy of a tool call's arguments, repair it, check again, explain.
 
-The arguments a model sends are untrusted. A copy is checked strictly
-(pydantic in lax mode for a model tool, ``jsonschema`` for a schema dict);
-only if that fails is it repaired where the repair is unambiguous (the
-``coercion`` pre-pass) and checked once more. What is still wrong raises
-``ToolArgumentsError``, written for the model to read and correct itself
-(dotted paths, see ``error_paths``). The behaviour and the error text are
-documented in ``docs/validation.md``. Compiled validators are cached per tool
-and per schema content. ``jsonschema`` is imported where a schema is compiled
-or checked: importing it takes seconds, which a kernel that runs no tool should not pay.
+Behaviour and error text: ``docs/validation.md``. ``jsonschema`` is imported inside functions: it takes
+about a second, which a kernel that runs no tool should not pay.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelValidationError
 
-from pi_kernel.ai.coercion import SchemaCoercer, copy_json
-from pi_kernel.ai.error_paths import ErrorList, describe_schema_error, dotted, model_error_path
+from pi_kernel.ai.coercion import SchemaCoercer, pattern_matches
 from pi_kernel.ai.messages import ToolCall
 from pi_kernel.ai.pattern_check import bounded_validator
 from pi_kernel.ai.tool import Tool
 
 if TYPE_CHECKING:
+    from jsonschema import ValidationError as SchemaValidationError
     from jsonschema.protocols import Validator
 
+ErrorList = list[tuple[str, str]]  # (dotted path, message) pairs
 _JSON_KIND = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
 
 
 class ToolArgumentsError(ValueError):
-    """A tool call's arguments failed validation; ``str()`` is the text for the model."""
+    """A tool call's arguments failed validation; ``str()`` is the text for the model.
+
+    ``errors``: ``(path, message)`` for each problem. ``received``: what the
+    model sent (the raw text when it was not valid JSON); ``received_text``: that as
+    the model reads it (a non-JSON value a ``prepare_arguments`` hook put in shows as its ``repr``).
+    """
 
     def __init__(self, tool_name: str, errors: ErrorList, received: Any, received_text: str | None = None) -> None:
         self.tool_name = tool_name
-        """The tool the model called."""
         self.errors = errors
-        """``(path, message)`` for each problem."""
         self.received = received
-        """What the model sent: the arguments, or the raw text when it was not valid JSON."""
-        self.received_text = _dump(received) if received_text is None else received_text
-        """``received`` as the model reads it."""
+        self.received_text = json.dumps(received, indent=2, default=repr) if received_text is None else received_text
         lines = "\n".join(f"  - {path}: {message}" for path, message in errors)
-        text = f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{self.received_text}'
-        super().__init__(text)
+        super().__init__(
+            f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{self.received_text}'
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:  # ``BaseException`` would pickle as ``cls(*self.args)``
         return (type(self), (self.tool_name, self.errors, self.received, self.received_text))
@@ -59,6 +55,8 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
 
     ``tool_call.arguments`` is never mutated. Raises ``ToolArgumentsError``.
     """
+    from referencing.exceptions import Unresolvable
+
     received: Any = tool_call.arguments
     raw = tool_call.raw_arguments
     if raw is not None:
@@ -73,133 +71,148 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
             problem = f"The arguments must be a JSON object, not {kind}"
             raise ToolArgumentsError(tool_call.name, [("root", problem)], received, raw)
     compiled = compiled_schema(tool)
-    arguments = copy_json(received)  # the contract's deep copy; everything below works on it
+    arguments = copy.deepcopy(received)  # everything below works on (and may change) this copy
     if tool.uses_strict_mode(provider_supports_strict=True) and isinstance(arguments, dict):
         # Sent in strict mode, the model had to fill every property: its nulls mean "use the default".
         arguments = compiled.strict_coercer.coerce_in_place(arguments)
-    if compiled.model is not None:
-        result, errors = _check_model(compiled, compiled.model, arguments)
-    else:
-        result, errors = _check_json(compiled, tool, arguments)
+    check = _check_model if compiled.model is not None else _check_json
+    try:
+        result, errors = check(compiled, arguments)
+        if errors:
+            result, errors = check(compiled, compiled.coercer.coerce_in_place(arguments))
+    except Unresolvable as error:
+        raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
     if errors:
         raise ToolArgumentsError(tool_call.name, errors, received, raw)
     return result
 
 
-def _check_model(compiled: CompiledSchema, model: type[BaseModel], arguments: Any) -> tuple[Any, ErrorList]:
+def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
+    """The model instance, or the errors."""
+    assert compiled.model is not None
     try:
-        try:
-            return model.model_validate(arguments, strict=False), []
-        except ModelValidationError:
-            arguments = compiled.coercer.coerce_in_place(arguments)
-            return model.model_validate(arguments, strict=False), []
+        return compiled.model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
-        errors: ErrorList = []
-        for item in error.errors(include_url=False):
-            path = model_error_path(item["loc"], arguments, item.get("input"), item["type"])
-            errors.append((dotted(path), item["msg"]))
+        errors = [
+            (_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
+            for item in error.errors(include_url=False)
+        ]
         return None, list(dict.fromkeys(errors))  # without repeats, in order
     except (TypeError, AttributeError, KeyError, IndexError) as error:
         # A model validator that crashed on odd input: still the model's input to fix.
         return None, [("root", f"{type(error).__name__}: {error}")]
 
 
-def _check_json(compiled: CompiledSchema, tool: Tool, arguments: Any) -> tuple[Any, ErrorList]:
-    from referencing.exceptions import Unresolvable
+def _check_json(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
+    """The arguments, and the errors found (without repeats, in order)."""
+    errors = [item for error in compiled.validator.iter_errors(arguments) for item in _describe_schema_error(error)]
+    return arguments, list(dict.fromkeys(errors))
 
-    try:  # (a schema that breaks the metaschema was refused when it was compiled)
-        if compiled.validator.is_valid(arguments):
-            return arguments, []
-        arguments = compiled.coercer.coerce_in_place(arguments)
-        raw_errors = list(compiled.validator.iter_errors(arguments))
-    except Unresolvable as error:
-        raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
-    errors = list(dict.fromkeys(item for raw in raw_errors for item in describe_schema_error(raw)))
-    return (None, errors) if errors else (arguments, [])
+
+# --- Where an error is, and which union branch to report (``best_match`` cannot: it returns one error, and
+# for branches it rates alike, the generic union error).
+
+
+def _dotted(path: Any) -> str:
+    return ".".join(str(part) for part in path) or "root"
+
+
+def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
+    """Pydantic's ``loc`` as a dotted path into the arguments, without union-branch tags (``x.int`` is ``x``).
+
+    A step that is a key or index of the value reached is followed, any other is a tag (but the last step of
+    a "missing" error names the absent field). A key is a tag too where it leads away from the value the error
+    is about (``input``): ``item: dict[str, int] | int`` sent ``{"int": "x"}`` fails at ``item``.
+    """
+    path: list[int | str] = []
+    node = arguments
+    for position, part in enumerate(loc):
+        if _has(node, part) and not (_same(node, error_input) and not _same(node[part], error_input)):
+            node = node[part]
+            path.append(part)
+        elif missing and position == len(loc) - 1:
+            path.append(part)
+    return _dotted(path)
+
+
+def _has(node: Any, part: int | str) -> bool:
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node)
+
+
+def _same(node: Any, error_input: Any) -> bool:
+    try:
+        return node is error_input or bool(node == error_input)
+    except Exception:  # noqa: BLE001 - an odd value that cannot compare is simply not the one
+        return False
+
+
+def _describe_schema_error(error: SchemaValidationError) -> ErrorList:
+    """Readable ``(path, message)`` pairs for one ``jsonschema`` error, worded like pydantic's where it can."""
+    path, instance, schema = list(error.absolute_path), error.instance, error.schema
+    if error.validator == "required":  # (``required`` and ``additionalProperties`` only fail on an object)
+        return [(_dotted([*path, name]), "Field required") for name in error.validator_value if name not in instance]
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
+        extras = [key for key in instance if key not in known and not any(pattern_matches(p, key) for p in patterns)]
+        return [(_dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
+    described: ErrorList = []
+    if error.validator in ("anyOf", "oneOf"):
+        for branch_error in _branch_meant(error.context, len(path)):
+            described += [item for item in _describe_schema_error(branch_error) if item not in described]
+    return described or [(_dotted(path), error.message)]
+
+
+def _branch_meant(errors: list[SchemaValidationError], depth: int) -> list[SchemaValidationError]:
+    """The complaints of the union branch(es) the model most likely meant, or ``[]`` for none.
+
+    Set aside: a branch whose type (or ``enum`` / ``const``) the value lacks, then, if any is left, one whose
+    tag (a property's ``const``, ``kind: "cat"``) differs. Of the rest, the one(s) with the fewest complaints.
+    """
+    by_branch: dict[Any, list[SchemaValidationError]] = {}
+    for item in errors:
+        by_branch.setdefault(item.relative_schema_path[0], []).append(item)  # the branch's index
+
+    def mismatch(group: list[SchemaValidationError], validators: tuple[str, ...], extra: int) -> bool:
+        return any(item.validator in validators and len(item.absolute_path) == depth + extra for item in group)
+
+    candidates = [group for group in by_branch.values() if not mismatch(group, ("type", "enum", "const"), 0)]
+    candidates = [group for group in candidates if not mismatch(group, ("const",), 1)] or candidates
+    fewest = min((len(group) for group in candidates), default=0)
+    return [item for group in candidates if len(group) == fewest for item in group]
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledSchema:
-    """Everything validation needs for one tool schema, built once."""
+    """What validation needs for one tool schema; ``model`` (a model tool's class) then decides validity."""
 
     validator: Validator
-    """``jsonschema`` validator for the tool's JSON schema (its ``$schema`` draft, else 2020-12)."""
-    coercer: SchemaCoercer
-    """The lenient pre-pass, guided by the same schema."""
     model: type[BaseModel] | None
-    """The pydantic model class, when the tool has one (it then decides validity)."""
+    coercer: SchemaCoercer
     strict_coercer: SchemaCoercer
-    """For tools sent in strict mode: also reads a nullable parameter's ``null`` as "not given"."""
 
 
-def build_compiled_schema(parameters: type[BaseModel] | dict[str, Any], schema: dict[str, Any]) -> CompiledSchema:
-    """Build the validator and coercers for ``schema`` (the tool's ``shared_json_schema()``)."""
+def build_compiled_schema(model: type[BaseModel] | None, schema: dict[str, Any]) -> CompiledSchema:
+    """Build the validator and coercers for a tool's ``schema`` (``Tool`` has checked it) and ``model``
+    (``None`` for a schema-dict tool); ``pattern`` checks are time-limited (``pattern_check``)."""
     from jsonschema.validators import Draft202012Validator, validator_for
 
-    model = parameters if isinstance(parameters, type) and issubclass(parameters, BaseModel) else None
-    if model is not None:
-        validator = bounded_validator(Draft202012Validator)(schema)  # pydantic emits 2020-12
-    else:
-        cls = validator_for(schema, default=Draft202012Validator)
-        cls.check_schema(schema)  # a broken schema is the tool author's error: say so once, clearly
-        validator = bounded_validator(cls)(schema)  # a pattern cannot freeze the kernel (pattern_check)
+    draft = Draft202012Validator if model is not None else validator_for(schema, default=Draft202012Validator)
+    validator = bounded_validator(draft)(schema)
     fill = model is None  # pydantic applies its own default (and default_factory): drop, do not fill
     coercer = SchemaCoercer(schema, validator, fill_defaults=fill)
-    strict = SchemaCoercer(schema, validator, fill_defaults=fill, null_means_unset=True)
-    return CompiledSchema(validator, coercer, model, strict)
-
-
-# Cached per Tool (weakly held, with the exact schema object it was built from: one lookup and one identity
-# check per call), then shared by content, so equal schemas compile once: the model class, or the canonical
-# JSON of a schema dict, in one bounded least-recently-used table (which holds model classes strongly).
-_by_tool: weakref.WeakKeyDictionary[Tool, tuple[dict[str, Any], CompiledSchema]] = weakref.WeakKeyDictionary()
-_shared: dict[Any, CompiledSchema] = {}
-_SHARED_LIMIT = 256
-_lock = threading.Lock()
+    strict_coercer = SchemaCoercer(schema, validator, fill_defaults=fill, null_means_unset=True)
+    return CompiledSchema(validator, model, coercer, strict_coercer)
 
 
 def compiled_schema(tool: Tool) -> CompiledSchema:
-    """The cached ``CompiledSchema`` for ``tool`` (built on first use)."""
-    schema = tool.shared_json_schema()
-    try:
-        entry = _by_tool.get(tool)
-    except TypeError:  # an unhashable Tool subclass (a dataclass with eq=True): the shared level only
-        return _shared_compiled(tool, schema)
-    if entry is not None and entry[0] is schema:
-        return entry[1]
-    compiled = _shared_compiled(tool, schema)
-    _by_tool[tool] = (schema, compiled)
-    return compiled
+    """The ``CompiledSchema`` for ``tool``, cached by content (its model class, its schema's JSON text):
+    equal schemas compile once, and a tool whose parameters change gets a new one."""
+    model = None if isinstance(tool.parameters, dict) else tool.parameters
+    return _compiled(model, json.dumps(tool.shared_json_schema(), default=repr))
 
 
-def _shared_compiled(tool: Tool, schema: dict[str, Any]) -> CompiledSchema:
-    from jsonschema.exceptions import SchemaError
-
-    parameters = tool.parameters
-    is_model = isinstance(parameters, type) and issubclass(parameters, BaseModel)
-    key = parameters if is_model else json.dumps(schema, sort_keys=True, default=repr)
-    with _lock:
-        compiled = _shared.pop(key, None)
-        if compiled is None:
-            try:
-                compiled = build_compiled_schema(parameters, schema)
-            except SchemaError as error:
-                raise ValueError(f'Tool "{tool.name}" has an invalid parameters schema: {error.message}') from None
-        _shared[key] = compiled  # (re)inserted last: the most recently used
-        if len(_shared) > _SHARED_LIMIT:
-            del _shared[next(iter(_shared))]
-    return compiled
-
-
-def clear_validation_cache() -> None:
-    """Forget every compiled schema (tests, or after editing a schema in place)."""
-    with _lock:
-        _by_tool.clear()
-        _shared.clear()
-
-
-def _dump(value: Any) -> str:
-    try:
-        return json.dumps(value, indent=2)
-    except (TypeError, ValueError):  # a prepare_arguments hook put non-JSON values in
-        return json.dumps(value, indent=2, default=repr)
+@functools.lru_cache(maxsize=256)  # bounded: it holds model classes strongly
+def _compiled(model: type[BaseModel] | None, schema_text: str) -> CompiledSchema:
+    return build_compiled_schema(model, json.loads(schema_text))  # (``Tool`` checked: the schema is plain JSON)

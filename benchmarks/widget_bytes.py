@@ -2,7 +2,7 @@
 
 Setup (the most faithful one that needs no browser): a real ipykernel started
 with ``jupyter_client`` (``PYTHONPATH`` = this repository). A cell in that
-kernel makes a ``TurnView`` exactly as the ``%%pi`` runner does (the cell's
+kernel makes a ``WidgetTurnView`` exactly as the ``%%pi`` runner does (the cell's
 parent header, the kernel's iopub socket, ipywidgets' comms) and feeds it the
 agent events of a 40 KiB markdown answer in 4-character tokens, 2,000 a
 second, with real timing (``asyncio.sleep`` to each token's due time). This
@@ -72,7 +72,7 @@ from pi_kernel.agent.events import (AgentEndEvent, AgentStartEvent, MessageEndEv
 from pi_kernel.ai import AssistantMessage, TextContent, Usage
 from pi_kernel.ai.stream_types import AssistantMessageEvent
 from pi_kernel.widgets.stream_output import KernelIopub
-from pi_kernel.widgets.turn_view import TurnView
+from pi_kernel.widgets.turn_view import WidgetTurnView
 from IPython.display import display
 
 _kernel = get_ipython().kernel
@@ -99,7 +99,7 @@ async def _tokens(answer, chars, rate):
 async def run_view(answer, chars, rate):
     counter, restore = _count_iopub()
     try:
-        view = TurnView(KernelIopub.current(), model="bench-model", provider="bench")
+        view = WidgetTurnView(KernelIopub.current(), model="bench-model", provider="bench")
         view.display()
         handle = view.handle_event
         partial = AssistantMessage(model="bench-model", provider="bench")

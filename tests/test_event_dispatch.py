@@ -1,7 +1,8 @@
 """Agent events are told apart by their class: ``match`` / ``isinstance`` on the ``AgentEvent`` union.
 
 An AST scan of ``pi_kernel``: no code compares ``<x>.type`` with an agent event's type string (``==``,
-``in``, ``match x.type``) or builds a handler name from it (``getattr(self, f"_on_{event.type}")``).
+``in``, ``match x.type``) or builds a handler name from it (``getattr(self, f"_on_{event.type}")``), or looks a handler up by it
+(``HANDLERS[event.type]``).
 Dispatch by class lets mypy check each branch's fields; a string typo would only fail at run time.
 """
 
@@ -46,9 +47,11 @@ def string_dispatches(tree: ast.AST) -> list[int]:
             ):
                 lines.append(node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            names = [arg for arg in node.args[1:2] if isinstance(arg, ast.JoinedStr)]
-            if any(_is_type_attribute(inner) for name in names for inner in ast.walk(name)):
+            # a handler name built from the type, however it is spelt (f-string, ``+``, ``%``, ``.format``)
+            if any(_is_type_attribute(inner) for name in node.args[1:2] for inner in ast.walk(name)):
                 lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and _is_type_attribute(node.slice):
+            lines.append(node.lineno)  # a table of handlers keyed by the type string
     return sorted(lines)
 
 
@@ -60,8 +63,10 @@ def test_the_scan_finds_each_kind_of_string_dispatch() -> None:
         '    case "compaction": pass\n'
         'handler = getattr(self, f"_on_{event.type}")\n'
         'if chunk.type == "text_delta": pass\n'  # a stream event of ``ai``, not an agent event
+        'handler = getattr(self, "_on_" + event.type)\n'
+        "HANDLERS[event.type](event)\n"
     )
-    assert string_dispatches(ast.parse(source)) == [1, 2, 3, 5]
+    assert string_dispatches(ast.parse(source)) == [1, 2, 3, 5, 7, 8]
 
 
 def test_no_agent_event_is_dispatched_by_its_type_string() -> None:

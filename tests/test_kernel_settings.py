@@ -198,3 +198,54 @@ def test_blank_environment_names_and_values_that_cannot_compare_are_not_taken() 
     problems: list[str] = []
     assert apply_config(PiSettings(), {"approval": Incomparable()}, problems).approval == "ask"
     assert problems and problems[0].startswith("PiKernel.approval: cannot compare")
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("PI_MCP_CONFIG", "~nosuchuser-r14a/mcp.json"),  # expanduser raises RuntimeError, not OSError
+        ("PI_PRICES", "[" * 5000),  # json.loads raises RecursionError
+        ("PI_ALLOWED_MODELS", "[" * 5000),
+    ],
+)
+def test_a_bad_environment_value_of_any_kind_warns_and_falls_back(name: str, value: str) -> None:
+    """Found by the r14a review: the environment's errors other than ``OSError`` / ``ValueError`` stopped the
+    kernel (``settings_from_env`` runs in its constructor)."""
+    problems: list[str] = []
+    settings = settings_from_env({name: value}, problems=problems)
+    assert (settings.mcp_servers, settings.prices, settings.allowed_models) == ({}, {}, ())
+    assert len(problems) == 1 and problems[0].startswith(name + ": ")
+
+
+def test_the_local_models_numbers_read_like_the_other_settings(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``PI_LOCAL_CONTEXT`` / ``PI_LOCAL_THREADS`` (README's settings table) are read outside the table, by the
+    local engine: ``8k`` (which ``PI_CONTEXT_WINDOW`` accepts) once raised at ``session.model``; a value that is
+    no number warns and keeps the default."""
+    from pi_kernel.ai.models import Model
+    from pi_kernel.ai.providers.local_engine import DEFAULT_CONTEXT_TOKENS, default_threads
+    from pi_kernel.kernel.long_session import with_context_window
+
+    local = Model(id="smollm2", provider="local")
+    monkeypatch.setenv("PI_LOCAL_CONTEXT", "8k")
+    monkeypatch.setenv("PI_LOCAL_THREADS", "3")
+    assert (with_context_window(local, None) or local).context_window == 8000 and default_threads() == 3
+    monkeypatch.setenv("PI_LOCAL_CONTEXT", "lots")
+    monkeypatch.setenv("PI_LOCAL_THREADS", "-2")
+    with caplog.at_level("WARNING", logger="pi_kernel.local"):
+        assert (with_context_window(local, None) or local).context_window == DEFAULT_CONTEXT_TOKENS
+        assert 1 <= default_threads() <= 4
+    assert [record.getMessage() for record in caplog.records] == [
+        "pi_kernel: PI_LOCAL_CONTEXT: 'lots' is not a whole number above 0; using the default.",
+        "pi_kernel: PI_LOCAL_THREADS: '-2' is not a whole number above 0; using the default.",
+    ]
+
+
+@pytest.mark.kernel
+def test_the_pi_kernel_starts_with_an_unresolvable_mcp_config_path(pi_jupyter_path: str) -> None:
+    """The same end to end: the Pi kernel died in its constructor (``wait_for_ready``: "Kernel died")."""
+    env = kernel_env(PI_MCP_CONFIG="~nosuchuser-r14a/mcp.json")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as driver:
+        result = driver.run("%pi")
+        assert result.status == "ok" and "pi_kernel warning: PI_MCP_CONFIG: cannot read" in result.text

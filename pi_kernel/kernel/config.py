@@ -351,7 +351,7 @@ def settings_from_env(
             continue
         try:
             value = (row.env_parse or row.parse)(text)
-        except (OSError, ValueError) as error:
+        except Exception as error:  # noqa: BLE001 - whatever the environment holds, the kernel must start
             _report(problems, f"{row.env}: {_masked(str(error), env)}; {_fallback(settings, row)}.")
             continue
         if row.merge:

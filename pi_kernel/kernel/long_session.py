@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 import urllib.request
 from collections.abc import Coroutine
@@ -78,9 +77,9 @@ def with_context_window(model: Model | None, window: int | None) -> Model | None
     if model.context_window:
         return model
     if model.provider == "local":  # the window the local engine is loaded with
-        from pi_kernel.ai.providers.local_engine import DEFAULT_CONTEXT_TOKENS
+        from pi_kernel.ai.providers.local_engine import local_context_tokens
 
-        return model.with_(context_window=int(os.environ.get("PI_LOCAL_CONTEXT") or DEFAULT_CONTEXT_TOKENS))
+        return model.with_(context_window=local_context_tokens())
     if model.context_window_source == "known":
         return model
 

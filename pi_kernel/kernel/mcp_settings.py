@@ -34,4 +34,6 @@ def mcp_servers_file(path: str) -> dict[str, Any]:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except OSError as error:
         raise ValueError(f"cannot read {path!r} ({error.strerror or error})") from None
+    except RuntimeError as error:  # ``~user`` naming nobody
+        raise ValueError(f"cannot read {path!r} ({error})") from None
     return mcp_servers(text)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pi_kernel.ai.providers.local_grammar import bounded_gbnf
+from pi_kernel.ai.secrets import mask
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
@@ -104,10 +105,29 @@ def default_threads() -> int:
     about 80 only on an idle machine). A core is left for the kernel, the
     browser and everything else; a 135M model gains nothing beyond 4.
     """
-    configured = os.environ.get("PI_LOCAL_THREADS", "").strip()
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, min(4, usable_cpus() - 1))
+    return env_count("PI_LOCAL_THREADS") or max(1, min(4, usable_cpus() - 1))
+
+
+def env_count(name: str) -> int | None:
+    """The whole number above 0 in environment variable ``name`` (``"8k"``, ``"8_000"`` allowed, as the kernel's
+    settings read ``PI_CONTEXT_WINDOW``); ``None`` when unset, and a logged warning too when it is not such a
+    number (a bad value never stops a turn: the default applies)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    digits = text.lower().replace("_", "").replace(",", "")
+    scale = 1000 if digits.endswith("k") else 1
+    digits = digits[:-1] if scale > 1 else digits
+    if digits.isascii() and digits.isdigit() and int(digits) > 0:
+        return int(digits) * scale
+    shown = mask(text if len(text) <= 20 else text[:20] + "...")  # it might be a pasted key
+    logger.warning("pi_kernel: %s: %r is not a whole number above 0; using the default.", name, shown)
+    return None
+
+
+def local_context_tokens() -> int:
+    """The local model's context size: ``PI_LOCAL_CONTEXT``, else ``DEFAULT_CONTEXT_TOKENS``."""
+    return env_count("PI_LOCAL_CONTEXT") or DEFAULT_CONTEXT_TOKENS
 
 
 def local_model_available() -> bool:
@@ -367,6 +387,5 @@ def get_engine() -> LocalEngine:
             path = os.environ.get("PI_LOCAL_MODEL_PATH") or find_local_model_file()
             if path is None or importlib.util.find_spec("llama_cpp") is None:
                 raise RuntimeError(INSTALL_HINT)
-            context = int(os.environ.get("PI_LOCAL_CONTEXT") or DEFAULT_CONTEXT_TOKENS)
-            _ENGINE = LocalEngine(path, n_ctx=context)
+            _ENGINE = LocalEngine(path, n_ctx=local_context_tokens())
         return _ENGINE

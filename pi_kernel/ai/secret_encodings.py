@@ -117,15 +117,32 @@ def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -
     if len(joined) != len(text):
         where = [index for index, char in enumerate(text) if char not in "\r\n"]  # joined index → text index
         spans = [(where[start], where[end - 1] + 1) for start, end in spans]
-    merged: list[tuple[int, int]] = []
+    return replaced(text, merged(spans), "***")
+
+
+def merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` in order, overlapping and touching ones merged."""
+    result: list[tuple[int, int]] = []
     for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        if result and start <= result[-1][1]:
+            result[-1] = (result[-1][0], max(result[-1][1], end))
         else:
-            merged.append((start, end))
-    for start, end in reversed(merged):
-        text = text[:start] + "***" + text[end:]
-    return text
+            result.append((start, end))
+    return result
 
 
-__all__ = ["FRAGMENT_BYTES", "encoded_forms", "may_hold", "other_forms_masked", "runs_of"]
+def replaced(text: str, spans: Sequence[tuple[int, int]], mask: str) -> str:
+    """``text`` with each of ``spans`` (in order, not overlapping: ``merged``'s) replaced by ``mask``, built
+    once (a copy of the text per span would cost the square of the spans on a text full of key fragments)."""
+    if not spans:
+        return text
+    pieces: list[str] = []
+    kept = 0
+    for start, end in spans:
+        pieces += (text[kept:start], mask)
+        kept = end
+    pieces.append(text[kept:])
+    return "".join(pieces)
+
+
+__all__ = ["FRAGMENT_BYTES", "encoded_forms", "may_hold", "merged", "other_forms_masked", "replaced", "runs_of"]

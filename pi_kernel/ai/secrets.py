@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from typing import Any, overload
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
-from pi_kernel.ai.secret_encodings import may_hold, other_forms_masked, runs_of
+from pi_kernel.ai.secret_encodings import may_hold, merged, other_forms_masked, replaced, runs_of
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
 """Environment variables known to hold secrets (``mask`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
@@ -113,22 +113,14 @@ def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-        for start, end in reversed(_fragment_spans(text, secret)):
-            text = text[:start] + MASK + text[end:]
+        text = replaced(text, _fragment_spans(text, secret), MASK)
     return _URL_CREDENTIALS.sub("//***@", other_forms_masked(text, secrets, FRAGMENT_CHARS))
 
 
 def _fragment_spans(text: str, secret: str) -> list[tuple[int, int]]:
     """``(start, end)`` of each longest run of ``secret``'s characters in ``text`` at least ``FRAGMENT_CHARS``
     long, in order, overlapping runs merged."""
-    spans = runs_of(text, secret, FRAGMENT_CHARS)
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
+    return merged(runs_of(text, secret, FRAGMENT_CHARS))
 
 
 def _unfinished_start(text: str, secrets: Sequence[str]) -> int:

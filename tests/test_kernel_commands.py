@@ -206,3 +206,16 @@ def test_autoawait_off_answers_on_stdin_or_denies_at_once(kernel: KernelDriver, 
     finally:
         kernel.run("%autoawait on")
         kernel.run("from pi_kernel.kernel.extension import get_session; get_session().broker.timeout = 60")
+
+
+def test_a_pi_cell_inside_capture_runs(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """``%%capture`` runs its body as a cell of its own while the kernel's loop runs (r14a review): a ``%%pi``
+    body rewritten to a top-level ``await`` failed ("This event loop is already running"); it takes the
+    ``%%pi`` magic's blocking path instead, and what it showed is captured."""
+    server.enqueue(text_chunks("Captured answer."))
+    result = kernel.run("%%capture cap\n%%pi\nsay ok", cell_id="captured")
+    assert result.status == "ok" and "RuntimeError" not in result.text, result.text[-300:]
+    assert "Captured answer." not in result.text
+    assert "Captured answer." in kernel.run("print(cap.stdout, [o.data for o in cap.outputs])").text
+    server.enqueue(text_chunks("Not captured."))
+    assert "Not captured." in kernel.run("%%pi\nsay it", cell_id="after").text  # the next cell still awaits

@@ -5,7 +5,8 @@ one turn of the session's agent. ``rewrite_pi_cell`` (an IPython
 ``input_transformers_post`` entry) turns such a cell into
 ``await run_pi_cell(body, line)`` wherever IPython runs top-level ``await`` on
 asyncio (ipykernel, the terminal), so the turn runs inside the kernel's event
-loop; the ``%%pi`` cell magic below is the fallback when that is off.
+loop; the ``%%pi`` cell magic below is the fallback when that is off, or when
+the cell runs inside another one (``%%capture``) while the loop runs.
 
 ``%pi`` line commands: see ``line_commands.HELP``. The line is not expanded as IPython does
 for most magics (``{expr}`` / ``$name``): ``%pi allow ID --args {"a": 1}`` is
@@ -19,9 +20,13 @@ kernel, and they pull in the tool and agent layers (about 100 ms).
 from __future__ import annotations
 
 import ast
+import asyncio
+import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 if TYPE_CHECKING:
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 
 
 RUNNER = "__import__('pi_kernel.kernel.extension', fromlist=['run_pi_cell']).run_pi_cell"
+_SYNC_RUN_CELL = InteractiveShell._run_cell.__code__
 
 
 def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
@@ -63,10 +69,27 @@ class PiCellRewriter:
 
     def __call__(self, lines: list[str]) -> list[str]:
         found = _pi_cell_magic_call("".join(lines))
-        if found is None or not can_await(self.shell):
+        if found is None or not can_await(self.shell) or _run_by_a_running_cell():
             return lines
         line, body = found
         return [f"await {RUNNER}({body!r}, {line!r})\n"]
+
+
+def _run_by_a_running_cell() -> bool:
+    """Whether this cell is run from inside another while this thread's loop runs (``%%capture``, a cell calling
+    ``shell.run_cell``): IPython's synchronous ``run_cell`` would hand a top-level ``await`` to
+    ``loop.run_until_complete`` ("This event loop is already running"), so the ``%%pi`` magic's blocking path
+    must run it. The kernel's own cells are transformed by ipykernel directly, not through ``_run_cell``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _SYNC_RUN_CELL:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:

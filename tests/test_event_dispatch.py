@@ -1,8 +1,8 @@
 """Agent events are told apart by their class: ``match`` / ``isinstance`` on the ``AgentEvent`` union.
 
 An AST scan of ``pi_kernel``: no code compares ``<x>.type`` with an agent event's type string (``==``,
-``in``, ``match x.type``) or builds a handler name from it (``getattr(self, f"_on_{event.type}")``), or looks a handler up by it
-(``HANDLERS[event.type]``).
+``in``, ``match x.type``), builds a handler name from it (``getattr(self, f"_on_{event.type}")``) or
+looks a handler up by it (``HANDLERS[event.type]``).
 Dispatch by class lets mypy check each branch's fields; a string typo would only fail at run time.
 """
 

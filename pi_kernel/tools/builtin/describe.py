@@ -228,20 +228,21 @@ def list_variables(
     lines = [header]
     used = len(header)
     deadline = time.monotonic() + LISTING_BUDGET
+    secrets = environment_secrets()
     for index, (name, value) in enumerate(variables):
         shape = shape_of(value)
         line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''}"
         if is_secret_value(name, value):
             line += f" = {HIDDEN_VALUE}"
         elif time.monotonic() < deadline:
-            line += f" = {one_line(safe_repr(value, caller, 400), PREVIEW_CHARS)}"
+            line += f" = {one_line(mask(safe_repr(value, caller, 400), secrets), PREVIEW_CHARS)}"  # masked, then cut
         rest = variables[index:]
         if used + len(line) + 1 > limit - 200 and len(rest) > 1:
             lines.append(_more_names(rest, limit - used - 1))
             break
         lines.append(line)
         used += len(line) + 1
-    return mask(clip("\n".join(lines), limit), environment_secrets())
+    return clip(mask("\n".join(lines), secrets), limit)  # masked before the cut
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -284,7 +285,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return mask(clip(text, self.limit), environment_secrets())
+        return clip(mask(text, environment_secrets()), self.limit)  # masked before the cut
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)

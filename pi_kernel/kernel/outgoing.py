@@ -1,25 +1,34 @@
-"""The kernel's outgoing choke point: every iopub and stdin message is masked (``ai.secrets.mask``).
+"""The kernel's outgoing choke point: what the kernel sends for pi is masked (``ai.secrets.mask``).
 
-``install`` wraps the kernel's ``Session.send`` (the one call every iopub and
-stdin message goes through: ``print`` in a cell, ``display``, widget comms,
-``input()`` prompts; also the reply to a cell, which repeats its error), in
-the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``; ``remove``
-(``%unload_ext``) puts it back. IPython without a kernel has no messages: there
-``sys.stdout`` and ``sys.stderr`` mask what they are given while a cell runs
-(IPython prints displays and tracebacks there). So whatever pi shows goes out
-with keys masked, with no mask call in the code that composes it (``%pi``
-commands, notices, errors). Masking earlier is still needed in
-two cases, and only there: text sent in pieces (a key cut across two
-``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and text
-that is escaped, highlighted or cut to a length before it leaves (the key
-would no longer be found: the views mask first and say so).
+``install_outgoing_mask`` wraps the kernel's ``Session.send`` (the one call
+every iopub and stdin message goes through: ``print`` in a cell, ``display``,
+widget comms, ``input()`` prompts; also the reply to a cell, which repeats its
+error), in the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``;
+``remove_outgoing_mask`` (``%unload_ext``) puts it back. IPython without a
+kernel has no messages: there ``sys.stdout`` and ``sys.stderr`` mask what they
+are given while a pi cell runs (IPython prints displays and tracebacks there).
+So whatever pi shows goes out with keys masked, with no mask call in the code
+that composes it (``%pi`` commands, notices, errors). Masking earlier is still
+needed in two cases, and only there: text sent in pieces (a key cut across
+two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and
+text that is escaped, highlighted or cut to a length before it leaves (the
+key would no longer be found: the views mask first and say so).
 
-Left alone: the messages of the user's own Python cells (a cell that names
-neither ``%pi`` nor ``pi_kernel``): ``print(os.environ[...])`` prints what it
-was asked for. Each cell is judged by its code, from the ``execute_input``
-message that announces it (sent before anything the cell prints). Comm
-messages are always masked (widgets pi drew), and so is a message whose parent
-is no cell seen (a comm click, a silent request).
+Masked: the iopub and stdin messages of a pi cell, and of a request whose
+parent is no cell seen (a click on a widget, a silent request). A cell is pi's
+when its code names ``%pi`` or ``pi_kernel`` (judged from the
+``execute_input`` message that announces it, sent before anything the cell
+prints) or when pi runs in it (``claim_request``: the ``%pi`` / ``%%pi`` magic
+and ``run_pi_cell`` call it as they start, so a helper function, an alias or
+``%run`` of a notebook count too). Of a pi cell's ``execute_reply`` only what
+shows an error (``REPLY_ERROR_FIELDS``): its payload carries the code cell
+``%%pi --cells`` offers, which must be the code as it ran. Comm messages are
+masked for pi's comms only: those opened under a pi cell, the ``pi.approval``
+comms (``claim_comm``), and any comm message a pi cell or a message on one of
+pi's comms causes; on the widget manager's control comm, pi's widgets' states.
+
+Left alone: the messages of the user's own Python cells (``print(os.environ[...])``
+prints what it was asked for) and of the user's own comms and widgets.
 """
 
 from __future__ import annotations
@@ -125,7 +134,9 @@ class OutgoingMask:
     def _widget_states_masked(self, content: dict[str, Any]) -> dict[str, Any]:
         """The widget manager's ``update_states`` (every widget's state, on the control comm): pi's masked."""
         data = content.get("data")
-        states = data.get("states") if isinstance(data, dict) and data.get("method") == "update_states" else None
+        if not isinstance(data, dict) or data.get("method") != "update_states":
+            return content
+        states = data.get("states")
         if not isinstance(states, dict) or not any(model_id in self._pi_comms for model_id in states):
             return content
         masked = {model_id: mask(state) if model_id in self._pi_comms else state for model_id, state in states.items()}

@@ -89,6 +89,29 @@ def test_ipython_without_a_kernel_masks_what_pi_cells_print() -> None:
     assert lines[-2:] == ["key: ***", f"key: {FAKE_KEY}"]  # a cell naming pi_kernel, then the user's own
 
 
+TERMINAL_HELPER = f"""
+import os
+os.environ["OPENAI_API_KEY"] = {FAKE_KEY!r}
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("%load_ext pi_kernel")
+shell.run_cell("def allow(name):" + chr(10) + "    get_ipython().run_line_magic('pi', 'allow ' + name)")
+shell.run_cell("import os")
+shell.run_cell("allow(os.environ['OPENAI_API_KEY'])")
+shell.run_cell({PRINT_KEY!r})
+"""
+
+
+def test_ipython_without_a_kernel_masks_pi_run_from_a_helper() -> None:
+    """The terminal too: a cell is pi's once pi runs in it, whatever its code names."""
+    ran = subprocess.run(
+        [sys.executable, "-c", TERMINAL_HELPER], capture_output=True, text=True, timeout=60, env=kernel_env()
+    )
+    lines = ran.stdout.splitlines()
+    assert "UsageError: nothing waits for approval under '***' (waiting: none)" in lines, ran.stdout + ran.stderr
+    assert lines[-1] == f"key: {FAKE_KEY}"  # the next cell, the user's own, is left alone again
+
+
 def test_the_users_own_python_cells_are_left_alone(stock: KernelDriver) -> None:
     assert stock.run(PRINT_KEY).text.strip() == f"key: {FAKE_KEY}"  # README: prints what you asked for
     code = f"secret = {FAKE_KEY!r}\nprint(secret)"

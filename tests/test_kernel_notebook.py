@@ -149,6 +149,19 @@ def test_pi_cells_on_brings_back_every_turns_code_and_failed_calls_are_left_out(
     assert quiet.status == "ok" and set_next_input(quiet.reply) == []
 
 
+def test_the_offered_code_cell_is_the_code_that_ran_even_with_url_credentials(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    """The reply's ``set_next_input`` payload is not masked (only its error fields are): the cell offered is
+    the code as it ran, credentials in a URL included (contract: running it runs the same code again)."""
+    code = "url = 'postgres://me:pw@db/x'\nlen(url)"
+    server.enqueue(tool_call_chunks([("python", {"code": code})]), text_chunks("Done."))
+    result = kernel.run("%%pi --cells --approve auto\nstore my url postgres://me:pw@db/x", cell_id="url-cell")
+    assert result.status == "ok", result.text
+    (payload,) = set_next_input(result.reply)
+    assert payload["text"] == f"# pi: python call 1 of 1\n{code}"
+
+
 def test_code_cell_follows_the_order_the_calls_ran() -> None:
     from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage
     from pi_kernel.kernel.code_cells import code_cell_text

@@ -48,7 +48,7 @@ def test_what_a_pi_cell_sends_is_masked_on_its_way_out(stock: KernelDriver) -> N
     )
     assert asked.status == "ok" and prompts == ["key ***? "]
     opened = stock.run(
-        "import os\nfrom ipykernel.comm import Comm\n"
+        "import os, pi_kernel\nfrom ipykernel.comm import Comm\n"
         "comm = Comm(target_name='anything', data={'key': os.environ['OPENAI_API_KEY']})"
     )
     assert opened.status == "ok"
@@ -89,12 +89,68 @@ def test_ipython_without_a_kernel_masks_what_pi_cells_print() -> None:
     assert lines[-2:] == ["key: ***", f"key: {FAKE_KEY}"]  # a cell naming pi_kernel, then the user's own
 
 
+TERMINAL_HELPER = f"""
+import os
+os.environ["OPENAI_API_KEY"] = {FAKE_KEY!r}
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("%load_ext pi_kernel")
+shell.run_cell("def allow(name):" + chr(10) + "    get_ipython().run_line_magic('pi', 'allow ' + name)")
+shell.run_cell("import os")
+shell.run_cell("allow(os.environ['OPENAI_API_KEY'])")
+shell.run_cell({PRINT_KEY!r})
+"""
+
+
+def test_ipython_without_a_kernel_masks_pi_run_from_a_helper() -> None:
+    """The terminal too: a cell is pi's once pi runs in it, whatever its code names."""
+    ran = subprocess.run(
+        [sys.executable, "-c", TERMINAL_HELPER], capture_output=True, text=True, timeout=60, env=kernel_env()
+    )
+    lines = ran.stdout.splitlines()
+    assert "UsageError: nothing waits for approval under '***' (waiting: none)" in lines, ran.stdout + ran.stderr
+    assert lines[-1] == f"key: {FAKE_KEY}"  # the next cell, the user's own, is left alone again
+
+
 def test_the_users_own_python_cells_are_left_alone(stock: KernelDriver) -> None:
     assert stock.run(PRINT_KEY).text.strip() == f"key: {FAKE_KEY}"  # README: prints what you asked for
     code = f"secret = {FAKE_KEY!r}\nprint(secret)"
     typed = stock.run(code)
     assert typed.text.strip() == FAKE_KEY
     assert [m["content"]["code"] for m in typed.messages if m["msg_type"] == "execute_input"] == [code]
+
+
+HELPER = """
+from pi_kernel.kernel.extension import get_session
+from pi_kernel.ai import UserMessage, TextContent
+get_session().replace_conversation([UserMessage([TextContent("connect to postgres://me:hunter2pw@db/x")])])
+def hist():
+    get_ipython().run_line_magic("pi", "history")
+"""
+
+
+def test_pi_output_from_a_cell_that_names_no_pi_is_masked(stock: KernelDriver) -> None:
+    """A cell becomes pi's when pi runs in it: a helper calling ``%pi history`` names neither ``%pi`` nor
+    ``pi_kernel``, yet the history it prints leaves masked (so does a command error)."""
+    assert stock.run(HELPER).status == "ok"
+    direct = stock.run("%pi history")
+    assert "postgres://***@db/x" in direct.text and "hunter2pw" not in direct.text
+    helper = stock.run("hist()")
+    assert "postgres://" in helper.text and "hunter2pw" not in helper.text
+    failed = stock.run(f"get_ipython().run_line_magic(magic_name='pi', line='allow {FAKE_KEY}')")
+    assert failed.status == "error" and "'***'" in failed.text
+    shown = [m["content"] for m in failed.messages if m["msg_type"] != "execute_input"]  # the echo: as typed
+    assert FAKE_KEY not in json.dumps(shown) + json.dumps(failed.reply)
+
+
+def test_a_users_own_widget_state_is_left_alone(stock: KernelDriver) -> None:
+    """Comm messages are masked only for pi's comms: the user's own widget keeps its value."""
+    ran = stock.run(
+        "from ipykernel.comm import Comm\nmine = Comm(target_name='mine', data={'value': 'postgres://me:pw@db/x'})"
+    )
+    assert ran.status == "ok"
+    opens = [m for m in stock.iopub_log if m["msg_type"] == "comm_open"]
+    assert opens[-1]["content"]["data"] == {"value": "postgres://me:pw@db/x"}
 
 
 def test_unload_puts_the_session_send_back(stock: KernelDriver) -> None:

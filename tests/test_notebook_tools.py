@@ -105,6 +105,19 @@ def test_descriptions_mask_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     assert SECRET not in format_cells([record], 4000)
 
 
+def test_keys_are_masked_before_a_view_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut across a key leaves its first characters (fewer than the mask finds as a run of a key): so each
+    view masks, then cuts. Every padding below puts some cut inside the key."""
+    key = "hunter2-notebook-tools-0123456789abcdef"  # not shaped like a provider key: only its value masks it
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    piece = key[:6]
+    for pad in range(20):
+        assert piece not in format_cells([CellRecord(1, "x = 1", "o" * (460 + pad) + key)], 4000)  # output cut
+        assert piece not in format_cells([CellRecord(1, "s" * (40 + pad) + key, "")], 80)  # the whole cut
+        assert piece not in inspect(None, {"url": "u" * (50 + pad) + key})  # a preview cut
+        assert piece not in inspect("text", {"text": "t" * 300 + key}, limit=370 + pad)  # a description cut
+
+
 def test_cells_show_the_error_and_the_last_frames() -> None:
     record = CellRecord(4, "1 / 0", "", CellError("ZeroDivisionError", "division by zero", ['  File "x", line 1\n']))
     text = format_cells([record], 4000)

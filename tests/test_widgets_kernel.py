@@ -112,6 +112,27 @@ def test_deny_button_sends_the_typed_reason(kernel: KernelDriver, server: FakeOp
     assert saved["metadata"]["pi_kernel"]["tool_calls"][0]["status"] == "denied"
 
 
+def test_the_widget_managers_states_show_pi_widgets_masked(kernel: KernelDriver) -> None:
+    """The widget manager asks the kernel for every widget's state on its control comm (a page reload): a
+    widget opened in a pi cell goes out masked there too, though that comm is not pi's; the user's own
+    widgets' states are left alone."""
+    pi_widget = "import os, pi_kernel, ipywidgets\npis = ipywidgets.Text(value=os.environ['OPENAI_API_KEY'])"
+    assert kernel.run(pi_widget).status == "ok"
+    assert kernel.run("import ipywidgets\nmine = ipywidgets.Text(value='postgres://me:pw@db/x')").status == "ok"
+    control = kernel.comm_open("jupyter.widget.control", metadata={"version": "1.0.0"})
+    kernel.comm_send(control, {"method": "request_states"})
+    assert kernel.run("pass").status == "ok"  # after the request: its answer is in the log
+    [states] = [m["content"]["data"]["states"] for m in kernel.iopub_log if _method(m) == "update_states"][-1:]
+    values = [state["state"].get("value") for state in states.values()]
+    assert "postgres://me:pw@db/x" in values and "***" in values
+    assert FAKE_KEY[:12] not in json.dumps(states)
+
+
+def _method(message: dict[str, Any]) -> Any:
+    data = message["content"].get("data") if message["msg_type"] == "comm_msg" else None
+    return data.get("method") if isinstance(data, dict) else None
+
+
 # --------------------------------------------------------------------------- no widget front end: a terminal console
 
 CONSOLE_SETUP = '''

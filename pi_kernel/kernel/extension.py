@@ -82,6 +82,7 @@ async def run_pi_cell(body: str, line: str = "") -> None:
     # not pay for at start (this module loads with it).
     from pi_kernel.kernel.cell_runner import run_cell
 
+    outgoing.claim_request()  # this cell is pi's: what it sends is masked, whatever its code names
     await run_cell(get_session(), body, line)
 
 
@@ -102,7 +103,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
     agent_proxy.install_agent_proxy(get_session)
-    outgoing.install(session.kernel, shell)
+    outgoing.install_outgoing_mask(session.kernel, shell)
     return session
 
 
@@ -120,7 +121,7 @@ def detach(shell: Any) -> None:
     shell.magics_manager.magics["line"].pop("pi", None)
     shell.magics_manager.magics["cell"].pop("pi", None)
     session.frontend.remove_targets()
-    outgoing.remove(shell)
+    outgoing.remove_outgoing_mask(shell)
     _session = None
 
 

@@ -36,6 +36,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from pi_kernel.kernel import outgoing
+
 WIDGET_CONTROL_TARGET = "jupyter.widget.control"
 APPROVAL_TARGET = "pi.approval"
 
@@ -152,6 +154,7 @@ class FrontendTracker:
         ipywidgets.Widget.handle_control_comm_opened(comm, msg)
 
     def _open_approval(self, comm: Any, msg: dict[str, Any]) -> None:
+        outgoing.claim_comm(comm.comm_id)  # pi's comm: what it sends is masked
         with self._lock:
             self._approval_comms[comm.comm_id] = comm
         comm.on_msg(lambda message: self._on_approval_message(comm, message))

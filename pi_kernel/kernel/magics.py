@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
+from pi_kernel.kernel import outgoing
+
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
 
@@ -121,6 +123,7 @@ class PiMagics(Magics):
         from pi_kernel.kernel.cell_runner import run_cell_blocking, show_notices
         from pi_kernel.kernel.line_commands import run_line_command
 
+        outgoing.claim_request()  # this cell is pi's now: what it sends is masked, whatever its code names
         show_notices(self.session)
         if cell is not None:
             run_cell_blocking(self.session, cell, line)

@@ -1,25 +1,34 @@
-"""The kernel's outgoing choke point: every iopub and stdin message is masked (``ai.secrets.mask``).
+"""The kernel's outgoing choke point: what the kernel sends for pi is masked (``ai.secrets.mask``).
 
-``install`` wraps the kernel's ``Session.send`` (the one call every iopub and
-stdin message goes through: ``print`` in a cell, ``display``, widget comms,
-``input()`` prompts; also the reply to a cell, which repeats its error), in
-the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``; ``remove``
-(``%unload_ext``) puts it back. IPython without a kernel has no messages: there
-``sys.stdout`` and ``sys.stderr`` mask what they are given while a cell runs
-(IPython prints displays and tracebacks there). So whatever pi shows goes out
-with keys masked, with no mask call in the code that composes it (``%pi``
-commands, notices, errors). Masking earlier is still needed in
-two cases, and only there: text sent in pieces (a key cut across two
-``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and text
-that is escaped, highlighted or cut to a length before it leaves (the key
-would no longer be found: the views mask first and say so).
+``install_outgoing_mask`` wraps the kernel's ``Session.send`` (the one call
+every iopub and stdin message goes through: ``print`` in a cell, ``display``,
+widget comms, ``input()`` prompts; also the reply to a cell, which repeats its
+error), in the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``;
+``remove_outgoing_mask`` (``%unload_ext``) puts it back. IPython without a
+kernel has no messages: there ``sys.stdout`` and ``sys.stderr`` mask what they
+are given while a pi cell runs (IPython prints displays and tracebacks there).
+So whatever pi shows goes out with keys masked, with no mask call in the code
+that composes it (``%pi`` commands, notices, errors). Masking earlier is still
+needed in two cases, and only there: text sent in pieces (a key cut across
+two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and
+text that is escaped, highlighted or cut to a length before it leaves (the
+key would no longer be found: the views mask first and say so).
 
-Left alone: the messages of the user's own Python cells (a cell that names
-neither ``%pi`` nor ``pi_kernel``): ``print(os.environ[...])`` prints what it
-was asked for. Each cell is judged by its code, from the ``execute_input``
-message that announces it (sent before anything the cell prints). Comm
-messages are always masked (widgets pi drew), and so is a message whose parent
-is no cell seen (a comm click, a silent request).
+Masked: the iopub and stdin messages of a pi cell, and of a request whose
+parent is no cell seen (a click on a widget, a silent request). A cell is pi's
+when its code names ``%pi`` or ``pi_kernel`` (judged from the
+``execute_input`` message that announces it, sent before anything the cell
+prints) or when pi runs in it (``claim_request``: the ``%pi`` / ``%%pi`` magic
+and ``run_pi_cell`` call it as they start, so a helper function, an alias or
+``%run`` of a notebook count too). Of a pi cell's ``execute_reply`` only what
+shows an error (``REPLY_ERROR_FIELDS``): its payload carries the code cell
+``%%pi --cells`` offers, which must be the code as it ran. Comm messages are
+masked for pi's comms only: those opened under a pi cell, the ``pi.approval``
+comms (``claim_comm``), and any comm message a pi cell or a message on one of
+pi's comms causes; on the widget manager's control comm, pi's widgets' states.
+
+Left alone: the messages of the user's own Python cells (``print(os.environ[...])``
+prints what it was asked for) and of the user's own comms and widgets.
 """
 
 from __future__ import annotations
@@ -52,16 +61,21 @@ MASKED_TYPES = frozenset(
 _PI_CELL = re.compile(r"%pi\b|pi_kernel|_magic\(\s*['\"]pi['\"]")
 """A cell that talks to pi (``%pi``, ``%%pi``, IPython's translation of them, ``pi_kernel`` code)."""
 KEEP_CELLS = 1000
-"""Cells remembered as the user's own (the oldest forgotten: their late output is masked)."""
+"""Cells (and pi's comms) remembered (the oldest forgotten: a user's cell's late output is then masked)."""
+REPLY_ERROR_FIELDS = ("ename", "evalue", "traceback")
+"""What a cell's ``execute_reply`` shows of an error: the only part of it masked."""
 
 
 class OutgoingMask:
     """Wraps one kernel's ``Session.send`` (see the module docstring)."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, kernel: Any = None) -> None:
         self.session = session
+        self.kernel = kernel
         self._cells: OrderedDict[str, bool] = OrderedDict()
         """Request id → whether it is the user's own Python cell (judged by its ``execute_input``)."""
+        self._pi_comms: OrderedDict[str, None] = OrderedDict()
+        """The ids of pi's comms (opened under a pi cell, or a ``pi.*`` target): their messages are masked."""
         self._send: Callable[..., Any] = session.send
 
     def install(self) -> None:
@@ -71,28 +85,73 @@ class OutgoingMask:
         if self.session.__dict__.get("send") == self.send:
             del self.session.send  # the class's own method again
 
+    def claim_request(self) -> None:
+        """The request the kernel handles now is pi's (pi runs in it, whatever its code says)."""
+        get_parent = getattr(self.kernel, "get_parent", None)
+        parent = get_parent("shell") if get_parent is not None else None
+        msg_id = _msg_id(parent)
+        if msg_id:
+            self._remember(self._cells, msg_id, False)
+
+    def claim_comm(self, comm_id: str) -> None:
+        """The comm ``comm_id`` is pi's: its messages are masked."""
+        self._remember(self._pi_comms, comm_id, None)
+
     def send(
         self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, *args: Any, **kwargs: Any
     ) -> Any:
         """``Session.send`` with the content masked (see the module docstring)."""
         if isinstance(msg_or_type, dict):  # a message already built
-            if self._masks(msg_or_type["header"]["msg_type"], msg_or_type["content"], msg_or_type["parent_header"]):
-                msg_or_type = {**msg_or_type, "content": mask(msg_or_type["content"])}
-        elif self._masks(msg_or_type, content, parent):
-            content = mask(content)
+            msg_type = msg_or_type["header"]["msg_type"]
+            masked = self._masked(msg_type, msg_or_type["content"], msg_or_type["parent_header"])
+            if masked is not msg_or_type["content"]:
+                msg_or_type = {**msg_or_type, "content": masked}
+        else:
+            content = self._masked(msg_or_type, content, parent)
         return self._send(stream, msg_or_type, content, parent, *args, **kwargs)
 
-    def _masks(self, msg_type: str, content: Any, parent: Any) -> bool:
-        if msg_type not in MASKED_TYPES or not content:
-            return False
-        if msg_type.startswith("comm_"):
-            return True
-        msg_id = ((parent or {}).get("header", parent) or {}).get("msg_id", "")
+    def _masked(self, msg_type: str, content: Any, parent: Any) -> Any:
+        """``content`` as it may leave: masked, left alone, or (a cell's reply, the widget states) in part."""
+        if msg_type not in MASKED_TYPES or not content or not isinstance(content, dict):
+            return content
+        msg_id = _msg_id(parent)
         if msg_type == "execute_input" and msg_id not in self._cells:
-            self._cells[msg_id] = _PI_CELL.search(str(content.get("code", ""))) is None
-            while len(self._cells) > KEEP_CELLS:
-                self._cells.popitem(last=False)
-        return not self._cells.get(msg_id, False)
+            self._remember(self._cells, msg_id, _PI_CELL.search(str(content.get("code", ""))) is None)
+        pi_request = not self._cells.get(msg_id, msg_type.startswith("comm_"))  # no cell seen: comms are judged below
+        if msg_type == "execute_reply":  # its payload carries code as it ran: only the error is masked
+            fields = {name: content[name] for name in REPLY_ERROR_FIELDS if name in content}
+            return {**content, **mask(fields)} if pi_request else content
+        if not msg_type.startswith("comm_"):
+            return mask(content) if pi_request else content
+        comm_id = str(content.get("comm_id", ""))
+        parent_comm = str(((parent or {}).get("content") or {}).get("comm_id", ""))
+        if comm_id in self._pi_comms or parent_comm in self._pi_comms or pi_request:
+            if msg_type == "comm_open":  # opened by pi (or under a pi cell): pi's from now on
+                self.claim_comm(comm_id)
+            return mask(content)
+        return self._widget_states_masked(content)  # a comm of the user's own cell, or a click on one
+
+    def _widget_states_masked(self, content: dict[str, Any]) -> dict[str, Any]:
+        """The widget manager's ``update_states`` (every widget's state, on the control comm): pi's masked."""
+        data = content.get("data")
+        if not isinstance(data, dict) or data.get("method") != "update_states":
+            return content
+        states = data.get("states")
+        if not isinstance(states, dict) or not any(model_id in self._pi_comms for model_id in states):
+            return content
+        masked = {model_id: mask(state) if model_id in self._pi_comms else state for model_id, state in states.items()}
+        return {**content, "data": {**data, "states": masked}}
+
+    @staticmethod
+    def _remember(store: OrderedDict[str, Any], key: str, value: Any) -> None:
+        store[key] = value
+        while len(store) > KEEP_CELLS:
+            store.popitem(last=False)
+
+
+def _msg_id(parent: Any) -> str:
+    """The id of a parent message (given whole or as its header)."""
+    return str(((parent or {}).get("header", parent) or {}).get("msg_id", ""))
 
 
 class MaskedWriter:
@@ -119,6 +178,11 @@ class TerminalMask:
     def note_cell(self, info: Any) -> None:
         self.remove()
         if _PI_CELL.search(getattr(info, "raw_cell", "") or "") is not None:
+            self.claim_request()
+
+    def claim_request(self) -> None:
+        """Pi runs in this cell: mask what it writes from now on."""
+        if self._saved is None:
             self._saved = (sys.stdout, sys.stderr)
             sys.stdout, sys.stderr = MaskedWriter(sys.stdout), MaskedWriter(sys.stderr)
 
@@ -137,13 +201,13 @@ class TerminalMask:
 _installed: OutgoingMask | TerminalMask | None = None
 
 
-def install(kernel: Any, shell: Any) -> None:
+def install_outgoing_mask(kernel: Any, shell: Any) -> None:
     """Mask what leaves from now on: ``kernel``'s messages, or the terminal's output of pi's cells without one
     (once per process: a second call replaces the first)."""
     global _installed
-    remove(shell)
+    remove_outgoing_mask(shell)
     if kernel is not None and getattr(kernel, "session", None) is not None:
-        _installed = OutgoingMask(kernel.session)
+        _installed = OutgoingMask(kernel.session, kernel)
         _installed.install()
     else:
         _installed = TerminalMask()
@@ -151,8 +215,21 @@ def install(kernel: Any, shell: Any) -> None:
         shell.events.register("post_run_cell", _installed.cell_done)
 
 
-def remove(shell: Any) -> None:
-    """Undo ``install``."""
+def claim_request() -> None:
+    """Pi runs in the current cell (a ``%pi`` / ``%%pi`` magic or ``run_pi_cell`` starts): mask what it sends,
+    whatever its code names."""
+    if _installed is not None:
+        _installed.claim_request()
+
+
+def claim_comm(comm_id: str) -> None:
+    """``comm_id`` is one of pi's comms (a ``pi.*`` target the front-end opened): mask its messages."""
+    if isinstance(_installed, OutgoingMask):
+        _installed.claim_comm(comm_id)
+
+
+def remove_outgoing_mask(shell: Any) -> None:
+    """Undo ``install_outgoing_mask``."""
     global _installed
     if _installed is None:
         return

@@ -54,22 +54,25 @@ class CellsParams(BaseModel):
     last: int = Field(default=DEFAULT_LAST, ge=1, le=50, description="How many of the most recent cells to show.")
 
 
-def format_cell(record: CellLike, source_chars: int = SOURCE_CHARS) -> str:
+def format_cell(record: CellLike, source_chars: int = SOURCE_CHARS, secrets: Sequence[str] | None = None) -> str:
+    """One cell, each part masked before it is cut (a key cut in two would no longer be found)."""
+    known = environment_secrets() if secrets is None else secrets
     label = f"[{record.execution_count}]" if record.execution_count is not None else "[ ]"
-    lines = [f"In {label}:", clip(record.source.rstrip(), source_chars)]
+    lines = [f"In {label}:", clip(mask(record.source.rstrip(), known), source_chars)]
     if record.output:
-        lines.append(f"Out {label}: {clip(record.output, 500)}")
+        lines.append(f"Out {label}: {clip(mask(record.output, known), 500)}")
     if record.error is not None:
-        lines.append(f"Error: {record.error.type}: {clip(record.error.message, 500)}")
+        lines.append(f"Error: {record.error.type}: {clip(mask(record.error.message, known), 500)}")
         if record.error.frames:
-            lines.append("Traceback (last frames):\n" + clip("".join(record.error.frames).rstrip(), 1200))
+            lines.append("Traceback (last frames):\n" + clip(mask("".join(record.error.frames).rstrip(), known), 1200))
     return "\n".join(lines)
 
 
 def format_cells(records: Sequence[CellLike], limit: int) -> str:
     if not records:
         return "No cells have run yet."
-    return mask(clip("\n\n".join(format_cell(record) for record in records), limit), environment_secrets())
+    secrets = environment_secrets()
+    return clip("\n\n".join(format_cell(record, secrets=secrets) for record in records), limit)  # masked, then cut
 
 
 def create_cells_tool() -> ToolDefinition:

@@ -25,7 +25,7 @@ import reprlib
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,8 +144,9 @@ def preview_repr(value: Any) -> str:
     return _BOUNDED.repr(value) if type(value) in _BOUNDED_TYPES else repr(value)
 
 
-def safe_repr(value: Any, caller: SafeCaller, limit: int) -> str:
-    """``repr(value)`` cut to ``limit`` (bounded for built-in containers); a note when it raises or hangs."""
+def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str] | None = None) -> str:
+    """``repr(value)`` masked (``secrets``: the keys if already read), then cut to ``limit`` (bounded for
+    built-in containers); a note when it raises or hangs."""
     try:
         text = caller.call(lambda: preview_repr(value))
     except CallTimeout as error:
@@ -154,7 +155,7 @@ def safe_repr(value: Any, caller: SafeCaller, limit: int) -> str:
         return f"<repr of {type_name(value)} failed: {type(error).__name__}: {one_line(str(error), 120)}>"
     if not isinstance(text, str):
         return f"<repr of {type_name(value)} returned {type(text).__name__}>"
-    return clip(text, limit)
+    return clip(mask(text, environment_secrets() if secrets is None else secrets), limit)
 
 
 def type_name(value: Any) -> str:
@@ -228,20 +229,21 @@ def list_variables(
     lines = [header]
     used = len(header)
     deadline = time.monotonic() + LISTING_BUDGET
+    secrets = environment_secrets()
     for index, (name, value) in enumerate(variables):
         shape = shape_of(value)
         line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''}"
         if is_secret_value(name, value):
             line += f" = {HIDDEN_VALUE}"
         elif time.monotonic() < deadline:
-            line += f" = {one_line(safe_repr(value, caller, 400), PREVIEW_CHARS)}"
+            line += f" = {one_line(safe_repr(value, caller, 400, secrets), PREVIEW_CHARS)}"  # masked, then cut
         rest = variables[index:]
         if used + len(line) + 1 > limit - 200 and len(rest) > 1:
             lines.append(_more_names(rest, limit - used - 1))
             break
         lines.append(line)
         used += len(line) + 1
-    return mask(clip("\n".join(lines), limit), environment_secrets())
+    return clip(mask("\n".join(lines), secrets), limit)  # masked before the cut
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -284,7 +286,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return mask(clip(text, self.limit), environment_secrets())
+        return clip(mask(text, environment_secrets()), self.limit)  # masked before the cut
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)
@@ -301,7 +303,7 @@ class Describer:
         if inspect.isclass(value) or inspect.isroutine(value):
             return self._callable(name, value)
         try:
-            text = clip(repr(value), self.limit - len(name) - 40)  # this runs under the caller's time limit
+            text = clip(mask(repr(value), environment_secrets()), self.limit - len(name) - 40)  # under the time limit
         except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the object
             text = f"<repr failed: {type(error).__name__}: {one_line(str(error), 120)}>"
         return f"{name}: {kind}\n{text}"
@@ -373,7 +375,8 @@ class Describer:
         else:
             sample = value[:10]
         head = f"{name}: {kind}, {len(value):,} item(s)"
-        return f"{head}\nfirst {min(len(value), 10)}: {clip(repr(sample), self.limit - len(head) - 20)}"
+        shown = clip(mask(repr(sample), environment_secrets()), self.limit - len(head) - 20)
+        return f"{head}\nfirst {min(len(value), 10)}: {shown}"
 
     def _callable(self, name: str, value: Any) -> str:
         kind = "class" if inspect.isclass(value) else "function"

@@ -201,13 +201,13 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
 def show_notices(session: PiSession) -> None:
     """Print the session's start-up warnings (bad settings that fell back) if not shown yet."""
     for notice in session.take_notices():
-        print(f"pi_kernel warning: {notice}", file=sys.stderr)
+        print(mask(f"pi_kernel warning: {notice}"), file=sys.stderr)  # stderr may be captured
 
 
 def _print_notices(session: PiSession) -> None:
     """Failures found during the turn (an MCP server that did not start or crashed), once each."""
     for notice in session.take_notices():
-        print(f"pi_kernel: {notice}", file=sys.stderr)
+        print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
 
 
 def prompt_message(session: PiSession, prompt: str) -> UserMessage:

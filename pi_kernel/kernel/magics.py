@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
+from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel import outgoing
 
 if TYPE_CHECKING:
@@ -131,4 +132,4 @@ class PiMagics(Magics):
 
         output = run_line_command(self.session, line)
         if output:
-            print(output)  # masked on its way out (``outgoing``)
+            print(mask(output))  # here too: output captured in the cell (``%%capture``) never reaches ``outgoing``

@@ -8,8 +8,9 @@ error), in the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``;
 kernel has no messages: there ``sys.stdout`` and ``sys.stderr`` mask what they
 are given while a pi cell runs (IPython prints displays and tracebacks there).
 So whatever pi shows goes out with keys masked, with no mask call in the code
-that composes it (``%pi`` commands, notices, errors). Masking earlier is still
-needed in two cases, and only there: text sent in pieces (a key cut across
+that composes it. Masking earlier is still needed in three cases, and only there:
+output a cell can capture before it is sent (``%%capture``, ``redirect_stdout``:
+the ``%pi`` printer, usage errors and notices mask as they print), text sent in pieces (a key cut across
 two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and
 text that is escaped, highlighted or cut to a length before it leaves (the
 key would no longer be found: the views mask first and say so).

@@ -164,3 +164,80 @@ def test_unload_puts_the_session_send_back(stock: KernelDriver) -> None:
 
 def _ids(*results: object) -> set[str]:
     return {m["parent_header"].get("msg_id") for result in results for m in getattr(result, "messages", [])}
+
+
+PI_COMM = """
+import os, pi_kernel
+from ipykernel.comm import Comm
+old = Comm(target_name='pi-like')
+old.on_msg(lambda msg: old.send({'echo': os.environ['OPENAI_API_KEY']}))
+"""
+
+
+def _echo_of(stock: KernelDriver, comm_id: str) -> dict:
+    stock.iopub_log.clear()
+    stock.comm_send(comm_id, {"click": 1})
+    message = stock.wait_iopub(lambda m: m["msg_type"] == "comm_msg" and m["content"].get("comm_id") == comm_id)
+    return message["content"]["data"]
+
+
+def test_a_pi_comm_stays_masked_however_many_comms_pi_opens_later(stock: KernelDriver) -> None:
+    """A comm opened under a pi cell is pi's; its messages (here: a reply to a click, as a pi widget or the
+    pi.approval comm answers) are masked, however many comms pi opens later (each widget, Layout and Style
+    model is one): pi's comms are not forgotten as old cells are."""
+    assert stock.run(PI_COMM).status == "ok"
+    comm_id = stock.run("print(old.comm_id)").text.strip()
+    assert _echo_of(stock, comm_id) == {"echo": "***"}  # pi's comm: masked
+    assert stock.run("import pi_kernel\nmany = [Comm(target_name='w') for _ in range(1001)]").status == "ok"
+    assert _echo_of(stock, comm_id) == {"echo": "***"}, "the key left the kernel on pi's comm"
+
+
+def test_a_user_cell_naming_api_kernel_is_the_users_own(stock: KernelDriver) -> None:
+    """A cell is pi's when it names ``pi_kernel`` as a word, not inside another name (``api_kernel``): the
+    user's own cell prints what it was asked for (README)."""
+    assert stock.run("api_kernel = 'gateway'\n" + PRINT_KEY).text.strip() == f"key: {FAKE_KEY}"
+
+
+def test_a_reload_after_many_pi_widgets_still_shows_the_first_pi_widget_masked(stock: KernelDriver) -> None:
+    """As tests/test_widgets_kernel.py::test_the_widget_managers_states_show_pi_widgets_masked, but after the
+    pi cells opened 400 more widgets (an HTML widget is 3 comms: itself, its Layout, its Style)."""
+    first = "import os, pi_kernel, ipywidgets\npis = ipywidgets.Text(value=os.environ['OPENAI_API_KEY'])"
+    assert stock.run(first).status == "ok"
+    assert stock.run("import pi_kernel, ipywidgets\nlater = [ipywidgets.HTML('x') for _ in range(400)]").status == "ok"
+    stock.iopub_log.clear()
+    control = stock.comm_open("jupyter.widget.control", metadata={"version": "1.0.0"})
+    stock.comm_send(control, {"method": "request_states"})
+    reply = stock.wait_iopub(
+        lambda m: m["msg_type"] == "comm_msg" and (m["content"].get("data") or {}).get("method") == "update_states"
+    )
+    assert FAKE_KEY not in json.dumps(reply["content"]["data"]["states"]), "pi's widget state left unmasked"
+
+
+WAITING = """
+import asyncio, os, pi_kernel
+from ipykernel.comm import Comm
+from pi_kernel.kernel.extension import get_session
+from pi_kernel.tools.approval import ApprovalRequest
+many = [Comm(target_name='w') for _ in range(COUNT)]  # a long session's pi widgets
+request = ApprovalRequest('call_k', 'python', {'code': 'key = ' + repr(os.environ['OPENAI_API_KEY'])}, 'python')
+waiting = asyncio.ensure_future(get_session().broker.request(request))
+"""
+
+
+@pytest.mark.parametrize("count", [10, 1001])
+def test_the_approval_comm_never_shows_a_waiting_calls_key(stock: KernelDriver, count: int) -> None:
+    """A ``pi.approval`` comm is claimed once, when it opens; its ``pending`` answer and ``resolved`` broadcast
+    (the waiting call's arguments) stay masked however many comms pi opens after it."""
+    approval = stock.comm_open("pi.approval")
+    assert stock.run("pass").status == "ok"
+    assert stock.run(WAITING.replace("COUNT", str(count))).status == "ok"
+    stock.iopub_log.clear()
+    stock.comm_send(approval, {"action": "pending"})
+    pending = stock.wait_iopub(lambda m: m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == approval)
+    stock.comm_send(approval, {"tool_call_id": "call_k", "decision": "deny"})
+    resolved = stock.wait_iopub(
+        lambda m: m["msg_type"] == "comm_msg" and m["content"]["data"].get("event") not in (None, "ack", "pending")
+    )
+    stock.comm_close(approval)
+    assert FAKE_KEY not in json.dumps(pending["content"]), "pending answer"
+    assert FAKE_KEY not in json.dumps(resolved["content"]), "resolved broadcast"

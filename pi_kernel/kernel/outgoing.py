@@ -59,10 +59,11 @@ MASKED_TYPES = frozenset(
     }
 )
 """The message types whose content can hold text: iopub and stdin, and the reply to a cell (its error)."""
-_PI_CELL = re.compile(r"%pi\b|pi_kernel|_magic\(\s*['\"]pi['\"]")
+_PI_CELL = re.compile(r"%pi\b|\bpi_kernel\b|_magic\(\s*['\"]pi['\"]")
 """A cell that talks to pi (``%pi``, ``%%pi``, IPython's translation of them, ``pi_kernel`` code)."""
 KEEP_CELLS = 1000
-"""Cells (and pi's comms) remembered (the oldest forgotten: a user's cell's late output is then masked)."""
+"""Cells remembered (the oldest forgotten: a user's cell's late output is then masked). Pi's comms are kept
+until they close."""
 REPLY_ERROR_FIELDS = ("ename", "evalue", "traceback")
 """What a cell's ``execute_reply`` shows of an error: the only part of it masked."""
 
@@ -96,7 +97,7 @@ class OutgoingMask:
 
     def claim_comm(self, comm_id: str) -> None:
         """The comm ``comm_id`` is pi's: its messages are masked."""
-        self._remember(self._pi_comms, comm_id, None)
+        self._pi_comms[comm_id] = None  # kept until the comm closes, however many comms pi opens later
 
     def send(
         self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, *args: Any, **kwargs: Any
@@ -129,6 +130,8 @@ class OutgoingMask:
         if comm_id in self._pi_comms or parent_comm in self._pi_comms or pi_request:
             if msg_type == "comm_open":  # opened by pi (or under a pi cell): pi's from now on
                 self.claim_comm(comm_id)
+            elif msg_type == "comm_close":
+                self._pi_comms.pop(comm_id, None)
             return mask(content)
         return self._widget_states_masked(content)  # a comm of the user's own cell, or a click on one
 

@@ -26,6 +26,26 @@ _NONE = object()
 _MAX_DEPTH = 200  # how deep the walk goes, so that a ``$ref`` cycle ends
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
+_TRIAL_BUDGET = 256
+"""Union branches tried (coerced on a copy) per call: a recursive union with a bad leaf would otherwise
+cost ~2^depth trials. Spent, a union's value is kept as it is (the strict check reports it)."""
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like data: every dict and list rebuilt (also one the caller put in twice), scalars
+    shared; anything else by ``copy.deepcopy``."""
+    if type(value) is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if type(value) is list:
+        return [copy_json(item) for item in value]
+    return value if isinstance(value, (str, int, float, bool, type(None))) else copy.deepcopy(value)
+
+
+def _list(schema: dict[str, Any], key: str) -> list[Any]:
+    """``schema[key]`` if it is a list, else ``[]`` (an older draft's ``required: true``, or a keyword the
+    schema's draft does not know, which may hold anything)."""
+    value = schema.get(key)
+    return value if isinstance(value, list) else []
 
 
 def resolve_local_ref(root: Any, ref: str) -> Any:
@@ -64,52 +84,57 @@ class SchemaCoercer:
 
     def coerce_in_place(self, value: Any, schema: Any = None) -> Any:
         """Coerce ``value`` (containers are changed in place) for ``schema`` (default: the root); return it."""
-        return self._coerce(value, self.root if schema is None else schema, 0)
+        return self._coerce(value, self.root if schema is None else schema, 0, [_TRIAL_BUDGET])
 
     def _valid(self, value: Any, schema: Any) -> bool:
         validator = self.validator if schema is self.root else self.validator.evolve(schema=schema)
         return bool(validator.is_valid(value))
 
-    def _coerce(self, value: Any, schema: Any, depth: int) -> Any:
+    def _coerce(self, value: Any, schema: Any, depth: int, budget: list[int]) -> Any:
         if not isinstance(schema, dict) or depth > _MAX_DEPTH:
             return value
         if "$ref" in schema:
             with contextlib.suppress(LookupError):  # the strict check reports an unresolvable $ref
-                value = self._coerce(value, resolve_local_ref(self.root, schema["$ref"]), depth + 1)
-        for part in schema.get("allOf", []):
-            value = self._coerce(value, part, depth + 1)
-        for branches in (schema.get("anyOf"), schema.get("oneOf")):
+                value = self._coerce(value, resolve_local_ref(self.root, schema["$ref"]), depth + 1, budget)
+        for part in _list(schema, "allOf"):
+            value = self._coerce(value, part, depth + 1, budget)
+        for branches in (_list(schema, "anyOf"), _list(schema, "oneOf")):
             if branches:
-                value = self._coerce_union(value, branches, depth)
+                value = self._coerce_union(value, branches, depth, budget)
         value = self._coerce_scalar(value, schema)
         if type(value) is dict:
-            self._coerce_object(value, schema, depth)
+            self._coerce_object(value, schema, depth, budget)
         elif type(value) is list:
-            prefix, items = schema.get("prefixItems", []), schema.get("items")
+            prefix, items = _list(schema, "prefixItems"), schema.get("items")
             if isinstance(items, list):  # draft 7 and older: a list of items is the tuple form
                 prefix, items = items, schema.get("additionalItems")
             for index, item in enumerate(value):
-                value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1)
+                value[index] = self._coerce(item, prefix[index] if index < len(prefix) else items, depth + 1, budget)
         return value
 
-    def _coerce_union(self, value: Any, branches: list[Any], depth: int) -> Any:
-        """A value that fits a branch is kept; else the first branch that fits after coercion."""
+    def _coerce_union(self, value: Any, branches: list[Any], depth: int, budget: list[int]) -> Any:
+        """A value that fits a branch is kept; else the first branch that fits after coercion (while
+        ``budget``, the trials left, lasts)."""
+        if budget[0] <= 0:
+            return value
         fitting = next((branch for branch in branches if self._valid(value, branch)), None)
         if fitting is not None:  # in strict mode still walked, to find the nulls that mean "not given"
-            return self._coerce(value, fitting, depth + 1) if self.null_means_unset else value
+            return self._coerce(value, fitting, depth + 1, budget) if self.null_means_unset else value
         for branch in branches:
-            trial = self._coerce(copy.deepcopy(value), branch, depth + 1)
+            budget[0] -= 1
+            if budget[0] < 0:
+                break
+            trial = self._coerce(copy_json(value), branch, depth + 1, budget)
             if self._valid(trial, branch):
                 return trial
         return value
 
     def _coerce_scalar(self, value: Any, schema: dict[str, Any]) -> Any:
         """``value`` as one of the schema's ``type``s, then as the type of an ``enum`` / ``const`` member."""
-        kinds = schema.get("type", [])  # no ``type``: any value is valid as it is
-        kinds = [kinds] if isinstance(kinds, str) else kinds
+        kinds = _types_of(schema)
         if kinds and not any(self.validator.is_type(value, kind) for kind in kinds):
             value = next((new for new in (_convert(value, kind) for kind in kinds) if new is not _NONE), value)
-        members = schema.get("enum") or ([schema["const"]] if "const" in schema else [])
+        members = _list(schema, "enum") or ([schema["const"]] if "const" in schema else [])
         if members and not any(_same_json(value, member) for member in members):
             for member in members:
                 converted = _convert(value, _KIND_OF.get(type(member), "object"))
@@ -117,22 +142,22 @@ class SchemaCoercer:
                     return converted
         return value
 
-    def _coerce_object(self, value: dict[str, Any], schema: dict[str, Any], depth: int) -> None:
+    def _coerce_object(self, value: dict[str, Any], schema: dict[str, Any], depth: int, budget: list[int]) -> None:
         properties, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
         additional = schema.get("additionalProperties")
         for key in list(value):
             if key in properties:
                 sub = properties[key]
-                if value[key] is None and key not in schema.get("required", []) and self._null_is_unset(sub):
+                if value[key] is None and key not in _list(schema, "required") and self._null_is_unset(sub):
                     default = self._default(sub)
                     if default is not _NONE and self.fill_defaults:
-                        value[key] = copy.deepcopy(default)
+                        value[key] = copy_json(default)
                     else:
                         del value[key]
                     continue
             else:
                 sub = next((s for p, s in patterns.items() if pattern_matches(p, key)), additional)
-            value[key] = self._coerce(value[key], sub, depth + 1)
+            value[key] = self._coerce(value[key], sub, depth + 1, budget)
 
     def _null_is_unset(self, sub: Any) -> bool:
         if not self._valid(None, sub):
@@ -151,6 +176,17 @@ class SchemaCoercer:
         with contextlib.suppress(LookupError):
             return self._default(resolve_local_ref(self.root, node["$ref"]), depth + 1)
         return _NONE
+
+
+def _types_of(schema: dict[str, Any]) -> list[str]:
+    """The schema's ``type`` names (a draft-3 schema inside ``type`` is left out); without ``type``, the one
+    ``properties`` / ``items`` ask for (so a JSON string holding it is parsed); else none: any value fits."""
+    kind = schema.get("type")
+    if isinstance(kind, (str, list)):
+        return [kind] if isinstance(kind, str) else [item for item in kind if isinstance(item, str)]
+    if "properties" in schema:
+        return ["object"]
+    return ["array"] if "items" in schema or "prefixItems" in schema else []
 
 
 def _same_json(a: Any, b: Any) -> bool:

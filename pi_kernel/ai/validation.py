@@ -6,7 +6,6 @@ about a second, which a kernel that runs no tool should not pay.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelValidationError
 
-from pi_kernel.ai.coercion import SchemaCoercer, pattern_matches
+from pi_kernel.ai.coercion import SchemaCoercer, copy_json, pattern_matches
 from pi_kernel.ai.messages import ToolCall
 from pi_kernel.ai.pattern_check import bounded_validator
 from pi_kernel.ai.tool import Tool
@@ -71,7 +70,7 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
             problem = f"The arguments must be a JSON object, not {kind}"
             raise ToolArgumentsError(tool_call.name, [("root", problem)], received, raw)
     compiled = compiled_schema(tool)
-    arguments = copy.deepcopy(received)  # everything below works on (and may change) this copy
+    arguments = copy_json(received)  # everything below works on (and may change) this copy
     if tool.uses_strict_mode(provider_supports_strict=True) and isinstance(arguments, dict):
         # Sent in strict mode, the model had to fill every property: its nulls mean "use the default".
         arguments = compiled.strict_coercer.coerce_in_place(arguments)
@@ -94,7 +93,7 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
         return compiled.model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
         errors = [
-            (_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
+            (_dotted(_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing")), item["msg"])
             for item in error.errors(include_url=False)
         ]
         return None, list(dict.fromkeys(errors))  # without repeats, in order
@@ -117,22 +116,41 @@ def _dotted(path: Any) -> str:
     return ".".join(str(part) for part in path) or "root"
 
 
-def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
-    """Pydantic's ``loc`` as a dotted path into the arguments, without union-branch tags (``x.int`` is ``x``).
+def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> list[Any]:
+    """Pydantic's ``loc`` as a path into the arguments, without union-branch tags (``x.int`` is ``x``).
 
-    A step that is a key or index of the value reached is followed, any other is a tag (but the last step of
-    a "missing" error names the absent field). A key is a tag too where it leads away from the value the error
-    is about (``input``): ``item: dict[str, int] | int`` sent ``{"int": "x"}`` fails at ``item``.
+    Each step is a key or index of the value reached, or a tag: the reading chosen ends at the value the error
+    is about (``input``), stepping in before skipping, so a key spelt like a tag (``Replace``) is told apart;
+    the last step of a "missing" error names the absent field. The search is bounded; no reading fits (a
+    validator changed the value): the steps that are keys or indexes of what was sent.
     """
-    path: list[int | str] = []
-    node = arguments
-    for position, part in enumerate(loc):
-        if _has(node, part) and not (_same(node, error_input) and not _same(node[part], error_input)):
-            node = node[part]
-            path.append(part)
-        elif missing and position == len(loc) - 1:
-            path.append(part)
-    return _dotted(path)
+    budget, last = [2048], len(loc) - 1
+
+    def search(position: int, node: Any) -> list[Any] | None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        if position > last:
+            return [] if _same(node, error_input) else None
+        part = loc[position]
+        if _has(node, part):
+            rest = search(position + 1, node[part])
+            if rest is not None:
+                return [part, *rest]
+        elif position == last and missing and isinstance(node, dict) and _same(node, error_input):
+            return [part]
+        return search(position + 1, node)  # ``part`` as a tag
+
+    found = search(0, arguments)
+    if found is None:
+        found, node = [], arguments
+        for position, part in enumerate(loc):
+            if _has(node, part):
+                node = node[part]
+                found.append(part)
+            elif missing and position == last:
+                found.append(part)
+    return found
 
 
 def _has(node: Any, part: int | str) -> bool:
@@ -152,6 +170,8 @@ def _describe_schema_error(error: SchemaValidationError) -> ErrorList:
     """Readable ``(path, message)`` pairs for one ``jsonschema`` error, worded like pydantic's where it can."""
     path, instance, schema = list(error.absolute_path), error.instance, error.schema
     if error.validator == "required":  # (``required`` and ``additionalProperties`` only fail on an object)
+        if not isinstance(error.validator_value, list):  # draft 3: ``required: true`` in the property, its path
+            return [(_dotted(path), "Field required")]
         return [(_dotted([*path, name]), "Field required") for name in error.validator_value if name not in instance]
     if error.validator == "additionalProperties" and error.validator_value is False:
         known, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
@@ -195,10 +215,13 @@ class CompiledSchema:
 
 def build_compiled_schema(model: type[BaseModel] | None, schema: dict[str, Any]) -> CompiledSchema:
     """Build the validator and coercers for a tool's ``schema`` (``Tool`` has checked it) and ``model``
-    (``None`` for a schema-dict tool); ``pattern`` checks are time-limited (``pattern_check``)."""
+    (``None`` for a schema-dict tool); ``pattern`` checks are time-limited (``pattern_check``). A schema dict
+    is checked again (it may have changed since): ``SchemaError`` if broken."""
     from jsonschema.validators import Draft202012Validator, validator_for
 
     draft = Draft202012Validator if model is not None else validator_for(schema, default=Draft202012Validator)
+    if model is None:
+        draft.check_schema(schema)
     validator = bounded_validator(draft)(schema)
     fill = model is None  # pydantic applies its own default (and default_factory): drop, do not fill
     coercer = SchemaCoercer(schema, validator, fill_defaults=fill)
@@ -207,10 +230,18 @@ def build_compiled_schema(model: type[BaseModel] | None, schema: dict[str, Any])
 
 
 def compiled_schema(tool: Tool) -> CompiledSchema:
-    """The ``CompiledSchema`` for ``tool``, cached by content (its model class, its schema's JSON text):
-    equal schemas compile once, and a tool whose parameters change gets a new one."""
+    """The ``CompiledSchema`` for ``tool``, cached by content (its model class, its schema's JSON text, which
+    ``Tool`` keeps: no serialising per call): equal schemas compile once, and a tool whose parameters change
+    gets a new one. A broken schema is the tool author's error: a plain ``ValueError`` naming the tool."""
+    from jsonschema.exceptions import SchemaError
+
     model = None if isinstance(tool.parameters, dict) else tool.parameters
-    return _compiled(model, json.dumps(tool.shared_json_schema(), default=repr))
+    frozen = tool._frozen_schema()
+    text = frozen.text if frozen.text is not None else json.dumps(frozen.shared, default=repr)
+    try:
+        return _compiled(model, text)
+    except SchemaError as error:
+        raise ValueError(f'Tool "{tool.name}" has an invalid parameters schema: {error.message}') from None
 
 
 @functools.lru_cache(maxsize=256)  # bounded: it holds model classes strongly

@@ -26,14 +26,11 @@ _NONE = object()
 _MAX_DEPTH = 200  # how deep the walk goes, so that a ``$ref`` cycle ends
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
-_TRIAL_BUDGET = 256
-"""Union branches tried (coerced on a copy) per call: a recursive union with a bad leaf would otherwise
-cost ~2^depth trials. Spent, a union's value is kept as it is (the strict check reports it)."""
+_TRIAL_BUDGET = 1000  # union branches tried per call (a recursive union with a bad leaf: ~2^depth trials)
 
 
 def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-like data: every dict and list rebuilt (also one the caller put in twice), scalars
-    shared; anything else by ``copy.deepcopy``."""
+    """A deep copy of JSON-like data: each dict and list rebuilt (``copy.deepcopy`` keeps a shared one shared)."""
     if type(value) is dict:
         return {key: copy_json(item) for key, item in value.items()}
     if type(value) is list:
@@ -42,8 +39,7 @@ def copy_json(value: Any) -> Any:
 
 
 def _list(schema: dict[str, Any], key: str) -> list[Any]:
-    """``schema[key]`` if it is a list, else ``[]`` (an older draft's ``required: true``, or a keyword the
-    schema's draft does not know, which may hold anything)."""
+    """``schema[key]`` if a list, else ``[]`` (draft 3 ``required: true``; a keyword unknown to the draft)."""
     value = schema.get(key)
     return value if isinstance(value, list) else []
 
@@ -113,8 +109,7 @@ class SchemaCoercer:
         return value
 
     def _coerce_union(self, value: Any, branches: list[Any], depth: int, budget: list[int]) -> Any:
-        """A value that fits a branch is kept; else the first branch that fits after coercion (while
-        ``budget``, the trials left, lasts)."""
+        """A value that fits a branch is kept; else the first that fits after coercion, while trials are left."""
         if budget[0] <= 0:
             return value
         fitting = next((branch for branch in branches if self._valid(value, branch)), None)
@@ -123,7 +118,7 @@ class SchemaCoercer:
         for branch in branches:
             budget[0] -= 1
             if budget[0] < 0:
-                break
+                return value
             trial = self._coerce(copy_json(value), branch, depth + 1, budget)
             if self._valid(trial, branch):
                 return trial
@@ -179,11 +174,10 @@ class SchemaCoercer:
 
 
 def _types_of(schema: dict[str, Any]) -> list[str]:
-    """The schema's ``type`` names (a draft-3 schema inside ``type`` is left out); without ``type``, the one
-    ``properties`` / ``items`` ask for (so a JSON string holding it is parsed); else none: any value fits."""
+    """The ``type`` names (not draft 3's schemas in ``type``); none given: guessed from ``properties`` / ``items``."""
     kind = schema.get("type")
-    if isinstance(kind, (str, list)):
-        return [kind] if isinstance(kind, str) else [item for item in kind if isinstance(item, str)]
+    if kind is not None:
+        return [kind] if isinstance(kind, str) else [item for item in _list(schema, "type") if isinstance(item, str)]
     if "properties" in schema:
         return ["object"]
     return ["array"] if "items" in schema or "prefixItems" in schema else []

@@ -93,7 +93,7 @@ def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorLi
         return compiled.model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
         errors = [
-            (_dotted(_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing")), item["msg"])
+            (_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
             for item in error.errors(include_url=False)
         ]
         return None, list(dict.fromkeys(errors))  # without repeats, in order
@@ -116,14 +116,13 @@ def _dotted(path: Any) -> str:
     return ".".join(str(part) for part in path) or "root"
 
 
-def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> list[Any]:
-    """Pydantic's ``loc`` as a path into the arguments, without union-branch tags (``x.int`` is ``x``).
+def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
+    """Pydantic's ``loc`` as a dotted path into the arguments, without union-branch tags (``x.int`` is ``x``).
 
-    Each step is a key or index of the value reached, or a tag: the reading chosen ends at the value the error
-    is about (``input``), stepping in before skipping, so a key spelt like a tag (``Replace``) is told apart;
-    the last step of a "missing" error names the absent field. The search is bounded; no reading fits (a
-    validator changed the value): the steps that are keys or indexes of what was sent.
-    """
+    A step is a key or index of the value reached, or a tag: the (bounded) search takes the reading that ends
+    at the error's ``input``, stepping in before skipping, so a key spelt like a tag (``Replace``) is told
+    apart; a "missing" error's last step names the absent field. None fits (a validator changed the value):
+    the steps that are keys or indexes of what was sent."""
     budget, last = [2048], len(loc) - 1
 
     def search(position: int, node: Any) -> list[Any] | None:
@@ -150,7 +149,7 @@ def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: A
                 found.append(part)
             elif missing and position == last:
                 found.append(part)
-    return found
+    return _dotted(found)
 
 
 def _has(node: Any, part: int | str) -> bool:

@@ -1,10 +1,7 @@
-"""The lenient pre-pass before the strict check: schema-guided repair of tool arguments.
+"""The lenient pre-pass before the strict check: ``SchemaCoercer`` repairs the almost-right arguments models
+send (``"42"`` for an integer) that neither ``jsonschema`` nor pydantic's lax mode accepts, where unambiguous.
 
-Models often send almost-right arguments (``"42"`` for an integer, a JSON
-*string* holding the array asked for, ``null`` for a parameter left out) that
-neither ``jsonschema`` nor pydantic's lax mode accepts. ``SchemaCoercer``
-repairs what is unambiguous; the strict check reports the rest. Rules:
-``docs/validation.md``; the full table: ``tests/test_coercion.py``.
+Rules: ``docs/validation.md``; the full table: ``tests/test_coercion.py``.
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ from pi_kernel.ai.pattern_check import PatternTimeout, search
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-_NONE = object()
-"""No value: ``_convert`` could not convert, or a schema has no ``default``."""
+_NONE = object()  # no value: ``_convert`` could not convert, or a schema has no ``default``
 _MAX_DEPTH = 200  # how deep the walk goes, so that a ``$ref`` cycle ends
 _KIND_OF = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array"}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
@@ -217,14 +213,10 @@ def _convert(value: Any, kind: str) -> Any:
 def _to_number(text: str, *, integer: bool) -> Any:
     if "_" in text:  # Python reads "1_000"; JSON does not
         return _NONE
-    try:
+    with contextlib.suppress(ValueError):
         return int(text)  # exact, however many digits
-    except ValueError:
-        pass
-    try:
+    with contextlib.suppress(ValueError):
         number = float(text)
-    except ValueError:
-        return _NONE
-    if not math.isfinite(number) or (integer and not number.is_integer()):
-        return _NONE
-    return int(number) if integer else number
+        if math.isfinite(number) and (number.is_integer() or not integer):
+            return int(number) if integer else number
+    return _NONE

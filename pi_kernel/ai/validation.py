@@ -30,9 +30,9 @@ _JSON_KIND = {list: "an array", str: "a string", bool: "a boolean", type(None): 
 class ToolArgumentsError(ValueError):
     """A tool call's arguments failed validation; ``str()`` is the text for the model.
 
-    ``errors``: ``(path, message)`` for each problem. ``received``: what the
-    model sent (the raw text when it was not valid JSON); ``received_text``: that as
-    the model reads it (a non-JSON value a ``prepare_arguments`` hook put in shows as its ``repr``).
+    ``errors``: ``(path, message)`` for each problem. ``received``: what the model sent (the raw text when it
+    was not valid JSON); ``received_text``: that as the model reads it (a ``prepare_arguments`` hook's
+    non-JSON value as its ``repr``).
     """
 
     def __init__(self, tool_name: str, errors: ErrorList, received: Any, received_text: str | None = None) -> None:
@@ -74,38 +74,33 @@ def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
     if tool.uses_strict_mode(provider_supports_strict=True) and isinstance(arguments, dict):
         # Sent in strict mode, the model had to fill every property: its nulls mean "use the default".
         arguments = compiled.strict_coercer.coerce_in_place(arguments)
-    check = _check_model if compiled.model is not None else _check_json
     try:
-        result, errors = check(compiled, arguments)
+        result, errors = _check(compiled, arguments)
         if errors:
-            result, errors = check(compiled, compiled.coercer.coerce_in_place(arguments))
+            result, errors = _check(compiled, compiled.coercer.coerce_in_place(arguments))
     except Unresolvable as error:
         raise ValueError(f'Tool "{tool.name}" has an unresolvable $ref in its parameters schema: {error}') from None
-    if errors:
-        raise ToolArgumentsError(tool_call.name, errors, received, raw)
+    if errors:  # without repeats, in order
+        raise ToolArgumentsError(tool_call.name, list(dict.fromkeys(errors)), received, raw)
     return result
 
 
-def _check_model(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
-    """The model instance, or the errors."""
-    assert compiled.model is not None
+def _check(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
+    """The result (a model instance for a model tool, else the arguments), and the errors found."""
+    if compiled.model is None:
+        return arguments, [
+            item for error in compiled.validator.iter_errors(arguments) for item in _describe_schema_error(error)
+        ]
     try:
         return compiled.model.model_validate(arguments, strict=False), []
     except ModelValidationError as error:
-        errors = [
+        return None, [
             (_model_error_path(item["loc"], arguments, item.get("input"), item["type"] == "missing"), item["msg"])
             for item in error.errors(include_url=False)
         ]
-        return None, list(dict.fromkeys(errors))  # without repeats, in order
     except (TypeError, AttributeError, KeyError, IndexError) as error:
         # A model validator that crashed on odd input: still the model's input to fix.
         return None, [("root", f"{type(error).__name__}: {error}")]
-
-
-def _check_json(compiled: CompiledSchema, arguments: Any) -> tuple[Any, ErrorList]:
-    """The arguments, and the errors found (without repeats, in order)."""
-    errors = [item for error in compiled.validator.iter_errors(arguments) for item in _describe_schema_error(error)]
-    return arguments, list(dict.fromkeys(errors))
 
 
 # --- Where an error is, and which union branch to report (``best_match`` cannot: it returns one error, and
@@ -119,37 +114,29 @@ def _dotted(path: Any) -> str:
 def _model_error_path(loc: tuple[int | str, ...], arguments: Any, error_input: Any, missing: bool) -> str:
     """Pydantic's ``loc`` as a dotted path into the arguments, without union-branch tags (``x.int`` is ``x``).
 
-    A step is a key or index of the value reached, or a tag: the (bounded) search takes the reading that ends
-    at the error's ``input``, stepping in before skipping, so a key spelt like a tag (``Replace``) is told
-    apart; a "missing" error's last step names the absent field. None fits (a validator changed the value):
-    the steps that are keys or indexes of what was sent."""
-    budget, last = [2048], len(loc) - 1
+    A step is a key or index of the value reached, or a tag: the (bounded) ``exact`` search takes the reading
+    that ends at the error's ``input``, stepping in before skipping, so a key spelt like a tag (``Replace``) is
+    told apart; a "missing" error's last step names the absent field. None fits (a validator changed the
+    value): the first reading, the steps that are keys or indexes of what was sent."""
+    calls, last = [0], len(loc) - 1
 
-    def search(position: int, node: Any) -> list[Any] | None:
-        budget[0] -= 1
-        if budget[0] < 0:
+    def search(position: int, node: Any, exact: bool) -> list[Any] | None:  # the steps from ``loc[position]`` on
+        calls[0] += 1
+        if exact and calls[0] > 2048:
             return None
         if position > last:
-            return [] if _same(node, error_input) else None
+            return [] if not exact or _same(node, error_input) else None
         part = loc[position]
         if _has(node, part):
-            rest = search(position + 1, node[part])
+            rest = search(position + 1, node[part], exact)
             if rest is not None:
                 return [part, *rest]
-        elif position == last and missing and isinstance(node, dict) and _same(node, error_input):
+        elif position == last and missing and (not exact or (isinstance(node, dict) and _same(node, error_input))):
             return [part]
-        return search(position + 1, node)  # ``part`` as a tag
+        return search(position + 1, node, exact)  # ``part`` as a tag
 
-    found = search(0, arguments)
-    if found is None:
-        found, node = [], arguments
-        for position, part in enumerate(loc):
-            if _has(node, part):
-                node = node[part]
-                found.append(part)
-            elif missing and position == last:
-                found.append(part)
-    return _dotted(found)
+    found = search(0, arguments, exact=True)
+    return _dotted(found if found is not None else search(0, arguments, exact=False))
 
 
 def _has(node: Any, part: int | str) -> bool:

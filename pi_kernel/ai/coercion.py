@@ -64,8 +64,7 @@ class SchemaCoercer:
     """Coercion for one root schema (checked by ``Tool``: every keyword has its JSON type); build once.
 
     ``validator`` (for the root) tries union branches and ``null``. A ``null`` that means "not given" (see
-    ``docs/validation.md``; ``null_means_unset`` for strict mode) is dropped, or becomes the schema's
-    ``default`` when ``fill_defaults`` (pydantic applies its own defaults).
+    ``docs/validation.md``; ``null_means_unset`` for strict mode) is dropped, or is the ``default`` (``fill_defaults``).
     """
 
     def __init__(self, root: Any, validator: Validator, *, fill_defaults: bool = True, null_means_unset: bool = False):
@@ -181,16 +180,20 @@ def _types_of(schema: dict[str, Any]) -> list[str]:
 
 def _same_json(a: Any, b: Any) -> bool:
     """JSON equality: ``True`` is not ``1``, ``1`` is ``1.0``, ``"1"`` is not ``1``."""
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+    if all(isinstance(item, (int, float)) and not isinstance(item, bool) for item in (a, b)):
         return bool(a == b)
     return type(a) is type(b) and bool(a == b)
 
 
 def _convert(value: Any, kind: str) -> Any:
     """``value`` as JSON type ``kind``, or ``_NONE``."""
-    if kind in ("integer", "number"):
-        return _to_number(value, integer=kind == "integer") if isinstance(value, str) else _NONE
+    if kind in ("integer", "number") and isinstance(value, str) and "_" not in value:  # JSON has no "1_000"
+        with contextlib.suppress(ValueError):
+            return int(value)  # exact, however many digits
+        with contextlib.suppress(ValueError):
+            number = float(value)
+            if math.isfinite(number) and (number.is_integer() or kind == "number"):
+                return int(number) if kind == "integer" else number
     if kind == "boolean":
         if isinstance(value, str):
             return _BOOLEAN_TEXT.get(value.strip().lower(), _NONE)
@@ -207,16 +210,4 @@ def _convert(value: Any, kind: str) -> Any:
         except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
             return _NONE
         return parsed if isinstance(parsed, list if kind == "array" else dict) else _NONE
-    return _NONE
-
-
-def _to_number(text: str, *, integer: bool) -> Any:
-    if "_" in text:  # Python reads "1_000"; JSON does not
-        return _NONE
-    with contextlib.suppress(ValueError):
-        return int(text)  # exact, however many digits
-    with contextlib.suppress(ValueError):
-        number = float(text)
-        if math.isfinite(number) and (number.is_integer() or not integer):
-            return int(number) if integer else number
     return _NONE

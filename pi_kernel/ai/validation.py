@@ -163,19 +163,15 @@ def _describe_schema_error(error: SchemaValidationError) -> ErrorList:
         known, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
         extras = [key for key in instance if key not in known and not any(pattern_matches(p, key) for p in patterns)]
         return [(_dotted([*path, key]), "Extra inputs are not permitted") for key in extras]
-    described: ErrorList = []
-    if error.validator in ("anyOf", "oneOf"):
-        for branch_error in _branch_meant(error.context, len(path)):
-            described += [item for item in _describe_schema_error(branch_error) if item not in described]
+    meant = _branch_meant(error.context, len(path)) if error.validator in ("anyOf", "oneOf") else []
+    described = [item for branch_error in meant for item in _describe_schema_error(branch_error)]
     return described or [(_dotted(path), error.message)]
 
 
 def _branch_meant(errors: list[SchemaValidationError], depth: int) -> list[SchemaValidationError]:
-    """The complaints of the union branch(es) the model most likely meant, or ``[]`` for none.
-
-    Set aside: a branch whose type (or ``enum`` / ``const``) the value lacks, then, if any is left, one whose
-    tag (a property's ``const``, ``kind: "cat"``) differs. Of the rest, the one(s) with the fewest complaints.
-    """
+    """The complaints of the union branch(es) the model most likely meant, or ``[]`` for none: set aside a
+    branch whose type (``type``, ``enum``, ``const``) the value lacks, then, if any is left, one whose tag (a
+    property's ``const``, ``kind: "cat"``) differs; of the rest, the one(s) with the fewest complaints."""
     by_branch: dict[Any, list[SchemaValidationError]] = {}
     for item in errors:
         by_branch.setdefault(item.relative_schema_path[0], []).append(item)  # the branch's index
@@ -216,9 +212,8 @@ def build_compiled_schema(model: type[BaseModel] | None, schema: dict[str, Any])
 
 
 def compiled_schema(tool: Tool) -> CompiledSchema:
-    """The ``CompiledSchema`` for ``tool``, cached by content (its model class, its schema's JSON text, which
-    ``Tool`` keeps: no serialising per call): equal schemas compile once, and a tool whose parameters change
-    gets a new one. A broken schema is the tool author's error: a plain ``ValueError`` naming the tool."""
+    """The ``CompiledSchema`` for ``tool``, cached by content (its model class, the schema's JSON text that
+    ``Tool`` keeps: no serialising per call). A broken schema: a ``ValueError`` naming the tool (the author's)."""
     from jsonschema.exceptions import SchemaError
 
     model = None if isinstance(tool.parameters, dict) else tool.parameters

@@ -10,10 +10,9 @@ import contextlib
 import copy
 import json
 import math
-import re
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.pattern_check import PatternTimeout, search
+from pi_kernel.ai.pattern_check import pattern_matches
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -49,15 +48,6 @@ def resolve_local_ref(root: Any, ref: str) -> Any:
         return Registry().with_resource("", Resource.opaque(root)).resolver().lookup(ref).contents
     except (Unresolvable, ValueError, TypeError):  # (a pointer step into a string or number is a ValueError)
         raise LookupError(f"$ref {ref!r} points to nothing") from None
-
-
-def pattern_matches(pattern: str, key: str) -> bool:
-    """Whether a property name matches a ``patternProperties`` pattern (time-limited, see ``pattern_check``);
-    a pattern that does not compile or runs out of time does not match."""
-    try:
-        return search(pattern, key)
-    except (PatternTimeout, re.error):
-        return False
 
 
 class SchemaCoercer:
@@ -152,10 +142,8 @@ class SchemaCoercer:
     def _null_is_unset(self, sub: Any) -> bool:
         if not self._valid(None, sub):
             return True
-        if not self.null_means_unset:
-            return False
-        default = self._default(sub)  # none in the schema: pydantic's default_factory, or no default
-        return default is _NONE or default is not None
+        # Strict mode: unless the default is null (none in the schema: pydantic's default_factory, or no default).
+        return self.null_means_unset and self._default(sub) is not None
 
     def _default(self, node: Any, depth: int = 0) -> Any:
         """The ``default`` in ``node`` or at the end of its ``$ref`` chain, else ``_NONE``."""

@@ -40,6 +40,15 @@ def search(pattern: str, text: str) -> bool:
         raise PatternTimeout(pattern) from None
 
 
+def pattern_matches(pattern: str, key: str) -> bool:
+    """Whether a property name matches a ``patternProperties`` pattern (time-limited, as ``search``);
+    a pattern that does not compile or runs out of time does not match."""
+    try:
+        return search(pattern, key)
+    except (PatternTimeout, re.error):
+        return False
+
+
 def _too_slow(pattern: str) -> str:
     return f"could not be checked against the pattern {pattern!r} within {PATTERN_SECONDS:g} s"
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic import ValidationError as ModelValidationError
 
-from pi_kernel.ai.coercion import SchemaCoercer, copy_json, pattern_matches
+from pi_kernel.ai.coercion import SchemaCoercer, copy_json
 from pi_kernel.ai.messages import ToolCall
-from pi_kernel.ai.pattern_check import bounded_validator
+from pi_kernel.ai.pattern_check import bounded_validator, pattern_matches
 from pi_kernel.ai.tool import Tool
 
 if TYPE_CHECKING:

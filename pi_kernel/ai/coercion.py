@@ -142,7 +142,7 @@ class SchemaCoercer:
     def _null_is_unset(self, sub: Any) -> bool:
         if not self._valid(None, sub):
             return True
-        # Strict mode: unless the default is null (none in the schema: pydantic's default_factory, or no default).
+        # Strict mode: a nullable one too, unless its default is null (none in the schema: default_factory, or none).
         return self.null_means_unset and self._default(sub) is not None
 
     def _default(self, node: Any, depth: int = 0) -> Any:

@@ -50,10 +50,8 @@ class ToolArgumentsError(ValueError):
 
 
 def validate_tool_arguments(tool: Tool, tool_call: ToolCall) -> Any:
-    """The validated arguments: a model instance for a model tool, a dict for a JSON-schema tool.
-
-    ``tool_call.arguments`` is never mutated. Raises ``ToolArgumentsError``.
-    """
+    """The validated arguments: a model instance for a model tool, a dict for a JSON-schema tool. Raises
+    ``ToolArgumentsError``; ``tool_call.arguments`` is never mutated."""
     from referencing.exceptions import Unresolvable
 
     received: Any = tool_call.arguments

@@ -167,11 +167,13 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     session.set_run(run)
     cancelled = False
     try:
-        message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
         with interrupt_hook(session.interrupt, loop):
+            message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
+            await asyncio.sleep(0)  # an interrupt pressed while the context was read lands here
             await session.start_mcp()
             _print_notices(session)
-            await agent.prompt(message)
+            if not run.interrupted:
+                await agent.prompt(message)
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:

@@ -309,7 +309,7 @@ class Describer:
             return self._collection(name, value)
         if has_base(value, type):
             return self._class(name, value)
-        if type(value) in _ROUTINES:
+        if any(type(value) is kind for kind in _ROUTINES):  # identity: no metaclass __eq__
             return self._callable(name, value)
         try:
             text = preview_repr(value)  # the object's own repr (under the time limit), or a bounded one

@@ -25,7 +25,7 @@ from pi_kernel.agent.events import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
-from pi_kernel.kernel.code_cells import offer_code_cell
+from pi_kernel.kernel.code_cells import drop_agent_payloads, offer_code_cell
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
@@ -190,6 +190,13 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn
             session.notebook_context.restore(context_before)
+        dropped = drop_agent_payloads(session.shell)
+        if dropped:
+            print(
+                f"pi_kernel: the agent's code asked the notebook for {', '.join(dropped)} (a new cell, a pager or an "
+                "exit); it was not passed on: only %%pi --cells puts the agent's code in a cell.",
+                file=sys.stderr,
+            )
         if options.cells or session.code_cells:
             offer_code_cell(session.shell, outcome.messages)
         _print_notices(session)

@@ -182,6 +182,8 @@ def deny(session: PiSession, words: list[str]) -> str:
 
 
 def reset(session: PiSession, words: list[str]) -> str:
+    if words:  # "%pi reset --keep" is not a reset: a command with words it does not know changes nothing
+        raise CommandError(f"%pi reset takes no words (got {' '.join(words)!r}); nothing was changed")
     if session.run is not None:
         raise CommandError("a turn is running; interrupt it first")
     session.reset()

@@ -104,7 +104,7 @@ def test_inspect_of_kernel_names_and_of_the_environment_in_a_container(
 
 
 def test_agent_code_cannot_plant_a_cell(kernel: KernelDriver, server: FakeOpenAI) -> None:
-    code = 'get_ipython().set_next_input("print(\'planted by the agent\')")\n1 + 1'
+    code = "get_ipython().set_next_input(\"print('planted by the agent')\")\n1 + 1"
     server.enqueue(tool_call_chunks([("python", {"code": code})]), text_chunks("Done."))
     result = kernel.run("%%pi --approve auto\nrun it")
     assert result.status == "ok", result.text

@@ -51,7 +51,7 @@ DESCRIBE_TIMEOUT = 10.0
 LISTING_BUDGET = 3.0
 """Seconds of previews in one listing; after that, names and types only."""
 PREVIEW_CHARS = 80
-ENVIRON_HIDDEN = "<os.environ: not shown (it holds the API keys; python reads it, a person approves)>"
+ENVIRON_HIDDEN = "<os.environ: not shown, it holds the keys>"
 HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 """IPython's own names in a user namespace."""
 

@@ -225,3 +225,23 @@ def test_an_interrupt_ends_a_turn_among_hostile_objects(kernel: KernelDriver, se
     took = timed_turn(kernel, server, "still there?")
     assert took < 10
     assert hostile_calls(kernel) == []
+
+
+def test_an_interrupt_stops_the_repr_of_a_python_result(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """The value the agent's ``python`` code ends with is shown through its ``repr`` (user code): an
+    interrupt stops a ``repr`` that loops, as it stops the code itself."""
+    hanging = "class HangingRepr:\n    def __repr__(self):\n        while True:\n            pass\n"
+    hanging += "hanging = HangingRepr()"
+    assert kernel.run(hanging).status == "ok"
+    server.enqueue(tool_call_chunks([("python", {"code": "hanging"})]))  # the turn ends at the interrupt
+    state: dict[str, float] = {"started": time.monotonic()}
+
+    def on_poll() -> None:
+        if "at" not in state and time.monotonic() - state["started"] > 3:
+            state["at"] = time.monotonic()
+            kernel.interrupt()
+
+    result = kernel.run("%%pi --approve auto\nshow it", on_poll=on_poll, timeout=60)
+    assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
+    assert time.monotonic() - state["at"] < 5
+    assert timed_turn(kernel, server, "still there?") < 10

@@ -70,7 +70,8 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
-from pi_kernel.tools.builtin.python_interrupt import Interrupter, run_coroutine
+from pi_kernel.tools.builtin.python_interrupt import Interrupter, as_cell_code, run_coroutine
+from pi_kernel.tools.builtin.static_read import has_base
 from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD, ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
@@ -225,10 +226,10 @@ def _run_captured(
         try:
             with interrupter:
                 value, shown_figure = _run_cell(code, namespace)
+                if value is not None and not interrupter.fired:  # its repr is user code too: interruptible
+                    as_cell_code(_add_result, capture, value, shown_figure is not None)
             if interrupter.fired:  # it swallowed the interrupt and went on to its end
                 raise KeyboardInterrupt
-            if value is not None:
-                _add_result(capture, value, shown_figure is not None)
         except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
             error = OPERATION_ABORTED if interrupter.fired else _user_traceback(exception)
         _capture_new_figures(capture, figures_before, shown_figure)
@@ -267,7 +268,7 @@ def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:
         return None, None
     value = _evaluate(compile(ast.Expression(last), filename, "eval", flags=flags), namespace)
     figure_module = sys.modules.get("matplotlib.figure")
-    is_figure = figure_module is not None and isinstance(value, figure_module.Figure)
+    is_figure = figure_module is not None and has_base(value, figure_module.Figure)  # no __class__ of the user's
     return value, (value if is_figure else None)
 
 

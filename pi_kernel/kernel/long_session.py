@@ -183,7 +183,7 @@ def keep_full_result(namespace: dict[str, Any] | None, event: ToolExecutionEndEv
     if len(text) <= limit:
         return
     kept = namespace.get(RESULTS_VARIABLE)
-    if not isinstance(kept, dict):
+    if type(kept) is not dict:  # exact: a subclass (or a __class__ property) put there would run user code
         kept = namespace[RESULTS_VARIABLE] = {}
     kept[event.tool_call_id] = text
     while len(kept) > KEPT_RESULTS:

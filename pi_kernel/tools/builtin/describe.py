@@ -1,14 +1,18 @@
 """Bounded, type-aware descriptions of the notebook's live objects (for ``inspect`` and the notebook context).
 
-Everything here reads and never changes: no call of user code except the
-object's own ``repr``/``len``/``shape``-like protocol methods and pandas/numpy
-summaries, each run by ``SafeCaller`` on a helper thread with a time limit, so
-a ``repr`` that raises, hangs or returns megabytes gives a short note instead
-of a stuck or crashed kernel. The limit cannot stop a ``repr`` that runs in C
-(a list of millions of tuples), so built-in containers and strings are
-previewed with a bounded ``reprlib`` repr (their first items) instead. Every text is cut to a size limit and has known
-keys masked; a string held under a secret-like name (``db_password``) is never
-previewed (``secret_names``).
+Everything here reads and never changes. What is learnt without a time limit
+is read statically (``static_read``: ``type()``, the class's own
+``__dict__``s, the built-ins' own ``__len__`` and iteration), so no method of
+the user's classes runs there; the only user code called is an object's own
+``repr`` (when its class defines one) and pandas/numpy summaries, each run by
+``SafeCaller`` on a helper thread with a time limit, so a ``repr`` that
+raises, hangs or returns megabytes gives a short note instead of a stuck or
+crashed kernel. The limit cannot stop a ``repr`` that runs in C (a list of
+millions of tuples), so built-in containers, strings and ints (and their
+subclasses that keep the built-in's ``repr``) are previewed by their first
+items instead. ``os.environ`` met inside a container is not shown. Every
+text is cut to a size limit and has known keys masked; a string held under a
+secret-like name (``db_password``) is never previewed (``secret_names``).
 
 pandas DataFrames are summarised from per-column numpy reductions (count,
 mean, min, max) rather than ``describe()`` (whose percentiles sort every

@@ -21,6 +21,7 @@ column), so a description of a large frame stays cheap.
 
 from __future__ import annotations
 
+import collections
 import inspect
 import itertools
 import os
@@ -35,6 +36,7 @@ from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.builtin.safe_call import CallTimeout, SafeCaller, error_text
 from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value
 from pi_kernel.tools.builtin.static_read import (
+    BUILTIN_CONTAINERS,
     builtin_base,
     class_attribute,
     class_name,
@@ -89,7 +91,7 @@ class _BoundedRepr(reprlib.Repr):
         if has_base(x, os._Environ):  # reached through a container: as secret as os.environ itself
             return ENVIRON_HIDDEN
         base = builtin_base(x, _BOUNDED_TYPES)
-        if base is None or (cls is not base and overrides(x, "__repr__", base)):
+        if base is None or (cls is not base and _own_python_repr(x, base)):
             return self.repr_instance(x, level)
         plain = x if cls is base else _as_base(x, base, self.maxlist + 1)
         text: str = getattr(self, "repr_" + base.__name__)(plain, level)
@@ -139,6 +141,12 @@ class _BoundedRepr(reprlib.Repr):
         return left + ", ".join(items) + (", ..." if len(x) > self.maxset else "") + right
 
 
+def _own_python_repr(value: Any, base: type) -> bool:
+    """Whether a built-in's subclass has a ``repr`` of its own written in Python (run, with the time limit);
+    one in C (``OrderedDict``, ``defaultdict``) cannot be stopped, so it is shown by its first items."""
+    return overrides(value, "__repr__", base) and type(class_attribute(type(value), "__repr__")) is types.FunctionType
+
+
 def _as_base(value: Any, base: type, count: int) -> Any:
     """The first ``count`` items (characters) of a built-in's subclass as a plain built-in value."""
     if base in (str, bytes, bytearray):
@@ -160,7 +168,7 @@ def _bounded_repr() -> reprlib.Repr:
 
 
 _BOUNDED = _bounded_repr()
-_BOUNDED_TYPES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int)
+_BOUNDED_TYPES = (list, tuple, dict, set, frozenset, collections.deque, str, bytes, bytearray, int)
 
 
 def preview_repr(value: Any) -> str:
@@ -309,7 +317,7 @@ class Describer:
             return self._ndarray(name, value)
         if kind == "polars.DataFrame":
             return self._polars(name, value)
-        if builtin_base(value, (dict, list, tuple, set, frozenset)) is not None:
+        if builtin_base(value, BUILTIN_CONTAINERS) is not None:
             return self._collection(name, value)
         if has_base(value, type):
             return self._class(name, value)

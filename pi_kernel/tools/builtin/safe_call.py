@@ -39,26 +39,29 @@ class SafeCaller:
         self.timeout = timeout
         self._jobs: queue.SimpleQueue[Any] | None = None
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def call(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
         """``fn()``'s value; its exception re-raised; ``CallTimeout`` when it takes longer than ``timeout``
         (default: the caller's)."""
-        limit = self.timeout if timeout is None else timeout
-        if self._jobs is None or self._thread is None or not self._thread.is_alive():
-            self._jobs = queue.SimpleQueue()
-            self._thread = threading.Thread(target=_work, args=(self._jobs,), name="pi-describe", daemon=True)
-            self._thread.start()
-        done = threading.Event()
-        box: dict[str, Any] = {}
-        self._jobs.put((fn, box, done))
-        if not done.wait(limit):
-            thread, self._thread, self._jobs = self._thread, None, None
-            if thread.ident is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(SystemExit))
-            raise CallTimeout(f"took longer than {limit:g} s")
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
+        with self._lock:  # one call at a time (the cell history's caller serves every subshell)
+            limit = self.timeout if timeout is None else timeout
+            if self._jobs is None or self._thread is None or not self._thread.is_alive():
+                self._jobs = queue.SimpleQueue()
+                self._thread = threading.Thread(target=_work, args=(self._jobs,), name="pi-describe", daemon=True)
+                self._thread.start()
+            done = threading.Event()
+            box: dict[str, Any] = {}
+            self._jobs.put((fn, box, done))
+            if not done.wait(limit):
+                thread, self._thread, self._jobs = self._thread, None, None
+                if thread.ident is not None:
+                    stop = ctypes.py_object(SystemExit)
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), stop)
+                raise CallTimeout(f"took longer than {limit:g} s")
+            if "error" in box:
+                raise box["error"]
+            return box.get("value")
 
     def close(self) -> None:
         if self._jobs is not None:

@@ -15,6 +15,7 @@ Standard library only: the cell history uses it at kernel start.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import types
 from typing import Any, cast
@@ -26,7 +27,7 @@ _TYPE_QUALNAME = type.__dict__["__qualname__"]
 _FUNCTION_MODULE = types.FunctionType.__dict__["__module__"]
 _MISSING = object()
 
-BUILTIN_CONTAINERS: tuple[type, ...] = (list, tuple, dict, set, frozenset)
+BUILTIN_CONTAINERS: tuple[type, ...] = (list, tuple, dict, set, frozenset, collections.deque)
 BUILTIN_TEXT: tuple[type, ...] = (str, bytes, bytearray)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import types
 from typing import Any
 
 from pi_kernel.kernel.cell_history import CellHistory
@@ -199,6 +200,16 @@ def test_the_environment_inside_containers_is_not_shown() -> None:
         assert ENVIRON_HIDDEN in text, text
         assert os.environ.get("PATH", "/usr/bin") not in text
     assert "'n': 1" in texts[1]
+
+
+def test_an_object_whose_repr_prints_the_environment_is_not_shown() -> None:
+    ns = {"settings": types.SimpleNamespace(env=os.environ, debug=True)}
+    for text in (
+        run_inspect(None, ns, limit=4000, hidden=set()),
+        run_inspect("settings", ns, limit=4000, hidden=set()),
+    ):
+        assert "holds os.environ: not shown" in text, text
+        assert os.environ.get("PATH", "/usr/bin") not in text
 
 
 def test_ipythons_own_names_are_named_as_such() -> None:

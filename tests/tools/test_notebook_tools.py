@@ -1,211 +1,166 @@
-"""The notebook tools against an in-memory ``NotebookDocument``: refs, diffs, bounds, stale and gone bridges.
-
-``MemoryNotebook`` implements the protocol the way the front-end does (stale
-checks included), so the tools' own logic is tested without a kernel; the
-comm itself is tested in tests/kernel/test_notebook_bridge.py.
-"""
+"""``inspect``, ``cells`` and the notebook context, in-process: bounded, masked, and safe with hostile objects."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
+import time
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.tools.builtin import builtin_tools
-from pi_kernel.tools.builtin.cells import LIST_CHARS, CellsParams, document_cells
-from pi_kernel.tools.builtin.notebook_edits import (
-    DeleteCellsParams,
-    EditCellParams,
-    InsertCellsParams,
-    NewCell,
-    cell_diff,
-    plan_delete,
-    plan_edit,
-    plan_insert,
-)
-from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import (
-    BridgeGone,
-    CellInfo,
-    NoSuchCell,
-    NotebookError,
-    StaleCell,
-    resolve_ref,
-)
+from pi_kernel.kernel.cell_history import CellError, CellHistory, CellRecord
+from pi_kernel.kernel.notebook_context import NotebookContext
+from pi_kernel.tools.builtin.cells import format_cells
+from pi_kernel.tools.builtin.inspect_tool import run_inspect
+
+SECRET = "sk-test-SECRET-notebook-tools-0123456789"
 
 
-class MemoryNotebook:
-    """``NotebookDocument`` over a list of ``[id, type, source]`` (what the front-end does, in memory)."""
-
-    def __init__(self, sources: list[str], running: int | None = None) -> None:
-        self.cells = [[uuid.uuid4().hex[:8], "code", source] for source in sources]
-        self.running_cell_id = self.cells[running][0] if running is not None else None
-        self.gone = False
-        self.reads = 0
-
-    def _check(self) -> None:
-        if self.gone:
-            raise BridgeGone("The notebook front-end disconnected before answering; nothing was changed.")
-
-    async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]:
-        self._check()
-        self.reads += 1
-        out = []
-        for index, (cell_id, kind, source) in enumerate(self.cells):
-            if cell_ids is not None and cell_id not in cell_ids:
-                continue
-            shown = source[:max_chars] if max_chars is not None else source
-            out.append(CellInfo(cell_id, index, kind, shown, None, "", len(source), len(shown) < len(source)))
-        return out
-
-    def _find(self, cell_id: str) -> list[Any]:
-        for cell in self.cells:
-            if cell[0] == cell_id:
-                return cell
-        raise NoSuchCell(f"No cell with id {cell_id!r}.")
-
-    async def edit(self, cell_id: str, expected: str, new: str) -> None:
-        self._check()
-        cell = self._find(cell_id)
-        if cell[2] != expected:
-            raise StaleCell("stale")
-        cell[2] = new
-
-    async def insert(self, index: int, cells: list[tuple[str, str]]) -> list[str]:
-        self._check()
-        made = [[uuid.uuid4().hex[:8], kind, source] for kind, source in cells]
-        self.cells[index:index] = made
-        return [cell[0] for cell in made]
-
-    async def delete(self, cell_ids: list[str], expected: list[str]) -> None:
-        self._check()
-        for cell_id, source in zip(cell_ids, expected, strict=True):
-            if self._find(cell_id)[2] != source:
-                raise StaleCell("stale")
-        self.cells = [cell for cell in self.cells if cell[0] not in cell_ids]
-
-    async def set_outputs(self, cell_id: str, outputs: list[dict], execution_count: int | None) -> None:  # type: ignore[type-arg]
-        self._check()
-
-    async def highlight(self, cell_id: str | None) -> None:
-        self._check()
+class Hangs:
+    def __repr__(self) -> str:
+        while True:
+            pass
 
 
-def tool(name: str) -> ToolDefinition:
-    return next(definition for definition in builtin_tools(names=[name]))
+class Raises:
+    def __repr__(self) -> str:
+        raise RuntimeError("broken repr")
 
 
-def call(name: str, params: Any, ctx: ToolContext, call_id: str = "c1") -> AgentToolResult:
-    result = tool(name).execute(call_id, params, None, None, ctx)
-    return asyncio.run(result) if asyncio.iscoroutine(result) else result
+class Huge:
+    def __repr__(self) -> str:
+        return "x" * 5_000_000
 
 
-def sources(document: MemoryNotebook) -> list[str]:
-    return [cell[2] for cell in document.cells]
+def inspect(name: str | None, namespace: dict[str, Any], limit: int = 4000) -> str:
+    return run_inspect(name, namespace, limit=limit, hidden={"hidden_by_ipython"})
 
 
-def test_refs_by_position_and_id_and_clear_errors() -> None:
-    cells = asyncio.run(MemoryNotebook(["a", "b", "c"]).read())
-    assert resolve_ref("#2", cells).source == "b"
-    assert resolve_ref(" # 3 ", cells).source == "c"
-    assert resolve_ref(cells[0].id, cells).source == "a"
-    with pytest.raises(NoSuchCell, match=r"No cell #4: the notebook has 3 cell\(s\), #1 to #3"):
-        resolve_ref("#4", cells)
-    with pytest.raises(NoSuchCell, match=r"No cell #0"):
-        resolve_ref("#0", cells)
-    with pytest.raises(NoSuchCell, match=r'No cell with id "nope"\. Refer to a cell as #N'):
-        resolve_ref("nope", cells)
-    with pytest.raises(NoSuchCell, match="the notebook has no cells"):
-        resolve_ref("#1", [])
+def test_hostile_reprs_give_a_short_note() -> None:
+    namespace = {"hangs": Hangs(), "raises": Raises(), "huge": Huge()}
+    started = time.monotonic()
+    listing = inspect(None, namespace)
+    assert time.monotonic() - started < 10
+    here = f"{__name__.split('.')[-1]}."  # the classes' module, as type names show it
+    assert f"hangs: {here}Hangs = <repr of {here}Hangs took longer than 1 s>" in listing
+    assert f"raises: {here}Raises = <repr of {here}Raises failed: RuntimeError: broken repr>" in listing
+    assert len(listing) <= 4000
+    assert "took longer than" in inspect("hangs", namespace)
+    assert "RuntimeError: broken repr" in inspect("raises", namespace)
+    assert len(inspect("huge", namespace)) <= 4000
 
 
-def test_cell_diff_is_line_level_with_added_and_removed_lines() -> None:
-    diff = cell_diff("a = 1\nb = 2\n", "a = 1\nb = 3\n", "#2 (code) a = 1")
-    assert "-b = 2\n" in diff and "+b = 3\n" in diff and " a = 1\n" in diff
-    assert diff.startswith("--- #2 (code) a = 1 (before)\n+++ #2 (code) a = 1 (after)\n")
-    new = cell_diff("", "x\ny", "new")
-    assert [line for line in new.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")] == ["+x", "+y"]
-    huge = cell_diff("", "line\n" * 3_000_000, "big")
-    assert len(huge) < 210_000 and "characters of the diff not shown" in huge
+def test_listing_leaves_out_private_names_modules_ipython_and_pi_kernel_objects() -> None:
+    from pi_kernel.tools.builtin.describe import SafeCaller
+
+    namespace = {
+        "_private": 1,
+        "np": np,
+        "In": [],
+        "hidden_by_ipython": 2,
+        "caller": SafeCaller(),
+        "prices": [1, 2, 3],
+        "grid": np.zeros((2, 3)),
+    }
+    listing = inspect(None, namespace)
+    assert listing.splitlines() == [
+        "2 user variable(s):",
+        "- prices: list len 3 = [1, 2, 3]",
+        "- grid: numpy.ndarray shape (2, 3) = array([[0., 0., 0.], [0., 0., 0.]])",
+    ]
 
 
-def test_edit_cell_uses_the_edit_tools_matching_and_errors() -> None:
-    document = MemoryNotebook(["x = 1\ny = x +* 2", "%%pi\nfix it"], running=1)
-    ctx = ToolContext(notebook=document)
-    plan = asyncio.run(plan_edit(EditCellParams(cell="#1", edits=[{"old_text": "+*", "new_text": "*"}]), ctx))
-    assert plan.title == "edit cell #1 (code) x = 1" and "+y = x * 2" in plan.diff
-    with pytest.raises(
-        NotebookError, match=r"Could not find the exact text in cell #1.*cells with \{\"cell\": \"#1\"\}"
-    ):
-        asyncio.run(plan_edit(EditCellParams(cell="#1", edits=[{"old_text": "zzz", "new_text": "q"}]), ctx))
-    with pytest.raises(NotebookError, match="Found 2 occurrences"):
-        asyncio.run(plan_edit(EditCellParams(cell="#1", edits=[{"old_text": "x", "new_text": "q"}]), ctx))
-    with pytest.raises(NotebookError, match='Give either "edits"'):
-        asyncio.run(plan_edit(EditCellParams(cell="#1"), ctx))
-    with pytest.raises(NotebookError, match="running this turn; it cannot be edited"):
-        asyncio.run(plan_edit(EditCellParams(cell="#2", source="print(1)"), ctx))
-    result = call("edit_cell", EditCellParams(cell="#1", source="x = 2"), ctx)
-    assert sources(document) == ["x = 2", "%%pi\nfix it"]
-    assert "Edited cell #1" in result.content[0].text and "+x = 2" in result.details["diff"]
+def test_ten_thousand_names_stay_within_the_limit_and_are_counted() -> None:
+    namespace = {f"v{index}": index for index in range(10_000)}
+    listing = inspect(None, namespace)
+    assert len(listing) <= 4000
+    assert listing.startswith("10,000 user variable(s):")
+    assert listing.endswith("not named; inspect NAME shows one)")  # the list of the rest ends whole
 
 
-def test_a_planned_change_applies_against_what_was_shown_and_refuses_a_stale_cell() -> None:
-    document = MemoryNotebook(["a = 1", "b = 2"])
-    ctx = ToolContext(notebook=document)
-    edit = tool("edit_cell")
-    params = EditCellParams(cell="#2", source="b = 3")
-    assert edit.approval_preview is not None
-    preview = asyncio.run(edit.approval_preview("call-stale", params, ctx))
-    assert preview is not None and preview.cell_id == document.cells[1][0] and "-b = 2" in preview.diff
-    document.cells[1][2] = "b = 20  # typed by the user while the card waited"
-    with pytest.raises(StaleCell):
-        call("edit_cell", params, ctx, "call-stale")
-    assert sources(document) == ["a = 1", "b = 20  # typed by the user while the card waited"]
+def test_dataframe_description_has_columns_dtypes_nulls_head_and_summary() -> None:
+    df = pd.DataFrame({"price": [1.0, None, 3.0], "fruit": ["a", "b", "c"]})
+    text = inspect("df", {"df": df})
+    assert "3 rows x 2 columns" in text
+    assert "price: float64, 1 null" in text
+    assert "head():" in text and "numeric summary" in text and "price: 2, 2, 1, 3" in text
+    assert inspect("df.columns", {"df": df}).startswith("df.columns: pandas.Index")
 
 
-def test_insert_and_delete_plans_show_new_cells_as_added_and_deleted_as_removed() -> None:
-    document = MemoryNotebook(["a = 1", "b = 2", "c = 3"])
-    ctx = ToolContext(notebook=document)
-    plan = asyncio.run(plan_insert(InsertCellsParams(after="#1", cells=[NewCell(type="markdown", source="# T")]), ctx))
-    assert plan.title == "insert 1 cell(s) after #1" and "+# T" in plan.diff and "new cell #2 (markdown)" in plan.diff
-    result = call("insert_cells", InsertCellsParams(cells=[NewCell(source="d = 4")]), ctx)
-    assert sources(document)[-1] == "d = 4" and "at the end: #4" in result.content[0].text
-    gone = asyncio.run(plan_delete(DeleteCellsParams(cells=["#2", "#2"]), ctx))
-    assert "-b = 2" in gone.diff and gone.title == "delete #2 (code) b = 2"
-    call("delete_cells", DeleteCellsParams(cells=["#2", "#3"]), ctx)
-    assert sources(document) == ["a = 1", "d = 4"]
+def test_unknown_names_list_close_matches_and_calls_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"No variable named 'dff'.*Close matches: df"):
+        inspect("dff", {"df": 1})
+    with pytest.raises(ValueError, match="no calls, no indexing"):
+        inspect("df.head()", {"df": 1})
+    with pytest.raises(ValueError, match="has no attribute 'nope'"):
+        inspect("df.nope", {"df": 1})
 
 
-def test_a_gone_bridge_fails_the_call_and_changes_nothing() -> None:
-    document = MemoryNotebook(["a = 1"])
-    ctx = ToolContext(notebook=document)
-    document.gone = True
-    with pytest.raises(BridgeGone, match="nothing was changed"):
-        call("edit_cell", EditCellParams(cell="#1", source="a = 2"), ctx)
-    assert sources(document) == ["a = 1"]
+def test_descriptions_mask_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    namespace = {"config": {"key": SECRET}}
+    assert SECRET not in inspect(None, namespace) and SECRET not in inspect("config", namespace)
+    record = CellRecord(1, f"key = {SECRET!r}", "")
+    assert SECRET not in format_cells([record], 4000)
 
 
-def test_without_a_notebook_the_tools_answer_one_clear_line() -> None:
-    ctx = ToolContext()
-    for name, params in (
-        ("edit_cell", EditCellParams(cell="#1", source="x")),
-        ("insert_cells", InsertCellsParams(cells=[NewCell(source="x")])),
-        ("delete_cells", DeleteCellsParams(cells=["#1"])),
-    ):
-        with pytest.raises(NotebookError, match=f"^{name} needs the notebook bridge .* nothing was changed"):
-            call(name, params, ctx)
-    with pytest.raises(ValueError, match="cell and start need the notebook bridge"):
-        call("cells", CellsParams(cell="#1"), ToolContext(extra={"cell_history": object()}))
+def test_keys_are_masked_before_a_view_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut across a key leaves its first characters (fewer than the mask finds as a run of a key): so each
+    view masks, then cuts. Every padding below puts some cut inside the key."""
+    key = "hunter2-notebook-tools-0123456789abcdef"  # not shaped like a provider key: only its value masks it
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    piece = key[:6]
+    for pad in range(20):
+        assert piece not in format_cells([CellRecord(1, "x = 1", "o" * (460 + pad) + key)], 4000)  # output cut
+        assert piece not in format_cells([CellRecord(1, "s" * (40 + pad) + key, "")], 80)  # the whole cut
+        assert piece not in inspect(None, {"url": "u" * (50 + pad) + key})  # a preview cut
+        assert piece not in inspect("text", {"text": "t" * 300 + key}, limit=370 + pad)  # a description cut
 
 
-def test_a_500_cell_listing_is_bounded_and_names_every_shown_cell() -> None:
-    document = MemoryNotebook([f"import numpy as np\nvalue_{i} = np.arange({i})" for i in range(500)], running=250)
-    result = asyncio.run(document_cells(document, CellsParams()))
-    text = result.content[0].text
-    assert len(text) <= LIST_CHARS + 300
-    assert "Notebook: 500 cell(s); showing #" in text and "#251 id=" in text and "running now" in text
-    one = asyncio.run(document_cells(document, CellsParams(cell="#7")))
-    assert "value_6 = np.arange(6)" in one.content[0].text
+def test_cells_show_the_error_and_the_last_frames() -> None:
+    record = CellRecord(4, "1 / 0", "", CellError("ZeroDivisionError", "division by zero", ['  File "x", line 1\n']))
+    text = format_cells([record], 4000)
+    assert "In [4]:\n1 / 0" in text and "Error: ZeroDivisionError: division by zero" in text
+    assert 'File "x", line 1' in text
+
+
+def test_context_names_cells_errors_and_changed_variables_once_and_stays_bounded() -> None:
+    history = CellHistory()
+    context = NotebookContext(history)
+    namespace: dict[str, Any] = {"df": pd.DataFrame({"a": [1], "b": [2]})}
+    history.add(CellRecord(1, "df = make()", ""))
+    history.add(CellRecord(2, "df.c.sum()", "", CellError("AttributeError", "no attribute 'c'")))
+    first = context.take(namespace)
+    assert first is not None
+    assert "In [2]: df.c.sum()\n  raised AttributeError: no attribute 'c'" in first
+    assert "- df: pandas.DataFrame shape (1, 2) columns: a, b" in first
+    context.after_turn(namespace)
+    assert context.take(namespace) is None  # nothing new since
+    namespace.update({f"v{index}": "x" * 100 for index in range(500)})
+    history.add(CellRecord(3, "y = 1\n" * 1000, ""))
+    bounded = context.take(namespace)
+    assert bounded is not None and len(bounded) <= 2000 and "In [3]:" in bounded
+    context.enabled = False
+    history.add(CellRecord(4, "z = 1", ""))
+    assert context.take(namespace) is None
+    context.enabled = True
+    context.forget()  # %pi reset: the next turn hears everything again
+    again = context.take(namespace)
+    assert again is not None and "In [1]: df = make()" in again and "- df: pandas.DataFrame" in again
+
+
+def test_context_and_describe_limit_settings_from_env_and_config() -> None:
+    from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
+    from pi_kernel.kernel.session import PiSession
+
+    assert settings_from_env({}).notebook_context is True
+    assert settings_from_env({"PI_NOTEBOOK_CONTEXT": "0"}).notebook_context is False
+    problems: list[str] = []
+    assert settings_from_env({"PI_NOTEBOOK_CONTEXT": "maybe"}, problems=problems).notebook_context is True
+    assert problems and problems[0].startswith("PI_NOTEBOOK_CONTEXT:")
+    configured = apply_config(PiSettings(), {"notebook_context": "off", "describe_limit": "2000"})
+    assert (configured.notebook_context, configured.describe_limit) == (False, 2000)
+    session = PiSession(None, configured)
+    assert session.context_enabled is False and session.notebook_context.enabled is False
+    assert session.tool_context.extra["describe_limit"] == 2000

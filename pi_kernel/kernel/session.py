@@ -18,6 +18,7 @@ own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
+from pi_kernel.kernel.notebook_bridge import NotebookBridge
 from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
 from pi_kernel.kernel.views import TurnViewFactory
 
@@ -77,6 +79,9 @@ class PiSession:
         self.approvals = SessionApprovals(self)
         """The approval broker and policy, who can answer now, decisions from comms and magics."""
         self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
+        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, _notebook_timeout())
+        """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
+        self.notebook.subscribe(self._notebook_connected)
         self.view_factory: TurnViewFactory | None = None
         """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
         self.turn: Turn | None = None
@@ -133,8 +138,25 @@ class PiSession:
                     hidden_names=frozenset(self.hidden_names()),
                     describe_limit=self.settings.describe_limit,
                     python_on_main_thread=True,  # the python tool is interruptible like a cell
+                    notebook=self.notebook.document(),
                 )
             return self._tool_context
+
+    def _notebook_connected(self, _connected: bool) -> None:
+        """A front-end opened or closed ``pi.notebook``: the tools see the document, or ``None``."""
+        context = self._tool_context
+        if context is not None:
+            context.notebook = self.notebook.document()
+
+    def _running_cell_id(self) -> str | None:
+        turn = self.turn
+        return turn.cell_id if turn is not None else None
+
+    def _running_client(self) -> str | None:
+        from pi_kernel.kernel.frontend import message_session
+
+        turn = self.turn
+        return message_session(turn.parent) if turn is not None else None
 
     @property
     def notebook_context(self) -> NotebookContext:
@@ -252,8 +274,11 @@ class PiSession:
         return self.registry.get(name)
 
     def prepare_request(self, context: Context, no_tools: bool = False) -> None:
-        """Before each model request: the registry's tools and system prompt (none with ``no_tools``)."""
-        self.registry.prepare_next_turn(context)
+        """Before each model request: the registry's tools and system prompt (none with ``no_tools``); the
+        notebook bridge's tools only while a front-end is connected."""
+        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
+
+        self.registry.prepare_next_turn(context, exclude=() if self.notebook.connected else BRIDGE_TOOLS)
         if no_tools:
             context.tools = []
             context.system_prompt = f"{context.system_prompt or ''}\n\n{NO_TOOLS_NOTE}".strip()
@@ -388,6 +413,17 @@ class PiSession:
         known, so the next turn is told everything again, as after ``%pi reset``."""
         if self._notebook_context is not None:
             self._notebook_context.forget()
+
+
+def _notebook_timeout() -> float:
+    """``PI_NOTEBOOK_TIMEOUT``: seconds a notebook bridge request waits for the front-end (default 15)."""
+    from pi_kernel.kernel.notebook_bridge import REQUEST_TIMEOUT
+
+    try:
+        value = float(os.environ.get("PI_NOTEBOOK_TIMEOUT", REQUEST_TIMEOUT))
+    except ValueError:
+        return REQUEST_TIMEOUT
+    return value if 0 < value < 3600 else REQUEST_TIMEOUT
 
 
 def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:

@@ -142,6 +142,8 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     widgets = session.frontend.renders_widgets(message_session(request) if request else None)
     run = RunState(options, cell_id, allow_stdin, raw_input, loop, widgets=widgets, parent=request)
     session.tool_context.cwd = Path.cwd()
+    journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
+    session.tool_context.journal = journal
     view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
@@ -176,6 +178,8 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_run(None)
+        session.tool_context.journal = None
+        session.turn_journals.end(journal, added)
         unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()

@@ -20,6 +20,7 @@ from pi_kernel.ai import ConstrainedSampling
 from pi_kernel.ai.sanitize import clean_text
 from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.approval_policy import check_approval_option
+from pi_kernel.tools.turn_journal import TurnJournal
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
@@ -46,6 +47,8 @@ class ToolContext:
     """The notebook's user namespace, for the ``python`` tool."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Room for the host (the kernel puts its session here)."""
+    journal: TurnJournal | None = None
+    """The running turn's undo journal: tools that change files, variables or the notebook record into it."""
 
 
 @dataclass(eq=False, kw_only=True)

@@ -291,7 +291,7 @@ class TurnJournal:
         if restored:
             report.restored.append(_count(restored, "variable"))
         if changed_in_place:
-            report.restored.append(_count(changed_in_place, "object") + " the code used, as they were before the turn")
+            report.restored.append(_count(changed_in_place, "object") + " changed in place")
 
     def _revert_files(self, report: UndoReport) -> None:
         restored = 0

@@ -169,9 +169,14 @@ class TurnJournal:
             record[1] = new
 
     def finish(self) -> None:
-        """At the turn's end: note each file's content now, so that a later change by the user is seen."""
+        """At the turn's end: note each file's content now, so that a later change by the user is seen, and
+        drop the copies of objects that did not change (compared without calling their items' code)."""
         for path, record in self._files.items():
             record.after = _digest(path)
+        for name, kept in list(self._copies.items()):
+            if name not in self._variables and _unchanged(kept.original, kept.copy):
+                self.held -= kept.size
+                del self._copies[name]
 
     def release_copies(self) -> None:
         """Drop the in-place copies (a newer turn needs the memory); their objects are named at undo."""
@@ -187,7 +192,8 @@ class TurnJournal:
         return list(self._notebook)
 
     def is_empty(self) -> bool:
-        return not (self._files or self._notebook or self._changed_variables() or self._notes)
+        """Nothing to revert (what cannot be reverted does not count)."""
+        return not (self._files or self._notebook or self._changed_variables() or self._copies)
 
     def summary(self) -> str:
         parts = [
@@ -395,6 +401,28 @@ def _restore_in_place(original: Any, copied: Any) -> Any:
         original.update(copied)
         return original
     return copied
+
+
+def _unchanged(original: Any, copied: Any) -> bool:
+    """Whether ``original`` still equals its copy, decided without user code (else: assume it changed)."""
+    kind = type(original)
+    try:
+        if kind in (list, bytearray, set):
+            return len(original) == len(copied) and all(a is b for a, b in zip(original, copied, strict=True))
+        if kind is dict:
+            return len(original) == len(copied) and all(
+                a is c and b is d for (a, b), (c, d) in zip(original.items(), copied.items(), strict=True)
+            )
+        if kind.__name__ == "ndarray":
+            return original.dtype.kind != "O" and original.shape == copied.shape and bool((original == copied).all())
+        if kind.__name__ == "DataFrame":
+            plain = all(dtype.kind != "O" for dtype in original.dtypes)
+            return plain and original.shape == copied.shape and bool(original.equals(copied))
+        if kind.__name__ == "Series":
+            return original.dtype.kind != "O" and bool(original.equals(copied))
+    except Exception:  # noqa: BLE001 - could not tell: keep the copy
+        return False
+    return False
 
 
 def _digest(path: Path) -> str:

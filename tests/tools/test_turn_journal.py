@@ -151,3 +151,13 @@ def test_without_a_notebook_its_changes_are_named() -> None:
     journal.record_notebook_change(NotebookChange("edit", "a", 0, "code", "1", "one"))
     report = asyncio.run(journal.revert_notebook(None, UndoReport()))
     assert report.not_restored == ["1 notebook change: no notebook front-end is connected"]
+
+
+def test_copies_of_objects_the_turn_only_read_are_dropped_at_its_end() -> None:
+    namespace: dict[str, Any] = {"df": pd.DataFrame({"x": [1, 2]}), "items": [1], "table": {"a": [1]}}
+    journal = TurnJournal()
+    run(journal, namespace, "total = df['x'].sum() + len(items) + len(table)")
+    run(journal, namespace, "del total")
+    assert journal.held > 0
+    journal.finish()
+    assert journal.held == 0 and journal.is_empty()

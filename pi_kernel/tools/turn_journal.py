@@ -347,13 +347,17 @@ def _mentioned_names(code: str) -> set[str]:
 def _pandas_copy(value: Any) -> Any:
     """A copy-on-write copy (shallow: it shares the data until either side is written) where pandas is
     copy-on-write (always from pandas 3, an option in 2.x), else a deep copy."""
+    return value.copy(deep=not _pandas_is_cow())
+
+
+def _pandas_is_cow() -> bool:
     pandas = sys.modules.get("pandas")
-    version = str(getattr(pandas, "__version__", "0"))
-    cow = version.split(".")[0].isdigit() and int(version.split(".")[0]) >= 3
-    if not cow and pandas is not None:
-        with contextlib.suppress(Exception):
-            cow = pandas.options.mode.copy_on_write is True
-    return value.copy(deep=not cow)
+    major = str(getattr(pandas, "__version__", "0")).split(".")[0]
+    if major.isdigit() and int(major) >= 3:
+        return True
+    with contextlib.suppress(Exception):
+        return pandas is not None and pandas.options.mode.copy_on_write is True
+    return False
 
 
 def _copier(kind: type) -> Callable[[Any], Any] | None:
@@ -415,14 +419,29 @@ def _unchanged(original: Any, copied: Any) -> bool:
             )
         if kind.__name__ == "ndarray":
             return original.dtype.kind != "O" and original.shape == copied.shape and bool((original == copied).all())
-        if kind.__name__ == "DataFrame":
-            plain = all(dtype.kind != "O" for dtype in original.dtypes)
-            return plain and original.shape == copied.shape and bool(original.equals(copied))
-        if kind.__name__ == "Series":
-            return original.dtype.kind != "O" and bool(original.equals(copied))
+        if kind.__name__ in ("DataFrame", "Series"):
+            return _frame_unchanged(original, copied)
     except Exception:  # noqa: BLE001 - could not tell: keep the copy
         return False
     return False
+
+
+def _frame_unchanged(original: Any, copied: Any) -> bool:
+    """A copy-on-write copy: unchanged while every column still shares the copy's memory (a write would
+    have copied it first), which costs no pass over the data; a deep copy: ``equals`` without object columns."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or original.shape != copied.shape or not original.index.equals(copied.index):
+        return False
+    if original.ndim == 1:
+        pairs = [(original, copied)]
+    else:
+        if not original.columns.equals(copied.columns):
+            return False
+        pairs = [(original.iloc[:, i], copied.iloc[:, i]) for i in range(original.shape[1])]
+    if all(numpy.may_share_memory(a.to_numpy(), b.to_numpy()) for a, b in pairs):
+        return True
+    plain = all(a.dtype.kind != "O" for a, _ in pairs)
+    return plain and not _pandas_is_cow() and bool(original.equals(copied))
 
 
 def _digest(path: Path) -> str:

@@ -117,7 +117,9 @@ def test_the_users_change_after_the_turn_is_refused_and_named(
 
 
 def test_a_bash_command_is_named_as_not_undone(kernel: KernelDriver, server: FakeOpenAI, tmp_path: Path) -> None:
-    turn(kernel, server, [("bash", {"command": f"touch {tmp_path}/side_effect"})], "u4")
+    calls = [("bash", {"command": f"touch {tmp_path}/side_effect"}), python("made_by_the_turn = 1")]
+    turn(kernel, server, calls, "u4")
     report = kernel.run("%pi undo").text
+    assert "Restored 1 variable." in report, report
     assert "Not restored: bash `touch /" in report and "`: what a command did is not undone" in report, report
-    assert (tmp_path / "side_effect").exists()
+    assert (tmp_path / "side_effect").exists() and value(kernel, "'made_by_the_turn' in globals()") is False

@@ -218,6 +218,10 @@ def prompt_message(session: PiSession, prompt: str) -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
     news) as a second text part (see ``notebook_context``)."""
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
+    if session.undo_news:
+        news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"
+        context = f"{context}\n\n{news}" if context else news
+        session.undo_news = None
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).

@@ -204,6 +204,7 @@ def undo(session: PiSession, words: list[str]) -> str:
         notebook = getattr(session.tool_context, "notebook", None)
         done = undo_newest(session.turn_journals, session.tool_context.namespace, notebook, show_later)
         if done is not None:
+            session.undo_news = done or "the notebook changes of that turn were undone"
             return done
     try:
         version = session.undo(int(words[0]) if words else 1)

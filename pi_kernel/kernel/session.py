@@ -88,6 +88,8 @@ class PiSession:
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
         self._notebook_context: NotebookContext | None = None
         self._turn_journals: TurnJournals | None = None
+        self.undo_news: str | None = None
+        """What ``%pi undo`` reverted of a turn: the next turn's prompt tells the model (``prompt_message``)."""
         self.code_cells = False
         """``%pi cells on``: every turn's ``python`` code comes back as a new cell (as ``%%pi --cells``)."""
         self.approvals = SessionApprovals(self)

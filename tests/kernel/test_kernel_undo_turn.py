@@ -123,3 +123,13 @@ def test_a_bash_command_is_named_as_not_undone(kernel: KernelDriver, server: Fak
     assert "Restored 1 variable." in report, report
     assert "Not restored: bash `touch /" in report and "`: what a command did is not undone" in report, report
     assert (tmp_path / "side_effect").exists() and value(kernel, "'made_by_the_turn' in globals()") is False
+
+
+def test_the_next_turn_tells_the_model_what_was_undone(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    turn(kernel, server, [python("told = 1")], "u5")
+    assert "Restored 1 variable." in kernel.run("%pi undo").text
+    server.enqueue(text_chunks("Noted."))
+    assert kernel.run("%%pi\nwhat now?", cell_id="u6").status == "ok"
+    last = server.last_body["messages"][-1]["content"]
+    told = " ".join(part["text"] for part in last)
+    assert "The user undid an earlier turn's changes with %pi undo:" in told and "Restored 1 variable." in told

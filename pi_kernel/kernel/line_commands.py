@@ -201,8 +201,8 @@ def undo(session: PiSession, words: list[str]) -> str:
     if session.run is not None:
         raise CommandError("a turn is running; interrupt it first")
     if not words:
-        notebook = getattr(session.tool_context, "notebook", None)
-        done = undo_newest(session.turn_journals, session.tool_context.namespace, notebook, show_later)
+        context = session.tool_context
+        done = undo_newest(session.turn_journals, context.namespace, context.notebook, show_later)
         if done is not None:
             session.undo_news = done or "the notebook changes of that turn were undone"
             return done

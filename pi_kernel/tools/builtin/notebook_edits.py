@@ -29,13 +29,13 @@ from pi_kernel.tools.builtin.edit import ReplaceEdit
 from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import (
-from pi_kernel.tools.turn_journal import NotebookChange
     CellInfo,
     NotebookDocument,
     NotebookError,
     check_not_running,
     resolve_ref,
 )
+from pi_kernel.tools.turn_journal import NotebookChange
 
 NEEDS_BRIDGE = (
     "{tool} needs the notebook bridge (JupyterLab 4 or Notebook 7 with pi-kernel's extension), which is not "

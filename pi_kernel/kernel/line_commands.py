@@ -182,7 +182,7 @@ def deny(session: PiSession, words: list[str]) -> str:
 
 
 def reset(session: PiSession, words: list[str]) -> str:
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     session.reset()
     return "The conversation was reset."
@@ -193,7 +193,7 @@ def undo(session: PiSession, words: list[str]) -> str:
         return session.versions.describe()
     if len(words) > 1 or (words and not words[0].isdigit()):
         raise CommandError("%pi undo [N|list]")
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     try:
         version = session.undo(int(words[0]) if words else 1)
@@ -222,7 +222,7 @@ def save(session: PiSession, words: list[str]) -> str:
 def load(session: PiSession, words: list[str]) -> str:
     if len(words) != 1:
         raise CommandError("%pi load PATH")
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     try:
         saved = load_conversation(words[0])  # an OSError is said in one line by run_line_command

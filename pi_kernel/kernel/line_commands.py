@@ -184,7 +184,7 @@ def deny(session: PiSession, words: list[str]) -> str:
 
 
 def reset(session: PiSession, words: list[str]) -> str:
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     session.reset()
     return "The conversation was reset."
@@ -198,7 +198,7 @@ def undo(session: PiSession, words: list[str]) -> str:
         )
     if len(words) > 1 or (words and not words[0].isdigit()):
         raise CommandError("%pi undo [N|list]")
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     if not words:
         context = session.tool_context
@@ -246,7 +246,7 @@ def save(session: PiSession, words: list[str]) -> str:
 def load(session: PiSession, words: list[str]) -> str:
     if len(words) != 1:
         raise CommandError("%pi load PATH")
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     try:
         saved = load_conversation(words[0])  # an OSError is said in one line by run_line_command

@@ -30,7 +30,7 @@ from pi_kernel.tools.builtin.describe import clip
 from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
 from pi_kernel.tools.builtin.python import run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
-from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD, ToolContext, ToolDefinition
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import NotebookError
 
 CELL_TEXT_CHARS = 4000
@@ -126,7 +126,7 @@ async def _run(
     code: str, namespace: dict[str, Any], signal: AbortSignal | None, ctx: ToolContext
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
     run = functools.partial(run_notebook_cell, code, namespace, signal=signal)
-    if ctx.extra.get(RUN_ON_MAIN_THREAD) and threading.current_thread() is threading.main_thread():
+    if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
         await asyncio.sleep(0)  # let a scheduled abort land first
         if signal is not None and signal.aborted:
             raise RuntimeError(OPERATION_ABORTED)

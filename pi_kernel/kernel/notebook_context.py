@@ -26,9 +26,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pi_kernel.ai.safe_call import SafeCaller
 from pi_kernel.kernel.cell_history import CellHistory, CellRecord
 from pi_kernel.tools.builtin.describe import clip, user_variables, variable_summary
-from pi_kernel.tools.builtin.safe_call import SafeCaller
 
 CONTEXT_LIMIT = 2000
 """Characters of the context part (about 2 KB)."""

@@ -17,8 +17,8 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pi_kernel.ai.static_read import class_attribute, has_base
 from pi_kernel.tools.builtin.describe import is_array_like
-from pi_kernel.tools.builtin.static_read import class_attribute, has_base
 
 
 def resolve(namespace: Mapping[str, Any], path: str, hidden: Iterable[str] = ()) -> Any:

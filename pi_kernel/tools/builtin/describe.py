@@ -32,10 +32,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pi_kernel.ai.safe_call import CallTimeout, SafeCaller, error_text
 from pi_kernel.ai.secrets import mask
-from pi_kernel.tools.builtin.safe_call import CallTimeout, SafeCaller, error_text
-from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value
-from pi_kernel.tools.builtin.static_read import (
+from pi_kernel.ai.static_read import (
     BUILTIN_CONTAINERS,
     builtin_base,
     class_attribute,
@@ -48,6 +47,7 @@ from pi_kernel.tools.builtin.static_read import (
     static_len,
     type_name,
 )
+from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value
 from pi_kernel.tools.definition import ToolContext
 
 DEFAULT_LIMIT = 4000
@@ -63,8 +63,8 @@ HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 
 
 def describe_limit(ctx: ToolContext) -> int:
-    """The ``describe_limit`` the host put in ``ctx.extra`` (the kernel's setting), else ``DEFAULT_LIMIT``."""
-    limit = ctx.extra.get("describe_limit")
+    """The context's ``describe_limit`` (the kernel's setting), else ``DEFAULT_LIMIT``."""
+    limit = ctx.describe_limit
     return limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT
 
 

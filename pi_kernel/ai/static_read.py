@@ -24,6 +24,7 @@ _TYPE_MRO = type.__dict__["__mro__"]
 _TYPE_DICT = type.__dict__["__dict__"]
 _TYPE_MODULE = type.__dict__["__module__"]
 _TYPE_QUALNAME = type.__dict__["__qualname__"]
+_TYPE_NAME = type.__dict__["__name__"]
 _FUNCTION_MODULE = types.FunctionType.__dict__["__module__"]
 _MISSING = object()
 
@@ -85,6 +86,15 @@ def class_module(cls: type) -> str:
 def class_name(cls: type) -> str:
     try:
         name = _TYPE_QUALNAME.__get__(cls)
+    except Exception:  # noqa: BLE001
+        return "?"
+    return name if type(name) is str else "?"
+
+
+def simple_name(cls: type) -> str:
+    """``cls.__name__`` (no metaclass code)."""
+    try:
+        name = _TYPE_NAME.__get__(cls)
     except Exception:  # noqa: BLE001
         return "?"
     return name if type(name) is str else "?"

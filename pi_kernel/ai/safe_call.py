@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.tools.builtin.static_read import class_name, exact_text
+from pi_kernel.ai.static_read import class_name, exact_text
 
 CALL_TIMEOUT = 1.0
 """Seconds one call of user code (a ``repr``) may take."""

@@ -207,6 +207,21 @@ def test_inspect_and_cells_run_none_of_their_methods(kernel: KernelDriver, serve
     assert hostile_calls(kernel) == []
 
 
+def test_the_python_tool_and_its_undo_journal_run_none_of_their_methods(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    """The undo journal looks at every variable the agent's code names (to copy what it may change in
+    place): by type only, so naming the hostile objects runs none of their methods."""
+    code = f"names = [{', '.join(NAMES)}]\nkept = len(names)"
+    server.enqueue(tool_call_chunks([("python", {"code": code})]), text_chunks("Listed."))
+    started = time.monotonic()
+    result = kernel.run("%%pi --approve auto\nname them all", timeout=60)
+    assert result.status == "ok" and "Listed." in result.text, result.text
+    assert time.monotonic() - started < 10
+    assert kernel.run("print(kept)").text.strip() == str(len(NAMES))
+    assert hostile_calls(kernel) == []
+
+
 def test_an_interrupt_ends_a_turn_among_hostile_objects(kernel: KernelDriver, server: FakeOpenAI) -> None:
     assert kernel.run("changed_again = 2").status == "ok"
     server.enqueue(Chunks(text_chunks("word " * 100, parts=100), delay=0.3))

@@ -18,6 +18,7 @@ if os.path.dirname(_TESTS) not in sys.path:
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
+from fake_anthropic import FakeAnthropic  # noqa: E402 - needs the path above
 from fake_openai import FakeOpenAI  # noqa: E402 - needs the path above
 
 # --------------------------------------------------------------------------- fake OpenAI server
@@ -31,6 +32,17 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     goes into a ``Model``, ``.bodies`` / ``.requests`` show what was sent.
     """
     server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    """A started scripted Anthropic Messages server on 127.0.0.1 (see tests/fake_anthropic.py): the real
+    ``anthropic`` SDK talks to ``.base_url``; ``.enqueue(...)`` scripts it, ``.bodies`` show what was sent."""
+    server = FakeAnthropic().start()
     try:
         yield server
     finally:

@@ -298,7 +298,7 @@ async def test_rate_limit_that_persists_is_reported_with_its_type(fake_anthropic
 
 
 async def test_overloaded_error_inside_the_stream_before_content_is_retried(fake_anthropic: FakeAnthropic) -> None:
-    first = message_events("never")[:2] + [error_event("overloaded_error", "Overloaded")]
+    first = [*message_events("never")[:2], error_event("overloaded_error", "Overloaded")]
     fake_anthropic.enqueue(Events(first), Events(message_events("second try")))
     events, message = await collect(claude(fake_anthropic))
     assert message.text == "second try" and types_of(events).count("start") == 1
@@ -306,7 +306,7 @@ async def test_overloaded_error_inside_the_stream_before_content_is_retried(fake
 
 async def test_error_inside_the_stream_after_content_keeps_the_partial_text(fake_anthropic: FakeAnthropic) -> None:
     events = message_events("Partial answer here")
-    cut = events[:5] + [error_event("overloaded_error", "Overloaded")]  # start, ping, block start, 2 deltas
+    cut = [*events[:5], error_event("overloaded_error", "Overloaded")]  # start, ping, block start, 2 deltas
     fake_anthropic.enqueue(Events(cut))
     _, message = await collect(claude(fake_anthropic))
     assert message.stop_reason == "error" and message.error_message == "stream overloaded_error: Overloaded"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from pi_kernel.ai import Context
+from pi_kernel.ai.messages import Usage as TokenUsage
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
 from pi_kernel.kernel.config import dollars, positive_int
 from pi_kernel.kernel.undo import Version
@@ -247,7 +248,7 @@ def describe_budget(session: PiSession) -> str:
 
 def usage(session: PiSession, words: list[str]) -> str:
     """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
-    from pi_kernel.widgets.footer import context_meter
+    from pi_kernel.widgets.footer import cache_note, context_meter
 
     ledger = session.agent.usage
     if not ledger.by_model:
@@ -262,9 +263,10 @@ def usage(session: PiSession, words: list[str]) -> str:
         cost = f"${totals.cost:.4f}" if totals.priced else "price unknown (%pi price MODEL IN OUT)"
         price = known_cost(name.split(":", 1)[-1])
         if not totals.priced and price is not None:
-            estimate = ((totals.input - totals.cache_read) * price.input + totals.output * price.output) / 1e6
-            cost = f"~${estimate:.4f} at today's price"
-        cached = f" ({totals.cache_read:,} cached)" if totals.cache_read else ""
+            uncached = totals.input - totals.cache_read - totals.cache_write
+            written = TokenUsage(uncached, totals.output, totals.cache_read, totals.cache_write)
+            cost = f"~${price.of(written):.4f} at today's price"
+        cached = cache_note(totals.cache_read, totals.cache_write)
         rows.append(
             f"  {name}: {totals.requests} request(s) · {totals.input:,} in{cached} · {totals.output:,} out · {cost}"
         )

@@ -27,7 +27,13 @@ from typing import Any, overload
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
 from pi_kernel.ai.secret_encodings import may_hold, merged, other_forms_masked, replaced, runs_of
 
-KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
+KEY_VARIABLES = (
+    "OPENAI_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "OPENROUTER_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+)
 """Environment variables known to hold secrets (``mask`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
 MIN_SECRET_CHARS = 8
 """Shorter values are not masked: replacing ``"1"`` everywhere would garble text and protect nothing."""

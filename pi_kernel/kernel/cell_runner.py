@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import builtins
 import contextvars
+import dataclasses
 import shlex
 import sys
 import threading
@@ -22,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.agent.events import AgentEvent, MessageEndEvent
-from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
+from pi_kernel.ai import AssistantMessage, Message, StreamOptions, TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import offer_code_cell
+from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
@@ -75,21 +77,34 @@ def _positive(text: str) -> int:
 
 
 def parse_options(line: str) -> TurnOptions:
-    """``--model NAME --no-tools --max-turns N --approve MODE --cells`` (the ``%%pi`` line)."""
+    """``--model NAME --no-tools --max-turns N --approve MODE --cells --thinking LEVEL`` (the ``%%pi`` line)."""
     parser = _OptionParser(prog="%%pi", add_help=False)
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
     parser.add_argument("--approve", choices=SESSION_MODES)
     parser.add_argument("--cells", action="store_true")
+    parser.add_argument("--thinking", choices=THINKING_LEVELS)
     try:
         words = shlex.split(line)
     except ValueError as error:
         raise PiUsageError(f"%%pi: {error}") from None
     args = parser.parse_args(words)
     return TurnOptions(
-        model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve, cells=args.cells
+        model=args.model,
+        no_tools=args.no_tools,
+        max_turns=args.max_turns,
+        approve=args.approve,
+        cells=args.cells,
+        thinking=args.thinking,
     )
+
+
+def with_thinking(options: StreamOptions | None, level: str | None) -> StreamOptions | None:
+    """The agent's stream options with the turn's thinking effort (each provider maps it to its own knob)."""
+    if level is None:
+        return options
+    return dataclasses.replace(options or StreamOptions(), reasoning_effort=level)
 
 
 def _request(session: PiSession) -> dict[str, Any] | None:
@@ -145,9 +160,10 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
-    saved = (agent.state.model, agent.max_turns)
+    saved = (agent.state.model, agent.max_turns, agent.stream_options)
     agent.state.model = model
     agent.max_turns = options.max_turns or session.settings.max_turns
+    agent.stream_options = with_thinking(agent.stream_options, options.thinking or session.settings.thinking)
     context = contextvars.copy_context()  # approvals resolved on other threads update the view in this cell
 
     def on_approval(kind: str, request: ApprovalRequest) -> None:
@@ -181,6 +197,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
         unsubscribe_approvals()
         agent.state.model = saved[0] if options.model else agent.state.model
         agent.max_turns = saved[1]
+        agent.stream_options = saved[2]
         outcome = outcome_of(added, run.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)

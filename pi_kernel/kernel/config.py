@@ -173,6 +173,17 @@ def _name(value: Any) -> str:
     return value.strip()
 
 
+THINKING_LEVELS = ("off", "low", "medium", "high")
+
+
+def thinking_level(value: Any) -> str:
+    """A thinking effort: one of ``THINKING_LEVELS`` (any case); ``ValueError`` otherwise."""
+    level = value.strip().lower() if isinstance(value, str) else value
+    if level not in THINKING_LEVELS:
+        raise ValueError(f"{_shown(value)} is not one of {', '.join(THINKING_LEVELS)}")
+    return str(level)
+
+
 def _approval(value: Any) -> str:
     mode = value.strip().lower() if isinstance(value, str) else value
     if mode not in APPROVAL_MODES:
@@ -315,6 +326,15 @@ class PiSettings:
         None, lambda value: _folder(_text(value)), "File tools refuse paths outside it.", "PI_WORKSPACE_ROOT"
     )
     describe_limit: int = setting(4000, positive_int, "Characters of one inspect / cells answer (default 4000).")
+    thinking: str | None = setting(
+        None,
+        thinking_level,
+        f"How hard the model thinks: {' | '.join(THINKING_LEVELS)} (default: the model's own; docs/providers.md).",
+        "PI_THINKING",
+    )
+    save_thinking: bool = setting(
+        False, _boolean, "Keep the model's thinking in saved cell outputs (default false).", "PI_SAVE_THINKING"
+    )
 
     base_url_from_env: bool = False
     """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to

@@ -19,6 +19,7 @@ from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
 from pi_kernel.kernel import long_session, mcp_commands
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
 from pi_kernel.kernel.command_error import CommandError
+from pi_kernel.kernel.config import thinking_level
 from pi_kernel.kernel.frontend import request_session
 from pi_kernel.kernel.model_resolution import (
     DEFAULT_DEEPSEEK_MODEL,
@@ -59,7 +60,9 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi mcp remove NAME / %pi mcp restart NAME   drop a server and its tools / start it again
 %pi context [on|off]        tell the model what changed in the notebook at each turn (default on)
 %pi cells [on|off]          every turn's python code becomes a new cell below (as %%pi --cells)
-%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells]   then a prompt: one agent turn"""
+%pi thinking [off|low|medium|high]   how hard the model thinks (as %%pi --thinking; docs/providers.md)
+%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells] [--thinking LEVEL]
+                            then a prompt: one agent turn"""
 
 
 def status(session: PiSession, words: list[str]) -> str:
@@ -260,6 +263,18 @@ def cells(session: PiSession, words: list[str]) -> str:
     return f"code cells: {state}"
 
 
+def thinking(session: PiSession, words: list[str]) -> str:
+    if len(words) > 1:
+        raise CommandError("%pi thinking [off|low|medium|high]")
+    if words:
+        try:
+            session.settings.thinking = thinking_level(words[0])
+        except ValueError as error:
+            raise CommandError(f"%pi thinking: {error}") from None
+    level = session.settings.thinking or "the model's default"
+    return f"thinking: {level} (%%pi --thinking LEVEL for one turn)"
+
+
 COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "": status,
     "status": status,
@@ -283,6 +298,7 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "mcp": mcp_commands.mcp,
     "context": context,
     "cells": cells,
+    "thinking": thinking,
 }
 
 

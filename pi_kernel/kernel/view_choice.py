@@ -39,6 +39,9 @@ def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widget
         factory = widget_view_factory()
         if factory is not None:
             view = factory(session, prompt, options)
-    if view is not None:
-        return view
-    return TextTurnView(session, prompt, options)
+    if view is None:
+        view = TextTurnView(session, prompt, options)
+    state = getattr(view, "state", None)
+    if state is not None and hasattr(state, "saves_thinking"):
+        state.saves_thinking = session.settings.save_thinking
+    return view

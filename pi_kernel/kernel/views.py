@@ -42,6 +42,8 @@ class TurnOptions:
     """``--approve MODE``: the approval mode for this cell only."""
     cells: bool = False
     """``--cells``: the ``python`` code of this turn comes back as a new cell below."""
+    thinking: str | None = None
+    """``--thinking off|low|medium|high``: the thinking effort for this cell only."""
 
 
 @dataclass

@@ -198,8 +198,12 @@ def prompt_segments(body: JSONDict) -> list[tuple[int, bool]]:
     return segments
 
 
-def _prefix_keys(body: JSONDict) -> list[tuple[str, int]]:
-    """``(hash of the prompt up to the block, tokens so far)`` at each breakpoint, in order."""
+LOOKBACK_BLOCKS = 20
+"""The API looks for a cached prefix at each breakpoint and at up to 20 blocks before it."""
+
+
+def _prefixes(body: JSONDict) -> list[tuple[str, int, bool]]:
+    """``(hash of the prompt up to the block, tokens so far, breakpoint)`` after each block, in order."""
     flat: list[Any] = [("tool", tool) for tool in body.get("tools") or []]
     system = body.get("system")
     flat.extend(("system", block) for block in (system if isinstance(system, list) else [system] if system else []))
@@ -208,16 +212,15 @@ def _prefix_keys(body: JSONDict) -> list[tuple[str, int]]:
         flat.extend(
             (message.get("role"), block) for block in ([content] if isinstance(content, str) else content or [])
         )
-    keys: list[tuple[str, int]] = []
+    prefixes: list[tuple[str, int, bool]] = []
     digest = hashlib.sha256(str(body.get("model")).encode())
     tokens = 0
     for (role, block), (count, breakpoint) in zip(flat, prompt_segments(body), strict=True):
         stripped = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
         digest.update(json.dumps([role, stripped], sort_keys=True).encode())
         tokens += count
-        if breakpoint:
-            keys.append((digest.hexdigest(), tokens))
-    return keys
+        prefixes.append((digest.hexdigest(), tokens, breakpoint))
+    return prefixes
 
 
 @dataclass
@@ -228,15 +231,24 @@ class PromptCache:
     min_tokens: int = 1024
 
     def usage_for(self, body: JSONDict) -> JSONDict:
-        """``input_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens`` of ``body``."""
-        total = sum(count for count, _ in prompt_segments(body))
-        keys = _prefix_keys(body)
-        read = max((tokens for key, tokens in keys if key in self.written), default=0)
-        cached_to = max((tokens for _, tokens in keys if tokens >= self.min_tokens), default=0)
-        write = max(cached_to - read, 0)
-        for key, tokens in keys:
-            if tokens >= self.min_tokens:
-                self.written.add(key)
+        """``input_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens`` of ``body``: the
+        longest written prefix found at a breakpoint or up to ``LOOKBACK_BLOCKS`` blocks before one is read;
+        the prompt up to the last breakpoint is written (when long enough); the rest is plain input."""
+        prefixes = _prefixes(body)
+        total = prefixes[-1][1] if prefixes else 0
+        breakpoints = [index for index, (_, _, breakpoint) in enumerate(prefixes) if breakpoint]
+        read = 0
+        for point in breakpoints:
+            for index in range(point, max(point - LOOKBACK_BLOCKS, -1), -1):
+                key, tokens, _ = prefixes[index]
+                if key in self.written:
+                    read = max(read, tokens)
+                    break
+        cached_to = max((prefixes[index][1] for index in breakpoints), default=0)
+        write = max(cached_to - read, 0) if cached_to >= self.min_tokens else 0
+        for index in breakpoints:
+            if prefixes[index][1] >= self.min_tokens:
+                self.written.add(prefixes[index][0])
         return {
             "input_tokens": total - read - write,
             "cache_read_input_tokens": read,

@@ -166,14 +166,23 @@ class Model:
 
     @property
     def resolved_context_window(self) -> int:
-        return self.context_window or known_context_window(self.id) or DEFAULT_CONTEXT_WINDOW
+        return self.context_window or self._known_window() or DEFAULT_CONTEXT_WINDOW
 
     @property
     def context_window_source(self) -> str:
         """Where ``resolved_context_window`` comes from: ``set``, ``known`` or ``default``."""
         if self.context_window:
             return "set"
-        return "known" if known_context_window(self.id) else "default"
+        return "known" if self._known_window() else "default"
+
+    def _known_window(self) -> int | None:
+        """The table's window; an OpenRouter id (``anthropic/claude-sonnet-4.5``) is looked up as its maker's
+        (``claude-sonnet-4-5``). Its price is not: OpenRouter reports what each request cost."""
+        window = known_context_window(self.id)
+        if window is None and self.provider == "openrouter" and "/" in self.id:
+            name = self.id.split("/", 1)[1]
+            window = known_context_window(name) or known_context_window(name.replace(".", "-"))
+        return window
 
     def resolved_compat(self) -> Compat:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)

@@ -44,6 +44,9 @@ def test_presets_name_their_endpoint_and_key() -> None:
     assert gemini.resolved_api_key_env == "GEMINI_API_KEY" and gemini.resolved_context_window == 1_048_576
     assert openrouter.resolved_base_url == KNOWN_PROVIDERS["openrouter"][0]
     assert openrouter.resolved_api_key_env == "OPENROUTER_API_KEY"
+    assert openrouter.resolved_context_window == 128_000  # looked up as its maker's id
+    assert parse_model_spec("openrouter:anthropic/claude-sonnet-4.5").resolved_context_window == 200_000
+    assert parse_model_spec("openrouter:anthropic/claude-sonnet-4.5").resolved_cost is None  # OpenRouter reports it
     assert parse_model_spec("gemini-2.5-pro").provider == "gemini"
     assert parse_model_spec("claude-haiku-4-5").provider == "anthropic"
 

@@ -51,7 +51,7 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi history                 the conversation so far
 %pi usage                   tokens, cost and context use so far, per model
 %pi compact                 summarise the older turns now (long sessions)
-%pi price [MODEL IN OUT]    list or set prices (USD per million input / output tokens)
+%pi price [MODEL IN OUT [CACHE_READ [CACHE_WRITE]]]   list or set prices (USD per million tokens)
 %pi budget [USD] [--tokens N] | off   stop before a request that would cross it
 %pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
 %pi system                  the system prompt the model gets

@@ -63,9 +63,21 @@ def configure_long_session(agent: Agent, settings: PiSettings) -> None:
         set_price(model_id, price_in, price_out)
 
 
-def set_price(model_id: str, price_in: float, price_out: float) -> None:
-    """USD per million input / output tokens for ``model_id``, from the next request on."""
-    KNOWN_COSTS[model_id] = ModelCost(price_in, price_out)
+def set_price(
+    model_id: str, price_in: float, price_out: float, cache_read: float = 0.0, cache_write: float = 0.0
+) -> None:
+    """USD per million input / output (and cache read / write) tokens for ``model_id``, from the next request on."""
+    KNOWN_COSTS[model_id] = ModelCost(price_in, price_out, cache_read, cache_write)
+
+
+def describe_price(cost: ModelCost) -> str:
+    """``$3 in, $15 out`` and, where the model has them, its cache prices."""
+    text = f"${cost.input:g} in, ${cost.output:g} out"
+    if cost.cache_read:
+        text += f", ${cost.cache_read:g} cache read"
+    if cost.cache_write:
+        text += f", ${cost.cache_write:g} cache write"
+    return text
 
 
 def with_context_window(model: Model | None, window: int | None) -> Model | None:
@@ -279,17 +291,19 @@ def usage(session: PiSession, words: list[str]) -> str:
 
 
 def price(session: PiSession, words: list[str]) -> str:
-    """``%pi price [MODEL IN OUT]``: set or list prices (USD per million input and output tokens)."""
+    """``%pi price [MODEL IN OUT [CACHE_READ [CACHE_WRITE]]]``: set or list prices (USD per million tokens)."""
     if words:
-        if len(words) != 3:
-            raise UsageError("%pi price MODEL IN OUT   (USD per million input and output tokens)")
+        if not 3 <= len(words) <= 5:
+            raise UsageError(
+                "%pi price MODEL IN OUT [CACHE_READ [CACHE_WRITE]]   (USD per million input and output tokens)"
+            )
         try:
-            price_in, price_out = dollars(words[1]), dollars(words[2])
+            amounts = [dollars(word) for word in words[1:]]
         except ValueError as error:
             raise UsageError(f"%pi price: {error}") from None
-        set_price(words[0], price_in, price_out)
-        return f"price of {words[0]}: ${price_in:g} in, ${price_out:g} out per million tokens"
-    rows = [f"{name}: ${cost.input:g} in, ${cost.output:g} out" for name, cost in sorted(KNOWN_COSTS.items())]
+        set_price(words[0], *amounts)
+        return f"price of {words[0]}: {describe_price(KNOWN_COSTS[words[0]])} per million tokens"
+    rows = [f"{name}: {describe_price(cost)}" for name, cost in sorted(KNOWN_COSTS.items())]
     return "USD per million tokens:\n" + "\n".join(rows)
 
 

@@ -99,3 +99,21 @@ async def test_thinking_stays_out_of_saved_outputs_unless_asked() -> None:
         assert "The answer." in left_out[kind] and "Secret plan." not in left_out[kind]
         assert "Secret plan." in kept[kind]
     assert PiSettings().save_thinking is False and settings_from_env({"PI_SAVE_THINKING": "1"}).save_thinking
+
+
+def test_pi_price_takes_cache_prices_and_lists_them() -> None:
+    from typing import Any, cast
+
+    from pi_kernel.ai.messages import Usage
+    from pi_kernel.ai.models import KNOWN_COSTS, known_cost
+    from pi_kernel.kernel.long_session import price
+
+    try:
+        shown = price(cast(Any, None), ["my-claude", "3", "15", "0.3", "3.75"])
+        assert shown == "price of my-claude: $3 in, $15 out, $0.3 cache read, $3.75 cache write per million tokens"
+        cost = known_cost("my-claude")
+        assert cost is not None and cost.of(Usage(0, 0, 1_000_000, 1_000_000)) == pytest.approx(4.05)
+        listed = price(cast(Any, None), [])
+        assert "claude-sonnet-4-5: $3 in, $15 out, $0.3 cache read, $3.75 cache write" in listed
+    finally:
+        KNOWN_COSTS.pop("my-claude", None)

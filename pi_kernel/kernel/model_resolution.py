@@ -123,5 +123,6 @@ def model_from_spec(spec: str, settings: PiSettings) -> Model:
 
 def describe_model(model: Model) -> str:
     """One line naming a model (never its key; credentials in its base URL are masked on their way out)."""
-    where = model.resolved_base_url or "local"
+    proxy = os.environ.get("ANTHROPIC_BASE_URL") if model.provider == "anthropic" and not model.base_url else None
+    where = proxy or model.resolved_base_url or "local"
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"

@@ -12,11 +12,13 @@ decides. A response is one of:
 * ``HTTPError(status, error_type, message, headers)``: an Anthropic error body;
 * a str (a text answer) or a list of event dicts (shorthands).
 
-``usage_for(body)`` is a model of the API's prompt cache: it counts the
-request's tokens (about four characters each) before each ``cache_control``
-breakpoint, reads the longest prefix an earlier request wrote, and writes the
-rest up to the last breakpoint. ``message_events`` uses it when ``cache`` is
-given, so the usage the client sees follows what it sent.
+``PromptCache.usage_for(body)`` models the API's prompt cache: it counts the
+request's tokens (about four characters each) block by block in cache order,
+reads the longest prefix an earlier request wrote that it finds at a
+breakpoint or up to 20 blocks before one, and writes the prompt up to the
+last breakpoint; a responder puts that usage into ``message_events`` (see
+``benchmarks/prompt_caching.py``), so the usage the client sees follows what
+it sent.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -177,6 +179,9 @@ def as_response(spec: Any) -> Response:
 
 
 def _tokens(value: Any) -> int:
+    """About four characters a token; a breakpoint's ``cache_control`` is a marker, not prompt."""
+    if isinstance(value, dict):
+        value = {key: item for key, item in value.items() if key != "cache_control"}
     return max(1, len(json.dumps(value, sort_keys=True, ensure_ascii=False)) // CHARS_PER_TOKEN)
 
 
@@ -377,8 +382,3 @@ def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 pass
 
     return Handler
-
-
-def events_of(responses: Iterable[JSONDict]) -> list[str]:
-    """The ``type`` of each event (for asserting a sequence)."""
-    return [event["type"] for event in responses]

@@ -54,7 +54,7 @@ def make_turn_view(session: ViewChooser, prompt: str, options: TurnOptions, widg
             view = factory(session, prompt, options)
     if view is None:
         view = TextTurnView(session, prompt, options)
-    state = getattr(view, "state", None)
-    if state is not None and hasattr(state, "saves_thinking"):
-        state.saves_thinking = session.settings.save_thinking
+    state, settings = getattr(view, "state", None), getattr(session, "settings", None)
+    if state is not None and settings is not None and hasattr(state, "saves_thinking"):
+        state.saves_thinking = settings.save_thinking
     return view

@@ -117,6 +117,12 @@ def models(session: PiSession, words: list[str]) -> str:
         choices += ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"]
     if os.environ.get("DEEPSEEK_API_KEY"):
         choices += [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"]
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        choices += ["anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5", "anthropic:claude-haiku-4-5"]
+    if os.environ.get("GEMINI_API_KEY"):
+        choices += ["gemini:gemini-2.5-flash", "gemini:gemini-2.5-pro", "gemini:gemini-2.5-flash-lite"]
+    if os.environ.get("OPENROUTER_API_KEY"):
+        choices += ["openrouter:openai/gpt-4o-mini", "openrouter:anthropic/claude-sonnet-4.5"]
     if local_model_installed():
         choices.append(f"local:{LOCAL_MODEL_ID}")
     allowed = session.settings.allowed_models

@@ -90,6 +90,8 @@ def test_a_turn_with_thinking_and_an_approved_tool_call(kernel: KernelDriver, se
 
 def test_usage_and_thinking_commands(kernel: KernelDriver, server: FakeAnthropic) -> None:
     assert f"anthropic:claude-sonnet-4-5 at {server.base_url}" in kernel.run("%pi model").text
+    listed = kernel.run("%pi models").text
+    assert "* anthropic:claude-sonnet-4-5" in listed and "anthropic:claude-haiku-4-5" in listed
     usage = kernel.run("%pi usage")
     assert usage.status == "ok"
     assert "anthropic:claude-sonnet-4-5" in usage.text and "cached" in usage.text and "to cache" in usage.text

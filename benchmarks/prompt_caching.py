@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-TURNS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+TURNS = 50
 MODEL_ID = "claude-sonnet-4-5"
 FROM_TURN = 3
 TARGET_SHARE = 0.90
@@ -104,38 +104,39 @@ async def session(base_url: str, turns: int) -> tuple[Any, list[int]]:
     return agent.usage, starts
 
 
-def main() -> int:
+def measure(turns: int) -> dict[str, Any]:
+    """Run the session. ``rows``: per request ``(turn, input tokens, share before a breakpoint, share read
+    from the cache)``; ``totals``: the agent's usage; ``cached`` / ``uncached``: the session's cost in US
+    dollars with caching (as the agent counted it) and without (every input token at the input price)."""
     from fake_anthropic import FakeAnthropic, PromptCache, prompt_segments
 
     from pi_kernel.ai.models import known_cost
 
-    cache = PromptCache()
-    with FakeAnthropic(responder=make_responder(cache)) as server:
-        ledger, _ = asyncio.run(session(server.base_url, TURNS))
+    with FakeAnthropic(responder=make_responder(PromptCache())) as server:
+        ledger, _ = asyncio.run(session(server.base_url, turns))
         bodies = server.bodies
-    per_turn = len(bodies) // TURNS
     price = known_cost(MODEL_ID)
-    assert price is not None and per_turn == 2, (price, len(bodies))
-
+    assert price is not None and len(bodies) == 2 * turns, (price, len(bodies))
     replay = PromptCache()  # the same cache model over the bodies, for the read share per request
     rows = []
-    uncached_cost = 0.0
+    uncached = 0.0
     for number, body in enumerate(bodies):
         total = sum(count for count, _ in prompt_segments(body))
-        usage = replay.usage_for(body)
-        rows.append(
-            (number // per_turn + 1, total, share_before_breakpoint(body), usage["cache_read_input_tokens"] / total)
-        )
-        uncached_cost += (total * price.input + OUTPUT_TOKENS * price.output) / 1_000_000
+        read = replay.usage_for(body)["cache_read_input_tokens"]
+        rows.append((number // 2 + 1, total, share_before_breakpoint(body), read / total))
+        uncached += (total * price.input + OUTPUT_TOKENS * price.output) / 1_000_000
     [totals] = ledger.by_model.values()
-    cached_cost = totals.cost
+    return {"rows": rows, "totals": totals, "cached": totals.cost, "uncached": uncached}
 
-    print(f"prompt caching: {TURNS} turns on anthropic:{MODEL_ID} (2 requests a turn: a tool call, then an answer)")
+
+def main(turns: int = TURNS) -> int:
+    result = measure(turns)
+    rows, totals = result["rows"], result["totals"]
+    print(f"prompt caching: {turns} turns on anthropic:{MODEL_ID} (2 requests a turn: a tool call, then an answer)")
     print(f"{'turn':>5} {'input tokens':>13} {'before a breakpoint':>20} {'read from cache':>16}")
-    for turn in sorted({1, 2, FROM_TURN, 10, 25, TURNS}):
-        for row in rows:
-            if row[0] == turn:
-                print(f"{row[0]:>5} {row[1]:>13,} {row[2]:>19.1%} {row[3]:>15.1%}")
+    for row in rows:
+        if row[0] in {1, 2, FROM_TURN, 10, 25, turns}:
+            print(f"{row[0]:>5} {row[1]:>13,} {row[2]:>19.1%} {row[3]:>15.1%}")
     later = [row for row in rows if row[0] >= FROM_TURN]
     lowest = min(row[2] for row in later)
     read = sum(row[3] * row[1] for row in later) / sum(row[1] for row in later)
@@ -144,7 +145,7 @@ def main() -> int:
         f"{totals.input - totals.cache_read - totals.cache_write:,} · output {totals.output:,} tokens"
     )
     print(f"input read from the cache from turn {FROM_TURN} on: {read:.1%}")
-    ratio = cached_cost / uncached_cost
+    ratio = result["cached"] / result["uncached"]
     share_ok = lowest >= TARGET_SHARE
     ratio_ok = ratio <= TARGET_RATIO
     print(
@@ -152,11 +153,11 @@ def main() -> int:
         f"(target >= {TARGET_SHARE:.0%}): {'PASS' if share_ok else 'FAIL'}"
     )
     print(
-        f"session cost with caching ${cached_cost:.4f} / without ${uncached_cost:.4f} = {ratio:.2f}x "
+        f"session cost with caching ${result['cached']:.4f} / without ${result['uncached']:.4f} = {ratio:.2f}x "
         f"(target <= {TARGET_RATIO}x): {'PASS' if ratio_ok else 'FAIL'}"
     )
     return 0 if share_ok and ratio_ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else TURNS))

@@ -371,3 +371,23 @@ async def test_abort_mid_stream_keeps_partial_content(fake_anthropic: FakeAnthro
             controller.abort()
     message = await asyncio.wait_for(result.result(), 5)
     assert message.stop_reason == "aborted" and message.text.startswith("a")
+
+
+def test_a_thinking_budget_stays_within_the_models_output_cap() -> None:
+    from pi_kernel.ai.providers.anthropic_convert import build_anthropic_body
+
+    context = Context(None, [UserMessage("hi")])
+    opus = build_anthropic_body(
+        Model("claude-opus-4-1", provider="anthropic"), context, StreamOptions(reasoning_effort="high")
+    )
+    assert opus["max_tokens"] == 32_000 and opus["thinking"]["budget_tokens"] == 16_384
+    small = build_anthropic_body(
+        Model("claude-opus-4-1-20250805", provider="anthropic"),
+        context,
+        StreamOptions(max_tokens=31_500, reasoning_effort="high"),
+    )
+    assert small["max_tokens"] == 32_000 and small["thinking"]["budget_tokens"] == 16_384
+    sonnet = build_anthropic_body(
+        Model("claude-sonnet-4-5", provider="anthropic"), context, StreamOptions(reasoning_effort="high")
+    )
+    assert sonnet["max_tokens"] == 16_384 + 16_384

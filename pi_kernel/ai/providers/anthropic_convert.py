@@ -53,6 +53,16 @@ _THINKING_OFF = frozenset({"off", "none", "disabled", "false"})
 _TOOL_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
+MAX_OUTPUT_TOKENS = {"claude-opus-4-1": 32_000, "claude-opus-4": 32_000, "claude-3-7": 64_000, "claude-3-5": 8_192}
+"""Output caps below the 64,000 tokens of the Claude 4.5 and Sonnet 4 models (by id prefix): ``max_tokens``
+raised by a thinking budget stays within them."""
+
+
+def max_output_tokens(model: Model) -> int:
+    prefixes = [prefix for prefix in MAX_OUTPUT_TOKENS if model.id.startswith(prefix)]
+    return MAX_OUTPUT_TOKENS[max(prefixes, key=len)] if prefixes else 64_000
+
+
 def default_max_tokens(model: Model) -> int:
     """``max_tokens`` when the caller set none (the API requires it): within what older models can write."""
     if model.id.startswith(("claude-3-haiku", "claude-3-opus", "claude-3-sonnet")):
@@ -87,8 +97,10 @@ def build_anthropic_body(model: Model, context: Context, options: StreamOptions,
     forced = choice is not None and choice not in ("auto", "none") and bool(context.tools)
     budget = thinking_budget(options.reasoning_effort) if model.is_reasoning else None
     if budget is not None and not forced:  # the API refuses thinking with a forced tool
-        # ``max_tokens`` counts the thinking too: the answer keeps what was asked for.
-        body["max_tokens"] = max_tokens + budget
+        # ``max_tokens`` counts the thinking too: the answer keeps what was asked for, within the model's cap
+        # (and the budget, at least 1,024 tokens, below ``max_tokens`` as the API requires).
+        body["max_tokens"] = min(max_tokens + budget, max(max_output_tokens(model), 2048))
+        budget = max(min(budget, body["max_tokens"] - 1), 1024)
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     elif options.temperature is not None:  # with thinking on, only the default temperature is accepted
         body["temperature"] = options.temperature

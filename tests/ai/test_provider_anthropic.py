@@ -166,6 +166,7 @@ async def test_thinking_streams_with_its_signature_and_is_replayed_exactly(fake_
     assert isinstance(block, ThinkingContent) and block.signature == "sig-XYZ==" and not block.redacted
     body = fake_anthropic.bodies[0]
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert fake_anthropic.requests[0].headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     assert body["max_tokens"] == model.max_tokens + 8192
 
     result = ToolResultMessage("toolu_01", "read", [TextContent("contents")])
@@ -215,6 +216,7 @@ async def test_thinking_off_sends_no_thinking_and_keeps_temperature(
     await collect(claude(fake_anthropic), reasoning_effort=effort, temperature=0.0, max_tokens=100)
     body = fake_anthropic.bodies[0]
     assert "thinking" not in body and body["temperature"] == 0.0 and body["max_tokens"] == 100
+    assert "anthropic-beta" not in fake_anthropic.requests[0].headers
 
 
 async def test_thinking_drops_temperature_and_yields_to_a_forced_tool(fake_anthropic: FakeAnthropic) -> None:
@@ -391,3 +393,31 @@ def test_a_thinking_budget_stays_within_the_models_output_cap() -> None:
         Model("claude-sonnet-4-5", provider="anthropic"), context, StreamOptions(reasoning_effort="high")
     )
     assert sonnet["max_tokens"] == 16_384 + 16_384
+
+
+async def test_interleaved_thinking_between_tool_calls_is_kept_and_replayed_in_order(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    first = thinking("First the file.", "sig-1")
+    second = thinking("Now the other one.", "sig-2")
+    fake_anthropic.enqueue(
+        Events(
+            message_events(
+                first, tool_use("read", {"path": "a"}, "toolu_a"), second, tool_use("read", {"path": "b"}, "toolu_b")
+            )
+        ),
+        Events(message_events("Both read.")),
+    )
+    model = claude(fake_anthropic)
+    _, message = await collect(model, tools=[READ_TOOL], reasoning_effort="low")
+    assert [type(block).__name__ for block in message.content] == ["ThinkingContent", "ToolCall"] * 2
+    results = [ToolResultMessage(call.id, "read", [TextContent(call.id)]) for call in message.tool_calls]
+    await collect(model, [UserMessage("hi"), message, *results], tools=[READ_TOOL], reasoning_effort="low")
+    replayed = fake_anthropic.bodies[1]["messages"]
+    assert [(block["type"], block.get("signature") or block.get("id")) for block in replayed[1]["content"]] == [
+        ("thinking", "sig-1"),
+        ("tool_use", "toolu_a"),
+        ("thinking", "sig-2"),
+        ("tool_use", "toolu_b"),
+    ]
+    assert [block["tool_use_id"] for block in replayed[2]["content"]] == ["toolu_a", "toolu_b"]

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
 """Error types the API also sends inside a started stream; worth another attempt."""
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 MISSING_SDK_TEXT = "The Anthropic provider needs the anthropic package: pip install 'pi-kernel[anthropic]'"
 
 
@@ -203,12 +204,15 @@ async def _request_events(
         return
     params = {key: body[key] for key in ("model", "max_tokens", "messages", "stream")}
     extra_body = {key: value for key, value in body.items() if key not in params}
+    # Claude 4 models may think between tool calls too (as pi asks, by default) once thinking is on.
+    interleaved = "thinking" in body and not model.id.startswith("claude-3")
+    headers = {"anthropic-beta": INTERLEAVED_THINKING_BETA} if interleaved else None
     attempt = 0
     try:
         while True:
             received = False
             try:
-                response = await client.messages.create(**params, extra_body=extra_body)
+                response = await client.messages.create(**params, extra_body=extra_body, extra_headers=headers)
                 opened = False
                 try:
                     async for event in response:

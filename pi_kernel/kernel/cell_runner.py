@@ -9,8 +9,10 @@ coroutine on a private loop and blocks (comm approvals cannot arrive then;
 stdin still works).
 
 ``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
-model, turn limit, approval gate and request hook go to ``Agent.prompt`` as
-per-run overrides, so the agent's own settings are never swapped.
+model, turn limit, approval gate, request hook and thinking effort (stream
+options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
+settings are never swapped. ``pi_kernel.ai.stream_types`` is imported lazily,
+in ``with_thinking``: it brings pydantic, and this module loads at kernel start.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from typing import Any
 from pi_kernel.kernel import agent_proxy, outgoing
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
-from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter
+from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter, print_output
 from pi_kernel.kernel.session import PiSession
 
 logger = logging.getLogger("pi_kernel.kernel")
@@ -86,6 +86,18 @@ async def run_pi_cell(body: str, line: str = "") -> None:
     await run_cell(get_session(), body, line)
 
 
+async def run_pi_line(line: str) -> None:
+    """What a rewritten ``%pi mcp add|remove|restart`` cell awaits (``magics.LINE_RUNNER``): the command,
+    on the loop its MCP servers live on."""
+    from pi_kernel.kernel.cell_runner import show_notices
+    from pi_kernel.kernel.line_commands import run_line_command_async
+
+    outgoing.claim_request()
+    session = get_session()
+    show_notices(session)
+    print_output(await run_line_command_async(session, line))
+
+
 def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
     """The session of ``shell``, created and wired on first call."""
     global _session
@@ -98,7 +110,10 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.register_magics(PiMagics(shell, session))
     transformers = shell.input_transformers_post
     transformers[:] = [t for t in transformers if not getattr(t, "pi_kernel", False)]
-    transformers.append(make_cell_rewriter(shell))
+    rewriter = make_cell_rewriter(shell)
+    transformers.append(rewriter)
+    shell.events.register("pre_execute", rewriter.depth.enter)
+    shell.events.register("post_execute", rewriter.depth.leave)
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
@@ -113,10 +128,14 @@ def detach(shell: Any) -> None:
     session = _session
     if session is None or session.shell is not shell:
         return
-    shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if not getattr(t, "pi_kernel", False)]
+    ours = [t for t in shell.input_transformers_post if getattr(t, "pi_kernel", False)]
+    shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if t not in ours]
     try:
         shell.events.unregister("pre_run_cell", session.note_cell)
         shell.events.unregister("post_run_cell", session.cell_history.post_run_cell)
+        for rewriter in ours:
+            shell.events.unregister("pre_execute", rewriter.depth.enter)
+            shell.events.unregister("post_execute", rewriter.depth.leave)
     except ValueError:
         pass
     shell.magics_manager.magics["line"].pop("pi", None)

@@ -6,8 +6,9 @@ the shell's own event loop. ``PiCellRewriter`` (an IPython
 ``input_transformers_post`` entry) turns such a cell into
 ``await run_pi_cell(body, line)`` wherever IPython runs top-level ``await`` on
 asyncio (ipykernel, the terminal), so the turn runs inside the kernel's event
-loop; ``%pi mcp add|remove|restart`` cells likewise become
-``await run_pi_line(line)`` (MCP sessions live on that loop too).
+loop; ``%pi mcp add|remove|restart`` and ``%pi compact`` lines at a cell's
+top level likewise become ``await run_pi_line(line)`` (MCP sessions live on
+that loop too), also when written as ``get_ipython().run_line_magic("pi", f"...")``.
 
 The ``%%pi`` cell magic below runs only where that rewrite did not happen:
 outside a kernel with ``%autoawait off`` (no loop runs: the turn runs to the
@@ -46,13 +47,24 @@ RUNNER = "__import__('pi_kernel.kernel.extension', fromlist=['run_pi_cell']).run
 LINE_RUNNER = "__import__('pi_kernel.kernel.extension', fromlist=['run_pi_line']).run_pi_line"
 AWAITED_LINES = ("mcp add", "mcp remove", "mcp restart", "compact")
 """``%pi`` lines that wait on the loop (MCP servers start and stop there; ``compact`` asks the model):
-awaited when a cell of their own."""
+awaited where they are a statement of the cell's top level (``_await_pi_lines``)."""
 
 
 def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
     """``(line, body)`` if ``code`` is IPython's translation of a ``%%pi`` cell."""
-    found = _pi_magic_call(code, "run_cell_magic", 3)
-    return (found[0], found[1]) if found is not None else None
+    if "run_cell_magic" not in code:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return None
+    call = _pi_magic(tree.body[0].value, "run_cell_magic")
+    values = [arg.value for arg in call.args if isinstance(arg, ast.Constant)] if call is not None else []
+    if call is None or len(call.args) != 3 or len(values) != 3 or not all(isinstance(v, str) for v in values):
+        return None
+    return str(values[1]), str(values[2])
 
 
 def awaited_line(line: str) -> bool:
@@ -61,32 +73,58 @@ def awaited_line(line: str) -> bool:
     return bool(words) and (words[0] in AWAITED_LINES or " ".join(words[:2]) in AWAITED_LINES)
 
 
-def _pi_line_magic_call(code: str) -> str | None:
-    """The line if ``code`` is IPython's translation of a one-line ``%pi`` cell."""
-    found = _pi_magic_call(code, "run_line_magic", 2)
-    return found[0] if found is not None else None
-
-
-def _pi_magic_call(code: str, method: str, count: int) -> tuple[str, ...] | None:
-    """The string arguments after ``'pi'`` if ``code`` is exactly ``get_ipython().<method>('pi', ...)``."""
-    if method not in code:
+def _pi_magic(node: ast.expr, method: str) -> ast.Call | None:
+    """``node`` if it is ``get_ipython().<method>('pi', ...)``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method):
         return None
+    target = node.func.value
+    if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "get_ipython"):
+        return None
+    first = node.args[0] if node.args else None
+    return node if isinstance(first, ast.Constant) and first.value == "pi" else None
+
+
+def _awaited_line_call(statement: ast.stmt) -> ast.expr | None:
+    """The line argument of a top-level ``get_ipython().run_line_magic('pi', line)`` statement whose line
+    (a string, or an f-string by its leading text) is one of ``AWAITED_LINES``."""
+    if not isinstance(statement, ast.Expr):
+        return None
+    call = _pi_magic(statement.value, "run_line_magic")
+    if call is None or len(call.args) != 2 or call.keywords:
+        return None
+    line = call.args[1]
+    if isinstance(line, ast.Constant) and isinstance(line.value, str):
+        text = line.value
+    elif isinstance(line, ast.JoinedStr) and line.values and isinstance(line.values[0], ast.Constant):
+        text = str(line.values[0].value)
+    else:
+        return None
+    return line if awaited_line(text) else None
+
+
+def _await_pi_lines(code: str) -> str:
+    """``code`` with each top-level ``%pi`` line of ``AWAITED_LINES`` (as IPython translated it, or written
+    as ``get_ipython().run_line_magic("pi", f"mcp add ...")``) turned into ``await run_pi_line(line)``."""
+    if "run_line_magic" not in code:
+        return code
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
-        return None
-    call = tree.body[0].value
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == method):
-        return None
-    target = call.func.value
-    if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "get_ipython"):
-        return None
-    values = [arg.value for arg in call.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
-    if len(values) != count or len(call.args) != count or values[0] != "pi":
-        return None
-    return tuple(str(value) for value in values[1:])
+        return code
+    lines = code.splitlines(keepends=True)
+
+    def offset(lineno: int, col: int) -> int:  # ast columns count UTF-8 bytes
+        return sum(len(line) for line in lines[: lineno - 1]) + len(lines[lineno - 1].encode()[:col].decode())
+
+    for statement in reversed(tree.body):
+        line = _awaited_line_call(statement)
+        if line is None or statement.end_lineno is None or statement.end_col_offset is None:
+            continue
+        argument = ast.get_source_segment(code, line)
+        start = offset(statement.lineno, statement.col_offset)
+        end = offset(statement.end_lineno, statement.end_col_offset)
+        code = f"{code[:start]}await {LINE_RUNNER}({argument}){code[end:]}"
+    return code
 
 
 class CellDepth:
@@ -129,10 +167,8 @@ class PiCellRewriter:
         if found is not None:
             line, body = found
             return [f"await {RUNNER}({body!r}, {line!r})\n"]
-        command = _pi_line_magic_call(code)
-        if command is not None and awaited_line(command):
-            return [f"await {LINE_RUNNER}({command!r})\n"]
-        return lines
+        awaited = _await_pi_lines(code)
+        return awaited.splitlines(keepends=True) if awaited != code else lines
 
     def may_await(self) -> bool:
         """A top-level ``await`` in this cell runs on the shell's loop: autoawait is on and it is no cell

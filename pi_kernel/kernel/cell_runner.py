@@ -128,7 +128,7 @@ async def run_turn(
 ) -> TurnOutcome:
     """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
 
-    ``blocking``: the cell blocks the shell (``run_cell_blocking``), so only stdin can answer approvals.
+    ``blocking``: the cell blocks the shell (``run_cell_sync`` outside a kernel), so only stdin can answer approvals.
     """
     prompt = prompt.strip()
     if not prompt:
@@ -160,6 +160,7 @@ async def run_turn(
         blocking=blocking,
         parent=request,
     )
+    turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     turn.bind_tools(session.tool_context)
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
@@ -198,6 +199,9 @@ async def run_turn(
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_turn(None)
+        session.tool_context.journal = None
+        if turn.journal is not None:
+            session.turn_journals.end(turn.journal, added)
         unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
@@ -234,6 +238,10 @@ def prompt_message(session: PiSession, prompt: str) -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
     news) as a second text part (see ``notebook_context``)."""
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
+    if session.undo_news:
+        news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"
+        context = f"{context}\n\n{news}" if context else news
+        session.undo_news = None
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).

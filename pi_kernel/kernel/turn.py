@@ -33,6 +33,7 @@ from pi_kernel.kernel.views import TurnOptions, TurnView
 if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
     from pi_kernel.ai import Model
     from pi_kernel.tools.definition import ToolContext
+    from pi_kernel.tools.turn_journal import TurnJournal
 
 
 @dataclass
@@ -57,6 +58,8 @@ class Turn:
     parent: dict[str, Any] | None = None
     """The cell's ``execute_request`` (in a kernel): the parent of the ``busy`` that ``reassert_busy`` sends."""
     interrupted: bool = False
+    journal: TurnJournal | None = None
+    """The turn's undo journal (``turn_undo``): the tools record what they change into it."""
 
     def cancel(self) -> None:
         """An interrupt reached this turn (the session also aborts the agent and denies waiting approvals)."""
@@ -70,3 +73,4 @@ class Turn:
     def bind_tools(self, ctx: ToolContext) -> None:
         """The turn starts: the tools' context gets this turn's state (relative paths from the cwd of now)."""
         ctx.cwd = Path.cwd()
+        ctx.journal = self.journal

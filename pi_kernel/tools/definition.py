@@ -22,6 +22,7 @@ from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.approval_policy import check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument
+from pi_kernel.tools.turn_journal import TurnJournal
 
 if TYPE_CHECKING:
     from pi_kernel.tools.cell_source import CellSource
@@ -47,6 +48,8 @@ class ToolContext:
     """When set, the file tools refuse paths outside it."""
     namespace: dict[str, Any] | None = None
     """The notebook's user namespace, for the ``python`` tool."""
+    notebook: NotebookDocument | None = None
+    """The live notebook document (a front-end's ``pi.notebook`` bridge); ``None`` where none is connected."""
     cell_history: CellSource | None = None
     """The notebook's executed cells, for the ``cells`` tool (the kernel's ``CellHistory``)."""
     hidden_names: frozenset[str] | None = None
@@ -56,8 +59,8 @@ class ToolContext:
     python_on_main_thread: bool = False
     """The host's event loop runs on the main thread of a kernel: the ``python`` tool runs its code there,
     where a kernel interrupt reaches it (see ``builtin.python``)."""
-    notebook: NotebookDocument | None = None
-    """The live notebook document (a front-end's ``pi.notebook`` bridge); ``None`` where none is connected."""
+    journal: TurnJournal | None = None
+    """The running turn's undo journal: tools that change files, variables or the notebook record into it."""
 
 
 @dataclass(eq=False, kw_only=True)

@@ -198,7 +198,7 @@ def test_without_a_notebook_the_tools_answer_one_clear_line() -> None:
         with pytest.raises(NotebookError, match=f"^{name} needs the notebook bridge .* nothing was changed"):
             call(name, params, ctx)
     with pytest.raises(ValueError, match="cell and start need the notebook bridge"):
-        call("cells", CellsParams(cell="#1"), ToolContext(cell_history=object()))
+        call("cells", CellsParams(cell="#1"), ToolContext())
 
 
 def test_a_500_cell_listing_is_bounded_and_names_every_shown_cell() -> None:

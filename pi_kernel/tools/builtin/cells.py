@@ -7,10 +7,10 @@ start of its source and a summary of its outputs, bounded to about
 shown as a window (around the running ``%%pi`` cell, or from ``start``) with
 the number of cells left out. ``{"cell": ref}`` gives one cell whole.
 
-Without it, the tools layer does not know the kernel: the host puts a ``CellSource``
+Without it: the tools layer does not know the kernel: the host puts a ``CellSource``
 (anything with ``recent(last)`` returning ``CellLike`` records, see
-``tools.cell_source``) in
-``ctx.cell_history`` (the kernel's ``cell_history.CellHistory``). The tool only reads, so it never
+``tools.cell_source``) in ``ctx.cell_history`` (the kernel's
+``cell_history.CellHistory``). The tool only reads, so it never
 asks for approval and runs in the ``read-only`` approval mode.
 """
 

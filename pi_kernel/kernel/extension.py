@@ -1,14 +1,16 @@
 """Wiring a session into an IPython shell: ``%load_ext pi_kernel`` and the Pi kernel both use ``attach``.
 
 This module owns the session of the process (``get_session``), its
-``attach`` / ``detach``, and ``run_pi_cell``, what a rewritten ``%%pi`` cell
-awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
-``%%pi`` cells awaitable, the ``pre_run_cell`` hook (cell ids, ``@tool``
+``attach`` / ``detach``, ``run_pi_cell``, what a rewritten ``%%pi`` cell
+awaits, and ``run_pi_line``, what a rewritten ``%pi mcp add`` / ``compact``
+line awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
+them awaitable (with its ``pre_execute``/``post_execute`` hooks, which tell a
+cell run from inside another), the ``pre_run_cell`` hook (cell ids, ``@tool``
 wiring, comm targets), the ``post_run_cell`` hook (the cell history), the
 comm targets themselves and the mask on what the kernel sends (``outgoing``).
 It is cheap: nothing here imports the agent, the tools or a provider;
-``pi_kernel.kernel.cell_runner``, which does, is imported lazily, when the
-first ``%%pi`` cell runs.
+``pi_kernel.kernel.cell_runner`` and ``pi_kernel.kernel.line_commands``,
+which do, are imported lazily, when the first such cell runs.
 
 Settings come from a ``.env`` file in the working directory (filling unset
 variables only, under the rules in ``dotenv``), the environment, then ``c.PiKernel.*`` config (also read in

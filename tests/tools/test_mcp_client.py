@@ -254,3 +254,18 @@ def test_per_server_and_per_tool_policy_patterns() -> None:
     assert policy.decide(None, {}, name="time__get_current_time") == "deny"
     assert policy.decide(None, {}, name="other__echo") == "ask"
     assert "disabled by the approval policy" in policy.deny_reason("time__convert_time")
+
+
+def test_servers_answer_only_on_the_loop_they_live_on(loop: asyncio.AbstractEventLoop, manager: McpManager) -> None:
+    """The servers live on the loop that started them (the kernel's): a call from another loop (a kernel
+    subshell's turn) is a clear error, a start from there is left for a notice, and the servers keep
+    answering on their own loop."""
+    add(loop, manager, server_config("demo", demo()))
+    manager.add(server_config("later", demo()), start=False)
+    with pytest.raises(McpServerError, match="run on another event loop"):
+        asyncio.run(run(manager, "demo__echo", {"text": "elsewhere"}))
+    asyncio.run(manager.ensure_started())
+    assert manager.servers["later"].state == "not started"
+    assert any("another event loop" in notice for notice in manager.take_notices())
+    echo = loop.run_until_complete(run(manager, "demo__echo", {"text": "home"}))
+    assert echo.content[0].text == "echo: home"  # type: ignore[attr-defined]

@@ -10,7 +10,8 @@ server (``ensure_started``, ``remove``, ``restart``, ``call``) is a coroutine,
 awaited on that loop; ``add`` only records a server (it starts with the next
 ``ensure_started``). A call from another loop is refused with a clear error.
 ``close`` (kernel shutdown, from any thread) stops the servers on their loop
-if it can and always ends their process groups.
+if it can and always ends their process groups. (A turn on another loop, a
+kernel subshell's, gets a clear error from their tools and a notice.)
 
 Servers start lazily: ``ensure_started`` (before each ``%%pi`` turn) starts
 those not started yet, concurrently, and registers their tools in the
@@ -134,7 +135,11 @@ class McpManager:
         """Start the servers not started yet, on the running loop (the turn's)."""
         waiting = [self.servers[name] for name in self.pending()]
         if waiting:  # shielded: a caller that stops waiting (an interrupt) leaves the start to finish
-            self._here()
+            try:
+                self._here()
+            except McpServerError as error:  # a turn on another loop (a kernel subshell) goes without them
+                self._notice(str(error))
+                return
             start = asyncio.ensure_future(self._start(waiting))
             self._stopping.add(start)  # held until done, like a stop
             start.add_done_callback(self._stopping.discard)

@@ -1,12 +1,14 @@
 """Running one ``%%pi`` cell: a prompt to the session's agent, shown by a turn view.
 
-In a kernel the cell is rewritten into ``await run_pi_cell(body, options)``
-(see ``magics.rewrite_pi_cell``), so it runs inside ipykernel's event loop:
-the cell stays busy while it awaits, and comm messages (approval buttons) are
-still dispatched meanwhile (ipykernel >= 7.4). ``run_cell_blocking`` is the
-``%%pi`` magic's path where top-level ``await`` is off: it runs the same
-coroutine on a private loop and blocks (comm approvals cannot arrive then;
-stdin still works).
+A turn runs one way: as a task on the shell's own event loop. In a kernel
+the cell is rewritten into ``await run_pi_cell(body, options)`` (see
+``magics.PiCellRewriter``), so it runs inside ipykernel's event loop: the cell
+stays busy while it awaits, and comm messages (approval buttons) are still
+dispatched meanwhile (ipykernel >= 7.4). ``run_cell_sync`` is the ``%%pi``
+magic's path where no ``await`` was possible: outside a kernel it runs the
+turn to the end on IPython's loop (approvals on stdin only); inside a kernel
+(``%autoawait off``, a cell run from inside ``%%capture``) it says why it
+cannot run and what to do. No private loop, no worker thread.
 
 ``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
 model, turn limit, approval gate, request hook and thinking effort (stream
@@ -24,7 +26,6 @@ import contextvars
 import dataclasses
 import shlex
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.agent.events import AgentEvent, MessageEndEvent
@@ -147,7 +148,7 @@ async def run_turn(
 ) -> TurnOutcome:
     """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
 
-    ``blocking``: the cell blocks the shell (``run_cell_blocking``), so only stdin can answer approvals.
+    ``blocking``: the cell blocks the shell (``run_cell_sync`` outside a kernel), so only stdin can answer approvals.
     """
     prompt = prompt.strip()
     if not prompt:
@@ -274,32 +275,32 @@ async def run_cell(session: PiSession, body: str, line: str = "") -> None:
     await run_turn(session, body, parse_options(line), session.current_cell_id())
 
 
-def run_cell_blocking(session: PiSession, body: str, line: str = "") -> None:
-    """The ``%%pi`` magic without top-level ``await``: run the turn on the session's private loop."""
+CANNOT_AWAIT = (
+    "%%pi runs as a task on the kernel's event loop, and top-level await is off here (%autoawait off), so "
+    "this cell would block that loop: run `%autoawait on` (the default) and re-run the cell."
+)
+NESTED = (
+    "%%pi runs as a task on the kernel's event loop, which is busy running the cell this one runs inside "
+    "(%%capture, %%time, %run, shell.run_cell): run the %%pi cell as a cell of its own. Its output stays "
+    "in that cell, and `%pi history` shows the turn afterwards."
+)
+
+
+def run_cell_sync(session: PiSession, body: str, line: str = "", *, autoawait: bool = True) -> None:
+    """The ``%%pi`` magic where the cell was not rewritten to an ``await`` (see ``magics``).
+
+    With no loop running in this thread (IPython outside a kernel, ``%autoawait off``) the turn runs to its
+    end on IPython's own asyncio loop, the one its top-level ``await`` uses, so MCP sessions started by
+    either kind of cell live on one loop; the shell is blocked meanwhile, so only stdin answers approvals
+    (``Turn.blocking``). Where a loop runs (a kernel), that loop is busy with this very cell: a clear
+    ``PiUsageError`` says what to do instead (``CANNOT_AWAIT``, ``NESTED``)."""
     options = parse_options(line)
-    cell_id = session.current_cell_id()
-    loop = session.private_loop()
     try:
         asyncio.get_running_loop()
-        in_a_loop = True
     except RuntimeError:
-        in_a_loop = False
-    if not in_a_loop:
-        loop.run_until_complete(run_turn(session, body, options, cell_id, blocking=True))
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        turn = run_turn(session, body, options, session.current_cell_id(), blocking=True)
+        get_asyncio_loop().run_until_complete(turn)
         return
-    # This thread already runs a loop (ipykernel with %autoawait off): use a worker thread.
-    context = contextvars.copy_context()
-    result: dict[str, BaseException] = {}
-
-    def work() -> None:
-        try:
-            context.run(loop.run_until_complete, run_turn(session, body, options, cell_id, blocking=True))
-        except BaseException as error:  # noqa: BLE001 - re-raised in the cell's thread below
-            result["error"] = error
-
-    worker = threading.Thread(target=work, name="pi-cell", daemon=True)
-    with interrupt_hook(session.interrupt, loop):
-        worker.start()
-        worker.join()
-    if "error" in result:
-        raise result["error"]
+    raise PiUsageError(NESTED if autoawait else CANNOT_AWAIT)

@@ -356,14 +356,22 @@ def split_line(line: str) -> list[str]:
     return [*before, "--args", rest[:end], *shlex.split(rest[end:])]
 
 
-def run_line_command(session: PiSession, line: str) -> str:
+ASYNC_COMMANDS = {"mcp": mcp_commands.mcp_async, "compact": long_session.compact_async}
+"""Commands that wait on the event loop, awaited where the line is a cell of its own (``run_line_command_async``)."""
+
+
+def _words(line: str) -> tuple[str, list[str]]:
     try:
         words = split_line(line)
     except ValueError as error:
         raise CommandError(f"%pi: {error}") from None
     except RecursionError as error:  # JSON after --args nested thousands deep
         raise CommandError(f"%pi: {failure_text(error)}") from None
-    name, args = (words[0], words[1:]) if words else ("", [])
+    return (words[0], words[1:]) if words else ("", [])
+
+
+def run_line_command(session: PiSession, line: str) -> str:
+    name, args = _words(line)
     command = COMMANDS.get(name)
     if command is None:
         raise CommandError(f"unknown command %pi {name} (see %pi help)")
@@ -372,6 +380,20 @@ def run_line_command(session: PiSession, line: str) -> str:
     except CommandError:
         raise
     except Exception as error:  # noqa: BLE001 - every failure of a command is one clear line, never a traceback
+        raise CommandError(f"%pi {name}: {failure_text(error)}") from None
+
+
+async def run_line_command_async(session: PiSession, line: str) -> str:
+    """``run_line_command`` for a ``%pi`` line awaited on the shell's loop (``magics.AWAITED_LINES``)."""
+    name, args = _words(line)
+    command = ASYNC_COMMANDS.get(name)
+    if command is None:
+        return run_line_command(session, line)
+    try:
+        return await command(session, args)
+    except CommandError:
+        raise
+    except Exception as error:  # noqa: BLE001 - as run_line_command
         raise CommandError(f"%pi {name}: {failure_text(error)}") from None
 
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import urllib.request
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
@@ -29,6 +27,7 @@ from IPython.core.error import UsageError
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import dollars, positive_int
+from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.undo import ConversationVersions, Version
 
 if TYPE_CHECKING:
@@ -67,8 +66,6 @@ class LongSession(Protocol):
 
     @property
     def versions(self) -> ConversationVersions: ...
-
-    def private_loop(self) -> asyncio.AbstractEventLoop: ...
 
 
 # ---------------------------------------------------------------- settings → agent and model
@@ -356,8 +353,27 @@ def budget(session: LongSession, words: list[str]) -> str:
     return f"budget: {describe_budget(session)}"
 
 
+COMPACT_WAITS = (
+    "%pi compact waits for the model on the kernel's event loop, which is busy running this cell: run "
+    "`%pi compact` as a cell of its own (with %autoawait on)."
+)
+
+
 def compact(session: LongSession, words: list[str]) -> str:
-    """``%pi compact``: summarise the older turns now."""
+    """``%pi compact`` from the synchronous magic: run to the end on IPython's loop when no loop runs (IPython
+    outside a kernel); in a kernel such a line is awaited (``compact_async``), or told to be."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        return str(get_asyncio_loop().run_until_complete(compact_async(session, words)))
+    raise UsageError(COMPACT_WAITS)
+
+
+async def compact_async(session: LongSession, words: list[str]) -> str:
+    """``%pi compact``: summarise the older turns now. An interrupt aborts the summary request (nothing
+    changes) and ends the cell in ``KeyboardInterrupt``."""
     if session.turn is not None:
         raise UsageError("a turn is running; interrupt it first")
     if session.model is None:
@@ -367,10 +383,21 @@ def compact(session: LongSession, words: list[str]) -> str:
     # Here, not at the top: this module loads with the kernel, which should not import the agent at start.
     from pi_kernel.agent.usage import BudgetExceeded
 
+    interrupted: list[bool] = []
+
+    def on_interrupt() -> None:
+        interrupted.append(True)
+        agent.abort()
+
     try:
-        result = run_to_end(session, agent.compact())
+        with interrupt_hook(on_interrupt, asyncio.get_running_loop()):
+            result = await agent.compact()
     except BudgetExceeded as error:
         raise UsageError(str(error)) from None
+    if interrupted:  # whatever came back: the conversation stays as it was
+        agent.state.messages = before.messages
+        session.cell_turns.starts = dict(before.cells)
+        raise KeyboardInterrupt
     if result is None:
         return "Nothing to compact yet."
     if result.error:  # a plain list would stand in: on demand, nothing is worth losing the answers for
@@ -380,39 +407,3 @@ def compact(session: LongSession, words: list[str]) -> str:
     session.versions.keep(before.messages, before.cells, before.reason)
     turns = f"{result.compacted_turns} turn" + ("" if result.compacted_turns == 1 else "s")
     return f"compacted {turns} into a summary; %pi undo brings the turns back."
-
-
-def run_to_end(session: LongSession, work: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine from a line magic: on the session's private loop, in a worker thread when this
-    thread already runs a loop (ipykernel). An interrupt aborts the agent's work (``%pi compact``: the
-    summary request stops, nothing changes), waits for it to end, and is raised."""
-    loop = session.private_loop()
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        task = loop.create_task(work)
-        try:
-            return loop.run_until_complete(task)
-        except KeyboardInterrupt:
-            session.agent.abort()
-            loop.run_until_complete(asyncio.wait([task]))
-            raise
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = loop.run_until_complete(work)
-        except BaseException as error:  # noqa: BLE001 - re-raised in the cell's thread below
-            outcome["error"] = error
-
-    worker = threading.Thread(target=target, name="pi-compact", daemon=True)
-    worker.start()
-    try:
-        worker.join()
-    except KeyboardInterrupt:
-        session.agent.abort()  # safe from any thread
-        worker.join()
-        raise
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")

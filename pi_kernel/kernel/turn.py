@@ -53,7 +53,8 @@ class Turn:
     widgets: bool = False
     """The front-end that sent the cell renders widgets (its approvals are answered there)."""
     blocking: bool = False
-    """The cell blocks the shell (``%autoawait off``, a private loop): no click or comm message reaches it."""
+    """The cell blocks the shell (IPython outside a kernel with ``%autoawait off``: the turn runs to its end on
+    IPython's loop, ``cell_runner.run_cell_sync``): no click or comm message reaches it."""
     parent: dict[str, Any] | None = None
     """The cell's ``execute_request`` (in a kernel): the parent of the ``busy`` that ``reassert_busy`` sends."""
     interrupted: bool = False

@@ -159,6 +159,7 @@ async def run_turn(
         blocking=blocking,
         parent=request,
     )
+    session.turn_journals.retire_offer()
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     turn.bind_tools(session.tool_context)
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
@@ -207,6 +208,8 @@ async def run_turn(
         outcome = outcome_of(added, turn.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
+        if turn.journal is not None:
+            session.turn_journals.offer(view, turn.journal, session)
         if took_effect and outcome.messages:
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn

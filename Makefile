@@ -46,6 +46,8 @@ labextension: $(BIN)/python
 	cd $(LABEXT_SRC) && npm ci --no-audit --no-fund && npm run clean && npm run build:lib && \
 	  JUPYTERLAB_STAGING="$$($(abspath $(BIN))/python -c 'import jupyterlab, pathlib; print(pathlib.Path(jupyterlab.__file__).parent / "staging")')" \
 	  npm run build:labextension
+	@# An editable install holds a copy of the extension (shared-data): refresh it.
+	if $(BIN)/python -m pip show -q pi-kernel >/dev/null 2>&1; then $(BIN)/python -m pip install -q --no-deps -e .; fi
 
 lab: setup
 	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb

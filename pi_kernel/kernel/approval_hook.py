@@ -121,6 +121,8 @@ class ApprovalGate:
     """The front-end's ``input()`` for the running cell, when it allows stdin."""
     nobody_reason: Callable[[str], str] = nobody_to_ask
     """Why nobody can answer (route ``None``), given the tool's name; the session knows the reason."""
+    tool_context: Callable[[], Any] = lambda: None
+    """The session's ``ToolContext``, for a tool's ``approval_preview``."""
     _stdin_turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
     """One stdin question at a time (parallel tool calls); a lock per loop (``%%pi`` may run on a private one)."""
 
@@ -151,8 +153,34 @@ class ApprovalGate:
         if verdict == "deny" or route is None:
             reason = policy.deny_reason(name, mode, secret) if verdict == "deny" else self.nobody_reason(name)
             return self._deny_by_policy(request, reason)
-        decision = await self._wait(request, route, signal)
+        preview = getattr(definition, "approval_preview", None)
+        if preview is not None:
+            failure = await self._preview(request, preview, ctx.args)
+            if failure is not None:
+                return failure
+        notebook = getattr(self.tool_context(), "notebook", None)
+        highlight = request.preview.cell_id if request.preview is not None else None
+        if highlight and notebook is not None:
+            await _quietly(notebook.highlight(highlight))
+        try:
+            decision = await self._wait(request, route, signal)
+        finally:
+            if highlight and notebook is not None:
+                await _quietly(notebook.highlight(None))
         return result_of(decision, policy, name, request.args)
+
+    async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
+        """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""
+        from pi_kernel.agent.types import BeforeToolCallResult
+        from pi_kernel.tools.notebook_document import NotebookError
+
+        try:
+            request.preview = await preview(request.tool_call_id, args, self.tool_context())
+        except NotebookError as error:
+            return BeforeToolCallResult(block=True, reason=str(error))
+        except Exception as error:  # noqa: BLE001 - a broken preview fails the call, with the reason
+            return BeforeToolCallResult(block=True, reason=f"Could not prepare the change: {error}")
+        return None
 
     def _deny_by_policy(self, request: ApprovalRequest, reason: str) -> BeforeToolCallResult:
         """Denied with nobody asked; the broker's listeners (views, approval comms) still hear of it."""
@@ -184,11 +212,20 @@ class ApprovalGate:
         async with turn:
             if request.decision is not None:
                 return
-            answer = await ask_on_stdin(reader, question(request.tool_name, request.args, request.warning))
+            prompt = question(request.tool_name, request.args, request.warning, request.preview)
+            answer = await ask_on_stdin(reader, prompt)
             fields = (
                 parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
             )
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
+
+
+async def _quietly(awaitable: Any) -> None:
+    """Await a cosmetic front-end request (a highlight); its failure never changes the approval."""
+    try:
+        await awaitable
+    except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
+        pass
 
 
 class ApprovalHost(Protocol):
@@ -205,6 +242,9 @@ class ApprovalHost(Protocol):
 
     @property
     def view_factory(self) -> Callable[..., Any] | None: ...
+
+    @property
+    def tool_context(self) -> Any: ...
 
     def runs_blocking(self) -> bool: ...
 
@@ -254,6 +294,7 @@ class SessionApprovals:
             mode_override=lambda: session.run.options.approve if session.run else None,
             raw_input=lambda: session.run.raw_input if session.run else None,
             nobody_reason=self.nobody_reason,
+            tool_context=lambda: session.tool_context,
         )
 
     def route(self) -> Route:
@@ -308,4 +349,5 @@ def request_fields(request: ApprovalRequest) -> dict[str, Any]:
         "tool_name": request.tool_name,
         "label": request.label,
         "args": request.args,
+        **({"preview": {"title": p.title, "diff": p.diff, "cell_id": p.cell_id}} if (p := request.preview) else {}),
     }

@@ -33,7 +33,19 @@ APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
 """Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval_policy`` has the same, but
 importing it here would cost a quarter of a second at every kernel start."""
-DEFAULT_BUILTIN_TOOLS = ("read", "write", "edit", "bash", "python", "inspect", "cells")
+DEFAULT_BUILTIN_TOOLS = (
+    "read",
+    "write",
+    "edit",
+    "bash",
+    "python",
+    "inspect",
+    "cells",
+    "edit_cell",
+    "insert_cells",
+    "run_cells",
+    "delete_cells",
+)
 
 
 _TRUE = ("1", "true", "yes", "on")

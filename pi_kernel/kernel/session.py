@@ -16,6 +16,7 @@ own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
+from pi_kernel.kernel.notebook_bridge import NotebookBridge
 from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
 from pi_kernel.kernel.views import TurnOptions, TurnViewFactory
 
@@ -91,6 +93,9 @@ class PiSession:
         self.approvals = SessionApprovals(self)
         """The approval broker and policy, who can answer now, decisions from comms and magics."""
         self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
+        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, _notebook_timeout())
+        """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
+        self.notebook.subscribe(self._notebook_connected)
         self.view_factory: TurnViewFactory | None = None
         """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
         self.run: RunState | None = None
@@ -150,8 +155,26 @@ class PiSession:
                     "describe_limit": self.settings.describe_limit,
                     RUN_ON_MAIN_THREAD: True,  # the python tool is interruptible like a cell
                 }
-                self._tool_context = ToolContext(workspace_root=root, namespace=namespace, extra=extra)
+                self._tool_context = ToolContext(
+                    workspace_root=root, namespace=namespace, notebook=self.notebook.document(), extra=extra
+                )
             return self._tool_context
+
+    def _notebook_connected(self, _connected: bool) -> None:
+        """A front-end opened or closed ``pi.notebook``: the tools see the document, or ``None``."""
+        context = self._tool_context
+        if context is not None:
+            context.notebook = self.notebook.document()
+
+    def _running_cell_id(self) -> str | None:
+        run = self.run
+        return run.cell_id if run is not None else None
+
+    def _running_client(self) -> str | None:
+        from pi_kernel.kernel.frontend import message_session
+
+        run = self.run
+        return message_session(run.parent) if run is not None else None
 
     @property
     def notebook_context(self) -> NotebookContext:
@@ -265,7 +288,10 @@ class PiSession:
         return self.registry.get(name)
 
     def _prepare_next_turn(self, context: Context) -> None:
-        self.registry.prepare_next_turn(context)
+        """Both channels from the registry; the notebook bridge's tools only while a front-end is connected."""
+        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
+
+        self.registry.prepare_next_turn(context, exclude=() if self.notebook.connected else BRIDGE_TOOLS)
         if self.run is not None and self.run.options.no_tools:
             context.tools = []
             context.system_prompt = f"{context.system_prompt or ''}\n\n{NO_TOOLS_NOTE}".strip()
@@ -405,6 +431,17 @@ class PiSession:
         """The running turn is on the private loop (``%autoawait off``): the cell blocks the shell."""
         run, private = self.run, self._private_loop
         return run is not None and private is not None and run.loop is private
+
+
+def _notebook_timeout() -> float:
+    """``PI_NOTEBOOK_TIMEOUT``: seconds a notebook bridge request waits for the front-end (default 15)."""
+    from pi_kernel.kernel.notebook_bridge import REQUEST_TIMEOUT
+
+    try:
+        value = float(os.environ.get("PI_NOTEBOOK_TIMEOUT", REQUEST_TIMEOUT))
+    except ValueError:
+        return REQUEST_TIMEOUT
+    return value if 0 < value < 3600 else REQUEST_TIMEOUT
 
 
 def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:

@@ -8,7 +8,7 @@ array), render hooks for the notebook views, and an approval policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +19,9 @@ from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
 from pi_kernel.ai.sanitize import clean_text
 from pi_kernel.ai.tool import check_tool_schema
+from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.approval_policy import check_approval_option
+from pi_kernel.tools.notebook_document import NotebookDocument
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
@@ -44,6 +46,8 @@ class ToolContext:
     """When set, the file tools refuse paths outside it."""
     namespace: dict[str, Any] | None = None
     """The notebook's user namespace, for the ``python`` tool."""
+    notebook: NotebookDocument | None = None
+    """The live notebook document (a front-end's ``pi.notebook`` bridge); ``None`` where none is connected."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Room for the host (the kernel puts its session here)."""
 
@@ -75,6 +79,9 @@ class ToolDefinition:
     render_result: Callable[[Any], Any] | None = None
     """``render_result(result: AgentToolResult) -> str | display object``."""
     approval: ToolApproval = "auto"
+    approval_preview: Callable[[str, Any, ToolContext], Awaitable[ApprovalPreview | None]] | None = None
+    """``await approval_preview(tool_call_id, params, ctx)``: the change a call will make, shown on its
+    approval card when it asks (a ``NotebookError`` there fails the call with that text, unasked)."""
     read_only: bool | None = None
     """``True``: the tool changes nothing (files, state, the world), so the
     session's ``read-only`` approval mode lets it run. ``None``: only the

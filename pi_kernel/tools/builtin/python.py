@@ -217,22 +217,72 @@ def _run_captured(
         spool.add(text.encode("utf-8", "replace"))
         updates.maybe_send(capture)
 
-    error: str | None = None
     with capturing(on_text) as capture:
-        figures_before = _open_figure_numbers()
-        interrupter = Interrupter(signal, on_sigint)
-        shown_figure = None
-        try:
-            with interrupter:
-                value, shown_figure = _run_cell(code, namespace)
-            if interrupter.fired:  # it swallowed the interrupt and went on to its end
-                raise KeyboardInterrupt
-            if value is not None:
-                _add_result(capture, value, shown_figure is not None)
-        except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
-            error = OPERATION_ABORTED if interrupter.fired else _user_traceback(exception)
-        _capture_new_figures(capture, figures_before, shown_figure)
+        error = _run_in_capture(capture, code, namespace, signal, on_sigint)
     return capture, error
+
+
+def _run_in_capture(
+    capture: OutputCapture,
+    code: str,
+    namespace: dict[str, Any],
+    signal: AbortSignal | None,
+    on_sigint: bool,
+    errors: list[BaseException] | None = None,
+) -> str | None:
+    """Run the cell inside ``capture``; the error text or ``None``; the exception is added to ``errors``."""
+    error: str | None = None
+    figures_before = _open_figure_numbers()
+    interrupter = Interrupter(signal, on_sigint)
+    shown_figure = None
+    try:
+        with interrupter:
+            value, shown_figure = _run_cell(code, namespace)
+        if interrupter.fired:  # it swallowed the interrupt and went on to its end
+            raise KeyboardInterrupt
+        if value is not None:
+            _add_result(capture, value, shown_figure is not None)
+    except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
+        error = OPERATION_ABORTED if interrupter.fired else _user_traceback(exception)
+        if errors is not None:
+            errors.append(exception)
+    _capture_new_figures(capture, figures_before, shown_figure)
+    return error
+
+
+def run_notebook_cell(
+    code: str,
+    namespace: dict[str, Any],
+    *,
+    signal: AbortSignal | None = None,
+    interrupt_on_sigint: bool = False,
+) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
+    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``):
+    ``(nbformat outputs, their text for the model, the nbformat error output or None)``. An interrupt
+    gives a ``KeyboardInterrupt`` error output."""
+    _acquire_run_lock(signal)
+    errors: list[BaseException] = []
+    texts: list[str] = []
+    try:
+        with capturing(texts.append) as capture:
+            error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+    finally:
+        _RUN_LOCK.release()
+    outputs = [dict(output) for output in capture.outputs]
+    text = "".join(texts)
+    error_output = None
+    if error is not None:
+        exception = errors[0] if errors else KeyboardInterrupt()
+        aborted = error == OPERATION_ABORTED
+        error_output = {
+            "output_type": "error",
+            "ename": "KeyboardInterrupt" if aborted else type(exception).__name__,
+            "evalue": "" if aborted else str(exception),
+            "traceback": error.splitlines(),
+        }
+        outputs.append(error_output)
+        text = f"{text}\n{error}" if text else error
+    return outputs, text, error_output
 
 
 class _UpdateThrottle:

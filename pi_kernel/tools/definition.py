@@ -22,6 +22,7 @@ from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.approval_policy import check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument
+from pi_kernel.tools.turn_journal import TurnJournal
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
@@ -50,6 +51,8 @@ class ToolContext:
     """The live notebook document (a front-end's ``pi.notebook`` bridge); ``None`` where none is connected."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Room for the host (the kernel puts its session here)."""
+    journal: TurnJournal | None = None
+    """The running turn's undo journal: tools that change files, variables or the notebook record into it."""
 
 
 @dataclass(eq=False, kw_only=True)

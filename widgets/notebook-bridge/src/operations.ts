@@ -25,6 +25,8 @@ export class BridgeError extends Error {
 }
 
 export const HIGHLIGHT_CLASS = 'pi-bridge-highlight';
+/** On the notebook while one of its cells is highlighted (style/index.css: that cell anchors the scroll). */
+export const HIGHLIGHTING_CLASS = 'pi-bridge-highlighting';
 /** About this many characters of output summary per cell. */
 const OUTPUT_SUMMARY_CHARS = 200;
 const CELL_TYPES: ReadonlySet<string> = new Set(['code', 'markdown', 'raw']);
@@ -279,6 +281,7 @@ export function clearHighlight(panel: NotebookPanel): void {
   if (panel.isDisposed) {
     return;
   }
+  panel.content.removeClass(HIGHLIGHTING_CLASS);
   for (const widget of panel.content.widgets) {
     widget.removeClass(HIGHLIGHT_CLASS);
   }
@@ -297,6 +300,7 @@ async function highlight(panel: NotebookPanel, request: JSONObject): Promise<JSO
   clearHighlight(panel);
   const widget = panel.content.widgets[index];
   widget.addClass(HIGHLIGHT_CLASS);
+  panel.content.addClass(HIGHLIGHTING_CLASS);
   // Scroll without selecting or focusing it: the user may be typing in the approval card.
   await Promise.race([
     panel.content.scrollToItem(index, 'center').catch(() => undefined),

@@ -160,6 +160,8 @@ async def run_turn(
         parent=request,
     )
     turn.bind_tools(session.tool_context)
+    journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
+    session.tool_context.journal = journal
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
@@ -197,6 +199,8 @@ async def run_turn(
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_turn(None)
+        session.tool_context.journal = None
+        session.turn_journals.end(journal, added)
         unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
@@ -233,6 +237,10 @@ def prompt_message(session: PiSession, prompt: str) -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
     news) as a second text part (see ``notebook_context``)."""
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
+    if session.undo_news:
+        news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"
+        context = f"{context}\n\n{news}" if context else news
+        session.undo_news = None
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).

@@ -126,6 +126,19 @@ def positive_int(value: Any) -> int:
     return int(digits) * scale
 
 
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+
+
+def byte_count(value: Any) -> int:
+    """Bytes, 0 or more: ``1073741824``, ``"512MB"``, ``"1 GB"`` (units of 1024); ``ValueError`` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmg]?b?)", str(value).strip().lower().replace("_", ""))
+    if not isinstance(value, str) or match is None:
+        raise ValueError(f"{_shown(value)} is not a size in bytes (such as 512MB or 1GB)")
+    return int(float(match.group(1)) * _BYTE_UNITS[match.group(2)])
+
+
 def dollars(value: Any) -> float:
     """An amount of US dollars, at least 0 (``"$5"`` allowed); ``ValueError`` otherwise."""
     text = value.strip().lstrip("$") if isinstance(value, str) else value
@@ -327,6 +340,12 @@ class PiSettings:
         None, lambda value: _folder(_text(value)), "File tools refuse paths outside it.", "PI_WORKSPACE_ROOT"
     )
     describe_limit: int = setting(4000, positive_int, "Characters of one inspect / cells answer (default 4000).")
+    undo_memory: int = setting(
+        1 << 30,
+        byte_count,
+        "Memory for %pi undo's copies of objects a turn's code may change in place, and of files (default 1GB).",
+        "PI_UNDO_MEMORY",
+    )
 
     base_url_from_env: bool = False
     """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to

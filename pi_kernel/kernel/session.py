@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pi_kernel.ai import Context, Model
     from pi_kernel.kernel.notebook_context import NotebookContext
     from pi_kernel.kernel.turn import Turn
+    from pi_kernel.kernel.turn_undo import TurnJournals
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
     from pi_kernel.tools.approval_policy import ApprovalPolicy
     from pi_kernel.tools.mcp import McpManager
@@ -74,6 +75,9 @@ class PiSession:
         self.context_enabled = self.settings.notebook_context is not False
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
         self._notebook_context: NotebookContext | None = None
+        self._turn_journals: TurnJournals | None = None
+        self.undo_news: str | None = None
+        """What ``%pi undo`` reverted of a turn: the next turn's prompt tells the model (``prompt_message``)."""
         self.code_cells = False
         """``%pi cells on``: every turn's ``python`` code comes back as a new cell (as ``%%pi --cells``)."""
         self.approvals = SessionApprovals(self)
@@ -157,6 +161,16 @@ class PiSession:
 
         turn = self.turn
         return message_session(turn.parent) if turn is not None else None
+
+    @property
+    def turn_journals(self) -> TurnJournals:
+        """Each ``%%pi`` turn's undo journal (``turn_undo``): what ``%pi undo`` reverts."""
+        with self._lock:
+            if self._turn_journals is None:
+                from pi_kernel.kernel.turn_undo import TurnJournals
+
+                self._turn_journals = TurnJournals()
+            return self._turn_journals
 
     @property
     def notebook_context(self) -> NotebookContext:

@@ -83,6 +83,10 @@ class ViewHost(Protocol):
 
     def tool_definition(self, name: str) -> ToolDefinition | None: ...
 
+    @property
+    def agent(self) -> Any:
+        """The session's agent (its ``steer`` and ``follow_up``: the widget view's message box)."""
+
 
 TurnViewFactory = Callable[[ViewHost, str, TurnOptions], TurnView | None]
 """Makes the view of one turn (session, prompt, options); ``None`` where it cannot work."""

@@ -22,6 +22,7 @@ from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.approval_policy import check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument
+from pi_kernel.tools.turn_journal import TurnJournal
 
 if TYPE_CHECKING:
     from pi_kernel.tools.cell_source import CellSource
@@ -58,6 +59,8 @@ class ToolContext:
     python_on_main_thread: bool = False
     """The host's event loop runs on the main thread of a kernel: the ``python`` tool runs its code there,
     where a kernel interrupt reaches it (see ``builtin.python``)."""
+    journal: TurnJournal | None = None
+    """The running turn's undo journal: tools that change files, variables or the notebook record into it."""
 
 
 @dataclass(eq=False, kw_only=True)

@@ -74,6 +74,7 @@ from pi_kernel.tools.builtin.python_interrupt import Interrupter, run_coroutine
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
+from pi_kernel.tools.turn_journal import TurnJournal
 
 MAX_MODEL_IMAGES = 3
 UPDATE_INTERVAL_SECONDS = 0.1
@@ -113,7 +114,13 @@ def create_python_tool(
     ) -> AgentToolResult:
         target = ctx.namespace if ctx.namespace is not None else private
         run = functools.partial(
-            run_python, params.code, target, signal=signal, on_update=on_update, max_images=max_images
+            run_python,
+            params.code,
+            target,
+            signal=signal,
+            on_update=on_update,
+            max_images=max_images,
+            journal=ctx.journal,
         )
         if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
             await _let_scheduled_callbacks_run()
@@ -167,17 +174,25 @@ def run_python(
     on_update: Callable[[AgentToolResult], None] | None = None,
     max_images: int = MAX_MODEL_IMAGES,
     interrupt_on_sigint: bool = False,
+    journal: TurnJournal | None = None,
 ) -> AgentToolResult:
     """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop).
 
     ``interrupt_on_sigint`` (main thread only): a SIGINT while the code runs raises ``KeyboardInterrupt`` in it.
+    ``journal``: the turn's undo journal, told what the code changes (under the run lock, so no other
+    call changes the namespace meanwhile).
     """
     _acquire_run_lock(signal)
     try:
         run_number = next(_run_numbers)
         spool = OutputSpool("pi-python")
         throttle = _UpdateThrottle(on_update)
-        capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
+        token = journal.before_code(namespace, code) if journal is not None else None
+        try:
+            capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
+        finally:
+            if journal is not None:
+                journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
     if error is not None:
@@ -256,16 +271,22 @@ def run_notebook_cell(
     *,
     signal: AbortSignal | None = None,
     interrupt_on_sigint: bool = False,
+    journal: TurnJournal | None = None,
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``):
-    ``(nbformat outputs, their text for the model, the nbformat error output or None)``. An interrupt
-    gives a ``KeyboardInterrupt`` error output."""
+    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``, the
+    ``journal`` told as there): ``(nbformat outputs, their text for the model, the nbformat error output
+    or None)``. An interrupt gives a ``KeyboardInterrupt`` error output."""
     _acquire_run_lock(signal)
     errors: list[BaseException] = []
     texts: list[str] = []
     try:
-        with capturing(texts.append) as capture:
-            error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        token = journal.before_code(namespace, code) if journal is not None else None
+        try:
+            with capturing(texts.append) as capture:
+                error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        finally:
+            if journal is not None:
+                journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
     outputs = [dict(output) for output in capture.outputs]

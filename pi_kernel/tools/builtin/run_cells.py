@@ -68,7 +68,6 @@ def create_run_cells_tool() -> ToolDefinition:
         document = require_notebook(ctx, "run_cells")
         namespace = ctx.namespace if ctx.namespace is not None else {"__name__": "__main__"}
         _, cells = await read_refs(document, params.cells)
-        journal = getattr(ctx, "journal", None)
         reports: list[str] = []
         failed = False
         for cell in cells:
@@ -81,12 +80,7 @@ def create_run_cells_tool() -> ToolDefinition:
                 reports.append(f"{cell.position}: a %%pi cell, not run (it would start another agent turn).")
                 continue
             code = _transform(cell.source)
-            token = journal.before_code(namespace, code) if journal is not None else None
-            try:
-                outputs, text, error = await _run(code, namespace, signal, ctx)
-            finally:
-                if journal is not None:
-                    journal.after_code(namespace, token)
+            outputs, text, error = await _run(code, namespace, signal, ctx)
             count = _next_count()
             try:
                 await document.set_outputs(cell.id, outputs, count)
@@ -125,7 +119,7 @@ def create_run_cells_tool() -> ToolDefinition:
 async def _run(
     code: str, namespace: dict[str, Any], signal: AbortSignal | None, ctx: ToolContext
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    run = functools.partial(run_notebook_cell, code, namespace, signal=signal)
+    run = functools.partial(run_notebook_cell, code, namespace, signal=signal, journal=ctx.journal)
     if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
         await asyncio.sleep(0)  # let a scheduled abort land first
         if signal is not None and signal.aborted:

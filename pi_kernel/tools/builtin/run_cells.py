@@ -10,7 +10,9 @@ stops at the first cell that raises, as "run all" does. IPython syntax
 (``%magic``, ``!cmd``) is transformed by the shell when there is one. Markdown
 cells are skipped; a ``%%pi`` cell is not run (it would start another turn).
 The model gets each cell's output text and error. ``ctx.journal`` (the turn's
-undo journal) sees the code before and after it runs.
+undo journal) sees the code before and after it runs. The approval card shows
+the code that will run (``approval_preview``); a cell the user changes while
+the card waits is refused as stale, so what runs is what was approved.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.invoke import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.builtin.describe import clip
 from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
 from pi_kernel.tools.builtin.python import run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import NotebookError
+from pi_kernel.tools.notebook_document import STALE_TEXT, CellInfo, NotebookError, StaleCell
 
 CELL_TEXT_CHARS = 4000
 """Output text per cell given to the model (its head and tail)."""
@@ -61,13 +64,38 @@ def _next_count() -> int | None:
     return count
 
 
+_approved: dict[str, tuple[Any, dict[str, str]]] = {}
+"""The sources each approval card showed, by tool call id, until the call runs."""
+
+
+def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
+    """The code that will run, cell by cell, as the card shows it."""
+    parts = []
+    for cell in cells:
+        lines = "".join(f" {line}\n" for line in cell.source.splitlines())
+        parts.append(f"@@ {cell.title()} @@\n{lines}")
+    titles = ", ".join(cell.title() for cell in cells)
+    return ApprovalPreview(f"run {titles}", "".join(parts), cells[0].id if cells else None)
+
+
 def create_run_cells_tool() -> ToolDefinition:
+    async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
+        _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells)
+        _approved[tool_call_id] = (params, {cell.id: cell.source for cell in cells})
+        while len(_approved) > 64:
+            _approved.pop(next(iter(_approved)))
+        return code_preview(cells)
+
     async def execute(
         tool_call_id: str, params: RunCellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         document = require_notebook(ctx, "run_cells")
         namespace = ctx.namespace if ctx.namespace is not None else {"__name__": "__main__"}
         _, cells = await read_refs(document, params.cells)
+        approved = _approved.pop(tool_call_id, None)
+        if approved is not None and approved[0] == params:
+            if any(approved[1].get(cell.id, cell.source) != cell.source for cell in cells):
+                raise StaleCell(STALE_TEXT)
         reports: list[str] = []
         failed = False
         for cell in cells:
@@ -113,6 +141,7 @@ def create_run_cells_tool() -> ToolDefinition:
         execute=execute,
         prompt_snippet="Run notebook cells; their outputs show in the notebook",
         approval="ask",
+        approval_preview=preview,
     )
 
 

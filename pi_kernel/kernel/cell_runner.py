@@ -159,9 +159,9 @@ async def run_turn(
         blocking=blocking,
         parent=request,
     )
+    session.turn_journals.retire_offer()
+    turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     turn.bind_tools(session.tool_context)
-    journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
-    session.tool_context.journal = journal
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
@@ -200,13 +200,16 @@ async def run_turn(
     finally:
         session.set_turn(None)
         session.tool_context.journal = None
-        session.turn_journals.end(journal, added)
+        if turn.journal is not None:
+            session.turn_journals.end(turn.journal, added)
         unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
         outcome = outcome_of(added, turn.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
+        if turn.journal is not None:
+            session.turn_journals.offer(view, turn.journal, session)
         if took_effect and outcome.messages:
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn

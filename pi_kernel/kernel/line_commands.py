@@ -30,7 +30,7 @@ from pi_kernel.kernel.model_resolution import (
 )
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.text_view import render_messages
-from pi_kernel.kernel.turn_undo import undo_newest
+from pi_kernel.kernel.turn_undo import undo_turn
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -201,10 +201,8 @@ def undo(session: PiSession, words: list[str]) -> str:
     if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     if not words:
-        context = session.tool_context
-        done = undo_newest(session.turn_journals, context.namespace, context.notebook, show_later)
+        done = undo_turn(session, None, show_later)
         if done is not None:
-            session.undo_news = done or "the notebook changes of that turn were undone"
             return done
     try:
         version = session.undo(int(words[0]) if words else 1)

@@ -14,11 +14,13 @@ gate (``SessionApprovals.gate(turn)``), to the request hook (``no_tools``),
 to the tools' context (``bind_tools``). The session knows only which turn runs
 now (``PiSession.turn``), for an interrupt and for commands that must wait.
 
-A per-turn service for the tools (the turn's undo journal, say) is a field of
-the ``Turn``, made by ``run_turn``; ``bind_tools`` sets it on the session's
-``ToolContext`` (a typed field, ``None`` between turns) as the turn starts,
-and ``run_turn`` puts ``None`` back in its ``finally``: a tool reads it as
-``ctx.journal``, and nothing outlives the turn.
+How a per-turn service reaches the tools (the turn's undo journal, say): it
+is a field of the ``Turn``, made by ``run_turn``; ``bind_tools`` sets it on
+the session's ``ToolContext`` (a typed field there, ``None`` between turns)
+as the turn starts, and ``run_turn``'s ``finally`` sets ``None`` back. A tool
+reads ``ctx.journal``; nothing outlives the turn. (The registry's wrapped
+tools hold the session's one ``ToolContext``: a copy per turn would mean
+re-wrapping every tool each turn, and resetting their retry budgets.)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pi_kernel.kernel.views import TurnOptions, TurnView
 if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
     from pi_kernel.ai import Model
     from pi_kernel.tools.definition import ToolContext
+    from pi_kernel.tools.turn_journal import TurnJournal
 
 
 @dataclass
@@ -56,6 +59,8 @@ class Turn:
     parent: dict[str, Any] | None = None
     """The cell's ``execute_request`` (in a kernel): the parent of the ``busy`` that ``reassert_busy`` sends."""
     interrupted: bool = False
+    journal: TurnJournal | None = None
+    """The turn's undo journal (``turn_undo``): the tools record what they change into it."""
 
     def cancel(self) -> None:
         """An interrupt reached this turn (the session also aborts the agent and denies waiting approvals)."""
@@ -69,3 +74,4 @@ class Turn:
     def bind_tools(self, ctx: ToolContext) -> None:
         """The turn starts: the tools' context gets this turn's state (relative paths from the cwd of now)."""
         ctx.cwd = Path.cwd()
+        ctx.journal = self.journal

@@ -84,8 +84,16 @@ class ViewHost(Protocol):
     def tool_definition(self, name: str) -> ToolDefinition | None: ...
 
     @property
-    def agent(self) -> Any:
-        """The session's agent (its ``steer`` and ``follow_up``: the widget view's message box)."""
+    def agent(self) -> AgentQueues:
+        """The session's agent: a view's message box steers the running turn through it."""
+
+
+class AgentQueues(Protocol):
+    """The agent's queues a view may fill (``Agent.steer`` / ``Agent.follow_up``)."""
+
+    def steer(self, message: Any) -> None: ...
+
+    def follow_up(self, message: Any) -> None: ...
 
 
 TurnViewFactory = Callable[[ViewHost, str, TurnOptions], TurnView | None]

@@ -85,6 +85,8 @@ class PiSession:
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
+        self.context_for_local = False
+        """``%pi context local``: the local model is told too (by default it is not: SmolLM2-135M repeats it)."""
         self._notebook_context: NotebookContext | None = None
         self.code_cells = False
         """``%pi cells on``: every turn's ``python`` code comes back as a new cell (as ``%%pi --cells``)."""

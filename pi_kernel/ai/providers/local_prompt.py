@@ -129,7 +129,7 @@ def chat_messages(context: Context, offer_tools: bool = True, focus: bool = Fals
     the call; with the result after the question it often repeats its previous
     answer; results first, question last, it answers from them.
     """
-    system = context.system_prompt or "You are a helpful assistant."
+    system = (None if focus else context.system_prompt) or "You are a helpful assistant."
     if context.tools and offer_tools:
         system = f"{system}\n\n{tools_section(context.tools)}"
     turns = [_Turn("system", system)]

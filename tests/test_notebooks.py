@@ -346,7 +346,7 @@ def check_your_data(nb: Any, approval: str, workdir: Path) -> None:
         assert "1375" in answers(fix)[-1], answers(fix)
         [new] = offered
         assert "sales['revenue'].sum()" in new.source and nb.cells[nb.cells.index(fix) + 1] is new
-        assert output_text(new).strip() == "1375.0", new
+        assert "1375.0" in output_text(new) and new.outputs[-1]["output_type"] == "execute_result", new
     else:  # denied code is never offered as a cell
         assert call["status"] == "denied" and offered == [], (call, offered)
 

@@ -38,8 +38,14 @@ chromium:
 	  else echo "Install Chromium first: sudo apt-get install -y chromium (browser tests are skipped without it)"; fi; \
 	fi
 
+# JupyterLab runs on a copy of the tutorials (TUTORIALS, git-ignored): running them saves outputs and writes
+# files there, never into notebooks/ (git status stays clean). A copy you changed is kept; delete the folder to
+# start over. The printed URL opens the quickstart, not the Launcher (docs/tutorials.md).
+TUTORIALS ?= .tutorials
 lab: setup
-	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
+	mkdir -p $(TUTORIALS) && cp -n notebooks/*.ipynb $(TUTORIALS)/
+	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=$(TUTORIALS) --port=$(PORT) \
+	  --LabApp.default_url=/lab/tree/01_quickstart.ipynb
 
 # PI_REQUIRE_LOCAL_MODEL=1: a test that needs the local model fails instead of skipping without it,
 # so this target cannot pass without running the tutorials; PI_REQUIRE_GATEWAY=1 the same for the gateway test.

@@ -82,6 +82,7 @@ from pi_kernel.ai import (
     UserMessage,
 )
 from pi_kernel.ai.secrets import mask
+from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
 
@@ -146,6 +147,9 @@ class Agent:
         self.prepare_next_turn = prepare_next_turn
         self.should_stop_after_turn = should_stop_after_turn
         self.max_turns = max_turns
+        self.first_tool_choice: ToolChoice | None = None
+        """The ``tool_choice`` of each run's first model request only (``%%pi --tool``): ``required``
+        or a tool's name makes the model call a tool first, then it chooses freely."""
         self.max_tool_result_chars = max_tool_result_chars
         self.compaction = compaction if compaction is not None else CompactionSettings()
         """Compaction settings (on by default; ``enabled=False`` turns it off)."""
@@ -371,6 +375,7 @@ class Agent:
             prepare_next_turn=prepare_next_turn,
             stream_options=self.stream_options,
             max_turns=overrides.max_turns if overrides.max_turns is not None else self.max_turns,
+            first_tool_choice=self.first_tool_choice,
             max_tool_result_chars=self.tool_result_limit(),
             compaction=self.compaction,
             before_request=self._check_budget,

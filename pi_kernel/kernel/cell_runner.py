@@ -78,21 +78,51 @@ def _positive(text: str) -> int:
 
 
 def parse_options(line: str) -> TurnOptions:
-    """``--model NAME --no-tools --max-turns N --approve MODE --cells`` (the ``%%pi`` line)."""
+    """``--model NAME --no-tools --max-turns N --approve MODE --cells --tool NAME|any`` (the ``%%pi`` line)."""
     parser = _OptionParser(prog="%%pi", add_help=False)
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
     parser.add_argument("--approve", choices=SESSION_MODES)
     parser.add_argument("--cells", action="store_true")
+    parser.add_argument("--tool")
     try:
         words = shlex.split(line)
     except ValueError as error:
         raise PiUsageError(f"%%pi: {error}") from None
     args = parser.parse_args(words)
+    if args.tool is not None and args.no_tools:
+        raise PiUsageError("%%pi: --tool and --no-tools exclude each other")
     return TurnOptions(
-        model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve, cells=args.cells
+        model=args.model,
+        no_tools=args.no_tools,
+        max_turns=args.max_turns,
+        approve=args.approve,
+        cells=args.cells,
+        tool=args.tool,
     )
+
+
+def first_tool_choice(session: PiSession, tool: str | None) -> str | None:
+    """The ``tool_choice`` of the turn's first request for ``--tool`` (``any`` → ``required``); a tool that is not
+    there or switched off is a usage error, before anything is sent."""
+    if tool is None:
+        return None
+    registry = session.registry
+    if tool == "any":
+        if not registry.active_definitions():
+            raise PiUsageError("%%pi --tool any: every tool is switched off (%pi tools enable NAME)")
+        return "required"
+    if tool not in registry:
+        raise PiUsageError(f"%%pi --tool: no tool named {tool!r} (known: {', '.join(registry.names()) or 'none'})")
+    if not registry.is_enabled(tool):
+        raise PiUsageError(f"%%pi --tool: {tool} is switched off (%pi tools enable {tool})")
+    if not session.notebook.connected:
+        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
+
+        if tool in BRIDGE_TOOLS:
+            raise PiUsageError(f"%%pi --tool: {tool} needs the notebook bridge, and no notebook front-end is connected")
+    return tool
 
 
 def _request(session: PiSession) -> dict[str, Any] | None:
@@ -144,6 +174,10 @@ async def run_turn(
     agent = session.agent
     if agent.is_running:
         raise PiUsageError("the agent is already running a turn (interrupt it first)")
+    if options.tool not in (None, "any") and options.tool not in session.registry:
+        with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
+            await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
+    forced = first_tool_choice(session, options.tool)
     loop = asyncio.get_running_loop()
     request = _request(session)
     allow_stdin, raw_input = _stdin_reader(session, request)
@@ -165,6 +199,7 @@ async def run_turn(
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
+    agent.first_tool_choice = forced  # %%pi --tool: the turn's first request only
     context = contextvars.copy_context()  # approvals resolved on other threads update the view in this cell
 
     def on_approval(kind: str, request: ApprovalRequest) -> None:
@@ -184,7 +219,9 @@ async def run_turn(
     session.set_turn(turn)
     cancelled = False
     try:
-        message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
+        message = prompt_message(
+            session, prompt, model.provider
+        )  # inside: a re-run's cut conversation is settled by end_turn
         with interrupt_hook(session.interrupt, loop):
             await session.start_mcp()
             _print_notices(session)
@@ -205,6 +242,7 @@ async def run_turn(
         unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
+        agent.first_tool_choice = None
         outcome = outcome_of(added, turn.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
@@ -236,9 +274,12 @@ def _print_notices(session: PiSession) -> None:
         print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
 
 
-def prompt_message(session: PiSession, prompt: str) -> UserMessage:
+def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
-    news) as a second text part (see ``notebook_context``)."""
+    news) as a second text part (see ``notebook_context``). The local model (``provider`` ``local``) is not
+    told unless ``%pi context local``: SmolLM2-135M repeats the context instead of answering."""
+    if provider == "local" and not session.context_for_local:
+        return UserMessage([TextContent(prompt)])
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
     if session.undo_news:
         news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"

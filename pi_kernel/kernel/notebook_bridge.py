@@ -19,7 +19,8 @@ all with ``BridgeGone``.
 
 With several front-ends connected (two browser tabs), requests go to the
 comm of the client that sent the running cell when it opened one, else to
-the newest.
+the newest. ``pi_kernel.tools`` (the errors, ``CellInfo``) is imported lazily,
+when a request is made: the target is registered at every kernel's start.
 """
 
 from __future__ import annotations

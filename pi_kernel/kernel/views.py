@@ -43,6 +43,8 @@ class TurnOptions:
     """``--approve MODE``: the approval mode for this cell only."""
     cells: bool = False
     """``--cells``: the ``python`` code of this turn comes back as a new cell below."""
+    tool: str | None = None
+    """``--tool NAME``: the model's first request must call tool NAME (``any``: some tool)."""
 
 
 @dataclass

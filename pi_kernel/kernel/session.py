@@ -74,6 +74,8 @@ class PiSession:
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
+        self.context_for_local = False
+        """``%pi context local``: the local model is told too (by default it is not: SmolLM2-135M repeats it)."""
         self._notebook_context: NotebookContext | None = None
         self._turn_journals: TurnJournals | None = None
         self.undo_news: str | None = None

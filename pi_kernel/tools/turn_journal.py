@@ -249,7 +249,7 @@ class TurnJournal:
         if name.startswith("_") or name in ("In", "Out"):
             return
         kind = type(value)
-        if kind in _IMMUTABLE or isinstance(value, _NOT_DATA):
+        if kind in _IMMUTABLE or issubclass(kind, _NOT_DATA):  # type(), never isinstance: a proxy lies
             return
         copier = _copier(kind)
         if copier is None:

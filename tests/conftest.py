@@ -17,6 +17,12 @@ if os.path.dirname(_TESTS) not in sys.path:
 # Test helpers (fake_openai, ...) live next to the tests and import as top-level modules.
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+# Tests sit in folders that mirror the package; a few reuse another test module's harness by its name
+# (``from test_widgets_frontend import WidgetHarness``), so every folder is importable from any other.
+for _folder in sorted(os.listdir(_TESTS)):
+    _path = os.path.join(_TESTS, _folder)
+    if os.path.isdir(_path) and _folder not in ("data", "__pycache__") and _path not in sys.path:
+        sys.path.append(_path)
 
 from fake_openai import FakeOpenAI  # noqa: E402 - needs the path above
 

@@ -1,31 +1,104 @@
 """Messages, schema-driven tools, validation, streaming JSON and providers.
 
-The bottom layer: it imports nothing else from ``pi_kernel``.
+The bottom layer: it imports nothing else from ``pi_kernel``. Its names are
+imported on first use (``__getattr__`` below), so that a light module of the
+layer, such as ``pi_kernel.ai.secrets`` which the kernel's settings need at
+start, does not pull in pydantic, the validators and the providers with it
+(about 100 ms of every kernel start; ``benchmarks/kernel_startup.py``).
 """
 
-from pi_kernel.ai.abort import AbortController, AbortSignal
-from pi_kernel.ai.json_stream import IncrementalJSONParser, parse_streaming_json
-from pi_kernel.ai.messages import (
-    AssistantMessage,
-    Content,
-    ImageContent,
-    Message,
-    StopReason,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-    content_from_dict,
-    message_from_dict,
-    to_dict,
-)
-from pi_kernel.ai.models import Compat, Model, ModelCost, detect_compat, detect_provider, parse_model_spec
-from pi_kernel.ai.stream import complete, stream
-from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
-from pi_kernel.ai.tool import ConstrainedSampling, Tool
-from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pi_kernel.ai.abort import AbortController, AbortSignal
+    from pi_kernel.ai.json_stream import IncrementalJSONParser, parse_streaming_json
+    from pi_kernel.ai.messages import (
+        AssistantMessage,
+        Content,
+        ImageContent,
+        Message,
+        StopReason,
+        TextContent,
+        ThinkingContent,
+        ToolCall,
+        ToolResultMessage,
+        Usage,
+        UserMessage,
+        content_from_dict,
+        message_from_dict,
+        to_dict,
+    )
+    from pi_kernel.ai.models import Compat, Model, ModelCost, detect_compat, detect_provider, parse_model_spec
+    from pi_kernel.ai.stream import complete, stream
+    from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
+    from pi_kernel.ai.tool import ConstrainedSampling, Tool
+    from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+
+_LAZY: dict[str, str] = {
+    "AbortController": "pi_kernel.ai.abort",
+    "AbortSignal": "pi_kernel.ai.abort",
+    "IncrementalJSONParser": "pi_kernel.ai.json_stream",
+    "parse_streaming_json": "pi_kernel.ai.json_stream",
+    "AssistantMessage": "pi_kernel.ai.messages",
+    "Content": "pi_kernel.ai.messages",
+    "ImageContent": "pi_kernel.ai.messages",
+    "Message": "pi_kernel.ai.messages",
+    "StopReason": "pi_kernel.ai.messages",
+    "TextContent": "pi_kernel.ai.messages",
+    "ThinkingContent": "pi_kernel.ai.messages",
+    "ToolCall": "pi_kernel.ai.messages",
+    "ToolResultMessage": "pi_kernel.ai.messages",
+    "Usage": "pi_kernel.ai.messages",
+    "UserMessage": "pi_kernel.ai.messages",
+    "content_from_dict": "pi_kernel.ai.messages",
+    "message_from_dict": "pi_kernel.ai.messages",
+    "to_dict": "pi_kernel.ai.messages",
+    "Compat": "pi_kernel.ai.models",
+    "Model": "pi_kernel.ai.models",
+    "ModelCost": "pi_kernel.ai.models",
+    "detect_compat": "pi_kernel.ai.models",
+    "detect_provider": "pi_kernel.ai.models",
+    "parse_model_spec": "pi_kernel.ai.models",
+    "complete": "pi_kernel.ai.stream",
+    "stream": "pi_kernel.ai.stream",
+    "AssistantMessageEvent": "pi_kernel.ai.stream_types",
+    "AssistantMessageStream": "pi_kernel.ai.stream_types",
+    "Context": "pi_kernel.ai.stream_types",
+    "StreamOptions": "pi_kernel.ai.stream_types",
+    "ConstrainedSampling": "pi_kernel.ai.tool",
+    "Tool": "pi_kernel.ai.tool",
+    "ToolArgumentsError": "pi_kernel.ai.validation",
+    "validate_tool_arguments": "pi_kernel.ai.validation",
+}
+
+
+class _Package(types.ModuleType):
+    """Keeps a lazy name from being shadowed by the submodule of the same name (``stream``): importing
+    ``pi_kernel.ai.stream`` binds the module on the package, where the function was meant, as eager
+    imports had it."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pi_kernel.ai' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AbortController",

@@ -1,7 +1,7 @@
 """The lenient pre-pass before the strict check: ``SchemaCoercer`` repairs the almost-right arguments models
 send (``"42"`` for an integer) that neither ``jsonschema`` nor pydantic's lax mode accepts, where unambiguous.
 
-Rules: ``docs/validation.md``; the full table: ``tests/test_coercion.py``.
+Rules: ``docs/validation.md``; the full table: ``tests/ai/test_coercion.py``.
 """
 
 from __future__ import annotations

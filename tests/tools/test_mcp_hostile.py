@@ -18,7 +18,7 @@ from pi_kernel.tools.mcp import McpManager, server_config, to_result
 from pi_kernel.tools.mcp.server import McpServer
 from pi_kernel.tools.registry import ToolRegistry
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _image_result(data: bytes, mime: str) -> mcp_types.CallToolResult:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "notebook_context.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "notebook_context.py"
 
 
 def _load() -> ModuleType:

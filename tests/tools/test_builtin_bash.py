@@ -256,7 +256,7 @@ async def test_the_full_output_file_is_private_masked_and_removed_at_exit(
         "r = asyncio.run(call_tool(create_bash_tool(), {'command': 'seq 1 5000'}, make_ctx('.')))\n"
         "print(r.details['full_output_path'])"
     )
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     done = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

@@ -38,7 +38,7 @@ def notebook() -> Iterator[NotebookPage]:
 
     with FakeOpenAI(responder=respond) as fake, sync_playwright() as playwright:
         env = {
-            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
             "OPENAI_BASE_URL": fake.base_url,
             "OPENAI_API_KEY": "sk-test-SECRET-browser-display-0123",
             "PI_MODEL": "fake-model",

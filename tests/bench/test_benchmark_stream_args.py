@@ -14,7 +14,7 @@ from types import ModuleType
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.providers import openai_chunks
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "stream_args.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "stream_args.py"
 
 
 def _load() -> ModuleType:

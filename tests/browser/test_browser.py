@@ -63,7 +63,7 @@ def fake() -> Iterator[FakeOpenAI]:
 
 def _kernel_env(fake: FakeOpenAI) -> dict[str, str]:
     return {
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_API_KEY": FAKE_KEY,
         "PI_MODEL": "fake-model",

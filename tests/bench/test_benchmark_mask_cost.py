@@ -16,7 +16,7 @@ from types import ModuleType
 from pi_kernel.ai.secret_encodings import may_hold, merged, replaced
 from pi_kernel.ai.secrets import FRAGMENT_CHARS, mask
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "mask_cost.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "mask_cost.py"
 
 
 def _load() -> ModuleType:

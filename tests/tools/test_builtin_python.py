@@ -211,7 +211,7 @@ sys.stdout.write("\\nRESULT:" + json.dumps({{
 def test_display_in_ipython_lands_in_details_with_mime_bundles() -> None:
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
     }
     completed = subprocess.run(
         [sys.executable, "-c", IPYTHON_SCRIPT], capture_output=True, text=True, env=env, timeout=120, check=True

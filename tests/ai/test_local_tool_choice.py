@@ -36,7 +36,7 @@ from pi_kernel.ai.providers.local_prompt import (
 )
 from pi_kernel.ai.providers.local_server import failure_of
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER, TIME = Tool("get_weather", "Weather.", SCHEMA), Tool("get_time", "Time.", SCHEMA)
 CALLS = ["functions.get_weather:", "functions.get_time:"]

@@ -41,7 +41,7 @@ def notebook(fake: FakeOpenAI) -> Iterator[NotebookPage]:
     from playwright.sync_api import sync_playwright
 
     env = {
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_API_KEY": "sk-test-SECRET-browser-notebook-0123",
         "PI_MODEL": "fake-model",

@@ -14,7 +14,7 @@ from pi_kernel.tools import ToolRegistry
 from pi_kernel.tools.mcp import McpManager, McpToolError, server_config
 from pi_kernel.tools.mcp.server import McpServerError
 
-SERVER = str(Path(__file__).with_name("hostile_mcp_server.py"))
+SERVER = str(Path(__file__).resolve().parents[1] / "hostile_mcp_server.py")
 
 
 def test_a_reply_too_deep_to_parse_is_an_error_at_once_not_a_wait_for_the_timeout() -> None:

@@ -43,7 +43,7 @@ from fake_openai import FakeOpenAI, ToolCallSpec, text_chunks, tool_call_chunks
 
 from pi_kernel.kernel.kernelspec import write_kernel_spec
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GATEWAY_VENV = Path(os.environ.get("PI_GATEWAY_VENV", REPO / ".gateway-venv"))
 GATEWAY = GATEWAY_VENV / "bin" / "jupyter-enterprisegateway"
 FAKE_KEY = "sk-test-SECRET-gateway-0123456789"

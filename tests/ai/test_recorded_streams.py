@@ -45,7 +45,7 @@ from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOpti
 # The repository holds the recordings; PI_RECORDED_STREAMS may point elsewhere (skipped if absent, outside CI).
 pytestmark = needs_recorded_streams()
 
-SHARED_ORIGINALS = Path(__file__).resolve().parents[2] / "shared" / "data" / "recorded-streams"
+SHARED_ORIGINALS = Path(__file__).resolve().parents[3] / "shared" / "data" / "recorded-streams"
 
 
 def test_the_repository_copies_are_the_recordings_byte_for_byte() -> None:
@@ -221,7 +221,7 @@ def responder(body):
 async def test_command_line_serves_a_responder_script(tmp_path: Path) -> None:
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    server_file = Path(__file__).with_name("fake_openai.py")
+    server_file = Path(__file__).resolve().parents[1] / "fake_openai.py"
     process = subprocess.Popen(
         [sys.executable, str(server_file), "--port", "0", "--script", str(script)],
         stdout=subprocess.PIPE,

@@ -73,6 +73,14 @@ def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 _fixed: ContextVar[list[str] | None] = ContextVar("pi_fixed_secret_values", default=None)
+_added: set[str] = set()
+
+
+def add_secret_value(value: str | bytes) -> None:
+    """Mask ``value`` from now on too: a secret held outside the environment (the kernel's HMAC key)."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if len(text) >= MIN_SECRET_CHARS:
+        _added.add(text)
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -83,7 +91,7 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
         if fixed is not None:
             return fixed
     env = os.environ if environ is None else environ
-    values: set[str] = set()
+    values: set[str] = set(_added) if environ is None else set()
     for name, value in list(env.items()):
         password = url_password(value)
         if password is not None:
@@ -286,6 +294,7 @@ __all__ = [
     "MASK",
     "MIN_SECRET_CHARS",
     "MaskedStream",
+    "add_secret_value",
     "is_secret_name",
     "is_secret_variable",
     "mask",

@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.ai.secrets import add_secret_value, mask
 
 MASKED_TYPES = frozenset(
     {
@@ -211,6 +211,9 @@ def install_outgoing_mask(kernel: Any, shell: Any) -> None:
     global _installed
     remove_outgoing_mask(shell)
     if kernel is not None and getattr(kernel, "session", None) is not None:
+        key = getattr(kernel.session, "key", b"")
+        if isinstance(key, bytes | str) and key:
+            add_secret_value(key)  # the HMAC key runs code in the kernel: masked wherever it shows
         _installed = OutgoingMask(kernel.session, kernel)
         _installed.install()
     else:

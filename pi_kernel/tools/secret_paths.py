@@ -28,8 +28,11 @@ it.
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 import re
+import sys
+from itertools import islice
 
 from jupyter_core.paths import jupyter_runtime_dir
 
@@ -61,6 +64,29 @@ _JUPYTER_SECRETS = re.compile(
 may be any folder, a connection file may be passed from anywhere with ``-f``)."""
 
 
+def connection_files() -> list[str]:
+    """This kernel's connection file (whatever its name: a plain ``KernelManager``, nbclient and papermill
+    name it ``/tmp/tmpXXXX.json``), as given and resolved: from the running kernel application, else from
+    the process's command line (``-f PATH``, ``--f=PATH``, ``--IPKernelApp.connection_file=PATH``)."""
+    found: list[str] = []
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+
+        if IPKernelApp.initialized():
+            app = IPKernelApp.instance()
+            found.append(os.path.join(app.connection_dir, app.connection_file) if app.connection_file else "")
+    except Exception:  # noqa: BLE001 - no kernel application here (a test, IPython in a terminal)
+        pass
+    arguments = list(sys.argv)
+    for index, argument in enumerate(arguments):
+        if argument == "-f" and index + 1 < len(arguments):
+            found.append(arguments[index + 1])
+        elif argument.startswith(("--f=", "--IPKernelApp.connection_file=", "--connection-file=")):
+            found.append(argument.split("=", 1)[1])
+    paths = [path for path in found if path]
+    return list(dict.fromkeys([os.path.abspath(path) for path in paths] + [os.path.realpath(path) for path in paths]))
+
+
 def _runtime_dirs() -> list[str]:
     """Jupyter's runtime folder now (``JUPYTER_RUNTIME_DIR`` or the default), as given and resolved."""
     try:
@@ -88,6 +114,8 @@ def _name_reason(real: str) -> str | None:
         return f"{name} looks like a private key"
     if _JUPYTER_SECRETS.match(name):
         return f"{name} is a Jupyter connection or server file, whose key runs code in the kernel"
+    if real in connection_files():
+        return f"{name} is this kernel's connection file, whose key runs code in the kernel"
     for runtime in _runtime_dirs():
         if real == runtime or real.startswith(runtime.rstrip(os.sep) + os.sep):
             return "files in Jupyter's runtime folder hold the keys of running kernels and servers"
@@ -116,6 +144,9 @@ _ENV_DUMP = re.compile(
 """Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``), reading it
 from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
 ``process.env``), or naming a key variable (``$OPENAI_API_KEY``)."""
+_KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bconnection-file\b")
+"""Code that asks the kernel for its connection file or its key (``get_connection_file()``,
+``get_ipython().kernel.session.key``)."""
 _PATHISH = re.compile(r"""[^\s'"`;|&<>()=,]+""")
 _JOINED_LITERALS = re.compile(r"""['"]\s*[+,]?\s*['"]""")
 """Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``)."""
@@ -135,7 +166,7 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
     full += [os.path.join(home, ".local", "share", "jupyter", "runtime", "kernel-1.json")]
     full += [os.path.join(runtime, "kernel-1.json") for runtime in _runtime_dirs()]
     names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
-    names += ["kernel-1.json", "jpserver-1.json"]
+    names += ["kernel-1.json", "jpserver-1.json", "environ"]
     return tuple(full), tuple(names)
 
 
@@ -161,7 +192,8 @@ def _glob_reason(word: str) -> str | None:
             for name in names
             if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, name_pattern)
         ]
-    return f"it may match {hits[0]}: {_name_reason(hits[0]) or 'it holds secrets'}" if hits else None
+    reason = "a process's environment holds the API keys" if hits and hits[0] == "environ" else None
+    return f"it may match {hits[0]}: {reason or _name_reason(hits[0]) or 'it holds secrets'}" if hits else None
 
 
 def _variants(text: str) -> list[str]:
@@ -181,8 +213,56 @@ def secret_mention_reason(text: object) -> str | None:
     return None
 
 
+_CHANGE_DIR = re.compile(r"(?:^|[\s;&|(`{.])(?:cd|pushd|chdir\(\s*)\s*([^\s;&|)`]*)", re.MULTILINE)
+"""A change of folder in a command (``cd X``, ``pushd X``) or code (``os.chdir(X)``): later words are relative
+to it."""
+_PROC_DIR = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/|$)")
+MAX_EXPANDED = 2_000
+"""Files a glob of a command is expanded to, at most, when its words are tried against the disk."""
+
+
+def _folders(text: str) -> list[str]:
+    """The folders a command's relative words may be read from: the working folder, and every folder a
+    ``cd`` in it may change to (each resolved from the folders before it; a glob expanded)."""
+    folders = [os.getcwd()]
+    for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
+        target = os.path.expanduser(_QUOTING.sub("", target) or "~")
+        if "$" in target:
+            continue
+        found: list[str] = []
+        for folder in folders:
+            path = os.path.join(folder, target)
+            found += list(islice(glob.iglob(path), 16)) if _GLOB.search(target) else [path]
+        folders += [os.path.normpath(path) for path in found if os.path.isdir(path)]
+        folders = list(dict.fromkeys(folders))[:32]
+    return folders
+
+
+def _disk_reason(word: str, folders: list[str]) -> str | None:
+    """Why ``word``, read in one of ``folders`` (a glob expanded against the disk), names a file holding secrets."""
+    word = os.path.expanduser(word)
+    for folder in folders:
+        path = os.path.join(folder, word)
+        if _PROC_DIR.match(os.path.normpath(folder) + "/") and not os.path.isabs(word):
+            return f"it reads {word} in {folder}, a process's folder, which holds its environment"
+        candidates = list(islice(glob.iglob(path), MAX_EXPANDED)) if _GLOB.search(word) else [path]
+        for candidate in candidates:
+            for form in dict.fromkeys((os.path.normpath(candidate), os.path.realpath(candidate))):
+                reason = _name_reason(form)
+                if reason is not None:
+                    return f"it names {word}, which may be {form}: {reason}"
+    return None
+
+
 def _mention_reason(text: str) -> str | None:
+    for target in _CHANGE_DIR.findall(text):
+        if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
+            return f"it changes to {target}, under /proc, where processes keep their environment"
+    folders = _folders(text)
     for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
+        reason = _disk_reason(word, folders) if not word.startswith("-") else None
+        if reason is not None:
+            return reason
         if "/" in word or word.startswith(".") or _KEY_FILES.match(word) or _GLOB.search(word):
             reason = _name_reason(os.path.normpath(os.path.expanduser(word)))
             if reason is None and "environ" in word and "/proc/" in word:
@@ -194,6 +274,8 @@ def _mention_reason(text: str) -> str | None:
                 return f"{word}: {glob_reason}"
     if "/proc/" in text and "environ" in text:
         return "it may read a process's environment, which holds the API keys"
+    if _KERNEL_KEYS.search(text):
+        return "it may read the kernel's connection file or key, which runs code in the kernel"
     if _ENV_DUMP.search(text):
         return "it may read the environment, which holds the API keys"
     return None

@@ -184,7 +184,9 @@ def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -
         spans = [(where[start], where[end - 1] + 1) for start, end in spans]
     view = SpacedView(text)
     if len(view.text) != len(text):
-        found = [span for secret in secrets for form, run in spaced_forms(secret) for span in runs_of(view.text, form, run)]
+        found = [
+            span for secret in secrets for form, run in spaced_forms(secret) for span in runs_of(view.text, form, run)
+        ]
         spans += view.spans(found)
     if not spans:
         return text
@@ -220,4 +222,10 @@ __all__ = [
     "FRAGMENT_BYTES",
     "SpacedView",
     "encoded_forms",
-    "spaced_forms", "may_hold", "merged", "other_forms_masked", "replaced", "runs_of"]
+    "spaced_forms",
+    "may_hold",
+    "merged",
+    "other_forms_masked",
+    "replaced",
+    "runs_of",
+]

@@ -45,7 +45,8 @@ _PUBLIC_NAME = re.compile(r"^(?:OLD)?PWD$|ASKPASS|^PI_TOKEN_BUDGET$|_(?:FILE|PAT
 def is_secret_name(name: str) -> bool:
     """Whether a variable (environment or notebook; the last part of a dotted path) is named like a secret.
 
-    The one list of secret names every surface uses: ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*`` (``AWS_SECRET_ACCESS_KEY``),
+    The one list of secret names every surface uses: ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``
+    (``AWS_SECRET_ACCESS_KEY``),
     ``*PASSWORD*`` / ``*PASSWD*`` / ``*PWD`` (``DB_PASSWORD``), ``*_PAT``, ``*_DSN``, ``*ACCESS_KEY*``,
     ``*CREDENTIAL*``, ``*PRIVATE_KEY*``, a ``KEY`` word; not ``PWD``, ``OLDPWD``, ``*ASKPASS*`` nor names of a
     path (``*_FILE``, ``*_PATH``, ``*_DIR``, ``*_SOCK``).

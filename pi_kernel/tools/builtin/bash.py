@@ -87,7 +87,8 @@ def create_bash_tool(
 
     ``shell``: the program run as ``shell -c command``; ``command_prefix``: lines
     run before every command (pi's ``commandPrefix``); ``env``: variables added
-    to the process environment (kept, also a secret one: the caller's choice); ``update_interval``: seconds between streamed updates.
+    to the process environment (kept, also a secret one: the caller's choice);
+    ``update_interval``: seconds between streamed updates.
     """
 
     async def execute(

@@ -61,10 +61,16 @@ def spaced_forms(secret: str) -> tuple[tuple[str, int], ...]:
             swapped = "".join(raw[index : index + word][::-1].hex() for index in whole)
             if len(swapped) >= hex_run:
                 forms.append((swapped, hex_run))
-    letters = _NOT_ALNUM.sub("", secret)
+    letters = spaced_letters(secret)
     if len(letters) >= FRAGMENT_BYTES:
         forms.append((letters, FRAGMENT_BYTES))
     return tuple(forms)
+
+
+@lru_cache(maxsize=64)
+def spaced_letters(secret: str) -> str:
+    """The key's letters and digits: its form in the spaced view."""
+    return _NOT_ALNUM.sub("", secret)
 
 
 class SpacedView:
@@ -223,6 +229,7 @@ __all__ = [
     "SpacedView",
     "encoded_forms",
     "spaced_forms",
+    "spaced_letters",
     "may_hold",
     "merged",
     "other_forms_masked",

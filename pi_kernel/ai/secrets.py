@@ -25,7 +25,15 @@ from contextvars import ContextVar
 from typing import Any, overload
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
-from pi_kernel.ai.secret_encodings import may_hold, merged, other_forms_masked, replaced, runs_of
+from pi_kernel.ai.secret_encodings import (
+    SpacedView,
+    may_hold,
+    merged,
+    other_forms_masked,
+    replaced,
+    runs_of,
+    spaced_letters,
+)
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
 """Environment variables known to hold secrets (``is_secret_name`` names every other one)."""
@@ -198,11 +206,28 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
         for run_start, run_end in _fragment_spans(text, secret):
             if run_start < start < run_end:
                 start = run_end
+    start = min(start, _spaced_unfinished_start(text, secrets))
     window = max(0, len(text) - _UNFINISHED_WINDOW)
     match = _UNFINISHED.search(text, window)
     if match is not None:
         start = min(start, match.start())
     return start
+
+
+def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
+    """Where the end of ``text`` may begin a key written with separators between its letters (markup tags:
+    ``sk-proj-ab<b></b>cd``), read in the spaced view (``secret_encodings.SpacedView``) of its last part."""
+    letters = [spaced_letters(secret) for secret in secrets]
+    longest = max((len(form) for form in letters), default=0)
+    if not longest or not text:
+        return len(text)
+    offset = max(0, len(text) - 4 * longest - 256)
+    view = SpacedView(text[offset:])
+    for size in range(min(len(view.text), longest), 0, -1):
+        tail = view.text[len(view.text) - size :]
+        if any(tail in form for form in letters):
+            return offset + view.position(len(view.text) - size)
+    return len(text)
 
 
 class MaskedStream:

@@ -11,7 +11,11 @@ So whatever pi shows goes out with keys masked, with no mask call in the code
 that composes it. Masking earlier is still needed in three cases, and only there:
 output a cell can capture before it is sent (``%%capture``, ``redirect_stdout``:
 the ``%pi`` printer, usage errors and notices mask as they print), text sent in pieces (a key cut across
-two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and
+two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers; here
+too, each pi request's stdout and stderr go through one ``MaskedStream``, so
+a key printed in 10-character pieces, each its own message, is masked whole:
+what may begin a key waits for the next piece, and is sent before any other
+output of that request and before its ``idle`` status) and
 text that is escaped, highlighted or cut to a length before it leaves (the
 key would no longer be found: the views mask first and say so).
 
@@ -36,11 +40,12 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.ai.secrets import add_secret_value, mask
+from pi_kernel.ai.secrets import MaskedStream, add_secret_value, mask
 
 MASKED_TYPES = frozenset(
     {
@@ -79,6 +84,9 @@ class OutgoingMask:
         self._pi_comms: OrderedDict[str, None] = OrderedDict()
         """The ids of pi's comms (opened under a pi cell, or a ``pi.*`` target): their messages are masked."""
         self._send: Callable[..., Any] = session.send
+        self._streams: dict[tuple[str, str], tuple[MaskedStream, Any, Any, tuple[Any, ...], dict[str, Any]]] = {}
+        """(request id, stream name) → its mask, and the socket, parent and other arguments of its messages."""
+        self._streams_lock = threading.RLock()
 
     def install(self) -> None:
         self.session.send = self.send
@@ -103,6 +111,13 @@ class OutgoingMask:
         self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, *args: Any, **kwargs: Any
     ) -> Any:
         """``Session.send`` with the content masked (see the module docstring)."""
+        if not isinstance(msg_or_type, dict):
+            msg_id = _msg_id(parent)
+            if msg_type_is_stream := msg_or_type == "stream" and isinstance(content, dict):
+                if not self._cells.get(msg_id, False) and isinstance(content.get("text"), str):
+                    return self._send_stream(stream, content, parent, msg_id, *args, **kwargs)
+            if not msg_type_is_stream and not str(msg_or_type).endswith("_reply"):
+                self._flush_streams(msg_id, None)  # what a stream holds back goes out first
         if isinstance(msg_or_type, dict):  # a message already built
             msg_type = msg_or_type["header"]["msg_type"]
             masked = self._masked(msg_type, msg_or_type["content"], msg_or_type["parent_header"])
@@ -111,6 +126,31 @@ class OutgoingMask:
         else:
             content = self._masked(msg_or_type, content, parent)
         return self._send(stream, msg_or_type, content, parent, *args, **kwargs)
+
+    def _send_stream(
+        self, stream: Any, content: dict[str, Any], parent: Any, msg_id: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        """A pi request's ``stream`` message through its ``MaskedStream``: only what is safe goes now."""
+        name = str(content.get("name", "stdout"))
+        with self._streams_lock:
+            self._flush_streams(msg_id, name)
+            key = (msg_id, name)
+            entry = self._streams.get(key)
+            if entry is None:
+                entry = self._streams[key] = (MaskedStream(), stream, parent, args, kwargs)
+            text = entry[0].feed(content["text"])
+            if not text:
+                return None  # all of it may begin a key: it waits for the next piece (or the request's end)
+            return self._send(stream, "stream", {**content, "text": text}, parent, *args, **kwargs)
+
+    def _flush_streams(self, msg_id: str, keep: str | None) -> None:
+        """Send what the request's streams hold back (but ``keep``'s), as their own messages were sent."""
+        with self._streams_lock:
+            for key in [key for key in self._streams if key[0] == msg_id and key[1] != keep]:
+                masked, socket, parent, args, kwargs = self._streams.pop(key)
+                rest = masked.flush()
+                if rest:
+                    self._send(socket, "stream", {"name": key[1], "text": rest}, parent, *args, **kwargs)
 
     def _masked(self, msg_type: str, content: Any, parent: Any) -> Any:
         """``content`` as it may leave: masked, left alone, or (a cell's reply, the widget states) in part."""

@@ -149,7 +149,8 @@ def test_bash_processes_hold_no_secret_variable(kernel: Any, server: FakeOpenAI)
         "hexdump -C /proc/$PPID/environ",
         "python3 -c \"import sys; d=open('/proc/%s/environ' % sys.argv[1],'rb').read(); print(d.hex(' '))\" $PPID",
         "python3 -c \"import sys; d=open('/proc/%s/environ' % sys.argv[1],'rb').read(); print(d.hex(':', 2))\" $PPID",
-        "python3 -c \"import sys; print(''.join(chr(92) + 'x%02x' % b for b in open('/proc/'+sys.argv[1]+'/environ','rb').read()))\" $PPID",
+        "python3 -c \"import sys; print(''.join(chr(92) + 'x%02x' % b for b in "  # \\x73\\x6b...
+        "open('/proc/'+sys.argv[1]+'/environ','rb').read()))\" $PPID",
     ],
 )
 def test_approved_hex_dumps_of_the_kernel_environment_reach_the_model_masked(

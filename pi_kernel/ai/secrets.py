@@ -222,11 +222,14 @@ def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
     if not longest or not text:
         return len(text)
     offset = max(0, len(text) - 4 * longest - 256)
+    if "<" not in text[offset:]:
+        return len(text)  # no markup: the plain reading (``_unfinished_start``) says all there is
     view = SpacedView(text[offset:])
     for size in range(min(len(view.text), longest), 0, -1):
         tail = view.text[len(view.text) - size :]
         if any(tail in form for form in letters):
-            return offset + view.position(len(view.text) - size)
+            start = offset + view.position(len(view.text) - size)
+            return start if "<" in text[start:] else len(text)
     return len(text)
 
 

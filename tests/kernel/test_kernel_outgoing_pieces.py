@@ -59,7 +59,7 @@ def test_a_key_in_ten_character_messages_is_masked(kernel: KernelDriver, stream:
     result = kernel.run(PIECES.format(stream=stream, after=after))
     assert result.status == "ok"
     shown, streams = _shown(result.messages)
-    assert streams >= 2 and "end" in shown and "***" in shown, shown
+    assert streams >= 1 and shown.rstrip().endswith("end") and "***" in shown, shown
     _assert_masked(shown)
 
 

@@ -38,7 +38,8 @@ from jupyter_core.paths import jupyter_runtime_dir
 
 from pi_kernel.tools.paths import resolve_to_cwd
 
-_ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/environ$")
+_ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/(?:environ|mem)$")
+"""A process's environment, and its memory (which holds the environment too)."""
 _SECRET_NAMES = frozenset(
     {".env", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".pypirc", ".npmrc", ".my.cnf", ".boto", ".s3cfg"}
 )
@@ -137,13 +138,14 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
 _ENV_DUMP = re.compile(
     r"(?:^|[\s;&|(`'\"\[,])(?:env(?:\s+-[-\w]*)*(?=\s*(?:$|[;&|)`>'\"\],]))|set(?=\s*(?:$|[;&|)`>]))"
     r"|printenv\b|export\s+-p\b|(?:declare|typeset)\s+-[a-z]*[xp])"
-    r"|(?i:environ(?!ment))|\bgetenv\b|[A-Za-z0-9]_(?:API_KEY|TOKEN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
+    r"|(?i:environ(?!ment))|\bgetenv\b|\b[A-Z0-9_]*(?:_API_KEY|_TOKEN|SECRET[A-Z0-9_]*|PASSWORD|PASSWD|_PAT|_DSN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
     r"|\bps\s+[A-Za-z]*e",
     re.MULTILINE,
 )
 """Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``), reading it
 from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
-``process.env``), or naming a key variable (``$OPENAI_API_KEY``)."""
+``process.env``), or naming a secret variable (``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``,
+``$DB_PASSWORD``, ``$GITHUB_PAT``)."""
 _KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bconnection-file\b")
 """Code that asks the kernel for its connection file or its key (``get_connection_file()``,
 ``get_ipython().kernel.session.key``)."""
@@ -265,7 +267,7 @@ def _mention_reason(text: str) -> str | None:
             return reason
         if "/" in word or word.startswith(".") or _KEY_FILES.match(word) or _GLOB.search(word):
             reason = _name_reason(os.path.normpath(os.path.expanduser(word)))
-            if reason is None and "environ" in word and "/proc/" in word:
+            if reason is None and re.search(r"/proc/\S*(?:environ|/mem$)", word):
                 reason = "it is a process's environment, which holds the API keys"
             if reason is not None:
                 return f"it names {word}: {reason}"

@@ -43,9 +43,11 @@ HOSTILE = [
     "cd /proc/$PPID && od -An -tx1 *",
     "cat /proc/*/env?ron",
     "cd /proc/self/ && cat ./e'nv'iron",
+    "strings /proc/$PPID/mem | grep sk-",
+    "echo $AWS_SECRET_ACCESS_KEY $DB_PASSWORD",
 ]
 """The issue's spellings and the siblings found: relative after one or two ``cd``, a glob, a brace list,
-the parent (the kernel) by ``$PPID``, quotes inside the name."""
+the parent (the kernel) by ``$PPID``, quotes inside the name, the kernel's memory, a secret variable named."""
 
 
 def _args(name: str, **values: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.ai import (
@@ -27,10 +27,21 @@ from pi_kernel.ai import (
     Usage,
 )
 
-if TYPE_CHECKING:
-    from pi_kernel.agent.compaction import CompactionSettings
-
 ToolExecutionMode = Literal["parallel", "sequential"]
+
+
+@dataclass
+class CompactionSettings:
+    """When and how the loop compacts the history (``compaction``)."""
+
+    enabled: bool = True
+    """Compact before a request that would not fit, and retry once on a context-length error."""
+    reserve_tokens: int | None = None
+    """Room left for the answer; ``None``: a quarter of the window, at most 16,384 tokens."""
+    keep_recent_tokens: int | None = None
+    """Newest messages kept verbatim; ``None``: a quarter of the window."""
+    summary_max_tokens: int = 2_048
+    """Longest summary asked for."""
 
 
 @dataclass(slots=True)

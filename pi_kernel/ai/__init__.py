@@ -2,7 +2,7 @@
 
 The bottom layer: it imports nothing else from ``pi_kernel``. Its names are
 imported on first use (``__getattr__`` below), so that a light module of the
-layer, such as ``pi_kernel.ai.secrets`` which the kernel's settings need at
+layer, such as the masking module, which the kernel's settings need at
 start, does not pull in pydantic, the validators and the providers with it
 (about 100 ms of every kernel start; ``benchmarks/kernel_startup.py``).
 """

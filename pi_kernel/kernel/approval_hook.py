@@ -19,10 +19,12 @@ Every wait ends: a decision, the broker's timeout, or an interrupt (the
 signal's abort and ``deny_all`` resolve it as denied).
 
 This module is the session's one home for approvals: ``SessionApprovals``
-builds the broker and the policy on first use, answers who can be asked now
-(``route``), takes decisions from comm messages and magics
+builds the broker and the policy on first use, answers who can be asked in a
+turn (``route``), takes decisions from comm messages and magics
 (``resolve_fields``) and tells ``pi.approval`` comms of every request and
-decision; ``ApprovalGate`` is the hook itself.
+decision; ``ApprovalGate`` is the hook itself. A ``%%pi`` cell passes its
+``Turn`` (``gate(turn)``, a per-run override of the agent's hook); the
+agent's own hook (``gate()``) serves runs started from code, with no turn.
 
 ``pi_kernel.tools`` (the broker, the policy), ``pi_kernel.agent`` (the hook's
 result type), ``pi_kernel.kernel.view_choice`` and
@@ -48,7 +50,7 @@ from pi_kernel.kernel.frontend import FrontendTracker
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
     from pi_kernel.ai import AbortSignal
-    from pi_kernel.kernel.session import RunState
+    from pi_kernel.kernel.turn import Turn
     from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
     from pi_kernel.tools.approval_policy import ApprovalPolicy
     from pi_kernel.tools.definition import ToolDefinition
@@ -121,6 +123,8 @@ class ApprovalGate:
     """The front-end's ``input()`` for the running cell, when it allows stdin."""
     nobody_reason: Callable[[str], str] = nobody_to_ask
     """Why nobody can answer (route ``None``), given the tool's name; the session knows the reason."""
+    tool_context: Callable[[], Any] = lambda: None
+    """The session's ``ToolContext``, for a tool's ``approval_preview``."""
     _stdin_turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
     """One stdin question at a time (parallel tool calls); a lock per loop (``%%pi`` may run on a private one)."""
 
@@ -151,8 +155,34 @@ class ApprovalGate:
         if verdict == "deny" or route is None:
             reason = policy.deny_reason(name, mode, secret) if verdict == "deny" else self.nobody_reason(name)
             return self._deny_by_policy(request, reason)
-        decision = await self._wait(request, route, signal)
+        preview = getattr(definition, "approval_preview", None)
+        if preview is not None:
+            failure = await self._preview(request, preview, ctx.args)
+            if failure is not None:
+                return failure
+        notebook = getattr(self.tool_context(), "notebook", None)
+        highlight = request.preview.cell_id if request.preview is not None else None
+        if highlight and notebook is not None:
+            await _quietly(notebook.highlight(highlight))
+        try:
+            decision = await self._wait(request, route, signal)
+        finally:
+            if highlight and notebook is not None:
+                await _quietly(notebook.highlight(None))
         return result_of(decision, policy, name, request.args)
+
+    async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
+        """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""
+        from pi_kernel.agent.types import BeforeToolCallResult
+        from pi_kernel.tools.notebook_document import NotebookError
+
+        try:
+            request.preview = await preview(request.tool_call_id, args, self.tool_context())
+        except NotebookError as error:
+            return BeforeToolCallResult(block=True, reason=str(error))
+        except Exception as error:  # noqa: BLE001 - a broken preview fails the call, with the reason
+            return BeforeToolCallResult(block=True, reason=f"Could not prepare the change: {error}")
+        return None
 
     def _deny_by_policy(self, request: ApprovalRequest, reason: str) -> BeforeToolCallResult:
         """Denied with nobody asked; the broker's listeners (views, approval comms) still hear of it."""
@@ -184,11 +214,20 @@ class ApprovalGate:
         async with turn:
             if request.decision is not None:
                 return
-            answer = await ask_on_stdin(reader, question(request.tool_name, request.args, request.warning))
+            prompt = question(request.tool_name, request.args, request.warning, request.preview)
+            answer = await ask_on_stdin(reader, prompt)
             fields = (
                 parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
             )
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
+
+
+async def _quietly(awaitable: Any) -> None:
+    """Await a cosmetic front-end request (a highlight); its failure never changes the approval."""
+    try:
+        await awaitable
+    except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
+        pass
 
 
 class ApprovalHost(Protocol):
@@ -198,15 +237,13 @@ class ApprovalHost(Protocol):
     def settings(self) -> PiSettings: ...
 
     @property
-    def run(self) -> RunState | None: ...
-
-    @property
     def frontend(self) -> FrontendTracker: ...
 
     @property
     def view_factory(self) -> Callable[..., Any] | None: ...
 
-    def runs_blocking(self) -> bool: ...
+    @property
+    def tool_context(self) -> Any: ...
 
     def tool_definition(self, name: str) -> ToolDefinition | None: ...
 
@@ -243,38 +280,37 @@ class SessionApprovals:
                     self._policy.set_override(name, mode)
             return self._policy
 
-    def gate(self) -> ApprovalGate:
-        """The agent's ``before_tool_call``, reading the session's running cell at each call."""
-        session = self._session
+    def gate(self, turn: Turn | None = None) -> ApprovalGate:
+        """A ``before_tool_call`` for the calls of ``turn`` (``None``: a run started from code)."""
         return ApprovalGate(
             policy=lambda: self.policy,
             broker=lambda: self.broker,
-            definition=session.tool_definition,
-            route=self.route,
-            mode_override=lambda: session.run.options.approve if session.run else None,
-            raw_input=lambda: session.run.raw_input if session.run else None,
-            nobody_reason=self.nobody_reason,
+            definition=self._session.tool_definition,
+            route=lambda: self.route(turn),
+            mode_override=lambda: turn.options.approve if turn is not None else None,
+            raw_input=lambda: turn.stdin if turn is not None else None,
+            nobody_reason=lambda name: self.nobody_reason(name, turn),
+            tool_context=lambda: self._session.tool_context,
         )
 
-    def route(self) -> Route:
-        """Who can answer an approval now: the front-end, stdin, or nobody. A blocking cell
-        (``PiSession.runs_blocking``) never gets a click or comm message, so there only stdin can answer."""
+    def route(self, turn: Turn | None) -> Route:
+        """Who can answer an approval of ``turn`` now: the front-end, stdin, or nobody. A blocking cell
+        (``Turn.blocking``) never gets a click or comm message, so there only stdin can answer."""
         from pi_kernel.kernel.view_choice import widget_view_factory
 
         session = self._session
-        run = session.run
-        stdin = run is not None and run.allow_stdin and run.raw_input is not None
-        if session.runs_blocking():
+        stdin = turn is not None and turn.stdin is not None
+        if turn is not None and turn.blocking:
             return "stdin" if stdin else None
-        widgets = run.widgets if run is not None else session.frontend.widgets
+        widgets = turn.widgets if turn is not None else session.frontend.widgets
         widgets_answer = widgets and (session.view_factory is not None or widget_view_factory() is not None)
         if widgets_answer or session.frontend.approval_clients:
             return "frontend"
         return "stdin" if stdin else None
 
-    def nobody_reason(self, tool_name: str) -> str:
+    def nobody_reason(self, tool_name: str, turn: Turn | None = None) -> str:
         """What the model is told when nobody can answer (see ``route``)."""
-        return blocked_cell(tool_name) if self._session.runs_blocking() else nobody_to_ask(tool_name)
+        return blocked_cell(tool_name) if turn is not None and turn.blocking else nobody_to_ask(tool_name)
 
     def resolve_fields(self, tool_call_id: str, fields: dict[str, Any], source: str = "user") -> bool:
         """Resolve a waiting approval from a comm message or a magic (any thread)."""
@@ -308,4 +344,5 @@ def request_fields(request: ApprovalRequest) -> dict[str, Any]:
         "tool_name": request.tool_name,
         "label": request.label,
         "args": request.args,
+        **({"preview": {"title": p.title, "diff": p.diff, "cell_id": p.cell_id}} if (p := request.preview) else {}),
     }

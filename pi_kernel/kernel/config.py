@@ -33,7 +33,19 @@ APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
 """Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval_policy`` has the same, but
 importing it here would cost a quarter of a second at every kernel start."""
-DEFAULT_BUILTIN_TOOLS = ("read", "write", "edit", "bash", "python", "inspect", "cells")
+DEFAULT_BUILTIN_TOOLS = (
+    "read",
+    "write",
+    "edit",
+    "bash",
+    "python",
+    "inspect",
+    "cells",
+    "edit_cell",
+    "insert_cells",
+    "run_cells",
+    "delete_cells",
+)
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -112,6 +124,19 @@ def positive_int(value: Any) -> int:
     if not digits.isdigit() or int(digits) <= 0:
         raise ValueError(f"{_shown(value)} is not a whole number above 0")
     return int(digits) * scale
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+
+
+def byte_count(value: Any) -> int:
+    """Bytes, 0 or more: ``1073741824``, ``"512MB"``, ``"1 GB"`` (units of 1024); ``ValueError`` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmg]?b?)", str(value).strip().lower().replace("_", ""))
+    if not isinstance(value, str) or match is None:
+        raise ValueError(f"{_shown(value)} is not a size in bytes (such as 512MB or 1GB)")
+    return int(float(match.group(1)) * _BYTE_UNITS[match.group(2)])
 
 
 def dollars(value: Any) -> float:
@@ -315,6 +340,12 @@ class PiSettings:
         None, lambda value: _folder(_text(value)), "File tools refuse paths outside it.", "PI_WORKSPACE_ROOT"
     )
     describe_limit: int = setting(4000, positive_int, "Characters of one inspect / cells answer (default 4000).")
+    undo_memory: int = setting(
+        1 << 30,
+        byte_count,
+        "Memory for %pi undo's copies of objects a turn's code may change in place, and of files (default 1GB).",
+        "PI_UNDO_MEMORY",
+    )
 
     base_url_from_env: bool = False
     """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to

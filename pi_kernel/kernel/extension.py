@@ -102,6 +102,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
+    session.notebook.ensure_target()
     agent_proxy.install_agent_proxy(get_session)
     outgoing.install_outgoing_mask(session.kernel, shell)
     return session
@@ -121,12 +122,13 @@ def detach(shell: Any) -> None:
     shell.magics_manager.magics["line"].pop("pi", None)
     shell.magics_manager.magics["cell"].pop("pi", None)
     session.frontend.remove_targets()
+    session.notebook.remove_target()
     outgoing.remove_outgoing_mask(shell)
     _session = None
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    attach(ipython)
+    attach(ipython).notebook.say_hello()  # a front-end already open connects its notebook bridge
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -61,7 +61,7 @@ def request_session(kernel: Any) -> str | None:
     return message_session(get_parent("shell"))
 
 
-def _comm_manager() -> Any:
+def comm_manager() -> Any:
     try:
         from comm import get_comm_manager
     except ImportError:
@@ -121,7 +121,7 @@ class FrontendTracker:
     # -- comm targets -------------------------------------------------------------------------
 
     def ensure_targets(self) -> None:
-        manager = _comm_manager()
+        manager = comm_manager()
         if manager is None or not hasattr(manager, "register_target"):
             return
         targets = getattr(manager, "targets", {})
@@ -131,7 +131,7 @@ class FrontendTracker:
             manager.register_target(APPROVAL_TARGET, self._open_approval)
 
     def remove_targets(self) -> None:
-        manager = _comm_manager()
+        manager = comm_manager()
         targets = getattr(manager, "targets", None)
         if not isinstance(targets, dict):
             return

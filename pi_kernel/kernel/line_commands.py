@@ -30,6 +30,7 @@ from pi_kernel.kernel.model_resolution import (
 )
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.text_view import render_messages
+from pi_kernel.kernel.turn_undo import undo_newest
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -46,7 +47,8 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi allow ID|all [--always] [--args JSON]   approve a waiting tool call (from a console or subshell)
 %pi deny ID|all [REASON]    deny a waiting tool call
 %pi reset                   forget the conversation
-%pi undo [N|list]           bring back the conversation a re-run, reset, load or undo replaced
+%pi undo [N|list]           undo the newest turn's changes (variables, files, cells); when none is
+                            left: bring back the conversation a re-run, reset, load or undo replaced
 %pi history                 the conversation so far
 %pi usage                   tokens, cost and context use so far, per model
 %pi compact                 summarise the older turns now (long sessions)
@@ -182,7 +184,7 @@ def deny(session: PiSession, words: list[str]) -> str:
 
 
 def reset(session: PiSession, words: list[str]) -> str:
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     session.reset()
     return "The conversation was reset."
@@ -190,16 +192,38 @@ def reset(session: PiSession, words: list[str]) -> str:
 
 def undo(session: PiSession, words: list[str]) -> str:
     if words == ["list"]:
-        return session.versions.describe()
+        turns = session.turn_journals.describe()
+        return session.versions.describe() + (
+            f"\nTurns whose effects %pi undo reverts, newest first:\n{turns}" if turns else ""
+        )
     if len(words) > 1 or (words and not words[0].isdigit()):
         raise CommandError("%pi undo [N|list]")
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
+    if not words:
+        context = session.tool_context
+        done = undo_newest(session.turn_journals, context.namespace, context.notebook, show_later)
+        if done is not None:
+            session.undo_news = done or "the notebook changes of that turn were undone"
+            return done
     try:
         version = session.undo(int(words[0]) if words else 1)
     except IndexError as error:
         raise CommandError(str(error)) from None
     return f"Restored the conversation of {version.describe()} (%pi undo again goes back)."
+
+
+def show_later(text: str) -> Callable[[str], None]:
+    """Show ``text`` now under a display id; returns how to replace it (the report of an undo that waits)."""
+    from IPython.display import display
+
+    handle = display({"text/plain": text}, raw=True, display_id=True)  # outgoing masks it
+
+    def update(final: str) -> None:
+        if handle is not None:
+            handle.update({"text/plain": final}, raw=True)
+
+    return update
 
 
 def history(session: PiSession, words: list[str]) -> str:
@@ -222,7 +246,7 @@ def save(session: PiSession, words: list[str]) -> str:
 def load(session: PiSession, words: list[str]) -> str:
     if len(words) != 1:
         raise CommandError("%pi load PATH")
-    if session.run is not None:
+    if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     try:
         saved = load_conversation(words[0])  # an OSError is said in one line by run_line_command

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pi_kernel.ai.secrets import mask
-from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+from pi_kernel.tools.approval import ApprovalPreview, cut_middle, invisible_warning, reveal_invisible
 
 QUESTION_ARGS_CHARS = 4_000
 """Arguments longer than this are shown as their head and tail around a "characters hidden" warning."""
@@ -50,7 +50,14 @@ def parse_answer(answer: str) -> dict[str, Any]:
     return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
 
 
-def question(tool_name: str, args: Any, warning: str | None = None) -> str:
+def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
+    """A change's title and diff as plain lines (masked, invisible characters shown, head and tail kept)."""
+    diff, invisible = reveal_invisible(mask(preview.diff))
+    note = f"[{invisible_warning(invisible)}]\n" if invisible else ""
+    return f"{note}{mask(preview.title)}\n{cut_middle(diff.rstrip(), limit)}\n"
+
+
+def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
     try:
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
@@ -60,6 +67,8 @@ def question(tool_name: str, args: Any, warning: str | None = None) -> str:
     notes = [warning] if warning else []
     notes += [invisible_warning(invisible)] if invisible else []
     note = "".join(f"[{text}] " for text in notes)
+    if preview is not None:  # the change as a diff; the arguments, shorter, below it
+        return f"{preview_text(preview)}{note}Allow {tool_name} {cut_middle(shown, 300)}? {ANSWERS_HELP}: "
     return f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: "
 
 

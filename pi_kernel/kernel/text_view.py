@@ -49,8 +49,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.ai.secrets import mask, secret_values
+from pi_kernel.kernel.stdin_prompt import preview_text
 from pi_kernel.kernel.text_preview import preview_json, text_tail
-from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.kernel.views import TurnOptions, TurnOutcome, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.static_render import StaticOutput, render_static
@@ -58,7 +59,6 @@ from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCall
 
 if TYPE_CHECKING:
     from pi_kernel.agent.events import AgentEvent
-    from pi_kernel.kernel.session import PiSession
 
 logger = logging.getLogger("pi_kernel.kernel")
 
@@ -95,6 +95,18 @@ def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
     return note + cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
 
 
+_DIFF_COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m"}
+
+
+def colour_diff(text: str) -> str:
+    """A diff's lines in ANSI colours (added green, removed red, hunks cyan); the ``---``/``+++`` header plain."""
+    rows = []
+    for line in text.splitlines():
+        colour = None if line.startswith(("---", "+++")) else _DIFF_COLOURS.get(line[:1])
+        rows.append(f"{colour}{line}\x1b[0m" if colour else line)
+    return "\n".join(rows)
+
+
 def tail(text: str, lines: int = TAIL_LINES) -> str:
     rows = text.rstrip("\n").splitlines()
     shown = rows[-lines:]
@@ -124,7 +136,7 @@ APPROVAL_HELP = (
 
 
 class TextTurnView:
-    def __init__(self, session: PiSession, prompt: str, options: TurnOptions, interval: float = 0.1) -> None:
+    def __init__(self, session: ViewHost, prompt: str, options: TurnOptions, interval: float = 0.1) -> None:
         self.session = session
         self.interval = interval
         model = session.model
@@ -245,6 +257,8 @@ class TextTurnView:
         if block.status == "waiting":
             if block.request is not None and block.request.warning:
                 rows.append(f"    ⚠ {block.request.warning}")
+            if block.request is not None and block.request.preview is not None:
+                rows.append(indent(colour_diff(preview_text(block.request.preview, WAITING_ARGS_LIMIT))))
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:
             output = f"denied: {block.decision.reason or 'by the user'}"

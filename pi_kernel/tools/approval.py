@@ -128,6 +128,18 @@ class ApprovalDecision:
     """Who decided: ``user``, ``policy``, ``timeout``, ``interrupt``, ``stdin``."""
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalPreview:
+    """What a change will do, shown on its approval card (the notebook tools: a cell's diff)."""
+
+    title: str
+    """What changes, in a line (``edit cell #2 (code) df = load()``)."""
+    diff: str
+    """A unified, line-level diff (``-`` removed, ``+`` added lines)."""
+    cell_id: str | None = None
+    """The cell the front-end highlights while the approval waits."""
+
+
 @dataclass(slots=True)
 class ApprovalRequest:
     tool_call_id: str
@@ -140,6 +152,8 @@ class ApprovalRequest:
     decision: ApprovalDecision | None = None
     warning: str | None = None
     """Why this call asks though its tool or mode would let it run (it may read secrets), for the person."""
+    preview: ApprovalPreview | None = None
+    """The change the call makes, as a diff (tools with an ``approval_preview``)."""
 
 
 ApprovalListener = Callable[[str, ApprovalRequest], None]

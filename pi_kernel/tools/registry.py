@@ -199,12 +199,13 @@ class ToolRegistry:
         with self._lock:
             return self._wrap(self._entry(name).definition)
 
-    def system_prompt(self) -> str:
-        """The system prompt for the active tools and ``self.prompt``."""
+    def system_prompt(self, exclude: Iterable[str] = ()) -> str:
+        """The system prompt for the active tools (but ``exclude``) and ``self.prompt``."""
         config = self.prompt
         cwd = config.cwd if config.cwd is not None else (self.context.cwd if self.context else None)
+        left_out = set(exclude)
         return build_system_prompt(
-            self.active_definitions(),
+            [definition for definition in self.active_definitions() if definition.name not in left_out],
             custom_prompt=config.custom_prompt,
             append_prompt=config.append_prompt,
             cwd=cwd,
@@ -223,10 +224,12 @@ class ToolRegistry:
         self._notify("prompt", None)
         return self.prompt
 
-    def prepare_next_turn(self, context: Context) -> None:
-        """For ``AgentLoopConfig.prepare_next_turn``: set both channels on ``context`` from the active set."""
-        context.tools = list(self.active_tools())
-        context.system_prompt = self.system_prompt()
+    def prepare_next_turn(self, context: Context, exclude: Iterable[str] = ()) -> None:
+        """For ``AgentLoopConfig.prepare_next_turn``: set both channels on ``context`` from the active set
+        (less the tools named in ``exclude``: not offered now)."""
+        left_out = set(exclude)
+        context.tools = [tool for tool in self.active_tools() if tool.name not in left_out]
+        context.system_prompt = self.system_prompt(left_out)
 
     # -- change listeners ---------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pi_kernel.ai.secrets import mask, unmask
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest, DecisionKind, reveal_invisible
-from pi_kernel.widgets.html_render import STATUS_COLORS, escape
+from pi_kernel.widgets.html_render import STATUS_COLORS, diff_html, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
 from pi_kernel.widgets.tool_render import decision_text
 
@@ -45,13 +45,16 @@ class ApprovalPanel:
         warning = request.warning  # why a call that would run unasked asks (it may read secrets)
         shown = f'<span style="color:{STATUS_COLORS["error"]}">⚠ {escape(warning)}</span>' if warning else ""
         self.message = kit.html(shown)
+        self.change = kit.html(preview_html(request))
+        """The change as a coloured diff of the cell (the notebook tools), above the buttons."""
         self.editor: Any = None
         self.decided = False
         self.approve.on_click(lambda _: self._decide("approve"))
         self.always.on_click(lambda _: self._decide("always"))
         self.deny.on_click(lambda _: self._decide("deny"))
         self.edit.on_click(lambda _: self._toggle_editor())
-        self.widget = kit.vbox([kit.hbox([self.approve, self.always, self.deny, self.edit]), self.reason, self.message])
+        buttons = kit.hbox([self.approve, self.always, self.deny, self.edit])
+        self.widget = kit.vbox([self.change, buttons, self.reason, self.message])
 
     @property
     def controls(self) -> list[Any]:
@@ -105,3 +108,17 @@ class ApprovalPanel:
             rest = [child for child in self.widget.children if child is not self.editor]
             self.widget.children = rest if shown else [*rest[:2], self.editor, rest[-1]]
             self.edit.description = "Edit arguments" if shown else "Hide editor"
+
+
+PREVIEW_CHARS = 20_000
+"""A change's diff is shown up to this length, then as its head and tail."""
+
+
+def preview_html(request: ApprovalRequest) -> str:
+    """The request's change (``ApprovalRequest.preview``): its title and its diff tinted; ``""`` without one."""
+    preview = request.preview
+    if preview is None:
+        return ""
+    diff, _ = reveal_invisible(mask(preview.diff))
+    title = f"<b>{escape(mask(preview.title))}</b>"
+    return title + diff_html(diff, limit=PREVIEW_CHARS, middle=True)

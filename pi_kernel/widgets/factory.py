@@ -8,7 +8,8 @@ with the kernel's ``TurnView`` protocol: ``handle_event(event)``,
 ``handle_approval(kind, request)`` (both called on the event loop's thread)
 and ``finish(outcome)``. It reads from the session: ``session.broker`` (the
 buttons resolve there), ``session.tool_definition(name)`` (labels and render
-hooks), ``session.model`` and ``options.model`` (the footer's model until the
+hooks), ``session.agent`` (its ``steer`` and ``follow_up``, for the message box),
+``session.model`` and ``options.model`` (the footer's model until the
 first answer names it), and ``session.kernel`` (its iopub socket and the
 request being executed). Where widgets cannot work (no ipywidgets, or no
 kernel request to attach output to) it returns ``None`` and the kernel picks
@@ -45,6 +46,18 @@ class ViewSession(Protocol):
 
     def tool_definition(self, name: str) -> ToolDefinition | None: ...
 
+    @property
+    def agent(self) -> Steerable:
+        """The session's agent: the view's message box steers it."""
+
+
+class Steerable(Protocol):
+    """The agent's methods the view's message box calls (``Agent.steer`` / ``Agent.follow_up``)."""
+
+    def steer(self, message: Any) -> None: ...
+
+    def follow_up(self, message: Any) -> None: ...
+
 
 class ViewOptions(Protocol):
     """What the widget view reads from a cell's options."""
@@ -72,6 +85,8 @@ def make_widget_view(
         model=cell_model or (model.id if model is not None else ""),
         provider="" if cell_model else (model.provider if model is not None else ""),
         interval=interval,
+        steer=session.agent.steer,
+        follow_up=session.agent.follow_up,
     )
     view.state.context_window = model.resolved_context_window if model is not None else None
     view.display()

@@ -9,7 +9,8 @@ a second, the last change always drawn). A redraw creates widgets for new
 blocks and updates the changed ones: the assistant's text streams as plain
 text into an ``Output`` widget (append-only ``stream`` messages, see
 ``frontend``) and becomes rendered markdown when its block ends; thinking
-streams into a collapsed section; each tool call gets a ``ToolCard``.
+streams into a collapsed section; each tool call gets a ``ToolCard``. Under the footer, given the
+agent's ``steer`` and ``follow_up``, a ``SteerBox`` sends the person's messages to the running turn.
 
 Long turns: only the most recent ``LIVE_BLOCKS`` blocks (and every call
 waiting for approval) are live widgets, under a line counting the earlier
@@ -58,6 +59,7 @@ from pi_kernel.widgets.footer import Footer
 from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.static_render import StaticOutput, render_static
+from pi_kernel.widgets.steer_box import SteerBox
 from pi_kernel.widgets.stream_output import IopubSender, OutputRouter, StreamOutput
 from pi_kernel.widgets.throttle import Scheduler, Throttle
 from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
@@ -145,6 +147,8 @@ class WidgetTurnView:
         interval: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
         scheduler: Scheduler | None = None,
+        steer: Callable[[str], Any] | None = None,
+        follow_up: Callable[[str], Any] | None = None,
     ) -> None:
         self._sender = sender
         self._definitions: DefinitionLookup = definitions or (lambda _name: None)
@@ -162,7 +166,9 @@ class WidgetTurnView:
         """The line counting blocks no longer drawn live (made when the first one scrolls out)."""
         self.footer = Footer(self._kit)
         self.footer.update(self.state)
-        self.widget = self._kit.vbox([self.footer.widget])
+        self.steer_box = SteerBox(self._kit, steer, follow_up) if steer and follow_up else None
+        """The message box that steers the running turn (when the agent's ``steer`` / ``follow_up`` are given)."""
+        self.widget = self._kit.vbox(self._bottom())
         self.display_id = uuid.uuid4().hex
         self.displayed = False
         self.finished = False
@@ -331,7 +337,10 @@ class WidgetTurnView:
                 f'<div style="{MUTED}">… {hidden} earlier item(s) of this turn (all shown when it ends)</div>'
             )
             children.insert(0, self._earlier)
-        self.widget.children = [*children, self.footer.widget]
+        self.widget.children = [*children, *self._bottom()]
+
+    def _bottom(self) -> list[Any]:
+        return [self.footer.widget] + ([self.steer_box.widget] if self.steer_box is not None else [])
 
     def _make_view(self, block: Block) -> Any:
         if isinstance(block, TextBlock):

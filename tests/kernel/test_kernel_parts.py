@@ -170,7 +170,8 @@ def test_read_only_mode_runs_only_read_only_tools() -> None:
     policy = ApprovalPolicy(mode="read-only")
     verdicts = {name: policy.decide(definition, {}) for name, definition in builtins.items()}
     expected = {"read": "run", "bash": "deny", "edit": "deny", "write": "deny", "python": "deny"}
-    assert verdicts == {**expected, "inspect": "run", "cells": "run"}
+    notebook = {"edit_cell": "deny", "insert_cells": "deny", "run_cells": "deny", "delete_cells": "deny"}
+    assert verdicts == {**expected, "inspect": "run", "cells": "run", **notebook}
     assert [policy.decide(d, {}) for d in (impostor, declared, _definition("calc", "auto"))] == ["deny", "run", "deny"]
     assert policy.decide(careful, {}) == "ask"  # read-only never allows more than ask
     assert "read-only" in policy.deny_reason("calc")

@@ -123,7 +123,8 @@ def test_the_kernel_starts_and_the_first_pi_output_says_what_fell_back(misconfig
         "pi_kernel warning: PiKernel.approval_timeout: '-5' must be a number of seconds above 0 "
         "(nothing waits forever); using 600 (the default).",
         "pi_kernel warning: PiKernel.builtin_tools: '5' is not a list of tool names; "
-        "using ('read', 'write', 'edit', 'bash', 'python', 'inspect', 'cells') (the default).",
+        "using ('read', 'write', 'edit', 'bash', 'python', 'inspect', 'cells', 'edit_cell', 'insert_cells', "
+        "'run_cells', 'delete_cells') (the default).",
         "pi_kernel warning: PiKernel.widgets: '3' is not true or false; using None (the default).",
         "pi_kernel warning: PiKernel.max_turns: 'many' is not a whole number above 0; using None (the default).",
     ]

@@ -151,7 +151,8 @@ def test_defaults_user_tools_run_and_builtins_other_than_read_ask() -> None:
     assert approval_verdict(harmless, validated(harmless, {})) == "run"
     verdicts = {defn.name: approval_verdict(defn, None) for defn in builtin_tools()}
     assert verdicts == {
-        "read": "run", "inspect": "run", "cells": "run", "bash": "ask", "edit": "ask", "write": "ask", "python": "ask"
+        "read": "run", "inspect": "run", "cells": "run", "bash": "ask", "edit": "ask", "write": "ask", "python": "ask",
+        "edit_cell": "ask", "insert_cells": "ask", "run_cells": "ask", "delete_cells": "ask",
     }  # fmt: skip
 
 

@@ -100,7 +100,8 @@ def test_deny_button_sends_the_typed_reason(kernel: KernelDriver, server: FakeOp
         widget = message["content"]["data"].get("state", {})
         if widget.get("_model_name") == "ButtonModel":
             buttons[widget["description"]] = message["content"]["comm_id"]
-        elif widget.get("_model_name") == "TextModel":  # the reason box: the panel is complete
+        elif widget.get("_model_name") == "TextModel" and widget.get("placeholder", "").startswith("Reason"):
+            # the reason box: the panel is complete (the view's message box is a TextModel too)
             typed = {"method": "update", "state": {"value": "Use mental arithmetic"}, "buffer_paths": []}
             kernel.comm_send(message["content"]["comm_id"], typed)  # as the browser syncs what was typed
             kernel.comm_send(buttons["Deny"], {"method": "custom", "content": {"event": "click"}})

@@ -122,6 +122,12 @@ class ChunkAssembler:
         delta = read_choice("delta")
         if delta is None:
             return out
+        if type(delta) is dict and len(delta) == 1:
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:  # a delta of tool calls alone (most of a long call's chunks)
+                for tool_delta in tool_calls:
+                    self._add_tool_delta(tool_delta)
+                return out
         read = fields_of(delta)
         text = read("content") or read("refusal")
         if text:
@@ -223,6 +229,23 @@ class ChunkAssembler:
     def _add_tool_delta(self, tool_delta: Any) -> None:
         if self._kind != "tool_calls":
             self._open("tool_calls")
+        elif type(tool_delta) is dict and len(tool_delta) == 2:
+            # The usual delta of a long call: ``{"index": i, "function": {"arguments": "..."}}`` for a call
+            # already open. Nothing but its arguments can change, so the general path below is skipped.
+            function = tool_delta.get("function")
+            index = tool_delta.get("index")
+            call = self._calls.get(index) if type(index) is int else None
+            if call is not None and type(function) is dict and len(function) == 1:
+                arguments = function.get("arguments")
+                if type(arguments) is str:
+                    if arguments:
+                        parser = call.parser
+                        parser.feed(arguments)
+                        call.block.arguments = parser.snapshot()
+                        self._out.append(
+                            AssistantMessageEvent("toolcall_delta", self.message, call.content_index, delta=arguments)
+                        )
+                    return
         read = fields_of(tool_delta)
         call_id = read("id") or None
         read_function = fields_of(read("function"))

@@ -1,5 +1,6 @@
 """The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools), ``python``,
-and the notebook's read-only ``inspect`` and ``cells``.
+the notebook's read-only ``inspect`` and ``cells``, and the notebook bridge's ``edit_cell``,
+``insert_cells``, ``run_cells`` and ``delete_cells`` (offered only while a front-end bridge is connected).
 
 Each factory returns a ``ToolDefinition``; the tools learn where they run
 from the ``ToolContext`` given to ``wrap_tool_definition`` (cwd, workspace
@@ -17,13 +18,41 @@ from pi_kernel.tools.builtin.bash import BashParams, create_bash_tool
 from pi_kernel.tools.builtin.cells import CellsParams, create_cells_tool
 from pi_kernel.tools.builtin.edit import EditParams, ReplaceEdit, create_edit_tool, prepare_edit_arguments
 from pi_kernel.tools.builtin.inspect_tool import InspectParams, create_inspect_tool
+from pi_kernel.tools.builtin.notebook_edits import (
+    BRIDGE_TOOLS,
+    create_delete_cells_tool,
+    create_edit_cell_tool,
+    create_insert_cells_tool,
+)
 from pi_kernel.tools.builtin.python import PythonParams, create_python_tool, run_python
 from pi_kernel.tools.builtin.read import ReadParams, create_read_tool
+from pi_kernel.tools.builtin.run_cells import create_run_cells_tool
 from pi_kernel.tools.builtin.write import WriteParams, create_write_tool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
-BUILTIN_TOOL_NAMES = ("read", "bash", "edit", "write", "python", "inspect", "cells")
-"""In pi's order (read, bash, edit, write), then ``python``, ``inspect`` and ``cells``."""
+BUILTIN_TOOL_NAMES = (
+    "read",
+    "bash",
+    "edit",
+    "write",
+    "python",
+    "inspect",
+    "cells",
+    "edit_cell",
+    "insert_cells",
+    "run_cells",
+    "delete_cells",
+)
+"""In pi's order (read, bash, edit, write), then ``python``, ``inspect``, ``cells`` and the notebook
+bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``BRIDGE_TOOLS``)."""
+
+
+_BRIDGE_FACTORIES = {
+    "edit_cell": create_edit_cell_tool,
+    "insert_cells": create_insert_cells_tool,
+    "run_cells": create_run_cells_tool,
+    "delete_cells": create_delete_cells_tool,
+}
 
 
 def builtin_tools(
@@ -61,12 +90,15 @@ def builtin_tools(
             tools.append(create_inspect_tool())
         elif name == "cells":
             tools.append(create_cells_tool())
+        elif name in _BRIDGE_FACTORIES:
+            tools.append(_BRIDGE_FACTORIES[name]())
         else:
             tools.append(create_python_tool(namespace=namespace))
     return tools
 
 
 __all__ = [
+    "BRIDGE_TOOLS",
     "BUILTIN_TOOL_NAMES",
     "BashParams",
     "CellsParams",

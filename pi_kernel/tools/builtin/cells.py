@@ -1,15 +1,22 @@
-"""The ``cells`` tool: the notebook's recently executed cells, their output and errors.
+"""The ``cells`` tool: the notebook document when a front-end bridge is connected, else the recent cells.
 
-The tools layer does not know the kernel: the host puts a ``CellSource``
-(anything with ``recent(last)`` returning ``CellLike`` records) in
-``ctx.extra["cell_history"]`` (the kernel's ``cell_history.CellHistory``). The tool only reads, so it never
+With the bridge (``ToolContext.notebook``) it lists the notebook's cells in
+order, each with its position ``#N`` and id, its type, execution count, the
+start of its source and a summary of its outputs, bounded to about
+``LIST_CHARS`` whatever the notebook's size: a notebook too long for that is
+shown as a window (around the running ``%%pi`` cell, or from ``start``) with
+the number of cells left out. ``{"cell": ref}`` gives one cell whole.
+
+Without it: the tools layer does not know the kernel: the host puts a ``CellSource``
+(anything with ``recent(last)`` returning ``CellLike`` records, see
+``tools.cell_source``) in ``ctx.cell_history`` (the kernel's
+``cell_history.CellHistory``). The tool only reads, so it never
 asks for approval and runs in the ``read-only`` approval mode.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from pydantic import BaseModel, Field
 
@@ -18,40 +25,33 @@ from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.builtin.describe import clip, describe_limit
 from pi_kernel.tools.builtin.secret_names import environment_secrets
+from pi_kernel.tools.cell_source import CellLike
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.notebook_document import CellInfo, NotebookDocument, resolve_ref
 
 DEFAULT_LAST = 5
 SOURCE_CHARS = 1500
 
 
-class ErrorLike(Protocol):
-    @property
-    def type(self) -> str: ...
-    @property
-    def message(self) -> str: ...
-    @property
-    def frames(self) -> list[str]: ...
-
-
-class CellLike(Protocol):
-    """One executed cell: execution count, source, a summary of its output, its error."""
-
-    @property
-    def execution_count(self) -> int | None: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def output(self) -> str: ...
-    @property
-    def error(self) -> ErrorLike | None: ...
-
-
-class CellSource(Protocol):
-    def recent(self, last: int) -> Sequence[CellLike]: ...
+LIST_CHARS = 8000
+"""About how much a listing of the notebook document shows."""
+LIST_SOURCE_CHARS = 160
+LIST_OUTPUT_CHARS = 100
+CELL_CHARS = 50_000
+"""One cell asked for by ref is shown whole up to this (then its head and tail)."""
 
 
 class CellsParams(BaseModel):
     last: int = Field(default=DEFAULT_LAST, ge=1, le=50, description="How many of the most recent cells to show.")
+    cell: str | None = Field(
+        default=None, description='One cell to show whole: "#N" (position, 1-based) or its id (live notebook only).'
+    )
+    start: int | None = Field(
+        default=None,
+        ge=1,
+        description="List the notebook from cell #start (live notebook only; default: all, or "
+        "a window around the running cell when it is long).",
+    )
 
 
 def format_cell(record: CellLike, source_chars: int = SOURCE_CHARS, secrets: Sequence[str] | None = None) -> str:
@@ -78,14 +78,21 @@ def format_cells(records: Sequence[CellLike], limit: int) -> str:
 def create_cells_tool() -> ToolDefinition:
     """The ``cells`` tool (read-only, runs without asking)."""
 
-    def execute(
+    async def execute(
         tool_call_id: str,
         params: CellsParams,
         signal: AbortSignal | None,
         on_update: Callable[[AgentToolResult], None] | None,
         ctx: ToolContext,
     ) -> AgentToolResult:
-        source: CellSource | None = ctx.extra.get("cell_history")
+        if ctx.notebook is not None:
+            return await document_cells(ctx.notebook, params)
+        if params.cell is not None or params.start is not None:
+            raise ValueError(
+                "cell and start need the notebook bridge (JupyterLab 4 / Notebook 7 with pi-kernel's extension), "
+                "which is not connected; without it cells shows the recently executed cells (last)."
+            )
+        source = ctx.cell_history
         if source is None:
             raise ValueError("No cell history here: cells works inside a notebook kernel.")
         text = format_cells(source.recent(params.last), describe_limit(ctx))
@@ -95,8 +102,10 @@ def create_cells_tool() -> ToolDefinition:
         name="cells",
         label="cells",
         description=(
-            "The notebook's most recently executed cells, oldest first: execution count, source, a summary of the "
-            "output, and for a cell that raised the exception type, message and last traceback frames."
+            "The notebook's cells. In a live notebook: every cell in order with its position #N, id, type, "
+            'execution count, the start of its source and a summary of its outputs; {"cell": "#N"} shows one cell '
+            "whole. Elsewhere: the most recently executed cells, oldest first, with a summary of the output and, "
+            "for a cell that raised, the exception and last traceback frames."
         ),
         parameters=CellsParams,
         execute=execute,
@@ -105,3 +114,79 @@ def create_cells_tool() -> ToolDefinition:
         approval="auto",
         read_only=True,
     )
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ⏎ ".join(line.rstrip() for line in text.strip().splitlines())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def list_entry(cell: CellInfo, running: str | None, secrets: Sequence[str]) -> str:
+    """One cell of a listing: a header line, the start of its source, a summary of its outputs."""
+    count = f" [{cell.execution_count}]" if cell.execution_count is not None else ""
+    mark = "  ← the %%pi cell running now" if cell.id == running else ""
+    lines = [f"{cell.position} id={cell.id} {cell.type}{count} ({cell.source_length:,} chars){mark}"]
+    if cell.source.strip():
+        lines.append("  " + _one_line(mask(cell.source, secrets), LIST_SOURCE_CHARS))
+    if cell.outputs.strip():
+        lines.append("  → " + _one_line(mask(cell.outputs, secrets), LIST_OUTPUT_CHARS))
+    return "\n".join(lines)
+
+
+def format_listing(cells: Sequence[CellInfo], running: str | None, start: int | None, limit: int = LIST_CHARS) -> str:
+    """The notebook's cells within about ``limit`` characters: all, or a window (see the module docstring)."""
+    if not cells:
+        return "The notebook has no cells."
+    secrets = environment_secrets()
+    entries = [list_entry(cell, running, secrets) for cell in cells]
+    total = len(cells)
+    if start is not None:
+        first = min(start, total) - 1
+    elif sum(len(entry) + 1 for entry in entries) <= limit:
+        first = 0
+    else:  # around the running cell (what the user works on), else the end
+        anchor = next((cell.index for cell in cells if cell.id == running), total - 1)
+        first, used = anchor, len(entries[anchor]) + 1
+        while first > 0 and used + len(entries[first - 1]) + 1 <= limit * 2 // 3:
+            first -= 1
+            used += len(entries[first]) + 1
+    shown: list[str] = []
+    used = 0
+    last = first
+    for index in range(first, total):
+        if shown and used + len(entries[index]) + 1 > limit:
+            break
+        shown.append(entries[index])
+        used += len(entries[index]) + 1
+        last = index
+    header = f"Notebook: {total} cell(s)"
+    if first > 0 or last < total - 1:
+        header += (
+            f'; showing #{first + 1} to #{last + 1} (cells {{"start": N}} lists from #N, {{"cell": "#N"}} '
+            "shows one whole)"
+        )
+    return header + ".\n\n" + "\n".join(shown)
+
+
+def format_whole(cell: CellInfo, running: str | None) -> str:
+    secrets = environment_secrets()
+    head = list_entry(cell, running, secrets).splitlines()[0]
+    source = clip(mask(cell.source, secrets), CELL_CHARS)
+    outputs = f"\nOutputs: {mask(cell.outputs, secrets)}" if cell.outputs.strip() else ""
+    return f"{head}\n```\n{source}\n```{outputs}"
+
+
+async def document_cells(document: NotebookDocument, params: CellsParams) -> AgentToolResult:
+    """The ``cells`` tool over the live notebook document."""
+    running = document.running_cell_id
+    if params.cell is not None:
+        index = await document.read(max_chars=1)
+        named = resolve_ref(params.cell, index)
+        whole = await document.read([named.id])
+        if not whole:
+            raise ValueError(f"Cell {named.position} went away while being read; use cells to see the notebook.")
+        text = format_whole(whole[0], running)
+        return AgentToolResult([TextContent(text)], details={"cell": named.id})
+    cells = await document.read(max_chars=LIST_SOURCE_CHARS)
+    text = format_listing(cells, running, params.start)
+    return AgentToolResult([TextContent(text)], details={"cells": len(cells)})

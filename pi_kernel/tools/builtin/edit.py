@@ -151,6 +151,8 @@ def create_edit_tool() -> ToolDefinition:
             if signal is not None and signal.aborted:
                 raise RuntimeError(OPERATION_ABORTED)
             data = (bom + restore_line_endings(new_content, ending)).encode("utf-8", "surrogateescape")
+            if ctx.journal is not None:
+                ctx.journal.record_file(absolute)
             write_file_atomic(absolute, data)  # a failed write leaves the file as it was
             return generate_diff_string(base, new_content)
 

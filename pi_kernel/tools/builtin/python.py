@@ -10,7 +10,7 @@ is the caller's), and an interrupt cancels it (``CancelledError`` at its
 ``await``) instead of raising ``KeyboardInterrupt`` in it.
 
 Threads: by default the code runs on a tool worker thread while the event
-loop goes on. In a kernel (the context's ``extra[RUN_ON_MAIN_THREAD]``, set by
+loop goes on. In a kernel (the context's ``python_on_main_thread``, set by
 the kernel's session) it runs on the main thread, as a cell does, while the
 kernel's event loop waits for it: only there does a kernel interrupt (SIGINT)
 reach code blocked in a C call (``time.sleep``, a socket read, a lock).
@@ -71,9 +71,10 @@ from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
 from pi_kernel.tools.builtin.python_interrupt import Interrupter, run_coroutine
-from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD, ToolContext, ToolDefinition
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
+from pi_kernel.tools.turn_journal import TurnJournal
 
 MAX_MODEL_IMAGES = 3
 UPDATE_INTERVAL_SECONDS = 0.1
@@ -113,9 +114,15 @@ def create_python_tool(
     ) -> AgentToolResult:
         target = ctx.namespace if ctx.namespace is not None else private
         run = functools.partial(
-            run_python, params.code, target, signal=signal, on_update=on_update, max_images=max_images
+            run_python,
+            params.code,
+            target,
+            signal=signal,
+            on_update=on_update,
+            max_images=max_images,
+            journal=ctx.journal,
         )
-        if ctx.extra.get(RUN_ON_MAIN_THREAD) and threading.current_thread() is threading.main_thread():
+        if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
             await _let_scheduled_callbacks_run()
             if signal is not None and signal.aborted:
                 raise RuntimeError(OPERATION_ABORTED)
@@ -167,17 +174,25 @@ def run_python(
     on_update: Callable[[AgentToolResult], None] | None = None,
     max_images: int = MAX_MODEL_IMAGES,
     interrupt_on_sigint: bool = False,
+    journal: TurnJournal | None = None,
 ) -> AgentToolResult:
     """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop).
 
     ``interrupt_on_sigint`` (main thread only): a SIGINT while the code runs raises ``KeyboardInterrupt`` in it.
+    ``journal``: the turn's undo journal, told what the code changes (under the run lock, so no other
+    call changes the namespace meanwhile).
     """
     _acquire_run_lock(signal)
     try:
         run_number = next(_run_numbers)
         spool = OutputSpool("pi-python")
         throttle = _UpdateThrottle(on_update)
-        capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
+        token = journal.before_code(namespace, code) if journal is not None else None
+        try:
+            capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
+        finally:
+            if journal is not None:
+                journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
     if error is not None:
@@ -217,22 +232,72 @@ def _run_captured(
         spool.add(text.encode("utf-8", "replace"))
         updates.maybe_send(capture)
 
-    error: str | None = None
     with capturing(on_text) as capture:
-        figures_before = _open_figure_numbers()
-        interrupter = Interrupter(signal, on_sigint)
-        shown_figure = None
-        try:
-            with interrupter:
-                value, shown_figure = _run_cell(code, namespace)
-            if interrupter.fired:  # it swallowed the interrupt and went on to its end
-                raise KeyboardInterrupt
-            if value is not None:
-                _add_result(capture, value, shown_figure is not None)
-        except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
-            error = OPERATION_ABORTED if interrupter.fired else _user_traceback(exception)
-        _capture_new_figures(capture, figures_before, shown_figure)
+        error = _run_in_capture(capture, code, namespace, signal, on_sigint)
     return capture, error
+
+
+def _run_in_capture(
+    capture: OutputCapture,
+    code: str,
+    namespace: dict[str, Any],
+    signal: AbortSignal | None,
+    on_sigint: bool,
+    errors: list[BaseException] | None = None,
+) -> str | None:
+    """Run the cell inside ``capture``; the error text or ``None``; the exception is added to ``errors``."""
+    error: str | None = None
+    figures_before = _open_figure_numbers()
+    interrupter = Interrupter(signal, on_sigint)
+    shown_figure = None
+    try:
+        with interrupter:
+            value, shown_figure = _run_cell(code, namespace)
+        if interrupter.fired:  # it swallowed the interrupt and went on to its end
+            raise KeyboardInterrupt
+        if value is not None:
+            _add_result(capture, value, shown_figure is not None)
+    except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
+        error = OPERATION_ABORTED if interrupter.fired else _user_traceback(exception)
+        if errors is not None:
+            errors.append(exception)
+    _capture_new_figures(capture, figures_before, shown_figure)
+    return error
+
+
+def run_notebook_cell(
+    code: str,
+    namespace: dict[str, Any],
+    *,
+    signal: AbortSignal | None = None,
+    interrupt_on_sigint: bool = False,
+) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
+    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``):
+    ``(nbformat outputs, their text for the model, the nbformat error output or None)``. An interrupt
+    gives a ``KeyboardInterrupt`` error output."""
+    _acquire_run_lock(signal)
+    errors: list[BaseException] = []
+    texts: list[str] = []
+    try:
+        with capturing(texts.append) as capture:
+            error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+    finally:
+        _RUN_LOCK.release()
+    outputs = [dict(output) for output in capture.outputs]
+    text = "".join(texts)
+    error_output = None
+    if error is not None:
+        exception = errors[0] if errors else KeyboardInterrupt()
+        aborted = error == OPERATION_ABORTED
+        error_output = {
+            "output_type": "error",
+            "ename": "KeyboardInterrupt" if aborted else type(exception).__name__,
+            "evalue": "" if aborted else str(exception),
+            "traceback": error.splitlines(),
+        }
+        outputs.append(error_output)
+        text = f"{text}\n{error}" if text else error
+    return outputs, text, error_output
 
 
 class _UpdateThrottle:

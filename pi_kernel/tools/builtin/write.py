@@ -44,6 +44,8 @@ def create_write_tool() -> ToolDefinition:
             # Checked inside the queue: an abort while waiting for the turn must not write.
             if signal is not None and signal.aborted:
                 raise RuntimeError(OPERATION_ABORTED)
+            if ctx.journal is not None:
+                ctx.journal.record_file(absolute)
             write_file_atomic(absolute, data, make_parents=True)
 
         await with_file_mutation_queue(absolute, write)

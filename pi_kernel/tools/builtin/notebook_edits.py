@@ -1,0 +1,290 @@
+"""``edit_cell``, ``insert_cells``, ``delete_cells``: the agent changes the live notebook, each change a diff.
+
+They need the notebook bridge (``ToolContext.notebook``); without one they
+answer one clear line and change nothing. Each change is planned against the
+cells as read (``plan_*``), shown on the approval card as a line-level diff of
+the cell (``approval_preview``; the plan is kept for the call) and applied
+with the source read as ``expected``: a cell the user changed meanwhile is
+refused as stale, never overwritten. The running ``%%pi`` cell cannot be
+edited or deleted. An applied change is recorded in ``ctx.journal`` (the
+turn's undo journal) when there is one.
+
+``edit_cell`` uses the ``edit`` tool's matching (``edit_diff.apply_edits``):
+exact text, unique, with its errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.approval import ApprovalPreview
+from pi_kernel.tools.builtin.edit import ReplaceEdit
+from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.notebook_document import (
+    CellInfo,
+    NotebookDocument,
+    NotebookError,
+    check_not_running,
+    resolve_ref,
+)
+from pi_kernel.tools.turn_journal import NotebookChange
+
+NEEDS_BRIDGE = (
+    "{tool} needs the notebook bridge (JupyterLab 4 or Notebook 7 with pi-kernel's extension), which is not "
+    "connected here; nothing was changed. Use python to compute, or %%pi --cells to propose code as a new cell."
+)
+INDEX_CHARS = 1
+"""Source characters per cell read to resolve refs (the whole cells are read by id afterwards)."""
+DIFF_CHARS = 200_000
+"""A diff longer than this is kept as its head and tail (a 10 MB cell)."""
+BRIDGE_TOOLS = ("edit_cell", "insert_cells", "run_cells", "delete_cells")
+"""The tools that need the bridge: not offered while none is connected."""
+
+
+def require_notebook(ctx: ToolContext, tool: str) -> NotebookDocument:
+    if ctx.notebook is None:
+        raise NotebookError(NEEDS_BRIDGE.format(tool=tool))
+    return ctx.notebook
+
+
+async def read_refs(document: NotebookDocument, refs: Sequence[str]) -> tuple[list[CellInfo], list[CellInfo]]:
+    """``(every cell, briefly; the cells ``refs`` name, whole)``; an unknown ref raises ``NoSuchCell``."""
+    index = await document.read(max_chars=INDEX_CHARS)
+    named = [resolve_ref(ref, index) for ref in refs]
+    ids = list(dict.fromkeys(cell.id for cell in named))
+    whole = {cell.id: cell for cell in await document.read(ids)}
+    missing = [cell.position for cell in named if cell.id not in whole]
+    if missing:
+        raise NotebookError(f"Cell(s) {', '.join(missing)} went away while being read; use cells to see the notebook.")
+    return index, [whole[cell.id] for cell in named]
+
+
+def cell_diff(before: str, after: str, title: str) -> str:
+    """A unified, line-level diff of a cell's source (a new cell: all added; a deleted one: all removed)."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"{title} (before)", f"{title} (after)", n=3
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    if len(text) > DIFF_CHARS:
+        half = DIFF_CHARS // 2
+        text = f"{text[:half]}\n[… {len(text) - DIFF_CHARS:,} characters of the diff not shown …]\n{text[-half:]}"
+    return text
+
+
+@dataclass
+class Plan:
+    """A change computed against the cells as read; applied as is after approval."""
+
+    args: Any
+    title: str
+    diff: str
+    apply: Callable[[NotebookDocument, ToolContext], Awaitable[str]]
+    highlight: str | None = None
+    changes: list[Any] = field(default_factory=list)
+
+
+_plans: dict[str, Plan] = {}
+"""Plans shown on approval cards, by tool call id, until their call runs (or is denied)."""
+_MAX_PLANS = 64
+
+
+def keep_plan(tool_call_id: str, plan: Plan) -> None:
+    _plans[tool_call_id] = plan
+    while len(_plans) > _MAX_PLANS:
+        _plans.pop(next(iter(_plans)))
+
+
+def take_plan(tool_call_id: str, args: Any) -> Plan | None:
+    """The plan shown for this call, if its arguments were not edited since."""
+    plan = _plans.pop(tool_call_id, None)
+    return plan if plan is not None and plan.args == args else None
+
+
+def record(
+    ctx: ToolContext,
+    kind: Literal["edit", "insert", "delete"],
+    cell_id: str,
+    index: int,
+    cell_type: str,
+    before: Any,
+    after: Any,
+) -> None:
+    """Note an applied change in the turn's undo journal, when there is one."""
+    journal = ctx.journal
+    if journal is None:
+        return
+    journal.record_notebook_change(NotebookChange(kind, cell_id, index, cell_type, before, after))
+
+
+# -- edit_cell --------------------------------------------------------------------------------
+
+
+class EditCellParams(BaseModel):
+    cell: str = Field(description='The cell: "#N" (its position, 1-based, as on screen) or its id.')
+    edits: list[ReplaceEdit] | None = Field(
+        default=None,
+        description="Exact text replacements in the cell's source (each old_text must match exactly and once).",
+    )
+    source: str | None = Field(default=None, description="The cell's whole new source (instead of edits).")
+
+
+async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
+    document = require_notebook(ctx, "edit_cell")
+    if (params.edits is None) == (params.source is None):
+        raise NotebookError('Give either "edits" (a list of {old_text, new_text}) or "source", not both or neither.')
+    _, (cell,) = await read_refs(document, [params.cell])
+    check_not_running(cell, document, "edited")
+    before = cell.source
+    if params.source is not None:
+        after = normalize_to_lf(params.source)
+        if after == before:
+            raise NotebookError(f"Cell {cell.position} already has this source; nothing to change.")
+    else:
+        if not params.edits:
+            raise NotebookError("edits must contain at least one replacement.")
+        try:
+            pairs = [(edit.old_text, edit.new_text) for edit in params.edits]
+            after = apply_edits(before, pairs, f"cell {cell.position}")
+        except EditError as error:
+            raise NotebookError(f'{error} Use cells with {{"cell": "{cell.position}"}} to read it.') from None
+    title = cell.title()
+
+    async def apply(notebook: NotebookDocument, context: ToolContext) -> str:
+        await notebook.edit(cell.id, before, after)
+        record(context, "edit", cell.id, cell.index, cell.type, before, after)
+        return f"Edited cell {cell.position} (id {cell.id})."
+
+    return Plan(params, f"edit cell {title}", cell_diff(before, after, title), apply, cell.id)
+
+
+# -- insert_cells -----------------------------------------------------------------------------
+
+
+class NewCell(BaseModel):
+    type: Literal["code", "markdown"] = Field(default="code", description="code or markdown")
+    source: str = Field(description="The cell's source.")
+
+
+class InsertCellsParams(BaseModel):
+    after: str | None = Field(default=None, description='Insert after this cell ("#N" or id); omitted: at the end.')
+    cells: list[NewCell] = Field(min_length=1, description="The new cells, in order.")
+
+
+async def plan_insert(params: InsertCellsParams, ctx: ToolContext) -> Plan:
+    document = require_notebook(ctx, "insert_cells")
+    index = await document.read(max_chars=INDEX_CHARS)
+    if params.after is not None:
+        anchor = resolve_ref(params.after, index)
+        at, where = anchor.index + 1, f"after {anchor.position}"
+    else:
+        anchor, at, where = None, len(index), "at the end"
+    new: list[tuple[str, str]] = [(cell.type, normalize_to_lf(cell.source)) for cell in params.cells]
+    diffs = [cell_diff("", text, f"new cell #{at + offset + 1} ({kind})") for offset, (kind, text) in enumerate(new)]
+
+    async def apply(notebook: NotebookDocument, context: ToolContext) -> str:
+        ids = await notebook.insert(at, new)
+        for offset, (cell_id, (kind, source)) in enumerate(zip(ids, new, strict=False)):
+            record(context, "insert", cell_id, at + offset, kind, None, source)
+        shown = ", ".join(f"#{at + offset + 1} (id {cell_id})" for offset, cell_id in enumerate(ids))
+        return f"Inserted {len(ids)} cell(s) {where}: {shown}."
+
+    title = f"insert {len(new)} cell(s) {where}"
+    return Plan(params, title, "".join(diffs), apply, anchor.id if anchor is not None else None)
+
+
+# -- delete_cells -----------------------------------------------------------------------------
+
+
+class DeleteCellsParams(BaseModel):
+    cells: list[str] = Field(min_length=1, description='The cells to delete: "#N" or ids.')
+
+
+async def plan_delete(params: DeleteCellsParams, ctx: ToolContext) -> Plan:
+    document = require_notebook(ctx, "delete_cells")
+    _, cells = await read_refs(document, params.cells)
+    cells = list({cell.id: cell for cell in cells}.values())
+    for cell in cells:
+        check_not_running(cell, document, "deleted")
+    diff = "".join(cell_diff(cell.source, "", cell.title()) for cell in cells)
+
+    async def apply(notebook: NotebookDocument, context: ToolContext) -> str:
+        await notebook.delete([cell.id for cell in cells], [cell.source for cell in cells])
+        for cell in sorted(cells, key=lambda c: c.index, reverse=True):
+            record(context, "delete", cell.id, cell.index, cell.type, cell.source, None)
+        return f"Deleted {len(cells)} cell(s): {', '.join(cell.position for cell in cells)}."
+
+    title = "delete " + ", ".join(cell.title() for cell in cells)
+    return Plan(params, title, diff, apply, cells[0].id)
+
+
+# -- the tools --------------------------------------------------------------------------------
+
+Planner = Callable[[Any, ToolContext], Awaitable[Plan]]
+
+
+def _notebook_tool(
+    name: str, description: str, params: type[BaseModel], planner: Planner, snippet: str
+) -> ToolDefinition:
+    async def preview(tool_call_id: str, args: Any, ctx: ToolContext) -> ApprovalPreview:
+        plan = await planner(args, ctx)
+        keep_plan(tool_call_id, plan)
+        return ApprovalPreview(plan.title, plan.diff, plan.highlight)
+
+    async def execute(
+        tool_call_id: str, args: Any, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
+    ) -> AgentToolResult:
+        document = require_notebook(ctx, name)
+        plan = take_plan(tool_call_id, args) or await planner(args, ctx)
+        text = await plan.apply(document, ctx)
+        return AgentToolResult([TextContent(text)], details={"diff": plan.diff, "title": plan.title})
+
+    return ToolDefinition(
+        name=name,
+        label=name,
+        description=description,
+        parameters=params,
+        execute=execute,
+        prompt_snippet=snippet,
+        approval="ask",
+        approval_preview=preview,
+    )
+
+
+def create_edit_cell_tool() -> ToolDefinition:
+    return _notebook_tool(
+        "edit_cell",
+        "Change a notebook cell's source in place, in the live notebook. Either edits (exact text replacements: "
+        "each old_text must match the cell exactly and once, like the edit tool) or source (the whole new source). "
+        'Refer to the cell as "#N" (position, 1-based) or by id; read it first with cells.',
+        EditCellParams,
+        plan_edit,
+        "Edit a notebook cell in place (exact replacements or a new source)",
+    )
+
+
+def create_insert_cells_tool() -> ToolDefinition:
+    return _notebook_tool(
+        "insert_cells",
+        'Insert new code or markdown cells into the live notebook, after a cell ("#N" or id) or at the end.',
+        InsertCellsParams,
+        plan_insert,
+        "Insert new code or markdown cells into the notebook",
+    )
+
+
+def create_delete_cells_tool() -> ToolDefinition:
+    return _notebook_tool(
+        "delete_cells",
+        'Delete cells from the live notebook ("#N" or ids). The %%pi cell running now cannot be deleted.',
+        DeleteCellsParams,
+        plan_delete,
+        "Delete notebook cells",
+    )

@@ -1,0 +1,134 @@
+"""``run_cells``: run notebook cells in the kernel, their outputs shown in those cells, as if the user ran them.
+
+The front-end cannot run a cell while the ``%%pi`` cell executes (the run would
+queue behind it: a tool waiting for it deadlocks), so the tool runs each
+cell's code itself, the way the ``python`` tool does (``run_notebook_cell``:
+on the main thread in a kernel, where an interrupt stops it), captures its
+outputs as nbformat outputs (stream, execute_result, display_data, error) and
+sends them to the cell (``set_outputs``) with the next execution count. It
+stops at the first cell that raises, as "run all" does. IPython syntax
+(``%magic``, ``!cmd``) is transformed by the shell when there is one. Markdown
+cells are skipped; a ``%%pi`` cell is not run (it would start another turn).
+The model gets each cell's output text and error. ``ctx.journal`` (the turn's
+undo journal) sees the code before and after it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from pi_kernel.agent import OPERATION_ABORTED
+from pi_kernel.agent.invoke import run_in_worker
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.builtin.describe import clip
+from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
+from pi_kernel.tools.builtin.python import run_notebook_cell
+from pi_kernel.tools.builtin.python_capture import current_shell
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.notebook_document import NotebookError
+
+CELL_TEXT_CHARS = 4000
+"""Output text per cell given to the model (its head and tail)."""
+
+
+class RunCellsParams(BaseModel):
+    cells: list[str] = Field(min_length=1, description='The cells to run, in this order: "#N" (position) or ids.')
+
+
+def _transform(code: str) -> str:
+    shell = current_shell()
+    if shell is None:
+        return code
+    try:
+        return str(shell.transform_cell(code))
+    except Exception:  # noqa: BLE001 - untransformable: run it as written, Python reports the syntax error
+        return code
+
+
+def _next_count() -> int | None:
+    """The execution count the run takes (the shell's counter moves on, as a user's run would)."""
+    shell = current_shell()
+    if shell is None:
+        return None
+    count = int(shell.execution_count)
+    shell.execution_count = count + 1
+    return count
+
+
+def create_run_cells_tool() -> ToolDefinition:
+    async def execute(
+        tool_call_id: str, params: RunCellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
+    ) -> AgentToolResult:
+        document = require_notebook(ctx, "run_cells")
+        namespace = ctx.namespace if ctx.namespace is not None else {"__name__": "__main__"}
+        _, cells = await read_refs(document, params.cells)
+        journal = getattr(ctx, "journal", None)
+        reports: list[str] = []
+        failed = False
+        for cell in cells:
+            if signal is not None and signal.aborted:
+                raise RuntimeError(OPERATION_ABORTED)
+            if cell.type != "code":
+                reports.append(f"{cell.position}: {cell.type} cell, not run.")
+                continue
+            if cell.id == document.running_cell_id or cell.source.lstrip().startswith("%%pi"):
+                reports.append(f"{cell.position}: a %%pi cell, not run (it would start another agent turn).")
+                continue
+            code = _transform(cell.source)
+            token = journal.before_code(namespace, code) if journal is not None else None
+            try:
+                outputs, text, error = await _run(code, namespace, signal, ctx)
+            finally:
+                if journal is not None:
+                    journal.after_code(namespace, token)
+            count = _next_count()
+            try:
+                await document.set_outputs(cell.id, outputs, count)
+                shown = ""
+            except NotebookError as problem:
+                shown = f" (its outputs could not be shown in the notebook: {problem})"
+            head = f"{cell.position} [{count if count is not None else ' '}]{shown}"
+            if error is not None:
+                reports.append(f"{head} raised {error['ename']}:\n{clip(text, CELL_TEXT_CHARS)}")
+                failed = True
+                break
+            reports.append(f"{head} ran" + (f":\n{clip(text, CELL_TEXT_CHARS)}" if text.strip() else " (no output)."))
+        left = len(cells) - len(reports)
+        if failed and left:
+            reports.append(f"Stopped at the error; {left} cell(s) not run.")
+        report = "\n\n".join(reports)
+        if failed:
+            raise RuntimeError(report)
+        return AgentToolResult([TextContent(report)], details={"cells": [cell.id for cell in cells]})
+
+    return ToolDefinition(
+        name="run_cells",
+        label="run_cells",
+        description=(
+            'Run notebook cells ("#N" or ids, in the order given) in the kernel, like the user running them: '
+            "variables are shared, the outputs appear in those cells, and you get their output and errors. "
+            "Stops at the first error."
+        ),
+        parameters=RunCellsParams,
+        execute=execute,
+        prompt_snippet="Run notebook cells; their outputs show in the notebook",
+        approval="ask",
+    )
+
+
+async def _run(
+    code: str, namespace: dict[str, Any], signal: AbortSignal | None, ctx: ToolContext
+) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
+    run = functools.partial(run_notebook_cell, code, namespace, signal=signal)
+    if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
+        await asyncio.sleep(0)  # let a scheduled abort land first
+        if signal is not None and signal.aborted:
+            raise RuntimeError(OPERATION_ABORTED)
+        return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does: an interrupt reaches it
+    return await run_in_worker(run)

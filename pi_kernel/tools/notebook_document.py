@@ -1,0 +1,108 @@
+"""The live notebook document as the tools see it: ``NotebookDocument``, ``CellInfo``, its errors, cell refs.
+
+The tools layer does not know how the document is reached: the kernel's
+``notebook_bridge`` implements ``NotebookDocument`` over the ``pi.notebook``
+comm of a front-end extension and puts it in ``ToolContext.notebook`` (``None``
+where no front-end connected). Every error is a ``NotebookError`` whose text
+the model (or the user) can act on.
+
+A cell ``ref`` is a cell id or ``#N`` (1-based position, as on screen);
+``resolve_ref`` turns one into a ``CellInfo`` of a given reading.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+CellType = Literal["code", "markdown", "raw"]
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    id: str
+    index: int
+    """0-based; shown to the model as ``#index+1``."""
+    type: CellType
+    source: str
+    execution_count: int | None
+    outputs: str
+    """A short summary of the outputs."""
+    source_length: int
+    truncated: bool
+    """``source`` was cut to the reading's ``max_chars``."""
+
+    @property
+    def position(self) -> str:
+        return f"#{self.index + 1}"
+
+    def title(self) -> str:
+        """``#N`` and the first line of the source (shown on approval cards)."""
+        first = next((line.strip() for line in self.source.splitlines() if line.strip()), "")
+        first = first if len(first) <= 60 else first[:59] + "…"
+        return f"{self.position} ({self.type}) {first}".rstrip()
+
+
+class NotebookError(Exception):
+    """A notebook operation failed; the text says what to do."""
+
+
+class StaleCell(NotebookError):
+    """The cell changed since it was read."""
+
+
+class NoSuchCell(NotebookError):
+    pass
+
+
+class BridgeGone(NotebookError):
+    """The front-end closed, disconnected or did not answer in time."""
+
+
+STALE_TEXT = "The cell changed while waiting for approval; read it again (cells) and redo the change."
+
+
+class NotebookDocument(Protocol):
+    @property
+    def running_cell_id(self) -> str | None:
+        """The ``%%pi`` cell executing now (a plain attribute does too)."""
+
+    async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]: ...
+    async def edit(self, cell_id: str, expected: str, new: str) -> None: ...
+    async def insert(self, index: int, cells: list[tuple[str, str]]) -> list[str]: ...
+    async def delete(self, cell_ids: list[str], expected: list[str]) -> None: ...
+    async def set_outputs(self, cell_id: str, outputs: list[dict], execution_count: int | None) -> None: ...
+    async def highlight(self, cell_id: str | None) -> None: ...
+
+
+_POSITION = re.compile(r"^#\s*(\d+)$")
+
+
+def resolve_ref(ref: str, cells: Sequence[CellInfo]) -> CellInfo:
+    """The cell ``ref`` names among ``cells`` (the whole notebook, in order): ``#N`` or a cell id."""
+    text = str(ref).strip()
+    match = _POSITION.match(text)
+    if match:
+        number = int(match.group(1))
+        if 1 <= number <= len(cells):
+            return cells[number - 1]
+        raise NoSuchCell(
+            f"No cell {text}: the notebook has {len(cells)} cell(s), #1 to #{len(cells)}. Use cells to see them."
+            if cells
+            else f"No cell {text}: the notebook has no cells."
+        )
+    for cell in cells:
+        if cell.id == text:
+            return cell
+    raise NoSuchCell(f'No cell with id "{text[:80]}". Refer to a cell as #N (its position) or by its id; use cells.')
+
+
+def check_not_running(cell: CellInfo, document: NotebookDocument, action: str) -> None:
+    """The running ``%%pi`` cell cannot be edited or deleted."""
+    if document.running_cell_id is not None and cell.id == document.running_cell_id:
+        raise NotebookError(
+            f"Cell {cell.position} is the %%pi cell running this turn; it cannot be {action}. "
+            "Change another cell or insert a new one."
+        )

@@ -1,0 +1,480 @@
+"""``TurnJournal``: what one ``%%pi`` turn changed, kept so that ``%pi undo`` can revert it.
+
+The tools record into it (through ``ToolContext.journal``) as they work:
+
+- ``record_file(path)`` before ``write`` / ``edit`` change a file: its bytes, or that it did not exist;
+- ``record_notebook_change(change)`` after a notebook change was applied (the notebook tools);
+- ``before_code(namespace, code)`` / ``after_code(namespace, token)`` around the code of ``python`` and
+  ``run_cells``: which names the code created, rebound or deleted (the old references are kept: no
+  copies), and, before it runs, a copy of each object it may change in place.
+
+In-place copies are decided statically: the names the code mentions (``ast``) that are bound to a
+DataFrame, Series, ndarray, list, dict, set or bytearray (checked with ``type()``, never ``isinstance``:
+a proxy's ``__class__`` may lie), sized cheaply (``nbytes``, ``memory_usage``, ``sys.getsizeof`` of a
+builtin) without calling user code, and copied while the turn's budget (``PI_UNDO_MEMORY``) lasts: a
+pandas copy-on-write copy where copy-on-write is on (it costs nothing until either side is written),
+else a deep ``copy()``. Builtin containers get a shallow copy (their items are the same objects).
+
+``finish()`` at the end of the turn notes the files' final state, so that ``revert`` refuses a file the
+user changed after the turn; a variable rebound after the turn and a cell edited after it are refused
+the same way (never overwrite the user's work). ``revert`` / ``revert_notebook`` return an ``UndoReport``:
+what was restored and, one line each, what was not.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import os
+import sys
+import types
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pi_kernel.tools.files import write_file_atomic
+from pi_kernel.tools.notebook_document import StaleCell
+
+DEFAULT_MEMORY = 1 << 30
+"""``PI_UNDO_MEMORY``'s default: bytes of copies and file contents one turn's journal may hold."""
+
+_MISSING: Any = object()
+"""A name that was not bound."""
+
+_IMMUTABLE = (int, float, complex, bool, str, bytes, type(None), tuple, frozenset, range)
+_NOT_DATA = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
+
+
+@dataclass(frozen=True)
+class NotebookChange:
+    """One notebook change the turn applied (the notebook tools record it after it took effect)."""
+
+    kind: Literal["edit", "insert", "delete"]
+    cell_id: str
+    index: int
+    """0-based position of the cell (before a delete, after an insert)."""
+    cell_type: str
+    before: str | None
+    """The source before (``None`` for an insert)."""
+    after: str | None
+    """The source after (``None`` for a delete)."""
+
+
+class NotebookEditor(Protocol):
+    """The part of ``NotebookDocument`` that undo uses."""
+
+    def edit(self, cell_id: str, expected: str, new: str) -> Awaitable[None]: ...
+    def insert(self, index: int, cells: list[tuple[str, str]]) -> Awaitable[list[str]]: ...
+    def delete(self, cell_ids: list[str], expected: list[str]) -> Awaitable[None]: ...
+
+
+@dataclass
+class UndoReport:
+    restored: list[str] = field(default_factory=list)
+    not_restored: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [f"Restored {', '.join(self.restored)}." if self.restored else "Nothing was restored."]
+        lines += [f"Not restored: {line}" for line in self.not_restored]
+        return "\n".join(lines)
+
+
+@dataclass
+class _FileRecord:
+    before: bytes | None
+    """``None``: the file did not exist."""
+    after: str | None = None
+    """sha256 of the content at the turn's end (``""``: it did not exist then)."""
+
+
+@dataclass
+class _Copy:
+    original: Any
+    copy: Any
+    size: int
+
+
+@dataclass
+class _CodeToken:
+    names: dict[str, Any]
+
+
+class TurnJournal:
+    def __init__(self, memory_budget: int = DEFAULT_MEMORY, label: str = "") -> None:
+        self.memory_budget = memory_budget
+        self.label = label
+        """What the turn was (its prompt's first line), for ``%pi undo list``."""
+        self.held = 0
+        """Bytes of copies and file contents held now."""
+        self.undone = False
+        self._files: dict[Path, _FileRecord] = {}
+        self._notebook: list[NotebookChange] = []
+        self._variables: dict[str, list[Any]] = {}
+        """name → [binding before the turn (or ``_MISSING``), binding after its last code]."""
+        self._copies: dict[str, _Copy] = {}
+        self._notes: dict[str, str] = {}
+        """What cannot be restored, one line per key."""
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def record_file(self, path: Path | str) -> None:
+        """Before ``write`` / ``edit`` changes ``path``: keep its bytes (or its absence), first time only."""
+        path = Path(os.path.abspath(path))
+        if path in self._files or f"file:{path}" in self._notes:
+            return
+        try:
+            size = path.stat().st_size if path.is_file() else None
+        except OSError:
+            size = None
+        if size is not None and self.held + size > self.memory_budget:
+            self._notes[f"file:{path}"] = f"{path}: {_size(size)} is over PI_UNDO_MEMORY; its old content was not kept"
+            return
+        try:
+            before = path.read_bytes() if size is not None else None
+        except OSError as error:
+            self._notes[f"file:{path}"] = f"{path}: could not be read before the change ({error.strerror})"
+            return
+        self.held += len(before or b"")
+        self._files[path] = _FileRecord(before)
+
+    def record_notebook_change(self, change: NotebookChange) -> None:
+        """After a notebook change was applied."""
+        self._notebook.append(change)
+
+    def note(self, key: str, text: str) -> None:
+        """Something the turn did that undo cannot revert (a ``bash`` command, an MCP tool), one line."""
+        self._notes.setdefault(key, text)
+
+    def before_code(self, namespace: dict[str, Any], code: str) -> object:
+        """Before ``code`` runs in ``namespace``: copy what it may change in place; returns the token for
+        ``after_code``."""
+        for name in sorted(_mentioned_names(code)):
+            value = namespace.get(name, _MISSING)
+            if value is _MISSING or name in self._copies or name in self._variables:
+                continue
+            self._keep_copy(name, value)
+        return _CodeToken(dict(namespace))
+
+    def after_code(self, namespace: dict[str, Any], token: object) -> None:
+        """After the code ran (also after an error): note the names it created, rebound or deleted."""
+        if not isinstance(token, _CodeToken):
+            return
+        before = token.names
+        for name in before.keys() | namespace.keys():
+            old, new = before.get(name, _MISSING), namespace.get(name, _MISSING)
+            if old is new or (name.startswith("__") and name.endswith("__")):
+                continue
+            record = self._variables.setdefault(name, [old, new])
+            record[1] = new
+
+    def finish(self) -> None:
+        """At the turn's end: note each file's content now, so that a later change by the user is seen, and
+        drop the copies of objects that did not change (compared without calling their items' code)."""
+        for path, record in self._files.items():
+            record.after = _digest(path)
+        for name, kept in list(self._copies.items()):
+            if name not in self._variables and _unchanged(kept.original, kept.copy):
+                self.held -= kept.size
+                del self._copies[name]
+
+    def release_copies(self) -> None:
+        """Drop the in-place copies (a newer turn needs the memory); their objects are named at undo."""
+        for name, kept in self._copies.items():
+            self._notes.setdefault(f"copy:{name}", f"{name}: its copy was dropped for a newer turn's undo")
+            self.held -= kept.size
+        self._copies.clear()
+
+    # -- what there is ------------------------------------------------------------------------
+
+    @property
+    def notebook_changes(self) -> list[NotebookChange]:
+        return list(self._notebook)
+
+    def is_empty(self) -> bool:
+        """Nothing to revert (what cannot be reverted does not count)."""
+        return not (self._files or self._notebook or self._changed_variables() or self._copies)
+
+    def summary(self) -> str:
+        parts = [
+            _count(len(self._changed_variables()), "variable"),
+            _count(len(self._files), "file"),
+            _count(len(self._notebook), "notebook change"),
+        ]
+        return ", ".join(part for part in parts if part) or "nothing undoable"
+
+    # -- reverting ----------------------------------------------------------------------------
+
+    def revert(self, namespace: dict[str, Any] | None, report: UndoReport | None = None) -> UndoReport:
+        """Restore the variables, the objects changed in place and the files (the notebook: ``revert_notebook``)."""
+        report = report if report is not None else UndoReport()
+        self.undone = True
+        if namespace is not None:
+            self._revert_variables(namespace, report)
+        self._revert_files(report)
+        report.not_restored += list(self._notes.values())
+        self._notes.clear()
+        return report
+
+    async def revert_notebook(self, notebook: NotebookEditor | None, report: UndoReport) -> UndoReport:
+        """Undo the notebook changes, newest first; a cell changed since is refused and named."""
+        changes, self._notebook = self._notebook, []
+        if changes and notebook is None:
+            report.not_restored.append(f"{_count(len(changes), 'notebook change')}: no notebook front-end is connected")
+            return report
+        done = 0
+        renamed: dict[str, str] = {}
+        """A deleted cell put back has a new id: earlier changes of it go to that one."""
+        for change in reversed(changes):
+            where = f"cell #{change.index + 1} ({change.cell_id})"
+            cell_id = renamed.get(change.cell_id, change.cell_id)
+            try:
+                new_id = await _undo_change(notebook, change, cell_id)  # type: ignore[arg-type]
+                done += 1
+            except StaleCell:
+                report.not_restored.append(f"{where}: changed since the turn; your version is kept")
+            except Exception as error:  # noqa: BLE001 - each refusal (gone, bridge lost) becomes a line
+                report.not_restored.append(f"{where}: {error}")
+            else:
+                if new_id is not None:
+                    renamed[change.cell_id] = new_id
+        if done:
+            report.restored.append(_count(done, "notebook change"))
+        return report
+
+    # -- inside -------------------------------------------------------------------------------
+
+    def _keep_copy(self, name: str, value: Any) -> None:
+        if name.startswith("_") or name in ("In", "Out"):
+            return
+        kind = type(value)
+        if kind in _IMMUTABLE or isinstance(value, _NOT_DATA):
+            return
+        copier = _copier(kind)
+        if copier is None:
+            self._notes.setdefault(
+                f"copy:{name}", f"{name} ({_type_name(kind)}): not copied; any change made to it in place stays"
+            )
+            return
+        size = _size_of(value)
+        if size is None or self.held + size > self.memory_budget:
+            shown = _size(size) if size is not None else "of unknown size"
+            self._notes.setdefault(
+                f"copy:{name}",
+                f"{name} ({_type_name(kind)}, {shown}): over PI_UNDO_MEMORY, not copied; changes made in place stay",
+            )
+            return
+        try:
+            copied = copier(value)
+        except Exception as error:  # noqa: BLE001 - an object that cannot be copied is named, never fatal
+            self._notes.setdefault(f"copy:{name}", f"{name}: could not be copied ({type(error).__name__})")
+            return
+        self.held += size
+        self._copies[name] = _Copy(value, copied, size)
+
+    def _changed_variables(self) -> dict[str, list[Any]]:
+        return {name: record for name, record in self._variables.items() if record[0] is not record[1]}
+
+    def _revert_variables(self, namespace: dict[str, Any], report: UndoReport) -> None:
+        restored = 0
+        for name, (before, after) in self._changed_variables().items():
+            if namespace.get(name, _MISSING) is not after:
+                report.not_restored.append(f"{name}: changed since the turn; left as it is")
+                self._copies.pop(name, None)
+                continue
+            kept = self._copies.pop(name, None)
+            if before is _MISSING:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = (
+                    _restore_in_place(before, kept.copy) if kept is not None and kept.original is before else before
+                )
+            restored += 1
+        changed_in_place = 0
+        for name, kept in self._copies.items():
+            if namespace.get(name, _MISSING) is not kept.original:
+                report.not_restored.append(f"{name}: rebound since the turn; left as it is")
+                continue
+            namespace[name] = _restore_in_place(kept.original, kept.copy)
+            changed_in_place += 1
+        self._copies.clear()
+        self.held = 0
+        if restored:
+            report.restored.append(_count(restored, "variable"))
+        if changed_in_place:
+            report.restored.append(_count(changed_in_place, "object") + " changed in place")
+
+    def _revert_files(self, report: UndoReport) -> None:
+        restored = 0
+        for path, record in self._files.items():
+            if record.after is not None and _digest(path) != record.after:
+                report.not_restored.append(f"{path}: changed since the turn; left as it is")
+                continue
+            try:
+                if record.before is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                else:
+                    write_file_atomic(path, record.before, make_parents=True)
+                restored += 1
+            except OSError as error:
+                report.not_restored.append(f"{path}: {error.strerror or error}")
+        self._files.clear()
+        if restored:
+            report.restored.append(_count(restored, "file"))
+
+
+async def _undo_change(notebook: NotebookEditor, change: NotebookChange, cell_id: str) -> str | None:
+    """Undo one change; returns the new id of a cell put back."""
+    if change.kind == "edit":
+        await notebook.edit(cell_id, change.after or "", change.before or "")
+    elif change.kind == "insert":
+        await notebook.delete([cell_id], [change.after or ""])
+    else:
+        ids = await notebook.insert(change.index, [(change.cell_type, change.before or "")])
+        return ids[0] if ids else None
+    return None
+
+
+def _mentioned_names(code: str) -> set[str]:
+    """The names the code reads (and ``x += ...`` targets): the objects it may change in place; none when
+    it does not parse. A name only assigned is rebound, not changed."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def _pandas_copy(value: Any) -> Any:
+    """A copy-on-write copy (shallow: it shares the data until either side is written) where pandas is
+    copy-on-write (always from pandas 3, an option in 2.x), else a deep copy."""
+    return value.copy(deep=not _pandas_is_cow())
+
+
+def _pandas_is_cow() -> bool:
+    pandas = sys.modules.get("pandas")
+    major = str(getattr(pandas, "__version__", "0")).split(".")[0]
+    if major.isdigit() and int(major) >= 3:
+        return True
+    with contextlib.suppress(Exception):
+        return pandas is not None and pandas.options.mode.copy_on_write is True
+    return False
+
+
+def _copier(kind: type) -> Callable[[Any], Any] | None:
+    if kind in (list, dict, set, bytearray):
+        return kind.copy
+    if kind.__name__ in ("DataFrame", "Series") and _is_from("pandas", kind):
+        return _pandas_copy
+    if kind.__name__ == "ndarray" and _is_from("numpy", kind):
+        return lambda value: value.copy()
+    return None
+
+
+def _is_from(module: str, kind: type) -> bool:
+    """``kind`` is the very class of that (already imported) library, not a look-alike."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and getattr(loaded, kind.__name__, None) is kind
+
+
+def _size_of(value: Any) -> int | None:
+    """Bytes a copy costs, read without calling the object's own Python code (library types only)."""
+    kind = type(value)
+    try:
+        if kind in (list, dict, set, bytearray):
+            return sys.getsizeof(value)
+        if kind.__name__ == "ndarray":
+            return int(value.nbytes)
+        if kind.__name__ == "DataFrame":
+            return int(value.memory_usage(index=True, deep=False).sum())
+        if kind.__name__ == "Series":
+            return int(value.memory_usage(index=True, deep=False))
+    except Exception:  # noqa: BLE001 - unknown size: not copied, and named
+        return None
+    return None
+
+
+def _restore_in_place(original: Any, copied: Any) -> Any:
+    """Put ``copied``'s content back: into the same object for builtin containers (other references see it),
+    else the copy takes the name's place."""
+    kind = type(original)
+    if kind in (list, bytearray):
+        original[:] = copied
+        return original
+    if kind in (dict, set):
+        original.clear()
+        original.update(copied)
+        return original
+    return copied
+
+
+def _unchanged(original: Any, copied: Any) -> bool:
+    """Whether ``original`` still equals its copy, decided without user code (else: assume it changed)."""
+    kind = type(original)
+    try:
+        if kind in (list, bytearray, set):
+            return len(original) == len(copied) and all(a is b for a, b in zip(original, copied, strict=True))
+        if kind is dict:
+            return len(original) == len(copied) and all(
+                a is c and b is d for (a, b), (c, d) in zip(original.items(), copied.items(), strict=True)
+            )
+        if kind.__name__ == "ndarray":
+            return original.dtype.kind != "O" and original.shape == copied.shape and bool((original == copied).all())
+        if kind.__name__ in ("DataFrame", "Series"):
+            return _frame_unchanged(original, copied)
+    except Exception:  # noqa: BLE001 - could not tell: keep the copy
+        return False
+    return False
+
+
+def _frame_unchanged(original: Any, copied: Any) -> bool:
+    """A copy-on-write copy: unchanged while every column still shares the copy's memory (a write would
+    have copied it first), which costs no pass over the data; a deep copy: ``equals`` without object columns."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or original.shape != copied.shape or not original.index.equals(copied.index):
+        return False
+    if original.ndim == 1:
+        pairs = [(original, copied)]
+    else:
+        if not original.columns.equals(copied.columns):
+            return False
+        pairs = [(original.iloc[:, i], copied.iloc[:, i]) for i in range(original.shape[1])]
+    if all(numpy.may_share_memory(a.to_numpy(), b.to_numpy()) for a, b in pairs):
+        return True
+    plain = all(a.dtype.kind != "O" for a, _ in pairs)
+    return plain and not _pandas_is_cow() and bool(original.equals(copied))
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return "unreadable"
+
+
+def _type_name(kind: type) -> str:
+    return f"a {getattr(kind, '__name__', 'object')}"
+
+
+def _count(number: int, noun: str) -> str:
+    if not number:
+        return ""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return f"{size} bytes"

@@ -1,0 +1,211 @@
+"""The notebook tools against an in-memory ``NotebookDocument``: refs, diffs, bounds, stale and gone bridges.
+
+``MemoryNotebook`` implements the protocol the way the front-end does (stale
+checks included), so the tools' own logic is tested without a kernel; the
+comm itself is tested in tests/kernel/test_notebook_bridge.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from pi_kernel.agent.types import AgentToolResult
+from pi_kernel.tools.builtin import builtin_tools
+from pi_kernel.tools.builtin.cells import LIST_CHARS, CellsParams, document_cells
+from pi_kernel.tools.builtin.notebook_edits import (
+    DeleteCellsParams,
+    EditCellParams,
+    InsertCellsParams,
+    NewCell,
+    cell_diff,
+    plan_delete,
+    plan_edit,
+    plan_insert,
+)
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.notebook_document import (
+    BridgeGone,
+    CellInfo,
+    NoSuchCell,
+    NotebookError,
+    StaleCell,
+    resolve_ref,
+)
+
+
+class MemoryNotebook:
+    """``NotebookDocument`` over a list of ``[id, type, source]`` (what the front-end does, in memory)."""
+
+    def __init__(self, sources: list[str], running: int | None = None) -> None:
+        self.cells = [[uuid.uuid4().hex[:8], "code", source] for source in sources]
+        self.running_cell_id = self.cells[running][0] if running is not None else None
+        self.gone = False
+        self.reads = 0
+
+    def _check(self) -> None:
+        if self.gone:
+            raise BridgeGone("The notebook front-end disconnected before answering; nothing was changed.")
+
+    async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]:
+        self._check()
+        self.reads += 1
+        out = []
+        for index, (cell_id, kind, source) in enumerate(self.cells):
+            if cell_ids is not None and cell_id not in cell_ids:
+                continue
+            shown = source[:max_chars] if max_chars is not None else source
+            out.append(CellInfo(cell_id, index, kind, shown, None, "", len(source), len(shown) < len(source)))
+        return out
+
+    def _find(self, cell_id: str) -> list[Any]:
+        for cell in self.cells:
+            if cell[0] == cell_id:
+                return cell
+        raise NoSuchCell(f"No cell with id {cell_id!r}.")
+
+    async def edit(self, cell_id: str, expected: str, new: str) -> None:
+        self._check()
+        cell = self._find(cell_id)
+        if cell[2] != expected:
+            raise StaleCell("stale")
+        cell[2] = new
+
+    async def insert(self, index: int, cells: list[tuple[str, str]]) -> list[str]:
+        self._check()
+        made = [[uuid.uuid4().hex[:8], kind, source] for kind, source in cells]
+        self.cells[index:index] = made
+        return [cell[0] for cell in made]
+
+    async def delete(self, cell_ids: list[str], expected: list[str]) -> None:
+        self._check()
+        for cell_id, source in zip(cell_ids, expected, strict=True):
+            if self._find(cell_id)[2] != source:
+                raise StaleCell("stale")
+        self.cells = [cell for cell in self.cells if cell[0] not in cell_ids]
+
+    async def set_outputs(self, cell_id: str, outputs: list[dict], execution_count: int | None) -> None:  # type: ignore[type-arg]
+        self._check()
+
+    async def highlight(self, cell_id: str | None) -> None:
+        self._check()
+
+
+def tool(name: str) -> ToolDefinition:
+    return next(definition for definition in builtin_tools(names=[name]))
+
+
+def call(name: str, params: Any, ctx: ToolContext, call_id: str = "c1") -> AgentToolResult:
+    result = tool(name).execute(call_id, params, None, None, ctx)
+    return asyncio.run(result) if asyncio.iscoroutine(result) else result
+
+
+def sources(document: MemoryNotebook) -> list[str]:
+    return [cell[2] for cell in document.cells]
+
+
+def test_refs_by_position_and_id_and_clear_errors() -> None:
+    cells = asyncio.run(MemoryNotebook(["a", "b", "c"]).read())
+    assert resolve_ref("#2", cells).source == "b"
+    assert resolve_ref(" # 3 ", cells).source == "c"
+    assert resolve_ref(cells[0].id, cells).source == "a"
+    with pytest.raises(NoSuchCell, match=r"No cell #4: the notebook has 3 cell\(s\), #1 to #3"):
+        resolve_ref("#4", cells)
+    with pytest.raises(NoSuchCell, match=r"No cell #0"):
+        resolve_ref("#0", cells)
+    with pytest.raises(NoSuchCell, match=r'No cell with id "nope"\. Refer to a cell as #N'):
+        resolve_ref("nope", cells)
+    with pytest.raises(NoSuchCell, match="the notebook has no cells"):
+        resolve_ref("#1", [])
+
+
+def test_cell_diff_is_line_level_with_added_and_removed_lines() -> None:
+    diff = cell_diff("a = 1\nb = 2\n", "a = 1\nb = 3\n", "#2 (code) a = 1")
+    assert "-b = 2\n" in diff and "+b = 3\n" in diff and " a = 1\n" in diff
+    assert diff.startswith("--- #2 (code) a = 1 (before)\n+++ #2 (code) a = 1 (after)\n")
+    new = cell_diff("", "x\ny", "new")
+    assert [line for line in new.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")] == ["+x", "+y"]
+    huge = cell_diff("", "line\n" * 3_000_000, "big")
+    assert len(huge) < 210_000 and "characters of the diff not shown" in huge
+
+
+def test_edit_cell_uses_the_edit_tools_matching_and_errors() -> None:
+    document = MemoryNotebook(["x = 1\ny = x +* 2", "%%pi\nfix it"], running=1)
+    ctx = ToolContext(notebook=document)
+    plan = asyncio.run(plan_edit(EditCellParams(cell="#1", edits=[{"old_text": "+*", "new_text": "*"}]), ctx))
+    assert plan.title == "edit cell #1 (code) x = 1" and "+y = x * 2" in plan.diff
+    with pytest.raises(
+        NotebookError, match=r"Could not find the exact text in cell #1.*cells with \{\"cell\": \"#1\"\}"
+    ):
+        asyncio.run(plan_edit(EditCellParams(cell="#1", edits=[{"old_text": "zzz", "new_text": "q"}]), ctx))
+    with pytest.raises(NotebookError, match="Found 2 occurrences"):
+        asyncio.run(plan_edit(EditCellParams(cell="#1", edits=[{"old_text": "x", "new_text": "q"}]), ctx))
+    with pytest.raises(NotebookError, match='Give either "edits"'):
+        asyncio.run(plan_edit(EditCellParams(cell="#1"), ctx))
+    with pytest.raises(NotebookError, match="running this turn; it cannot be edited"):
+        asyncio.run(plan_edit(EditCellParams(cell="#2", source="print(1)"), ctx))
+    result = call("edit_cell", EditCellParams(cell="#1", source="x = 2"), ctx)
+    assert sources(document) == ["x = 2", "%%pi\nfix it"]
+    assert "Edited cell #1" in result.content[0].text and "+x = 2" in result.details["diff"]
+
+
+def test_a_planned_change_applies_against_what_was_shown_and_refuses_a_stale_cell() -> None:
+    document = MemoryNotebook(["a = 1", "b = 2"])
+    ctx = ToolContext(notebook=document)
+    edit = tool("edit_cell")
+    params = EditCellParams(cell="#2", source="b = 3")
+    assert edit.approval_preview is not None
+    preview = asyncio.run(edit.approval_preview("call-stale", params, ctx))
+    assert preview is not None and preview.cell_id == document.cells[1][0] and "-b = 2" in preview.diff
+    document.cells[1][2] = "b = 20  # typed by the user while the card waited"
+    with pytest.raises(StaleCell):
+        call("edit_cell", params, ctx, "call-stale")
+    assert sources(document) == ["a = 1", "b = 20  # typed by the user while the card waited"]
+
+
+def test_insert_and_delete_plans_show_new_cells_as_added_and_deleted_as_removed() -> None:
+    document = MemoryNotebook(["a = 1", "b = 2", "c = 3"])
+    ctx = ToolContext(notebook=document)
+    plan = asyncio.run(plan_insert(InsertCellsParams(after="#1", cells=[NewCell(type="markdown", source="# T")]), ctx))
+    assert plan.title == "insert 1 cell(s) after #1" and "+# T" in plan.diff and "new cell #2 (markdown)" in plan.diff
+    result = call("insert_cells", InsertCellsParams(cells=[NewCell(source="d = 4")]), ctx)
+    assert sources(document)[-1] == "d = 4" and "at the end: #4" in result.content[0].text
+    gone = asyncio.run(plan_delete(DeleteCellsParams(cells=["#2", "#2"]), ctx))
+    assert "-b = 2" in gone.diff and gone.title == "delete #2 (code) b = 2"
+    call("delete_cells", DeleteCellsParams(cells=["#2", "#3"]), ctx)
+    assert sources(document) == ["a = 1", "d = 4"]
+
+
+def test_a_gone_bridge_fails_the_call_and_changes_nothing() -> None:
+    document = MemoryNotebook(["a = 1"])
+    ctx = ToolContext(notebook=document)
+    document.gone = True
+    with pytest.raises(BridgeGone, match="nothing was changed"):
+        call("edit_cell", EditCellParams(cell="#1", source="a = 2"), ctx)
+    assert sources(document) == ["a = 1"]
+
+
+def test_without_a_notebook_the_tools_answer_one_clear_line() -> None:
+    ctx = ToolContext()
+    for name, params in (
+        ("edit_cell", EditCellParams(cell="#1", source="x")),
+        ("insert_cells", InsertCellsParams(cells=[NewCell(source="x")])),
+        ("delete_cells", DeleteCellsParams(cells=["#1"])),
+    ):
+        with pytest.raises(NotebookError, match=f"^{name} needs the notebook bridge .* nothing was changed"):
+            call(name, params, ctx)
+    with pytest.raises(ValueError, match="cell and start need the notebook bridge"):
+        call("cells", CellsParams(cell="#1"), ToolContext())
+
+
+def test_a_500_cell_listing_is_bounded_and_names_every_shown_cell() -> None:
+    document = MemoryNotebook([f"import numpy as np\nvalue_{i} = np.arange({i})" for i in range(500)], running=250)
+    result = asyncio.run(document_cells(document, CellsParams()))
+    text = result.content[0].text
+    assert len(text) <= LIST_CHARS + 300
+    assert "Notebook: 500 cell(s); showing #" in text and "#251 id=" in text and "running now" in text
+    one = asyncio.run(document_cells(document, CellsParams(cell="#7")))
+    assert "value_6 = np.arange(6)" in one.content[0].text

@@ -83,6 +83,8 @@ def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
 
 _fixed: ContextVar[list[str] | None] = ContextVar("pi_fixed_secret_values", default=None)
 _added: set[str] = set()
+_last: dict[int, tuple[Any, list[str]]] = {}
+"""The last answer for ``os.environ``, with the environment it was read from (read again when it changed)."""
 
 
 def add_secret_value(value: str | bytes) -> None:
@@ -100,6 +102,10 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
         if fixed is not None:
             return fixed
     env = os.environ if environ is None else environ
+    snapshot = (tuple(getattr(env, "_data", env).items()), len(_added) if environ is None else -1)
+    cached = _last.get(id(env))
+    if cached is not None and cached[0] == snapshot:  # the environment's own objects: compared by identity
+        return list(cached[1])
     values: set[str] = set(_added) if environ is None else set()
     for name, value in list(env.items()):
         password = url_password(value)
@@ -107,7 +113,10 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
             values.add(password)
         if is_secret_name(name):
             values.add(value)
-    return sorted({value for value in values if len(value) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    found = sorted({value for value in values if len(value) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    if environ is None:
+        _last[id(env)] = (snapshot, found)
+    return list(found)
 
 
 @contextmanager

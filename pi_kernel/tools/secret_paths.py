@@ -261,8 +261,10 @@ def _mention_reason(text: str) -> str | None:
         if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
             return f"it changes to {target}, under /proc, where processes keep their environment"
     folders = _folders(text)
+    named = {os.path.basename(path) for path in connection_files()}
     for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
-        reason = _disk_reason(word, folders) if not word.startswith("-") else None
+        on_disk = "/" in word or _GLOB.search(word) or len(folders) > 1 or word in named  # a plain word: no syscall
+        reason = _disk_reason(word, folders) if on_disk and not word.startswith("-") else None
         if reason is not None:
             return reason
         if "/" in word or word.startswith(".") or _KEY_FILES.match(word) or _GLOB.search(word):

@@ -15,7 +15,7 @@ and the model could decode that. This module owns those other forms:
   ``%73%6b``; ``od -x``'s little-endian words too), and the key's letters and digits with anything between them
   (markup tags: ``sk-proj-ab<b></b>cd...``, spaces, dots): both searched in
   the text's *spaced view*, the text with every separator taken out (a run
-  of characters other than letters and digits, a markup tag, a ``0x`` / ``x``
+  of characters other than letters and digits, a markup tag, a ``0x`` or ``\\\\x``
   before a hex digit), each run found there masked with what lies between.
 
 A run of a form long enough to stand for ``FRAGMENT_BYTES`` of the key is
@@ -40,9 +40,9 @@ from functools import lru_cache
 FRAGMENT_BYTES = 12
 """A run of an encoded form standing for at least this many bytes of the key is masked."""
 _LINE_BREAKS = re.compile(r"[\r\n]+")
-_SEPARATORS = re.compile(r"(?:<[^<>]{0,64}>|[^0-9A-Za-z])+(?:0?[xX](?=[0-9A-Fa-f]))?")
+_SEPARATORS = re.compile(r"(?:<[^<>]{0,64}>|[^0-9A-Za-z])+(?:(?<=\\)[xX](?=[0-9A-Fa-f])|0[xX](?=[0-9A-Fa-f]))?")
 """What the spaced view takes out: runs of markup tags and other characters than letters and digits, with a
-``0x`` / ``x`` hex prefix after them."""
+``0x`` / ``\\x`` hex prefix after them."""
 _NOT_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 WORD_SIZES = (2, 4, 8)
 """``od -tx2`` / ``-tx4`` / ``-tx8`` print words of this many bytes, little-endian: each word's bytes reversed."""
@@ -147,7 +147,19 @@ def may_hold(text: str, secrets: Sequence[str], shortest_plain: int) -> bool:
         return False
     joined = _LINE_BREAKS.sub("", text) if ("\n" in text or "\r" in text) else text
     pattern = any_window(tuple(secrets), shortest_plain)
-    return pattern.search(joined) is not None or pattern.search(_SEPARATORS.sub("", text)) is not None
+    return pattern.search(joined) is not None or pattern.search(spaced_text(text)) is not None
+
+
+_NOT_ALNUM_ASCII = {code: None for code in range(128) if not chr(code).isalnum()}
+_TAGS = re.compile(r"<[^<>]{0,64}>")
+
+
+def spaced_text(text: str) -> str:
+    """``SpacedView(text).text``, the quick way for ASCII text without a hex prefix (``0x``, ``\\x``): markup
+    tags and characters other than letters and digits deleted in one pass each."""
+    if not text.isascii() or "0x" in text or "0X" in text or "\\x" in text or "\\X" in text:
+        return SpacedView(text).text
+    return (_TAGS.sub("", text) if "<" in text else text).translate(_NOT_ALNUM_ASCII)
 
 
 def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:

@@ -10,6 +10,8 @@ processes (``tests/mcp_misfit_server.py``, ``tests/mcp_demo_server.py``); the mo
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -87,3 +89,22 @@ def test_pi_mcp_add_tells_the_truth_about_misfits(server: FakeOpenAI, pi_jupyter
         for shown in (secretive.text, listing):
             assert token not in shown and "hunter2-x" not in shown and "--token *** --password=***" in shown
         assert "misfit: running" in listing and "dies: failed" in listing
+
+
+def test_a_kernel_killed_without_a_word_leaves_no_setsid_grandchild(
+    server: FakeOpenAI, pi_jupyter_path: str, tmp_path: Path
+) -> None:
+    """SIGKILL skips ``atexit``: the reaper ends the server's group and the processes carrying its tag."""
+    pid_file = tmp_path / "grandchild.pid"
+    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as kernel:
+        added = kernel.run(f"%pi mcp add forks -- {PY} {MISFIT} setsid {pid_file}").text
+        assert "forks: running" in added, added
+        for _ in range(200):
+            if pid_file.exists():
+                break
+            time.sleep(0.05)
+        grandchild = int(pid_file.read_text())
+        kernel_pid = int(kernel.run("import os; print(os.getpid())").text.strip())
+        assert alive(grandchild)
+        os.kill(kernel_pid, signal.SIGKILL)
+        assert wait_gone(grandchild, timeout=20) == []

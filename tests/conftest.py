@@ -24,6 +24,7 @@ for _folder in sorted(os.listdir(_TESTS)):
     if os.path.isdir(_path) and _folder not in ("data", "__pycache__") and _path not in sys.path:
         sys.path.append(_path)
 
+from fake_anthropic import FakeAnthropic  # noqa: E402 - needs the path above
 from fake_openai import FakeOpenAI  # noqa: E402 - needs the path above
 
 # --------------------------------------------------------------------------- fake OpenAI server
@@ -37,6 +38,17 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     goes into a ``Model``, ``.bodies`` / ``.requests`` show what was sent.
     """
     server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    """A started scripted Anthropic Messages server on 127.0.0.1 (see tests/fake_anthropic.py): the real
+    ``anthropic`` SDK talks to ``.base_url``; ``.enqueue(...)`` scripts it, ``.bodies`` show what was sent."""
+    server = FakeAnthropic().start()
     try:
         yield server
     finally:

@@ -4,8 +4,8 @@
 requests of compaction) as the agent sees them, so the totals survive
 compaction, which removes the old messages from the conversation. ``Budget``
 (US dollars and/or tokens) is checked before each model request
-(``budget_stop``): a request whose estimated cost would take the session past
-it is not sent, and the run ends with a message saying so; nothing already
+(``budget_stop``): a request whose estimated cost (cache reads and writes at
+their own prices) would take the session past it is not sent, and the run ends with a message saying so; nothing already
 done is lost.
 """
 
@@ -24,6 +24,8 @@ class ModelTotals:
     """Prompt tokens, cached ones included."""
     output: int = 0
     cache_read: int = 0
+    cache_write: int = 0
+    """Prompt tokens written to the provider's cache (Anthropic bills them apart)."""
     cost: float = 0.0
     priced: bool = False
     """At least one request had a known price."""
@@ -42,6 +44,7 @@ class UsageLedger:
         totals.input += usage.prompt_tokens
         totals.output += usage.output
         totals.cache_read += usage.cache_read
+        totals.cache_write += usage.cache_write
         if usage.cost is not None:
             totals.cost += usage.cost
             totals.priced = True
@@ -88,10 +91,23 @@ def budget_stop(ledger: UsageLedger, budget: Budget, model: Model, context: Cont
         )
     if budget.usd is not None:
         price: ModelCost | None = model.resolved_cost
-        estimate = prompt * price.input / 1_000_000 if price is not None else 0.0
+        totals = ledger.by_model.get(f"{model.provider}:{model.id}")
+        estimate = request_estimate(prompt, totals.last_prompt_tokens if totals else 0, price)
         if ledger.cost + estimate > budget.usd or ledger.cost >= budget.usd:
             return (
                 f"Budget reached: ${ledger.cost:.4f} of {usd(budget.usd)} spent, and the next request would "
                 f"cost about ${estimate:.4f} more. Nothing was sent. Raise it with %pi budget USD (or PI_BUDGET)."
             )
     return None
+
+
+def request_estimate(prompt: int, last_prompt: int, price: ModelCost | None) -> float:
+    """US dollars a ``prompt``-token request will cost at least: where the model has a cache price, the
+    part the previous request sent (``last_prompt``) is read from the cache and the rest is written to it
+    (or sent at the input price when writes are not billed apart); elsewhere all of it at the input price."""
+    if price is None:
+        return 0.0
+    if not price.cache_read:
+        return prompt * price.input / 1_000_000
+    cached = min(last_prompt, prompt)
+    return (cached * price.cache_read + (prompt - cached) * (price.cache_write or price.input)) / 1_000_000

@@ -28,7 +28,7 @@ Spec = dict[str, tuple[tuple[type, ...], bool, bool]]
 
 _BLOCKS: dict[str, Spec] = {
     "text": {"text": (_STR, True, False)},
-    "thinking": {"thinking": (_STR, True, False), "signature": (_STR, False, True)},
+    "thinking": {"thinking": (_STR, True, False), "signature": (_STR, False, True), "redacted": (_BOOL, False, False)},
     "image": {"data": (_STR, True, False), "mime_type": (_STR, True, False)},
     "tool_call": {
         "id": (_STR, True, False),

@@ -32,7 +32,10 @@ class ThinkingContent:
     thinking: str
     """The model's reasoning text (``reasoning_content`` on DeepSeek)."""
     signature: str | None = None
-    """Where a provider signs or names its reasoning field, so it can be replayed."""
+    """Where a provider signs or names its reasoning field, so it can be replayed (Anthropic: the block's
+    signature; OpenAI-compatible servers: the delta field that carried it)."""
+    redacted: bool = False
+    """Anthropic's ``redacted_thinking``: ``signature`` holds the encrypted data, replayed as it came."""
     type: Literal["thinking"] = "thinking"
 
 

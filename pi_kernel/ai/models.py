@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pi_kernel.ai.messages import AssistantMessage, Usage
 
-ThinkingFormat = Literal["openai", "deepseek"]
+ThinkingFormat = Literal["openai", "deepseek", "openrouter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +37,17 @@ class Compat:
     """Send ``stream_options: {include_usage: true}``."""
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_tokens"
     thinking_format: ThinkingFormat | None = None
-    """``openai``: ``reasoning_effort``; ``deepseek``: ``thinking: {type}``."""
+    """``openai``: ``reasoning_effort``; ``deepseek``: ``thinking: {type}``; ``openrouter``: ``reasoning: {effort}``."""
     requires_reasoning_content_on_assistant_messages: bool = False
     """DeepSeek reasoning models: every replayed assistant message carries
     ``reasoning_content`` (``""`` when it had none), or the API answers 400."""
     supports_tool_choice: bool = True
+    reasoning_tokens_outside_completion: bool = False
+    """Gemini: ``completion_tokens`` leaves the thinking tokens out (``total_tokens`` has them), so the
+    output is read as ``total_tokens - prompt_tokens`` when that is larger."""
+    usage_cost_field: bool = False
+    """OpenRouter: the usage chunk carries the request's ``cost`` in US dollars (used when the model
+    table has no price for the model)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,8 @@ KNOWN_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
     "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
     "deepseek": ("https://api.deepseek.com", "DEEPSEEK_API_KEY"),
     "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    "gemini": ("https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
+    "anthropic": ("https://api.anthropic.com", "ANTHROPIC_API_KEY"),
     "ollama": ("http://127.0.0.1:11434/v1", None),
     "vllm": ("http://127.0.0.1:8000/v1", None),
     "llamacpp": ("http://127.0.0.1:8080/v1", None),
@@ -148,6 +156,8 @@ class Model:
         if self.reasoning is not None:
             return self.reasoning
         model_id = self.id.lower()
+        if self.provider == "anthropic":
+            return not model_id.startswith(("claude-3-5", "claude-3-haiku", "claude-3-opus", "claude-3-sonnet"))
         return model_id.startswith(("o1", "o3", "o4", "gpt-5")) or "reasoner" in model_id or "-r1" in model_id
 
     @property
@@ -156,14 +166,23 @@ class Model:
 
     @property
     def resolved_context_window(self) -> int:
-        return self.context_window or known_context_window(self.id) or DEFAULT_CONTEXT_WINDOW
+        return self.context_window or self._known_window() or DEFAULT_CONTEXT_WINDOW
 
     @property
     def context_window_source(self) -> str:
         """Where ``resolved_context_window`` comes from: ``set``, ``known`` or ``default``."""
         if self.context_window:
             return "set"
-        return "known" if known_context_window(self.id) else "default"
+        return "known" if self._known_window() else "default"
+
+    def _known_window(self) -> int | None:
+        """The table's window; an OpenRouter id (``anthropic/claude-sonnet-4.5``) is looked up as its maker's
+        (``claude-sonnet-4-5``). Its price is not: OpenRouter reports what each request cost."""
+        window = known_context_window(self.id)
+        if window is None and self.provider == "openrouter" and "/" in self.id:
+            name = self.id.split("/", 1)[1]
+            window = known_context_window(name) or known_context_window(name.replace(".", "-"))
+        return window
 
     def resolved_compat(self) -> Compat:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)
@@ -186,6 +205,7 @@ def detect_provider(base_url: str | None) -> str:
         ("api.openai.com", "openai"),
         ("deepseek.com", "deepseek"),
         ("openrouter.ai", "openrouter"),
+        ("generativelanguage.googleapis.com", "gemini"),
         (":11434", "ollama"),
         ("ollama", "ollama"),
         (":8000", "vllm"),
@@ -218,7 +238,18 @@ def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning:
             thinking_format="openai" if reasoning else None,
         )
     if provider == "openrouter":
-        return Compat(supports_strict_mode=True, thinking_format="openai" if reasoning else None)
+        # Reasoning arrives as ``delta.reasoning``; the knob is ``reasoning: {effort}``, which OpenRouter
+        # passes on to whichever upstream model thinks (and drops for the others).
+        return Compat(supports_strict_mode=True, thinking_format="openrouter", usage_cost_field=True)
+    if provider == "gemini":
+        # Gemini's OpenAI-compatible endpoint refuses ``tools: []`` and unknown tool keys such as ``strict``;
+        # its thinking is set with ``reasoning_effort`` and billed outside ``completion_tokens``.
+        return Compat(
+            send_strict_field=False,
+            empty_tools_with_tool_history=False,
+            thinking_format="openai",
+            reasoning_tokens_outside_completion=True,
+        )
     if provider == "deepseek":
         return Compat(
             empty_tools_with_tool_history=False,
@@ -233,11 +264,13 @@ def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning:
 
 
 def parse_model_spec(spec: str, provider: str | None = None) -> Model:
-    """``"gpt-4o-mini"``, ``"deepseek:deepseek-chat"`` or ``"ollama:qwen3"`` → Model."""
+    """``"gpt-4o-mini"``, ``"deepseek:deepseek-chat"``, ``"anthropic:claude-sonnet-4-5"`` or ``"ollama:qwen3"``
+    → Model (a bare ``claude-…`` or ``gemini-…`` id names its maker)."""
     if ":" in spec and spec.split(":", 1)[0] in KNOWN_PROVIDERS:
         provider, spec = spec.split(":", 1)
     if provider is None:
-        provider = "deepseek" if spec.startswith("deepseek") else "openai"
+        by_prefix = {"deepseek": "deepseek", "claude": "anthropic", "gemini": "gemini"}
+        provider = next((name for prefix, name in by_prefix.items() if spec.startswith(prefix)), "openai")
     return Model(id=spec, provider=provider)
 
 

@@ -12,6 +12,8 @@ answers so. Texts seen:
   increasing it" (type ``exceed_context_size_error``)
 - Ollama: "prompt too long; exceeded max context length by 12 tokens",
   "input length exceeds maximum context length"
+- Anthropic: "prompt is too long: 208000 tokens > 200000 maximum"; "input length and
+  `max_tokens` exceed context limit: 195000 + 16384 > 200000"
 - the local model: ``ContextOverflowError: the prompt has ... tokens``
 """
 
@@ -29,6 +31,7 @@ _OVERFLOW = re.compile(
     r"|exceed_context_size"
     r"|exceeds? (?:the )?(?:model'?s? )?context (?:window|length|size)"
     r"|prompt is too long"
+    r"|exceed context limit"
     r"|prompt too long"
     r"|input is too long"
     r"|greater than the context length"

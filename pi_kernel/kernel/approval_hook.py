@@ -10,10 +10,11 @@ call never reaches a person. Who can answer, in order:
 3. nobody (nbclient, papermill without stdin): denied with a reason that says
    how to allow such calls.
 
-With ``%autoawait off`` the cell runs on a private loop and blocks the shell,
-so no click or comm message can reach it: only stdin can answer, and without
-it the call is denied at once, saying to turn autoawait back on (see
-``SessionApprovals.route``), rather than waiting out the timeout.
+With ``%autoawait off`` outside a kernel the turn runs to its end on IPython's
+loop and blocks the shell, so no click or comm message can reach it: only
+stdin can answer, and without it the call is denied at once, saying to turn
+autoawait back on (see ``SessionApprovals.route``), rather than waiting out
+the timeout. (In a kernel such a cell does not run: ``cell_runner.run_cell_sync``.)
 
 Every wait ends: a decision, the broker's timeout, or an interrupt (the
 signal's abort and ``deny_all`` resolve it as denied).

@@ -1,16 +1,21 @@
 """Running one ``%%pi`` cell: a prompt to the session's agent, shown by a turn view.
 
-In a kernel the cell is rewritten into ``await run_pi_cell(body, options)``
-(see ``magics.rewrite_pi_cell``), so it runs inside ipykernel's event loop:
-the cell stays busy while it awaits, and comm messages (approval buttons) are
-still dispatched meanwhile (ipykernel >= 7.4). ``run_cell_blocking`` is the
-``%%pi`` magic's path where top-level ``await`` is off: it runs the same
-coroutine on a private loop and blocks (comm approvals cannot arrive then;
-stdin still works).
+A turn runs one way: as a task on the shell's own event loop. In a kernel
+the cell is rewritten into ``await run_pi_cell(body, options)`` (see
+``magics.PiCellRewriter``), so it runs inside ipykernel's event loop: the cell
+stays busy while it awaits, and comm messages (approval buttons) are still
+dispatched meanwhile (ipykernel >= 7.4). ``run_cell_sync`` is the ``%%pi``
+magic's path where no ``await`` was possible: outside a kernel it runs the
+turn to the end on IPython's loop (approvals on stdin only); inside a kernel
+(``%autoawait off``, a cell run from inside ``%%capture``) it says why it
+cannot run and what to do. No private loop, no worker thread.
 
 ``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
-model, turn limit, approval gate and request hook go to ``Agent.prompt`` as
-per-run overrides, so the agent's own settings are never swapped.
+model, turn limit, approval gate, request hook and thinking effort (stream
+options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
+settings are never swapped. ``pi_kernel.ai.stream_types`` (in ``with_thinking``)
+and ``pi_kernel.tools.builtin.notebook_edits`` (in ``first_tool_choice``) are imported lazily:
+they bring pydantic, and this module loads at kernel start.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import argparse
 import asyncio
 import builtins
 import contextvars
+import dataclasses
 import shlex
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.agent.events import AgentEvent, MessageEndEvent
@@ -29,6 +34,7 @@ from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import drop_agent_payloads, offer_code_cell
+from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
@@ -41,6 +47,7 @@ from pi_kernel.tools.approval_policy import SESSION_MODES
 from pi_kernel.tools.builtin.secret_names import environment_secrets
 
 if TYPE_CHECKING:
+    from pi_kernel.ai.stream_types import StreamOptions
     from pi_kernel.kernel.session import PiSession
 
 
@@ -78,21 +85,63 @@ def _positive(text: str) -> int:
 
 
 def parse_options(line: str) -> TurnOptions:
-    """``--model NAME --no-tools --max-turns N --approve MODE --cells`` (the ``%%pi`` line)."""
+    """``--model NAME --no-tools --max-turns N --approve MODE --cells --thinking LEVEL --tool NAME|any`` (the ``%%pi``
+    line)."""
     parser = _OptionParser(prog="%%pi", add_help=False)
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
     parser.add_argument("--approve", choices=SESSION_MODES)
     parser.add_argument("--cells", action="store_true")
+    parser.add_argument("--thinking", choices=THINKING_LEVELS)
+    parser.add_argument("--tool")
     try:
         words = shlex.split(line)
     except ValueError as error:
         raise PiUsageError(f"%%pi: {error}") from None
     args = parser.parse_args(words)
+    if args.tool is not None and args.no_tools:
+        raise PiUsageError("%%pi: --tool and --no-tools exclude each other")
     return TurnOptions(
-        model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve, cells=args.cells
+        model=args.model,
+        no_tools=args.no_tools,
+        max_turns=args.max_turns,
+        approve=args.approve,
+        cells=args.cells,
+        thinking=args.thinking,
+        tool=args.tool,
     )
+
+
+def with_thinking(options: StreamOptions | None, level: str | None) -> StreamOptions | None:
+    """The agent's stream options with the turn's thinking effort (each provider maps it to its own knob)."""
+    if level is None:
+        return options
+    from pi_kernel.ai.stream_types import StreamOptions  # with pydantic: not at kernel start
+
+    return dataclasses.replace(options or StreamOptions(), reasoning_effort=level)
+
+
+def first_tool_choice(session: PiSession, tool: str | None) -> str | None:
+    """The ``tool_choice`` of the turn's first request for ``--tool`` (``any`` → ``required``); a tool that is not
+    there or switched off is a usage error, before anything is sent."""
+    if tool is None:
+        return None
+    registry = session.registry
+    if tool == "any":
+        if not registry.active_definitions():
+            raise PiUsageError("%%pi --tool any: every tool is switched off (%pi tools enable NAME)")
+        return "required"
+    if tool not in registry:
+        raise PiUsageError(f"%%pi --tool: no tool named {tool!r} (known: {', '.join(registry.names()) or 'none'})")
+    if not registry.is_enabled(tool):
+        raise PiUsageError(f"%%pi --tool: {tool} is switched off (%pi tools enable {tool})")
+    if not session.notebook.connected:
+        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
+
+        if tool in BRIDGE_TOOLS:
+            raise PiUsageError(f"%%pi --tool: {tool} needs the notebook bridge, and no notebook front-end is connected")
+    return tool
 
 
 def _request(session: PiSession) -> dict[str, Any] | None:
@@ -127,7 +176,7 @@ async def run_turn(
 ) -> TurnOutcome:
     """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
 
-    ``blocking``: the cell blocks the shell (``run_cell_blocking``), so only stdin can answer approvals.
+    ``blocking``: the cell blocks the shell (``run_cell_sync`` outside a kernel), so only stdin can answer approvals.
     """
     prompt = prompt.strip()
     if not prompt:
@@ -144,6 +193,10 @@ async def run_turn(
     agent = session.agent
     if agent.is_running:
         raise PiUsageError("the agent is already running a turn (interrupt it first)")
+    if options.tool not in (None, "any") and options.tool not in session.registry:
+        with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
+            await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
+    forced = first_tool_choice(session, options.tool)
     loop = asyncio.get_running_loop()
     request = _request(session)
     allow_stdin, raw_input = _stdin_reader(session, request)
@@ -159,6 +212,7 @@ async def run_turn(
         blocking=blocking,
         parent=request,
     )
+    session.turn_journals.retire_offer()
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     turn.bind_tools(session.tool_context)
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
@@ -184,7 +238,8 @@ async def run_turn(
     cancelled = False
     try:
         with interrupt_hook(session.interrupt, loop):
-            message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
+            # inside: a re-run's cut conversation is settled by end_turn
+            message = prompt_message(session, prompt, model.provider)
             await asyncio.sleep(0)  # an interrupt pressed while the context was read lands here
             await session.start_mcp()
             _print_notices(session)
@@ -195,6 +250,8 @@ async def run_turn(
                     max_turns=turn.max_turns,
                     before_tool_call=session.approvals.gate(turn),
                     prepare_next_turn=lambda request: session.prepare_request(request, no_tools=options.no_tools),
+                    stream_options=with_thinking(agent.stream_options, options.thinking or session.settings.thinking),
+                    first_tool_choice=forced,  # %%pi --tool: the turn's first request only
                 )
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
@@ -209,6 +266,8 @@ async def run_turn(
         outcome = outcome_of(added, turn.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
+        if turn.journal is not None:
+            session.turn_journals.offer(view, turn.journal, session)
         if took_effect and outcome.messages:
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn
@@ -242,9 +301,12 @@ def _print_notices(session: PiSession) -> None:
         print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
 
 
-def prompt_message(session: PiSession, prompt: str) -> UserMessage:
+def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
-    news) as a second text part (see ``notebook_context``)."""
+    news) as a second text part (see ``notebook_context``). The local model (``provider`` ``local``) is not
+    told unless ``%pi context local``: SmolLM2-135M repeats the context instead of answering."""
+    if provider == "local" and not session.context_for_local:
+        return UserMessage([TextContent(prompt)])
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
     if session.undo_news:
         news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"
@@ -262,32 +324,32 @@ async def run_cell(session: PiSession, body: str, line: str = "") -> None:
     await run_turn(session, body, parse_options(line), session.current_cell_id())
 
 
-def run_cell_blocking(session: PiSession, body: str, line: str = "") -> None:
-    """The ``%%pi`` magic without top-level ``await``: run the turn on the session's private loop."""
+CANNOT_AWAIT = (
+    "%%pi runs as a task on the kernel's event loop, and top-level await is off here (%autoawait off), so "
+    "this cell would block that loop: run `%autoawait on` (the default) and re-run the cell."
+)
+NESTED = (
+    "%%pi runs as a task on the kernel's event loop, which is busy running the cell this one runs inside "
+    "(%%capture, %%time, %run, shell.run_cell): run the %%pi cell as a cell of its own. Its output stays "
+    "in that cell, and `%pi history` shows the turn afterwards."
+)
+
+
+def run_cell_sync(session: PiSession, body: str, line: str = "", *, autoawait: bool = True) -> None:
+    """The ``%%pi`` magic where the cell was not rewritten to an ``await`` (see ``magics``).
+
+    With no loop running in this thread (IPython outside a kernel, ``%autoawait off``) the turn runs to its
+    end on IPython's own asyncio loop, the one its top-level ``await`` uses, so MCP sessions started by
+    either kind of cell live on one loop; the shell is blocked meanwhile, so only stdin answers approvals
+    (``Turn.blocking``). Where a loop runs (a kernel), that loop is busy with this very cell: a clear
+    ``PiUsageError`` says what to do instead (``CANNOT_AWAIT``, ``NESTED``)."""
     options = parse_options(line)
-    cell_id = session.current_cell_id()
-    loop = session.private_loop()
     try:
         asyncio.get_running_loop()
-        in_a_loop = True
     except RuntimeError:
-        in_a_loop = False
-    if not in_a_loop:
-        loop.run_until_complete(run_turn(session, body, options, cell_id, blocking=True))
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        turn = run_turn(session, body, options, session.current_cell_id(), blocking=True)
+        get_asyncio_loop().run_until_complete(turn)
         return
-    # This thread already runs a loop (ipykernel with %autoawait off): use a worker thread.
-    context = contextvars.copy_context()
-    result: dict[str, BaseException] = {}
-
-    def work() -> None:
-        try:
-            context.run(loop.run_until_complete, run_turn(session, body, options, cell_id, blocking=True))
-        except BaseException as error:  # noqa: BLE001 - re-raised in the cell's thread below
-            result["error"] = error
-
-    worker = threading.Thread(target=work, name="pi-cell", daemon=True)
-    with interrupt_hook(session.interrupt, loop):
-        worker.start()
-        worker.join()
-    if "error" in result:
-        raise result["error"]
+    raise PiUsageError(NESTED if autoawait else CANNOT_AWAIT)

@@ -198,6 +198,17 @@ def _name(value: Any) -> str:
     return value.strip()
 
 
+THINKING_LEVELS = ("off", "low", "medium", "high")
+
+
+def thinking_level(value: Any) -> str:
+    """A thinking effort: one of ``THINKING_LEVELS`` (any case); ``ValueError`` otherwise."""
+    level = value.strip().lower() if isinstance(value, str) else value
+    if level not in THINKING_LEVELS:
+        raise ValueError(f"{_shown(value)} is not one of {', '.join(THINKING_LEVELS)}")
+    return str(level)
+
+
 def _approval(value: Any) -> str:
     mode = value.strip().lower() if isinstance(value, str) else value
     if mode not in APPROVAL_MODES:
@@ -340,6 +351,15 @@ class PiSettings:
         None, lambda value: _folder(_text(value)), "File tools refuse paths outside it.", "PI_WORKSPACE_ROOT"
     )
     describe_limit: int = setting(4000, positive_int, "Characters of one inspect / cells answer (default 4000).")
+    thinking: str | None = setting(
+        None,
+        thinking_level,
+        f"How hard the model thinks: {' | '.join(THINKING_LEVELS)} (default: the model's own; docs/providers.md).",
+        "PI_THINKING",
+    )
+    save_thinking: bool = setting(
+        False, _boolean, "Keep the model's thinking in saved cell outputs (default false).", "PI_SAVE_THINKING"
+    )
     undo_memory: int = setting(
         1 << 30,
         byte_count,

@@ -62,8 +62,9 @@ def parse_dotenv(text: str) -> dict[str, str]:
     return values
 
 
-KEY_NAMES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY")
-"""Keys a ``.env`` may supply (each goes to its own provider's URL)."""
+KEY_NAMES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+"""Keys a ``.env`` may supply (each goes to its own provider's URL; a ``.env`` sets no provider's URL but
+``OPENAI_BASE_URL``, under the rule above: ``ANTHROPIC_BASE_URL`` is not among ``DOTENV_NAMES``)."""
 DOTENV_NAMES = frozenset(
     {*KEY_NAMES, "OPENAI_BASE_URL", "PI_MODEL", "PI_PROVIDER", "PI_APPROVAL", "PI_APPROVAL_TIMEOUT", "PI_WIDGETS"}
     | {"PI_WORKSPACE_ROOT"}

@@ -1,14 +1,16 @@
 """Wiring a session into an IPython shell: ``%load_ext pi_kernel`` and the Pi kernel both use ``attach``.
 
 This module owns the session of the process (``get_session``), its
-``attach`` / ``detach``, and ``run_pi_cell``, what a rewritten ``%%pi`` cell
-awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
-``%%pi`` cells awaitable, the ``pre_run_cell`` hook (cell ids, ``@tool``
+``attach`` / ``detach``, ``run_pi_cell``, what a rewritten ``%%pi`` cell
+awaits, and ``run_pi_line``, what a rewritten ``%pi mcp add`` / ``compact``
+line awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
+them awaitable (with its ``pre_execute``/``post_execute`` hooks, which tell a
+cell run from inside another), the ``pre_run_cell`` hook (cell ids, ``@tool``
 wiring, comm targets), the ``post_run_cell`` hook (the cell history), the
 comm targets themselves and the mask on what the kernel sends (``outgoing``).
 It is cheap: nothing here imports the agent, the tools or a provider;
-``pi_kernel.kernel.cell_runner``, which does, is imported lazily, when the
-first ``%%pi`` cell runs.
+``pi_kernel.kernel.cell_runner`` and ``pi_kernel.kernel.line_commands``,
+which do, are imported lazily, when the first such cell runs.
 
 Settings come from a ``.env`` file in the working directory (filling unset
 variables only, under the rules in ``dotenv``), the environment, then ``c.PiKernel.*`` config (also read in
@@ -30,7 +32,7 @@ from typing import Any
 from pi_kernel.kernel import agent_proxy, outgoing
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
-from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter
+from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter, print_output
 from pi_kernel.kernel.session import PiSession
 
 logger = logging.getLogger("pi_kernel.kernel")
@@ -86,6 +88,18 @@ async def run_pi_cell(body: str, line: str = "") -> None:
     await run_cell(get_session(), body, line)
 
 
+async def run_pi_line(line: str) -> None:
+    """What a rewritten ``%pi mcp add|remove|restart`` cell awaits (``magics.LINE_RUNNER``): the command,
+    on the loop its MCP servers live on."""
+    from pi_kernel.kernel.cell_runner import show_notices
+    from pi_kernel.kernel.line_commands import run_line_command_async
+
+    outgoing.claim_request()
+    session = get_session()
+    show_notices(session)
+    print_output(await run_line_command_async(session, line))
+
+
 def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
     """The session of ``shell``, created and wired on first call."""
     global _session
@@ -98,7 +112,10 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.register_magics(PiMagics(shell, session))
     transformers = shell.input_transformers_post
     transformers[:] = [t for t in transformers if not getattr(t, "pi_kernel", False)]
-    transformers.append(make_cell_rewriter(shell))
+    rewriter = make_cell_rewriter(shell)
+    transformers.append(rewriter)
+    shell.events.register("pre_execute", rewriter.depth.enter)
+    shell.events.register("post_execute", rewriter.depth.leave)
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
@@ -113,10 +130,14 @@ def detach(shell: Any) -> None:
     session = _session
     if session is None or session.shell is not shell:
         return
-    shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if not getattr(t, "pi_kernel", False)]
+    ours = [t for t in shell.input_transformers_post if getattr(t, "pi_kernel", False)]
+    shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if t not in ours]
     try:
         shell.events.unregister("pre_run_cell", session.note_cell)
         shell.events.unregister("post_run_cell", session.cell_history.post_run_cell)
+        for rewriter in ours:
+            shell.events.unregister("pre_execute", rewriter.depth.enter)
+            shell.events.unregister("post_execute", rewriter.depth.leave)
     except ValueError:
         pass
     shell.magics_manager.magics["line"].pop("pi", None)

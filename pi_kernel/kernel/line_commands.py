@@ -19,6 +19,7 @@ from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
 from pi_kernel.kernel import long_session, mcp_commands
 from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
 from pi_kernel.kernel.command_error import CommandError
+from pi_kernel.kernel.config import thinking_level
 from pi_kernel.kernel.frontend import request_session
 from pi_kernel.kernel.model_resolution import (
     DEFAULT_DEEPSEEK_MODEL,
@@ -30,7 +31,7 @@ from pi_kernel.kernel.model_resolution import (
 )
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.text_view import render_messages
-from pi_kernel.kernel.turn_undo import undo_newest
+from pi_kernel.kernel.turn_undo import undo_turn
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 HELP = """%pi                         status: model, tools, approval, conversation
 %pi model [NAME] [--context TOKENS]   show or set the model (provider:model allowed) and its window
 %pi models                  models you can pick
-%pi tools [enable|disable NAME ...]   list tools, or turn them on/off
+%pi tools [NAME | enable|disable NAME ...]   list tools (on/off, approval), describe one, or turn them on/off
 %pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
                             (read-only: only the built-in read and tools declaring read_only run;
                             TOOL may be a pattern: time__*=auto for every tool of the MCP server time)
@@ -52,16 +53,19 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi history                 the conversation so far
 %pi usage                   tokens, cost and context use so far, per model
 %pi compact                 summarise the older turns now (long sessions)
-%pi price [MODEL IN OUT]    list or set prices (USD per million input / output tokens)
+%pi price [MODEL IN OUT [CACHE_READ [CACHE_WRITE]]]   list or set prices (USD per million tokens)
 %pi budget [USD] [--tokens N] | off   stop before a request that would cross it
 %pi save PATH / %pi load PATH   the conversation as JSON lines (no keys)
 %pi system                  the system prompt the model gets
 %pi mcp                     MCP servers: their state and tools (docs/mcp.md)
 %pi mcp add NAME [--trust-read-only] -- COMMAND ARGS... | URL   add a stdio or streamable HTTP server
 %pi mcp remove NAME / %pi mcp restart NAME   drop a server and its tools / start it again
-%pi context [on|off]        tell the model what changed in the notebook at each turn (default on)
+%pi context [on|off|local]  tell the model what changed in the notebook at each turn (default on;
+                            local: the local model too, which by default is not told)
 %pi cells [on|off]          every turn's python code becomes a new cell below (as %%pi --cells)
-%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells]   then a prompt: one agent turn"""
+%pi thinking [off|low|medium|high]   how hard the model thinks (as %%pi --thinking; docs/providers.md)
+%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells] [--thinking LEVEL] [--tool NAME|any]
+                            then a prompt: one agent turn (--tool: call that tool, or any, first)"""
 
 
 def status(session: PiSession, words: list[str]) -> str:
@@ -77,8 +81,7 @@ def status(session: PiSession, words: list[str]) -> str:
         f"messages:  {len(session.agent.state.messages)}",
         f"front-end: {frontend}",
         *long_session.status_lines(session),
-        f"notebook:  context {'on' if session.context_enabled else 'off'}, code cells "
-        f"{'on' if session.code_cells else 'off'}",
+        f"notebook:  context {context_state(session)}, code cells {'on' if session.code_cells else 'off'}",
     ]
     return "\n".join(lines)
 
@@ -114,6 +117,12 @@ def models(session: PiSession, words: list[str]) -> str:
         choices += ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"]
     if os.environ.get("DEEPSEEK_API_KEY"):
         choices += [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"]
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        choices += ["anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5", "anthropic:claude-haiku-4-5"]
+    if os.environ.get("GEMINI_API_KEY"):
+        choices += ["gemini:gemini-2.5-flash", "gemini:gemini-2.5-pro", "gemini:gemini-2.5-flash-lite"]
+    if os.environ.get("OPENROUTER_API_KEY"):
+        choices += ["openrouter:openai/gpt-4o-mini", "openrouter:anthropic/claude-sonnet-4.5"]
     if local_model_installed():
         choices.append(f"local:{LOCAL_MODEL_ID}")
     allowed = session.settings.allowed_models
@@ -127,17 +136,59 @@ def models(session: PiSession, words: list[str]) -> str:
 
 def tools(session: PiSession, words: list[str]) -> str:
     registry = session.registry
+    if len(words) == 1 and words[0] in registry:
+        return tool_details(session, words[0])
     if words:
         action, names = words[0], words[1:]
         if action not in ("enable", "disable") or not names:
-            raise CommandError("%pi tools [enable|disable NAME ...]")
+            raise CommandError("%pi tools [NAME | enable|disable NAME ...]")
         for name in names:
             if name not in registry:
                 raise CommandError(f"no tool named {name!r} (known: {', '.join(registry.names()) or 'none'})")
         for name in names:
             registry.enable(name) if action == "enable" else registry.disable(name)
-    rows = [f"{'[x]' if info.enabled else '[ ]'} {info.name}: {info.description}" for info in registry.list()]
-    return "\n".join(rows) if rows else "(no tools)"
+    infos = registry.list()
+    if not infos:
+        return "(no tools)"
+    width = max(len("tool"), *(len(info.name) for info in infos))
+    rows = [f"{'tool':<{width}}  on   approval"]
+    rows += [
+        f"{info.name:<{width}}  {'on ' if info.enabled else 'off'}  {approval_of(session, info.name)}" for info in infos
+    ]
+    return "\n".join([*rows, "(%pi tools NAME: what a tool does)"])
+
+
+_APPROVAL_WORDS = {"auto": "runs", "ask": "asks", "deny": "denied"}
+
+
+def approval_of(session: PiSession, name: str) -> str:
+    """A tool's approval in a word or two: its own setting, or the ``%pi approve`` rule over it."""
+    policy = session.policy
+    override = policy.override_for(name)
+    if override is not None:
+        return f"{_APPROVAL_WORDS.get(override, override)} (%pi approve)"
+    if name in policy.always_allowed:
+        return "runs (always allowed)"
+    definition = session.registry.get(name)
+    own = getattr(definition, "approval", "ask")
+    return _APPROVAL_WORDS.get(own, "asks") if isinstance(own, str) else "its own rule"
+
+
+def tool_details(session: PiSession, name: str) -> str:
+    """``%pi tools NAME``: the tool's description, arguments, state and approval."""
+    definition = session.registry.get(name)
+    assert definition is not None
+    state = "on" if session.registry.is_enabled(name) else "off"
+    lines = [f"{name} ({state}, approval: {approval_of(session, name)})", (definition.description or "").strip()]
+    try:
+        properties = session.registry.wrapped(name).json_schema().get("properties", {})
+    except Exception:  # noqa: BLE001 - the description still shows when the schema cannot be built
+        properties = {}
+    for argument, schema in properties.items():
+        kind = schema.get("type", "any") if isinstance(schema, dict) else "any"
+        about = schema.get("description", "") if isinstance(schema, dict) else ""
+        lines.append(f"  {argument} ({kind}){': ' + about if about else ''}")
+    return "\n".join(line for line in lines if line)
 
 
 def approve(session: PiSession, words: list[str]) -> str:
@@ -203,10 +254,8 @@ def undo(session: PiSession, words: list[str]) -> str:
     if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     if not words:
-        context = session.tool_context
-        done = undo_newest(session.turn_journals, context.namespace, context.notebook, show_later)
+        done = undo_turn(session, None, show_later)
         if done is not None:
-            session.undo_news = done or "the notebook changes of that turn were undone"
             return done
     try:
         version = session.undo(int(words[0]) if words else 1)
@@ -270,12 +319,19 @@ def _on_off(words: list[str], usage: str) -> bool | None:
     return words[0] == "on"
 
 
+def context_state(session: PiSession) -> str:
+    if not session.context_enabled:
+        return "off"
+    return "on, the local model too" if session.context_for_local else "on (not for the local model)"
+
+
 def context(session: PiSession, words: list[str]) -> str:
-    switch = _on_off(words, "%pi context [on|off]")
+    local = words == ["local"]
+    switch = True if local else _on_off(words, "%pi context [on|off|local]")
     if switch is not None:
         session.context_enabled = switch
-    state = "on" if session.context_enabled else "off"
-    return f"notebook context: {state} (each %%pi turn starts with what changed in the notebook)"
+        session.context_for_local = local
+    return f"notebook context: {context_state(session)} (each %%pi turn starts with what changed in the notebook)"
 
 
 def cells(session: PiSession, words: list[str]) -> str:
@@ -284,6 +340,18 @@ def cells(session: PiSession, words: list[str]) -> str:
         session.code_cells = switch
     state = "on" if session.code_cells else "off (%%pi --cells for one turn)"
     return f"code cells: {state}"
+
+
+def thinking(session: PiSession, words: list[str]) -> str:
+    if len(words) > 1:
+        raise CommandError("%pi thinking [off|low|medium|high]")
+    if words:
+        try:
+            session.settings.thinking = thinking_level(words[0])
+        except ValueError as error:
+            raise CommandError(f"%pi thinking: {error}") from None
+    level = session.settings.thinking or "the model's default"
+    return f"thinking: {level} (%%pi --thinking LEVEL for one turn)"
 
 
 COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
@@ -309,6 +377,7 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "mcp": mcp_commands.mcp,
     "context": context,
     "cells": cells,
+    "thinking": thinking,
 }
 
 
@@ -336,14 +405,22 @@ def split_line(line: str) -> list[str]:
     return [*before, "--args", rest[:end], *shlex.split(rest[end:])]
 
 
-def run_line_command(session: PiSession, line: str) -> str:
+ASYNC_COMMANDS = {"mcp": mcp_commands.mcp_async, "compact": long_session.compact_async}
+"""Commands that wait on the event loop, awaited where the line is a cell of its own (``run_line_command_async``)."""
+
+
+def _words(line: str) -> tuple[str, list[str]]:
     try:
         words = split_line(line)
     except ValueError as error:
         raise CommandError(f"%pi: {error}") from None
     except RecursionError as error:  # JSON after --args nested thousands deep
         raise CommandError(f"%pi: {failure_text(error)}") from None
-    name, args = (words[0], words[1:]) if words else ("", [])
+    return (words[0], words[1:]) if words else ("", [])
+
+
+def run_line_command(session: PiSession, line: str) -> str:
+    name, args = _words(line)
     command = COMMANDS.get(name)
     if command is None:
         raise CommandError(f"unknown command %pi {name} (see %pi help)")
@@ -352,6 +429,20 @@ def run_line_command(session: PiSession, line: str) -> str:
     except CommandError:
         raise
     except Exception as error:  # noqa: BLE001 - every failure of a command is one clear line, never a traceback
+        raise CommandError(f"%pi {name}: {failure_text(error)}") from None
+
+
+async def run_line_command_async(session: PiSession, line: str) -> str:
+    """``run_line_command`` for a ``%pi`` line awaited on the shell's loop (``magics.AWAITED_LINES``)."""
+    name, args = _words(line)
+    command = ASYNC_COMMANDS.get(name)
+    if command is None:
+        return run_line_command(session, line)
+    try:
+        return await command(session, args)
+    except CommandError:
+        raise
+    except Exception as error:  # noqa: BLE001 - as run_line_command
         raise CommandError(f"%pi {name}: {failure_text(error)}") from None
 
 

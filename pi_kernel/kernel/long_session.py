@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import urllib.request
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
@@ -29,6 +27,7 @@ from IPython.core.error import UsageError
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import dollars, positive_int
+from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.undo import ConversationVersions, Version
 
 if TYPE_CHECKING:
@@ -68,8 +67,6 @@ class LongSession(Protocol):
     @property
     def versions(self) -> ConversationVersions: ...
 
-    def private_loop(self) -> asyncio.AbstractEventLoop: ...
-
 
 # ---------------------------------------------------------------- settings → agent and model
 
@@ -85,9 +82,21 @@ def configure_long_session(agent: Agent, settings: PiSettings) -> None:
         set_price(model_id, price_in, price_out)
 
 
-def set_price(model_id: str, price_in: float, price_out: float) -> None:
-    """USD per million input / output tokens for ``model_id``, from the next request on."""
-    KNOWN_COSTS[model_id] = ModelCost(price_in, price_out)
+def set_price(
+    model_id: str, price_in: float, price_out: float, cache_read: float = 0.0, cache_write: float = 0.0
+) -> None:
+    """USD per million input / output (and cache read / write) tokens for ``model_id``, from the next request on."""
+    KNOWN_COSTS[model_id] = ModelCost(price_in, price_out, cache_read, cache_write)
+
+
+def describe_price(cost: ModelCost) -> str:
+    """``$3 in, $15 out`` and, where the model has them, its cache prices."""
+    text = f"${cost.input:g} in, ${cost.output:g} out"
+    if cost.cache_read:
+        text += f", ${cost.cache_read:g} cache read"
+    if cost.cache_write:
+        text += f", ${cost.cache_write:g} cache write"
+    return text
 
 
 def with_context_window(model: Model | None, window: int | None) -> Model | None:
@@ -271,7 +280,8 @@ def describe_budget(session: LongSession) -> str:
 
 def usage(session: LongSession, words: list[str]) -> str:
     """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
-    from pi_kernel.widgets.footer import context_meter
+    from pi_kernel.ai.messages import Usage as TokenUsage
+    from pi_kernel.widgets.footer import cache_note, context_meter
 
     ledger = session.agent.usage
     if not ledger.by_model:
@@ -286,9 +296,10 @@ def usage(session: LongSession, words: list[str]) -> str:
         cost = f"${totals.cost:.4f}" if totals.priced else "price unknown (%pi price MODEL IN OUT)"
         price = known_cost(name.split(":", 1)[-1])
         if not totals.priced and price is not None:
-            estimate = ((totals.input - totals.cache_read) * price.input + totals.output * price.output) / 1e6
-            cost = f"~${estimate:.4f} at today's price"
-        cached = f" ({totals.cache_read:,} cached)" if totals.cache_read else ""
+            uncached = totals.input - totals.cache_read - totals.cache_write
+            written = TokenUsage(uncached, totals.output, totals.cache_read, totals.cache_write)
+            cost = f"~${price.of(written):.4f} at today's price"
+        cached = cache_note(totals.cache_read, totals.cache_write)
         rows.append(
             f"  {name}: {totals.requests} request(s) · {totals.input:,} in{cached} · {totals.output:,} out · {cost}"
         )
@@ -301,17 +312,19 @@ def usage(session: LongSession, words: list[str]) -> str:
 
 
 def price(session: LongSession, words: list[str]) -> str:
-    """``%pi price [MODEL IN OUT]``: set or list prices (USD per million input and output tokens)."""
+    """``%pi price [MODEL IN OUT [CACHE_READ [CACHE_WRITE]]]``: set or list prices (USD per million tokens)."""
     if words:
-        if len(words) != 3:
-            raise UsageError("%pi price MODEL IN OUT   (USD per million input and output tokens)")
+        if not 3 <= len(words) <= 5:
+            raise UsageError(
+                "%pi price MODEL IN OUT [CACHE_READ [CACHE_WRITE]]   (USD per million input and output tokens)"
+            )
         try:
-            price_in, price_out = dollars(words[1]), dollars(words[2])
+            amounts = [dollars(word) for word in words[1:]]
         except ValueError as error:
             raise UsageError(f"%pi price: {error}") from None
-        set_price(words[0], price_in, price_out)
-        return f"price of {words[0]}: ${price_in:g} in, ${price_out:g} out per million tokens"
-    rows = [f"{name}: ${cost.input:g} in, ${cost.output:g} out" for name, cost in sorted(KNOWN_COSTS.items())]
+        set_price(words[0], *amounts)
+        return f"price of {words[0]}: {describe_price(KNOWN_COSTS[words[0]])} per million tokens"
+    rows = [f"{name}: {describe_price(cost)}" for name, cost in sorted(KNOWN_COSTS.items())]
     return "USD per million tokens:\n" + "\n".join(rows)
 
 
@@ -353,8 +366,27 @@ def parse_budget(words: list[str]) -> tuple[float | None, int | None]:
     return usd, tokens
 
 
+COMPACT_WAITS = (
+    "%pi compact waits for the model on the kernel's event loop, which is busy running this cell: run "
+    "`%pi compact` as a cell of its own (with %autoawait on)."
+)
+
+
 def compact(session: LongSession, words: list[str]) -> str:
-    """``%pi compact``: summarise the older turns now."""
+    """``%pi compact`` from the synchronous magic: run to the end on IPython's loop when no loop runs (IPython
+    outside a kernel); in a kernel such a line is awaited (``compact_async``), or told to be."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        return str(get_asyncio_loop().run_until_complete(compact_async(session, words)))
+    raise UsageError(COMPACT_WAITS)
+
+
+async def compact_async(session: LongSession, words: list[str]) -> str:
+    """``%pi compact``: summarise the older turns now. An interrupt aborts the summary request (nothing
+    changes) and ends the cell in ``KeyboardInterrupt``."""
     if words:
         raise UsageError(f"%pi compact takes no words (got {' '.join(words)!r}); nothing was changed")
     if session.turn is not None:
@@ -366,10 +398,21 @@ def compact(session: LongSession, words: list[str]) -> str:
     # Here, not at the top: this module loads with the kernel, which should not import the agent at start.
     from pi_kernel.agent.usage import BudgetExceeded
 
+    interrupted: list[bool] = []
+
+    def on_interrupt() -> None:
+        interrupted.append(True)
+        agent.abort()
+
     try:
-        result = run_to_end(session, agent.compact())
+        with interrupt_hook(on_interrupt, asyncio.get_running_loop()):
+            result = await agent.compact()
     except BudgetExceeded as error:
         raise UsageError(str(error)) from None
+    if interrupted:  # whatever came back: the conversation stays as it was
+        agent.state.messages = before.messages
+        session.cell_turns.starts = dict(before.cells)
+        raise KeyboardInterrupt
     if result is None:
         return "Nothing to compact yet."
     if result.error:  # a plain list would stand in: on demand, nothing is worth losing the answers for
@@ -379,39 +422,3 @@ def compact(session: LongSession, words: list[str]) -> str:
     session.versions.keep(before.messages, before.cells, before.reason)
     turns = f"{result.compacted_turns} turn" + ("" if result.compacted_turns == 1 else "s")
     return f"compacted {turns} into a summary; %pi undo brings the turns back."
-
-
-def run_to_end(session: LongSession, work: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine from a line magic: on the session's private loop, in a worker thread when this
-    thread already runs a loop (ipykernel). An interrupt aborts the agent's work (``%pi compact``: the
-    summary request stops, nothing changes), waits for it to end, and is raised."""
-    loop = session.private_loop()
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        task = loop.create_task(work)
-        try:
-            return loop.run_until_complete(task)
-        except KeyboardInterrupt:
-            session.agent.abort()
-            loop.run_until_complete(asyncio.wait([task]))
-            raise
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = loop.run_until_complete(work)
-        except BaseException as error:  # noqa: BLE001 - re-raised in the cell's thread below
-            outcome["error"] = error
-
-    worker = threading.Thread(target=target, name="pi-compact", daemon=True)
-    worker.start()
-    try:
-        worker.join()
-    except KeyboardInterrupt:
-        session.agent.abort()  # safe from any thread
-        worker.join()
-        raise
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")

@@ -1,12 +1,23 @@
 """``%pi`` and ``%%pi``.
 
 ``%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]`` + a prompt:
-one turn of the session's agent. ``rewrite_pi_cell`` (an IPython
+one turn of the session's agent. There is one way to run it: as a task on
+the shell's own event loop. ``PiCellRewriter`` (an IPython
 ``input_transformers_post`` entry) turns such a cell into
 ``await run_pi_cell(body, line)`` wherever IPython runs top-level ``await`` on
 asyncio (ipykernel, the terminal), so the turn runs inside the kernel's event
-loop; the ``%%pi`` cell magic below is the fallback when that is off, or when
-the cell runs inside another one (``%%capture``) while the loop runs.
+loop; ``%pi mcp add|remove|restart`` and ``%pi compact`` lines at a cell's
+top level likewise become ``await run_pi_line(line)`` (MCP sessions live on
+that loop too), also when written as ``get_ipython().run_line_magic("pi", f"...")``.
+
+The ``%%pi`` cell magic below runs only where that rewrite did not happen:
+outside a kernel with ``%autoawait off`` (no loop runs: the turn runs to the
+end on IPython's loop, approvals on stdin only), or where the kernel's loop is
+busy running this very cell: ``%autoawait off`` in a kernel, or a ``%%pi``
+cell run from inside another (``%%capture``, ``%%time``, ``%run``,
+``shell.run_cell``), found by ``CellDepth`` from IPython's
+``pre_execute``/``post_execute`` events. There it says so and what to do
+(``cell_runner.run_cell_sync``) instead of starting a loop of its own.
 
 ``%pi`` line commands: see ``line_commands.HELP``. The line is not expanded as IPython does
 for most magics (``{expr}`` / ``$name``): ``%pi allow ID --args {"a": 1}`` is
@@ -20,13 +31,9 @@ kernel, and they pull in the tool and agent layers (about 100 ms).
 from __future__ import annotations
 
 import ast
-import asyncio
-import sys
-from collections.abc import Callable
-from types import FrameType
+import threading
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from pi_kernel.ai.secrets import mask
@@ -37,7 +44,10 @@ if TYPE_CHECKING:
 
 
 RUNNER = "__import__('pi_kernel.kernel.extension', fromlist=['run_pi_cell']).run_pi_cell"
-_SYNC_RUN_CELL = InteractiveShell._run_cell.__code__
+LINE_RUNNER = "__import__('pi_kernel.kernel.extension', fromlist=['run_pi_line']).run_pi_line"
+AWAITED_LINES = ("mcp add", "mcp remove", "mcp restart", "compact")
+"""``%pi`` lines that wait on the loop (MCP servers start and stop there; ``compact`` asks the model):
+awaited where they are a statement of the cell's top level (``_await_pi_lines``)."""
 
 
 def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
@@ -50,16 +60,94 @@ def _pi_cell_magic_call(code: str) -> tuple[str, str] | None:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
         return None
-    call = tree.body[0].value
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic"):
-        return None
-    target = call.func.value
-    if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "get_ipython"):
-        return None
-    values = [arg.value for arg in call.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
-    if len(values) != 3 or len(call.args) != 3 or values[0] != "pi":
+    call = _pi_magic(tree.body[0].value, "run_cell_magic")
+    values = [arg.value for arg in call.args if isinstance(arg, ast.Constant)] if call is not None else []
+    if call is None or len(call.args) != 3 or len(values) != 3 or not all(isinstance(v, str) for v in values):
         return None
     return str(values[1]), str(values[2])
+
+
+def awaited_line(line: str) -> bool:
+    """Whether a ``%pi`` line is one of ``AWAITED_LINES``."""
+    words = line.split()
+    return bool(words) and (words[0] in AWAITED_LINES or " ".join(words[:2]) in AWAITED_LINES)
+
+
+def _pi_magic(node: ast.expr, method: str) -> ast.Call | None:
+    """``node`` if it is ``get_ipython().<method>('pi', ...)``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method):
+        return None
+    target = node.func.value
+    if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Name) and target.func.id == "get_ipython"):
+        return None
+    first = node.args[0] if node.args else None
+    return node if isinstance(first, ast.Constant) and first.value == "pi" else None
+
+
+def _awaited_line_call(statement: ast.stmt) -> ast.expr | None:
+    """The line argument of a top-level ``get_ipython().run_line_magic('pi', line)`` statement whose line
+    (a string, or an f-string by its leading text) is one of ``AWAITED_LINES``."""
+    if not isinstance(statement, ast.Expr):
+        return None
+    call = _pi_magic(statement.value, "run_line_magic")
+    if call is None or len(call.args) != 2 or call.keywords:
+        return None
+    line = call.args[1]
+    if isinstance(line, ast.Constant) and isinstance(line.value, str):
+        text = line.value
+    elif isinstance(line, ast.JoinedStr) and line.values and isinstance(line.values[0], ast.Constant):
+        text = str(line.values[0].value)
+    else:
+        return None
+    return line if awaited_line(text) else None
+
+
+def _await_pi_lines(code: str) -> str:
+    """``code`` with each top-level ``%pi`` line of ``AWAITED_LINES`` (as IPython translated it, or written
+    as ``get_ipython().run_line_magic("pi", f"mcp add ...")``) turned into ``await run_pi_line(line)``."""
+    if "run_line_magic" not in code:
+        return code
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    lines = code.splitlines(keepends=True)
+
+    def offset(lineno: int, col: int) -> int:  # ast columns count UTF-8 bytes
+        return sum(len(line) for line in lines[: lineno - 1]) + len(lines[lineno - 1].encode()[:col].decode())
+
+    for statement in reversed(tree.body):
+        line = _awaited_line_call(statement)
+        if line is None or statement.end_lineno is None or statement.end_col_offset is None:
+            continue
+        argument = ast.get_source_segment(code, line)
+        start = offset(statement.lineno, statement.col_offset)
+        end = offset(statement.end_lineno, statement.end_col_offset)
+        code = f"{code[:start]}await {LINE_RUNNER}({argument}){code[end:]}"
+    return code
+
+
+class CellDepth:
+    """How many cells this thread runs now (IPython's ``pre_execute`` / ``post_execute``, which pair up in
+    ipykernel and IPython alike): a cell transformed while another runs is run from inside that one
+    (``%%capture``, ``%%time``, ``%run``, ``shell.run_cell``). Such a cell cannot await on the loop that
+    runs the outer one: IPython's synchronous ``run_cell`` would hand its top-level ``await`` to
+    ``loop.run_until_complete`` ("This event loop is already running"). The kernel's own cells are
+    transformed before their ``pre_execute``; ``%load_ext`` attaches inside a cell, hence the floor at 0."""
+
+    def __init__(self) -> None:
+        self._depth: dict[int, int] = {}
+
+    def enter(self) -> None:
+        key = threading.get_ident()
+        self._depth[key] = self._depth.get(key, 0) + 1
+
+    def leave(self, *_result: object) -> None:
+        key = threading.get_ident()
+        self._depth[key] = max(0, self._depth.get(key, 0) - 1)
+
+    def inside_a_cell(self) -> bool:
+        return self._depth.get(threading.get_ident(), 0) > 0
 
 
 class PiCellRewriter:
@@ -67,37 +155,30 @@ class PiCellRewriter:
 
     pi_kernel = True
 
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: Any, depth: CellDepth | None = None) -> None:
         self.shell = shell
+        self.depth = depth or CellDepth()
 
     def __call__(self, lines: list[str]) -> list[str]:
-        found = _pi_cell_magic_call("".join(lines))
-        if found is None or not can_await(self.shell) or _run_by_a_running_cell():
+        code = "".join(lines)
+        if ("run_cell_magic" not in code and "run_line_magic" not in code) or not self.may_await():
             return lines
-        line, body = found
-        return [f"await {RUNNER}({body!r}, {line!r})\n"]
+        found = _pi_cell_magic_call(code)
+        if found is not None:
+            line, body = found
+            return [f"await {RUNNER}({body!r}, {line!r})\n"]
+        awaited = _await_pi_lines(code)
+        return awaited.splitlines(keepends=True) if awaited != code else lines
+
+    def may_await(self) -> bool:
+        """A top-level ``await`` in this cell runs on the shell's loop: autoawait is on and it is no cell
+        run from inside another."""
+        return can_await(self.shell) and not self.depth.inside_a_cell()
 
 
-def _run_by_a_running_cell() -> bool:
-    """Whether this cell is run from inside another while this thread's loop runs (``%%capture``, a cell calling
-    ``shell.run_cell``): IPython's synchronous ``run_cell`` would hand a top-level ``await`` to
-    ``loop.run_until_complete`` ("This event loop is already running"), so the ``%%pi`` magic's blocking path
-    must run it. The kernel's own cells are transformed by ipykernel directly, not through ``_run_cell``."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is _SYNC_RUN_CELL:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def make_cell_rewriter(shell: Any) -> Callable[[list[str]], list[str]]:
+def make_cell_rewriter(shell: Any, depth: CellDepth | None = None) -> PiCellRewriter:
     """The ``input_transformers_post`` entry for ``shell``."""
-    return PiCellRewriter(shell)
+    return PiCellRewriter(shell, depth)
 
 
 def can_await(shell: Any) -> bool:
@@ -121,15 +202,20 @@ class PiMagics(Magics):
         """%pi commands and %%pi prompts (%pi help)."""
         # Imported here, not at the top: both pull in pi_kernel.ai and the tools, which a kernel should
         # not pay for at start (this module loads with the kernel).
-        from pi_kernel.kernel.cell_runner import run_cell_blocking, show_notices
+        from pi_kernel.kernel.cell_runner import run_cell_sync, show_notices
         from pi_kernel.kernel.line_commands import run_line_command
 
         outgoing.claim_request()  # this cell is pi's now: what it sends is masked, whatever its code names
         show_notices(self.session)
         if cell is not None:
-            run_cell_blocking(self.session, cell, line)
+            run_cell_sync(self.session, cell, line, autoawait=can_await(self.shell))
             return
 
-        output = run_line_command(self.session, line)
-        if output:
-            print(mask(output))  # here too: output captured in the cell (``%%capture``) never reaches ``outgoing``
+        print_output(run_line_command(self.session, line))
+
+
+def print_output(output: str) -> None:
+    """A ``%pi`` command's answer, masked here too: output captured in the cell (``%%capture``) never reaches
+    ``outgoing``."""
+    if output:
+        print(mask(output))

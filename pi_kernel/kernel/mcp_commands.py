@@ -9,7 +9,13 @@
 
 A server added here starts at once, so the answer shows its tools or why it
 did not start; servers from the configuration start before the first ``%%pi``
-turn. ``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":
+turn. Starting and stopping wait on the loop the servers live on (the
+kernel's, see ``tools.mcp.manager``): ``add``, ``remove`` and ``restart`` are
+coroutines (``mcp_async``), awaited where such a line is a cell of its own
+(``magics.AWAITED_LINES``). Elsewhere (inside other code, ``%autoawait off``)
+the synchronous ``mcp`` runs them to the end when no loop runs (IPython
+outside a kernel) and otherwise says to run the line as a cell of its own.
+``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":
 true`` (see ``docs/mcp.md``).
 
 ``pi_kernel.tools.mcp`` is imported lazily, once the session's MCP manager
@@ -19,6 +25,7 @@ reports as ``McpUnavailable``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from pi_kernel.kernel.command_error import CommandError
@@ -34,33 +41,58 @@ USAGE = (
 )
 
 
+WAITS = (
+    "%pi mcp {action} waits for the server on the kernel's event loop, which is busy running this cell: "
+    "run `%pi mcp {action} ...` as a cell of its own (with %autoawait on)."
+)
+
+
 def mcp(session: PiSession, words: list[str]) -> str:
+    """``%pi mcp ...`` from the synchronous magic (see the module docstring)."""
     try:
-        return _mcp(session, words)
+        if not words:
+            return session.mcp.describe()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            from IPython.core.async_helpers import get_asyncio_loop
+
+            return get_asyncio_loop().run_until_complete(_mcp(session, words))
+        if words[0] in ("add", "remove", "restart"):
+            raise CommandError(WAITS.format(action=words[0]))
+        raise CommandError(USAGE)
     except McpUnavailable as error:
         raise CommandError(str(error)) from None
 
 
-def _mcp(session: PiSession, words: list[str]) -> str:
+async def mcp_async(session: PiSession, words: list[str]) -> str:
+    """``%pi mcp ...`` awaited on the servers' loop."""
+    try:
+        return await _mcp(session, words)
+    except McpUnavailable as error:
+        raise CommandError(str(error)) from None
+
+
+async def _mcp(session: PiSession, words: list[str]) -> str:
     if not words:
         return session.mcp.describe()
     action, rest = words[0], words[1:]
     if action == "add":
-        return _add(session, rest)
+        return await _add(session, rest)
     if action in ("remove", "restart") and len(rest) == 1:
         name = rest[0]
         if name not in session.mcp.servers:
             known = ", ".join(session.mcp.names()) or "none"
             raise CommandError(f"no MCP server named {name!r} (known: {known})")
         if action == "remove":
-            session.mcp.remove(name)
+            await session.mcp.remove(name)
             return f"MCP server {name} removed."
-        session.mcp.restart(name)
+        await session.mcp.restart(name)
         return _report(session, name)
     raise CommandError(USAGE)
 
 
-def _add(session: PiSession, words: list[str]) -> str:
+async def _add(session: PiSession, words: list[str]) -> str:
     manager = session.mcp  # McpUnavailable without the SDK
     from pi_kernel.tools.mcp import server_config
 
@@ -83,6 +115,7 @@ def _add(session: PiSession, words: list[str]) -> str:
     except ValueError as error:
         raise CommandError(str(error)) from None
     manager.add(config)
+    await manager.start_server(name)
     return _report(session, name)
 
 

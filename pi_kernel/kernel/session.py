@@ -74,6 +74,8 @@ class PiSession:
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
+        self.context_for_local = False
+        """``%pi context local``: the local model is told too (by default it is not: SmolLM2-135M repeats it)."""
         self._notebook_context: NotebookContext | None = None
         self._turn_journals: TurnJournals | None = None
         self.undo_news: str | None = None
@@ -100,7 +102,6 @@ class PiSession:
         self._model: Model | None = None
         self._model_resolved = False
         self._cell_ids: dict[int, str | None] = {}
-        self._private_loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.RLock()
         self._notices = list(notices or [])
         """Warnings about settings that fell back at start: the kernel log is out of sight, so the first
@@ -372,20 +373,15 @@ class PiSession:
 
     def interrupt(self) -> None:
         """Stop the running turn: abort the model stream and tools, deny waiting approvals, stop waiting
-        for MCP servers to start."""
+        for MCP servers to start. Runs on the turn's loop (``interrupt_hook`` schedules it there)."""
         if self.turn is not None:
             self.turn.cancel()
         if self._agent is not None:
             self._agent.abort()
         self.approvals.deny_all()
-        waiting = self._mcp_waiting
-        if waiting is not None:  # the servers go on starting; the turn stops waiting
-
-            def stop_waiting() -> None:
-                if self._mcp_waiting is waiting:  # still waiting (never cancel the turn's agent run)
-                    waiting.cancel()
-
-            waiting.get_loop().call_soon_threadsafe(stop_waiting)
+        waiting, self._mcp_waiting = self._mcp_waiting, None
+        if waiting is not None:  # the servers go on starting; the turn stops waiting (never its agent run)
+            waiting.cancel()
 
     def set_turn(self, turn: Turn | None) -> None:
         with self.turn_lock:
@@ -403,13 +399,6 @@ class PiSession:
                 return False
             publish(turn.parent)
             return True
-
-    def private_loop(self) -> asyncio.AbstractEventLoop:
-        """The loop of ``%%pi`` cells run without top-level ``await`` (kept: the agent outlives a cell)."""
-        with self._lock:
-            if self._private_loop is None or self._private_loop.is_closed():
-                self._private_loop = asyncio.new_event_loop()
-            return self._private_loop
 
     def replace_conversation(
         self, messages: list[Any], cells: dict[str, int] | None = None, reason: str = "%pi load"

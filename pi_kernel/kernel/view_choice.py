@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.text_view import TextTurnView
 from pi_kernel.kernel.views import TurnOptions, TurnView, TurnViewFactory, ViewHost
@@ -22,6 +23,10 @@ class ViewChooser(ViewHost, Protocol):
 
     @property
     def frontend(self) -> FrontendTracker: ...
+
+    @property
+    def settings(self) -> PiSettings:
+        """``save_thinking``: whether the view's saved output keeps the model's thinking."""
 
 
 def widget_view_factory() -> TurnViewFactory | None:
@@ -47,6 +52,9 @@ def make_turn_view(session: ViewChooser, prompt: str, options: TurnOptions, widg
         factory = widget_view_factory()
         if factory is not None:
             view = factory(session, prompt, options)
-    if view is not None:
-        return view
-    return TextTurnView(session, prompt, options)
+    if view is None:
+        view = TextTurnView(session, prompt, options)
+    state, settings = getattr(view, "state", None), getattr(session, "settings", None)
+    if state is not None and settings is not None and hasattr(state, "saves_thinking"):
+        state.saves_thinking = settings.save_thinking
+    return view

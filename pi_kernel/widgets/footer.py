@@ -20,7 +20,7 @@ def usage_summary(
     duration: float | None = None,
     context: tuple[int, int] | None = None,
 ) -> str:
-    """``provider:model · 1,234 in (1,000 cached) · 56 out · $0.0012 · context 12,345 / 128,000 (10%) · 3.2 s``.
+    """``provider:model · 1,234 in (1,000 cached, 200 to cache) · 56 out · $0.0012 · context 12,345 / 128,000 (10%)``.
 
     ``context``: (tokens the conversation holds now, the model's window), the meter of a long session.
 
@@ -32,7 +32,7 @@ def usage_summary(
         parts.append(f"{provider}:{model}" if provider and provider not in model else model)
     prompt = usage.prompt_tokens
     if prompt or usage.output:
-        cached = f" ({usage.cache_read:,} cached)" if usage.cache_read else ""
+        cached = cache_note(usage.cache_read, usage.cache_write)
         parts.append(f"{prompt:,} in{cached}")
         parts.append(f"{usage.output:,} out")
     if usage.cost is not None:
@@ -42,6 +42,14 @@ def usage_summary(
     if duration is not None:
         parts.append(format_duration(duration))
     return " · ".join(parts)
+
+
+def cache_note(read: int, written: int) -> str:
+    """`` (1,000 cached, 200 to cache)``: the prompt's tokens read from and written to the provider's cache."""
+    parts = [f"{read:,} cached"] if read else []
+    if written:
+        parts.append(f"{written:,} to cache")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def context_meter(tokens: int, window: int) -> str:

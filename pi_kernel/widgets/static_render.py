@@ -94,8 +94,24 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
         "stop_reason": state.stop_reason,
         "duration_s": _rounded(_duration(state)),
         "tool_calls": calls,
+        "answer": _clip(mask(_answer(state)), METADATA_RESULT_CHARS),
         "errors": [block.text for block in state.blocks if isinstance(block, NoticeBlock) and block.kind == "error"],
     }
+
+
+def _answer(state: TurnState) -> str:
+    """The turn's answer: its text after the last tool call."""
+    last_call = max((i for i, block in enumerate(state.blocks) if isinstance(block, ToolCallBlock)), default=-1)
+    texts = [
+        block.text
+        for block in state.blocks[last_call + 1 :]
+        if isinstance(block, TextBlock) and block.kind != "thinking"
+    ]
+    return "\n\n".join(texts)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " …"
 
 
 # ---------------------------------------------------------------------- html
@@ -103,7 +119,7 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
 
 def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
     parts = []
-    for block in state.blocks:
+    for block in _shown_blocks(state):
         if isinstance(block, TextBlock) and block.kind == "thinking":
             parts.append(
                 f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
@@ -151,7 +167,7 @@ def _notice_html(block: NoticeBlock) -> str:
 
 def _markdown(state: TurnState, lookup: Callable[[str], Any]) -> str:
     parts = []
-    for block in state.blocks:
+    for block in _shown_blocks(state):
         if isinstance(block, TextBlock) and block.kind == "thinking":
             parts.append("\n".join("> " + line for line in ["*Thinking*", "", *block.text.splitlines()]))
         elif isinstance(block, TextBlock):
@@ -174,7 +190,7 @@ def _markdown(state: TurnState, lookup: Callable[[str], Any]) -> str:
 
 def _plain(state: TurnState, lookup: Callable[[str], Any]) -> str:
     parts = []
-    for block in state.blocks:
+    for block in _shown_blocks(state):
         if isinstance(block, TextBlock) and block.kind == "thinking":
             parts.append("[thinking]\n" + _indent(block.text))
         elif isinstance(block, TextBlock):
@@ -192,6 +208,13 @@ def _plain(state: TurnState, lookup: Callable[[str], Any]) -> str:
     if summary:
         parts.append(f"── {summary}")
     return "\n\n".join(part for part in parts if part)
+
+
+def _shown_blocks(state: TurnState) -> list[Any]:
+    """The blocks the static output holds: thinking only where ``state.saves_thinking``."""
+    if state.saves_thinking:
+        return state.blocks
+    return [block for block in state.blocks if not (isinstance(block, TextBlock) and block.kind == "thinking")]
 
 
 def _status_line(block: ToolCallBlock, state: TurnState) -> str:

@@ -61,6 +61,9 @@ class TurnState:
     """The model's context window (tokens), for the footer's meter; ``None``: no meter."""
     context_tokens: int = 0
     """The conversation's size at the last answer (its prompt plus its output, as reported)."""
+    saves_thinking: bool = True
+    """Whether the static output (what a notebook saves) keeps the model's thinking; the kernel sets it
+    from its ``save_thinking`` setting (default off: thinking is shown live, collapsed, and not saved)."""
     started: bool = False
     ended: bool = False
     aborted: bool = False

@@ -16,7 +16,13 @@ OPENAI = Compat(
 OPENAI_REASONING = dataclasses.replace(OPENAI, supports_developer_role=True, thinking_format="openai")
 DEEPSEEK = Compat(thinking_format="deepseek", empty_tools_with_tool_history=False)
 DEEPSEEK_REASONER = dataclasses.replace(DEEPSEEK, requires_reasoning_content_on_assistant_messages=True)
-OPENROUTER = Compat(supports_strict_mode=True)
+OPENROUTER = Compat(supports_strict_mode=True, thinking_format="openrouter", usage_cost_field=True)
+GEMINI = Compat(
+    send_strict_field=False,
+    empty_tools_with_tool_history=False,
+    thinking_format="openai",
+    reasoning_tokens_outside_completion=True,
+)
 NO_STRICT_KEY = Compat(send_strict_field=False)
 """Ollama, llama.cpp and unknown servers: no ``strict`` key at all."""
 VLLM = Compat(send_strict_field=False, empty_tools_with_tool_history=False)
@@ -33,6 +39,7 @@ PROVIDERS = [
     ("vllm", "http://gpu-box:8000/v1", "Qwen/Qwen3-8B", VLLM),
     ("llamacpp", "http://localhost:8080/v1", "any", NO_STRICT_KEY),
     ("openrouter", "https://openrouter.ai/api/v1", "openai/gpt-4o", OPENROUTER),
+    ("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "gemini-2.5-flash", GEMINI),
     ("openai-compatible", "https://api.together.xyz/v1", "meta-llama/Llama-3-70b", NO_STRICT_KEY),
 ]
 

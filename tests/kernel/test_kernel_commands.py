@@ -5,9 +5,11 @@ runs on a kernel subshell) answers a call the notebook's cell waits for: the
 test's cell runs on the main shell with a ``pi.approval`` comm open (so the
 call waits, as it does for a widget front-end), and when the approval request
 arrives the command is sent on a subshell, typed exactly as a person would.
-Also: ``%pi help`` lists what the README lists, and a cell run with
-``%autoawait off`` (which blocks the shell, so no click can reach it) is
-answered on stdin or denied at once with what to do.
+Also: ``%pi help`` lists what the README lists; a ``%%pi`` turn is a task on
+the kernel's event loop, so a cell that cannot await there (``%autoawait
+off``, a ``%%pi`` cell inside ``%%capture``) says what to do instead of
+running; outside a kernel a ``%autoawait off`` cell blocks the shell, so its
+approvals are answered on stdin or denied at once with what to do.
 """
 
 from __future__ import annotations
@@ -179,43 +181,67 @@ def test_pi_lines_are_not_expanded_like_other_magics(kernel: KernelDriver) -> No
     assert "no tool named '$name'" in kernel.run("%pi tools enable $name").text
 
 
-def test_autoawait_off_answers_on_stdin_or_denies_at_once(kernel: KernelDriver, server: FakeOpenAI) -> None:
-    """``%autoawait off`` runs the turn on a private loop and blocks the shell: a click could never arrive.
-    A widget front-end or approval comm does not count then: stdin answers, or the call is denied with
-    what to do (not left to time out)."""
+def test_autoawait_off_in_a_kernel_says_to_turn_it_on(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """A turn is a task on the kernel's event loop (issue 25, one way to run a cell). With ``%autoawait off``
+    the cell would block that loop, so it does not run: it says to turn autoawait back on, and the model is
+    not asked. (Replaces the private-loop run answered on stdin, which now holds outside a kernel only:
+    ``test_autoawait_off_outside_a_kernel_answers_on_stdin_or_denies_at_once``.) The same holds for the
+    ``%pi`` lines that wait on the loop."""
     assert kernel.run("%autoawait off").status == "ok"
-    kernel.run("from pi_kernel.kernel.extension import get_session; get_session().broker.timeout = 10")
     try:
-        with approval_comm(kernel):
-            server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Not run."))
-            denied = kernel.run("%%pi\nAdd 1 and 2", cell_id="blocking")
-            assert denied.status == "ok" and "Not run." in denied.text
-            reason = tool_results(server)[-1]
-            assert reason.startswith('Tool "add" needs approval, but this %%pi cell runs with %autoawait off')
-            assert "Run `%autoawait on`" in reason and "%pi approve add=auto" in reason
-            prompts: list[str] = []
-            server.enqueue(tool_call_chunks([("add", {"a": 2, "b": 2})]), text_chunks("Four."))
-            asked = kernel.run(
-                "%%pi\nAdd 2 and 2",
-                cell_id="blocking-stdin",
-                allow_stdin=True,
-                on_input=lambda p: prompts.append(p) or "y",
-            )
-        assert asked.status == "ok" and tool_results(server)[-1] == "4"
-        assert len(prompts) == 1 and prompts[0].startswith('Allow add {"a": 2, "b": 2}?')
+        requests = len(server.chat_requests)
+        refused = kernel.run("%%pi\nAdd 1 and 2", cell_id="blocking")
+        assert refused.status == "error" and refused.reply["ename"] == "PiUsageError", refused.text
+        assert "top-level await is off here (%autoawait off)" in refused.text
+        assert "run `%autoawait on` (the default) and re-run the cell" in refused.text
+        compacting = kernel.run("%pi compact")
+        assert compacting.status == "error" and "run `%pi compact` as a cell of its own" in compacting.text
+        assert len(server.chat_requests) == requests
     finally:
         kernel.run("%autoawait on")
-        kernel.run("from pi_kernel.kernel.extension import get_session; get_session().broker.timeout = 60")
+    server.enqueue(text_chunks("Back on."))
+    assert "Back on." in kernel.run("%%pi\nsay it", cell_id="autoawait-on").text
 
 
-def test_a_pi_cell_inside_capture_runs(kernel: KernelDriver, server: FakeOpenAI) -> None:
-    """``%%capture`` runs its body as a cell of its own while the kernel's loop runs (r14a review): a ``%%pi``
-    body rewritten to a top-level ``await`` failed ("This event loop is already running"); it takes the
-    ``%%pi`` magic's blocking path instead, and what it showed is captured."""
-    server.enqueue(text_chunks("Captured answer."))
+AUTOAWAIT_OFF_IPYTHON = """
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("%load_ext pi_kernel")
+shell.run_cell(SETUP)
+shell.run_cell("%autoawait off")
+result = shell.run_cell("%%pi\\nAdd 1 and 2")
+print("cell ok:", result.success)
+"""
+
+
+def test_autoawait_off_outside_a_kernel_answers_on_stdin_or_denies_at_once(server: FakeOpenAI) -> None:
+    """IPython without a kernel, ``%autoawait off``: the turn runs to its end on IPython's loop and blocks
+    the shell, so only stdin can answer; with no terminal the call is denied at once with what to do."""
+    import subprocess
+    import sys
+
+    server.enqueue(tool_call_chunks([("add", {"a": 1, "b": 2})]), text_chunks("Not run."))
+    script = f"SETUP = {SETUP!r}\n{AUTOAWAIT_OFF_IPYTHON}"
+    env = kernel_env(server.base_url, PI_APPROVAL="ask")
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL
+    )
+    assert "cell ok: True" in ran.stdout and "Not run." in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
+    reason = tool_results(server)[-1]
+    assert reason.startswith('Tool "add" needs approval, but this %%pi cell runs with %autoawait off')
+    assert "Run `%autoawait on`" in reason and "%pi approve add=auto" in reason
+
+
+def test_a_pi_cell_inside_capture_says_to_run_it_alone(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """``%%capture`` runs its body as a cell of its own while the kernel's loop runs the outer cell: a
+    ``%%pi`` body cannot await on that loop ("This event loop is already running", r14a review). It used to
+    run on a private loop in a worker thread; now that a turn is a task on the kernel's loop (issue 25), it
+    says so and what to do, without a RuntimeError or a traceback, and the next cell still awaits."""
+    requests = len(server.chat_requests)
     result = kernel.run("%%capture cap\n%%pi\nsay ok", cell_id="captured")
-    assert result.status == "ok" and "RuntimeError" not in result.text, result.text[-300:]
-    assert "Captured answer." not in result.text
-    assert "Captured answer." in kernel.run("print(cap.stdout, [o.data for o in cap.outputs])").text
+    assert "RuntimeError" not in result.text, result.text[-300:]
+    assert len(server.chat_requests) == requests  # the model was not asked
+    shown = kernel.run("print(cap.stdout, [o.data for o in cap.outputs])").text
+    assert "run the %%pi cell as a cell of its own" in result.text + shown
     server.enqueue(text_chunks("Not captured."))
     assert "Not captured." in kernel.run("%%pi\nsay it", cell_id="after").text  # the next cell still awaits

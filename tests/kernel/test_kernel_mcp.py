@@ -183,6 +183,21 @@ def test_add_a_streamable_http_server_and_remove_it(kernel: KernelDriver, server
     assert "no MCP server named 'nope'" in kernel.run("%pi mcp remove nope").text
 
 
+def test_mcp_lines_wait_on_the_kernels_loop_where_a_cell_can_await(kernel: KernelDriver) -> None:
+    """The servers live on the kernel's loop (issue 25): a ``%pi mcp add`` written as the tutorial writes it
+    (``run_line_magic`` with an f-string, after other code) is awaited there and shows the running server;
+    inside a block, where the cell cannot await it, it says what to do instead of blocking the loop."""
+    written = f'import sys\nget_ipython().run_line_magic("pi", f"mcp add twin -- {{sys.executable}} {DEMO}")'
+    added = kernel.run(written).text
+    assert "twin: running" in added and "twin__echo [asks]" in added, added
+    try:
+        nested = kernel.run("if True:\n    %pi mcp remove twin")
+        assert nested.status == "error" and "run `%pi mcp remove ...` as a cell of its own" in nested.text
+        assert "twin: running" in kernel.run("%pi mcp").text
+    finally:
+        assert "MCP server twin removed." in kernel.run("%pi mcp remove twin").text
+
+
 def test_interrupt_while_servers_start_stops_the_wait(kernel: KernelDriver, server: FakeOpenAI) -> None:
     """A server stuck at start holds the turn only until the interrupt; the kernel stays usable."""
     kernel.run("%pi reset")

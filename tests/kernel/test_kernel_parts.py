@@ -20,7 +20,7 @@ from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv, parse_dotenv
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
 from pi_kernel.kernel.line_commands import CommandError, allow
-from pi_kernel.kernel.magics import _pi_cell_magic_call
+from pi_kernel.kernel.magics import LINE_RUNNER, _await_pi_lines, _pi_cell_magic_call
 from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.stdin_prompt import parse_answer
@@ -292,6 +292,26 @@ def test_pi_cells_are_recognized_from_ipython_translation() -> None:
     assert _pi_cell_magic_call(code) == ("--no-tools", "What's 'up'?\n\"quoted\"\n")
     assert _pi_cell_magic_call(TransformerManager().transform_cell("%%time\nx = 1\n")) is None
     assert _pi_cell_magic_call("x = 1\n") is None
+
+
+def test_pi_lines_that_wait_on_the_loop_are_awaited_at_a_cells_top_level() -> None:
+    """``%pi mcp add|remove|restart`` and ``%pi compact`` wait on the kernel's loop (issue 25): at a cell's
+    top level they become ``await run_pi_line(line)``, also when written with an f-string; other ``%pi``
+    lines, and those inside a block, stay as IPython wrote them."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    def awaited(cell: str) -> str:
+        return _await_pi_lines(TransformerManager().transform_cell(cell))
+
+    assert awaited("%pi mcp add demo -- python x.py\n") == f"await {LINE_RUNNER}('mcp add demo -- python x.py')\n"
+    written = 'import sys\nx = "é"; get_ipython().run_line_magic("pi", f"mcp add t -- {sys.executable}")\nprint(1)\n'
+    assert awaited(written) == (
+        f'import sys\nx = "é"; await {LINE_RUNNER}(f"mcp add t -- {{sys.executable}}")\nprint(1)\n'
+    )
+    assert awaited("%pi compact\n") == f"await {LINE_RUNNER}('compact')\n"
+    for unchanged in ("%pi history\n", "%pi mcp\n", "if True:\n    %pi mcp remove a\n", "%pi mcpx add a\n"):
+        code = TransformerManager().transform_cell(unchanged)
+        assert _await_pi_lines(code) == code, unchanged
 
 
 def test_stdin_answers() -> None:

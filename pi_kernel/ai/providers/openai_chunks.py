@@ -85,6 +85,7 @@ class ChunkAssembler:
 
     def __init__(self, model: Model, requested_max_tokens: int | None = None) -> None:
         self.model = model
+        self.compat = model.resolved_compat()
         self.message = AssistantMessage(model=model.id, provider=model.provider)
         self.finish_reason: str | None = None
         """The last ``finish_reason`` the server sent (``None``: none yet)."""
@@ -325,6 +326,9 @@ class ChunkAssembler:
         cache_read = field_of(details, "cached_tokens") or field_of(raw, "prompt_cache_hit_tokens") or 0
         prompt = field_of(raw, "prompt_tokens") or 0
         completion = field_of(raw, "completion_tokens") or 0
+        compat = self.compat
+        if compat.reasoning_tokens_outside_completion:
+            completion = max(completion, (field_of(raw, "total_tokens") or 0) - prompt)
         uncached = max(prompt - cache_read, 0)
         usage = Usage(
             input=uncached,
@@ -335,4 +339,6 @@ class ChunkAssembler:
         cost = self.model.resolved_cost
         if cost is not None:
             usage.cost = cost.of(usage)
+        elif compat.usage_cost_field and isinstance(field_of(raw, "cost"), (int, float)):
+            usage.cost = float(field_of(raw, "cost"))
         self.message.usage = usage

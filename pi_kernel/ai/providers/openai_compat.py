@@ -1,10 +1,8 @@
 """Streaming from any OpenAI-compatible chat-completions server.
 
-One request, read by a producer task that puts chunks on a queue; the stream's
-async generator turns them into events (``openai_chunks``). The split makes an
-abort prompt wherever it lands: the signal's listener cancels the producer,
-which closes the HTTP response at once, whether it was connecting, sleeping
-before a retry or waiting for the next chunk, and the generator ends the
+One request, read by a producer task that puts chunks on a queue
+(``request_task``); the stream's async generator turns them into events
+(``openai_chunks``). An abort cancels the producer and the generator ends the
 message with ``aborted``, partial content kept. The producer never outlives the
 generator. Retries (``retry``) happen only before the first chunk.
 
@@ -16,27 +14,28 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.abort import AbortSignal
 from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, error_message
 from pi_kernel.ai.providers.openai_chunks import ChunkAssembler
 from pi_kernel.ai.providers.openai_convert import build_request_body
+from pi_kernel.ai.providers.request_task import (
+    KEYLESS_PLACEHOLDER,
+    OPENED,
+    Ended,
+    RequestTask,
+    abort_text,
+    masked_error,
+    shared_ssl_context,
+)
 from pi_kernel.ai.providers.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_delay
-from pi_kernel.ai.secrets import MIN_SECRET_CHARS, mask, secret_values
 from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
 if TYPE_CHECKING:
-    import ssl
-
     from openai import AsyncOpenAI
 
-KEYLESS_PLACEHOLDER = "not-needed"
-"""Sent as the key to local servers that need none (the client insists on one)."""
-HOSTED_PROVIDERS = frozenset({"openai", "deepseek", "openrouter"})
-_ABORTED_TEXT = "Request was aborted"
+HOSTED_PROVIDERS = frozenset({"openai", "deepseek", "openrouter", "gemini"})
 
 
 def stream_openai_compatible(
@@ -89,30 +88,7 @@ def describe_error(error: BaseException, secret: str | None) -> str:
         text = error.message  # an error object sent inside the stream
     else:
         text = f"{type(error).__name__}: {error}"
-    return _masked(text, secret)
-
-
-def _masked(text: str, secret: str | None) -> str:
-    """An error text entering the conversation: ``mask`` with this request's key too (it may come from a
-    ``.env`` file rather than the environment)."""
-    known = secret_values()
-    if secret and secret != KEYLESS_PLACEHOLDER and len(secret) >= MIN_SECRET_CHARS:
-        known = sorted({secret, *known}, key=len, reverse=True)
-    return mask(text, known)
-
-
-@dataclass(frozen=True, slots=True)
-class _Opened:
-    """The HTTP response arrived (status 200): the message has started."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Ended:
-    error: BaseException | None = None
-    """Why the stream ended early, or ``None`` at its normal end."""
-
-
-_OPENED = _Opened()
+    return masked_error(text, secret)
 
 
 async def _stream_events(
@@ -121,7 +97,7 @@ async def _stream_events(
     assembler = ChunkAssembler(model, options.max_tokens)
     signal = options.signal
     if signal is not None and signal.aborted:
-        yield assembler.fail("aborted", _abort_text(signal.reason))
+        yield assembler.fail("aborted", abort_text(signal.reason))
         return
     api_key = resolve_api_key(model, options)
     if api_key is None:
@@ -134,19 +110,19 @@ async def _stream_events(
         yield assembler.fail("error", f"Could not build the request: {type(error).__name__}: {error}")
         return
 
-    request = _Request(functools.partial(_request_chunks, model, api_key, body, options, policy), signal)
+    request = RequestTask(functools.partial(_request_chunks, model, api_key, body, options, policy), signal)
     started = False
     try:
         try:
             while True:
                 item = await request.queue.get()
                 if signal is not None and signal.aborted:
-                    final = [assembler.fail("aborted", _abort_text(signal.reason))]
+                    final = [assembler.fail("aborted", abort_text(signal.reason))]
                     break
-                if isinstance(item, _Ended):
+                if isinstance(item, Ended):
                     final = _final_events(assembler, item.error, api_key)
                     break
-                if item is _OPENED:
+                if item is OPENED:
                     if not started:
                         started = True
                         yield assembler.start()
@@ -154,7 +130,7 @@ async def _stream_events(
                 for event in assembler.feed(item):
                     yield event
         except Exception as error:  # noqa: BLE001 - a stream never raises; partial content is kept
-            final = [assembler.fail("error", _masked(f"{type(error).__name__}: {error}", api_key))]
+            final = [assembler.fail("error", masked_error(f"{type(error).__name__}: {error}", api_key))]
         # The reader stops at the final event, so the request is finished
         # (its connection closed) before that event goes out, not at GC time.
         await request.stop(cancel=final[-1].partial.stop_reason == "aborted")
@@ -171,50 +147,6 @@ def _final_events(assembler: ChunkAssembler, error: BaseException | None, api_ke
     return [assembler.fail("error", describe_error(error, api_key))]
 
 
-def _abort_text(reason: Any) -> str:
-    return reason if isinstance(reason, str) and reason else _ABORTED_TEXT
-
-
-class _Request:
-    """The producer task of one stream, its queue, and the abort listener that cancels it."""
-
-    def __init__(
-        self, produce: Callable[[asyncio.Queue[Any]], Coroutine[Any, Any, None]], signal: AbortSignal | None
-    ) -> None:
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._loop = asyncio.get_running_loop()
-        self._task: asyncio.Task[None] = self._loop.create_task(produce(self.queue))
-        self._cancel_requested = False
-        self._remove_listener = signal.add_listener(self._on_abort) if signal is not None else None
-
-    def _on_abort(self, _reason: Any) -> None:
-        # Runs on the aborting thread (a kernel interrupt, a widget callback).
-        try:
-            self._loop.call_soon_threadsafe(self._abort_on_loop)
-        except RuntimeError:
-            pass  # the loop is closed: nothing left to cancel
-
-    def _abort_on_loop(self) -> None:
-        self._cancel()
-        self.queue.put_nowait(_Ended())  # wake the reader
-
-    def _cancel(self) -> None:
-        # Only once: a second cancel would interrupt the task's cleanup (closing
-        # the response) and leave the connection open.
-        if not self._cancel_requested and not self._task.done():
-            self._cancel_requested = True
-            self._task.cancel()
-
-    async def stop(self, cancel: bool) -> None:
-        """Wait for the task to end (cancelling it first if asked); idempotent."""
-        if self._remove_listener is not None:
-            self._remove_listener()
-            self._remove_listener = None
-        if cancel:
-            self._cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
-
-
 def _is_transport_error(error: BaseException) -> bool:
     import openai
 
@@ -224,11 +156,11 @@ def _is_transport_error(error: BaseException) -> bool:
 async def _request_chunks(
     model: Model, api_key: str, body: dict[str, Any], options: StreamOptions, policy: RetryPolicy, queue: Any
 ) -> None:
-    """Make the request (with retries) and put every chunk on ``queue``, then ``_Ended``."""
+    """Make the request (with retries) and put every chunk on ``queue``, then ``Ended``."""
     try:
         client = _client(model, api_key, options.timeout)
     except Exception as error:  # noqa: BLE001 - reported as the stream's error
-        queue.put_nowait(_Ended(error))
+        queue.put_nowait(Ended(error))
         return
     params = {key: body[key] for key in ("model", "messages", "stream")}
     extra_body = {key: value for key, value in body.items() if key not in params}
@@ -238,27 +170,24 @@ async def _request_chunks(
             received = False
             try:
                 response = await client.chat.completions.create(**params, extra_body=extra_body)
-                queue.put_nowait(_OPENED)
+                queue.put_nowait(OPENED)
                 try:
                     async for chunk in response:
                         received = True
                         queue.put_nowait(chunk)
                 finally:
                     await response.close()
-                queue.put_nowait(_Ended())
+                queue.put_nowait(Ended())
                 return
             except Exception as error:  # noqa: BLE001 - judged, then retried or reported
                 delay = None if received else retry_delay(error, attempt, options.max_retries, policy)
                 if delay is None:
-                    queue.put_nowait(_Ended(error))
+                    queue.put_nowait(Ended(error))
                     return
                 attempt += 1
                 await asyncio.sleep(delay)
     finally:
         await client.close()
-
-
-_SSL_CONTEXT: ssl.SSLContext | None = None
 
 
 def _client(model: Model, api_key: str, timeout: float | None) -> AsyncOpenAI:
@@ -269,10 +198,8 @@ def _client(model: Model, api_key: str, timeout: float | None) -> AsyncOpenAI:
     """
     import openai
 
-    global _SSL_CONTEXT
-    if _SSL_CONTEXT is None:
-        _SSL_CONTEXT = _default_ssl_context()
-    http_client = openai.DefaultAsyncHttpxClient(verify=_SSL_CONTEXT) if _SSL_CONTEXT is not None else None
+    context = shared_ssl_context()
+    http_client = openai.DefaultAsyncHttpxClient(verify=context) if context is not None else None
     return openai.AsyncOpenAI(
         api_key=api_key,
         base_url=model.resolved_base_url,
@@ -280,14 +207,3 @@ def _client(model: Model, api_key: str, timeout: float | None) -> AsyncOpenAI:
         timeout=timeout,
         http_client=http_client,
     )
-
-
-def _default_ssl_context() -> ssl.SSLContext | None:
-    """The HTTP library's own default context (same trust store), or ``None`` to let it decide."""
-    for module_name in ("httpx2", "httpx"):
-        try:
-            module = __import__(module_name)
-            return module.create_ssl_context()
-        except (ImportError, AttributeError, TypeError):
-            continue
-    return None

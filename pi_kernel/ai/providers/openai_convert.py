@@ -60,11 +60,15 @@ def build_request_body(model: Model, context: Context, options: StreamOptions, c
         # request that defines no tools.
         body["tools"] = []
     if options.reasoning_effort is not None:
-        if compat.thinking_format == "openai":
-            body["reasoning_effort"] = options.reasoning_effort
-        elif compat.thinking_format == "deepseek":
-            enabled = options.reasoning_effort.lower() not in _THINKING_OFF
-            body["thinking"] = {"type": "enabled" if enabled else "disabled"}
+        effort = options.reasoning_effort.lower()
+        if compat.thinking_format == "deepseek":
+            body["thinking"] = {"type": "disabled" if effort in _THINKING_OFF else "enabled"}
+        elif effort in _THINKING_OFF:
+            pass  # OpenAI's reasoning models cannot stop reasoning: their default effort stays
+        elif compat.thinking_format == "openai":
+            body["reasoning_effort"] = effort
+        elif compat.thinking_format == "openrouter":
+            body["reasoning"] = {"effort": effort}
     if options.extra_body:
         body.update(options.extra_body)
     return body

@@ -272,16 +272,22 @@ def run_notebook_cell(
     *,
     signal: AbortSignal | None = None,
     interrupt_on_sigint: bool = False,
+    journal: TurnJournal | None = None,
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``):
-    ``(nbformat outputs, their text for the model, the nbformat error output or None)``. An interrupt
-    gives a ``KeyboardInterrupt`` error output."""
+    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``, the
+    ``journal`` told as there): ``(nbformat outputs, their text for the model, the nbformat error output
+    or None)``. An interrupt gives a ``KeyboardInterrupt`` error output."""
     _acquire_run_lock(signal)
     errors: list[BaseException] = []
     texts: list[str] = []
     try:
-        with capturing(texts.append) as capture:
-            error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        token = journal.before_code(namespace, code) if journal is not None else None
+        try:
+            with capturing(texts.append) as capture:
+                error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        finally:
+            if journal is not None:
+                journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
     outputs = [dict(output) for output in capture.outputs]

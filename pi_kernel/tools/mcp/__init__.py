@@ -4,7 +4,7 @@
 in its own process group; ``server.py`` is one connection (start, list tools,
 call, stop); ``adapt.py`` turns an MCP tool into a ``ToolDefinition`` named
 ``<server>__<tool>`` and its results into content; ``manager.py`` owns the
-servers of a session, on their own event loop thread. User guide:
+servers of a session, on the loop its turns run on (the kernel's). User guide:
 ``docs/mcp.md``.
 """
 

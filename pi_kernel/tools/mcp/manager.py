@@ -1,31 +1,36 @@
-"""``McpManager``: the session's MCP servers, on one event loop of their own.
+"""``McpManager``: the session's MCP servers, on the loop the turns run on.
 
-The servers live on a daemon thread running an asyncio loop, not on the
-kernel's loop: a ``%%pi`` turn may run on ipykernel's loop or on a private
-one (``%autoawait off``), ``%pi mcp`` runs synchronously, and the SDK's
-sessions must stay in the task that opened them. Every entry point hands its
-work to that loop (``run_coroutine_threadsafe``) and waits for the answer:
-the agent's tools with ``await`` (an abort cancels the call on the server's
-loop, which tells the server ``notifications/cancelled``), the magics by
-blocking.
+A server's SDK session lives in a task of its own (``McpServer._serve``) on
+the event loop that started it: in a kernel, the kernel's own loop, where
+every ``%%pi`` turn runs too (``pi_kernel.kernel.cell_runner``); in IPython
+outside a kernel, IPython's asyncio loop. So a tool call is a plain ``await``
+(an abort cancels it, which tells the server ``notifications/cancelled``): no
+thread, no loop of the manager's own, no hop between loops. What waits for a
+server (``ensure_started``, ``remove``, ``restart``, ``call``) is a coroutine,
+awaited on that loop; ``add`` only records a server (it starts with the next
+``ensure_started``). A call from another loop is refused with a clear error.
+``close`` (kernel shutdown, from any thread) stops the servers on their loop
+if it can and always ends their process groups. (A turn on another loop, a
+kernel subshell's, gets a clear error from their tools and a notice.)
 
 Servers start lazily: ``ensure_started`` (before each ``%%pi`` turn) starts
 those not started yet, concurrently, and registers their tools in the
 session's ``ToolRegistry`` as ``<server>__<tool>`` (``adapt.py``). A server
-that fails leaves a notice (``take_notices``) and the others keep working.
-``close`` stops every server and ends their process groups; ``atexit`` ends
-what is left if the kernel exits without closing.
+that fails leaves a notice (``take_notices``) and the others keep working;
+so does a tool whose definition cannot be made (an invalid input schema, say):
+it is left out with a one-line notice naming it, its server's other tools are
+registered, and ``%pi mcp`` lists it as left out, with why.
+``close`` stops every server and ends their process groups and every
+descendant (``stdio.py``); ``atexit`` ends what is left if the kernel exits without closing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
-import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import mcp_types
 
@@ -35,7 +40,6 @@ from pi_kernel.tools.mcp.server_config import McpServerConfig
 from pi_kernel.tools.mcp.stdio import kill_all_groups
 from pi_kernel.tools.registry import ToolRegistry
 
-T = TypeVar("T")
 CLOSE_SECONDS = 10.0
 _atexit_registered = False
 
@@ -49,28 +53,45 @@ class McpManager:
         """Server name → the tool names it put in the registry."""
         self._tool_names: dict[str, dict[str, str]] = {}
         """Server name → its tool's own name → the name it has in the registry."""
+        self._left_out: dict[str, dict[str, str]] = {}
+        """Server name → its tool's own name → why it is not in the registry (an invalid schema, say)."""
         self._notices: list[str] = []
-        self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        """The loop the servers live on: the first that started one."""
+        self._stopping: set[asyncio.Task[None]] = set()
         if not _atexit_registered:
             atexit.register(kill_all_groups)
             _atexit_registered = True
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def _submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="pi-mcp", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            loop = self._loop
-        return asyncio.run_coroutine_threadsafe(coroutine, loop)
+    def _here(self) -> asyncio.AbstractEventLoop:
+        """The running loop, which must be the servers' loop (the first to start one becomes it)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None or self._loop.is_closed():
+            self._loop = loop
+        elif self._loop is not loop:
+            raise McpServerError(
+                "The MCP servers of this session run on another event loop (the kernel's): use them from a "
+                "%%pi turn or a cell on that loop."
+            )
+        return loop
 
-    def _wait(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return self._submit(coroutine).result(timeout)
+    def _stop_soon(self, server: McpServer) -> None:
+        """Stop ``server`` without waiting (a synchronous caller): a task on its loop when that runs here;
+        otherwise the process group ends at ``close``."""
+        if server.state in ("not started", "failed") or self._loop is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            task = running.create_task(server.stop())
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+        elif running is None and not self._loop.is_closed() and not self._loop.is_running():
+            self._loop.run_until_complete(server.stop())
 
     # -- servers --------------------------------------------------------------------------------
 
@@ -81,36 +102,53 @@ class McpManager:
         """Servers that a turn would start (configured, not started yet)."""
         return [name for name, server in self.servers.items() if server.state == "not started"]
 
-    def add(self, config: McpServerConfig, start: bool = True) -> McpServer:
-        """Add (or replace) a server; ``start``: start it now and register its tools (blocking)."""
-        if config.name in self.servers:
-            self.remove(config.name)
-        server = self.servers[config.name] = McpServer(config)
+    def add(self, config: McpServerConfig, start: bool = False) -> McpServer:
+        """Add (or replace) a server, not started yet: ``ensure_started`` (before each turn) or
+        ``start_server`` starts it. ``start=True`` is refused: starting waits on the servers' loop."""
         if start:
-            self._wait(self._start([server]))
+            raise ValueError("McpManager.add only records a server: await start_server(name) to start it now")
+        old = self.servers.pop(config.name, None)
+        if old is not None:
+            self._unregister(config.name)
+            self._stop_soon(old)
+        server = self.servers[config.name] = McpServer(config)
         return server
 
-    def remove(self, name: str) -> None:
+    async def start_server(self, name: str) -> McpServer:
+        """Start one server now (``%pi mcp add``) and register its tools; ``KeyError`` for an unknown name."""
+        server = self.servers[name]
+        self._here()
+        await self._start([server])
+        return server
+
+    async def remove(self, name: str) -> None:
         """Stop the server and forget it and its tools; ``KeyError`` for an unknown name."""
         server = self.servers.pop(name)
         self._unregister(name)
         if server.state not in ("not started", "failed"):
-            self._wait(server.stop(), CLOSE_SECONDS)
+            self._here()
+            await asyncio.wait_for(server.stop(), CLOSE_SECONDS)
 
-    def restart(self, name: str) -> McpServer:
+    async def restart(self, name: str) -> McpServer:
         server = self.servers[name]
-        self._wait(self._restart(server))
-        return server
-
-    async def _restart(self, server: McpServer) -> None:
+        self._here()
         await server.restart()
         self._after_start(server)
+        return server
 
     async def ensure_started(self) -> None:
-        """Start the servers not started yet (from the agent's loop, any loop)."""
+        """Start the servers not started yet, on the running loop (the turn's)."""
         waiting = [self.servers[name] for name in self.pending()]
         if waiting:  # shielded: a caller that stops waiting (an interrupt) leaves the start to finish
-            await asyncio.shield(asyncio.wrap_future(self._submit(self._start(waiting))))
+            try:
+                self._here()
+            except McpServerError as error:  # a turn on another loop (a kernel subshell) goes without them
+                self._notice(str(error))
+                return
+            start = asyncio.ensure_future(self._start(waiting))
+            self._stopping.add(start)  # held until done, like a stop
+            start.add_done_callback(self._stopping.discard)
+            await asyncio.shield(start)
 
     async def _start(self, servers: Iterable[McpServer]) -> None:
         chosen = list(servers)
@@ -120,7 +158,10 @@ class McpManager:
 
     def _after_start(self, server: McpServer) -> None:
         if server.state == "running":
-            self._register(server)
+            try:
+                self._register(server)
+            except Exception as error:  # noqa: BLE001 - one server's tools never break the others
+                self._notice(f'MCP server "{server.name}": its tools are left out: {_one_line(error)}')
         else:
             self._notice(f'MCP server "{server.name}" did not start: {server.error}')
 
@@ -131,14 +172,20 @@ class McpManager:
         taken = set(self.registry.names()) - own
         definitions = []
         chosen: dict[str, str] = {}
+        left_out: dict[str, str] = {}
         for tool in server.tools:
-            definition = tool_definition(server.config, tool, self.call)
+            try:
+                definition = tool_definition(server.config, tool, self.call)
+            except Exception as error:  # noqa: BLE001 - an invalid schema, a name providers refuse: this tool only
+                left_out[tool.name] = _one_line(error)
+                self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is left out: {_one_line(error)}')
+                continue
             if definition.name in taken:
                 unique = unique_tool_name(server.name, tool.name)
                 if unique in taken:
+                    left_out[tool.name] = f"the names {definition.name} and {unique} are taken"
                     self._notice(
-                        f'MCP server "{server.name}": its tool "{tool.name}" is left out: '
-                        f"the names {definition.name} and {unique} are taken"
+                        f'MCP server "{server.name}": its tool "{tool.name}" is left out: {left_out[tool.name]}'
                     )
                     continue
                 self._notice(
@@ -157,9 +204,11 @@ class McpManager:
             self.registry.add(definition)
         self._registered[server.name] = names
         self._tool_names[server.name] = chosen
+        self._left_out[server.name] = left_out
 
     def _unregister(self, server_name: str) -> None:
         self._tool_names.pop(server_name, None)
+        self._left_out.pop(server_name, None)
         for name in self._registered.pop(server_name, []):
             if self.registry is not None and name in self.registry:
                 self.registry.remove(name)
@@ -173,10 +222,12 @@ class McpManager:
         server = self.servers.get(server_name)
         if server is None:
             raise McpServerError(f'MCP server "{server_name}" was removed from this session.')
-        future = self._submit(self._call(server, tool, arguments))
-        remove = signal.add_listener(lambda _reason: future.cancel()) if signal is not None else None
+        loop = self._here()
+        task = loop.create_task(self._call(server, tool, arguments))
+        # An abort may come from another thread: cancel the call on its loop.
+        remove = signal.add_listener(lambda _reason: loop.call_soon_threadsafe(task.cancel)) if signal else None
         try:
-            return await asyncio.wrap_future(future)
+            return await task
         except asyncio.CancelledError:
             if signal is not None and signal.aborted:
                 raise McpServerError(f'The call of {tool} on MCP server "{server_name}" was cancelled.') from None
@@ -200,19 +251,16 @@ class McpManager:
     # -- notices, listing, closing --------------------------------------------------------------
 
     def _notice(self, text: str) -> None:
-        with self._lock:
-            self._notices.append(text)
+        self._notices.append(text)  # on the servers' loop; read between turns on the same thread
 
     def take_notices(self) -> list[str]:
         """Failures not shown yet (each once)."""
-        with self._lock:
-            notices, self._notices = self._notices, []
-            return notices
+        notices, self._notices = self._notices, []
+        return notices
 
     def drop_notices(self, server_name: str) -> None:
         """Forget the notices about one server (its state was just shown)."""
-        with self._lock:
-            self._notices = [notice for notice in self._notices if f'"{server_name}"' not in notice]
+        self._notices = [notice for notice in self._notices if f'"{server_name}"' not in notice]
 
     def describe(self) -> str:
         """``%pi mcp``: each server, its state, how it is reached, and its tools."""
@@ -226,7 +274,11 @@ class McpManager:
             if server.error and server.state in ("failed", "crashed"):
                 lines += [f"    {line}" for line in server.error.splitlines()[:12]]
             registered = self._tool_names.get(name, {})
+            left_out = self._left_out.get(name, {})
             for tool in server.tools if server.state == "running" else []:
+                if tool.name in left_out:
+                    lines.append(f"    {tool.name}: left out: {left_out[tool.name]}"[:300])
+                    continue
                 kind = "read-only" if trusted_read_only(tool, config) else "asks"
                 about = ((tool.description or "").strip().splitlines() or [""])[0][:100]
                 shown = registered.get(tool.name, tool_name(name, tool.name))
@@ -234,20 +286,33 @@ class McpManager:
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Stop every server and the loop (kernel shutdown); never raises, safe to call twice."""
-        with self._lock:
-            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        if loop is not None:
-            servers = list(self.servers.values())
+        """Stop every server (kernel shutdown, from any thread); never raises, safe to call twice.
+
+        The servers stop on their loop when it can still run them: awaited from another thread while it runs
+        (``run_coroutine_threadsafe``, the one hop left: ipykernel shuts down on its control thread), run to
+        the end when it is idle; on that loop's own thread nothing can wait for it. Their process groups end
+        in every case (``kill_all_groups``)."""
+        loop, self._loop = self._loop, None
+        servers = list(self.servers.values())
+        if loop is not None and not loop.is_closed() and any(s.state != "not started" for s in servers):
             try:
-                future = asyncio.run_coroutine_threadsafe(_stop_all(servers), loop)
-                future.result(CLOSE_SECONDS)
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            try:
+                if loop.is_running() and running is not loop:
+                    asyncio.run_coroutine_threadsafe(_stop_all(servers), loop).result(CLOSE_SECONDS)
+                elif running is None:
+                    loop.run_until_complete(asyncio.wait_for(_stop_all(servers), CLOSE_SECONDS))
             except Exception:  # noqa: BLE001 - shutting down: the groups are killed below anyway
                 pass
-            loop.call_soon_threadsafe(loop.stop)
-            if thread is not None:
-                thread.join(2.0)
         kill_all_groups()
+
+
+def _one_line(error: BaseException) -> str:
+    """An error in one line of at most 200 characters."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 async def _stop_all(servers: list[McpServer]) -> None:

@@ -1,0 +1,215 @@
+"""The Anthropic Messages request body: parameters, tools, thinking, cache breakpoints and the replayed history.
+
+Pure functions over plain dicts (as ``openai_convert``), so tests check exactly
+what is sent. The history is first cleaned as for every provider
+(``openai_convert.replayable_history``: failed turns out, missing tool results
+filled in), then converted:
+
+* a run of tool results becomes one ``user`` message of ``tool_result`` blocks
+  (the API wants every result of an assistant turn in the next message);
+* thinking blocks of Anthropic's own turns go back exactly as they came, with
+  their signatures (``redacted_thinking`` with its data), in their place before
+  the text and tool calls they led to: the API refuses a tool-use turn whose
+  thinking was changed or dropped while thinking is on. Thinking of other
+  providers, or without a signature (an aborted stream), is left out;
+* tool call ids are cut to the characters the API accepts, the same way on the
+  call and on its result.
+
+Prompt caching places the breakpoints where pi does: on the last tool, on the
+system prompt and on the last block of the conversation's latest user message
+(a tool result's message included). The API caches the prefix up to each
+breakpoint (tools, then system, then messages), so the next request of the
+session reads all of it from the cache and pays full price only for what was
+added since.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pi_kernel.ai.messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from pi_kernel.ai.models import Model
+from pi_kernel.ai.providers.openai_convert import IMAGE_ONLY_RESULT_TEXT, replayable_history
+from pi_kernel.ai.stream_types import Context, StreamOptions
+from pi_kernel.ai.tool import Tool
+
+JSON = dict[str, Any]
+
+CACHE_CONTROL: JSON = {"type": "ephemeral"}
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+"""``budget_tokens`` for each effort (pi's defaults); ``off`` (and ``none``) sends no ``thinking``."""
+_THINKING_OFF = frozenset({"off", "none", "disabled", "false"})
+_TOOL_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+MAX_OUTPUT_TOKENS = {"claude-opus-4-1": 32_000, "claude-opus-4": 32_000, "claude-3-7": 64_000, "claude-3-5": 8_192}
+"""Output caps below the 64,000 tokens of the Claude 4.5 and Sonnet 4 models (by id prefix): ``max_tokens``
+raised by a thinking budget stays within them."""
+
+
+def max_output_tokens(model: Model) -> int:
+    prefixes = [prefix for prefix in MAX_OUTPUT_TOKENS if model.id.startswith(prefix)]
+    return MAX_OUTPUT_TOKENS[max(prefixes, key=len)] if prefixes else 64_000
+
+
+def default_max_tokens(model: Model) -> int:
+    """``max_tokens`` when the caller set none (the API requires it): within what older models can write."""
+    if model.id.startswith(("claude-3-haiku", "claude-3-opus", "claude-3-sonnet")):
+        return min(model.max_tokens, 4096)
+    if model.id.startswith(("claude-3-5", "claude-3-7")):
+        return min(model.max_tokens, 8192)
+    return model.max_tokens
+
+
+def thinking_budget(effort: str | None) -> int | None:
+    """Tokens of thinking for ``effort`` (``None``: thinking off); an unknown word means ``medium``."""
+    if effort is None or effort.lower() in _THINKING_OFF:
+        return None
+    return THINKING_BUDGETS.get(effort.lower(), THINKING_BUDGETS["medium"])
+
+
+def build_anthropic_body(model: Model, context: Context, options: StreamOptions, cache: bool = True) -> JSON:
+    """The whole JSON body of a streaming ``POST /v1/messages`` request."""
+    max_tokens = options.max_tokens or default_max_tokens(model)
+    body: JSON = {"model": model.id, "max_tokens": max_tokens, "stream": True}
+    if context.system_prompt:
+        system: JSON = {"type": "text", "text": context.system_prompt}
+        if cache:
+            system["cache_control"] = CACHE_CONTROL
+        body["system"] = [system]
+    body["messages"] = convert_messages(model, context.messages, cache)
+    choice = options.tool_choice
+    if context.tools:
+        body["tools"] = convert_tools(context.tools, cache)
+        if choice is not None:
+            body["tool_choice"] = convert_tool_choice(choice)
+    forced = choice is not None and choice not in ("auto", "none") and bool(context.tools)
+    budget = thinking_budget(options.reasoning_effort) if model.is_reasoning else None
+    if budget is not None and not forced:  # the API refuses thinking with a forced tool
+        # ``max_tokens`` counts the thinking too: the answer keeps what was asked for, within the model's cap
+        # (and the budget, at least 1,024 tokens, below ``max_tokens`` as the API requires).
+        body["max_tokens"] = min(max_tokens + budget, max(max_output_tokens(model), 2048))
+        budget = max(min(budget, body["max_tokens"] - 1), 1024)
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    elif options.temperature is not None:  # with thinking on, only the default temperature is accepted
+        body["temperature"] = options.temperature
+    if options.extra_body:
+        body.update(options.extra_body)
+    return body
+
+
+def convert_tools(tools: Iterable[Tool], cache: bool = True) -> list[JSON]:
+    converted = [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.json_schema()} for tool in tools
+    ]
+    if cache and converted:
+        converted[-1]["cache_control"] = CACHE_CONTROL
+    return converted
+
+
+def convert_tool_choice(choice: str) -> JSON:
+    """``auto``/``none`` as they are, ``required`` as ``any``, a tool name as that tool."""
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
+def tool_id(call_id: str) -> str:
+    """A tool call id as the API accepts it (``^[A-Za-z0-9_-]{1,64}$``); ids of other providers may not be."""
+    return _TOOL_ID_CHARS.sub("_", call_id)[:64] or "call"
+
+
+def convert_messages(model: Model, messages: Iterable[Message], cache: bool = True) -> list[JSON]:
+    """The ``messages`` array, with the cache breakpoint on the latest user message's last block."""
+    converted: list[JSON] = []
+    history = replayable_history(messages)
+    index = 0
+    while index < len(history):
+        message = history[index]
+        index += 1
+        if isinstance(message, UserMessage):
+            blocks = _user_blocks(message)
+            if blocks:
+                converted.append({"role": "user", "content": blocks})
+        elif isinstance(message, AssistantMessage):
+            blocks = _assistant_blocks(message, model)
+            if blocks:
+                converted.append({"role": "assistant", "content": blocks})
+        elif isinstance(message, ToolResultMessage):
+            results = [_tool_result(message)]
+            while index < len(history) and isinstance(history[index], ToolResultMessage):
+                following = history[index]
+                assert isinstance(following, ToolResultMessage)
+                results.append(_tool_result(following))
+                index += 1
+            converted.append({"role": "user", "content": results})
+    if cache:
+        latest_user = next((message for message in reversed(converted) if message["role"] == "user"), None)
+        if latest_user is not None:
+            latest_user["content"][-1]["cache_control"] = CACHE_CONTROL
+    return converted
+
+
+def _image(block: ImageContent) -> JSON:
+    return {"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": block.data}}
+
+
+def _user_blocks(message: UserMessage) -> list[JSON]:
+    if isinstance(message.content, str):
+        return [{"type": "text", "text": message.content}] if message.content.strip() else []
+    blocks: list[JSON] = []
+    for block in message.content:
+        if isinstance(block, TextContent) and block.text.strip():
+            blocks.append({"type": "text", "text": block.text})  # the API refuses empty text blocks
+        elif isinstance(block, ImageContent):
+            blocks.append(_image(block))
+    return blocks
+
+
+def _assistant_blocks(message: AssistantMessage, model: Model) -> list[JSON]:
+    own = message.provider == model.provider
+    blocks: list[JSON] = []
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            if not own or not block.signature:
+                continue
+            if block.redacted:
+                blocks.append({"type": "redacted_thinking", "data": block.signature})
+            else:
+                blocks.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
+        elif isinstance(block, TextContent):
+            if block.text.strip():
+                blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolCall):
+            blocks.append({"type": "tool_use", "id": tool_id(block.id), "name": block.name, "input": block.arguments})
+    if not any(block["type"] in ("text", "tool_use") for block in blocks):
+        return []  # thinking alone is not a turn the API takes back
+    return blocks
+
+
+def _tool_result(result: ToolResultMessage) -> JSON:
+    content: list[JSON] = []
+    for block in result.content:
+        if isinstance(block, TextContent) and block.text:
+            content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageContent):
+            content.append(_image(block))
+    if not any(part["type"] == "text" for part in content):
+        content.insert(0, {"type": "text", "text": IMAGE_ONLY_RESULT_TEXT if content else "(no output)"})
+    converted: JSON = {"type": "tool_result", "tool_use_id": tool_id(result.tool_call_id), "content": content}
+    if result.is_error:
+        converted["is_error"] = True
+    return converted

@@ -1,0 +1,384 @@
+"""A scripted, real-HTTP fake of Anthropic's Messages API (``POST /v1/messages``, streamed as SSE).
+
+Tests talk to it through the real ``anthropic`` SDK (``base_url`` = this
+server). Like ``fake_openai``: a thread on 127.0.0.1, standard library only,
+every request recorded (``requests``: path, lower-cased headers, JSON body),
+and each request takes the next queued response, else ``responder(body)``
+decides. A response is one of:
+
+* ``Events(list_of_event_dicts, delay=..., disconnect_after=N)``: each sent as
+  ``event: <type>\\ndata: <json>\\n\\n`` (the documented sequence, built by
+  ``message_events``);
+* ``HTTPError(status, error_type, message, headers)``: an Anthropic error body;
+* a str (a text answer) or a list of event dicts (shorthands).
+
+``PromptCache.usage_for(body)`` models the API's prompt cache: it counts the
+request's tokens (about four characters each) block by block in cache order,
+reads the longest prefix an earlier request wrote that it finds at a
+breakpoint or up to 20 blocks before one, and writes the prompt up to the
+last breakpoint; a responder puts that usage into ``message_events`` (see
+``benchmarks/prompt_caching.py``), so the usage the client sees follows what
+it sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+JSONDict = dict[str, Any]
+DEFAULT_MODEL = "claude-sonnet-4-5"
+CHARS_PER_TOKEN = 4
+
+
+@dataclass
+class Events:
+    events: list[JSONDict]
+    delay: float = 0.0
+    """Seconds before each event."""
+    disconnect_after: int | None = None
+    """Close the connection abruptly after this many events."""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class HTTPError:
+    status: int
+    error_type: str = "api_error"
+    message: str = "Fake error"
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def payload(self) -> bytes:
+        return json.dumps({"type": "error", "error": {"type": self.error_type, "message": self.message}}).encode()
+
+
+Response = Events | HTTPError
+
+
+# --------------------------------------------------------------------------- event builders
+
+
+def _split(text: str, parts: int) -> list[str]:
+    parts = max(1, min(parts, len(text))) if text else 1
+    size = -(-len(text) // parts) if text else 1
+    return [text[start : start + size] for start in range(0, len(text), size)] or [""]
+
+
+def tool_use(name: str, arguments: JSONDict | str, call_id: str = "toolu_01") -> JSONDict:
+    """A tool call for ``message_events``: ``arguments`` a dict or the exact JSON text to stream."""
+    return {"type": "tool_use", "name": name, "arguments": arguments, "id": call_id}
+
+
+def thinking(text: str, signature: str = "sig-abc123") -> JSONDict:
+    return {"type": "thinking", "thinking": text, "signature": signature}
+
+
+def redacted(data: str = "encrypted-data") -> JSONDict:
+    return {"type": "redacted_thinking", "data": data}
+
+
+def message_events(
+    *blocks: str | JSONDict,
+    stop_reason: str | None = None,
+    usage: JSONDict | None = None,
+    parts: int = 3,
+    model: str = DEFAULT_MODEL,
+) -> list[JSONDict]:
+    """The documented event sequence of one message: ``message_start``, each block's start/deltas/stop,
+    ``message_delta`` (stop reason and usage), ``message_stop``; a ``ping`` after the start.
+
+    ``blocks``: a str is a text block; ``thinking(...)``, ``redacted(...)``, ``tool_use(...)``. ``usage``:
+    ``input_tokens`` etc. of ``message_start`` (``output_tokens`` goes to ``message_delta``)."""
+    usage = dict(usage or {"input_tokens": 25, "output_tokens": 10})
+    output = usage.pop("output_tokens", 10)
+    start_usage = {"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, **usage}
+    events: list[JSONDict] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {**start_usage, "output_tokens": 1},
+            },
+        },
+        {"type": "ping"},
+    ]
+    has_tools = False
+    for index, block in enumerate(blocks):
+        spec: JSONDict = {"type": "text", "text": block} if isinstance(block, str) else block
+        kind = spec["type"]
+        if kind == "text":
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            )
+            for piece in _split(spec["text"], parts):
+                events.append(
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
+                )
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            events.append({"type": "content_block_start", "index": index, "content_block": start})
+            for piece in _split(spec["thinking"], parts):
+                delta = {"type": "thinking_delta", "thinking": piece}
+                events.append({"type": "content_block_delta", "index": index, "delta": delta})
+            delta = {"type": "signature_delta", "signature": spec["signature"]}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        elif kind == "redacted_thinking":
+            events.append({"type": "content_block_start", "index": index, "content_block": spec})
+        elif kind == "tool_use":
+            has_tools = True
+            start = {"type": "tool_use", "id": spec["id"], "name": spec["name"], "input": {}}
+            events.append({"type": "content_block_start", "index": index, "content_block": start})
+            arguments = spec["arguments"]
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            for piece in _split(text, parts):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    reason = stop_reason or ("tool_use" if has_tools else "end_turn")
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": reason, "stop_sequence": None},
+            "usage": {"output_tokens": output},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def error_event(error_type: str = "overloaded_error", message: str = "Overloaded") -> JSONDict:
+    """An ``error`` event sent inside a started stream."""
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def as_response(spec: Any) -> Response:
+    if isinstance(spec, (Events, HTTPError)):
+        return spec
+    if isinstance(spec, str):
+        return Events(message_events(spec))
+    if isinstance(spec, list):
+        return Events(spec)
+    raise TypeError(f"Not a fake_anthropic response: {spec!r}")
+
+
+# --------------------------------------------------------------------------- a model of the prompt cache
+
+
+def _tokens(value: Any) -> int:
+    """About four characters a token; a breakpoint's ``cache_control`` is a marker, not prompt."""
+    if isinstance(value, dict):
+        value = {key: item for key, item in value.items() if key != "cache_control"}
+    return max(1, len(json.dumps(value, sort_keys=True, ensure_ascii=False)) // CHARS_PER_TOKEN)
+
+
+def prompt_segments(body: JSONDict) -> list[tuple[int, bool]]:
+    """The request's prompt in cache order (tools, system, messages' blocks): ``(tokens, breakpoint)`` per
+    block, ``breakpoint`` where it carries ``cache_control``."""
+    segments: list[tuple[int, bool]] = []
+    for tool in body.get("tools") or []:
+        segments.append((_tokens(tool), "cache_control" in tool))
+    system = body.get("system")
+    if isinstance(system, str):
+        segments.append((_tokens(system), False))
+    for block in system or [] if not isinstance(system, str) else []:
+        segments.append((_tokens(block), "cache_control" in block))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        for block in [content] if isinstance(content, str) else content or []:
+            segments.append((_tokens(block), isinstance(block, dict) and "cache_control" in block))
+    return segments
+
+
+LOOKBACK_BLOCKS = 20
+"""The API looks for a cached prefix at each breakpoint and at up to 20 blocks before it."""
+
+
+def _prefixes(body: JSONDict) -> list[tuple[str, int, bool]]:
+    """``(hash of the prompt up to the block, tokens so far, breakpoint)`` after each block, in order."""
+    flat: list[Any] = [("tool", tool) for tool in body.get("tools") or []]
+    system = body.get("system")
+    flat.extend(("system", block) for block in (system if isinstance(system, list) else [system] if system else []))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        flat.extend(
+            (message.get("role"), block) for block in ([content] if isinstance(content, str) else content or [])
+        )
+    prefixes: list[tuple[str, int, bool]] = []
+    digest = hashlib.sha256(str(body.get("model")).encode())
+    tokens = 0
+    for (role, block), (count, breakpoint) in zip(flat, prompt_segments(body), strict=True):
+        stripped = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+        digest.update(json.dumps([role, stripped], sort_keys=True).encode())
+        tokens += count
+        prefixes.append((digest.hexdigest(), tokens, breakpoint))
+    return prefixes
+
+
+@dataclass
+class PromptCache:
+    """Prefixes written so far (by hash); ``min_tokens``: shorter prefixes are not cached (as the API)."""
+
+    written: set[str] = field(default_factory=set)
+    min_tokens: int = 1024
+
+    def usage_for(self, body: JSONDict) -> JSONDict:
+        """``input_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens`` of ``body``: the
+        longest written prefix found at a breakpoint or up to ``LOOKBACK_BLOCKS`` blocks before one is read;
+        the prompt up to the last breakpoint is written (when long enough); the rest is plain input."""
+        prefixes = _prefixes(body)
+        total = prefixes[-1][1] if prefixes else 0
+        breakpoints = [index for index, (_, _, breakpoint) in enumerate(prefixes) if breakpoint]
+        read = 0
+        for point in breakpoints:
+            for index in range(point, max(point - LOOKBACK_BLOCKS, -1), -1):
+                key, tokens, _ = prefixes[index]
+                if key in self.written:
+                    read = max(read, tokens)
+                    break
+        cached_to = max((prefixes[index][1] for index in breakpoints), default=0)
+        write = max(cached_to - read, 0) if cached_to >= self.min_tokens else 0
+        for index in breakpoints:
+            if prefixes[index][1] >= self.min_tokens:
+                self.written.add(prefixes[index][0])
+        return {
+            "input_tokens": total - read - write,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": write,
+        }
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class FakeAnthropic:
+    def __init__(self, responder: Callable[[JSONDict], Any] | None = None) -> None:
+        self.responder = responder
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Response] = deque()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The SDK's ``base_url`` (it adds ``/v1/messages``)."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FakeAnthropic:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def enqueue(self, *responses: Any) -> FakeAnthropic:
+        with self._lock:
+            self._queue.extend(as_response(response) for response in responses)
+        return self
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [request.body for request in self.requests if request.path.endswith("/messages")]
+
+    def _next(self, body: JSONDict) -> Response:
+        with self._lock:
+            self.requests.append(RecordedRequest("POST", "", {}, body))
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            return as_response(self.responder(body))
+        return HTTPError(500, "api_error", "fake_anthropic: nothing scripted for this request")
+
+
+def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode(errors="replace")
+            response = server._next(body if isinstance(body, dict) else {})
+            recorded = server.requests[-1]
+            recorded.path = self.path
+            recorded.headers = {key.lower(): value for key, value in self.headers.items()}
+            recorded.body = body
+            if isinstance(response, HTTPError):
+                payload = response.payload()
+                self.send_response(response.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                for key, value in response.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            self._stream(response)
+
+        def _stream(self, response: Events) -> None:
+            self.send_response(response.status)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            for key, value in response.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for number, event in enumerate(response.events):
+                    if response.disconnect_after is not None and number >= response.disconnect_after:
+                        self._drop()
+                        return
+                    if response.delay:
+                        time.sleep(response.delay)
+                    data = json.dumps(event)
+                    self.wfile.write(f"event: {event['type']}\ndata: {data}\n\n".encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return
+
+        def _drop(self) -> None:
+            import socket
+
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    return Handler

@@ -157,6 +157,20 @@ class BridgePage(NotebookPage):
         else:
             self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout * 1000)
 
+    def choose_kernel_if_asked(self, wait: float = 3) -> None:
+        """Notebook 7 on a busy machine sometimes asks for the kernel (the kernelspecs came late): choose it."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        dialog = self.page.locator(".jp-Dialog", has_text="Select Kernel")
+        try:
+            dialog.wait_for(timeout=wait * 1000)
+        except PlaywrightError:  # no dialog: the kernel started as the notebook asked
+            return
+        dialog.locator("select").select_option(label="Python 3 (ipykernel)")
+        dialog.locator(".jp-mod-accept").click()
+        dialog.wait_for(state="detached", timeout=10_000)
+        self.wait_idle()
+
     def output_text(self, index: int) -> str:
         # textContent: a cell out of view (content-visibility: auto) has no innerText.
         return str(self.output(index).text_content())
@@ -187,7 +201,14 @@ class BridgePage(NotebookPage):
     def run_op(self, name: str, expect: str = "REPLY", timeout: float = 30) -> str:
         """Run the ``# op: name`` cell; its output once it shows ``expect`` (the cell may move meanwhile)."""
         marker = f"# op: {name}"
-        self.run(self.index_of(marker))
+        from playwright.sync_api import Error as PlaywrightError
+
+        try:
+            self.run(self.index_of(marker))
+        except (TimeoutError, PlaywrightError):
+            dialogs = [str(text) for text in self.page.locator(".jp-Dialog").all_inner_texts()]
+            self.screenshot(f"notebook-bridge-{self.server.app}-run-failed")
+            raise AssertionError(f"{marker} did not run; dialogs: {dialogs}") from None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             index = self.index_of(marker)
@@ -363,7 +384,9 @@ def notebook7() -> Iterator[BridgePage]:
     short = [c for c in CELLS if c["id"] in {"md-0", "cell-1", "cell-2", "op-opens-first", "op-edit", "op-stale"}]
     for server, page in start("notebook"):
         (server.notebooks / "bridge.ipynb").write_text(json.dumps(notebook_json(short), indent=1))
-        yield BridgePage(page, server, "bridge.ipynb").open()
+        notebook = BridgePage(page, server, "bridge.ipynb").open()
+        notebook.choose_kernel_if_asked()
+        yield notebook
 
 
 def test_notebook_7_opens_the_bridge_and_takes_an_edit(notebook7: BridgePage) -> None:

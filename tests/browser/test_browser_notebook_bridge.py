@@ -232,29 +232,37 @@ class BridgePage(NotebookPage):
         )
 
 
-def start(app: str) -> Iterator[tuple[JupyterLabServer, Any]]:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        ipython_dir = Path(tempfile.mkdtemp(prefix="pi-bridge-ipython-"))
-        startup = ipython_dir / "profile_default" / "startup"
-        startup.mkdir(parents=True)
-        (startup / "00-bridge-probe.py").write_text(PROBE)
-        server = JupyterLabServer({}, app=app, extra_env={"IPYTHONDIR": str(ipython_dir)}).start()
-        page = chromium.new_page(viewport={"width": 1280, "height": 900})
         try:
-            yield server, page
+            yield chromium
         finally:
-            page.close()
-            server.stop()
             chromium.close()
-            shutil.rmtree(ipython_dir, ignore_errors=True)
+
+
+def start(browser: Any, app: str) -> Iterator[tuple[JupyterLabServer, Any]]:
+    """A server whose kernels run the probe at start, and a page."""
+    ipython_dir = Path(tempfile.mkdtemp(prefix="pi-bridge-ipython-"))
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-bridge-probe.py").write_text(PROBE)
+    server = JupyterLabServer({}, app=app, extra_env={"IPYTHONDIR": str(ipython_dir)}).start()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        yield server, page
+    finally:
+        page.close()
+        server.stop()
+        shutil.rmtree(ipython_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[BridgePage]:
-    for server, page in start("lab"):
+def lab(browser: Any) -> Iterator[BridgePage]:
+    for server, page in start(browser, "lab"):
         (server.notebooks / "bridge.ipynb").write_text(json.dumps(notebook_json(CELLS), indent=1))
         notebook = BridgePage(page, server, "bridge.ipynb").open()
         yield notebook
@@ -379,10 +387,10 @@ def in_view(notebook: BridgePage, locator: Any) -> bool:
 
 
 @pytest.fixture(scope="module")
-def notebook7() -> Iterator[BridgePage]:
+def notebook7(browser: Any) -> Iterator[BridgePage]:
     # Short: Notebook 7 attaches only the cells in view.
     short = [c for c in CELLS if c["id"] in {"md-0", "cell-1", "cell-2", "op-opens-first", "op-edit", "op-stale"}]
-    for server, page in start("notebook"):
+    for server, page in start(browser, "notebook"):
         (server.notebooks / "bridge.ipynb").write_text(json.dumps(notebook_json(short), indent=1))
         notebook = BridgePage(page, server, "bridge.ipynb").open()
         notebook.choose_kernel_if_asked()

@@ -289,12 +289,18 @@ class PiSession:
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)
 
+    def hidden_tools(self) -> tuple[str, ...]:
+        """Enabled tools not offered now: the notebook bridge's while no front-end is connected."""
+        if self.notebook.connected:
+            return ()
+        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
+
+        return BRIDGE_TOOLS
+
     def prepare_request(self, context: Context, no_tools: bool = False) -> None:
         """Before each model request: the registry's tools and system prompt (none with ``no_tools``); the
         notebook bridge's tools only while a front-end is connected."""
-        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
-
-        self.registry.prepare_next_turn(context, exclude=() if self.notebook.connected else BRIDGE_TOOLS)
+        self.registry.prepare_next_turn(context, exclude=self.hidden_tools())
         if no_tools:
             context.tools = []
             context.system_prompt = f"{context.system_prompt or ''}\n\n{NO_TOOLS_NOTE}".strip()

@@ -169,7 +169,7 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
 
 
 class NewCell(BaseModel):
-    type: Literal["code", "markdown"] = Field(default="code", description="code or markdown")
+    type: Literal["code", "markdown"] = Field(description="code or markdown")
     source: str = Field(description="The cell's source.")
 
 

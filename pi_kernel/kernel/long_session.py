@@ -8,10 +8,11 @@ session's settings reach its agent, the context window asked of a local server (
 vLLM, ``/props`` of llama.cpp, ``/api/ps`` and ``/api/show`` of Ollama), and ``_pi_results``: the
 whole value of each tool result that was cut before it reached the model.
 
-``pi_kernel.agent``, ``pi_kernel.widgets`` (the footer's context meter) and
-``pi_kernel.ai.providers.local_engine`` are imported lazily, inside the functions that use them: this
-module loads at kernel start, where the agent layer would cost about 25 ms, the widgets (through the
-tool layer) about 100 ms and the local engine about 5 ms.
+``pi_kernel.agent``, ``pi_kernel.widgets`` (the footer's context meter), ``pi_kernel.ai``'s
+``Context`` (pydantic comes with it) and ``pi_kernel.ai.providers.local_engine`` are imported lazily,
+inside the functions that use them: this module loads at kernel start, where the agent layer would cost
+about 25 ms, the widgets (through the tool layer) about 100 ms, pydantic about 100 ms and the local
+engine about 5 ms.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
 
-from pi_kernel.ai import Context
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import dollars, positive_int
@@ -232,6 +232,7 @@ def context_flag(words: list[str]) -> tuple[list[str], int | None]:
 
 def conversation_tokens(session: LongSession) -> int:
     from pi_kernel.agent.compaction import estimate_context_tokens
+    from pi_kernel.ai import Context
 
     state = session.agent.state
     return estimate_context_tokens(Context(state.system_prompt, state.messages, state.tools))

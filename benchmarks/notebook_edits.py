@@ -15,6 +15,13 @@ Sections (``SECTIONS``; other parts of the feature add theirs with ``section``):
   ``.ipynb`` (what reading the document from disk would cost, unbounded). Target: at most
   ``READ_TARGET_MS`` and a listing of at most ``LISTING_BYTES``.
 
+- ``approve_to_cell``: in a real JupyterLab (headless Chromium, the Pi kernel, the notebook bridge, the
+  scripted OpenAI-compatible server as the model), the time from a click on an ``edit_cell`` card's Approve
+  to the cell's new source in the browser, measured in the page (a ``MutationObserver`` on the cell's
+  editor). Side by side, from the same click: the widget round trip alone (the card's buttons disabled by
+  the kernel's answer to the click), the floor any kernel-side change has to pay. Target: median at most
+  ``APPROVE_TARGET_MS``.
+
 Run from the repository root: ``python benchmarks/notebook_edits.py [--runs N] [--rows N] [--only NAME]``.
 Reports PASS/FAIL per section; exits 1 when one fails.
 """
@@ -32,13 +39,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))  # the browser recipe, the scripted model
 
 import numpy as np
 import pandas as pd
 
 from pi_kernel.tools.turn_journal import TurnJournal
 
+ROOT = Path(__file__).resolve().parent.parent
 UNDO_TARGET = 1.2
+APPROVE_TARGET_MS = 300.0
 LINEAR_RANGE = (1.6, 2.5)
 """Doubling the rows may multiply time and memory by this much and still count as linear."""
 CHANGE = "df.iloc[::1000, 7] = -1.0\ndf[3] *= 2"
@@ -241,10 +251,101 @@ def read_500(args: argparse.Namespace) -> bool:
     return passed
 
 
+BENCH_CELLS = ["value = 0", "%%pi\nSet the value (bench)."]
+MEASURE_CLICK = """expected => new Promise(resolve => {
+    const cells = document.querySelectorAll('.jp-Notebook .jp-Cell');
+    const content = cells[0].querySelector('.cm-content');
+    const approve = Array.from(cells[1].querySelectorAll('.jp-Cell-outputArea button:not([disabled])'))
+        .find(button => button.textContent.trim() === 'Approve');
+    const times = {};
+    const started = performance.now();
+    const done = () => { if (times.cell !== undefined && times.widget !== undefined) resolve(times); };
+    new MutationObserver((_records, observer) => {
+        if (content.textContent !== expected) return;
+        times.cell = performance.now() - started;
+        observer.disconnect();
+        done();
+    }).observe(content, {childList: true, subtree: true, characterData: true});
+    new MutationObserver((_records, observer) => {
+        if (!approve.disabled) return;
+        times.widget = performance.now() - started;
+        observer.disconnect();
+        done();
+    }).observe(approve, {attributes: true});
+    setTimeout(() => resolve(times), 10000);
+    approve.click();
+})"""
+
+
+def approve_to_cell_times(runs: int) -> list[dict[str, float]]:
+    """Per run: ms from the Approve click to the cell's new source (``cell``) and to the card's answer (``widget``)."""
+    from browser_helpers import CHROMIUM, CHROMIUM_ARGS, JupyterLabServer, NotebookPage
+    from fake_openai import FakeOpenAI, ToolCallSpec, text_chunks, tool_call_chunks
+    from playwright.sync_api import sync_playwright
+
+    turns = iter(range(1, 10_000))
+
+    def respond(body: dict[str, Any]) -> Any:
+        if body["messages"][-1]["role"] == "tool":
+            return text_chunks("Set.")
+        return tool_call_chunks([ToolCallSpec("edit_cell", {"cell": "#1", "source": f"value = {next(turns)}"})])
+
+    times: list[dict[str, float]] = []
+    with FakeOpenAI(responder=respond) as fake, sync_playwright() as playwright:
+        env = {
+            "PYTHONPATH": str(ROOT),
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "sk-bench-notebook-edits",
+            "PI_MODEL": "fake-model",
+            "PI_APPROVAL": "ask",
+            "PI_APPROVAL_TIMEOUT": "120",
+        }
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        server = JupyterLabServer(env).start()
+        page = chromium.new_page(viewport={"width": 1280, "height": 1000})
+        try:
+            server.write_notebook("bench.ipynb", BENCH_CELLS)
+            notebook = NotebookPage(page, server, "bench.ipynb").open()
+            for run in range(1, runs + 2):  # the first turn warms up (imports, first comm subshell)
+                notebook.run(1)
+                notebook.output(1).locator("button:not([disabled])", has_text="Approve").first.wait_for(timeout=60_000)
+                measured = page.evaluate(MEASURE_CLICK, f"value = {run}")
+                notebook.wait_prompt(1)
+                if run > 1:
+                    times.append(measured)
+        finally:
+            page.close()
+            server.stop()
+            chromium.close()
+    return times
+
+
+@section("approve_to_cell")
+def approve_to_cell(args: argparse.Namespace) -> bool:
+    if not Path("/usr/bin/chromium").exists():
+        print("approve to cell: SKIP (no /usr/bin/chromium: make chromium)")
+        return True
+    times = approve_to_cell_times(args.browser_runs)
+    missing = [run for run in times if "cell" not in run or "widget" not in run]
+    if missing or not times:
+        print(f"approve to cell: {len(missing)} of {len(times)} runs never changed the cell\n  FAIL")
+        return False
+    cell = statistics.median(run["cell"] for run in times)
+    widget = statistics.median(run["widget"] for run in times)
+    worst = max(run["cell"] for run in times)
+    print(f"approve to cell in the browser, {len(times)} runs: median {cell:.0f} ms (max {worst:.0f} ms)")
+    print(f"  the card's own widget round trip from the same click: median {widget:.0f} ms")
+    print(f"  cell / widget round trip: {cell / widget:.2f}x; target: median <= {APPROVE_TARGET_MS:.0f} ms")
+    passed = cell <= APPROVE_TARGET_MS
+    print(f"  {'PASS' if passed else 'FAIL'}")
+    return passed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--browser-runs", type=int, default=10, help="approve_to_cell: measured turns")
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append")
     args = parser.parse_args(argv)
     results = {name: SECTIONS[name](args) for name in (args.only or SECTIONS)}

@@ -49,8 +49,14 @@ labextension: $(BIN)/python
 	@# An editable install holds a copy of the extension (shared-data): refresh it.
 	if $(BIN)/python -m pip show -q pi-kernel >/dev/null 2>&1; then $(BIN)/python -m pip install -q --no-deps -e .; fi
 
+# JupyterLab runs on a copy of the tutorials (TUTORIALS, git-ignored): running them saves outputs and writes
+# files there, never into notebooks/ (git status stays clean). A copy you changed is kept; delete the folder to
+# start over. The printed URL opens the quickstart, not the Launcher (docs/tutorials.md).
+TUTORIALS ?= .tutorials
 lab: setup
-	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
+	mkdir -p $(TUTORIALS) && cp -n notebooks/*.ipynb $(TUTORIALS)/
+	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=$(TUTORIALS) --port=$(PORT) \
+	  --LabApp.default_url=/lab/tree/01_quickstart.ipynb
 
 # PI_REQUIRE_LOCAL_MODEL=1: a test that needs the local model fails instead of skipping without it,
 # so this target cannot pass without running the tutorials; PI_REQUIRE_GATEWAY=1 the same for the gateway test.

@@ -8,6 +8,13 @@ Sections (``SECTIONS``; other parts of the feature add theirs with ``section``):
   ``UNDO_TARGET`` times the plain copy. Then the same at half the rows, to show time and memory (the bytes
   the copy holds after the change, measured with ``tracemalloc``) grow linearly.
 
+- ``read_500``: the ``cells`` tool reading a 500-cell notebook through the notebook bridge, in kernel time:
+  serializing the request, parsing the front-end's reply (JSON, as ipykernel does), the bridge's futures,
+  and the bounded listing (about 8 KB). The front-end's own work is not kernel time: its reply is built
+  before the clock starts. Baseline, side by side: ``nbformat.reads`` of the same notebook saved as
+  ``.ipynb`` (what reading the document from disk would cost, unbounded). Target: at most
+  ``READ_TARGET_MS`` and a listing of at most ``LISTING_BYTES``.
+
 - ``approve_to_cell``: in a real JupyterLab (headless Chromium, the Pi kernel, the notebook bridge, the
   scripted OpenAI-compatible server as the model), the time from a click on an ``edit_cell`` card's Approve
   to the cell's new source in the browser, measured in the page (a ``MutationObserver`` on the cell's
@@ -132,6 +139,114 @@ def undo_copy(args: argparse.Namespace) -> bool:
     print(f"  growth for twice the rows: time x{time_growth:.2f}, memory x{memory_growth:.2f} (linear: {LINEAR_RANGE})")
     low, high = LINEAR_RANGE
     passed = ratio <= UNDO_TARGET and low <= time_growth <= high and low <= memory_growth <= high
+    print(f"  {'PASS' if passed else 'FAIL'}")
+    return passed
+
+
+READ_TARGET_MS = 50.0
+LISTING_BYTES = 8_500
+READ_CELLS = 500
+
+
+def sample_notebook(cells: int) -> Any:
+    """A data-science notebook: imports, code of 3 to 15 lines, markdown every fifth cell, outputs."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    for index in range(cells):
+        if index % 5 == 4:
+            notebook.cells.append(nbformat.v4.new_markdown_cell(f"## Step {index}\n\nWhat this part does, in prose."))
+            continue
+        lines = [
+            f"frame_{index} = frame_{max(index - 1, 0)}.assign(col_{j}=lambda d: d.x * {j})"
+            for j in range(3 + index % 13)
+        ]
+        cell = nbformat.v4.new_code_cell("\n".join(lines), execution_count=index + 1)
+        cell.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": f"<DataFrame {index} rows>" * 8})]
+        notebook.cells.append(cell)
+    return notebook
+
+
+def read_reply(notebook: Any, max_chars: int) -> dict[str, Any]:
+    """The front-end's ``read`` reply for ``notebook`` (the protocol's fields)."""
+    cells = []
+    for index, cell in enumerate(notebook.cells):
+        text = "".join(output.get("data", {}).get("text/plain", "") for output in cell.get("outputs", []))
+        cells.append(
+            {
+                "id": cell.id,
+                "index": index,
+                "type": cell.cell_type,
+                "source": cell.source[:max_chars],
+                "execution_count": cell.get("execution_count"),
+                "outputs": text[:200],
+                "source_length": len(cell.source),
+                "truncated": len(cell.source) > max_chars,
+            }
+        )
+    return {"ok": True, "cells": cells}
+
+
+class ScriptedComm:
+    """A ``pi.notebook`` comm whose front-end answers at once with a reply prepared in advance."""
+
+    comm_id = "bench"
+
+    def __init__(self, bridge: Any, reply: dict[str, Any]) -> None:
+        import json
+
+        self.bridge = bridge
+        text = json.dumps({"reply_to": "@REQUEST@", **reply})
+        self.head, self.tail = text.split("@REQUEST@", 1)
+        self.json = json
+
+    def send(self, data: dict[str, Any]) -> None:
+        self.json.dumps(data)  # the kernel serializes its request
+        wire = f"{self.head}{data['request']}{self.tail}"  # the reply, as the front-end prepared it
+        parsed = self.json.loads(wire)  # the kernel parses the reply (ipykernel's session does this)
+        self.bridge._on_msg({"content": {"data": parsed}})
+
+    def on_msg(self, callback: Any) -> None: ...
+
+    def on_close(self, callback: Any) -> None: ...
+
+
+@section("read_500")
+def read_500(args: argparse.Namespace) -> bool:
+    import asyncio
+
+    import nbformat
+
+    from pi_kernel.kernel.notebook_bridge import NotebookBridge
+    from pi_kernel.tools.builtin.cells import LIST_SOURCE_CHARS, CellsParams, document_cells
+
+    notebook = sample_notebook(READ_CELLS)
+    saved = nbformat.writes(notebook)
+    bridge = NotebookBridge()
+    bridge._open(ScriptedComm(bridge, read_reply(notebook, LIST_SOURCE_CHARS)), {"content": {"data": {}}})
+
+    async def listing() -> str:
+        result = await document_cells(bridge, CellsParams())
+        return str(result.content[0].text)  # type: ignore[union-attr]
+
+    loop = asyncio.new_event_loop()
+    ours: list[float] = []
+    plain: list[float] = []
+    text = ""
+    for _ in range(max(args.runs, 5)):
+        started = time.perf_counter()
+        text = loop.run_until_complete(listing())
+        ours.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        nbformat.reads(saved, as_version=4)
+        plain.append(time.perf_counter() - started)
+    loop.close()
+    ours_ms, plain_ms = statistics.median(ours) * 1000, statistics.median(plain) * 1000
+    size = len(text.encode())
+    print(f"read {READ_CELLS} cells through the bridge: {ours_ms:.1f} ms kernel time, listing {size:,} bytes")
+    print(f"  baseline nbformat.reads of the saved notebook ({len(saved):,} bytes): {plain_ms:.1f} ms")
+    print(f"  ratio {ours_ms / plain_ms:.2f}; target <= {READ_TARGET_MS:.0f} ms and <= {LISTING_BYTES:,} bytes")
+    passed = ours_ms <= READ_TARGET_MS and size <= LISTING_BYTES
     print(f"  {'PASS' if passed else 'FAIL'}")
     return passed
 

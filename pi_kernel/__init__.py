@@ -2,15 +2,20 @@
 
 ``from pi_kernel import tool`` gives the ``@tool`` decorator anywhere.
 
-``from pi_kernel import agent`` gives the session's agent (created on first
-use) in the Pi kernel, and in any IPython after ``%load_ext pi_kernel``:
-attaching a session makes the package's ``agent`` attribute stand for it (see
-``pi_kernel.kernel.agent_proxy``). That is all the contract promises.
-Elsewhere the name is the ``pi_kernel.agent`` subpackage once anything has
-imported it (``from pi_kernel import tool`` does): Python sets an imported
-subpackage as an attribute of its parent, and the module ``__getattr__``
-below is only asked for names that are missing. Before that, ``__getattr__``
-attaches a session if IPython runs, else raises ``RuntimeError``.
+``pi_kernel.session()`` is the session of the running IPython (the Pi kernel's,
+or the one ``%load_ext pi_kernel`` attached; attached on first use if IPython
+runs, else ``RuntimeError``), and ``pi_kernel.session().agent`` its agent:
+one name, one meaning, while ``pi_kernel.agent`` is the agent package.
+
+The older spelling ``from pi_kernel import agent`` keeps working for notebooks
+already written (the contract promises it): in a session the package's
+``agent`` attribute stands for the session's agent (see
+``pi_kernel.kernel.agent_proxy``). Elsewhere the name is the
+``pi_kernel.agent`` subpackage once anything has imported it (``from
+pi_kernel import tool`` does): Python sets an imported subpackage as an
+attribute of its parent, and the module ``__getattr__`` below is only asked
+for names that are missing. Before that, ``__getattr__`` attaches a session if
+IPython runs, else raises ``RuntimeError``.
 
 Attributes are resolved lazily, and ``pi_kernel.kernel.extension`` is
 imported lazily (inside the functions below), so that importing the package
@@ -19,7 +24,10 @@ costs nothing until something is used.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pi_kernel.kernel.session import PiSession
 
 __version__ = "0.1.0"
 
@@ -29,11 +37,16 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name == "agent":
-        from pi_kernel.kernel.extension import get_session
+def session() -> PiSession:
+    """The session of the running IPython: ``pi_kernel.session().agent`` is its agent."""
+    from pi_kernel.kernel.extension import get_session
 
-        return get_session().agent
+    return get_session()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "agent":  # the older spelling of ``session().agent`` (see the module docstring)
+        return session().agent
     if name in _LAZY:
         import importlib
 

@@ -16,6 +16,10 @@ Approval plugs in as ``before_tool_call``: an async hook may wait for a person
 or ``BeforeToolCallResult(args={...})`` to approve edited arguments (they are
 validated again).
 
+Per-run overrides: ``prompt(text, model=..., max_turns=..., before_tool_call=...,
+prepare_next_turn=...)`` (and ``continue_``) run with those in place of the
+agent's own, for that run only; the agent's attributes are never swapped.
+
 Long sessions: ``compaction`` (on by default), ``budget`` and the ``usage``
 ledger are the agent's (see ``compaction`` and ``usage``). (Size: a little
 over 400 lines, one class whose parts share the active run.)
@@ -78,6 +82,7 @@ from pi_kernel.ai import (
     UserMessage,
 )
 from pi_kernel.ai.secrets import mask
+from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
 
@@ -85,10 +90,22 @@ Listener = Callable[[AgentEvent], Any]
 PromptInput = str | Message | list[Message] | tuple[Message, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class RunOverrides:
+    """What one run uses in place of the agent's own (``None``: the agent's)."""
+
+    model: Model | None = None
+    max_turns: int | None = None
+    before_tool_call: BeforeToolCallHook | None = None
+    prepare_next_turn: PrepareNextTurn | None = None
+
+
 @dataclass(slots=True)
 class _ActiveRun:
     controller: AbortController
     done: asyncio.Future[None]
+    model: Model | None = None
+    """The model this run was given (``RunOverrides.model``); ``None``: ``state.model``."""
     ended_calls: dict[str, ToolExecutionEndEvent] = field(default_factory=dict)
     """This turn's ``tool_execution_end`` events: if the run is cancelled before
     their result messages, those calls keep their real results."""
@@ -130,6 +147,9 @@ class Agent:
         self.prepare_next_turn = prepare_next_turn
         self.should_stop_after_turn = should_stop_after_turn
         self.max_turns = max_turns
+        self.first_tool_choice: ToolChoice | None = None
+        """The ``tool_choice`` of each run's first model request only (``%%pi --tool``): ``required``
+        or a tool's name makes the model call a tool first, then it chooses freely."""
         self.max_tool_result_chars = max_tool_result_chars
         self.compaction = compaction if compaction is not None else CompactionSettings()
         """Compaction settings (on by default; ``enabled=False`` turns it off)."""
@@ -235,21 +255,42 @@ class Agent:
         self.usage.clear()
         self.clear_all_queues()
 
-    async def prompt(self, prompt: PromptInput, images: Sequence[ImageContent] | None = None) -> None:
-        """Run the agent on a text (optionally with images), a message, or a list of messages."""
+    async def prompt(
+        self,
+        prompt: PromptInput,
+        images: Sequence[ImageContent] | None = None,
+        *,
+        model: Model | None = None,
+        max_turns: int | None = None,
+        before_tool_call: BeforeToolCallHook | None = None,
+        prepare_next_turn: PrepareNextTurn | None = None,
+    ) -> None:
+        """Run the agent on a text (optionally with images), a message, or a list of messages.
+
+        The keyword arguments replace the agent's own for this run only (``None``: the agent's).
+        """
         if self._active is not None:
             raise RuntimeError(
                 "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
                 "or wait for completion."
             )
-        await self._run(_prompt_messages(prompt, images))
+        overrides = RunOverrides(model, max_turns, before_tool_call, prepare_next_turn)
+        await self._run(_prompt_messages(prompt, images), overrides)
 
-    async def continue_(self) -> None:
+    async def continue_(
+        self,
+        *,
+        model: Model | None = None,
+        max_turns: int | None = None,
+        before_tool_call: BeforeToolCallHook | None = None,
+        prepare_next_turn: PrepareNextTurn | None = None,
+    ) -> None:
         """Continue from the transcript (after an error, an abort, ``max_turns``, a terminate).
 
         When the transcript ends with an assistant message, queued steering
-        (else follow-up) messages start the run instead.
+        (else follow-up) messages start the run instead. The keyword arguments are as ``prompt``'s.
         """
+        overrides = RunOverrides(model, max_turns, before_tool_call, prepare_next_turn)
         if self._active is not None:
             raise RuntimeError("Agent is already processing. Wait for completion before continuing.")
         messages = self._state.messages
@@ -258,21 +299,24 @@ class Agent:
         if getattr(messages[-1], "role", None) == "assistant":
             steering = self._steering.drain()
             if steering:
-                await self._run(steering, skip_initial_steering_poll=True)
+                await self._run(steering, overrides, skip_initial_steering_poll=True)
                 return
             follow_ups = self._follow_ups.drain()
             if follow_ups:
-                await self._run(follow_ups)
+                await self._run(follow_ups, overrides)
                 return
             raise ValueError("Cannot continue from message role: assistant")
-        await self._run(None)
+        await self._run(None, overrides)
 
     # ------------------------------------------------------------ the run
 
-    async def _run(self, prompts: list[Message] | None, skip_initial_steering_poll: bool = False) -> None:
-        if self._state.model is None:
+    async def _run(
+        self, prompts: list[Message] | None, overrides: RunOverrides, skip_initial_steering_poll: bool = False
+    ) -> None:
+        model = overrides.model or self._state.model
+        if model is None:
             raise ValueError("No model configured")
-        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future())
+        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future(), overrides.model)
         self._active = active  # before any await: a second prompt() sees it
         state = self._state
         state.is_streaming = True
@@ -281,7 +325,7 @@ class Agent:
         signal = active.controller.signal
         try:
             context = Context(state.system_prompt, list(state.messages), list(state.tools))
-            config = self._loop_config(skip_initial_steering_poll)
+            config = self._loop_config(model, overrides, skip_initial_steering_poll)
             if prompts is None:
                 await run_agent_loop_continue(context, config, self._process_event, signal)
             else:
@@ -302,7 +346,7 @@ class Agent:
             if not active.done.done():
                 active.done.set_result(None)
 
-    def _loop_config(self, skip_initial_steering_poll: bool) -> AgentLoopConfig:
+    def _loop_config(self, model: Model, overrides: RunOverrides, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         skip = skip_initial_steering_poll
 
         def get_steering_messages() -> list[Message]:
@@ -312,22 +356,26 @@ class Agent:
                 return []
             return self._steering.drain()
 
-        model = self._state.model
-        assert model is not None
+        hook = overrides.prepare_next_turn or self.prepare_next_turn
+
+        def prepare_next_turn(context: Context) -> Any:
+            return self._prepare_next_turn(context, hook)
+
         return AgentLoopConfig(
             model=model,
             stream_fn=self.stream_fn,
             convert_to_llm=self.convert_to_llm,
             transform_context=self.transform_context,
-            before_tool_call=self.before_tool_call,
+            before_tool_call=overrides.before_tool_call or self.before_tool_call,
             after_tool_call=self.after_tool_call,
             tool_execution=self.tool_execution,
             get_steering_messages=get_steering_messages,
             get_follow_up_messages=self._follow_ups.drain,
             should_stop_after_turn=self.should_stop_after_turn,
-            prepare_next_turn=self._prepare_next_turn,
+            prepare_next_turn=prepare_next_turn,
             stream_options=self.stream_options,
-            max_turns=self.max_turns,
+            max_turns=overrides.max_turns if overrides.max_turns is not None else self.max_turns,
+            first_tool_choice=self.first_tool_choice,
             max_tool_result_chars=self.tool_result_limit(),
             compaction=self.compaction,
             before_request=self._check_budget,
@@ -336,15 +384,20 @@ class Agent:
     def tool_result_limit(self) -> int | None:
         """The characters of a tool result the model gets: ``max_tool_result_chars``, and, with compaction on,
         at most half the model's window (``CHARS_PER_TOKEN``), so one result never fills the window alone;
-        ``None``: no bound."""
+        ``None``: no bound. During a run, the run's model's window."""
         limit = self.max_tool_result_chars
-        model = self._state.model
+        model = self._model()
         if limit is None or model is None or not self.compaction.enabled:
             return limit
         return min(limit, max(model.resolved_context_window // 2 * CHARS_PER_TOKEN, 1_000))
 
+    def _model(self) -> Model | None:
+        """The active run's model, else ``state.model``."""
+        active = self._active
+        return active.model if active is not None and active.model is not None else self._state.model
+
     def _check_budget(self, context: Context) -> str | None:
-        model = self._state.model
+        model = self._model()
         if model is None or (self.budget.usd is None and self.budget.tokens is None):
             return None
         return budget_stop(self.usage, self.budget, model, context)
@@ -390,15 +443,14 @@ class Agent:
             if not active.done.done():
                 active.done.set_result(None)
 
-    def _prepare_next_turn(self, context: Context) -> Any:
-        """Before each request: the current system prompt and tools, then the user's hook.
+    def _prepare_next_turn(self, context: Context, hook: PrepareNextTurn | None) -> Any:
+        """Before each request: the current system prompt and tools, then the run's hook.
 
         So ``state.system_prompt`` / ``state.tools`` set during a run apply
         from the next model request on.
         """
         context.system_prompt = self._state.system_prompt
         context.tools = list(self._state.tools)
-        hook = self.prepare_next_turn
         return hook(context) if hook is not None else None
 
     async def _process_event(self, event: AgentEvent) -> None:
@@ -436,7 +488,7 @@ class Agent:
 
     async def _report_failure(self, error: Exception, aborted: bool) -> None:
         """A run that raised ends with a failed assistant message and the closing events."""
-        model = self._state.model
+        model = self._model()
         message = AssistantMessage(
             content=[],
             stop_reason="aborted" if aborted else "error",

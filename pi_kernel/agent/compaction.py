@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pi_kernel.agent.events import CompactionEvent
 from pi_kernel.agent.invoke import call_hook
+from pi_kernel.agent.types import CompactionSettings
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
@@ -70,18 +71,6 @@ Every file read or written and every notebook variable created or changed, with 
 What is still to do, open questions, and the next step.
 
 Keep exact names, paths, values and error messages. Do not invent anything. Answer with the summary only."""
-
-
-@dataclass
-class CompactionSettings:
-    enabled: bool = True
-    """Compact before a request that would not fit, and retry once on a context-length error."""
-    reserve_tokens: int | None = None
-    """Room left for the answer; ``None``: a quarter of the window, at most 16,384 tokens."""
-    keep_recent_tokens: int | None = None
-    """Newest messages kept verbatim; ``None``: a quarter of the window."""
-    summary_max_tokens: int = 2_048
-    """Longest summary asked for."""
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.ai import (
@@ -26,11 +26,23 @@ from pi_kernel.ai import (
     ToolResultMessage,
     Usage,
 )
-
-if TYPE_CHECKING:
-    from pi_kernel.agent.compaction import CompactionSettings
+from pi_kernel.ai.stream_types import ToolChoice
 
 ToolExecutionMode = Literal["parallel", "sequential"]
+
+
+@dataclass
+class CompactionSettings:
+    """When and how the loop compacts the history (``compaction``)."""
+
+    enabled: bool = True
+    """Compact before a request that would not fit, and retry once on a context-length error."""
+    reserve_tokens: int | None = None
+    """Room left for the answer; ``None``: a quarter of the window, at most 16,384 tokens."""
+    keep_recent_tokens: int | None = None
+    """Newest messages kept verbatim; ``None``: a quarter of the window."""
+    summary_max_tokens: int = 2_048
+    """Longest summary asked for."""
 
 
 @dataclass(slots=True)
@@ -212,6 +224,9 @@ class AgentLoopConfig:
     prepare_next_turn: PrepareNextTurn | None = None
     stream_options: StreamOptions | None = None
     """Options for every request; the loop sets ``signal`` on a copy."""
+    first_tool_choice: ToolChoice | None = None
+    """The ``tool_choice`` of the run's first model request only (``%%pi --tool``); later requests use
+    ``stream_options``' own. A forced choice on every request never lets the model answer."""
     max_turns: int | None = None
     """Stop after this many model requests (``None``: no limit)."""
     compaction: CompactionSettings | None = None

@@ -1,4 +1,5 @@
-"""``from pi_kernel import agent`` in a session: the session's agent.
+"""``from pi_kernel import agent`` in a session: the session's agent, the older spelling of
+``pi_kernel.session().agent``, kept for notebooks already written.
 
 ``pi_kernel.agent`` is also the name of a subpackage, and importing a
 subpackage sets it as an attribute of its parent, which a module

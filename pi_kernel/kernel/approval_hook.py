@@ -19,10 +19,12 @@ Every wait ends: a decision, the broker's timeout, or an interrupt (the
 signal's abort and ``deny_all`` resolve it as denied).
 
 This module is the session's one home for approvals: ``SessionApprovals``
-builds the broker and the policy on first use, answers who can be asked now
-(``route``), takes decisions from comm messages and magics
+builds the broker and the policy on first use, answers who can be asked in a
+turn (``route``), takes decisions from comm messages and magics
 (``resolve_fields``) and tells ``pi.approval`` comms of every request and
-decision; ``ApprovalGate`` is the hook itself.
+decision; ``ApprovalGate`` is the hook itself. A ``%%pi`` cell passes its
+``Turn`` (``gate(turn)``, a per-run override of the agent's hook); the
+agent's own hook (``gate()``) serves runs started from code, with no turn.
 
 ``pi_kernel.tools`` (the broker, the policy), ``pi_kernel.agent`` (the hook's
 result type), ``pi_kernel.kernel.view_choice`` and
@@ -48,7 +50,7 @@ from pi_kernel.kernel.frontend import FrontendTracker
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
     from pi_kernel.ai import AbortSignal
-    from pi_kernel.kernel.session import RunState
+    from pi_kernel.kernel.turn import Turn
     from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
     from pi_kernel.tools.approval_policy import ApprovalPolicy
     from pi_kernel.tools.definition import ToolDefinition
@@ -160,13 +162,13 @@ class ApprovalGate:
                 return failure
         notebook = getattr(self.tool_context(), "notebook", None)
         highlight = request.preview.cell_id if request.preview is not None else None
-        if highlight and notebook is not None:
-            await _quietly(notebook.highlight(highlight))
+        if highlight and notebook is not None:  # sent, not awaited: a slow front-end never delays the card
+            _in_background(notebook.highlight(highlight))
         try:
             decision = await self._wait(request, route, signal)
         finally:
             if highlight and notebook is not None:
-                await _quietly(notebook.highlight(None))
+                _in_background(notebook.highlight(None))
         return result_of(decision, policy, name, request.args)
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
@@ -220,12 +222,22 @@ class ApprovalGate:
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
 
 
-async def _quietly(awaitable: Any) -> None:
-    """Await a cosmetic front-end request (a highlight); its failure never changes the approval."""
-    try:
-        await awaitable
-    except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
-        pass
+_background: set[asyncio.Future[Any]] = set()
+"""Cosmetic front-end requests under way (kept referenced until they end)."""
+
+
+def _in_background(awaitable: Any) -> None:
+    """Run a cosmetic front-end request (a highlight) on its own; its failure never changes the approval."""
+
+    async def quietly() -> None:
+        try:
+            await awaitable
+        except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
+            pass
+
+    task = asyncio.ensure_future(quietly())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
 
 
 class ApprovalHost(Protocol):
@@ -235,9 +247,6 @@ class ApprovalHost(Protocol):
     def settings(self) -> PiSettings: ...
 
     @property
-    def run(self) -> RunState | None: ...
-
-    @property
     def frontend(self) -> FrontendTracker: ...
 
     @property
@@ -245,8 +254,6 @@ class ApprovalHost(Protocol):
 
     @property
     def tool_context(self) -> Any: ...
-
-    def runs_blocking(self) -> bool: ...
 
     def tool_definition(self, name: str) -> ToolDefinition | None: ...
 
@@ -283,39 +290,37 @@ class SessionApprovals:
                     self._policy.set_override(name, mode)
             return self._policy
 
-    def gate(self) -> ApprovalGate:
-        """The agent's ``before_tool_call``, reading the session's running cell at each call."""
-        session = self._session
+    def gate(self, turn: Turn | None = None) -> ApprovalGate:
+        """A ``before_tool_call`` for the calls of ``turn`` (``None``: a run started from code)."""
         return ApprovalGate(
             policy=lambda: self.policy,
             broker=lambda: self.broker,
-            definition=session.tool_definition,
-            route=self.route,
-            mode_override=lambda: session.run.options.approve if session.run else None,
-            raw_input=lambda: session.run.raw_input if session.run else None,
-            nobody_reason=self.nobody_reason,
-            tool_context=lambda: session.tool_context,
+            definition=self._session.tool_definition,
+            route=lambda: self.route(turn),
+            mode_override=lambda: turn.options.approve if turn is not None else None,
+            raw_input=lambda: turn.stdin if turn is not None else None,
+            nobody_reason=lambda name: self.nobody_reason(name, turn),
+            tool_context=lambda: self._session.tool_context,
         )
 
-    def route(self) -> Route:
-        """Who can answer an approval now: the front-end, stdin, or nobody. A blocking cell
-        (``PiSession.runs_blocking``) never gets a click or comm message, so there only stdin can answer."""
+    def route(self, turn: Turn | None) -> Route:
+        """Who can answer an approval of ``turn`` now: the front-end, stdin, or nobody. A blocking cell
+        (``Turn.blocking``) never gets a click or comm message, so there only stdin can answer."""
         from pi_kernel.kernel.view_choice import widget_view_factory
 
         session = self._session
-        run = session.run
-        stdin = run is not None and run.allow_stdin and run.raw_input is not None
-        if session.runs_blocking():
+        stdin = turn is not None and turn.stdin is not None
+        if turn is not None and turn.blocking:
             return "stdin" if stdin else None
-        widgets = run.widgets if run is not None else session.frontend.widgets
+        widgets = turn.widgets if turn is not None else session.frontend.widgets
         widgets_answer = widgets and (session.view_factory is not None or widget_view_factory() is not None)
         if widgets_answer or session.frontend.approval_clients:
             return "frontend"
         return "stdin" if stdin else None
 
-    def nobody_reason(self, tool_name: str) -> str:
+    def nobody_reason(self, tool_name: str, turn: Turn | None = None) -> str:
         """What the model is told when nobody can answer (see ``route``)."""
-        return blocked_cell(tool_name) if self._session.runs_blocking() else nobody_to_ask(tool_name)
+        return blocked_cell(tool_name) if turn is not None and turn.blocking else nobody_to_ask(tool_name)
 
     def resolve_fields(self, tool_call_id: str, fields: dict[str, Any], source: str = "user") -> bool:
         """Resolve a waiting approval from a comm message or a magic (any thread)."""

@@ -7,6 +7,10 @@ still dispatched meanwhile (ipykernel >= 7.4). ``run_cell_blocking`` is the
 ``%%pi`` magic's path where top-level ``await`` is off: it runs the same
 coroutine on a private loop and blocks (comm approvals cannot arrive then;
 stdin still works).
+
+``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
+model, turn limit, approval gate and request hook go to ``Agent.prompt`` as
+per-run overrides, so the agent's own settings are never swapped.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import contextvars
 import shlex
 import sys
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.agent.events import AgentEvent, MessageEndEvent
@@ -30,7 +33,7 @@ from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
-from pi_kernel.kernel.session import RunState
+from pi_kernel.kernel.turn import Turn
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import ApprovalRequest
@@ -75,21 +78,48 @@ def _positive(text: str) -> int:
 
 
 def parse_options(line: str) -> TurnOptions:
-    """``--model NAME --no-tools --max-turns N --approve MODE --cells`` (the ``%%pi`` line)."""
+    """``--model NAME --no-tools --max-turns N --approve MODE --cells --tool NAME|any`` (the ``%%pi`` line)."""
     parser = _OptionParser(prog="%%pi", add_help=False)
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
     parser.add_argument("--max-turns", type=_positive)
     parser.add_argument("--approve", choices=SESSION_MODES)
     parser.add_argument("--cells", action="store_true")
+    parser.add_argument("--tool")
     try:
         words = shlex.split(line)
     except ValueError as error:
         raise PiUsageError(f"%%pi: {error}") from None
     args = parser.parse_args(words)
+    if args.tool is not None and args.no_tools:
+        raise PiUsageError("%%pi: --tool and --no-tools exclude each other")
     return TurnOptions(
-        model=args.model, no_tools=args.no_tools, max_turns=args.max_turns, approve=args.approve, cells=args.cells
+        model=args.model,
+        no_tools=args.no_tools,
+        max_turns=args.max_turns,
+        approve=args.approve,
+        cells=args.cells,
+        tool=args.tool,
     )
+
+
+def first_tool_choice(session: PiSession, tool: str | None) -> str | None:
+    """The ``tool_choice`` of the turn's first request for ``--tool`` (``any`` → ``required``); a tool that is not
+    there or switched off is a usage error, before anything is sent."""
+    if tool is None:
+        return None
+    registry = session.registry
+    if tool == "any":
+        if not registry.active_definitions():
+            raise PiUsageError("%%pi --tool any: every tool is switched off (%pi tools enable NAME)")
+        return "required"
+    if tool not in registry:
+        raise PiUsageError(f"%%pi --tool: no tool named {tool!r} (known: {', '.join(registry.names()) or 'none'})")
+    if not registry.is_enabled(tool):
+        raise PiUsageError(f"%%pi --tool: {tool} is switched off (%pi tools enable {tool})")
+    if tool in session.hidden_tools():
+        raise PiUsageError(f"%%pi --tool: {tool} needs the notebook bridge, and no notebook front-end is connected")
+    return tool
 
 
 def _request(session: PiSession) -> dict[str, Any] | None:
@@ -119,8 +149,13 @@ def outcome_of(added: list[Message], interrupted: bool) -> TurnOutcome:
     return TurnOutcome("done", added)
 
 
-async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_id: str | None = None) -> TurnOutcome:
-    """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does."""
+async def run_turn(
+    session: PiSession, prompt: str, options: TurnOptions, cell_id: str | None = None, *, blocking: bool = False
+) -> TurnOutcome:
+    """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
+
+    ``blocking``: the cell blocks the shell (``run_cell_blocking``), so only stdin can answer approvals.
+    """
     prompt = prompt.strip()
     if not prompt:
         raise PiUsageError("%%pi needs a prompt in the cell body")
@@ -136,20 +171,32 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     agent = session.agent
     if agent.is_running:
         raise PiUsageError("the agent is already running a turn (interrupt it first)")
+    if options.tool not in (None, "any") and options.tool not in session.registry:
+        with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
+            await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
+    forced = first_tool_choice(session, options.tool)
     loop = asyncio.get_running_loop()
     request = _request(session)
     allow_stdin, raw_input = _stdin_reader(session, request)
     widgets = session.frontend.renders_widgets(message_session(request) if request else None)
-    run = RunState(options, cell_id, allow_stdin, raw_input, loop, widgets=widgets, parent=request)
-    session.tool_context.cwd = Path.cwd()
-    journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
-    session.tool_context.journal = journal
-    view = make_turn_view(session, prompt, options, widgets=widgets)
+    turn = Turn(
+        options,
+        cell_id,
+        model,
+        options.max_turns or session.settings.max_turns,
+        allow_stdin=allow_stdin,
+        raw_input=raw_input,
+        widgets=widgets,
+        blocking=blocking,
+        parent=request,
+    )
+    session.turn_journals.retire_offer()
+    turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
+    turn.bind_tools(session.tool_context)
+    turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
     replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
-    saved = (agent.state.model, agent.max_turns)
-    agent.state.model = model
-    agent.max_turns = options.max_turns or session.settings.max_turns
+    agent.first_tool_choice = forced  # %%pi --tool: the turn's first request only
     context = contextvars.copy_context()  # approvals resolved on other threads update the view in this cell
 
     def on_approval(kind: str, request: ApprovalRequest) -> None:
@@ -166,28 +213,38 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, cell_i
     unsubscribe_collect = agent.subscribe(collect)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
-    session.set_run(run)
+    session.set_turn(turn)
     cancelled = False
     try:
-        message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
+        message = prompt_message(
+            session, prompt, model.provider
+        )  # inside: a re-run's cut conversation is settled by end_turn
         with interrupt_hook(session.interrupt, loop):
             await session.start_mcp()
             _print_notices(session)
-            await agent.prompt(message)
+            await agent.prompt(
+                message,
+                model=turn.model,
+                max_turns=turn.max_turns,
+                before_tool_call=session.approvals.gate(turn),
+                prepare_next_turn=lambda request: session.prepare_request(request, no_tools=options.no_tools),
+            )
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
-        session.set_run(None)
+        session.set_turn(None)
         session.tool_context.journal = None
-        session.turn_journals.end(journal, added)
+        if turn.journal is not None:
+            session.turn_journals.end(turn.journal, added)
         unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
-        agent.state.model = saved[0] if options.model else agent.state.model
-        agent.max_turns = saved[1]
-        outcome = outcome_of(added, run.interrupted or cancelled)
+        agent.first_tool_choice = None
+        outcome = outcome_of(added, turn.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
+        if turn.journal is not None:
+            session.turn_journals.offer(view, turn.journal, session)
         if took_effect and outcome.messages:
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn
@@ -214,9 +271,12 @@ def _print_notices(session: PiSession) -> None:
         print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
 
 
-def prompt_message(session: PiSession, prompt: str) -> UserMessage:
+def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
-    news) as a second text part (see ``notebook_context``)."""
+    news) as a second text part (see ``notebook_context``). The local model (``provider`` ``local``) is not
+    told unless ``%pi context local``: SmolLM2-135M repeats the context instead of answering."""
+    if provider == "local" and not session.context_for_local:
+        return UserMessage([TextContent(prompt)])
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
     if session.undo_news:
         news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"
@@ -245,7 +305,7 @@ def run_cell_blocking(session: PiSession, body: str, line: str = "") -> None:
     except RuntimeError:
         in_a_loop = False
     if not in_a_loop:
-        loop.run_until_complete(run_turn(session, body, options, cell_id))
+        loop.run_until_complete(run_turn(session, body, options, cell_id, blocking=True))
         return
     # This thread already runs a loop (ipykernel with %autoawait off): use a worker thread.
     context = contextvars.copy_context()
@@ -253,7 +313,7 @@ def run_cell_blocking(session: PiSession, body: str, line: str = "") -> None:
 
     def work() -> None:
         try:
-            context.run(loop.run_until_complete, run_turn(session, body, options, cell_id))
+            context.run(loop.run_until_complete, run_turn(session, body, options, cell_id, blocking=True))
         except BaseException as error:  # noqa: BLE001 - re-raised in the cell's thread below
             result["error"] = error
 

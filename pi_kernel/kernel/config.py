@@ -340,6 +340,12 @@ class PiSettings:
         None, lambda value: _folder(_text(value)), "File tools refuse paths outside it.", "PI_WORKSPACE_ROOT"
     )
     describe_limit: int = setting(4000, positive_int, "Characters of one inspect / cells answer (default 4000).")
+    notebook_timeout: float = setting(
+        15.0,
+        _seconds,
+        "Seconds (above 0) a notebook bridge request waits for the front-end's answer (default 15).",
+        "PI_NOTEBOOK_TIMEOUT",
+    )
     undo_memory: int = setting(
         1 << 30,
         byte_count,

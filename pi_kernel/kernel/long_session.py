@@ -8,10 +8,11 @@ session's settings reach its agent, the context window asked of a local server (
 vLLM, ``/props`` of llama.cpp, ``/api/ps`` and ``/api/show`` of Ollama), and ``_pi_results``: the
 whole value of each tool result that was cut before it reached the model.
 
-``pi_kernel.agent``, ``pi_kernel.widgets`` (the footer's context meter) and
-``pi_kernel.ai.providers.local_engine`` are imported lazily, inside the functions that use them: this
-module loads at kernel start, where the agent layer would cost about 25 ms, the widgets (through the
-tool layer) about 100 ms and the local engine about 5 ms.
+``pi_kernel.agent``, ``pi_kernel.widgets`` (the footer's context meter), ``pi_kernel.ai``'s
+``Context`` (pydantic comes with it) and ``pi_kernel.ai.providers.local_engine`` are imported lazily,
+inside the functions that use them: this module loads at kernel start, where the agent layer would cost
+about 25 ms, the widgets (through the tool layer) about 100 ms, pydantic about 100 ms and the local
+engine about 5 ms.
 """
 
 from __future__ import annotations
@@ -21,21 +22,21 @@ import json
 import threading
 import urllib.request
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
 
-from pi_kernel.ai import Context
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
+from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import dollars, positive_int
-from pi_kernel.kernel.undo import Version
+from pi_kernel.kernel.undo import ConversationVersions, Version
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
     from pi_kernel.agent.events import ToolExecutionEndEvent
     from pi_kernel.ai import Model
     from pi_kernel.kernel.config import PiSettings
-    from pi_kernel.kernel.session import PiSession
+    from pi_kernel.kernel.turn import Turn
 
 RESULTS_VARIABLE = "_pi_results"
 """The user's variable holding the whole value of cut tool results: tool call id → text."""
@@ -46,6 +47,28 @@ OLLAMA_DEFAULT_CONTEXT = 4_096
 """The context Ollama serves a model with when nothing sets it (its smallest default, by VRAM)."""
 
 _server_windows: dict[tuple[str, str], int | None] = {}
+
+
+class LongSession(Protocol):
+    """What the ``%pi`` commands here read of the session (``PiSession`` has it)."""
+
+    @property
+    def agent(self) -> Agent: ...
+
+    @property
+    def model(self) -> Model | None: ...
+
+    @property
+    def turn(self) -> Turn | None:
+        """The ``%%pi`` turn running now."""
+
+    @property
+    def cell_turns(self) -> CellTurns: ...
+
+    @property
+    def versions(self) -> ConversationVersions: ...
+
+    def private_loop(self) -> asyncio.AbstractEventLoop: ...
 
 
 # ---------------------------------------------------------------- settings → agent and model
@@ -207,14 +230,15 @@ def context_flag(words: list[str]) -> tuple[list[str], int | None]:
     return words[:at] + words[at + 2 :], window
 
 
-def conversation_tokens(session: PiSession) -> int:
+def conversation_tokens(session: LongSession) -> int:
     from pi_kernel.agent.compaction import estimate_context_tokens
+    from pi_kernel.ai import Context
 
     state = session.agent.state
     return estimate_context_tokens(Context(state.system_prompt, state.messages, state.tools))
 
 
-def status_lines(session: PiSession) -> list[str]:
+def status_lines(session: LongSession) -> list[str]:
     """The ``context:`` and ``budget:`` lines of ``%pi``."""
     model = session.model
     lines = []
@@ -230,7 +254,7 @@ def status_lines(session: PiSession) -> list[str]:
     return lines
 
 
-def describe_budget(session: PiSession) -> str:
+def describe_budget(session: LongSession) -> str:
     from pi_kernel.agent.usage import usd
 
     agent = session.agent
@@ -245,7 +269,7 @@ def describe_budget(session: PiSession) -> str:
 # ---------------------------------------------------------------- the commands
 
 
-def usage(session: PiSession, words: list[str]) -> str:
+def usage(session: LongSession, words: list[str]) -> str:
     """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
     from pi_kernel.widgets.footer import context_meter
 
@@ -276,7 +300,7 @@ def usage(session: PiSession, words: list[str]) -> str:
     return "\n".join(rows)
 
 
-def price(session: PiSession, words: list[str]) -> str:
+def price(session: LongSession, words: list[str]) -> str:
     """``%pi price [MODEL IN OUT]``: set or list prices (USD per million input and output tokens)."""
     if words:
         if len(words) != 3:
@@ -291,7 +315,7 @@ def price(session: PiSession, words: list[str]) -> str:
     return "USD per million tokens:\n" + "\n".join(rows)
 
 
-def budget(session: PiSession, words: list[str]) -> str:
+def budget(session: LongSession, words: list[str]) -> str:
     """``%pi budget [USD] [--tokens N]`` (``off`` removes both)."""
     agent = session.agent
     if words == ["off"]:
@@ -316,9 +340,9 @@ def budget(session: PiSession, words: list[str]) -> str:
     return f"budget: {describe_budget(session)}"
 
 
-def compact(session: PiSession, words: list[str]) -> str:
+def compact(session: LongSession, words: list[str]) -> str:
     """``%pi compact``: summarise the older turns now."""
-    if session.run is not None:
+    if session.turn is not None:
         raise UsageError("a turn is running; interrupt it first")
     if session.model is None:
         raise UsageError("no model to write the summary (see %pi model)")
@@ -342,7 +366,7 @@ def compact(session: PiSession, words: list[str]) -> str:
     return f"compacted {turns} into a summary; %pi undo brings the turns back."
 
 
-def run_to_end(session: PiSession, work: Coroutine[Any, Any, Any]) -> Any:
+def run_to_end(session: LongSession, work: Coroutine[Any, Any, Any]) -> Any:
     """Run a coroutine from a line magic: on the session's private loop, in a worker thread when this
     thread already runs a loop (ipykernel). An interrupt aborts the agent's work (``%pi compact``: the
     summary request stops, nothing changes), waits for it to end, and is raised."""

@@ -20,6 +20,10 @@ all with ``BridgeGone``.
 With several front-ends connected (two browser tabs), requests go to the
 comm of the client that sent the running cell when it opened one, else to
 the newest.
+
+``pi_kernel.tools.notebook_document`` (its errors and ``CellInfo``) is imported
+lazily, inside the functions that use it: the session makes the bridge at kernel start,
+where the tools layer (with pydantic) would cost about 100 ms.
 """
 
 from __future__ import annotations

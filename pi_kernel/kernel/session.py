@@ -1,7 +1,9 @@
 """``PiSession``: one agent per kernel (or IPython) session, and everything around it.
 
 A session owns the agent, the tool registry, its approvals (``approval_hook``),
-the settings, the cell → turn map and what is known of the front-end. It is
+the settings, the cell → turn map and what is known of the front-end; what
+holds for one ``%%pi`` cell only is that cell's ``Turn`` (``turn.py``), passed
+explicitly, of which the session knows only which one runs now. It is
 created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
 expensive parts (the agent, the registry, pydantic models, ``openai``) on first
 use, so that a kernel starts as fast as a stock one: ``pi_kernel.agent``,
@@ -16,10 +18,8 @@ own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,13 +33,14 @@ from pi_kernel.kernel.long_session import configure_long_session, keep_full_resu
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
 from pi_kernel.kernel.notebook_bridge import NotebookBridge
 from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
-from pi_kernel.kernel.views import TurnOptions, TurnViewFactory
+from pi_kernel.kernel.views import TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
     from pi_kernel.agent.events import AgentEvent, CompactionEvent
     from pi_kernel.ai import Context, Model
     from pi_kernel.kernel.notebook_context import NotebookContext
+    from pi_kernel.kernel.turn import Turn
     from pi_kernel.kernel.turn_undo import TurnJournals
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
     from pi_kernel.tools.approval_policy import ApprovalPolicy
@@ -53,22 +54,6 @@ class McpUnavailable(RuntimeError):
 
 
 NO_TOOLS_NOTE = "Tools are disabled for this request: answer without calling any tool."
-
-
-@dataclass
-class RunState:
-    """The ``%%pi`` cell that is running now."""
-
-    options: TurnOptions
-    cell_id: str | None
-    allow_stdin: bool
-    raw_input: Callable[[str], str] | None
-    loop: asyncio.AbstractEventLoop
-    interrupted: bool = False
-    widgets: bool = False
-    """The front-end that sent the cell renders widgets (its approvals are answered there)."""
-    parent: dict[str, Any] | None = None
-    """The cell's ``execute_request`` (in a kernel): the parent of the ``busy`` that ``reassert_busy`` sends."""
 
 
 class PiSession:
@@ -88,6 +73,8 @@ class PiSession:
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
+        self.context_for_local = False
+        """``%pi context local``: the local model is told too (by default it is not: SmolLM2-135M repeats it)."""
         self._notebook_context: NotebookContext | None = None
         self._turn_journals: TurnJournals | None = None
         self.undo_news: str | None = None
@@ -97,14 +84,14 @@ class PiSession:
         self.approvals = SessionApprovals(self)
         """The approval broker and policy, who can answer now, decisions from comms and magics."""
         self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
-        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, _notebook_timeout())
+        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, self.settings.notebook_timeout)
         """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
         self.notebook.subscribe(self._notebook_connected)
         self.view_factory: TurnViewFactory | None = None
         """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
-        self.run: RunState | None = None
-        """The ``%%pi`` turn running now; set and cleared under ``run_lock``."""
-        self.run_lock = threading.Lock()
+        self.turn: Turn | None = None
+        """The ``%%pi`` turn running now; set and cleared under ``turn_lock`` (``set_turn``)."""
+        self.turn_lock = threading.Lock()
         self._agent: Agent | None = None
         self._registry: ToolRegistry | None = None
         self._tool_context: ToolContext | None = None
@@ -147,20 +134,16 @@ class PiSession:
         with self._lock:
             if self._tool_context is None:
                 from pi_kernel.tools import ToolContext
-                from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD
 
                 root = Path(self.settings.workspace_root).expanduser() if self.settings.workspace_root else None
-                namespace = getattr(self.shell, "user_ns", None)
-                extra = {
-                    "session": self,
-                    "shell": self.shell,
-                    "cell_history": self.cell_history,
-                    "hidden_names": self.hidden_names(),
-                    "describe_limit": self.settings.describe_limit,
-                    RUN_ON_MAIN_THREAD: True,  # the python tool is interruptible like a cell
-                }
                 self._tool_context = ToolContext(
-                    workspace_root=root, namespace=namespace, notebook=self.notebook.document(), extra=extra
+                    workspace_root=root,
+                    namespace=getattr(self.shell, "user_ns", None),
+                    cell_history=self.cell_history,
+                    hidden_names=frozenset(self.hidden_names()),
+                    describe_limit=self.settings.describe_limit,
+                    python_on_main_thread=True,  # the python tool is interruptible like a cell
+                    notebook=self.notebook.document(),
                 )
             return self._tool_context
 
@@ -171,14 +154,14 @@ class PiSession:
             context.notebook = self.notebook.document()
 
     def _running_cell_id(self) -> str | None:
-        run = self.run
-        return run.cell_id if run is not None else None
+        turn = self.turn
+        return turn.cell_id if turn is not None else None
 
     def _running_client(self) -> str | None:
         from pi_kernel.kernel.frontend import message_session
 
-        run = self.run
-        return message_session(run.parent) if run is not None else None
+        turn = self.turn
+        return message_session(turn.parent) if turn is not None else None
 
     @property
     def turn_journals(self) -> TurnJournals:
@@ -272,8 +255,12 @@ class PiSession:
             if self._agent is None:
                 from pi_kernel.agent import Agent
 
-                gate = self.approvals.gate()
-                self._agent = Agent(self.model, before_tool_call=gate, prepare_next_turn=self._prepare_next_turn)
+                gate = self.approvals.gate()  # runs from code; a ``%%pi`` turn passes its own (``run_turn``)
+                self._agent = Agent(
+                    self.model,
+                    before_tool_call=gate,
+                    prepare_next_turn=self.prepare_request,
+                )
                 configure_long_session(self._agent, self.settings)
                 self._agent.subscribe(self._on_agent_event)
             return self._agent
@@ -295,18 +282,25 @@ class PiSession:
     def _keep_compacted(self, event: CompactionEvent) -> None:
         """Keep the conversation a compaction during a turn replaced (``%pi compact`` keeps its own)."""
         before, self._conversation = self._conversation, None
-        if self.run is not None and was_compacted(before, event.messages, event.compacted_messages):
+        if self.turn is not None and was_compacted(before, event.messages, event.compacted_messages):
             self.versions.keep(before or [], self.cell_turns.starts, "a compaction")
 
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)
 
-    def _prepare_next_turn(self, context: Context) -> None:
-        """Both channels from the registry; the notebook bridge's tools only while a front-end is connected."""
+    def hidden_tools(self) -> tuple[str, ...]:
+        """Enabled tools not offered now: the notebook bridge's while no front-end is connected."""
+        if self.notebook.connected:
+            return ()
         from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
 
-        self.registry.prepare_next_turn(context, exclude=() if self.notebook.connected else BRIDGE_TOOLS)
-        if self.run is not None and self.run.options.no_tools:
+        return BRIDGE_TOOLS
+
+    def prepare_request(self, context: Context, no_tools: bool = False) -> None:
+        """Before each model request: the registry's tools and system prompt (none with ``no_tools``); the
+        notebook bridge's tools only while a front-end is connected."""
+        self.registry.prepare_next_turn(context, exclude=self.hidden_tools())
+        if no_tools:
             context.tools = []
             context.system_prompt = f"{context.system_prompt or ''}\n\n{NO_TOOLS_NOTE}".strip()
 
@@ -386,8 +380,8 @@ class PiSession:
     def interrupt(self) -> None:
         """Stop the running turn: abort the model stream and tools, deny waiting approvals, stop waiting
         for MCP servers to start."""
-        if self.run is not None:
-            self.run.interrupted = True
+        if self.turn is not None:
+            self.turn.cancel()
         if self._agent is not None:
             self._agent.abort()
         self.approvals.deny_all()
@@ -400,21 +394,21 @@ class PiSession:
 
             waiting.get_loop().call_soon_threadsafe(stop_waiting)
 
-    def set_run(self, run: RunState | None) -> None:
-        with self.run_lock:
-            self.run = run
+    def set_turn(self, turn: Turn | None) -> None:
+        with self.turn_lock:
+            self.turn = turn
 
     def reassert_busy(self, publish: Callable[[dict[str, Any]], None]) -> bool:
-        """If a turn runs, ``publish(its execute_request)`` under ``run_lock``; returns whether it did.
+        """If a turn runs, ``publish(its execute_request)`` under ``turn_lock``; returns whether it did.
 
-        The lock orders this before the turn's end (``set_run(None)``), which comes before ipykernel's
+        The lock orders this before the turn's end (``set_turn(None)``), which comes before ipykernel's
         ``idle`` for the cell, so a re-sent ``busy`` can never land after that ``idle``.
         """
-        with self.run_lock:
-            run = self.run
-            if run is None or not run.parent:
+        with self.turn_lock:
+            turn = self.turn
+            if turn is None or not turn.parent:
                 return False
-            publish(run.parent)
+            publish(turn.parent)
             return True
 
     def private_loop(self) -> asyncio.AbstractEventLoop:
@@ -440,22 +434,6 @@ class PiSession:
         known, so the next turn is told everything again, as after ``%pi reset``."""
         if self._notebook_context is not None:
             self._notebook_context.forget()
-
-    def runs_blocking(self) -> bool:
-        """The running turn is on the private loop (``%autoawait off``): the cell blocks the shell."""
-        run, private = self.run, self._private_loop
-        return run is not None and private is not None and run.loop is private
-
-
-def _notebook_timeout() -> float:
-    """``PI_NOTEBOOK_TIMEOUT``: seconds a notebook bridge request waits for the front-end (default 15)."""
-    from pi_kernel.kernel.notebook_bridge import REQUEST_TIMEOUT
-
-    try:
-        value = float(os.environ.get("PI_NOTEBOOK_TIMEOUT", REQUEST_TIMEOUT))
-    except ValueError:
-        return REQUEST_TIMEOUT
-    return value if 0 < value < 3600 else REQUEST_TIMEOUT
 
 
 def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:

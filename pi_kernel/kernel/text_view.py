@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.stdin_prompt import preview_text
 from pi_kernel.kernel.text_preview import preview_json, text_tail
-from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.kernel.views import TurnOptions, TurnOutcome, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.static_render import StaticOutput, render_static
@@ -59,7 +59,6 @@ from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCall
 
 if TYPE_CHECKING:
     from pi_kernel.agent.events import AgentEvent
-    from pi_kernel.kernel.session import PiSession
 
 logger = logging.getLogger("pi_kernel.kernel")
 
@@ -137,7 +136,7 @@ APPROVAL_HELP = (
 
 
 class TextTurnView:
-    def __init__(self, session: PiSession, prompt: str, options: TurnOptions, interval: float = 0.1) -> None:
+    def __init__(self, session: ViewHost, prompt: str, options: TurnOptions, interval: float = 0.1) -> None:
         self.session = session
         self.interval = interval
         model = session.model

@@ -7,13 +7,21 @@ not spend at start.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.text_view import TextTurnView
-from pi_kernel.kernel.views import TurnOptions, TurnView, TurnViewFactory
+from pi_kernel.kernel.views import TurnOptions, TurnView, TurnViewFactory, ViewHost
 
-if TYPE_CHECKING:
-    from pi_kernel.kernel.session import PiSession
+
+class ViewChooser(ViewHost, Protocol):
+    """What the choice reads of the session (``PiSession`` has it)."""
+
+    @property
+    def view_factory(self) -> TurnViewFactory | None: ...
+
+    @property
+    def frontend(self) -> FrontendTracker: ...
 
 
 def widget_view_factory() -> TurnViewFactory | None:
@@ -25,7 +33,7 @@ def widget_view_factory() -> TurnViewFactory | None:
     return make_widget_view
 
 
-def make_turn_view(session: PiSession, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
+def make_turn_view(session: ViewChooser, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
     """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
 
     ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).

@@ -11,19 +11,20 @@ front-end that sent the cell (``widgets``, decided per request by
 ``make_turn_view``; otherwise the plain-text view (``text_view``), which ends
 in the same static output and is what consoles and headless runs get. A
 session may set ``session.view_factory`` (a ``TurnViewFactory``) to use another view.
+A view reads of its session only what ``ViewHost`` names (``PiSession`` has it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
     from pi_kernel.agent.events import AgentEvent
-    from pi_kernel.ai import Message
-    from pi_kernel.kernel.session import PiSession
-    from pi_kernel.tools.approval import ApprovalRequest
+    from pi_kernel.ai import Message, Model
+    from pi_kernel.tools.approval import ApprovalBroker, ApprovalRequest
+    from pi_kernel.tools.definition import ToolDefinition
 
 TurnStatus = Literal["done", "interrupted", "error"]
 
@@ -42,6 +43,8 @@ class TurnOptions:
     """``--approve MODE``: the approval mode for this cell only."""
     cells: bool = False
     """``--cells``: the ``python`` code of this turn comes back as a new cell below."""
+    tool: str | None = None
+    """``--tool NAME``: the model's first request must call tool NAME (``any``: some tool)."""
 
 
 @dataclass
@@ -64,5 +67,36 @@ class TurnView(Protocol):
         """The turn ended; replace live parts with static output (what it returns is not used)."""
 
 
-TurnViewFactory = Callable[["PiSession", str, TurnOptions], TurnView | None]
+class ViewHost(Protocol):
+    """What a turn's view reads of its session (the widget view's ``ViewSession`` is a part of it)."""
+
+    @property
+    def kernel(self) -> Any:
+        """The running ipykernel kernel (untyped), or ``None`` outside one."""
+
+    @property
+    def shell(self) -> Any: ...
+
+    @property
+    def model(self) -> Model | None: ...
+
+    @property
+    def broker(self) -> ApprovalBroker: ...
+
+    def tool_definition(self, name: str) -> ToolDefinition | None: ...
+
+    @property
+    def agent(self) -> AgentQueues:
+        """The session's agent: a view's message box steers the running turn through it."""
+
+
+class AgentQueues(Protocol):
+    """The agent's queues a view may fill (``Agent.steer`` / ``Agent.follow_up``)."""
+
+    def steer(self, message: Any) -> None: ...
+
+    def follow_up(self, message: Any) -> None: ...
+
+
+TurnViewFactory = Callable[[ViewHost, str, TurnOptions], TurnView | None]
 """Makes the view of one turn (session, prompt, options); ``None`` where it cannot work."""

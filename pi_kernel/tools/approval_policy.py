@@ -66,16 +66,31 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.ai.sanitize import map_strings
 from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
 
-if TYPE_CHECKING:
-    from pi_kernel.tools.definition import ToolDefinition
+
+class PolicyTool(Protocol):
+    """What the policy reads of a tool (``definition.ToolDefinition`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def approval(self) -> object:
+        """The tool's own approval option (``definition.ToolApproval``)."""
+
+    @property
+    def execute(self) -> Callable[..., Any]: ...
+
+    @property
+    def read_only(self) -> bool | None: ...
+
 
 Verdict = Literal["run", "ask", "deny"]
 SessionMode = Literal["ask", "auto", "deny", "read-only"]
@@ -113,7 +128,7 @@ def check_approval_option(approval: Any, tool_name: str) -> None:
         )
 
 
-def approval_verdict(definition: ToolDefinition, args: Any) -> Verdict:
+def approval_verdict(definition: PolicyTool, args: Any) -> Verdict:
     """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args``."""
     policy = definition.approval
     if isinstance(policy, str):
@@ -136,7 +151,7 @@ def approval_verdict(definition: ToolDefinition, args: Any) -> Verdict:
     return "ask"
 
 
-def needs_approval(definition: ToolDefinition, args: Any) -> bool:
+def needs_approval(definition: PolicyTool, args: Any) -> bool:
     """Whether a call of ``definition`` with validated ``args`` may not simply run (verdict ``ask`` or ``deny``)."""
     return approval_verdict(definition, args) != "run"
 
@@ -167,7 +182,7 @@ def inspect_path_reason(name: Any) -> str | None:
     return None
 
 
-def _definition_verdict(definition: ToolDefinition | None, args: Any) -> Verdict:
+def _definition_verdict(definition: PolicyTool | None, args: Any) -> Verdict:
     """What the tool itself asks for: ``run`` (auto), ``ask`` or ``deny`` (see ``approval_verdict``)."""
     if definition is None:
         return "ask"
@@ -186,13 +201,13 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def _is_mcp(definition: ToolDefinition | None) -> bool:
+def _is_mcp(definition: PolicyTool | None) -> bool:
     """Whether ``definition`` is a tool of an MCP server (``tools.mcp``, by the module of its ``execute``)."""
     origin = getattr(definition.execute, "__module__", "") if definition is not None else ""
     return bool(origin) and (origin == MCP_PACKAGE or origin.startswith(MCP_PACKAGE + "."))
 
 
-def _is_builtin(definition: ToolDefinition | None) -> bool:
+def _is_builtin(definition: PolicyTool | None) -> bool:
     """Whether ``definition`` is one of pi-kernel's built-in tools (by the module of its ``execute``)."""
     if definition is None:
         return False
@@ -200,7 +215,7 @@ def _is_builtin(definition: ToolDefinition | None) -> bool:
     return origin == BUILTIN_PACKAGE or origin.startswith(BUILTIN_PACKAGE + ".")
 
 
-def is_read_only(definition: ToolDefinition | None, name: str) -> bool:
+def is_read_only(definition: PolicyTool | None, name: str) -> bool:
     """Whether calls of this tool only read: its declared ``read_only``, else a built-in read-only tool."""
     declared = getattr(definition, "read_only", None)
     if declared is not None:
@@ -217,7 +232,7 @@ class ApprovalPolicy:
     """Tools the person allowed for the session ("always allow")."""
 
     def decide(
-        self, definition: ToolDefinition | None, args: Any, name: str | None = None, mode: str | None = None
+        self, definition: PolicyTool | None, args: Any, name: str | None = None, mode: str | None = None
     ) -> Verdict:
         """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args``.
 
@@ -235,12 +250,12 @@ class ApprovalPolicy:
             return "run"  # "always allow" answers the question, it never lifts a deny nor a stricter mode
         return verdict
 
-    def _mode_refuses(self, definition: ToolDefinition | None, tool_name: str, cell_mode: str | None) -> bool:
+    def _mode_refuses(self, definition: PolicyTool | None, tool_name: str, cell_mode: str | None) -> bool:
         """Whether the effective mode alone refuses this tool: ``deny``, or ``read-only`` for a writing tool."""
         mode = cell_mode or self.mode
         return mode == "deny" or (mode == "read-only" and not is_read_only(definition, tool_name))
 
-    def _verdict(self, definition: ToolDefinition | None, args: Any, tool_name: str, cell_mode: str | None) -> Verdict:
+    def _verdict(self, definition: PolicyTool | None, args: Any, tool_name: str, cell_mode: str | None) -> Verdict:
         """The decision before "always allow" is applied."""
         mode = cell_mode or self.mode
         override = self.override_for(tool_name)
@@ -259,7 +274,7 @@ class ApprovalPolicy:
             return "deny"
         return verdict
 
-    def secret_reason(self, definition: ToolDefinition | None, args: Any, tool_name: str) -> str | None:
+    def secret_reason(self, definition: PolicyTool | None, args: Any, tool_name: str) -> str | None:
         """Why this call may read secrets (see ``secret_paths``), or ``None``.
 
         ``bash`` / ``python`` (built-in) are judged by their command or code text; any other tool by every

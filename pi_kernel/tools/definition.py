@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -24,6 +24,9 @@ from pi_kernel.tools.approval_policy import check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument
 from pi_kernel.tools.turn_journal import TurnJournal
 
+if TYPE_CHECKING:
+    from pi_kernel.tools.cell_source import CellSource
+
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
 ``"auto"``: runs at once; ``"deny"``: never runs; a callable gets the validated
@@ -32,14 +35,12 @@ arguments and returns ``True``/``"auto"`` (run), ``False``/``"ask"`` (ask) or
 policy (``approval_policy.py``) may override it per tool or for all."""
 
 
-RUN_ON_MAIN_THREAD = "python_on_main_thread"
-"""``ToolContext.extra`` key: true where the host's event loop runs on the main thread of a kernel, so the
-``python`` tool runs its code there, where a kernel interrupt reaches it (see ``builtin.python``)."""
-
-
 @dataclass
 class ToolContext:
-    """What a running tool may know of where it runs (pi's ExtensionContext)."""
+    """What a running tool may know of where it runs (pi's ExtensionContext).
+
+    The host (the kernel's session) fills in what it has; every service is ``None`` where there is none.
+    """
 
     cwd: Path = field(default_factory=Path.cwd)
     """Relative paths resolve against this."""
@@ -49,8 +50,15 @@ class ToolContext:
     """The notebook's user namespace, for the ``python`` tool."""
     notebook: NotebookDocument | None = None
     """The live notebook document (a front-end's ``pi.notebook`` bridge); ``None`` where none is connected."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Room for the host (the kernel puts its session here)."""
+    cell_history: CellSource | None = None
+    """The notebook's executed cells, for the ``cells`` tool (the kernel's ``CellHistory``)."""
+    hidden_names: frozenset[str] | None = None
+    """Names the host itself put in ``namespace`` (IPython's), left out by ``inspect``."""
+    describe_limit: int | None = None
+    """Characters per value description (``inspect``, ``cells``); ``None``: the tools' default."""
+    python_on_main_thread: bool = False
+    """The host's event loop runs on the main thread of a kernel: the ``python`` tool runs its code there,
+    where a kernel interrupt reaches it (see ``builtin.python``)."""
     journal: TurnJournal | None = None
     """The running turn's undo journal: tools that change files, variables or the notebook record into it."""
 

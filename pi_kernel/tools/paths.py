@@ -19,10 +19,19 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from pi_kernel.tools.definition import ToolContext
+
+class PathContext(Protocol):
+    """What the path rules read of a tool's context (``definition.ToolContext`` has it)."""
+
+    @property
+    def cwd(self) -> Path: ...
+
+    @property
+    def workspace_root(self) -> Path | None: ...
+
 
 _UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _AM_PM = re.compile(r" (AM|PM)\.", re.IGNORECASE)
@@ -84,12 +93,12 @@ def check_in_workspace(absolute_path: str, workspace_root: str | os.PathLike[str
         raise WorkspaceError(f"Path {where} is outside the workspace root {root}; access refused.")
 
 
-def tool_cwd(ctx: ToolContext) -> str:
+def tool_cwd(ctx: PathContext) -> str:
     """The context's working directory as an absolute path."""
     return os.path.abspath(os.fspath(ctx.cwd))
 
 
-def resolve_tool_path(path: str, ctx: ToolContext, *, for_read: bool = False) -> str:
+def resolve_tool_path(path: str, ctx: PathContext, *, for_read: bool = False) -> str:
     """The absolute path a file tool works on, checked against the workspace root."""
     cwd = tool_cwd(ctx)
     absolute = resolve_read_path(path, cwd) if for_read else resolve_to_cwd(path, cwd)
@@ -97,7 +106,7 @@ def resolve_tool_path(path: str, ctx: ToolContext, *, for_read: bool = False) ->
     return absolute
 
 
-def resolve_tool_cwd(ctx: ToolContext) -> str:
+def resolve_tool_cwd(ctx: PathContext) -> str:
     """The working directory for ``bash``, checked against the workspace root."""
     cwd = tool_cwd(ctx)
     check_in_workspace(cwd, ctx.workspace_root, cwd)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pi_kernel.tools.files import write_file_atomic
+from pi_kernel.tools.notebook_document import StaleCell
 
 DEFAULT_MEMORY = 1 << 30
 """``PI_UNDO_MEMORY``'s default: bytes of copies and file contents one turn's journal may hold."""
@@ -223,16 +224,21 @@ class TurnJournal:
             report.not_restored.append(f"{_count(len(changes), 'notebook change')}: no notebook front-end is connected")
             return report
         done = 0
+        renamed: dict[str, str] = {}
+        """A deleted cell put back has a new id: earlier changes of it go to that one."""
         for change in reversed(changes):
             where = f"cell #{change.index + 1} ({change.cell_id})"
+            cell_id = renamed.get(change.cell_id, change.cell_id)
             try:
-                await _undo_change(notebook, change)  # type: ignore[arg-type]
+                new_id = await _undo_change(notebook, change, cell_id)  # type: ignore[arg-type]
                 done += 1
-            except Exception as error:  # noqa: BLE001 - each refusal (stale, gone) becomes a line
-                if type(error).__name__ == "StaleCell":
-                    report.not_restored.append(f"{where}: changed since the turn; your version is kept")
-                else:
-                    report.not_restored.append(f"{where}: {error}")
+            except StaleCell:
+                report.not_restored.append(f"{where}: changed since the turn; your version is kept")
+            except Exception as error:  # noqa: BLE001 - each refusal (gone, bridge lost) becomes a line
+                report.not_restored.append(f"{where}: {error}")
+            else:
+                if new_id is not None:
+                    renamed[change.cell_id] = new_id
         if done:
             report.restored.append(_count(done, "notebook change"))
         return report
@@ -243,7 +249,7 @@ class TurnJournal:
         if name.startswith("_") or name in ("In", "Out"):
             return
         kind = type(value)
-        if kind in _IMMUTABLE or isinstance(value, _NOT_DATA):
+        if kind in _IMMUTABLE or issubclass(kind, _NOT_DATA):  # type(), never isinstance: a proxy lies
             return
         copier = _copier(kind)
         if copier is None:
@@ -319,13 +325,16 @@ class TurnJournal:
             report.restored.append(_count(restored, "file"))
 
 
-async def _undo_change(notebook: NotebookEditor, change: NotebookChange) -> None:
+async def _undo_change(notebook: NotebookEditor, change: NotebookChange, cell_id: str) -> str | None:
+    """Undo one change; returns the new id of a cell put back."""
     if change.kind == "edit":
-        await notebook.edit(change.cell_id, change.after or "", change.before or "")
+        await notebook.edit(cell_id, change.after or "", change.before or "")
     elif change.kind == "insert":
-        await notebook.delete([change.cell_id], [change.after or ""])
+        await notebook.delete([cell_id], [change.after or ""])
     else:
-        await notebook.insert(change.index, [(change.cell_type, change.before or "")])
+        ids = await notebook.insert(change.index, [(change.cell_type, change.before or "")])
+        return ids[0] if ids else None
+    return None
 
 
 def _mentioned_names(code: str) -> set[str]:

@@ -163,4 +163,4 @@ def test_context_and_describe_limit_settings_from_env_and_config() -> None:
     assert (configured.notebook_context, configured.describe_limit) == (False, 2000)
     session = PiSession(None, configured)
     assert session.context_enabled is False and session.notebook_context.enabled is False
-    assert session.tool_context.extra["describe_limit"] == 2000
+    assert session.tool_context.describe_limit == 2000

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pi_kernel.tools.notebook_document import StaleCell
 from pi_kernel.tools.turn_journal import NotebookChange, TurnJournal, UndoReport
 
 
@@ -128,10 +129,6 @@ class FakeNotebook:
         self.cells = [cell for cell in self.cells if cell[0] not in cell_ids]
 
 
-class StaleCell(Exception):
-    pass
-
-
 def test_notebook_changes_are_undone_newest_first_and_a_user_edit_is_refused() -> None:
     notebook = FakeNotebook([("a", "1"), ("b", "2"), ("c", "3")])
     journal = TurnJournal()
@@ -161,3 +158,33 @@ def test_copies_of_objects_the_turn_only_read_are_dropped_at_its_end() -> None:
     assert journal.held > 0
     journal.finish()
     assert journal.held == 0 and journal.is_empty()
+
+
+def test_a_cell_edited_then_deleted_comes_back_as_it_was_under_its_new_id() -> None:
+    notebook = FakeNotebook([("a", "1"), ("b", "2")])
+    journal = TurnJournal()
+    journal.record_notebook_change(NotebookChange("edit", "b", 1, "code", "2", "two"))
+    journal.record_notebook_change(NotebookChange("delete", "b", 1, "code", "two", None))
+    notebook.cells = [("a", "1")]
+    report = asyncio.run(journal.revert_notebook(notebook, UndoReport()))
+    assert notebook.cells == [("a", "1"), ("new10", "2")] and report.not_restored == []
+
+
+def test_a_proxy_claiming_to_be_a_list_is_named_not_copied() -> None:
+    class Proxy:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return list
+
+        def __len__(self) -> int:
+            raise AssertionError("called")
+
+        def copy(self) -> Any:
+            raise AssertionError("called")
+
+    proxy = Proxy()
+    assert isinstance(proxy, list)  # what isinstance would have believed
+    namespace: dict[str, Any] = {"p": proxy}
+    journal = TurnJournal()
+    run(journal, namespace, "p.x = 1")
+    assert journal.revert(namespace).not_restored == ["p (a Proxy): not copied; any change made to it in place stays"]

@@ -7,16 +7,16 @@ start of its source and a summary of its outputs, bounded to about
 shown as a window (around the running ``%%pi`` cell, or from ``start``) with
 the number of cells left out. ``{"cell": ref}`` gives one cell whole.
 
-Without it, the tools layer does not know the kernel: the host puts a ``CellSource``
-(anything with ``recent(last)`` returning ``CellLike`` records) in
-``ctx.extra["cell_history"]`` (the kernel's ``cell_history.CellHistory``). The tool only reads, so it never
+Without it: the tools layer does not know the kernel: the host puts a ``CellSource``
+(anything with ``recent(last)`` returning ``CellLike`` records, see
+``tools.cell_source``) in ``ctx.cell_history`` (the kernel's
+``cell_history.CellHistory``). The tool only reads, so it never
 asks for approval and runs in the ``read-only`` approval mode.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from pydantic import BaseModel, Field
 
@@ -25,37 +25,12 @@ from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.builtin.describe import clip, describe_limit
 from pi_kernel.tools.builtin.secret_names import environment_secrets
+from pi_kernel.tools.cell_source import CellLike
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import CellInfo, NotebookDocument, resolve_ref
 
 DEFAULT_LAST = 5
 SOURCE_CHARS = 1500
-
-
-class ErrorLike(Protocol):
-    @property
-    def type(self) -> str: ...
-    @property
-    def message(self) -> str: ...
-    @property
-    def frames(self) -> list[str]: ...
-
-
-class CellLike(Protocol):
-    """One executed cell: execution count, source, a summary of its output, its error."""
-
-    @property
-    def execution_count(self) -> int | None: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def output(self) -> str: ...
-    @property
-    def error(self) -> ErrorLike | None: ...
-
-
-class CellSource(Protocol):
-    def recent(self, last: int) -> Sequence[CellLike]: ...
 
 
 LIST_CHARS = 8000
@@ -117,7 +92,7 @@ def create_cells_tool() -> ToolDefinition:
                 "cell and start need the notebook bridge (JupyterLab 4 / Notebook 7 with pi-kernel's extension), "
                 "which is not connected; without it cells shows the recently executed cells (last)."
             )
-        source: CellSource | None = ctx.extra.get("cell_history")
+        source = ctx.cell_history
         if source is None:
             raise ValueError("No cell history here: cells works inside a notebook kernel.")
         text = format_cells(source.recent(params.last), describe_limit(ctx))
@@ -184,6 +159,10 @@ def format_listing(cells: Sequence[CellInfo], running: str | None, start: int | 
         shown.append(entries[index])
         used += len(entries[index]) + 1
         last = index
+    while start is None and last == total - 1 and first > 0 and used + len(entries[first - 1]) + 1 <= limit:
+        first -= 1  # the window reached the end: fill the room left with the cells before it
+        shown.insert(0, entries[first])
+        used += len(entries[first]) + 1
     header = f"Notebook: {total} cell(s)"
     if first > 0 or last < total - 1:
         header += (

@@ -47,8 +47,8 @@ HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 
 
 def describe_limit(ctx: ToolContext) -> int:
-    """The ``describe_limit`` the host put in ``ctx.extra`` (the kernel's setting), else ``DEFAULT_LIMIT``."""
-    limit = ctx.extra.get("describe_limit")
+    """The context's ``describe_limit`` (the kernel's setting), else ``DEFAULT_LIMIT``."""
+    limit = ctx.describe_limit
     return limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT
 
 

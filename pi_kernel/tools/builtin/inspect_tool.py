@@ -7,8 +7,8 @@ one-line preview); with a name or dotted attribute path (``df.columns``,
 ``read-only`` approval mode.
 
 Where it looks: ``ctx.namespace`` (the kernel's user namespace); the host
-may put ``hidden_names`` (names to leave out, such as IPython's own) and
-``describe_limit`` (characters per description) in ``ctx.extra``.
+sets ``ctx.hidden_names`` (names to leave out, such as IPython's own) and
+``ctx.describe_limit`` (characters per description).
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ class InspectParams(BaseModel):
 
 
 def hidden_names(ctx: ToolContext) -> set[str]:
-    hidden = ctx.extra.get("hidden_names")
-    return set(hidden) if hidden else set()
+    return set(ctx.hidden_names or ())
 
 
 def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidden: set[str]) -> str:

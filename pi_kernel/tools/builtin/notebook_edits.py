@@ -35,6 +35,7 @@ from pi_kernel.tools.notebook_document import (
     check_not_running,
     resolve_ref,
 )
+from pi_kernel.tools.turn_journal import NotebookChange
 
 NEEDS_BRIDGE = (
     "{tool} needs the notebook bridge (JupyterLab 4 or Notebook 7 with pi-kernel's extension), which is not "
@@ -107,13 +108,19 @@ def take_plan(tool_call_id: str, args: Any) -> Plan | None:
     return plan if plan is not None and plan.args == args else None
 
 
-def record(ctx: ToolContext, kind: str, cell_id: str, index: int, cell_type: str, before: Any, after: Any) -> None:
+def record(
+    ctx: ToolContext,
+    kind: Literal["edit", "insert", "delete"],
+    cell_id: str,
+    index: int,
+    cell_type: str,
+    before: Any,
+    after: Any,
+) -> None:
     """Note an applied change in the turn's undo journal, when there is one."""
-    journal = getattr(ctx, "journal", None)
+    journal = ctx.journal
     if journal is None:
         return
-    from pi_kernel.tools.turn_journal import NotebookChange  # type: ignore[import-not-found,unused-ignore]
-
     journal.record_notebook_change(NotebookChange(kind, cell_id, index, cell_type, before, after))
 
 
@@ -162,7 +169,7 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
 
 
 class NewCell(BaseModel):
-    type: Literal["code", "markdown"] = Field(default="code", description="code or markdown")
+    type: Literal["code", "markdown"] = Field(description="code or markdown")
     source: str = Field(description="The cell's source.")
 
 

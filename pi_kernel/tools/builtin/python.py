@@ -10,7 +10,7 @@ is the caller's), and an interrupt cancels it (``CancelledError`` at its
 ``await``) instead of raising ``KeyboardInterrupt`` in it.
 
 Threads: by default the code runs on a tool worker thread while the event
-loop goes on. In a kernel (the context's ``extra[RUN_ON_MAIN_THREAD]``, set by
+loop goes on. In a kernel (the context's ``python_on_main_thread``, set by
 the kernel's session) it runs on the main thread, as a cell does, while the
 kernel's event loop waits for it: only there does a kernel interrupt (SIGINT)
 reach code blocked in a C call (``time.sleep``, a socket read, a lock).
@@ -71,7 +71,7 @@ from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
 from pi_kernel.tools.builtin.python_interrupt import Interrupter, run_coroutine
-from pi_kernel.tools.definition import RUN_ON_MAIN_THREAD, ToolContext, ToolDefinition
+from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
 from pi_kernel.tools.turn_journal import TurnJournal
@@ -122,7 +122,7 @@ def create_python_tool(
             max_images=max_images,
             journal=ctx.journal,
         )
-        if ctx.extra.get(RUN_ON_MAIN_THREAD) and threading.current_thread() is threading.main_thread():
+        if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
             await _let_scheduled_callbacks_run()
             if signal is not None and signal.aborted:
                 raise RuntimeError(OPERATION_ABORTED)
@@ -271,16 +271,22 @@ def run_notebook_cell(
     *,
     signal: AbortSignal | None = None,
     interrupt_on_sigint: bool = False,
+    journal: TurnJournal | None = None,
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``):
-    ``(nbformat outputs, their text for the model, the nbformat error output or None)``. An interrupt
-    gives a ``KeyboardInterrupt`` error output."""
+    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``, the
+    ``journal`` told as there): ``(nbformat outputs, their text for the model, the nbformat error output
+    or None)``. An interrupt gives a ``KeyboardInterrupt`` error output."""
     _acquire_run_lock(signal)
     errors: list[BaseException] = []
     texts: list[str] = []
     try:
-        with capturing(texts.append) as capture:
-            error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        token = journal.before_code(namespace, code) if journal is not None else None
+        try:
+            with capturing(texts.append) as capture:
+                error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        finally:
+            if journal is not None:
+                journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
     outputs = [dict(output) for output in capture.outputs]

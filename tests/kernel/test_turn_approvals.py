@@ -1,0 +1,65 @@
+"""Who may answer a ``%%pi`` cell's approvals is read from that cell's ``Turn``, passed to its gate.
+
+Two turns' gates side by side each answer for their own turn: nothing is read from a
+"running cell" field of the session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scripted_model import SCRIPTED_MODEL
+
+from pi_kernel.kernel.approval_hook import SessionApprovals, blocked_cell, nobody_to_ask
+from pi_kernel.kernel.config import PiSettings
+from pi_kernel.kernel.frontend import FrontendTracker
+from pi_kernel.kernel.turn import Turn
+from pi_kernel.kernel.views import TurnOptions
+
+
+class Host:
+    """What ``SessionApprovals`` reads of a session (``ApprovalHost``), with no front-end connected."""
+
+    def __init__(self) -> None:
+        self.settings = PiSettings()
+        self.view_factory = None
+        self.frontend = FrontendTracker(lambda *args: False, list, widgets_override=False)
+
+    def tool_definition(self, name: str) -> Any:
+        return None
+
+
+def turn(**fields: Any) -> Turn:
+    options = fields.pop("options", TurnOptions())
+    return Turn(options, "cell", SCRIPTED_MODEL, None, **fields)
+
+
+def ask(reply: str) -> str:
+    return reply
+
+
+def test_each_gate_routes_by_its_own_turn() -> None:
+    approvals = SessionApprovals(Host())
+    widgets = approvals.gate(turn(widgets=True))
+    console = approvals.gate(turn(allow_stdin=True, raw_input=ask))
+    headless = approvals.gate(turn())
+    assert (widgets.route(), console.route(), headless.route()) == ("frontend", "stdin", None)
+    assert console.raw_input() is ask and headless.raw_input() is None
+    assert headless.nobody_reason("bash") == nobody_to_ask("bash")
+
+
+def test_a_blocking_turn_is_answered_on_stdin_or_not_at_all() -> None:
+    approvals = SessionApprovals(Host())
+    with_stdin = approvals.gate(turn(widgets=True, blocking=True, allow_stdin=True, raw_input=ask))
+    without = approvals.gate(turn(widgets=True, blocking=True))
+    assert (with_stdin.route(), without.route()) == ("stdin", None)
+    assert without.nobody_reason("bash") == blocked_cell("bash")
+
+
+def test_a_cells_approve_mode_reaches_only_its_own_gate() -> None:
+    approvals = SessionApprovals(Host())
+    strict = approvals.gate(turn(options=TurnOptions(approve="deny")))
+    assert strict.mode_override() == "deny"
+    assert approvals.gate(turn()).mode_override() is None
+    assert approvals.gate().mode_override() is None  # a run started from code has no turn
+    assert turn(allow_stdin=False, raw_input=ask).stdin is None  # a reader without permission is not used

@@ -55,10 +55,10 @@ def _bridge_target(comm, msg):
 get_ipython().kernel.comm_manager.register_target("pi.notebook", _bridge_target)
 
 
-async def bridge(op, quiet=False, **fields):
+async def bridge(op, quiet=False, wait=10, **fields):
     request = uuid.uuid4().hex
     _bridge["comm"].send({"request": request, "op": op, **fields})
-    for _ in range(400):
+    for _ in range(int(wait / 0.025)):
         if request in _bridge["replies"]:
             reply = _bridge["replies"].pop(request)
             if not quiet:
@@ -217,8 +217,8 @@ class BridgePage(NotebookPage):
             time.sleep(0.1)
         raise TimeoutError(f"{marker}: no {expect!r} in {self.output_text(self.index_of(marker))!r}")
 
-    def replies(self, name: str) -> list[dict[str, Any]]:
-        text = self.run_op(name)
+    def replies(self, name: str, timeout: float = 30) -> list[dict[str, Any]]:
+        text = self.run_op(name, timeout=timeout)
         return [json.loads(line[len("REPLY ") :]) for line in text.splitlines() if line.startswith("REPLY ")]
 
     def sources(self) -> list[str]:
@@ -405,3 +405,41 @@ def test_notebook_7_opens_the_bridge_and_takes_an_edit(notebook7: BridgePage) ->
     notebook7.cell(1).locator(".jp-InputArea-editor").get_by_text("print('after')").wait_for(timeout=5000)
     [stale, _missing] = notebook7.replies("stale")
     assert stale["error"] == "stale" and notebook7.sources()[1] == "print('after')"
+
+
+BIG_SOURCE = "# ten megabytes\n" + ("z" * 99 + "\n") * 100_000
+BIG_CELLS = [
+    op_cell(
+        "big-read",
+        "import time\n_t = time.perf_counter()\n"
+        '_r = await bridge("read", quiet=True, wait=60, max_chars=50)\n'
+        "_big = _r['cells'][2]\n"
+        'print("REPLY " + json.dumps({"cells": len(_r["cells"]), "last": _r["cells"][-1]["source"], '
+        '"big_length": _big["source_length"], "big_shown": len(_big["source"]), "truncated": _big["truncated"], '
+        '"seconds": time.perf_counter() - _t}))',
+    ),
+    op_cell(
+        "big-edit",
+        '_big = (await bridge("read", quiet=True, wait=60, cell_ids=["big"]))["cells"][0]["source"]\n'
+        'await bridge("edit", wait=60, cell_id="big", expected=_big, new="# small now")',
+    ),
+    cell("code", "big", BIG_SOURCE),
+    *[cell("code", f"many-{n}", f"n = {n}") for n in range(10_000)],
+]
+
+
+@pytest.fixture(scope="module")
+def big(browser: Any) -> Iterator[BridgePage]:
+    for server, page in start(browser, "lab"):
+        (server.notebooks / "big.ipynb").write_text(json.dumps(notebook_json(BIG_CELLS)))
+        yield BridgePage(page, server, "big.ipynb").open(timeout=180)
+
+
+def test_a_notebook_of_10_000_cells_and_a_10_mb_cell_is_read_bounded_and_edited(big: BridgePage) -> None:
+    [read] = big.replies("big-read", timeout=120)
+    assert read["cells"] == len(BIG_CELLS) and read["last"] == "n = 9999"
+    assert read["big_length"] == len(BIG_SOURCE) and read["big_shown"] == 50 and read["truncated"] is True
+    assert read["seconds"] < 10, read
+    [edit] = big.replies("big-edit", timeout=120)
+    assert edit["ok"] is True
+    assert big.sources()[2] == "# small now"

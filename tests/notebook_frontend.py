@@ -22,7 +22,6 @@ outputs in the notebook: how a notebook executed in CI has a bridge.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -244,7 +243,3 @@ def run_notebook(
             break
         index = next((i + 1 for i, c in enumerate(frontend.notebook.cells) if c.id == cell.id), index)
     return results
-
-
-def fresh_id() -> str:
-    return uuid.uuid4().hex[:8]

@@ -37,8 +37,10 @@ CELLS = [
     "%pi undo",
     "print(open('notes.txt').read(), df['a'].tolist(), x)",
     "%%pi\nChange cell #1 (stale).",
+    "%%pi --approve auto\nChange cell #1 again (again).",
+    "%pi undo",
 ]
-FIX, INSERT, DENY, SETUP, CHANGE, UNDO, CHECK, STALE = 2, 3, 4, 5, 6, 7, 8, 9
+FIX, INSERT, DENY, SETUP, CHANGE, UNDO, CHECK, STALE, AGAIN, UNDO_AGAIN = range(2, 12)
 
 SCRIPTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "(fix)": [
@@ -60,6 +62,7 @@ SCRIPTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     ],
     "(deny)": [("edit_cell", {"cell": "#1", "source": "x = 0"})],
     "(stale)": [("edit_cell", {"cell": "#1", "source": "x = 12"})],
+    "(again)": [("edit_cell", {"cell": "#1", "source": "x = 13"})],
     "(undo)": [
         ("edit_cell", {"cell": "#1", "edits": [{"old_text": "x = 10", "new_text": "x = 11"}]}),
         ("python", {"code": "df['a'] *= 100"}),
@@ -253,6 +256,21 @@ def test_a_cell_the_user_changes_while_its_card_waits_is_not_overwritten(
     assert source(notebook, 0) == "x = 10  # mine"  # the user's edit stays; the agent's change was refused
     tool_messages = [message for message in fake.last_body["messages"] if message["role"] == "tool"]
     assert "changed while waiting for approval" in _text(tool_messages[-1])
+
+
+def test_undo_keeps_a_cell_the_user_edited_after_the_turn_and_says_so(notebook: NotebookPage) -> None:
+    notebook.run(AGAIN)
+    notebook.wait_text(AGAIN, "Done (again).")
+    notebook.wait_prompt(AGAIN)
+    wait_source(notebook, 0, "x = 13")
+    notebook.cell(0).locator(".jp-InputArea-editor .cm-content").click()
+    notebook.page.keyboard.press("End")
+    notebook.page.keyboard.type("  # user")
+    wait_source(notebook, 0, "x = 13  # user")
+    notebook.run(UNDO_AGAIN)
+    notebook.wait_text(UNDO_AGAIN, "changed since the turn; your version is kept")
+    assert source(notebook, 0) == "x = 13  # user"
+    assert "#1" in notebook.output_text(UNDO_AGAIN)
 
 
 def in_view(notebook: NotebookPage, locator: Any) -> bool:

@@ -6,7 +6,9 @@ once its diff card is approved (the cell highlighted while the card waits),
 then ``run_cells`` shows the new output in cell #2; ``insert_cells`` adds a
 markdown and two code cells that ``run_cells`` runs; Deny leaves the notebook
 as it was; ``%pi undo`` puts back the cell, a DataFrame changed in place and a
-file the turn wrote.
+file the turn wrote. Hostile timing: a cell the user edits while its card waits
+is refused as stale, and an undo after the user edited the cell keeps their
+version and says so.
 """
 
 from __future__ import annotations

@@ -136,11 +136,8 @@ def first_tool_choice(session: PiSession, tool: str | None) -> str | None:
         raise PiUsageError(f"%%pi --tool: no tool named {tool!r} (known: {', '.join(registry.names()) or 'none'})")
     if not registry.is_enabled(tool):
         raise PiUsageError(f"%%pi --tool: {tool} is switched off (%pi tools enable {tool})")
-    if not session.notebook.connected:
-        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
-
-        if tool in BRIDGE_TOOLS:
-            raise PiUsageError(f"%%pi --tool: {tool} needs the notebook bridge, and no notebook front-end is connected")
+    if tool in session.hidden_tools():
+        raise PiUsageError(f"%%pi --tool: {tool} needs the notebook bridge, and no notebook front-end is connected")
     return tool
 
 

@@ -6,7 +6,9 @@ once its diff card is approved (the cell highlighted while the card waits),
 then ``run_cells`` shows the new output in cell #2; ``insert_cells`` adds a
 markdown and two code cells that ``run_cells`` runs; Deny leaves the notebook
 as it was; ``%pi undo`` puts back the cell, a DataFrame changed in place and a
-file the turn wrote.
+file the turn wrote. Hostile timing: a cell the user edits while its card waits
+is refused as stale, and an undo after the user edited the cell keeps their
+version and says so.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ CELLS = [
     "%%pi --approve auto\nChange the cell, the frame and the notes (undo).",
     "%pi undo",
     "print(open('notes.txt').read(), df['a'].tolist(), x)",
+    "%%pi\nChange cell #1 (stale).",
+    "%%pi --approve auto\nChange cell #1 again (again).",
+    "%pi undo",
 ]
-FIX, INSERT, DENY, SETUP, CHANGE, UNDO, CHECK = 2, 3, 4, 5, 6, 7, 8
+FIX, INSERT, DENY, SETUP, CHANGE, UNDO, CHECK, STALE, AGAIN, UNDO_AGAIN = range(2, 12)
 
 SCRIPTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "(fix)": [
@@ -55,9 +60,11 @@ SCRIPTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
                 ]
             },
         ),
-        ("run_cells", {"cells": ["#11", "#12"]}),
+        ("run_cells", {"cells": [f"#{len(CELLS) + 2}", f"#{len(CELLS) + 3}"]}),  # inserted at the end
     ],
     "(deny)": [("edit_cell", {"cell": "#1", "source": "x = 0"})],
+    "(stale)": [("edit_cell", {"cell": "#1", "source": "x = 12"})],
+    "(again)": [("edit_cell", {"cell": "#1", "source": "x = 13"})],
     "(undo)": [
         ("edit_cell", {"cell": "#1", "edits": [{"old_text": "x = 10", "new_text": "x = 11"}]}),
         ("python", {"code": "df['a'] *= 100"}),
@@ -232,6 +239,40 @@ def test_pi_undo_restores_the_cell_the_frame_and_the_file(notebook: NotebookPage
     notebook.run(CHECK)
     notebook.wait_text(CHECK, "old notes [1, 2, 3]")
     notebook.screenshot("agent-edits-undone")
+
+
+def test_a_cell_the_user_changes_while_its_card_waits_is_not_overwritten(
+    notebook: NotebookPage, fake: FakeOpenAI
+) -> None:
+    notebook.run(STALE)
+    approve = approve_button(notebook, STALE)
+    assert source(notebook, 0) == "x = 10"
+    editor = notebook.cell(0).locator(".jp-InputArea-editor .cm-content")
+    editor.click()
+    notebook.page.keyboard.press("End")
+    notebook.page.keyboard.type("  # mine")
+    wait_source(notebook, 0, "x = 10  # mine")
+    approve.click()
+    notebook.wait_text(STALE, "Done (stale).")
+    notebook.wait_prompt(STALE)
+    assert source(notebook, 0) == "x = 10  # mine"  # the user's edit stays; the agent's change was refused
+    tool_messages = [message for message in fake.last_body["messages"] if message["role"] == "tool"]
+    assert "changed while waiting for approval" in _text(tool_messages[-1])
+
+
+def test_undo_keeps_a_cell_the_user_edited_after_the_turn_and_says_so(notebook: NotebookPage) -> None:
+    notebook.run(AGAIN)
+    notebook.wait_text(AGAIN, "Done (again).")
+    notebook.wait_prompt(AGAIN)
+    wait_source(notebook, 0, "x = 13")
+    notebook.cell(0).locator(".jp-InputArea-editor .cm-content").click()
+    notebook.page.keyboard.press("End")
+    notebook.page.keyboard.type("  # user")
+    wait_source(notebook, 0, "x = 13  # user")
+    notebook.run(UNDO_AGAIN)
+    notebook.wait_text(UNDO_AGAIN, "changed since the turn; your version is kept")
+    assert source(notebook, 0) == "x = 13  # user"
+    assert "#1" in notebook.output_text(UNDO_AGAIN)
 
 
 def in_view(notebook: NotebookPage, locator: Any) -> bool:

@@ -171,7 +171,7 @@ def test_insert_and_delete_plans_show_new_cells_as_added_and_deleted_as_removed(
     ctx = ToolContext(notebook=document)
     plan = asyncio.run(plan_insert(InsertCellsParams(after="#1", cells=[NewCell(type="markdown", source="# T")]), ctx))
     assert plan.title == "insert 1 cell(s) after #1" and "+# T" in plan.diff and "new cell #2 (markdown)" in plan.diff
-    result = call("insert_cells", InsertCellsParams(cells=[NewCell(source="d = 4")]), ctx)
+    result = call("insert_cells", InsertCellsParams(cells=[NewCell(type="code", source="d = 4")]), ctx)
     assert sources(document)[-1] == "d = 4" and "at the end: #4" in result.content[0].text
     gone = asyncio.run(plan_delete(DeleteCellsParams(cells=["#2", "#2"]), ctx))
     assert "-b = 2" in gone.diff and gone.title == "delete #2 (code) b = 2"
@@ -192,7 +192,7 @@ def test_without_a_notebook_the_tools_answer_one_clear_line() -> None:
     ctx = ToolContext()
     for name, params in (
         ("edit_cell", EditCellParams(cell="#1", source="x")),
-        ("insert_cells", InsertCellsParams(cells=[NewCell(source="x")])),
+        ("insert_cells", InsertCellsParams(cells=[NewCell(type="code", source="x")])),
         ("delete_cells", DeleteCellsParams(cells=["#1"])),
     ):
         with pytest.raises(NotebookError, match=f"^{name} needs the notebook bridge .* nothing was changed"):

@@ -15,14 +15,16 @@ export const TARGET = 'pi.notebook';
 export const HELLO_TARGET = 'pi.notebook.hello';
 export const PROTOCOL = 1;
 
-/** Statuses in which the kernel process is gone or new: whatever comm we had is dead. */
+/**
+ * Statuses in which the kernel process is gone or new: whatever comm we had is dead. Not `unknown`
+ * (the websocket is down): the kernel keeps our comm and JupyterLab keeps it across a reconnection.
+ */
 const NEW_LIFE: ReadonlySet<Kernel.Status> = new Set<Kernel.Status>([
   'starting',
   'restarting',
   'autorestarting',
   'terminating',
-  'dead',
-  'unknown'
+  'dead'
 ]);
 /** Statuses in which a kernel answers comm_open (busy too: comms may run on subshells). */
 const ALIVE: ReadonlySet<Kernel.Status> = new Set<Kernel.Status>(['idle', 'busy']);

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.attribute_path import RefusedPath, RunsUserCode, resolve
 from pi_kernel.tools.builtin.describe import (
     CallTimeout,
@@ -88,6 +89,8 @@ def create_inspect_tool() -> ToolDefinition:
         return AgentToolResult([TextContent(text)], details={"name": params.name})
 
     return ToolDefinition(
+        origin=BUILTIN,
+        secret_arguments={"name": "attribute"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="inspect",
         label="inspect",
         description=(

@@ -1,7 +1,7 @@
 """The approval decision, in one place: ``decide()`` walks an ordered rule table.
 
-A tool declares where it comes from (``ToolOrigin``: built-in, user, an MCP
-server) and, for built-ins, which of its arguments may name secrets
+A tool declares where it comes from (``ToolDefinition.origin``: ``builtin``,
+``user``, ``mcp`` with ``mcp_server``) and, for built-ins, which of its arguments may name secrets
 (``ToolDefinition.secret_arguments``: a path, a command, code, an attribute
 path), next to its definition. ``decide(tool, name, args, state)`` is a pure
 function of that declaration, the validated arguments and the policy state
@@ -48,6 +48,7 @@ from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reas
 
 Verdict = Literal["run", "ask", "deny"]
 OriginKind = Literal["builtin", "user", "mcp"]
+"""Where a tool comes from (``ToolDefinition.origin``), declared by whoever makes its definition."""
 SecretKind = Literal["path", "command", "code", "attribute"]
 """How an argument may name secrets: a file path; a shell command or Python code (read for paths and for
 reads of the environment, ``secret_mention_reason``); a dotted attribute path (``inspect``)."""
@@ -58,24 +59,6 @@ STRICT_MODES: tuple[str, ...] = ("deny", "read-only")
 """Modes that refuse calls by themselves: an earlier ``ask`` override or "always allow" never lifts that."""
 READ_ONLY_BUILTINS = frozenset({"read"})
 """Built-in tools that only read when they do not declare ``read_only`` themselves."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOrigin:
-    """Where a tool comes from, declared by whoever makes its definition."""
-
-    kind: OriginKind = "user"
-    """``builtin`` (pi-kernel's factories), ``user`` (``@tool``, a hand-made definition), ``mcp``."""
-    server: str | None = None
-    """The MCP server's name (``kind == "mcp"``)."""
-
-
-BUILTIN = ToolOrigin("builtin")
-USER = ToolOrigin("user")
-
-
-def mcp_origin(server: str) -> ToolOrigin:
-    return ToolOrigin("mcp", server)
 
 
 class RuleTool(Protocol):
@@ -231,9 +214,10 @@ def override_in_force(state: PolicyState, tool_name: str) -> str | None:
     return override
 
 
-def origin_of(tool: Any) -> ToolOrigin:
+def origin_of(tool: Any) -> OriginKind:
+    """The tool's declared origin (``ToolDefinition.origin``); anything else counts as ``user``."""
     origin = getattr(tool, "origin", None)
-    return origin if isinstance(origin, ToolOrigin) else USER
+    return origin if origin in ("builtin", "mcp") else "user"
 
 
 def is_read_only(tool: Any, name: str) -> bool:
@@ -241,7 +225,7 @@ def is_read_only(tool: Any, name: str) -> bool:
     declared = getattr(tool, "read_only", None)
     if declared is not None:
         return bool(declared)
-    return name in READ_ONLY_BUILTINS and origin_of(tool).kind == "builtin"
+    return name in READ_ONLY_BUILTINS and origin_of(tool) == "builtin"
 
 
 def inspect_path_reason(name: Any) -> str | None:
@@ -275,14 +259,14 @@ def secret_reason(tool: Any, args: Any, tool_name: str) -> str | None:
     if not isinstance(values, dict):
         return None
     origin = origin_of(tool)
-    declared = getattr(tool, "secret_arguments", None) if origin.kind == "builtin" else None
+    declared = getattr(tool, "secret_arguments", None) if origin == "builtin" else None
     if declared:
         for argument, kind in declared.items():
             reason = _argument_reason(kind, values.get(argument))
             if reason is not None:
                 return reason
         return None
-    commands = origin.kind == "mcp"
+    commands = origin == "mcp"
     for text in _strings(values):
         reason = secret_path_reason(text) or (secret_mention_reason(text) if commands else None)
         if reason is not None:

@@ -20,7 +20,7 @@ from pi_kernel.ai import ConstrainedSampling
 from pi_kernel.ai.sanitize import clean_text
 from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.approval import ApprovalPreview
-from pi_kernel.tools.approval_rules import USER, SecretKind, ToolOrigin, check_approval_option
+from pi_kernel.tools.approval_rules import OriginKind, SecretKind, check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument
 from pi_kernel.tools.turn_journal import TurnJournal
 
@@ -97,10 +97,12 @@ class ToolDefinition:
     """``True``: the tool changes nothing (files, state, the world), so the
     session's ``read-only`` approval mode lets it run. ``None``: only the
     built-in ``read`` counts as read-only."""
-    origin: ToolOrigin = USER
+    origin: OriginKind = "user"
     """Where the tool comes from: ``user`` (``@tool``, a hand-made definition), ``builtin`` (set by
-    pi-kernel's factories), ``mcp`` (set by the MCP wrapper, with the server's name). The approval rules
-    read it (``approval_rules``); nothing guesses it from the code's module."""
+    pi-kernel's factories), ``mcp`` (set by the MCP wrapper). The approval rules read it
+    (``approval_rules``); nothing guesses it from the code's module."""
+    mcp_server: str | None = None
+    """The MCP server a ``mcp`` tool belongs to."""
     secret_arguments: Mapping[str, SecretKind] | None = None
     """For a built-in: which arguments may name secrets and how they are read (``{"command": "command"}``,
     ``{"path": "path"}``); only these are checked (``approval_rules.secret_reason``). Ignored for other

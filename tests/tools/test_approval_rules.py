@@ -7,21 +7,14 @@ from typing import Any
 import pytest
 
 from pi_kernel.tools import tool
-from pi_kernel.tools.approval_rules import (
-    BUILTIN,
-    RULES,
-    PolicyState,
-    ToolOrigin,
-    decide,
-    mcp_origin,
-)
+from pi_kernel.tools.approval_rules import RULES, OriginKind, PolicyState, decide
 from pi_kernel.tools.builtin import builtin_tools
 from pi_kernel.tools.definition import ToolDefinition
 
 BUILTINS = {definition.name: definition for definition in builtin_tools()}
 
 
-def _tool(name: str, approval: Any = "ask", read_only: bool | None = None, origin: ToolOrigin | None = None) -> Any:
+def _tool(name: str, approval: Any = "ask", read_only: bool | None = None, origin: OriginKind | None = None) -> Any:
     definition = ToolDefinition(
         name=name,
         description="d",
@@ -94,7 +87,7 @@ def test_a_secret_read_is_refused_in_deny_mode_with_the_reason() -> None:
 
 
 def test_builtins_declare_their_origin_and_the_arguments_that_may_name_secrets() -> None:
-    assert {definition.origin for definition in BUILTINS.values()} == {BUILTIN}
+    assert {definition.origin for definition in BUILTINS.values()} == {"builtin"}
     assert BUILTINS["bash"].secret_arguments == {"command": "command"}
     assert BUILTINS["python"].secret_arguments == {"code": "code"}
     assert BUILTINS["inspect"].secret_arguments == {"name": "attribute"}
@@ -125,12 +118,12 @@ def test_tool_decorator_declares_a_user_origin() -> None:
         """Look up."""
         return city
 
-    assert lookup.origin.kind == "user"
+    assert lookup.origin == "user"
 
 
 def test_an_mcp_tool_reading_the_environment_in_a_command_asks_a_user_tool_does_not() -> None:
     args = {"command": "printenv"}
-    assert decide(_tool("srv__run", "auto", origin=mcp_origin("srv")), None, args, _state("auto")).verdict == "ask"
+    assert decide(_tool("srv__run", "auto", origin="mcp"), None, args, _state("auto")).verdict == "ask"
     assert decide(_tool("run", "auto"), None, args, _state("auto")).verdict == "run"
 
 
@@ -155,7 +148,7 @@ def test_an_mcp_read_only_hint_counts_only_for_a_trusted_server(trust: bool, ver
         name="look", inputSchema={"type": "object"}, annotations=mcp_types.ToolAnnotations(readOnlyHint=True)
     )
     definition = tool_definition(McpServerConfig(name="docs", command="x", trust_read_only_hint=trust), hinted, never)
-    assert definition.origin == mcp_origin("docs")
+    assert (definition.origin, definition.mcp_server) == ("mcp", "docs")
     assert (
         decide(definition, None, {}, _state("ask")).verdict,
         decide(definition, None, {}, _state("read-only")).verdict,

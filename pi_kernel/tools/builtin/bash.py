@@ -37,7 +37,6 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.paths import resolve_tool_cwd
@@ -136,7 +135,7 @@ def create_bash_tool(
         return AgentToolResult([TextContent(output)], details={"exit_code": exit_code, **details})
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         secret_arguments={"command": "command"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="bash",
         label="bash",

@@ -23,7 +23,6 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.ai.secrets import mask
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.describe import clip, describe_limit
 from pi_kernel.tools.builtin.secret_names import environment_secrets
 from pi_kernel.tools.cell_source import CellLike
@@ -100,7 +99,7 @@ def create_cells_tool() -> ToolDefinition:
         return AgentToolResult([TextContent(text)], details={"last": params.last})
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         name="cells",
         label="cells",
         description=(

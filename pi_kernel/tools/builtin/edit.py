@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.edit_diff import (
     EditError,
     LineEnding,
@@ -164,7 +163,7 @@ def create_edit_tool() -> ToolDefinition:
         )
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="edit",
         label="edit",

@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.attribute_path import RefusedPath, RunsUserCode, resolve
 from pi_kernel.tools.builtin.describe import (
     CallTimeout,
@@ -89,7 +88,7 @@ def create_inspect_tool() -> ToolDefinition:
         return AgentToolResult([TextContent(text)], details={"name": params.name})
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         secret_arguments={"name": "attribute"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="inspect",
         label="inspect",

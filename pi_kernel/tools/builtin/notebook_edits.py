@@ -25,7 +25,6 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.approval import ApprovalPreview
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.edit import ReplaceEdit
 from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
@@ -248,7 +247,7 @@ def _notebook_tool(
         return AgentToolResult([TextContent(text)], details={"diff": plan.diff, "title": plan.title})
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         name=name,
         label=name,
         description=description,

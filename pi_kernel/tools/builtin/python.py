@@ -68,7 +68,6 @@ from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.invoke import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
 from pi_kernel.tools.builtin.python_interrupt import Interrupter, run_coroutine
@@ -134,7 +133,7 @@ def create_python_tool(
         return await run_in_worker(run)
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         secret_arguments={"code": "code"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="python",
         label="python",

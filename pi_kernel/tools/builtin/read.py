@@ -24,7 +24,6 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.images import IMAGE_OMITTED_NOTE, fit_image
 from pi_kernel.tools.paths import resolve_tool_path
@@ -60,7 +59,7 @@ def create_read_tool(*, auto_resize_images: bool = True) -> ToolDefinition:
         return result
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="read",
         label="read",

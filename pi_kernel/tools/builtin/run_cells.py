@@ -26,7 +26,6 @@ from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.invoke import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.builtin.describe import clip
 from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
 from pi_kernel.tools.builtin.python import run_notebook_cell
@@ -109,7 +108,7 @@ def create_run_cells_tool() -> ToolDefinition:
         return AgentToolResult([TextContent(report)], details={"cells": [cell.id for cell in cells]})
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         name="run_cells",
         label="run_cells",
         description=(

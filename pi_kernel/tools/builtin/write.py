@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.approval_rules import BUILTIN
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.file_queue import with_file_mutation_queue
 from pi_kernel.tools.files import write_file_atomic
@@ -56,7 +55,7 @@ def create_write_tool() -> ToolDefinition:
         )
 
     return ToolDefinition(
-        origin=BUILTIN,
+        origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="write",
         label="write",

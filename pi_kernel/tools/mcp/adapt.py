@@ -35,7 +35,6 @@ import mcp_types
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.ai.sanitize import TooDeepError, clean_data
-from pi_kernel.tools.approval_rules import mcp_origin
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.images import MODEL_IMAGE_TYPES, fit_image, verified_image_type
 from pi_kernel.tools.mcp.server_config import McpServerConfig
@@ -110,7 +109,8 @@ def tool_definition(config: McpServerConfig, tool: mcp_types.Tool, call: CallToo
         prompt_snippet=f"(MCP {config.name}) {snippet}",
         approval="auto" if read_only else "ask",
         read_only=read_only,
-        origin=mcp_origin(config.name),
+        origin="mcp",
+        mcp_server=config.name,
     )
 
 

@@ -1,69 +1,22 @@
 """The session's approval policy (``ApprovalPolicy``): its state and the magics that change it.
 
-The decision itself is ``approval_rules.decide`` (one pure function over an
-ordered rule table); ``ApprovalPolicy.decide`` hands it the policy's state.
-What the rules say, in words:
+The decision itself is ``approval_rules.decide``, one pure function over an
+ordered rule table (its docstring and docs/security.md "Approvals" give the
+precedence); ``ApprovalPolicy.decide`` hands it the policy's state.
 
-A tool's own ``approval`` (``ToolDefinition.approval``, ``@tool(approval=...)``)
-says whether its calls are risky: ``"auto"`` (run at once), ``"ask"`` (a person
-approves each call), ``"deny"``, or a callable that decides from the call's
-*validated* arguments (a pydantic model instance for a model or ``@tool``
-function, a dict for a JSON-schema tool)::
+The session mode says what happens to a risky call: ``ask`` (a person decides),
+``auto`` (everything runs), ``deny`` (risky calls are denied, for unattended
+runs), ``read-only`` (tools that are not read-only are denied; the others as in
+``ask``, so it never allows more than ``ask``). Per-tool overrides
+(``bash=ask python=auto``; a name with ``*`` is a pattern, ``time__*=auto``;
+an exact name wins over a pattern, among patterns the strictest) win over the
+mode, also over ``read-only`` (``%pi approve read-only mytool=auto``).
 
-    @tool(approval=lambda args: "auto" if args.path.startswith("/tmp/") else "ask")
-    def delete(path: str) -> str: ...
-
-The callable answers ``True`` / ``"auto"`` (run), ``False`` / ``"ask"`` (ask
-a person) or ``"deny"`` (refuse). Anything else — another value, an
-exception, an awaitable — is read as ``"ask"``: a policy that cannot decide
-must not let a risky call run unseen, nor break the turn
-(``approval_verdict``; ``check_approval_option`` rejects an option that
-cannot work when the tool is defined).
-
-The session mode (``ApprovalPolicy``) says what happens to a risky call:
-
-- ``ask``: a person decides (widget, comm, stdin); safe calls run;
-- ``auto``: everything runs without asking;
-- ``deny``: risky calls are denied, safe calls run (for unattended runs);
-- ``read-only``: calls of tools that are not read-only are denied; read-only
-  tools are treated as in ``ask`` mode (their own ``approval`` still applies),
-  so ``read-only`` never allows more than ``ask``.
-
-Which tools are read-only: a definition that declares ``read_only`` (an
-attribute, ``True`` or ``False``) decides for itself; otherwise only the
-built-in ``read`` tool counts (``READ_ONLY_TOOLS``, matched by name *and*
-declared origin, ``ToolDefinition.origin``, so a notebook tool that happens to be called ``read`` is not trusted
-by its name). ``bash``, ``python``, ``write`` and ``edit`` are never read-only
-(``bash`` and ``python`` can do anything).
-
-A call that may read secrets (``secret_paths``: ``/proc/self/environ``, a
-``.env``, ``~/.aws/credentials``, a private key, ``bash`` printing the
-environment, ``inspect`` of an ``os.environ`` path, ...) always asks a person, whatever the mode, override or
-"always allow" said; in ``deny`` mode (nobody to ask) it is refused.
-
-Per-tool overrides (``bash=ask python=auto``; a name with ``*`` is a pattern,
-so ``time__*=auto`` sets every tool of the MCP server ``time``, and an exact
-name wins over a pattern; among the patterns that match, the strictest wins,
-``deny`` over ``ask`` over ``auto``, so ``shell__*=deny`` is never undone by
-another rule such as ``*read_file=auto``) win over the
-mode (also over ``read-only``: ``%pi approve read-only mytool=auto`` lets one
-more tool run).
-
-A stricter mode chosen later wins over what was allowed earlier (read-only
-means nothing writes):
-
-- "Always allow" only answers the question a person would have been asked:
-  it turns an ``ask`` into ``run``, never a ``deny``. Under ``read-only`` or
-  ``deny`` an always-allowed tool is refused like any other, also when a
-  per-tool ``ask`` override would have asked (back in ``ask`` mode, it runs
-  without asking again).
-- ``%pi approve MODE`` (any mode but ``auto``) drops the per-tool ``auto``
-  overrides set before it, and ``read-only`` / ``deny`` also the ``ask``
-  ones; those restated in the same command stay.
-- A cell's own ``%%pi --approve MODE`` (any mode but ``auto``) ignores
-  per-tool ``auto`` overrides (``read-only`` also the ``ask`` ones), and its
-  ``deny`` denies every call of that cell: whoever writes it wants this cell
-  to run nothing, whatever was clicked earlier in the session.
+A stricter mode chosen later wins over what was allowed earlier:
+``%pi approve MODE`` (any mode but ``auto``) drops the per-tool ``auto``
+overrides set before it, and ``read-only`` / ``deny`` also the ``ask`` ones;
+those restated in the same command stay (``apply_spec``). "Always allow"
+(``allow_always``) only answers the question a person would have been asked.
 """
 
 from __future__ import annotations

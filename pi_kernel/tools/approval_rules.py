@@ -331,7 +331,11 @@ def check_approval_option(approval: Any, tool_name: str) -> None:
 
 
 def approval_verdict(definition: Any, args: Any) -> Verdict:
-    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args`` (its own option)."""
+    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args`` (its own option).
+
+    A callable option answers ``True`` / ``"auto"`` (run), ``False`` / ``"ask"`` or ``"deny"``; anything
+    else (another value, an exception, an awaitable) is read as ``ask``: an option that cannot decide
+    must not let a risky call run unseen, nor break the turn."""
     policy = definition.approval
     if isinstance(policy, str):
         return _ANSWERS.get(policy, "ask")  # an unknown word asks: fail closed

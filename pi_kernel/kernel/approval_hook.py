@@ -1,50 +1,54 @@
-"""``before_tool_call`` for a session: the policy first, then a person if it says "ask".
+"""``before_tool_call`` for a session: the policy's rules first, then whoever can answer if they say "ask".
 
 Arguments were validated by the loop before this hook runs, so a malformed
-call never reaches a person. Who can answer, in order:
-
-1. the front-end (widgets, or a client holding a ``pi.approval`` comm): the
-   request waits in the broker until a button or comm message resolves it;
-2. stdin, when the cell's request allows it: a question through ipykernel's
-   ``raw_input`` (answers can also still come from a comm meanwhile);
-3. nobody (nbclient, papermill without stdin): denied with a reason that says
-   how to allow such calls.
+call never reaches a person. The decision is ``approval_rules.decide`` (one
+pure function over an ordered rule table, docs/security.md "Approvals"); who
+can answer is the list of answerers registered with the broker
+(``approval_answerers``: widget, comm client, stdin, nobody), the first that
+can answer the turn now takes the request.
 
 With ``%autoawait off`` outside a kernel the turn runs to its end on IPython's
 loop and blocks the shell, so no click or comm message can reach it: only
 stdin can answer, and without it the call is denied at once, saying to turn
-autoawait back on (see ``SessionApprovals.route``), rather than waiting out
-the timeout. (In a kernel such a cell does not run: ``cell_runner.run_cell_sync``.)
+autoawait back on, rather than waiting out the timeout. (In a kernel such a
+cell does not run: ``cell_runner.run_cell_sync``.)
 
 Every wait ends: a decision, the broker's timeout, or an interrupt (the
 signal's abort and ``deny_all`` resolve it as denied).
 
 This module is the session's one home for approvals: ``SessionApprovals``
-builds the broker and the policy on first use, answers who can be asked in a
-turn (``route``), takes decisions from comm messages and magics
-(``resolve_fields``) and tells ``pi.approval`` comms of every request and
-decision; ``ApprovalGate`` is the hook itself. A ``%%pi`` cell passes its
-``Turn`` (``gate(turn)``, a per-run override of the agent's hook); the
-agent's own hook (``gate()``) serves runs started from code, with no turn.
+builds the broker (with its answerers) and the policy on first use, takes
+decisions from comm messages and magics (``resolve_fields``) and tells
+``pi.approval`` comms of every request and decision; ``ApprovalGate`` is the
+hook itself. A ``%%pi`` cell passes its ``Turn`` (``gate(turn)``, a per-run
+override of the agent's hook); the agent's own hook (``gate()``) serves runs
+started from code, with no turn.
 
-``pi_kernel.tools`` (the broker, the policy), ``pi_kernel.agent`` (the hook's
-result type), ``pi_kernel.kernel.view_choice`` and
-``pi_kernel.kernel.stdin_prompt`` are imported lazily, inside the functions
-that use them: this module loads with the kernel, and each of them pulls in
-the whole tool and agent layers (about 100 ms of a kernel's start), which a
-kernel that never prompts the agent should not pay.
+``pi_kernel.tools`` (the broker, the policy, the rules), ``pi_kernel.agent``
+(the hook's result type) are imported lazily, inside the functions that use
+them: this module loads with the kernel, and each of them pulls in the whole
+tool and agent layers (about 100 ms of a kernel's start), which a kernel that
+never prompts the agent should not pay.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pi_kernel.ai.secrets import unmask
+from pi_kernel.kernel.approval_answerers import (
+    NOBODY,
+    ROUTES,
+    StdinAnswerer,
+    WaitInBroker,
+    blocked_cell,
+    kernel_answerers,
+    nobody_to_ask,
+)
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
 
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
     from pi_kernel.ai import AbortSignal
     from pi_kernel.kernel.turn import Turn
-    from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
+    from pi_kernel.tools.approval import Answerer, ApprovalBroker, ApprovalDecision, ApprovalRequest
     from pi_kernel.tools.approval_policy import ApprovalPolicy
     from pi_kernel.tools.definition import ToolDefinition
 
@@ -61,22 +65,7 @@ Route = Literal["frontend", "stdin"] | None
 USER_DENIED = "The user denied this tool call."
 
 
-def nobody_to_ask(tool_name: str) -> str:
-    return (
-        f'Tool "{tool_name}" needs approval, but nobody can approve it here (no widget front-end, no '
-        f"pi.approval comm, no stdin), so it was not run. To allow such calls, set PI_APPROVAL=auto, "
-        f"or run `%pi approve auto` or `%pi approve {tool_name}=auto` in the notebook."
-    )
-
-
-def blocked_cell(tool_name: str) -> str:
-    """The reason of a denial in a ``%%pi`` cell run with ``%autoawait off`` and no stdin."""
-    return (
-        f'Tool "{tool_name}" needs approval, but this %%pi cell runs with %autoawait off, so it blocks the '
-        f"kernel: no Approve click or comm message can reach it, and this front-end allows no stdin prompt. "
-        f"It was not run. Run `%autoawait on` (the default) and re-run the cell, or run "
-        f"`%pi approve {tool_name}=auto` to let it run without asking."
-    )
+__all__ = ["ApprovalGate", "SessionApprovals", "blocked_cell", "decision_from_fields", "nobody_to_ask"]
 
 
 def decision_from_fields(fields: dict[str, Any], source: str) -> ApprovalDecision:
@@ -117,27 +106,43 @@ class ApprovalGate:
     policy: Callable[[], ApprovalPolicy]
     broker: Callable[[], ApprovalBroker]
     definition: Callable[[str], ToolDefinition | None]
-    route: Callable[[], Route]
+    route: Callable[[], Route] | None = None
+    """A fixed route (``frontend``, ``stdin``, ``None``: nobody) instead of the broker's answerers; without
+    one, ``route()`` says which answerer would take a request now."""
+    turn: Any = None
+    """The running ``Turn`` (``None``: a run started from code), handed to the answerers."""
     mode_override: Callable[[], str | None] = lambda: None
     """A ``%%pi --approve MODE`` for the running cell."""
     raw_input: Callable[[], Callable[[str], str] | None] = lambda: None
     """The front-end's ``input()`` for the running cell, when it allows stdin."""
-    nobody_reason: Callable[[str], str] = nobody_to_ask
-    """Why nobody can answer (route ``None``), given the tool's name; the session knows the reason."""
+    nobody_reason: Callable[[str], str] | None = None
+    """Why nobody can answer, given the tool's name (default: the ``nobody`` answerer's refusal)."""
     tool_context: Callable[[], Any] = lambda: None
     """The session's ``ToolContext``, for a tool's ``approval_preview``."""
-    _stdin_turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
-    """One stdin question at a time (parallel tool calls); a lock per loop (``%%pi`` may run on a private one)."""
+    _fixed: Callable[[], Route] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._fixed = self.route
+        if self.route is None:
+            self.route = lambda: ROUTES[self.answerer().name]  # the answerer's name as a route word
+        if self.nobody_reason is None:
+            self.nobody_reason = lambda name: NOBODY.refusal(name, self.turn)
+
+    def answerer(self) -> Answerer:
+        """Who takes a request now: the first of the broker's answerers that can answer the turn."""
+        if self._fixed is not None:
+            return _FIXED_ROUTES[self._fixed()]
+        return self.broker().answerer_for(self.turn) or NOBODY
 
     async def __call__(self, ctx: BeforeToolCallContext, signal: AbortSignal | None = None) -> Any:
         from pi_kernel.tools.approval import ApprovalRequest, plain_arguments
+        from pi_kernel.tools.approval_rules import decide
 
         name = ctx.tool_call.name
         definition = self.definition(name)
         policy = self.policy()
-        mode = self.mode_override()
-        verdict = policy.decide(definition, ctx.args, name, mode=mode)
-        if verdict == "run":
+        decision = decide(definition, name, ctx.args, policy.state(self.mode_override()))
+        if decision.verdict == "run":
             return None
         schema = None
         if definition is not None and isinstance(definition.parameters, dict):
@@ -149,12 +154,13 @@ class ApprovalGate:
             label=definition.label if definition is not None else name,
             schema=schema,
         )
-        secret = policy.secret_reason(definition, ctx.args, name)
-        if secret is not None:
-            request.warning = f"This call may read secrets: {secret}."
-        route = self.route()
-        if verdict == "deny" or route is None:
-            reason = policy.deny_reason(name, mode, secret) if verdict == "deny" else self.nobody_reason(name)
+        if decision.secret is not None:
+            request.warning = f"This call may read secrets: {decision.secret}."
+        if decision.verdict == "deny":
+            return self._deny_by_policy(request, decision.reason or USER_DENIED)
+        answerer = self.answerer()
+        if not answerer.person:
+            reason = self.nobody_reason(name) if self.nobody_reason is not None else answerer.refusal(name, self.turn)
             return self._deny_by_policy(request, reason)
         preview = getattr(definition, "approval_preview", None)
         if preview is not None:
@@ -166,11 +172,11 @@ class ApprovalGate:
         if highlight and notebook is not None:  # sent, not awaited: a slow front-end never delays the card
             _in_background(notebook.highlight(highlight))
         try:
-            decision = await self._wait(request, route, signal)
+            answer = await answerer.answer(request, self.broker(), _Asking(self.turn, self.raw_input), signal)
         finally:
             if highlight and notebook is not None:
                 _in_background(notebook.highlight(None))
-        return result_of(decision, policy, name, request.args)
+        return result_of(answer, policy, name, request.args)
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
         """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""
@@ -194,33 +200,28 @@ class ApprovalGate:
         self.broker().announce(request)
         return BeforeToolCallResult(block=True, reason=reason)
 
-    async def _wait(self, request: ApprovalRequest, route: Route, signal: AbortSignal | None) -> ApprovalDecision:
-        broker = self.broker()
-        reader = self.raw_input() if route == "stdin" else None
-        asker = asyncio.ensure_future(self._ask_on_stdin(broker, request, reader)) if reader else None
-        try:
-            return await broker.request(request, signal)
-        finally:
-            if asker is not None:
-                asker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asker
 
-    async def _ask_on_stdin(
-        self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]
-    ) -> None:
-        from pi_kernel.kernel.stdin_prompt import ask_on_stdin, parse_answer, question
+@dataclass(frozen=True)
+class _Asking:
+    """The turn as the answerers read it, with the gate's stdin reader (a gate may be given one)."""
 
-        turn = self._stdin_turns.setdefault(asyncio.get_running_loop(), asyncio.Lock())
-        async with turn:
-            if request.decision is not None:
-                return
-            prompt = question(request.tool_name, request.args, request.warning, request.preview)
-            answer = await ask_on_stdin(reader, prompt)
-            fields = (
-                parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
-            )
-            broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
+    turn: Any
+    reader: Callable[[], Callable[[str], str] | None]
+
+    @property
+    def stdin(self) -> Callable[[str], str] | None:
+        return self.reader()
+
+    @property
+    def blocking(self) -> bool:
+        return bool(getattr(self.turn, "blocking", False))
+
+
+_FIXED_ROUTES: dict[Route, Answerer] = {
+    "frontend": WaitInBroker("frontend", lambda asking: True),
+    "stdin": StdinAnswerer(lambda fields, source: decision_from_fields(fields, source)),
+    None: NOBODY,
+}
 
 
 _background: set[asyncio.Future[Any]] = set()
@@ -276,6 +277,9 @@ class SessionApprovals:
 
                 self._broker = ApprovalBroker(timeout=self._session.settings.approval_timeout)
                 self._broker.subscribe(self._announce)
+                session = self._session
+                for answerer in kernel_answerers(session.frontend, lambda: session.view_factory, decision_from_fields):
+                    self._broker.register(answerer)
             return self._broker
 
     @property
@@ -297,31 +301,11 @@ class SessionApprovals:
             policy=lambda: self.policy,
             broker=lambda: self.broker,
             definition=self._session.tool_definition,
-            route=lambda: self.route(turn),
+            turn=turn,
             mode_override=lambda: turn.options.approve if turn is not None else None,
             raw_input=lambda: turn.stdin if turn is not None else None,
-            nobody_reason=lambda name: self.nobody_reason(name, turn),
             tool_context=lambda: self._session.tool_context,
         )
-
-    def route(self, turn: Turn | None) -> Route:
-        """Who can answer an approval of ``turn`` now: the front-end, stdin, or nobody. A blocking cell
-        (``Turn.blocking``) never gets a click or comm message, so there only stdin can answer."""
-        from pi_kernel.kernel.view_choice import widget_view_factory
-
-        session = self._session
-        stdin = turn is not None and turn.stdin is not None
-        if turn is not None and turn.blocking:
-            return "stdin" if stdin else None
-        widgets = turn.widgets if turn is not None else session.frontend.widgets
-        widgets_answer = widgets and (session.view_factory is not None or widget_view_factory() is not None)
-        if widgets_answer or session.frontend.approval_clients:
-            return "frontend"
-        return "stdin" if stdin else None
-
-    def nobody_reason(self, tool_name: str, turn: Turn | None = None) -> str:
-        """What the model is told when nobody can answer (see ``route``)."""
-        return blocked_cell(tool_name) if turn is not None and turn.blocking else nobody_to_ask(tool_name)
 
     def resolve_fields(self, tool_call_id: str, fields: dict[str, Any], source: str = "user") -> bool:
         """Resolve a waiting approval from a comm message or a magic (any thread)."""

@@ -11,7 +11,7 @@ file mutation queue are re-exported from ``pi_kernel.tools.builtin`` /
 """
 
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
-from pi_kernel.tools.approval_policy import approval_verdict, needs_approval
+from pi_kernel.tools.approval_rules import approval_verdict, needs_approval
 from pi_kernel.tools.builtin import (
     BUILTIN_TOOL_NAMES,
     builtin_tools,

@@ -11,6 +11,13 @@ What the person sees of a call is the same in every front-end (widgets, text,
 stdin): its arguments as JSON-ready data (``plain_arguments``), cut in the
 middle and never at one end (``cut_middle``), with characters that hide or
 reorder text made visible (``reveal_invisible``).
+
+Who can answer is a list of answerers registered with the broker
+(``ApprovalBroker.register``), asked in order: the first whose
+``can_answer(asking)`` is true takes the request (``answerer_for``); the
+host registers them (the kernel: widgets, a ``pi.approval`` comm client,
+stdin, and last "nobody", which denies with the reason). ``asking`` is the
+host's record of who started the call (the kernel's ``Turn``), passed through.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import threading
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pi_kernel.ai import AbortSignal
 from pi_kernel.ai.sanitize import map_strings
@@ -156,6 +163,26 @@ class ApprovalRequest:
     """The change the call makes, as a diff (tools with an ``approval_preview``)."""
 
 
+class Answerer(Protocol):
+    """Someone who can answer approvals (registered with ``ApprovalBroker.register``)."""
+
+    name: str
+    """``widget``, ``comm``, ``stdin``, ``nobody``, ..."""
+    person: bool
+    """``False``: nobody is asked; the call is denied with ``refusal`` (no preview is made for it)."""
+
+    def can_answer(self, asking: Any) -> bool:
+        """Whether this answerer can answer a request of ``asking`` (the host's turn) now."""
+
+    async def answer(
+        self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
+    ) -> ApprovalDecision:
+        """The decision on ``request`` (``person`` answerers: usually ``broker.request``)."""
+
+    def refusal(self, tool_name: str, asking: Any) -> str:
+        """What the model is told when this answerer cannot ask anyone (``person`` is ``False``)."""
+
+
 ApprovalListener = Callable[[str, ApprovalRequest], None]
 """``listener(event, request)`` with event ``"requested"`` or ``"resolved"``."""
 
@@ -169,6 +196,16 @@ class ApprovalBroker:
     )
     _listeners: list[ApprovalListener] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    answerers: list[Answerer] = field(default_factory=list, repr=False)
+    """Who can answer, in order (``register``; ``answerer_for`` takes the first that can)."""
+
+    def register(self, answerer: Answerer) -> None:
+        """Add ``answerer`` after those registered before it (replacing one of the same name)."""
+        self.answerers = [known for known in self.answerers if known.name != answerer.name] + [answerer]
+
+    def answerer_for(self, asking: Any) -> Answerer | None:
+        """The first registered answerer that can answer a request of ``asking`` now, or ``None``."""
+        return next((answerer for answerer in self.answerers if answerer.can_answer(asking)), None)
 
     def subscribe(self, listener: ApprovalListener) -> Callable[[], None]:
         self._listeners.append(listener)

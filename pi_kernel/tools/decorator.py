@@ -37,7 +37,7 @@ from pydantic.fields import FieldInfo
 from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
-from pi_kernel.tools.approval_policy import check_approval_option
+from pi_kernel.tools.approval_rules import check_approval_option
 from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
 from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
@@ -206,6 +206,7 @@ def function_tool(
         prompt_snippet=snippet,
         prompt_guidelines=tuple(guidelines),
         fn=fn,
+        origin="user",  # the user's own function: its origin, declared (approval_rules)
         **{key: value for key, value in options.items() if value is not None},
     )
 

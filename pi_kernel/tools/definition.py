@@ -8,7 +8,7 @@ array), render hooks for the notebook views, and an approval policy.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +20,7 @@ from pi_kernel.ai import ConstrainedSampling
 from pi_kernel.ai.sanitize import clean_text
 from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.approval import ApprovalPreview
-from pi_kernel.tools.approval_policy import check_approval_option
+from pi_kernel.tools.approval_rules import OriginKind, SecretKind, check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument
 from pi_kernel.tools.turn_journal import TurnJournal
 
@@ -31,8 +31,8 @@ ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
 ``"auto"``: runs at once; ``"deny"``: never runs; a callable gets the validated
 arguments and returns ``True``/``"auto"`` (run), ``False``/``"ask"`` (ask) or
-``"deny"``. ``approval_policy.approval_verdict`` evaluates it; the session's
-policy (``approval_policy.py``) may override it per tool or for all."""
+``"deny"``. ``approval_rules.approval_verdict`` evaluates it; the session's
+policy (``approval_rules.decide``) may override it per tool or for all."""
 
 
 @dataclass
@@ -97,6 +97,16 @@ class ToolDefinition:
     """``True``: the tool changes nothing (files, state, the world), so the
     session's ``read-only`` approval mode lets it run. ``None``: only the
     built-in ``read`` counts as read-only."""
+    origin: OriginKind = "user"
+    """Where the tool comes from: ``user`` (``@tool``, a hand-made definition), ``builtin`` (set by
+    pi-kernel's factories), ``mcp`` (set by the MCP wrapper). The approval rules read it
+    (``approval_rules``); nothing guesses it from the code's module."""
+    mcp_server: str | None = None
+    """The MCP server a ``mcp`` tool belongs to."""
+    secret_arguments: Mapping[str, SecretKind] | None = None
+    """For a built-in: which arguments may name secrets and how they are read (``{"command": "command"}``,
+    ``{"path": "path"}``); only these are checked (``approval_rules.secret_reason``). Ignored for other
+    origins, and ``None``: every string of the arguments is checked as a path."""
     constrained_sampling: bool | ConstrainedSampling = False
     max_retries: int = 3
     """How many ``ToolRetry`` failures in a row before the model is told to stop

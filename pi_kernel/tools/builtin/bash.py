@@ -139,6 +139,8 @@ def create_bash_tool(
         return AgentToolResult([TextContent(output)], details={"exit_code": exit_code, **details})
 
     return ToolDefinition(
+        origin="builtin",
+        secret_arguments={"command": "command"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="bash",
         label="bash",
         description=(

@@ -99,6 +99,7 @@ def create_cells_tool() -> ToolDefinition:
         return AgentToolResult([TextContent(text)], details={"last": params.last})
 
     return ToolDefinition(
+        origin="builtin",
         name="cells",
         label="cells",
         description=(

@@ -91,6 +91,8 @@ def create_inspect_tool() -> ToolDefinition:
         return AgentToolResult([TextContent(text)], details={"name": params.name})
 
     return ToolDefinition(
+        origin="builtin",
+        secret_arguments={"name": "attribute"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="inspect",
         label="inspect",
         description=(

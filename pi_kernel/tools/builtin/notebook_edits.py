@@ -246,6 +246,7 @@ def _notebook_tool(
         return AgentToolResult([TextContent(text)], details={"diff": plan.diff, "title": plan.title})
 
     return ToolDefinition(
+        origin="builtin",
         name=name,
         label=name,
         description=description,

@@ -134,6 +134,8 @@ def create_python_tool(
         return await run_in_worker(run)
 
     return ToolDefinition(
+        origin="builtin",
+        secret_arguments={"code": "code"},  # what of a call may name secrets (approval_rules.secret_reason)
         name="python",
         label="python",
         description=(

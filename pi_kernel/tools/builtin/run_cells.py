@@ -130,6 +130,7 @@ def create_run_cells_tool() -> ToolDefinition:
         return AgentToolResult([TextContent(report)], details={"cells": [cell.id for cell in cells]})
 
     return ToolDefinition(
+        origin="builtin",
         name="run_cells",
         label="run_cells",
         description=(

@@ -109,6 +109,8 @@ def tool_definition(config: McpServerConfig, tool: mcp_types.Tool, call: CallToo
         prompt_snippet=f"(MCP {config.name}) {snippet}",
         approval="auto" if read_only else "ask",
         read_only=read_only,
+        origin="mcp",
+        mcp_server=config.name,
     )
 
 

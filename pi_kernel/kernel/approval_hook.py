@@ -44,9 +44,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pi_kernel.ai.secrets import unmask
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
+from pi_kernel.kernel.outgoing import restored
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
@@ -105,7 +105,7 @@ def result_of(
     if decision.kind == "always":
         policy.allow_always(tool_name)
     if decision.args is not None:
-        args = unmask(decision.args, original) if original is not None else decision.args
+        args = restored(decision.args, original) if original is not None else decision.args
         return BeforeToolCallResult(args=args)
     return None
 

@@ -1,7 +1,13 @@
 """The blocks a turn is drawn from: text, thinking, tool calls, notices (``TurnState`` fills them in).
 
 Plain data with no event logic, kept apart from ``turn_state`` so that the
-fold of agent events stays one readable file. Each block carries a
+fold of agent events stays one readable file. This module is also where text
+enters the widgets' view model, so it is the widgets' one door to masking
+keys: ``masked`` (text or JSON-like data; ``partial`` for text still growing),
+``MaskedStream`` for text that arrives in pieces, ``restored`` for arguments a
+person edited, ``key_values`` / ``keys_read_once`` to read the keys once for
+many calls. A notice is masked as it is made; views mask what they draw
+through these, before escaping, highlighting or a cut. Each block carries a
 ``version`` that grows on every change: a view redraws only what changed
 since it last looked.
 """
@@ -13,6 +19,8 @@ from typing import Any, Literal
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai.messages import text_of
+from pi_kernel.ai.secrets import MaskedStream, secret_values, secrets_read_once, unmask
+from pi_kernel.ai.secrets import mask as masked
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.html_render import outputs_text
 
@@ -150,5 +158,34 @@ class NoticeBlock:
     text: str
     version: int = 0
 
+    def __post_init__(self) -> None:
+        self.text = masked(self.text)  # an error may quote a key: masked as it enters the view model
+
 
 Block = TextBlock | ToolCallBlock | NoticeBlock
+
+
+def restored(edited: Any, original: Any) -> Any:
+    """Arguments a person edited, with every ``***`` they left as it was turned back into the value it hid."""
+    return unmask(edited, original)
+
+
+key_values = secret_values
+"""The keys' values, read once for many ``masked`` calls (a redraw)."""
+keys_read_once = secrets_read_once
+"""Within it, every ``masked`` call reuses one reading of the keys (a turn of thousands of calls)."""
+
+__all__ = [
+    "FINAL_STATUSES",
+    "Block",
+    "MaskedStream",
+    "NoticeBlock",
+    "TextBlock",
+    "TextBuffer",
+    "ToolCallBlock",
+    "key_values",
+    "keys_read_once",
+    "live_output_text",
+    "masked",
+    "restored",
+]

@@ -53,7 +53,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pi_kernel.agent.events import AgentEndEvent, AgentEvent
-from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.footer import Footer
 from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
@@ -64,6 +63,7 @@ from pi_kernel.widgets.stream_output import IopubSender, OutputRouter, StreamOut
 from pi_kernel.widgets.throttle import Scheduler, Throttle
 from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
 from pi_kernel.widgets.tool_render import DefinitionLookup
+from pi_kernel.widgets.turn_blocks import masked
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 logger = logging.getLogger("pi_kernel.widgets")
@@ -110,7 +110,7 @@ class _TextView:
             return
         if block.final and block.kind == "text":
             # Masked before it is rendered: highlighted code would cut a key into spans.
-            self.stream.show({"text/html": markdown_html(mask(block.text))})
+            self.stream.show({"text/html": markdown_html(masked(block.text))})
             self._rendered = True
         elif block.buffer.length > self._sent:
             self.stream.append(block.text[self._sent :])
@@ -127,7 +127,7 @@ class _NoticeView:
 
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
-        text = escape(mask(block.text))  # masked before escaping changes how a key is spelt
+        text = escape(masked(block.text))  # masked before escaping changes how a key is spelt
         if block.kind in ("user", "compaction"):
             mark = "⇣" if block.kind == "compaction" else "↳"
             self.widget.value = f'<div style="{MUTED}">{mark} {text}</div>'

@@ -29,8 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.secrets import mask
-from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value
+from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value, masked
 from pi_kernel.tools.definition import ToolContext
 
 DEFAULT_LIMIT = 4000
@@ -155,7 +154,7 @@ def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str]
         return f"<repr of {type_name(value)} failed: {type(error).__name__}: {one_line(str(error), 120)}>"
     if not isinstance(text, str):
         return f"<repr of {type_name(value)} returned {type(text).__name__}>"
-    return clip(mask(text, environment_secrets() if secrets is None else secrets), limit)
+    return clip(masked(text, environment_secrets() if secrets is None else secrets), limit)
 
 
 def type_name(value: Any) -> str:
@@ -243,7 +242,7 @@ def list_variables(
             break
         lines.append(line)
         used += len(line) + 1
-    return clip(mask("\n".join(lines), secrets), limit)  # masked before the cut
+    return clip(masked("\n".join(lines), secrets), limit)  # masked before the cut
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -286,7 +285,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return clip(mask(text, environment_secrets()), self.limit)  # masked before the cut
+        return clip(masked(text, environment_secrets()), self.limit)  # masked before the cut
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)
@@ -303,7 +302,7 @@ class Describer:
         if inspect.isclass(value) or inspect.isroutine(value):
             return self._callable(name, value)
         try:
-            text = clip(mask(repr(value), environment_secrets()), self.limit - len(name) - 40)  # under the time limit
+            text = clip(masked(repr(value), environment_secrets()), self.limit - len(name) - 40)  # under the time limit
         except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the object
             text = f"<repr failed: {type(error).__name__}: {one_line(str(error), 120)}>"
         return f"{name}: {kind}\n{text}"
@@ -375,7 +374,7 @@ class Describer:
         else:
             sample = value[:10]
         head = f"{name}: {kind}, {len(value):,} item(s)"
-        shown = clip(mask(repr(sample), environment_secrets()), self.limit - len(head) - 20)
+        shown = clip(masked(repr(sample), environment_secrets()), self.limit - len(head) - 20)
         return f"{head}\nfirst {min(len(value), 10)}: {shown}"
 
     def _callable(self, name: str, value: Any) -> str:

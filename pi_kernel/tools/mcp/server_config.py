@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.tools.builtin.secret_names import masked
 
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
@@ -69,10 +69,10 @@ class McpServerConfig:
 
     def describe(self) -> str:
         """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
-        masked (``pi_kernel.ai.secrets.mask``: credentials in a URL, keys, the environment's secrets)."""
+        masked (``secret_names.masked``: credentials in a URL, keys, the environment's secrets)."""
         if self.command:
-            return mask(" ".join([self.command, *self.args]))
-        return mask(str(self.url))
+            return str(masked(" ".join([self.command, *self.args])))
+        return str(masked(str(self.url)))
 
 
 def _strings(value: Any, what: str) -> dict[str, str]:

@@ -141,9 +141,9 @@ def _is_short(block: ToolCallBlock, definition: Any) -> bool:
 
 def _notice_html(block: NoticeBlock) -> str:
     if block.kind in ("user", "compaction"):
-        return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(masked(block.text))}</div>'
+        return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(block.text)}</div>'
     status = "error" if block.kind == "error" else "interrupted"
-    return f'<div style="margin:4px 0">{badge(status)} {escape(masked(block.text))}</div>'
+    return f'<div style="margin:4px 0">{badge(status)} {escape(block.text)}</div>'  # masked as it entered
 
 
 # ---------------------------------------------------------------------- markdown and plain text

@@ -290,10 +290,9 @@ def live_tail(value: Any, depth: int = 0) -> Any:
 def _default_result_html(block: ToolCallBlock) -> str:
     result = block.result
     assert result is not None
-    secrets = key_values()
-    details = masked(dict(result.details), secrets) if isinstance(result.details, Mapping) else {}
+    details = result.details if isinstance(result.details, Mapping) else {}  # masked as it entered the block
     tail = block.name in TAIL_RESULTS
-    text = masked("\n".join(item.text for item in result.content if isinstance(item, TextContent)), secrets)
+    text = "\n".join(item.text for item in result.content if isinstance(item, TextContent))
     images = "".join(image_html(item.data, item.mime_type) for item in result.content if isinstance(item, ImageContent))
     outputs = details.get("outputs")
     if isinstance(outputs, list) and outputs:

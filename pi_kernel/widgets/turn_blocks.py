@@ -14,11 +14,12 @@ since it last looked.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.ai.messages import text_of
+from pi_kernel.ai.messages import TextContent, text_of
 from pi_kernel.ai.secrets import MaskedStream, secret_values, secrets_read_once, unmask
 from pi_kernel.ai.secrets import mask as masked
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
@@ -136,8 +137,23 @@ class ToolCallBlock:
             return None
         return (self.ended_at if self.ended_at is not None else now) - self.started_at
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A result is masked as it enters the view model (once, not at every redraw): a tool's own text,
+        # its details (notebook outputs, a diff) and what a ``render_result`` hook is given.
+        object.__setattr__(self, name, masked_result(value) if name == "result" and value is not None else value)
+
     def result_text(self) -> str:
         return text_of(self.result.content) if self.result is not None else ""
+
+
+def masked_result(result: AgentToolResult) -> AgentToolResult:
+    """``result`` with keys masked in its text blocks and its details (read once for all of them)."""
+    secrets = secret_values()
+    content = [
+        dataclasses.replace(item, text=masked(item.text, secrets)) if isinstance(item, TextContent) else item
+        for item in result.content
+    ]
+    return dataclasses.replace(result, content=content, details=masked(result.details, secrets))
 
 
 def live_output_text(partial: AgentToolResult) -> str:
@@ -158,8 +174,9 @@ class NoticeBlock:
     text: str
     version: int = 0
 
-    def __post_init__(self) -> None:
-        self.text = masked(self.text)  # an error may quote a key: masked as it enters the view model
+    def __setattr__(self, name: str, value: Any) -> None:
+        # An error may quote a key: masked as it enters the view model, never where it is drawn.
+        object.__setattr__(self, name, masked(value) if name == "text" else value)
 
 
 Block = TextBlock | ToolCallBlock | NoticeBlock

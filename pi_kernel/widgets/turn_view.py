@@ -127,7 +127,7 @@ class _NoticeView:
 
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
-        text = escape(masked(block.text))  # masked before escaping changes how a key is spelt
+        text = escape(block.text)  # masked as it entered the view model (``NoticeBlock``)
         if block.kind in ("user", "compaction"):
             mark = "⇣" if block.kind == "compaction" else "↳"
             self.widget.value = f'<div style="{MUTED}">{mark} {text}</div>'

@@ -31,12 +31,13 @@ Outside a kernel (IPython in a terminal) nothing is shown live; the final
 text is printed once. ``render_messages`` is the static transcript of
 ``%pi history``.
 
-Keys: every message is masked on its way out (``outgoing``), but two things
-would slip past a mask of the finished text, so they are masked here first:
-a value cut to a length or a tail (the cut may fall inside a key, leaving a
-piece too short to be recognised) and text still arriving (its end may be
-the beginning of a key: ``masked(..., partial=True)`` leaves it out until it
-is whole).
+Keys: every message is masked on its way out (``outgoing``). The turn's text,
+notices and tool results were masked as they entered the view model
+(``TurnState``'s blocks); what this view cuts itself is masked first through
+the kernel's hook (``outgoing.masked``): arguments and a value cut to a length
+(the cut may fall inside a key, leaving a piece too short to be recognised)
+and live output still arriving (``partial=True``: its end may be the
+beginning of a key, left out until it is whole).
 """
 
 from __future__ import annotations
@@ -231,9 +232,8 @@ class TextTurnView:
             return cached[1]
         version = block.version
         if isinstance(block, TextBlock):
-            # Text still growing may end in the first characters of a key: left out until it is whole.
+            # Masked as it entered the view model (``TextBlock``: what may begin a key waits there).
             text = text_tail(block.buffer.tail(TEXT_TAIL_CHARS + 1), TEXT_TAIL_CHARS)
-            text = text if block.final else masked(text, secrets, partial=True)
             if not text.strip():
                 rows = []
             elif block.kind == "text":

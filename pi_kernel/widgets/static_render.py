@@ -108,11 +108,11 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
             parts.append(
                 f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
                 f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">'
-                f"{escape(masked(block.text))}</div>"
+                f"{escape(block.text)}</div>"  # masked as it entered the view model
                 "</details>"
             )
         elif isinstance(block, TextBlock):
-            parts.append(f"<div>{markdown_html(masked(block.text))}</div>")  # before highlighting splits a key
+            parts.append(f"<div>{markdown_html(block.text)}</div>")  # masked as it entered, before highlighting
         elif isinstance(block, ToolCallBlock):
             parts.append(_card_html(block, lookup(block.name), state))
         else:

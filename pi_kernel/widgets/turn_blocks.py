@@ -94,10 +94,28 @@ class TextBlock:
     final: bool = False
     """The block ended (its text is the provider's final text)."""
     version: int = 0
+    _masking: MaskedStream = field(default_factory=MaskedStream, repr=False)
+    """Streamed pieces pass it once as they enter: the buffer holds masked text (what may be the start of a
+    key waits for the next piece)."""
 
     @property
     def text(self) -> str:
         return self.buffer.text
+
+    def append(self, delta: str) -> None:
+        """A streamed piece, masked as it enters."""
+        self.buffer.append(self._masking.feed(delta))
+
+    def settle(self, text: str | None) -> bool:
+        """The block ended: ``text`` is the provider's final text (``None``: what streamed), masked. Whether the
+        block changed (it was not final yet, or its text differs)."""
+        held = self._masking.flush()
+        final = self.buffer.text + held if text is None else masked(text)
+        changed = not self.final or final != self.buffer.text
+        if final != self.buffer.text:
+            self.buffer.replace(final)
+        self.final = True
+        return changed
 
 
 @dataclass(eq=False)

@@ -20,7 +20,8 @@ tool calls costs time and bytes linear in its size, and the static output at
 the end holds every block.
 
 Keys: every message is masked on its way out (``pi_kernel.kernel.outgoing``);
-text is masked here too, before it becomes markdown or escaped HTML (a
+the text this view draws was masked as it entered the view model (the
+``TurnState``'s blocks), before it becomes markdown or escaped HTML (a
 highlighted or escaped key is spelt differently and would escape that mask).
 
 Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
@@ -63,7 +64,6 @@ from pi_kernel.widgets.stream_output import IopubSender, OutputRouter, StreamOut
 from pi_kernel.widgets.throttle import Scheduler, Throttle
 from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
 from pi_kernel.widgets.tool_render import DefinitionLookup
-from pi_kernel.widgets.turn_blocks import masked
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 logger = logging.getLogger("pi_kernel.widgets")
@@ -109,8 +109,8 @@ class _TextView:
         if self._rendered:
             return
         if block.final and block.kind == "text":
-            # Masked before it is rendered: highlighted code would cut a key into spans.
-            self.stream.show({"text/html": markdown_html(masked(block.text))})
+            # Masked as it entered the view model (``TextBlock``), before highlighting could cut a key into spans.
+            self.stream.show({"text/html": markdown_html(block.text)})
             self._rendered = True
         elif block.buffer.length > self._sent:
             self.stream.append(block.text[self._sent :])

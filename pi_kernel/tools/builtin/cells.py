@@ -57,15 +57,13 @@ def format_cell(record: CellLike, source_chars: int = SOURCE_CHARS, secrets: Seq
     """One cell, each part masked before it is cut (a key cut in two would no longer be found)."""
     known = environment_secrets() if secrets is None else secrets
     label = f"[{record.execution_count}]" if record.execution_count is not None else "[ ]"
-    lines = [f"In {label}:", clip(masked(record.source.rstrip(), known), source_chars)]
+    lines = [f"In {label}:", clip(record.source.rstrip(), source_chars, known)]
     if record.output:
-        lines.append(f"Out {label}: {clip(masked(record.output, known), 500)}")
+        lines.append(f"Out {label}: {clip(record.output, 500, known)}")
     if record.error is not None:
-        lines.append(f"Error: {record.error.type}: {clip(masked(record.error.message, known), 500)}")
+        lines.append(f"Error: {record.error.type}: {clip(record.error.message, 500, known)}")
         if record.error.frames:
-            lines.append(
-                "Traceback (last frames):\n" + clip(masked("".join(record.error.frames).rstrip(), known), 1200)
-            )
+            lines.append("Traceback (last frames):\n" + clip("".join(record.error.frames).rstrip(), 1200, known))
     return "\n".join(lines)
 
 
@@ -73,7 +71,7 @@ def format_cells(records: Sequence[CellLike], limit: int) -> str:
     if not records:
         return "No cells have run yet."
     secrets = environment_secrets()
-    return clip("\n\n".join(format_cell(record, secrets=secrets) for record in records), limit)  # masked, then cut
+    return clip("\n\n".join(format_cell(record, secrets=secrets) for record in records), limit, secrets)
 
 
 def create_cells_tool() -> ToolDefinition:
@@ -172,7 +170,7 @@ def format_listing(cells: Sequence[CellInfo], running: str | None, start: int | 
 def format_whole(cell: CellInfo, running: str | None) -> str:
     secrets = environment_secrets()
     head = list_entry(cell, running, secrets).splitlines()[0]
-    source = clip(masked(cell.source, secrets), CELL_CHARS)
+    source = clip(cell.source, CELL_CHARS, secrets)
     outputs = f"\nOutputs: {masked(cell.outputs, secrets)}" if cell.outputs.strip() else ""
     return f"{head}\n```\n{source}\n```{outputs}"
 

@@ -110,8 +110,11 @@ def _work(jobs: queue.SimpleQueue[Any]) -> None:
             done.set()
 
 
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a note of how much was left out."""
+def clip(text: str, limit: int, secrets: Sequence[str] | None = None) -> str:
+    """``text`` with keys masked (``secrets``: their values if already read), then cut to ``limit`` characters
+    with a note of how much was left out: masked before the cut, where a key cut in two would no longer be
+    found by the mask the result gets as it enters the transcript."""
+    text = masked(text, secrets)
     if len(text) <= limit:
         return text
     note = f"... [{len(text) - limit:,} more characters]"
@@ -154,7 +157,7 @@ def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str]
         return f"<repr of {type_name(value)} failed: {type(error).__name__}: {one_line(str(error), 120)}>"
     if not isinstance(text, str):
         return f"<repr of {type_name(value)} returned {type(text).__name__}>"
-    return clip(masked(text, environment_secrets() if secrets is None else secrets), limit)
+    return clip(text, limit, secrets)
 
 
 def type_name(value: Any) -> str:
@@ -242,7 +245,7 @@ def list_variables(
             break
         lines.append(line)
         used += len(line) + 1
-    return clip(masked("\n".join(lines), secrets), limit)  # masked before the cut
+    return clip("\n".join(lines), limit, secrets)
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -285,7 +288,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return clip(masked(text, environment_secrets()), self.limit)  # masked before the cut
+        return clip(text, self.limit)
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)
@@ -302,7 +305,7 @@ class Describer:
         if inspect.isclass(value) or inspect.isroutine(value):
             return self._callable(name, value)
         try:
-            text = clip(masked(repr(value), environment_secrets()), self.limit - len(name) - 40)  # under the time limit
+            text = clip(repr(value), self.limit - len(name) - 40)  # under the time limit
         except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the object
             text = f"<repr failed: {type(error).__name__}: {one_line(str(error), 120)}>"
         return f"{name}: {kind}\n{text}"
@@ -374,7 +377,7 @@ class Describer:
         else:
             sample = value[:10]
         head = f"{name}: {kind}, {len(value):,} item(s)"
-        shown = clip(masked(repr(sample), environment_secrets()), self.limit - len(head) - 20)
+        shown = clip(repr(sample), self.limit - len(head) - 20)
         return f"{head}\nfirst {min(len(value), 10)}: {shown}"
 
     def _callable(self, name: str, value: Any) -> str:

@@ -9,7 +9,7 @@ PORT ?= 8888
 # Jupyter refuses to start as root (a container, a CI box) without being told it may.
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test setup setup-test chromium lint bench clean
+.PHONY: lab test setup setup-test chromium lint bench clean labextension
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +38,25 @@ chromium:
 	  else echo "Install Chromium first: sudo apt-get install -y chromium (browser tests are skipped without it)"; fi; \
 	fi
 
+# The notebook bridge (JupyterLab 4 / Notebook 7 extension) from its TypeScript sources, into
+# pi_kernel/labextension, which is committed: installing the package needs no Node.js, only this does.
+LABEXT_SRC := widgets/notebook-bridge
+labextension: $(BIN)/python
+	$(BIN)/python -m pip install -q "jupyterlab>=4.2"
+	cd $(LABEXT_SRC) && npm ci --no-audit --no-fund && npm run clean && npm run build:lib && \
+	  JUPYTERLAB_STAGING="$$($(abspath $(BIN))/python -c 'import jupyterlab, pathlib; print(pathlib.Path(jupyterlab.__file__).parent / "staging")')" \
+	  npm run build:labextension
+	@# An editable install holds a copy of the extension (shared-data): refresh it.
+	if $(BIN)/python -m pip show -q pi-kernel >/dev/null 2>&1; then $(BIN)/python -m pip install -q --no-deps -e .; fi
+
+# JupyterLab runs on a copy of the tutorials (TUTORIALS, git-ignored): running them saves outputs and writes
+# files there, never into notebooks/ (git status stays clean). A copy you changed is kept; delete the folder to
+# start over. The printed URL opens the quickstart, not the Launcher (docs/tutorials.md).
+TUTORIALS ?= .tutorials
 lab: setup
-	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=notebooks --port=$(PORT) notebooks/01_quickstart.ipynb
+	mkdir -p $(TUTORIALS) && cp -n notebooks/*.ipynb $(TUTORIALS)/
+	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=$(TUTORIALS) --port=$(PORT) \
+	  --LabApp.default_url=/lab/tree/01_quickstart.ipynb
 
 # PI_REQUIRE_LOCAL_MODEL=1: a test that needs the local model fails instead of skipping without it,
 # so this target cannot pass without running the tutorials; PI_REQUIRE_GATEWAY=1 the same for the gateway test.

@@ -3,8 +3,9 @@
 ``JupyterLabServer`` runs a real ``jupyter lab`` on 127.0.0.1 in a temporary
 root with its own JUPYTER config/runtime/data dirs, the ``pi`` kernelspec
 installed there (this interpreter, the working tree on ``PYTHONPATH``, the
-fake OpenAI server as the model), under ``timeout`` so it can never outlive a
-test run. ``NotebookPage`` drives one notebook with Playwright: open with
+fake OpenAI server as the model) and the working tree's prebuilt notebook
+bridge extension, under ``timeout`` so it can never outlive a test run.
+``NotebookPage`` drives one notebook with Playwright: open with
 ``?reset``, wait for the kernel to be idle before the first Shift+Enter,
 run cells, wait for text, interrupt, save and reload. Chromium is Debian's
 ``/usr/bin/chromium`` (never ``playwright install``).
@@ -39,6 +40,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = REPO / "test-artifacts"
+LABEXTENSION_NAME = "pi-kernel-notebook-bridge"
 SERVER_LIFETIME = 600
 """Seconds ``timeout`` gives the server: it never outlives a stuck run."""
 
@@ -128,6 +130,9 @@ class JupyterLabServer:
         for directory in dirs.values():
             directory.mkdir()
         write_kernel_spec(dirs["data"] / "kernels" / "pi", sys.executable, self._kernel_env)
+        # The working tree's notebook bridge, ahead of any installed copy (the first one found wins).
+        (dirs["data"] / "labextensions").mkdir()
+        (dirs["data"] / "labextensions" / LABEXTENSION_NAME).symlink_to(REPO / "pi_kernel" / "labextension")
         # No "Would you like to get notified about official Jupyter news?" toast over the outputs.
         notification = dirs["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
         notification.parent.mkdir(parents=True)

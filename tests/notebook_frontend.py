@@ -22,7 +22,6 @@ outputs in the notebook: how a notebook executed in CI has a bridge.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -219,7 +218,7 @@ def run_notebook(
     on_iopub: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[CellResult]:
     """Run every code cell in order (cells the agent inserts run too, when reached); outputs kept in the
-    notebook, like nbclient. Stops at a cell that fails."""
+    notebook, like nbclient. Stops at a cell that fails, unless it is tagged ``raises-exception``."""
     results = []
     index = 0
 
@@ -240,11 +239,7 @@ def run_notebook(
             if message["msg_type"] in ("stream", "display_data", "execute_result", "error")
         ]
         results.append(result)
-        if result.status != "ok":
+        if result.status != "ok" and "raises-exception" not in cell.metadata.get("tags", []):
             break
         index = next((i + 1 for i, c in enumerate(frontend.notebook.cells) if c.id == cell.id), index)
     return results
-
-
-def fresh_id() -> str:
-    return uuid.uuid4().hex[:8]

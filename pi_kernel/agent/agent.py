@@ -17,8 +17,8 @@ or ``BeforeToolCallResult(args={...})`` to approve edited arguments (they are
 validated again).
 
 Per-run overrides: ``prompt(text, model=..., max_turns=..., before_tool_call=...,
-prepare_next_turn=...)`` (and ``continue_``) run with those in place of the
-agent's own, for that run only; the agent's attributes are never swapped.
+prepare_next_turn=..., stream_options=..., first_tool_choice=...)`` (and ``continue_``) run with those in
+place of the agent's own, for that run only; the agent's attributes are never swapped.
 
 Long sessions: ``compaction`` (on by default), ``budget`` and the ``usage``
 ledger are the agent's (see ``compaction`` and ``usage``). (Size: a little
@@ -82,6 +82,7 @@ from pi_kernel.ai import (
     UserMessage,
 )
 from pi_kernel.ai.providers.request_task import masked_error
+from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
 
@@ -99,6 +100,8 @@ class RunOverrides:
     prepare_next_turn: PrepareNextTurn | None = None
     stream_options: StreamOptions | None = None
     """Request options of this run (a cell's thinking effort, say)."""
+    first_tool_choice: ToolChoice | None = None
+    """The ``tool_choice`` of this run's first request only (``%%pi --tool``)."""
 
 
 @dataclass(slots=True)
@@ -148,6 +151,9 @@ class Agent:
         self.prepare_next_turn = prepare_next_turn
         self.should_stop_after_turn = should_stop_after_turn
         self.max_turns = max_turns
+        self.first_tool_choice: ToolChoice | None = None
+        """The ``tool_choice`` of each run's first model request only (``%%pi --tool``): ``required``
+        or a tool's name makes the model call a tool first, then it chooses freely."""
         self.max_tool_result_chars = max_tool_result_chars
         self.compaction = compaction if compaction is not None else CompactionSettings()
         """Compaction settings (on by default; ``enabled=False`` turns it off)."""
@@ -263,6 +269,7 @@ class Agent:
         before_tool_call: BeforeToolCallHook | None = None,
         prepare_next_turn: PrepareNextTurn | None = None,
         stream_options: StreamOptions | None = None,
+        first_tool_choice: ToolChoice | None = None,
     ) -> None:
         """Run the agent on a text (optionally with images), a message, or a list of messages.
 
@@ -273,7 +280,9 @@ class Agent:
                 "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
                 "or wait for completion."
             )
-        overrides = RunOverrides(model, max_turns, before_tool_call, prepare_next_turn, stream_options)
+        overrides = RunOverrides(
+            model, max_turns, before_tool_call, prepare_next_turn, stream_options, first_tool_choice
+        )
         await self._run(_prompt_messages(prompt, images), overrides)
 
     async def continue_(
@@ -284,13 +293,16 @@ class Agent:
         before_tool_call: BeforeToolCallHook | None = None,
         prepare_next_turn: PrepareNextTurn | None = None,
         stream_options: StreamOptions | None = None,
+        first_tool_choice: ToolChoice | None = None,
     ) -> None:
         """Continue from the transcript (after an error, an abort, ``max_turns``, a terminate).
 
         When the transcript ends with an assistant message, queued steering
         (else follow-up) messages start the run instead. The keyword arguments are as ``prompt``'s.
         """
-        overrides = RunOverrides(model, max_turns, before_tool_call, prepare_next_turn, stream_options)
+        overrides = RunOverrides(
+            model, max_turns, before_tool_call, prepare_next_turn, stream_options, first_tool_choice
+        )
         if self._active is not None:
             raise RuntimeError("Agent is already processing. Wait for completion before continuing.")
         messages = self._state.messages
@@ -375,6 +387,7 @@ class Agent:
             prepare_next_turn=prepare_next_turn,
             stream_options=overrides.stream_options or self.stream_options,
             max_turns=overrides.max_turns if overrides.max_turns is not None else self.max_turns,
+            first_tool_choice=overrides.first_tool_choice or self.first_tool_choice,
             max_tool_result_chars=self.tool_result_limit(),
             compaction=self.compaction,
             before_request=self._check_budget,

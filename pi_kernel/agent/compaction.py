@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -55,7 +54,6 @@ CHARS_PER_TOKEN = 4
 WIDE_CHARS_PER_TOKEN = 1
 """Any other character (Chinese, Japanese, Korean, ...): tokenizers give about one token to each."""
 IMAGE_TOKENS = 1_200
-SUMMARY_MARKER = re.compile(r"^\[compacted (\d+) turns?\]")
 
 SUMMARY_PROMPT = """You are summarising the earlier part of a conversation between a user and an AI \
 assistant working in a Jupyter notebook, so that the assistant can continue the work without it. \
@@ -204,22 +202,14 @@ def find_cut(messages: Sequence[Any], keep_tokens: int) -> int:
 
 
 def is_summary(message: Any) -> bool:
-    """Whether ``message`` is a compaction summary (``[compacted N turns]`` ...)."""
-    if getattr(message, "role", "") != "user":
-        return False
-    content = message.content
-    text = content if isinstance(content, str) else next((b.text for b in content if isinstance(b, TextContent)), "")
-    return SUMMARY_MARKER.match(text) is not None
+    """Whether ``message`` is a compaction summary: a user message with ``compacted_turns`` set (by structure;
+    a prompt that begins with ``[compacted 40 turns]`` is a prompt)."""
+    return getattr(message, "role", "") == "user" and isinstance(getattr(message, "compacted_turns", None), int)
 
 
 def compacted_turns_of(message: Any) -> int:
-    """The N of a summary's ``[compacted N turns]`` (0 for any other message)."""
-    if not is_summary(message):
-        return 0
-    content = message.content
-    text = content if isinstance(content, str) else next(b.text for b in content if isinstance(b, TextContent))
-    found = SUMMARY_MARKER.match(text)
-    return int(found.group(1)) if found else 0
+    """The turns a summary folds in (0 for any other message)."""
+    return int(message.compacted_turns) if is_summary(message) else 0
 
 
 def summary_text(turns: int, summary: str) -> str:
@@ -343,7 +333,7 @@ async def compact_messages(
     # A turn is a prompt and all it led to (several answers when it called tools); earlier summaries count theirs.
     prompts = sum(1 for m in older if getattr(m, "role", "") == "user" and not is_summary(m))
     turns = prompts + sum(compacted_turns_of(m) for m in older)
-    summary = UserMessage([TextContent(summary_text(turns, text))])
+    summary = UserMessage([TextContent(summary_text(turns, text))], compacted_turns=turns)
     before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)
     return CompactionResult([summary, *kept], summary, turns, cut, before, reason, answer.usage, error)
 

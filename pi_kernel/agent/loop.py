@@ -189,7 +189,9 @@ async def _run_turns(
                 replacement = await call_hook(config.prepare_next_turn, context)
                 if isinstance(replacement, Context):
                     context = replacement
-            message = await _request_with_room(context, config, signal, emit, stream_fn, to_llm, options)
+            forced = requests == 0 and config.first_tool_choice is not None
+            request_options = dataclasses.replace(options, tool_choice=config.first_tool_choice) if forced else options
+            message = await _request_with_room(context, config, signal, emit, stream_fn, to_llm, request_options)
             requests += 1
             new_messages.append(message)
             if message.stop_reason in ("error", "aborted"):

@@ -26,6 +26,7 @@ from pi_kernel.ai import (
     ToolResultMessage,
     Usage,
 )
+from pi_kernel.ai.stream_types import ToolChoice
 
 ToolExecutionMode = Literal["parallel", "sequential"]
 
@@ -223,6 +224,9 @@ class AgentLoopConfig:
     prepare_next_turn: PrepareNextTurn | None = None
     stream_options: StreamOptions | None = None
     """Options for every request; the loop sets ``signal`` on a copy."""
+    first_tool_choice: ToolChoice | None = None
+    """The ``tool_choice`` of the run's first model request only (``%%pi --tool``); later requests use
+    ``stream_options``' own. A forced choice on every request never lets the model answer."""
     max_turns: int | None = None
     """Stop after this many model requests (``None``: no limit)."""
     compaction: CompactionSettings | None = None

@@ -63,7 +63,6 @@ class UsageLedger:
         self.by_model.clear()
 
 
-@dataclass
 class BudgetExceeded(RuntimeError):
     """A request (``Agent.compact``'s summary) was not sent: it would cross the budget; ``str()`` says why."""
 

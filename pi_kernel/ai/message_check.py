@@ -46,7 +46,11 @@ _USAGE: Spec = {
     "cost": (_NUMBER, False, True),
 }
 _MESSAGES: dict[str, Spec] = {
-    "user": {"content": ((str, list), True, False), "timestamp": (_INT, False, False)},
+    "user": {
+        "content": ((str, list), True, False),
+        "timestamp": (_INT, False, False),
+        "compacted_turns": (_INT, False, True),
+    },
     "assistant": {
         "content": ((list,), False, False),
         "stop_reason": (_STR, False, False),

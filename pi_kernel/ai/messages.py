@@ -107,6 +107,9 @@ class UserMessage:
     timestamp: int = field(default_factory=_now_ms)
     """Milliseconds since the epoch, as in pi."""
     role: Literal["user"] = "user"
+    compacted_turns: int | None = None
+    """Set on a compaction summary only: how many turns it folds in (a summary is known by this field, never
+    by its text, which a person could type)."""
 
 
 @dataclass(slots=True)

@@ -9,11 +9,19 @@ and the model could decode that. This module owns those other forms:
   encoded stream (only the characters that depend on the key alone; the
   standard and the URL-safe alphabet);
 - each of these, and the key itself, with line breaks inside (``base64``
-  wraps at 76 columns, ``xxd -p`` at 60; a key printed in pieces of 8).
+  wraps at 76 columns, ``xxd -p`` at 60; a key printed in pieces of 8);
+- hex with any separator and any grouping (``xxd``'s default dump,
+  ``od -An -tx1``, ``key.encode().hex(' ')``, ``0x73, 0x6b``, ``\\x73\\x6b``,
+  ``%73%6b``; ``od -x``'s little-endian words too), and the key's letters and digits with anything between them
+  (markup tags: ``sk-proj-ab<b></b>cd...``, spaces, dots): both searched in
+  the text's *spaced view*, the text with every separator taken out (a run
+  of characters other than letters and digits, a markup tag, a ``0x`` or ``\\\\x``
+  before a hex digit), each run found there masked with what lies between.
 
 A run of a form long enough to stand for ``FRAGMENT_BYTES`` of the key is
 masked too (a cut output may hold part of it). Other spellings (``od -c``,
-a key reversed or enciphered) are not recognised: masking is the net under
+a key reversed or enciphered, an ``xxd`` dump's bytes on either side of its
+line breaks, where the offset and the text column come between) are not recognised: masking is the net under
 the secret-read check (``tools.secret_paths``), not a replacement for it.
 
 Every run is found through a few short windows of its form (``windows``);
@@ -25,12 +33,75 @@ from __future__ import annotations
 
 import base64
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from functools import lru_cache
 
 FRAGMENT_BYTES = 12
 """A run of an encoded form standing for at least this many bytes of the key is masked."""
 _LINE_BREAKS = re.compile(r"[\r\n]+")
+_SEPARATORS = re.compile(r"(?:<[^<>]{0,64}>|[^0-9A-Za-z])+(?:(?<=\\)[xX](?=[0-9A-Fa-f])|0[xX](?=[0-9A-Fa-f]))?")
+"""What the spaced view takes out: runs of markup tags and other characters than letters and digits, with a
+``0x`` / ``\\x`` hex prefix after them."""
+_NOT_ALNUM = re.compile(r"[^0-9A-Za-z]+")
+WORD_SIZES = (2, 4, 8)
+"""``od -tx2`` / ``-tx4`` / ``-tx8`` print words of this many bytes, little-endian: each word's bytes reversed."""
+
+
+@lru_cache(maxsize=64)
+def spaced_forms(secret: str) -> tuple[tuple[str, int], ...]:
+    """``(form, shortest masked run)`` searched in the spaced view: hex (lower and upper) and the key's letters
+    and digits."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    hex_run = 2 * FRAGMENT_BYTES
+    forms = [(raw.hex(), hex_run), (raw.hex().upper(), hex_run)]
+    for word in WORD_SIZES:  # ``od -x``: the bytes of each 2-, 4- or 8-byte word in reverse order
+        for start in range(word):
+            whole = range(start, len(raw) - word + 1, word)
+            swapped = "".join(raw[index : index + word][::-1].hex() for index in whole)
+            if len(swapped) >= hex_run:
+                forms.append((swapped, hex_run))
+    letters = spaced_letters(secret)
+    if len(letters) >= FRAGMENT_BYTES:
+        forms.append((letters, FRAGMENT_BYTES))
+    return tuple(forms)
+
+
+@lru_cache(maxsize=64)
+def spaced_letters(secret: str) -> str:
+    """The key's letters and digits: its form in the spaced view."""
+    return _NOT_ALNUM.sub("", secret)
+
+
+class SpacedView:
+    """The text with every separator taken out (``text``), and the way back to the text's positions."""
+
+    def __init__(self, text: str) -> None:
+        pieces: list[str] = []
+        self.view_starts: list[int] = []
+        self.text_starts: list[int] = []
+        kept = length = 0
+        for match in _SEPARATORS.finditer(text):
+            if match.start() > kept:
+                self.view_starts.append(length)
+                self.text_starts.append(kept)
+                pieces.append(text[kept : match.start()])
+                length += match.start() - kept
+            kept = match.end()
+        if kept < len(text):
+            self.view_starts.append(length)
+            self.text_starts.append(kept)
+            pieces.append(text[kept:])
+        self.text = "".join(pieces)
+
+    def position(self, index: int) -> int:
+        """Where the view's character ``index`` is in the text."""
+        piece = bisect_right(self.view_starts, index) - 1
+        return self.text_starts[piece] + index - self.view_starts[piece]
+
+    def spans(self, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The view's ``(start, end)`` spans as spans of the text (what lies between their characters included)."""
+        return [(self.position(start), self.position(end - 1) + 1) for start, end in spans]
 
 
 @lru_cache(maxsize=64)
@@ -66,6 +137,7 @@ def any_window(secrets: tuple[str, ...], shortest_plain: int) -> re.Pattern[str]
     """Matches where any run ``runs_of`` can report for ``secrets`` (any form) must be: a cheap first test."""
     pieces = {window for secret in secrets for _, window in windows(secret, shortest_plain)}
     pieces |= {window for secret in secrets for form, run in encoded_forms(secret) for _, window in windows(form, run)}
+    pieces |= {window for secret in secrets for form, run in spaced_forms(secret) for _, window in windows(form, run)}
     return re.compile("|".join(re.escape(piece) for piece in sorted(pieces, key=len, reverse=True)))
 
 
@@ -74,7 +146,20 @@ def may_hold(text: str, secrets: Sequence[str], shortest_plain: int) -> bool:
     if not secrets or not text:
         return False
     joined = _LINE_BREAKS.sub("", text) if ("\n" in text or "\r" in text) else text
-    return any_window(tuple(secrets), shortest_plain).search(joined) is not None
+    pattern = any_window(tuple(secrets), shortest_plain)
+    return pattern.search(joined) is not None or pattern.search(spaced_text(text)) is not None
+
+
+_NOT_ALNUM_ASCII = {code: None for code in range(128) if not chr(code).isalnum()}
+_TAGS = re.compile(r"<[^<>]{0,64}>")
+
+
+def spaced_text(text: str) -> str:
+    """``SpacedView(text).text``, the quick way for ASCII text without a hex prefix (``0x``, ``\\x``): markup
+    tags and characters other than letters and digits deleted in one pass each."""
+    if not text.isascii() or "0x" in text or "0X" in text or "\\x" in text or "\\X" in text:
+        return SpacedView(text).text
+    return (_TAGS.sub("", text) if "<" in text else text).translate(_NOT_ALNUM_ASCII)
 
 
 def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
@@ -112,11 +197,17 @@ def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -
             forms = ((secret, shortest_plain), *forms)
         for form, shortest in forms:
             spans += runs_of(joined, form, shortest)
-    if not spans:
-        return text
     if len(joined) != len(text):
         where = [index for index, char in enumerate(text) if char not in "\r\n"]  # joined index → text index
         spans = [(where[start], where[end - 1] + 1) for start, end in spans]
+    view = SpacedView(text)
+    if len(view.text) != len(text):
+        found = [
+            span for secret in secrets for form, run in spaced_forms(secret) for span in runs_of(view.text, form, run)
+        ]
+        spans += view.spans(found)
+    if not spans:
+        return text
     return replaced(text, merged(spans), "***")
 
 
@@ -145,4 +236,15 @@ def replaced(text: str, spans: Sequence[tuple[int, int]], mask: str) -> str:
     return "".join(pieces)
 
 
-__all__ = ["FRAGMENT_BYTES", "encoded_forms", "may_hold", "merged", "other_forms_masked", "replaced", "runs_of"]
+__all__ = [
+    "FRAGMENT_BYTES",
+    "SpacedView",
+    "encoded_forms",
+    "spaced_forms",
+    "spaced_letters",
+    "may_hold",
+    "merged",
+    "other_forms_masked",
+    "replaced",
+    "runs_of",
+]

@@ -3,7 +3,7 @@
 Keys are never copied into settings or messages, but text from elsewhere can
 still quote one (a provider error echoing the request, a tool printing the
 environment). ``mask`` replaces the value of every key-like environment
-variable (``*_API_KEY``, ``*_TOKEN``), every long enough run of one, its hex
+variable (``is_secret_name``: the one list of secret names every surface uses), every long enough run of one, its hex
 and base64 forms (``secret_encodings``), credentials in URLs and ``sk-`` keys
 with ``***``. It is called at the choke points: where text enters (a
 provider's error message, a tool's result) and where it leaves the kernel
@@ -25,7 +25,15 @@ from contextvars import ContextVar
 from typing import Any, overload
 
 from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
-from pi_kernel.ai.secret_encodings import may_hold, merged, other_forms_masked, replaced, runs_of
+from pi_kernel.ai.secret_encodings import (
+    SpacedView,
+    may_hold,
+    merged,
+    other_forms_masked,
+    replaced,
+    runs_of,
+    spaced_letters,
+)
 
 KEY_VARIABLES = (
     "OPENAI_API_KEY",
@@ -34,24 +42,87 @@ KEY_VARIABLES = (
     "ANTHROPIC_API_KEY",
     "GEMINI_API_KEY",
 )
-"""Environment variables known to hold secrets (``mask`` also masks every ``*_API_KEY`` and ``*_TOKEN``)."""
+"""Environment variables known to hold secrets (``is_secret_name`` names every other one)."""
 MIN_SECRET_CHARS = 8
 """Shorter values are not masked: replacing ``"1"`` everywhere would garble text and protect nothing."""
 MASK = "***"
 
+_SECRET_NAME = re.compile(
+    r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api_?key|private_?key|access_?key"
+    r"|(?:^|_)keys?(?:_|$)|_(?:pat|dsn)$|^dsn$",
+    re.IGNORECASE,
+)
+_PUBLIC_NAME = re.compile(r"^(?:OLD)?PWD$|ASKPASS|^PI_TOKEN_BUDGET$|_(?:FILE|PATH|DIR|SOCK)$", re.IGNORECASE)
+"""Names the rule would take for secrets that hold none (the working folder, a path to a program or file)."""
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable (environment or notebook; the last part of a dotted path) is named like a secret.
+
+    The one list of secret names every surface uses: ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``
+    (``AWS_SECRET_ACCESS_KEY``),
+    ``*PASSWORD*`` / ``*PASSWD*`` / ``*PWD`` (``DB_PASSWORD``), ``*_PAT``, ``*_DSN``, ``*ACCESS_KEY*``,
+    ``*CREDENTIAL*``, ``*PRIVATE_KEY*``, a ``KEY`` word; not ``PWD``, ``OLDPWD``, ``*ASKPASS*`` nor names of a
+    path (``*_FILE``, ``*_PATH``, ``*_DIR``, ``*_SOCK``).
+    """
+    last = name.rsplit(".", 1)[-1]
+    return last in KEY_VARIABLES or (_SECRET_NAME.search(last) is not None and _PUBLIC_NAME.search(last) is None)
+
+
+def url_password(value: str) -> str | None:
+    """The password of the first ``scheme://user:password@`` in ``value`` (credentials in a URL), or ``None``."""
+    match = _URL_CREDENTIALS.search(value)
+    if match is None:
+        return None
+    return match.group(0)[2:-1].split(":", 1)[1] or None
+
+
+def is_secret_variable(name: str, value: str) -> bool:
+    """Whether an environment variable holds a secret: named like one, or a URL with credentials in its value."""
+    return is_secret_name(name) or url_password(value) is not None
+
+
+def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` less every variable holding a secret (``is_secret_variable``): for processes tools start."""
+    return {name: value for name, value in environ.items() if not is_secret_variable(name, value)}
+
 
 _fixed: ContextVar[list[str] | None] = ContextVar("pi_fixed_secret_values", default=None)
+_added: set[str] = set()
+_last: dict[int, tuple[Any, list[str]]] = {}
+"""The last answer for ``os.environ``, with the environment it was read from (read again when it changed)."""
+
+
+def add_secret_value(value: str | bytes) -> None:
+    """Mask ``value`` from now on too: a secret held outside the environment (the kernel's HMAC key)."""
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if len(text) >= MIN_SECRET_CHARS:
+        _added.add(text)
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The values of key variables currently set, longest first (so a key containing another is masked whole)."""
+    """The values of secret variables currently set (``is_secret_variable``; of a URL, its password), longest
+    first (so a key containing another is masked whole)."""
     if environ is None:
         fixed = _fixed.get()
         if fixed is not None:
             return fixed
     env = os.environ if environ is None else environ
-    names = {name for name in env if name.endswith("_API_KEY") or name.endswith("_TOKEN")} | set(KEY_VARIABLES)
-    return sorted({env[name] for name in names if len(env.get(name, "")) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    snapshot = (tuple(getattr(env, "_data", env).items()), len(_added) if environ is None else -1)
+    cached = _last.get(id(env))
+    if cached is not None and cached[0] == snapshot:  # the environment's own objects: compared by identity
+        return list(cached[1])
+    values: set[str] = set(_added) if environ is None else set()
+    for name, value in list(env.items()):
+        password = url_password(value)
+        if password is not None:
+            values.add(password)
+        if is_secret_name(name):
+            values.add(value)
+    found = sorted({value for value in values if len(value) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+    if environ is None:
+        _last[id(env)] = (snapshot, found)
+    return list(found)
 
 
 @contextmanager
@@ -150,11 +221,31 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
         for run_start, run_end in _fragment_spans(text, secret):
             if run_start < start < run_end:
                 start = run_end
+    start = min(start, _spaced_unfinished_start(text, secrets))
     window = max(0, len(text) - _UNFINISHED_WINDOW)
     match = _UNFINISHED.search(text, window)
     if match is not None:
         start = min(start, match.start())
     return start
+
+
+def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
+    """Where the end of ``text`` may begin a key written with separators between its letters (markup tags:
+    ``sk-proj-ab<b></b>cd``), read in the spaced view (``secret_encodings.SpacedView``) of its last part."""
+    letters = [spaced_letters(secret) for secret in secrets]
+    longest = max((len(form) for form in letters), default=0)
+    if not longest or not text:
+        return len(text)
+    offset = max(0, len(text) - 4 * longest - 256)
+    if "<" not in text[offset:]:
+        return len(text)  # no markup: the plain reading (``_unfinished_start``) says all there is
+    view = SpacedView(text[offset:])
+    for size in range(min(len(view.text), longest), 0, -1):
+        tail = view.text[len(view.text) - size :]
+        if any(tail in form for form in letters):
+            start = offset + view.position(len(view.text) - size)
+            return start if "<" in text[start:] else len(text)
+    return len(text)
 
 
 class MaskedStream:
@@ -243,11 +334,17 @@ def _hidden_pieces(shown: str, original: str) -> list[str] | None:
 
 
 __all__ = [
+    "KEY_VARIABLES",
     "MASK",
     "MIN_SECRET_CHARS",
     "MaskedStream",
+    "add_secret_value",
+    "is_secret_name",
+    "is_secret_variable",
     "mask",
     "secret_values",
     "secrets_read_once",
     "unmask",
+    "url_password",
+    "without_secrets",
 ]

@@ -3,7 +3,8 @@
 Names are resolved lazily so that importing ``pi_kernel.kernel`` costs nothing:
 
 - ``PiKernel``: the kernel class (``python -m pi_kernel``);
-- ``PiSession`` / ``get_session()``: the session of the running IPython;
+- ``PiSession`` / ``get_session()``: the session of the running IPython (``pi_kernel.session()``);
+- ``Turn``: one ``%%pi`` cell's run, passed to what acts for it;
 - ``install_kernel_spec(user=False, prefix=None)``: register the ``pi`` kernelspec;
 - ``make_turn_view`` / ``TurnView`` / ``TurnOptions`` / ``TurnOutcome``: how a turn is shown.
 """
@@ -16,6 +17,7 @@ from typing import Any
 _LAZY = {
     "PiKernel": ("pi_kernel.kernel.kernel", "PiKernel"),
     "PiSession": ("pi_kernel.kernel.session", "PiSession"),
+    "Turn": ("pi_kernel.kernel.turn", "Turn"),
     "get_session": ("pi_kernel.kernel.extension", "get_session"),
     "install_kernel_spec": ("pi_kernel.kernel.kernelspec", "install"),
     "make_turn_view": ("pi_kernel.kernel.view_choice", "make_turn_view"),

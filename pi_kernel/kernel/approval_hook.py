@@ -163,13 +163,13 @@ class ApprovalGate:
                 return failure
         notebook = getattr(self.tool_context(), "notebook", None)
         highlight = request.preview.cell_id if request.preview is not None else None
-        if highlight and notebook is not None:
-            await _quietly(notebook.highlight(highlight))
+        if highlight and notebook is not None:  # sent, not awaited: a slow front-end never delays the card
+            _in_background(notebook.highlight(highlight))
         try:
             decision = await self._wait(request, route, signal)
         finally:
             if highlight and notebook is not None:
-                await _quietly(notebook.highlight(None))
+                _in_background(notebook.highlight(None))
         return result_of(decision, policy, name, request.args)
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
@@ -223,12 +223,22 @@ class ApprovalGate:
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
 
 
-async def _quietly(awaitable: Any) -> None:
-    """Await a cosmetic front-end request (a highlight); its failure never changes the approval."""
-    try:
-        await awaitable
-    except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
-        pass
+_background: set[asyncio.Future[Any]] = set()
+"""Cosmetic front-end requests under way (kept referenced until they end)."""
+
+
+def _in_background(awaitable: Any) -> None:
+    """Run a cosmetic front-end request (a highlight) on its own; its failure never changes the approval."""
+
+    async def quietly() -> None:
+        try:
+            await awaitable
+        except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
+            pass
+
+    task = asyncio.ensure_future(quietly())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
 
 
 class ApprovalHost(Protocol):

@@ -12,8 +12,9 @@ Only the standard library and IPython's pretty printer here: the history
 is wired up at kernel start, which must stay as fast as a stock kernel's. A
 result's summary is what IPython's pretty printer shows (``_repr_pretty_``,
 the first items of a big container), cut short: never a full ``repr`` that
-IPython did not run. The hook never raises (an exception whose ``str()``
-fails is recorded by its type).
+IPython did not run; it and an exception's ``str()`` are the user's code, so
+they run with a time limit (``SafeCaller``, one second). The hook never
+raises (an exception whose ``str()`` fails is recorded by its type).
 """
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ from typing import Any
 
 from IPython.lib.pretty import pretty
 
+from pi_kernel.ai.safe_call import CallTimeout, SafeCaller
+from pi_kernel.ai.static_read import class_name, exact_text
+
 MAX_CELLS = 200
 OUTPUT_CHARS = 200
 SUMMARY_ITEMS = 20
 """Items of a container result shown in its summary."""
 TRACEBACK_FRAMES = 3
 _INTERNAL_PATHS = ("/IPython/core/", "/ipykernel/", "/pi_kernel/kernel/")
+_CALLER = SafeCaller(1.0)
+"""Runs the user's ``repr``/``str`` for the record (a helper thread, started at the first use)."""
 
 
 @dataclass
@@ -56,10 +62,12 @@ def output_summary(value: Any) -> str:
     """The result as IPython's pretty printer shows it (``_repr_pretty_``, at most ``SUMMARY_ITEMS`` items of a
     container), so recording it costs no more than showing it did; one line, cut."""
     try:
-        text = pretty(value, max_seq_length=SUMMARY_ITEMS)
-    except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the result
-        return f"<{type(value).__name__}: repr failed with {type(error).__name__}>"
-    flat = " ".join(str(text)[: OUTPUT_CHARS * 4].split())
+        text = _CALLER.call(lambda: exact_text(pretty(value, max_seq_length=SUMMARY_ITEMS)))
+    except CallTimeout:
+        return f"<{class_name(type(value))}: repr took longer than 1 s>"
+    except BaseException as error:  # noqa: BLE001 - a broken repr is a fact about the result
+        return f"<{class_name(type(value))}: repr failed with {class_name(type(error))}>"
+    flat = " ".join(text[: OUTPUT_CHARS * 4].split())
     return flat if len(flat) <= OUTPUT_CHARS else flat[: OUTPUT_CHARS - 3] + "..."
 
 
@@ -74,13 +82,13 @@ def cell_error(error: BaseException) -> CellError:
     if len(frames) > TRACEBACK_FRAMES:  # the cell's own line first, then where it ended (in a library, often)
         chosen = [frames[0], *frames[-(TRACEBACK_FRAMES - 1) :]]
     text = traceback.format_list(chosen)
-    return CellError(type(error).__name__, _message(error), text)
+    return CellError(class_name(type(error)), _message(error), text)
 
 
 def _message(error: BaseException) -> str:
     try:
-        return str(error)
-    except Exception:  # noqa: BLE001 - IPython shows such an error too
+        return str(_CALLER.call(lambda: exact_text(str(error))))
+    except BaseException:  # noqa: BLE001 - IPython shows such an error too
         return "<exception str() failed>"
 
 
@@ -88,7 +96,7 @@ def _safe_cell_error(error: BaseException) -> CellError:
     try:
         return cell_error(error)
     except Exception:  # noqa: BLE001 - a hostile exception: its type is still news
-        return CellError(type(error).__name__, "<exception could not be read>")
+        return CellError(class_name(type(error)), "<exception could not be read>")
 
 
 def _internal(filename: str) -> bool:

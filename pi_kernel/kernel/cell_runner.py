@@ -13,8 +13,9 @@ cannot run and what to do. No private loop, no worker thread.
 ``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
 model, turn limit, approval gate, request hook and thinking effort (stream
 options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
-settings are never swapped. ``pi_kernel.ai.stream_types`` is imported lazily,
-in ``with_thinking``: it brings pydantic, and this module loads at kernel start.
+settings are never swapped. ``pi_kernel.ai.stream_types`` (in ``with_thinking``)
+and ``pi_kernel.tools.builtin.notebook_edits`` (in ``first_tool_choice``) are imported lazily:
+they bring pydantic, and this module loads at kernel start.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pi_kernel.agent.events import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.allowed_models import refusal
-from pi_kernel.kernel.code_cells import offer_code_cell
+from pi_kernel.kernel.code_cells import drop_agent_payloads, offer_code_cell
 from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
@@ -84,7 +85,8 @@ def _positive(text: str) -> int:
 
 
 def parse_options(line: str) -> TurnOptions:
-    """``--model NAME --no-tools --max-turns N --approve MODE --cells --thinking LEVEL`` (the ``%%pi`` line)."""
+    """``--model NAME --no-tools --max-turns N --approve MODE --cells --thinking LEVEL --tool NAME|any`` (the ``%%pi``
+    line)."""
     parser = _OptionParser(prog="%%pi", add_help=False)
     parser.add_argument("--model", "-m")
     parser.add_argument("--no-tools", action="store_true")
@@ -92,11 +94,14 @@ def parse_options(line: str) -> TurnOptions:
     parser.add_argument("--approve", choices=SESSION_MODES)
     parser.add_argument("--cells", action="store_true")
     parser.add_argument("--thinking", choices=THINKING_LEVELS)
+    parser.add_argument("--tool")
     try:
         words = shlex.split(line)
     except ValueError as error:
         raise PiUsageError(f"%%pi: {error}") from None
     args = parser.parse_args(words)
+    if args.tool is not None and args.no_tools:
+        raise PiUsageError("%%pi: --tool and --no-tools exclude each other")
     return TurnOptions(
         model=args.model,
         no_tools=args.no_tools,
@@ -104,6 +109,7 @@ def parse_options(line: str) -> TurnOptions:
         approve=args.approve,
         cells=args.cells,
         thinking=args.thinking,
+        tool=args.tool,
     )
 
 
@@ -114,6 +120,25 @@ def with_thinking(options: StreamOptions | None, level: str | None) -> StreamOpt
     from pi_kernel.ai.stream_types import StreamOptions  # with pydantic: not at kernel start
 
     return dataclasses.replace(options or StreamOptions(), reasoning_effort=level)
+
+
+def first_tool_choice(session: PiSession, tool: str | None) -> str | None:
+    """The ``tool_choice`` of the turn's first request for ``--tool`` (``any`` → ``required``); a tool that is not
+    there or switched off is a usage error, before anything is sent."""
+    if tool is None:
+        return None
+    registry = session.registry
+    if tool == "any":
+        if not registry.active_definitions():
+            raise PiUsageError("%%pi --tool any: every tool is switched off (%pi tools enable NAME)")
+        return "required"
+    if tool not in registry:
+        raise PiUsageError(f"%%pi --tool: no tool named {tool!r} (known: {', '.join(registry.names()) or 'none'})")
+    if not registry.is_enabled(tool):
+        raise PiUsageError(f"%%pi --tool: {tool} is switched off (%pi tools enable {tool})")
+    if tool in session.hidden_tools():
+        raise PiUsageError(f"%%pi --tool: {tool} needs the notebook bridge, and no notebook front-end is connected")
+    return tool
 
 
 def _request(session: PiSession) -> dict[str, Any] | None:
@@ -165,6 +190,10 @@ async def run_turn(
     agent = session.agent
     if agent.is_running:
         raise PiUsageError("the agent is already running a turn (interrupt it first)")
+    if options.tool not in (None, "any") and options.tool not in session.registry:
+        with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
+            await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
+    forced = first_tool_choice(session, options.tool)
     loop = asyncio.get_running_loop()
     request = _request(session)
     allow_stdin, raw_input = _stdin_reader(session, request)
@@ -180,6 +209,7 @@ async def run_turn(
         blocking=blocking,
         parent=request,
     )
+    session.turn_journals.retire_offer()
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     turn.bind_tools(session.tool_context)
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
@@ -204,18 +234,22 @@ async def run_turn(
     session.set_turn(turn)
     cancelled = False
     try:
-        message = prompt_message(session, prompt)  # inside: a re-run's cut conversation is settled by end_turn
         with interrupt_hook(session.interrupt, loop):
+            # inside: a re-run's cut conversation is settled by end_turn
+            message = prompt_message(session, prompt, model.provider)
+            await asyncio.sleep(0)  # an interrupt pressed while the context was read lands here
             await session.start_mcp()
             _print_notices(session)
-            await agent.prompt(
-                message,
-                model=turn.model,
-                max_turns=turn.max_turns,
-                before_tool_call=session.approvals.gate(turn),
-                prepare_next_turn=lambda request: session.prepare_request(request, no_tools=options.no_tools),
-                stream_options=with_thinking(agent.stream_options, options.thinking or session.settings.thinking),
-            )
+            if not turn.interrupted:
+                await agent.prompt(
+                    message,
+                    model=turn.model,
+                    max_turns=turn.max_turns,
+                    before_tool_call=session.approvals.gate(turn),
+                    prepare_next_turn=lambda request: session.prepare_request(request, no_tools=options.no_tools),
+                    stream_options=with_thinking(agent.stream_options, options.thinking or session.settings.thinking),
+                    first_tool_choice=forced,  # %%pi --tool: the turn's first request only
+                )
     except asyncio.CancelledError:
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
@@ -229,10 +263,19 @@ async def run_turn(
         outcome = outcome_of(added, turn.interrupted or cancelled)
         took_effect = session.end_turn(replaced, outcome.messages)
         view.finish(outcome)
+        if turn.journal is not None:
+            session.turn_journals.offer(view, turn.journal, session)
         if took_effect and outcome.messages:
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn
             session.notebook_context.restore(context_before)
+        dropped = drop_agent_payloads(session.shell)
+        if dropped:
+            print(
+                f"pi_kernel: the agent's code asked the notebook for {', '.join(dropped)} (a new cell, a pager or an "
+                "exit); it was not passed on: only %%pi --cells puts the agent's code in a cell.",
+                file=sys.stderr,
+            )
         if options.cells or session.code_cells:
             offer_code_cell(session.shell, outcome.messages)
         _print_notices(session)
@@ -255,9 +298,12 @@ def _print_notices(session: PiSession) -> None:
         outgoing.print_masked(f"pi_kernel: {notice}", sys.stderr)
 
 
-def prompt_message(session: PiSession, prompt: str) -> UserMessage:
+def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
-    news) as a second text part (see ``notebook_context``)."""
+    news) as a second text part (see ``notebook_context``). The local model (``provider`` ``local``) is not
+    told unless ``%pi context local``: SmolLM2-135M repeats the context instead of answering."""
+    if provider == "local" and not session.context_for_local:
+        return UserMessage([TextContent(prompt)])
     context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
     if session.undo_news:
         news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"

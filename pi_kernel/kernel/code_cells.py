@@ -9,6 +9,11 @@ IPython's ``set_next_input`` (the execute reply's ``set_next_input``
 payload; JupyterLab inserts it as a new cell below). Running that cell runs
 the same code again in the namespace as it is then. Failed and denied calls
 are left out.
+
+Nothing else from a ``%%pi`` cell reaches the front-end as a payload: what the
+agent's own code asked for (``get_ipython().set_next_input(...)``, a pager,
+``exit``) is dropped at the turn's end (``drop_agent_payloads``) and a notice
+says so, so no cell is planted unseen, whatever the approval mode.
 """
 
 from __future__ import annotations
@@ -52,6 +57,19 @@ def _results_after(messages: list[Any], index: int) -> dict[str, Any]:
         if role == "tool_result":
             results.setdefault(message.tool_call_id, message)
     return results
+
+
+def drop_agent_payloads(shell: Any) -> list[str]:
+    """Remove the payloads written while the turn ran (the agent's code: ``set_next_input``, pager, exit);
+    returns their sources. Called at the turn's end, before ``offer_code_cell`` adds pi's own."""
+    manager = getattr(shell, "payload_manager", None)
+    if manager is None:
+        return []
+    payloads = manager.read_payload() or []
+    sources = [str(payload.get("source", "?")) if isinstance(payload, dict) else "?" for payload in payloads]
+    if sources:
+        manager.clear_payload()
+    return sources
 
 
 def offer_code_cell(shell: Any, messages: list[Any]) -> bool:

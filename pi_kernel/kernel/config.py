@@ -360,6 +360,12 @@ class PiSettings:
     save_thinking: bool = setting(
         False, _boolean, "Keep the model's thinking in saved cell outputs (default false).", "PI_SAVE_THINKING"
     )
+    notebook_timeout: float = setting(
+        15.0,
+        _seconds,
+        "Seconds (above 0) a notebook bridge request waits for the front-end's answer (default 15).",
+        "PI_NOTEBOOK_TIMEOUT",
+    )
     undo_memory: int = setting(
         1 << 30,
         byte_count,

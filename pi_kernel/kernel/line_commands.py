@@ -31,7 +31,7 @@ from pi_kernel.kernel.model_resolution import (
 )
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.text_view import render_messages
-from pi_kernel.kernel.turn_undo import undo_newest
+from pi_kernel.kernel.turn_undo import undo_turn
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 HELP = """%pi                         status: model, tools, approval, conversation
 %pi model [NAME] [--context TOKENS]   show or set the model (provider:model allowed) and its window
 %pi models                  models you can pick
-%pi tools [enable|disable NAME ...]   list tools, or turn them on/off
+%pi tools [NAME | enable|disable NAME ...]   list tools (on/off, approval), describe one, or turn them on/off
 %pi approve [ask|auto|deny|read-only] [TOOL=ask|auto|deny ...]   the approval policy
                             (read-only: only the built-in read and tools declaring read_only run;
                             TOOL may be a pattern: time__*=auto for every tool of the MCP server time)
@@ -60,11 +60,12 @@ HELP = """%pi                         status: model, tools, approval, conversati
 %pi mcp                     MCP servers: their state and tools (docs/mcp.md)
 %pi mcp add NAME [--trust-read-only] -- COMMAND ARGS... | URL   add a stdio or streamable HTTP server
 %pi mcp remove NAME / %pi mcp restart NAME   drop a server and its tools / start it again
-%pi context [on|off]        tell the model what changed in the notebook at each turn (default on)
+%pi context [on|off|local]  tell the model what changed in the notebook at each turn (default on;
+                            local: the local model too, which by default is not told)
 %pi cells [on|off]          every turn's python code becomes a new cell below (as %%pi --cells)
 %pi thinking [off|low|medium|high]   how hard the model thinks (as %%pi --thinking; docs/providers.md)
-%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells] [--thinking LEVEL]
-                            then a prompt: one agent turn"""
+%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE] [--cells] [--thinking LEVEL] [--tool NAME|any]
+                            then a prompt: one agent turn (--tool: call that tool, or any, first)"""
 
 
 def status(session: PiSession, words: list[str]) -> str:
@@ -80,8 +81,7 @@ def status(session: PiSession, words: list[str]) -> str:
         f"messages:  {len(session.agent.state.messages)}",
         f"front-end: {frontend}",
         *long_session.status_lines(session),
-        f"notebook:  context {'on' if session.context_enabled else 'off'}, code cells "
-        f"{'on' if session.code_cells else 'off'}",
+        f"notebook:  context {context_state(session)}, code cells {'on' if session.code_cells else 'off'}",
     ]
     return "\n".join(lines)
 
@@ -136,17 +136,59 @@ def models(session: PiSession, words: list[str]) -> str:
 
 def tools(session: PiSession, words: list[str]) -> str:
     registry = session.registry
+    if len(words) == 1 and words[0] in registry:
+        return tool_details(session, words[0])
     if words:
         action, names = words[0], words[1:]
         if action not in ("enable", "disable") or not names:
-            raise CommandError("%pi tools [enable|disable NAME ...]")
+            raise CommandError("%pi tools [NAME | enable|disable NAME ...]")
         for name in names:
             if name not in registry:
                 raise CommandError(f"no tool named {name!r} (known: {', '.join(registry.names()) or 'none'})")
         for name in names:
             registry.enable(name) if action == "enable" else registry.disable(name)
-    rows = [f"{'[x]' if info.enabled else '[ ]'} {info.name}: {info.description}" for info in registry.list()]
-    return "\n".join(rows) if rows else "(no tools)"
+    infos = registry.list()
+    if not infos:
+        return "(no tools)"
+    width = max(len("tool"), *(len(info.name) for info in infos))
+    rows = [f"{'tool':<{width}}  on   approval"]
+    rows += [
+        f"{info.name:<{width}}  {'on ' if info.enabled else 'off'}  {approval_of(session, info.name)}" for info in infos
+    ]
+    return "\n".join([*rows, "(%pi tools NAME: what a tool does)"])
+
+
+_APPROVAL_WORDS = {"auto": "runs", "ask": "asks", "deny": "denied"}
+
+
+def approval_of(session: PiSession, name: str) -> str:
+    """A tool's approval in a word or two: its own setting, or the ``%pi approve`` rule over it."""
+    policy = session.policy
+    override = policy.override_for(name)
+    if override is not None:
+        return f"{_APPROVAL_WORDS.get(override, override)} (%pi approve)"
+    if name in policy.always_allowed:
+        return "runs (always allowed)"
+    definition = session.registry.get(name)
+    own = getattr(definition, "approval", "ask")
+    return _APPROVAL_WORDS.get(own, "asks") if isinstance(own, str) else "its own rule"
+
+
+def tool_details(session: PiSession, name: str) -> str:
+    """``%pi tools NAME``: the tool's description, arguments, state and approval."""
+    definition = session.registry.get(name)
+    assert definition is not None
+    state = "on" if session.registry.is_enabled(name) else "off"
+    lines = [f"{name} ({state}, approval: {approval_of(session, name)})", (definition.description or "").strip()]
+    try:
+        properties = session.registry.wrapped(name).json_schema().get("properties", {})
+    except Exception:  # noqa: BLE001 - the description still shows when the schema cannot be built
+        properties = {}
+    for argument, schema in properties.items():
+        kind = schema.get("type", "any") if isinstance(schema, dict) else "any"
+        about = schema.get("description", "") if isinstance(schema, dict) else ""
+        lines.append(f"  {argument} ({kind}){': ' + about if about else ''}")
+    return "\n".join(line for line in lines if line)
 
 
 def approve(session: PiSession, words: list[str]) -> str:
@@ -193,6 +235,8 @@ def deny(session: PiSession, words: list[str]) -> str:
 
 
 def reset(session: PiSession, words: list[str]) -> str:
+    if words:  # "%pi reset --keep" is not a reset: a command with words it does not know changes nothing
+        raise CommandError(f"%pi reset takes no words (got {' '.join(words)!r}); nothing was changed")
     if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     session.reset()
@@ -210,10 +254,8 @@ def undo(session: PiSession, words: list[str]) -> str:
     if session.turn is not None:
         raise CommandError("a turn is running; interrupt it first")
     if not words:
-        context = session.tool_context
-        done = undo_newest(session.turn_journals, context.namespace, context.notebook, show_later)
+        done = undo_turn(session, None, show_later)
         if done is not None:
-            session.undo_news = done or "the notebook changes of that turn were undone"
             return done
     try:
         version = session.undo(int(words[0]) if words else 1)
@@ -277,12 +319,19 @@ def _on_off(words: list[str], usage: str) -> bool | None:
     return words[0] == "on"
 
 
+def context_state(session: PiSession) -> str:
+    if not session.context_enabled:
+        return "off"
+    return "on, the local model too" if session.context_for_local else "on (not for the local model)"
+
+
 def context(session: PiSession, words: list[str]) -> str:
-    switch = _on_off(words, "%pi context [on|off]")
+    local = words == ["local"]
+    switch = True if local else _on_off(words, "%pi context [on|off|local]")
     if switch is not None:
         session.context_enabled = switch
-    state = "on" if session.context_enabled else "off"
-    return f"notebook context: {state} (each %%pi turn starts with what changed in the notebook)"
+        session.context_for_local = local
+    return f"notebook context: {context_state(session)} (each %%pi turn starts with what changed in the notebook)"
 
 
 def cells(session: PiSession, words: list[str]) -> str:

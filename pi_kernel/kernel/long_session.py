@@ -215,7 +215,7 @@ def keep_full_result(namespace: dict[str, Any] | None, event: ToolExecutionEndEv
     if len(text) <= limit:
         return
     kept = namespace.get(RESULTS_VARIABLE)
-    if not isinstance(kept, dict):
+    if type(kept) is not dict:  # exact: a subclass (or a __class__ property) put there would run user code
         kept = namespace[RESULTS_VARIABLE] = {}
     kept[event.tool_call_id] = text
     while len(kept) > KEPT_RESULTS:
@@ -334,15 +334,11 @@ def budget(session: LongSession, words: list[str]) -> str:
     if words == ["off"]:
         agent.budget.usd = agent.budget.tokens = None
     elif words:
-        try:
-            if "--tokens" in words:
-                at = words.index("--tokens")
-                agent.budget.tokens = positive_int(words[at + 1]) if at + 1 < len(words) else positive_int("")
-                words = words[:at] + words[at + 2 :]
-            if words:
-                agent.budget.usd = dollars(words[0])
-        except ValueError as error:
-            raise UsageError(f"%pi budget USD [--tokens N]: {error}") from None
+        usd, tokens = parse_budget(words)  # everything checked before anything changes
+        if tokens is not None:
+            agent.budget.tokens = tokens
+        if usd is not None:
+            agent.budget.usd = usd
     model = agent.state.model
     if agent.budget.usd is not None and model is not None and model.resolved_cost is None:
         return (
@@ -351,6 +347,23 @@ def budget(session: LongSession, words: list[str]) -> str:
             f"set one with %pi price {model.id} IN OUT, or use a token budget (%pi budget --tokens N)."
         )
     return f"budget: {describe_budget(session)}"
+
+
+def parse_budget(words: list[str]) -> tuple[float | None, int | None]:
+    """``USD`` and ``--tokens N`` of ``%pi budget`` (each ``None`` when not given); ``UsageError`` for
+    anything else, before any change."""
+    rest, tokens = list(words), None
+    try:
+        if "--tokens" in rest:
+            at = rest.index("--tokens")
+            tokens = positive_int(rest[at + 1] if at + 1 < len(rest) else "")
+            del rest[at : at + 2]
+        usd = dollars(rest[0]) if rest else None
+    except ValueError as error:
+        raise UsageError(f"%pi budget USD [--tokens N]: {error}") from None
+    if len(rest) > 1:
+        raise UsageError(f"%pi budget USD [--tokens N]: unexpected {' '.join(rest[1:])!r}; nothing was changed")
+    return usd, tokens
 
 
 COMPACT_WAITS = (
@@ -374,6 +387,8 @@ def compact(session: LongSession, words: list[str]) -> str:
 async def compact_async(session: LongSession, words: list[str]) -> str:
     """``%pi compact``: summarise the older turns now. An interrupt aborts the summary request (nothing
     changes) and ends the cell in ``KeyboardInterrupt``."""
+    if words:
+        raise UsageError(f"%pi compact takes no words (got {' '.join(words)!r}); nothing was changed")
     if session.turn is not None:
         raise UsageError("a turn is running; interrupt it first")
     if session.model is None:

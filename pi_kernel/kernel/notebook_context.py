@@ -22,9 +22,11 @@ On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, or
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pi_kernel.ai.safe_call import SafeCaller
 from pi_kernel.kernel.cell_history import CellHistory, CellRecord
 from pi_kernel.tools.builtin.describe import clip, user_variables, variable_summary
 
@@ -33,6 +35,9 @@ CONTEXT_LIMIT = 2000
 CONTEXT_HEADER = "Notebook context (what changed in the notebook since your previous turn):"
 SOURCE_CHARS = 300
 MAX_VARIABLES = 30
+LIBRARY_BUDGET = 1.0
+"""Seconds of library reads (a DataFrame's shape and columns) in one context; then types only."""
+LIBRARY_CALL_TIMEOUT = 0.5
 ContextState = tuple[int, "dict[str, tuple[int, str]] | None"]
 """The history mark and the variables' fingerprints the next context is measured from."""
 
@@ -135,13 +140,22 @@ def _cell_lines(cells: list[CellRecord], room: int) -> list[str]:
 
 
 def _fingerprints(namespace: Mapping[str, Any], hidden: Iterable[str]) -> dict[str, tuple[int, str]]:
+    """Name → (id, ``type shape columns``), read statically (no method of the user's classes runs: a
+    proxy whose ``__getattribute__`` or metaclass ``__module__`` hangs costs nothing); a numpy/pandas-like
+    object's shape and columns are library code, read with a time limit within ``LIBRARY_BUDGET``."""
     prints: dict[str, tuple[int, str]] = {}
-    for name, value in user_variables(namespace, hidden):
-        try:
-            summary = variable_summary(value)
-        except Exception:  # noqa: BLE001 - an object whose shape cannot be read
-            summary = type(value).__name__
-        prints[name] = (id(value), summary)
+    caller = SafeCaller(LIBRARY_CALL_TIMEOUT)
+    deadline = time.monotonic() + LIBRARY_BUDGET
+    try:
+        for name, value in user_variables(namespace, hidden):
+            guarded = caller if time.monotonic() < deadline else None
+            try:
+                summary = variable_summary(value, guarded)
+            except Exception:  # noqa: BLE001 - an object whose shape cannot be read
+                summary = variable_summary(value)
+            prints[name] = (id(value), summary)
+    finally:
+        caller.close()
     return prints
 
 

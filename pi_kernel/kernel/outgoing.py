@@ -11,7 +11,11 @@ So whatever pi shows goes out with keys masked, with no mask call in the code
 that composes it. Masking earlier is still needed in three cases, and only there:
 output a cell can capture before it is sent (``%%capture``, ``redirect_stdout``:
 the ``%pi`` printer, usage errors and notices mask as they print), text sent in pieces (a key cut across
-two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers) and
+two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers; here
+too, each pi request's stdout and stderr go through one ``MaskedStream``, so
+a key printed in 10-character pieces, each its own message, is masked whole:
+what may begin a key waits for the next piece, and is sent before any other
+output of that request and before its ``idle`` status) and
 text that is escaped, highlighted or cut to a length before it leaves (the
 key would no longer be found: the views mask first and say so).
 
@@ -36,11 +40,12 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pi_kernel.ai.secrets import mask, secret_values, unmask
+from pi_kernel.ai.secrets import MaskedStream, add_secret_value, mask, secret_values, unmask
 
 MASKED_TYPES = frozenset(
     {
@@ -79,6 +84,10 @@ class OutgoingMask:
         self._pi_comms: OrderedDict[str, None] = OrderedDict()
         """The ids of pi's comms (opened under a pi cell, or a ``pi.*`` target): their messages are masked."""
         self._send: Callable[..., Any] = session.send
+        self._streams: dict[tuple[str, str], tuple[MaskedStream, tuple[Any, ...]]] = {}
+        """(request id, stream name) → its mask, and how its messages are sent (socket, parent, built or not,
+        the other arguments)."""
+        self._streams_lock = threading.RLock()
 
     def install(self) -> None:
         self.session.send = self.send
@@ -103,14 +112,52 @@ class OutgoingMask:
         self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, *args: Any, **kwargs: Any
     ) -> Any:
         """``Session.send`` with the content masked (see the module docstring)."""
-        if isinstance(msg_or_type, dict):  # a message already built
-            msg_type = msg_or_type["header"]["msg_type"]
-            masked = self._masked(msg_type, msg_or_type["content"], msg_or_type["parent_header"])
-            if masked is not msg_or_type["content"]:
+        built = isinstance(msg_or_type, dict)  # a message already built (ipykernel's streams)
+        msg_type = str(msg_or_type["header"]["msg_type"] if built else msg_or_type)
+        body = msg_or_type.get("content") if built else content
+        parent_header = msg_or_type.get("parent_header") if built else parent
+        msg_id = _msg_id(parent_header)
+        if msg_type == "stream" and isinstance(body, dict) and isinstance(body.get("text"), str):
+            if not self._cells.get(msg_id, False):  # a pi request: its streams go through one mask each
+                text = self._stream_text(msg_id, body, (stream, parent_header, built, args, kwargs))
+                if not text:
+                    return None  # all of it may begin a key: it waits for the next piece (or the request's end)
+                if built:
+                    return self._send(stream, {**msg_or_type, "content": {**body, "text": text}}, *args, **kwargs)
+                return self._send(stream, msg_or_type, {**body, "text": text}, parent, *args, **kwargs)
+        elif not msg_type.endswith("_reply"):
+            self._flush_streams(msg_id, None)  # what a stream holds back goes out first
+        if built:
+            masked = self._masked(msg_type, body, parent_header)
+            if masked is not body:
                 msg_or_type = {**msg_or_type, "content": masked}
         else:
             content = self._masked(msg_or_type, content, parent)
         return self._send(stream, msg_or_type, content, parent, *args, **kwargs)
+
+    def _stream_text(self, msg_id: str, body: dict[str, Any], how: tuple[Any, ...]) -> str:
+        """What of a pi request's ``stream`` text may go now (its ``MaskedStream`` holds back the rest)."""
+        name = str(body.get("name", "stdout"))
+        with self._streams_lock:
+            self._flush_streams(msg_id, name)
+            entry = self._streams.get((msg_id, name))
+            if entry is None:
+                entry = self._streams[(msg_id, name)] = (MaskedStream(), how)
+            return entry[0].feed(body["text"])
+
+    def _flush_streams(self, msg_id: str, keep: str | None) -> None:
+        """Send what the request's streams hold back (but ``keep``'s), as their own messages were sent."""
+        with self._streams_lock:
+            for key in [key for key in self._streams if key[0] == msg_id and key[1] != keep]:
+                masked, (socket, parent, built, args, kwargs) = self._streams.pop(key)
+                rest = masked.flush()
+                if not rest:
+                    continue
+                content = {"name": key[1], "text": rest}
+                if built:
+                    self._send(socket, self.session.msg("stream", content, parent=parent), *args, **kwargs)
+                else:
+                    self._send(socket, "stream", content, parent, *args, **kwargs)
 
     def _masked(self, msg_type: str, content: Any, parent: Any) -> Any:
         """``content`` as it may leave: masked, left alone, or (a cell's reply, the widget states) in part."""
@@ -211,6 +258,9 @@ def install_outgoing_mask(kernel: Any, shell: Any) -> None:
     global _installed
     remove_outgoing_mask(shell)
     if kernel is not None and getattr(kernel, "session", None) is not None:
+        key = getattr(kernel.session, "key", b"")
+        if isinstance(key, bytes | str) and key:
+            add_secret_value(key)  # the HMAC key runs code in the kernel: masked wherever it shows
         _installed = OutgoingMask(kernel.session, kernel)
         _installed.install()
     else:

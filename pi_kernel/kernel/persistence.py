@@ -3,7 +3,9 @@
 The first line is a header (format name, version, model id, and which
 message each ``%%pi`` cell's turn starts at, so that re-running a cell after
 ``%pi load`` still replaces its turn); each further line is one message
-(``pi_kernel.ai.to_dict``). Keys are never written: a
+(``pi_kernel.ai.to_dict``); a compaction summary carries ``compacted_turns``
+(version 2; a version-1 file's summary, known then by its ``[compacted N
+turns]`` text at the start of the conversation, is read as one). Keys are never written: a
 ``Model`` holds only the name of the variable with its key, the header only
 ``provider:id``, and every string is passed through ``mask`` on the way out.
 """
@@ -11,6 +13,7 @@ message each ``%%pi`` cell's turn starts at, so that re-running a cell after
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +26,10 @@ from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.files import write_text_atomic
 
 FORMAT = "pi-kernel-conversation"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+_V1_SUMMARY = re.compile(r"^\[compacted (\d+) turns?\]")
+"""How version 1 marked a summary (its text): read only from version-1 files, only in first place."""
 
 
 @dataclass
@@ -77,8 +83,9 @@ def load_conversation(path: str | Path) -> SavedConversation:
     header = _parse_row(source, header_number, header_row, f"not a {FORMAT} header")
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"{source}:{header_number}: not a {FORMAT} file")
-    if header.get("version") != VERSION:
-        raise ValueError(f"{source}:1: format version {header.get('version')!r} is not supported (expected {VERSION})")
+    version = header.get("version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        raise ValueError(f"{source}:1: format version {version!r} is not supported (expected {VERSION})")
     messages = []
     for number, row in rows[1:]:
         data = _parse_row(source, number, row, "not a message")
@@ -89,6 +96,8 @@ def load_conversation(path: str | Path) -> SavedConversation:
             messages.append(clean_message(message_from_dict(data)))
         except (ValueError, TypeError, KeyError) as error:  # message_problem should have said: belt and braces
             raise ValueError(f"{source}:{number}: not a message ({error})") from None
+    if version == 1 and messages:
+        _mark_v1_summary(messages[0])
     count = header.get("count")
     if isinstance(count, int) and not isinstance(count, bool) and count != len(messages):
         raise ValueError(
@@ -98,6 +107,17 @@ def load_conversation(path: str | Path) -> SavedConversation:
     return SavedConversation(
         messages, model if isinstance(model, str) else None, header, _cells(header.get("cells"), len(messages))
     )
+
+
+def _mark_v1_summary(message: Any) -> None:
+    """A version-1 file's first message that begins ``[compacted N turns]`` was written as a summary."""
+    if getattr(message, "role", "") != "user" or getattr(message, "compacted_turns", None) is not None:
+        return
+    content = message.content
+    text = content if isinstance(content, str) else "".join(getattr(block, "text", "") for block in content[:1])
+    found = _V1_SUMMARY.match(text)
+    if found:
+        message.compacted_turns = int(found.group(1))
 
 
 def _parse_row(source: Path, number: int, row: str, what: str) -> Any:

@@ -18,7 +18,6 @@ own module (``cell_turns``, ``undo``, ``long_session``, ``approval_hook``, ...).
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +73,8 @@ class PiSession:
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
+        self.context_for_local = False
+        """``%pi context local``: the local model is told too (by default it is not: SmolLM2-135M repeats it)."""
         self._notebook_context: NotebookContext | None = None
         self._turn_journals: TurnJournals | None = None
         self.undo_news: str | None = None
@@ -83,7 +84,7 @@ class PiSession:
         self.approvals = SessionApprovals(self)
         """The approval broker and policy, who can answer now, decisions from comms and magics."""
         self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
-        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, _notebook_timeout())
+        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, self.settings.notebook_timeout)
         """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
         self.notebook.subscribe(self._notebook_connected)
         self.view_factory: TurnViewFactory | None = None
@@ -286,12 +287,18 @@ class PiSession:
     def tool_definition(self, name: str) -> ToolDefinition | None:
         return self.registry.get(name)
 
+    def hidden_tools(self) -> tuple[str, ...]:
+        """Enabled tools not offered now: the notebook bridge's while no front-end is connected."""
+        if self.notebook.connected:
+            return ()
+        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
+
+        return BRIDGE_TOOLS
+
     def prepare_request(self, context: Context, no_tools: bool = False) -> None:
         """Before each model request: the registry's tools and system prompt (none with ``no_tools``); the
         notebook bridge's tools only while a front-end is connected."""
-        from pi_kernel.tools.builtin.notebook_edits import BRIDGE_TOOLS  # loaded with the registry
-
-        self.registry.prepare_next_turn(context, exclude=() if self.notebook.connected else BRIDGE_TOOLS)
+        self.registry.prepare_next_turn(context, exclude=self.hidden_tools())
         if no_tools:
             context.tools = []
             context.system_prompt = f"{context.system_prompt or ''}\n\n{NO_TOOLS_NOTE}".strip()
@@ -414,17 +421,6 @@ class PiSession:
         known, so the next turn is told everything again, as after ``%pi reset``."""
         if self._notebook_context is not None:
             self._notebook_context.forget()
-
-
-def _notebook_timeout() -> float:
-    """``PI_NOTEBOOK_TIMEOUT``: seconds a notebook bridge request waits for the front-end (default 15)."""
-    from pi_kernel.kernel.notebook_bridge import REQUEST_TIMEOUT
-
-    try:
-        value = float(os.environ.get("PI_NOTEBOOK_TIMEOUT", REQUEST_TIMEOUT))
-    except ValueError:
-        return REQUEST_TIMEOUT
-    return value if 0 < value < 3600 else REQUEST_TIMEOUT
 
 
 def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:

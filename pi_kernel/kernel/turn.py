@@ -14,11 +14,13 @@ gate (``SessionApprovals.gate(turn)``), to the request hook (``no_tools``),
 to the tools' context (``bind_tools``). The session knows only which turn runs
 now (``PiSession.turn``), for an interrupt and for commands that must wait.
 
-A per-turn service for the tools (the turn's undo journal, say) is a field of
-the ``Turn``, made by ``run_turn``; ``bind_tools`` sets it on the session's
-``ToolContext`` (a typed field, ``None`` between turns) as the turn starts,
-and ``run_turn`` puts ``None`` back in its ``finally``: a tool reads it as
-``ctx.journal``, and nothing outlives the turn.
+How a per-turn service reaches the tools (the turn's undo journal, say): it
+is a field of the ``Turn``, made by ``run_turn``; ``bind_tools`` sets it on
+the session's ``ToolContext`` (a typed field there, ``None`` between turns)
+as the turn starts, and ``run_turn``'s ``finally`` sets ``None`` back. A tool
+reads ``ctx.journal``; nothing outlives the turn. (The registry's wrapped
+tools hold the session's one ``ToolContext``: a copy per turn would mean
+re-wrapping every tool each turn, and resetting their retry budgets.)
 """
 
 from __future__ import annotations

@@ -16,11 +16,15 @@ restored); the newest ``LIMIT`` journals are kept.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pi_kernel.ai import AssistantMessage, ToolCall
+from pi_kernel.tools.definition import ToolContext
 from pi_kernel.tools.turn_journal import NotebookEditor, TurnJournal, UndoReport
+
+logger = logging.getLogger("pi_kernel")
 
 LIMIT = 20
 
@@ -30,10 +34,54 @@ JOURNALED_TOOLS = frozenset(
 """Tools whose effects the journal records (or that change nothing)."""
 
 
+class UndoHost(Protocol):
+    """What an undo reads and sets of the session."""
+
+    undo_news: str | None
+
+    @property
+    def tool_context(self) -> ToolContext: ...
+
+    @property
+    def turn_journals(self) -> TurnJournals: ...
+
+
 class TurnJournals:
     def __init__(self) -> None:
         self._journals: list[TurnJournal] = []
         """Oldest first."""
+        self._offer: tuple[TurnJournal, Any] | None = None
+        """The newest turn's "Undo this turn" button (a widget view's ``UndoOffer``) and its journal."""
+
+    def offer(self, view: object, journal: TurnJournal, host: UndoHost) -> None:
+        """Show ``view``'s Undo button for the turn of ``journal`` (widget views have one); the previous
+        turn's button becomes a line naming ``%pi undo``."""
+        self.retire_offer()
+        offer_undo = getattr(view, "offer_undo", None)
+        if not callable(offer_undo) or journal not in self._journals or journal.undone:
+            return
+
+        def on_click(show: Callable[[str], None]) -> None:
+            def show_later(first: str) -> Callable[[str], None]:
+                show(first)
+                return show
+
+            text = undo_turn(host, journal, show_later)
+            if text:
+                show(text)
+
+        self._offer = (journal, offer_undo(on_click))
+
+    def retire_offer(self, journal: TurnJournal | None = None, text: str | None = None) -> None:
+        """Replace the Undo button (only if it is ``journal``'s, when given) by ``text`` or its plain line."""
+        if self._offer is None or (journal is not None and self._offer[0] is not journal):
+            return
+        _journal, offer = self._offer
+        self._offer = None
+        try:
+            offer.retire() if text is None else offer.retire(text)
+        except Exception:
+            logger.exception("pi_kernel: retiring an undo button failed")
 
     def begin(self, memory_budget: int, label: str) -> TurnJournal:
         """A journal for a new turn; older journals' copies give way while they hold over half the budget."""
@@ -73,23 +121,37 @@ class TurnJournals:
         return "\n".join(rows)
 
 
-def undo_newest(
-    journals: TurnJournals,
+def undo_turn(
+    host: UndoHost, journal: TurnJournal | None, show_later: Callable[[str], Callable[[str], None]]
+) -> str | None:
+    """Undo the turn of ``journal`` (``None``: the newest with effects left, as ``%pi undo``) with
+    ``undo_journal``; ``None`` when there is none. The next turn's prompt will say what was undone."""
+    journal = journal or host.turn_journals.newest()
+    if journal is None:
+        return None
+    context = host.tool_context
+    text = undo_journal(journal, context.namespace, context.notebook, show_later)
+    host.undo_news = text or f"the turn {journal.label!r}: its notebook changes were undone"
+    host.turn_journals.retire_offer(journal, "This turn was undone (%pi undo).")
+    return text
+
+
+def undo_journal(
+    journal: TurnJournal,
     namespace: dict[str, Any] | None,
     notebook: NotebookEditor | None,
     show_later: Callable[[str], Callable[[str], None]],
-) -> str | None:
-    """Undo the newest turn's effects; ``None`` when no turn has any left.
+) -> str:
+    """Undo one turn's effects; returns the report on variables and files.
 
-    Returns the report on variables and files. Notebook changes need the bridge's answers, so they are
-    undone by a task on the running event loop: ``show_later(text)`` shows a line now and returns how
-    to replace it with the final report.
+    Notebook changes need the bridge's answers, so they are undone by a task on the running event
+    loop: ``show_later(text)`` shows a line now and returns how to replace it with the final report
+    (the return value is then ``""``).
     """
-    journal = journals.newest()
-    if journal is None:
-        return None
-    report = journal.revert(namespace)
     head = f"Undid the turn {journal.label!r}."
+    if journal.undone:
+        return f"The turn {journal.label!r} was undone already."
+    report = journal.revert(namespace)
     if not journal.notebook_changes:
         return f"{head}\n{report.text()}"
     try:
@@ -117,4 +179,4 @@ def _tool_calls(messages: list[Any]) -> list[ToolCall]:
     return calls
 
 
-__all__ = ["TurnJournals", "UndoReport", "undo_newest"]
+__all__ = ["TurnJournals", "UndoHost", "UndoReport", "undo_journal", "undo_turn"]

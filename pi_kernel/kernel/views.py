@@ -45,6 +45,8 @@ class TurnOptions:
     """``--cells``: the ``python`` code of this turn comes back as a new cell below."""
     thinking: str | None = None
     """``--thinking off|low|medium|high``: the thinking effort for this cell only."""
+    tool: str | None = None
+    """``--tool NAME``: the model's first request must call tool NAME (``any``: some tool)."""
 
 
 @dataclass

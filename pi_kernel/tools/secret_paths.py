@@ -28,14 +28,18 @@ it.
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 import re
+import sys
+from itertools import islice
 
 from jupyter_core.paths import jupyter_runtime_dir
 
 from pi_kernel.tools.paths import resolve_to_cwd
 
-_ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/environ$")
+_ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/(?:environ|mem)$")
+"""A process's environment, and its memory (which holds the environment too)."""
 _SECRET_NAMES = frozenset(
     {".env", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".pypirc", ".npmrc", ".my.cnf", ".boto", ".s3cfg"}
 )
@@ -59,6 +63,29 @@ _JUPYTER_SECRETS = re.compile(
 """Jupyter's connection files (their HMAC key lets anyone run code in the kernel), a server's
 ``jpserver-*.json`` / ``-open.html`` (its token) and cookie secrets, wherever they are (``JUPYTER_RUNTIME_DIR``
 may be any folder, a connection file may be passed from anywhere with ``-f``)."""
+
+
+def connection_files() -> list[str]:
+    """This kernel's connection file (whatever its name: a plain ``KernelManager``, nbclient and papermill
+    name it ``/tmp/tmpXXXX.json``), as given and resolved: from the running kernel application, else from
+    the process's command line (``-f PATH``, ``--f=PATH``, ``--IPKernelApp.connection_file=PATH``)."""
+    found: list[str] = []
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+
+        if IPKernelApp.initialized():
+            app = IPKernelApp.instance()
+            found.append(os.path.join(app.connection_dir, app.connection_file) if app.connection_file else "")
+    except Exception:  # noqa: BLE001 - no kernel application here (a test, IPython in a terminal)
+        pass
+    arguments = list(sys.argv)
+    for index, argument in enumerate(arguments):
+        if argument == "-f" and index + 1 < len(arguments):
+            found.append(arguments[index + 1])
+        elif argument.startswith(("--f=", "--IPKernelApp.connection_file=", "--connection-file=")):
+            found.append(argument.split("=", 1)[1])
+    paths = [path for path in found if path]
+    return list(dict.fromkeys([os.path.abspath(path) for path in paths] + [os.path.realpath(path) for path in paths]))
 
 
 def _runtime_dirs() -> list[str]:
@@ -88,6 +115,8 @@ def _name_reason(real: str) -> str | None:
         return f"{name} looks like a private key"
     if _JUPYTER_SECRETS.match(name):
         return f"{name} is a Jupyter connection or server file, whose key runs code in the kernel"
+    if real in connection_files():
+        return f"{name} is this kernel's connection file, whose key runs code in the kernel"
     for runtime in _runtime_dirs():
         if real == runtime or real.startswith(runtime.rstrip(os.sep) + os.sep):
             return "files in Jupyter's runtime folder hold the keys of running kernels and servers"
@@ -109,13 +138,17 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
 _ENV_DUMP = re.compile(
     r"(?:^|[\s;&|(`'\"\[,])(?:env(?:\s+-[-\w]*)*(?=\s*(?:$|[;&|)`>'\"\],]))|set(?=\s*(?:$|[;&|)`>]))"
     r"|printenv\b|export\s+-p\b|(?:declare|typeset)\s+-[a-z]*[xp])"
-    r"|(?i:environ(?!ment))|\bgetenv\b|[A-Za-z0-9]_(?:API_KEY|TOKEN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
+    r"|(?i:environ(?!ment))|\bgetenv\b|\b[A-Z0-9_]*(?:_API_KEY|_TOKEN|SECRET[A-Z0-9_]*|PASSWORD|PASSWD|_PAT|_DSN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
     r"|\bps\s+[A-Za-z]*e",
     re.MULTILINE,
 )
 """Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``), reading it
 from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
-``process.env``), or naming a key variable (``$OPENAI_API_KEY``)."""
+``process.env``), or naming a secret variable (``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``,
+``$DB_PASSWORD``, ``$GITHUB_PAT``)."""
+_KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bconnection-file\b")
+"""Code that asks the kernel for its connection file or its key (``get_connection_file()``,
+``get_ipython().kernel.session.key``)."""
 _PATHISH = re.compile(r"""[^\s'"`;|&<>()=,]+""")
 _JOINED_LITERALS = re.compile(r"""['"]\s*[+,]?\s*['"]""")
 """Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``)."""
@@ -135,7 +168,7 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
     full += [os.path.join(home, ".local", "share", "jupyter", "runtime", "kernel-1.json")]
     full += [os.path.join(runtime, "kernel-1.json") for runtime in _runtime_dirs()]
     names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
-    names += ["kernel-1.json", "jpserver-1.json"]
+    names += ["kernel-1.json", "jpserver-1.json", "environ"]
     return tuple(full), tuple(names)
 
 
@@ -161,7 +194,8 @@ def _glob_reason(word: str) -> str | None:
             for name in names
             if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, name_pattern)
         ]
-    return f"it may match {hits[0]}: {_name_reason(hits[0]) or 'it holds secrets'}" if hits else None
+    reason = "a process's environment holds the API keys" if hits and hits[0] == "environ" else None
+    return f"it may match {hits[0]}: {reason or _name_reason(hits[0]) or 'it holds secrets'}" if hits else None
 
 
 def _variants(text: str) -> list[str]:
@@ -181,11 +215,61 @@ def secret_mention_reason(text: object) -> str | None:
     return None
 
 
+_CHANGE_DIR = re.compile(r"(?:^|[\s;&|(`{.])(?:cd|pushd|chdir\(\s*)\s*([^\s;&|)`]*)", re.MULTILINE)
+"""A change of folder in a command (``cd X``, ``pushd X``) or code (``os.chdir(X)``): later words are relative
+to it."""
+_PROC_DIR = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/|$)")
+MAX_EXPANDED = 2_000
+"""Files a glob of a command is expanded to, at most, when its words are tried against the disk."""
+
+
+def _folders(text: str) -> list[str]:
+    """The folders a command's relative words may be read from: the working folder, and every folder a
+    ``cd`` in it may change to (each resolved from the folders before it; a glob expanded)."""
+    folders = [os.getcwd()]
+    for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
+        target = os.path.expanduser(_QUOTING.sub("", target) or "~")
+        if "$" in target:
+            continue
+        found: list[str] = []
+        for folder in folders:
+            path = os.path.join(folder, target)
+            found += list(islice(glob.iglob(path), 16)) if _GLOB.search(target) else [path]
+        folders += [os.path.normpath(path) for path in found if os.path.isdir(path)]
+        folders = list(dict.fromkeys(folders))[:32]
+    return folders
+
+
+def _disk_reason(word: str, folders: list[str]) -> str | None:
+    """Why ``word``, read in one of ``folders`` (a glob expanded against the disk), names a file holding secrets."""
+    word = os.path.expanduser(word)
+    for folder in folders:
+        path = os.path.join(folder, word)
+        if _PROC_DIR.match(os.path.normpath(folder) + "/") and not os.path.isabs(word):
+            return f"it reads {word} in {folder}, a process's folder, which holds its environment"
+        candidates = list(islice(glob.iglob(path), MAX_EXPANDED)) if _GLOB.search(word) else [path]
+        for candidate in candidates:
+            for form in dict.fromkeys((os.path.normpath(candidate), os.path.realpath(candidate))):
+                reason = _name_reason(form)
+                if reason is not None:
+                    return f"it names {word}, which may be {form}: {reason}"
+    return None
+
+
 def _mention_reason(text: str) -> str | None:
+    for target in _CHANGE_DIR.findall(text):
+        if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
+            return f"it changes to {target}, under /proc, where processes keep their environment"
+    folders = _folders(text)
+    named = {os.path.basename(path) for path in connection_files()}
     for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
+        on_disk = "/" in word or _GLOB.search(word) or len(folders) > 1 or word in named  # a plain word: no syscall
+        reason = _disk_reason(word, folders) if on_disk and not word.startswith("-") else None
+        if reason is not None:
+            return reason
         if "/" in word or word.startswith(".") or _KEY_FILES.match(word) or _GLOB.search(word):
             reason = _name_reason(os.path.normpath(os.path.expanduser(word)))
-            if reason is None and "environ" in word and "/proc/" in word:
+            if reason is None and re.search(r"/proc/\S*(?:environ|/mem$)", word):
                 reason = "it is a process's environment, which holds the API keys"
             if reason is not None:
                 return f"it names {word}: {reason}"
@@ -194,6 +278,8 @@ def _mention_reason(text: str) -> str | None:
                 return f"{word}: {glob_reason}"
     if "/proc/" in text and "environ" in text:
         return "it may read a process's environment, which holds the API keys"
+    if _KERNEL_KEYS.search(text):
+        return "it may read the kernel's connection file or key, which runs code in the kernel"
     if _ENV_DUMP.search(text):
         return "it may read the environment, which holds the API keys"
     return None

@@ -32,8 +32,9 @@ import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
+from pi_kernel.ai.static_read import class_name, has_base, simple_name
 from pi_kernel.tools.files import write_file_atomic
 from pi_kernel.tools.notebook_document import StaleCell
 
@@ -249,7 +250,7 @@ class TurnJournal:
         if name.startswith("_") or name in ("In", "Out"):
             return
         kind = type(value)
-        if kind in _IMMUTABLE or isinstance(value, _NOT_DATA):
+        if _one_of(kind, _IMMUTABLE) or has_base(value, *_NOT_DATA):  # identity and type(): no user code
             return
         copier = _copier(kind)
         if copier is None:
@@ -268,7 +269,7 @@ class TurnJournal:
         try:
             copied = copier(value)
         except Exception as error:  # noqa: BLE001 - an object that cannot be copied is named, never fatal
-            self._notes.setdefault(f"copy:{name}", f"{name}: could not be copied ({type(error).__name__})")
+            self._notes.setdefault(f"copy:{name}", f"{name}: could not be copied ({class_name(type(error))})")
             return
         self.held += size
         self._copies[name] = _Copy(value, copied, size)
@@ -370,11 +371,11 @@ def _pandas_is_cow() -> bool:
 
 
 def _copier(kind: type) -> Callable[[Any], Any] | None:
-    if kind in (list, dict, set, bytearray):
-        return kind.copy
-    if kind.__name__ in ("DataFrame", "Series") and _is_from("pandas", kind):
+    if _one_of(kind, (list, dict, set, bytearray)):
+        return cast(Any, kind).copy
+    if simple_name(kind) in ("DataFrame", "Series") and _is_from("pandas", kind):
         return _pandas_copy
-    if kind.__name__ == "ndarray" and _is_from("numpy", kind):
+    if simple_name(kind) == "ndarray" and _is_from("numpy", kind):
         return lambda value: value.copy()
     return None
 
@@ -382,20 +383,20 @@ def _copier(kind: type) -> Callable[[Any], Any] | None:
 def _is_from(module: str, kind: type) -> bool:
     """``kind`` is the very class of that (already imported) library, not a look-alike."""
     loaded = sys.modules.get(module)
-    return loaded is not None and getattr(loaded, kind.__name__, None) is kind
+    return loaded is not None and getattr(loaded, simple_name(kind), None) is kind
 
 
 def _size_of(value: Any) -> int | None:
     """Bytes a copy costs, read without calling the object's own Python code (library types only)."""
     kind = type(value)
     try:
-        if kind in (list, dict, set, bytearray):
+        if _one_of(kind, (list, dict, set, bytearray)):
             return sys.getsizeof(value)
-        if kind.__name__ == "ndarray":
+        if simple_name(kind) == "ndarray" and _is_from("numpy", kind):  # the library's class, not a look-alike
             return int(value.nbytes)
-        if kind.__name__ == "DataFrame":
+        if simple_name(kind) == "DataFrame" and _is_from("pandas", kind):
             return int(value.memory_usage(index=True, deep=False).sum())
-        if kind.__name__ == "Series":
+        if simple_name(kind) == "Series" and _is_from("pandas", kind):
             return int(value.memory_usage(index=True, deep=False))
     except Exception:  # noqa: BLE001 - unknown size: not copied, and named
         return None
@@ -406,10 +407,10 @@ def _restore_in_place(original: Any, copied: Any) -> Any:
     """Put ``copied``'s content back: into the same object for builtin containers (other references see it),
     else the copy takes the name's place."""
     kind = type(original)
-    if kind in (list, bytearray):
+    if _one_of(kind, (list, bytearray)):
         original[:] = copied
         return original
-    if kind in (dict, set):
+    if _one_of(kind, (dict, set)):
         original.clear()
         original.update(copied)
         return original
@@ -420,15 +421,15 @@ def _unchanged(original: Any, copied: Any) -> bool:
     """Whether ``original`` still equals its copy, decided without user code (else: assume it changed)."""
     kind = type(original)
     try:
-        if kind in (list, bytearray, set):
+        if _one_of(kind, (list, bytearray, set)):
             return len(original) == len(copied) and all(a is b for a, b in zip(original, copied, strict=True))
         if kind is dict:
             return len(original) == len(copied) and all(
                 a is c and b is d for (a, b), (c, d) in zip(original.items(), copied.items(), strict=True)
             )
-        if kind.__name__ == "ndarray":
+        if simple_name(kind) == "ndarray":
             return original.dtype.kind != "O" and original.shape == copied.shape and bool((original == copied).all())
-        if kind.__name__ in ("DataFrame", "Series"):
+        if simple_name(kind) in ("DataFrame", "Series"):
             return _frame_unchanged(original, copied)
     except Exception:  # noqa: BLE001 - could not tell: keep the copy
         return False
@@ -462,8 +463,13 @@ def _digest(path: Path) -> str:
         return "unreadable"
 
 
+def _one_of(kind: type, kinds: tuple[type, ...]) -> bool:
+    """``kind in kinds`` by identity (``in`` would call a metaclass's ``__eq__``)."""
+    return any(kind is one for one in kinds)
+
+
 def _type_name(kind: type) -> str:
-    return f"a {getattr(kind, '__name__', 'object')}"
+    return f"a {simple_name(kind)}"
 
 
 def _count(number: int, noun: str) -> str:

@@ -94,8 +94,24 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
         "stop_reason": state.stop_reason,
         "duration_s": _rounded(_duration(state)),
         "tool_calls": calls,
+        "answer": _clip(_answer(state), METADATA_RESULT_CHARS),  # its blocks were masked as they entered
         "errors": [block.text for block in state.blocks if isinstance(block, NoticeBlock) and block.kind == "error"],
     }
+
+
+def _answer(state: TurnState) -> str:
+    """The turn's answer: its text after the last tool call."""
+    last_call = max((i for i, block in enumerate(state.blocks) if isinstance(block, ToolCallBlock)), default=-1)
+    texts = [
+        block.text
+        for block in state.blocks[last_call + 1 :]
+        if isinstance(block, TextBlock) and block.kind != "thinking"
+    ]
+    return "\n\n".join(texts)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " …"
 
 
 # ---------------------------------------------------------------------- html

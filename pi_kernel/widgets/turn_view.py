@@ -65,6 +65,7 @@ from pi_kernel.widgets.throttle import Scheduler, Throttle
 from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
 from pi_kernel.widgets.tool_render import DefinitionLookup
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
+from pi_kernel.widgets.undo_offer import UndoOffer
 
 logger = logging.getLogger("pi_kernel.widgets")
 
@@ -257,6 +258,12 @@ class WidgetTurnView:
             self._sender.send("update_display_data", content)
         self._kit.close_all()
         return self.static
+
+    def offer_undo(self, undo: Callable[[Callable[[str], None]], Any]) -> UndoOffer:
+        """After ``finish``: show an "Undo this turn" button under the static output (``UndoOffer``)."""
+        offer = UndoOffer(self._sender, undo, self._loop)
+        offer.display()
+        return offer
 
     @property
     def flushes(self) -> int:

@@ -1,5 +1,6 @@
 """Steering a running turn in real JupyterLab: a message typed into the live view's box while a slow tool
-runs, sent with Enter, reaches the next model request (after the tool's result) and shows in the turn."""
+runs, sent with Enter, reaches the next model request (after the tool's result) and shows in the turn.
+And the finished turn's "Undo this turn" button reverts what it changed."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ pytestmark = [
 ]
 
 STEERING = "Use polars, not pandas"
-CELLS = ["1 + 1", "%%pi\nLoad the data."]
+CELLS = ["1 + 1", "%%pi\nLoad the data.", "%%pi\nMake a variable.", "print('made' in globals())"]
 
 
 def respond(body: dict[str, Any]) -> Any:
     last = body["messages"][-1]
+    if last["role"] == "user" and "Make a variable." in str(last["content"]):
+        return tool_call_chunks([{"name": "python", "arguments": {"code": "made = 1"}, "id": "make"}])
     if last["role"] == "user" and "Load the data." in str(last["content"]):
         return tool_call_chunks([{"name": "bash", "arguments": {"command": "sleep 8; echo loaded"}, "id": "slow"}])
     return text_chunks(f"Answered after {len(body['messages'])} messages.")
@@ -73,3 +76,17 @@ def test_a_message_typed_while_a_slow_tool_runs_reaches_the_next_request(
     assert [message["role"] for message in second["messages"]][-3:] == ["assistant", "tool", "user"]
     assert STEERING in str(second["messages"][-1]["content"]) and STEERING not in str(first["messages"])
     assert STEERING in notebook.output_text(1)  # the turn's transcript shows it
+
+
+def test_the_undo_button_reverts_the_finished_turn(lab: tuple[NotebookPage, FakeOpenAI]) -> None:
+    notebook, _server = lab
+    notebook.run(2)
+    button = notebook.output(2).get_by_role("button", name="Undo this turn")
+    button.wait_for(timeout=60_000)
+    notebook.wait_prompt(2)
+    notebook.run(3)
+    notebook.wait_text(3, "True")
+    button.click()
+    notebook.wait_text(2, "Restored 1 variable.", timeout=30)
+    notebook.run(3)
+    notebook.wait_text(3, "False")

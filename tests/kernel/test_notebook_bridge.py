@@ -9,12 +9,21 @@ was told, and that every tool call got exactly one result.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
-from kernel_helpers import KernelDriver, approval_comm, approval_requests, assert_one_result_per_call, kernel_env
+from kernel_helpers import (
+    KernelDriver,
+    approval_comm,
+    approval_requests,
+    assert_one_result_per_call,
+    conversation_tool_calls,
+    kernel_env,
+)
 from notebook_frontend import ScriptedFrontend, new_notebook
 
 pytestmark = pytest.mark.kernel
@@ -312,3 +321,28 @@ def test_without_a_bridge_the_notebook_tools_are_not_offered(kernel: KernelDrive
     assert "x_plain = 5" in tool_result(server)  # the recent cells, as without the bridge before
     prompt = json.dumps(server.last_body["messages"][0])
     assert "edit_cell" not in prompt
+
+
+def test_an_interrupt_stops_run_cells(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend, tmp_path: Path
+) -> None:
+    marker = tmp_path / "state"
+    frontend.user_edit(
+        0,
+        f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('sleeping')\ntime.sleep(60)\nfinished = True",
+    )
+    server.enqueue(tool_call_chunks([("run_cells", {"cells": ["#1"]})]))
+    state: dict[str, float] = {}
+
+    def on_poll() -> None:
+        if "at" not in state and marker.exists():
+            state["at"] = time.monotonic()
+            kernel.interrupt()
+
+    result = run_pi(kernel, frontend, on_poll=on_poll, timeout=90)
+    assert "at" in state and time.monotonic() - state["at"] < 10  # not the 60 s the cell would take
+    assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
+    assert kernel.run("print('finished' in dir())").text.strip() == "False"
+    errors = [output for output in frontend.cell(0).outputs if output["output_type"] == "error"]
+    assert errors and errors[0]["ename"] == "KeyboardInterrupt"  # the cell shows it was stopped
+    conversation_tool_calls(kernel)  # every call of the turn has exactly one result

@@ -42,18 +42,31 @@ def test_a_cell_without_a_limit_must_still_end_in_an_answer() -> None:
     raise AssertionError("a turn that ended on tool_use without a turn limit passed the check")
 
 
-def test_the_mcp_check_accepts_a_notebook_tool_call() -> None:
-    """08 leaves the notebook tools ``cells`` / ``inspect`` on: the model may answer with them."""
-    cells = [
-        _cell("mcp add time", {}, "time: running\ntime__get_current_time [asks]"),
-        _cell("%pi approve time__*=auto", {}, "time__*=auto"),
-        _cell(
-            "%%pi --max-turns 2\nWhat time is it now in UTC?",
-            {"errors": [], "stop_reason": "stop", "tool_calls": [_call("cells", {})]},
-        ),
-        _cell("%pi mcp remove time", {}, "MCP server time removed."),
-    ]
-    check_mcp(nbformat.v4.new_notebook(cells=cells), "auto", Path("."))
+def _mcp_notebook(call: dict[str, Any]) -> Any:
+    return nbformat.v4.new_notebook(
+        cells=[
+            _cell("mcp add time", {}, "time: running\ntime__get_current_time [asks]"),
+            _cell("%pi approve time__*=auto", {}, "time__*=auto"),
+            _cell(
+                "%%pi --tool time__get_current_time --max-turns 2\nWhat time is it now in UTC?",
+                {"errors": [], "stop_reason": "stop", "tool_calls": [call], "answer": "It is noon."},
+            ),
+            _cell("%pi mcp remove time", {}, "MCP server time removed."),
+        ]
+    )
+
+
+def test_the_mcp_check_needs_the_time_tool_to_return_a_time() -> None:
+    """08's lesson is an MCP call: a turn that used a notebook tool instead, or got no time back, fails."""
+    good = _call("time__get_current_time", {"timezone": "UTC"})
+    good["result"]["text"] = '{"timezone": "UTC", "datetime": "2026-12-06T05:00:00+00:00", "is_dst": false}'
+    check_mcp(_mcp_notebook(good), "auto", Path("."))
+    for bad in (_call("cells", {}), _call("time__get_current_time", {"timezone": "UTC"})):
+        try:
+            check_mcp(_mcp_notebook(bad), "auto", Path("."))
+        except AssertionError:
+            continue
+        raise AssertionError(f"the MCP check passed a turn without a time from the time server: {bad}")
 
 
 def test_every_tutorial_pi_cell_with_tools_has_a_turn_limit() -> None:

@@ -244,7 +244,7 @@ async def test_the_full_output_file_is_private_masked_and_removed_at_exit(
 ) -> None:
     """The spool file once was world-readable, held the keys a command printed, and was never removed."""
     monkeypatch.setenv("PI_TEST_API_KEY", SPOOL_KEY)
-    command = 'for i in $(seq 1 4000); do echo "line $i $PI_TEST_API_KEY"; done'
+    command = f'for i in $(seq 1 4000); do echo "line $i {SPOOL_KEY}"; done'  # bash's own env has no key
     result = await call_tool(BASH, {"command": command}, make_ctx(tmp_path))
     path = Path(result.details["full_output_path"])
     assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700

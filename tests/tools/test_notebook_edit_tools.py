@@ -171,7 +171,7 @@ def test_insert_and_delete_plans_show_new_cells_as_added_and_deleted_as_removed(
     ctx = ToolContext(notebook=document)
     plan = asyncio.run(plan_insert(InsertCellsParams(after="#1", cells=[NewCell(type="markdown", source="# T")]), ctx))
     assert plan.title == "insert 1 cell(s) after #1" and "+# T" in plan.diff and "new cell #2 (markdown)" in plan.diff
-    result = call("insert_cells", InsertCellsParams(cells=[NewCell(source="d = 4")]), ctx)
+    result = call("insert_cells", InsertCellsParams(cells=[NewCell(type="code", source="d = 4")]), ctx)
     assert sources(document)[-1] == "d = 4" and "at the end: #4" in result.content[0].text
     gone = asyncio.run(plan_delete(DeleteCellsParams(cells=["#2", "#2"]), ctx))
     assert "-b = 2" in gone.diff and gone.title == "delete #2 (code) b = 2"
@@ -192,7 +192,7 @@ def test_without_a_notebook_the_tools_answer_one_clear_line() -> None:
     ctx = ToolContext()
     for name, params in (
         ("edit_cell", EditCellParams(cell="#1", source="x")),
-        ("insert_cells", InsertCellsParams(cells=[NewCell(source="x")])),
+        ("insert_cells", InsertCellsParams(cells=[NewCell(type="code", source="x")])),
         ("delete_cells", DeleteCellsParams(cells=["#1"])),
     ):
         with pytest.raises(NotebookError, match=f"^{name} needs the notebook bridge .* nothing was changed"):
@@ -209,3 +209,22 @@ def test_a_500_cell_listing_is_bounded_and_names_every_shown_cell() -> None:
     assert "Notebook: 500 cell(s); showing #" in text and "#251 id=" in text and "running now" in text
     one = asyncio.run(document_cells(document, CellsParams(cell="#7")))
     assert "value_6 = np.arange(6)" in one.content[0].text
+
+
+def test_run_cells_card_shows_the_code_and_a_cell_changed_meanwhile_does_not_run() -> None:
+    from pi_kernel.tools.builtin.run_cells import RunCellsParams
+
+    document = MemoryNotebook(["ran = 'approved'", "x = 1"])
+    namespace: dict[str, Any] = {}
+    ctx = ToolContext(notebook=document, namespace=namespace)
+    run = tool("run_cells")
+    params = RunCellsParams(cells=["#1"])
+    assert run.approval_preview is not None
+    preview = asyncio.run(run.approval_preview("call-run", params, ctx))
+    assert preview is not None and " ran = 'approved'" in preview.diff and preview.title.startswith("run #1 (code)")
+    document.cells[0][2] = "ran = 'something else'"
+    with pytest.raises(StaleCell):
+        call("run_cells", params, ctx, "call-run")
+    assert "ran" not in namespace
+    result = call("run_cells", params, ctx, "call-again")  # read afresh, no card: runs what is there now
+    assert namespace["ran"] == "something else" and "#1" in result.content[0].text

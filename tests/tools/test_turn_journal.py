@@ -168,3 +168,23 @@ def test_a_cell_edited_then_deleted_comes_back_as_it_was_under_its_new_id() -> N
     notebook.cells = [("a", "1")]
     report = asyncio.run(journal.revert_notebook(notebook, UndoReport()))
     assert notebook.cells == [("a", "1"), ("new10", "2")] and report.not_restored == []
+
+
+def test_a_proxy_claiming_to_be_a_list_is_named_not_copied() -> None:
+    class Proxy:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return list
+
+        def __len__(self) -> int:
+            raise AssertionError("called")
+
+        def copy(self) -> Any:
+            raise AssertionError("called")
+
+    proxy = Proxy()
+    assert isinstance(proxy, list)  # what isinstance would have believed
+    namespace: dict[str, Any] = {"p": proxy}
+    journal = TurnJournal()
+    run(journal, namespace, "p.x = 1")
+    assert journal.revert(namespace).not_restored == ["p (a Proxy): not copied; any change made to it in place stays"]

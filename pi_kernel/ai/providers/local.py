@@ -14,7 +14,8 @@ answer comes from the whole transcript (oldest turns dropped when it does not
 fit the context). ``usage.input`` counts the prompt the output continues;
 ``usage.output`` counts every sampled token, the tool-choice head included.
 
-``max_tokens`` caps a text answer only: the tool-choice head and a call's
+A text answer after short tool results starts with them, and one the cap ends is cut back to its last
+sentence (``local_answer``). ``max_tokens`` caps a text answer only: the tool-choice head and a call's
 arguments have their own bounds (``head_token_cap``, ``TOOL_CALL_MAX_TOKENS``),
 so a small answer cap never cuts a call.
 """
@@ -32,6 +33,7 @@ from typing import Any
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolCall, Usage
 from pi_kernel.ai.models import Model
+from pi_kernel.ai.providers.local_answer import answer_seed, shaped_answer
 from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling, get_engine
 from pi_kernel.ai.providers.local_grammar import max_arguments_bytes
 from pi_kernel.ai.providers.local_prompt import (  # re-exported: the provider's prompt is part of its API
@@ -275,16 +277,22 @@ def _decode(
                 # Fitted before the head is announced, so that a prompt too long
                 # fails before any content (``serve-local`` can still answer 400).
                 prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools), requested)
+                seed = answer_seed(context.messages)  # short tool results open the answer (``local_answer``)
+                prompt = prompt + engine.tokenize_continuation(seed) if seed else prompt
                 push("head", _Head(name))
                 push("prompt_tokens", len(prompt))
-                pieces = engine.decode(
-                    prompt,
+                pieces = shaped_answer(
+                    seed,
+                    engine.decode(
+                        prompt,
+                        stats,
+                        max_tokens=max(1, min(limit, engine.n_ctx - len(prompt))),
+                        sampling=sampling,
+                        stop=stop,
+                        require_text=not seed,
+                        should_stop=halt.is_set,
+                    ),
                     stats,
-                    max_tokens=limit,
-                    sampling=sampling,
-                    stop=stop,
-                    require_text=True,
-                    should_stop=halt.is_set,
                 )
             else:
                 push("head", _Head(name))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.ai.messages import AssistantMessage, ToolResultMessage, UserMessage, text_of
+from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage, text_of
 from pi_kernel.ai.stream_types import Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
@@ -129,7 +129,7 @@ def chat_messages(context: Context, offer_tools: bool = True, focus: bool = Fals
     the call; with the result after the question it often repeats its previous
     answer; results first, question last, it answers from them.
     """
-    system = context.system_prompt or "You are a helpful assistant."
+    system = (None if focus else context.system_prompt) or "You are a helpful assistant."
     if context.tools and offer_tools:
         system = f"{system}\n\n{tools_section(context.tools)}"
     turns = [_Turn("system", system)]
@@ -139,7 +139,7 @@ def chat_messages(context: Context, offer_tools: bool = True, focus: bool = Fals
         messages = messages[last_user:]
     for message in messages:
         if isinstance(message, UserMessage):
-            turns.append(_Turn("user", text_of(message.content)))
+            turns.append(_Turn("user", _request_last(message)))
         elif isinstance(message, AssistantMessage):
             if message.text:
                 turns.append(_Turn("assistant", message.text))
@@ -149,6 +149,17 @@ def chat_messages(context: Context, offer_tools: bool = True, focus: bool = Fals
                 turns.append(_Turn("user", ""))
             turns[-1].results.append(f"Tool {message.tool_name} {verb}: {_clip(text_of(message.content))}")
     return [{"role": turn.role, "content": turn.content()} for turn in turns]
+
+
+def _request_last(message: UserMessage) -> str:
+    """A user message's text with its first text part (the request) last: later parts (the kernel's notebook
+    context) are background, and this model answers what comes last (as with tool results)."""
+    if isinstance(message.content, str):
+        return message.content
+    parts = [block.text for block in message.content if isinstance(block, TextContent)]
+    if len(parts) < 2:
+        return "".join(parts)
+    return f"{''.join(parts[1:]).strip()}\n\n{parts[0].strip()}"
 
 
 MIN_ANSWER_TOKENS = 64

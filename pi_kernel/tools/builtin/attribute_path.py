@@ -17,6 +17,7 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pi_kernel.ai.static_read import class_attribute, has_base
 from pi_kernel.tools.builtin.describe import is_array_like
 
 
@@ -67,16 +68,18 @@ def _attribute(value: Any, part: str) -> Any:
     found = inspect.getattr_static(value, part)
     if _found_in_instance(value, part, found):
         return found  # the instance's own attribute (model.coef_), as stored
-    if isinstance(found, staticmethod):
+    is_class = has_base(value, type)  # type() and the MRO only: no __class__ property of the user's runs
+    if type(found) is staticmethod:
         return found.__func__
-    if isinstance(found, classmethod):
-        owner = value if isinstance(value, type) else type(value)
-        return types.MethodType(found.__func__, owner)
-    if isinstance(found, types.FunctionType):
-        return found if isinstance(value, type) else types.MethodType(found, value)
-    if isinstance(found, _PLAIN_DESCRIPTORS):
-        return getattr(value, part)
-    if hasattr(type(found), "__get__") and not isinstance(found, (types.BuiltinFunctionType, type)):
+    if type(found) is classmethod:
+        return types.MethodType(found.__func__, value if is_class else type(value))
+    if type(found) is types.FunctionType:
+        return found if is_class else types.MethodType(found, value)
+    if any(type(found) is kind for kind in _PLAIN_DESCRIPTORS):
+        if is_class and class_attribute(value, part) is found:  # the class's own slot: the descriptor itself
+            return found.__get__(None, value)
+        return found.__get__(value, type(value))  # C code: a slot or a built-in attribute
+    if class_attribute(type(found), "__get__") is not None and not has_base(found, types.BuiltinFunctionType, type):
         raise RunsUserCode(part)
     return found
 
@@ -86,7 +89,7 @@ def _found_in_instance(value: Any, part: str, found: Any) -> bool:
         own = object.__getattribute__(value, "__dict__")
     except AttributeError:
         return False
-    return isinstance(own, dict) and own.get(part, None) is found
+    return has_base(own, dict) and dict.get(own, part, None) is found
 
 
 REFUSED_ATTRIBUTES = frozenset({"environ", "__globals__", "__dict__", "__builtins__", "f_globals", "f_locals"})
@@ -100,7 +103,7 @@ class RefusedPath(Exception):
 def _refuse(path: str, part: str, value: Any) -> None:
     """``RefusedPath`` for a step through a module, ``environ``-like attribute or an ``os.environ`` mapping:
     reading the kernel's environment always asks a person (``python`` code does), ``inspect`` never asks."""
-    if part in REFUSED_ATTRIBUTES or issubclass(type(value), (types.ModuleType, os._Environ)):
+    if part in REFUSED_ATTRIBUTES or has_base(value, types.ModuleType, os._Environ):
         raise RefusedPath(
             f"inspect does not read {path}: it walks through a module or the process environment "
             "(which holds the API keys); use python for it (a person approves that)."

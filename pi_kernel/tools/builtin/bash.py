@@ -2,7 +2,9 @@
 
 Port of pi's ``bash.ts``. The command runs as ``<shell> -c <command>`` (pi's
 choice of shell: ``/bin/bash``, else ``bash`` on PATH, else ``sh``) in the
-context's cwd, in a new session so that it and everything it starts form one
+context's cwd, with the kernel's environment less every variable holding a
+secret (``secret_names.tool_environment``: ``env``, ``printenv`` and the
+command's own ``/proc/self/environ`` hold no key), in a new session so that it and everything it starts form one
 process group. Output (stdout and stderr through one pipe, so their order is
 kept) streams to ``on_update`` at most ``update_interval`` apart (10 Hz),
 each update holding the current tail. The final text is the tail of the
@@ -38,6 +40,7 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.builtin.output import OutputSpool
+from pi_kernel.tools.builtin.secret_names import tool_environment
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.paths import resolve_tool_cwd
 from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
@@ -84,7 +87,8 @@ def create_bash_tool(
 
     ``shell``: the program run as ``shell -c command``; ``command_prefix``: lines
     run before every command (pi's ``commandPrefix``); ``env``: variables added
-    to the process environment; ``update_interval``: seconds between streamed updates.
+    to the process environment (kept, also a secret one: the caller's choice);
+    ``update_interval``: seconds between streamed updates.
     """
 
     async def execute(
@@ -100,7 +104,7 @@ def create_bash_tool(
         if signal is not None and signal.aborted:
             raise RuntimeError("Command aborted")
         command = f"{command_prefix}\n{params.command}" if command_prefix else params.command
-        environment = {**os.environ, **(env or {})}
+        environment = tool_environment(env)  # no key variables: ``env``, its /proc/self/environ hold none
         spool = OutputSpool("pi-bash")
         emitter = _ThrottledEmitter(spool, on_update)
         timeout = params.timeout if params.timeout is not None and params.timeout > 0 else None

@@ -158,6 +158,10 @@ def format_listing(cells: Sequence[CellInfo], running: str | None, start: int | 
         shown.append(entries[index])
         used += len(entries[index]) + 1
         last = index
+    while start is None and last == total - 1 and first > 0 and used + len(entries[first - 1]) + 1 <= limit:
+        first -= 1  # the window reached the end: fill the room left with the cells before it
+        shown.insert(0, entries[first])
+        used += len(entries[first]) + 1
     header = f"Notebook: {total} cell(s)"
     if first > 0 or last < total - 1:
         header += (

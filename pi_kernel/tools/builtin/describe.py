@@ -1,14 +1,18 @@
 """Bounded, type-aware descriptions of the notebook's live objects (for ``inspect`` and the notebook context).
 
-Everything here reads and never changes: no call of user code except the
-object's own ``repr``/``len``/``shape``-like protocol methods and pandas/numpy
-summaries, each run by ``SafeCaller`` on a helper thread with a time limit, so
-a ``repr`` that raises, hangs or returns megabytes gives a short note instead
-of a stuck or crashed kernel. The limit cannot stop a ``repr`` that runs in C
-(a list of millions of tuples), so built-in containers and strings are
-previewed with a bounded ``reprlib`` repr (their first items) instead. Every text is cut to a size limit and has known
-keys masked; a string held under a secret-like name (``db_password``) is never
-previewed (``secret_names``).
+Everything here reads and never changes. What is learnt without a time limit
+is read statically (``static_read``: ``type()``, the class's own
+``__dict__``s, the built-ins' own ``__len__`` and iteration), so no method of
+the user's classes runs there; the only user code called is an object's own
+``repr`` (when its class defines one) and pandas/numpy summaries, each run by
+``SafeCaller`` on a helper thread with a time limit, so a ``repr`` that
+raises, hangs or returns megabytes gives a short note instead of a stuck or
+crashed kernel. The limit cannot stop a ``repr`` that runs in C (a list of
+millions of tuples), so built-in containers, strings and ints (and their
+subclasses that keep the built-in's ``repr``) are previewed by their first
+items instead. ``os.environ`` met inside a container is not shown. Every
+text is cut to a size limit and has known keys masked; a string held under a
+secret-like name (``db_password``) is never previewed (``secret_names``).
 
 pandas DataFrames are summarised from per-column numpy reductions (count,
 mean, min, max) rather than ``describe()`` (whose percentiles sort every
@@ -17,30 +21,42 @@ column), so a description of a large frame stays cheap.
 
 from __future__ import annotations
 
-import ctypes
+import collections
 import inspect
 import itertools
-import queue
+import os
 import reprlib
-import threading
 import time
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pi_kernel.ai.safe_call import CallTimeout, SafeCaller, error_text
+from pi_kernel.ai.static_read import (
+    BUILTIN_CONTAINERS,
+    builtin_base,
+    class_attribute,
+    class_name,
+    defined_in,
+    exact_text,
+    has_base,
+    overrides,
+    static_items,
+    static_len,
+    type_name,
+)
 from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value, masked
 from pi_kernel.tools.definition import ToolContext
 
 DEFAULT_LIMIT = 4000
 """Characters of one description or listing (the ``describe_limit`` setting)."""
-CALL_TIMEOUT = 1.0
-"""Seconds one ``repr`` of a user object may take."""
 DESCRIBE_TIMEOUT = 10.0
 """Seconds one whole description may take (a summary of a large DataFrame is real work)."""
 LISTING_BUDGET = 3.0
 """Seconds of previews in one listing; after that, names and types only."""
 PREVIEW_CHARS = 80
+ENVIRON_HIDDEN = "<os.environ: not shown, it holds the keys>"
 HIDDEN_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 """IPython's own names in a user namespace."""
 
@@ -49,65 +65,6 @@ def describe_limit(ctx: ToolContext) -> int:
     """The context's ``describe_limit`` (the kernel's setting), else ``DEFAULT_LIMIT``."""
     limit = ctx.describe_limit
     return limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT
-
-
-class CallTimeout(Exception):
-    """A guarded call took longer than its limit."""
-
-
-class SafeCaller:
-    """Runs calls of user code on a helper thread with a time limit.
-
-    A call that does not return in time is abandoned (an exception is raised
-    in its thread, which stops Python code at its next bytecode) and the next
-    call gets a fresh thread, so one hanging ``repr`` costs one timeout.
-    """
-
-    def __init__(self, timeout: float = CALL_TIMEOUT) -> None:
-        self.timeout = timeout
-        self._jobs: queue.SimpleQueue[Any] | None = None
-        self._thread: threading.Thread | None = None
-
-    def call(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
-        """``fn()``'s value; its exception re-raised; ``CallTimeout`` when it takes longer than ``timeout``
-        (default: the caller's)."""
-        limit = self.timeout if timeout is None else timeout
-        if self._jobs is None or self._thread is None or not self._thread.is_alive():
-            self._jobs = queue.SimpleQueue()
-            self._thread = threading.Thread(target=_work, args=(self._jobs,), name="pi-describe", daemon=True)
-            self._thread.start()
-        done = threading.Event()
-        box: dict[str, Any] = {}
-        self._jobs.put((fn, box, done))
-        if not done.wait(limit):
-            thread, self._thread, self._jobs = self._thread, None, None
-            if thread.ident is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(SystemExit))
-            raise CallTimeout(f"took longer than {limit:g} s")
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
-
-    def close(self) -> None:
-        if self._jobs is not None:
-            self._jobs.put(None)
-        self._jobs, self._thread = None, None
-
-
-def _work(jobs: queue.SimpleQueue[Any]) -> None:
-    while True:
-        job = jobs.get()
-        if job is None:
-            return
-        fn, box, done = job
-        try:
-            box["value"] = fn()
-        except BaseException as error:  # noqa: BLE001 - user code may raise anything; the caller gets it
-            if isinstance(error, SystemExit):
-                return  # abandoned after a timeout
-            box["error"] = error
-        finally:
-            done.set()
 
 
 def clip(text: str, limit: int, secrets: Sequence[str] | None = None) -> str:
@@ -126,8 +83,84 @@ def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib`` that reads only statically what it dispatches on: a built-in's subclass that keeps the
+    built-in's ``repr`` is shown through the built-in's own iteration (its ``__len__``/``__iter__``
+    overrides are never run), dicts and sets are not sorted, and other objects get their own ``repr``."""
+
+    def repr1(self, x: Any, level: int) -> str:
+        cls = type(x)
+        if has_base(x, os._Environ):  # reached through a container: as secret as os.environ itself
+            return ENVIRON_HIDDEN
+        base = builtin_base(x, _BOUNDED_TYPES)
+        if base is None or (cls is not base and _own_python_repr(x, base)):
+            return self.repr_instance(x, level)
+        plain = x if cls is base else _as_base(x, base, self.maxlist + 1)
+        text: str = getattr(self, "repr_" + base.__name__)(plain, level)
+        return text if cls is base else f"{class_name(cls)}({text})"
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        text = exact_text(repr(x))  # the object's own repr: user code (the caller's time limit)
+        return text if len(text) <= self.maxother else text[: self.maxother - 3] + "..."
+
+    def repr_bytes(self, x: Any, level: int) -> str:
+        text = repr(bytes(x[: self.maxstring]))
+        return text + ("..." if len(x) > self.maxstring else "")
+
+    def repr_bytearray(self, x: Any, level: int) -> str:
+        return f"bytearray({self.repr_bytes(x, level)})"
+
+    def repr_int(self, x: Any, level: int) -> str:
+        try:
+            text = repr(x)
+        except ValueError:  # more digits than Python converts
+            return "<int with more than 4300 digits>"
+        return text if len(text) <= self.maxlong else text[: self.maxlong // 2] + "..." + text[-self.maxlong // 2 :]
+
+    def repr_dict(self, x: Any, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [
+            f"{self.repr1(key, level - 1)}: {self.repr1(value, level - 1)}"
+            for key, value in itertools.islice(dict.items(x), self.maxdict)
+        ]
+        return "{" + ", ".join(items) + (", ..." if len(x) > self.maxdict else "") + "}"
+
+    def repr_set(self, x: Any, level: int) -> str:
+        return self._first_items(x, level, "{", "}") if x else "set()"
+
+    def repr_frozenset(self, x: Any, level: int) -> str:
+        return self._first_items(x, level, "frozenset({", "})") if x else "frozenset()"
+
+    def _first_items(self, x: Any, level: int, left: str, right: str) -> str:
+        """A set's first items in iteration order (``reprlib`` would sort them all: user ``__lt__``, and
+        O(n log n) in C for a huge set)."""
+        if level <= 0:
+            return left + "..." + right
+        items = [self.repr1(item, level - 1) for item in itertools.islice(x, self.maxset)]
+        return left + ", ".join(items) + (", ..." if len(x) > self.maxset else "") + right
+
+
+def _own_python_repr(value: Any, base: type) -> bool:
+    """Whether a built-in's subclass has a ``repr`` of its own written in Python (run, with the time limit);
+    one in C (``OrderedDict``, ``defaultdict``) cannot be stopped, so it is shown by its first items."""
+    return overrides(value, "__repr__", base) and type(class_attribute(type(value), "__repr__")) is types.FunctionType
+
+
+def _as_base(value: Any, base: type, count: int) -> Any:
+    """The first ``count`` items (characters) of a built-in's subclass as a plain built-in value."""
+    if base in (str, bytes, bytearray):
+        return base.__getitem__(value, slice(0, 10_000))
+    if base is int:
+        return int.__index__(value)
+    items = static_items(value, count)
+    return tuple(items or ()) if base is tuple else items  # sets shown as lists of their first items
+
+
 def _bounded_repr() -> reprlib.Repr:
-    bounded = reprlib.Repr()
+    bounded = _BoundedRepr()
     bounded.maxlevel = 3
     bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 20
     bounded.maxdeque = bounded.maxarray = 20
@@ -137,13 +170,22 @@ def _bounded_repr() -> reprlib.Repr:
 
 
 _BOUNDED = _bounded_repr()
-_BOUNDED_TYPES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int)
+_BOUNDED_TYPES = (list, tuple, dict, set, frozenset, collections.deque, str, bytes, bytearray, int)
 
 
 def preview_repr(value: Any) -> str:
-    """``repr(value)``, but for exact built-in containers, strings and ints a bounded one (``reprlib``: the first
-    items only): their ``repr`` runs in C, which the time limit cannot stop, and may be hundreds of MB."""
-    return _BOUNDED.repr(value) if type(value) in _BOUNDED_TYPES else repr(value)
+    """A bounded ``repr``: built-in containers, strings and ints (and their subclasses that keep the built-in's
+    ``repr``) show their first items only (their ``repr`` runs in C, which the time limit cannot stop, and may
+    be hundreds of MB); anything else its own ``repr`` (user code: call it under a time limit). A ``repr``
+    that prints ``os.environ`` (a ``SimpleNamespace`` or dataclass holding it) is not shown."""
+    text = _BOUNDED.repr(value)
+    if _ENVIRON_SHOWN in text:
+        return f"<{type_name(value)} that holds os.environ: not shown, it holds the keys>"
+    return text
+
+
+_ENVIRON_SHOWN = "environ({"
+"""How ``repr(os.environ)`` begins."""
 
 
 def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str] | None = None) -> str:
@@ -154,56 +196,41 @@ def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str]
     except CallTimeout as error:
         return f"<repr of {type_name(value)} {error}>"
     except BaseException as error:  # noqa: BLE001 - a broken repr is a fact about the object
-        return f"<repr of {type_name(value)} failed: {type(error).__name__}: {one_line(str(error), 120)}>"
-    if not isinstance(text, str):
-        return f"<repr of {type_name(value)} returned {type(text).__name__}>"
+        return f"<repr of {type_name(value)} failed: {error_text(error, caller)}>"
+    if type(text) is not str:
+        return f"<repr of {type_name(value)} returned {type_name(text)}>"
     return clip(text, limit, secrets)
 
 
-def type_name(value: Any) -> str:
-    cls = type(value)
-    module = cls.__module__
-    return cls.__qualname__ if module in ("builtins", "__main__") else f"{module.split('.')[0]}.{cls.__qualname__}"
-
-
-def shape_of(value: Any) -> str:
-    """``shape (3, 4)`` / ``len 12`` / ``""``: cheap, from plain attributes only (no user ``__len__``, not
-    even a list subclass's, which could hang)."""
-    shape = getattr(type(value), "shape", None)
-    if shape is not None and is_array_like(value):
+def shape_of(value: Any, caller: SafeCaller | None = None) -> str:
+    """``shape (3, 4)`` / ``len 12`` / ``""``. A length only through the built-in's own ``__len__`` (a list
+    subclass's override is user code, which could hang); a shape only of a numpy/pandas-like object, read
+    with ``caller``'s time limit (no ``caller``: no shape)."""
+    if caller is not None and is_array_like(value) and class_attribute(type(value), "shape") is not None:
         try:
-            return f"shape {tuple(value.shape)}"
-        except Exception:  # noqa: BLE001 - an odd shape attribute
+            shape = caller.call(lambda: tuple(value.shape))
+        except BaseException:  # noqa: BLE001 - an odd shape attribute, or one that hangs
             return ""
-    if type(value) in _SIZED:  # exact built-in types only: a subclass's __len__ is user code (it may hang)
-        return f"len {len(value):,}"
-    return ""
-
-
-_SIZED = (str, bytes, bytearray, list, tuple, dict, set, frozenset)
+        return f"shape {shape}"
+    length = static_len(value)
+    return f"len {length:,}" if length is not None else ""
 
 
 def is_array_like(value: Any) -> bool:
-    """A numpy/pandas/polars/torch-like object: its attributes and summaries are library code."""
-    module = type(value).__module__.split(".")[0]
+    """A numpy/pandas/polars/torch-like object (by its class's module, read statically): its attributes and
+    summaries are library code."""
+    module = type_name(value).split(".")[0]
     return module in ("numpy", "pandas", "polars", "torch", "xarray", "scipy", "jax", "tensorflow")
 
 
-def is_user_variable(name: str, value: Any, hidden: Iterable[str] = ()) -> bool:
-    """Not a ``_``-name, module, IPython's own or pi-kernel's object (an object whose attribute access
-    raises, such as a proxy outside its context, counts as the user's)."""
-    if name.startswith("_") or name in HIDDEN_NAMES or name in hidden:
+def is_user_variable(name: Any, value: Any, hidden: Iterable[str] = ()) -> bool:
+    """Not a ``_``-name, module, IPython's own or pi-kernel's object; read statically (no attribute of the
+    object itself is read: a proxy whose attribute access hangs or raises is still the user's variable)."""
+    if type(name) is not str or name.startswith("_") or name in HIDDEN_NAMES or name in hidden:
         return False
-    if issubclass(type(value), types.ModuleType):
+    if has_base(value, types.ModuleType):
         return False
-    module = getattr(type(value), "__module__", "") or ""
-    if isinstance(module, str) and module.startswith(("pi_kernel", "IPython.core.autocall")):
-        return False
-    try:
-        defined_in = getattr(value, "__module__", None) if callable(value) else None
-    except Exception:  # noqa: BLE001 - a hostile object's attribute access
-        return True
-    return not (isinstance(defined_in, str) and defined_in.startswith("pi_kernel"))
+    return not defined_in(value).startswith(("pi_kernel", "IPython.core.autocall"))
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[tuple[str, Any]]:
@@ -212,7 +239,7 @@ def user_variables(namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> 
 
 
 def columns_of(value: Any, limit: int = 20) -> str:
-    """A DataFrame's column names (the first ``limit``), else ``""``."""
+    """A DataFrame's column names (the first ``limit``), else ``""`` (library code: call it with a time limit)."""
     if type_name(value) not in ("pandas.DataFrame", "polars.DataFrame"):
         return ""
     names = [str(column) for column in list(value.columns)[:limit]]
@@ -233,7 +260,7 @@ def list_variables(
     deadline = time.monotonic() + LISTING_BUDGET
     secrets = environment_secrets()
     for index, (name, value) in enumerate(variables):
-        shape = shape_of(value)
+        shape = shape_of(value, caller)
         line = f"- {name}: {type_name(value)}{' ' + shape if shape else ''}"
         if is_secret_value(name, value):
             line += f" = {HIDDEN_VALUE}"
@@ -279,14 +306,14 @@ class Describer:
 
     def describe(self, name: str, value: Any) -> str:
         if is_secret_value(name, value):
-            return f"{name}: {type_name(value)} {shape_of(value)}\n{HIDDEN_VALUE}"
+            return f"{name}: {type_name(value)} {shape_of(value, self.caller)}\n{HIDDEN_VALUE}"
         try:
             timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARISED else None
             text = self.caller.call(lambda: self._describe(name, value), timeout)
         except CallTimeout as error:
             text = f"{name}: {type_name(value)}\n<description {error}>\n{safe_repr(value, self.caller, 300)}"
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
-            head = f"{name}: {type_name(value)} (summary failed: {type(error).__name__})"
+            head = f"{name}: {type_name(value)} (summary failed: {class_name(type(error))})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
         return clip(text, self.limit)
 
@@ -300,14 +327,17 @@ class Describer:
             return self._ndarray(name, value)
         if kind == "polars.DataFrame":
             return self._polars(name, value)
-        if isinstance(value, (dict, list, tuple, set, frozenset)):
+        if builtin_base(value, BUILTIN_CONTAINERS) is not None:
             return self._collection(name, value)
-        if inspect.isclass(value) or inspect.isroutine(value):
+        if has_base(value, type):
+            return self._class(name, value)
+        if any(type(value) is kind for kind in _ROUTINES):  # identity: no metaclass __eq__
             return self._callable(name, value)
         try:
-            text = clip(repr(value), self.limit - len(name) - 40)  # under the time limit
+            text = preview_repr(value)  # the object's own repr (under the time limit), or a bounded one
+            text = clip(text, self.limit - len(name) - 40)
         except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the object
-            text = f"<repr failed: {type(error).__name__}: {one_line(str(error), 120)}>"
+            text = f"<repr failed: {class_name(type(error))}: {one_line(exact_text(str(error)), 120)}>"  # time limit
         return f"{name}: {kind}\n{text}"
 
     def _dataframe(self, name: str, df: Any) -> str:
@@ -369,19 +399,30 @@ class Describer:
 
     def _collection(self, name: str, value: Any) -> str:
         kind = type_name(value)
-        sample: Any
-        if isinstance(value, dict):
-            sample = dict(itertools.islice(value.items(), 10))  # not a list of a big dict's items
-        elif isinstance(value, (set, frozenset)):
-            sample = list(itertools.islice(value, 10))
-        else:
-            sample = value[:10]
-        head = f"{name}: {kind}, {len(value):,} item(s)"
-        shown = clip(repr(sample), self.limit - len(head) - 20)
-        return f"{head}\nfirst {min(len(value), 10)}: {shown}"
+        length = static_len(value) or 0  # the built-in's own length and items: a subclass's overrides not run
+        sample = static_items(value, 10)
+        head = f"{name}: {kind}, {length:,} item(s)"
+        shown = clip(preview_repr(sample), self.limit - len(head) - 20)
+        return f"{head}\nfirst {min(length, 10)}: {shown}"
+
+    def _class(self, name: str, cls: type) -> str:
+        """Signature of its own ``__init__`` and first paragraph of its docstring, read from the class's
+        ``__dict__``s (no metaclass code runs)."""
+        init = class_attribute(cls, "__init__")
+        signature = "(...)"
+        if type(init) is types.FunctionType:
+            try:
+                parameters = list(inspect.signature(init, follow_wrapped=False).parameters.values())[1:]
+                signature = str(inspect.Signature(parameters))
+            except (TypeError, ValueError):
+                pass
+        doc = class_attribute(cls, "__doc__")
+        text = inspect.cleandoc(exact_text(doc)) if has_base(doc, str) else ""
+        summary = text.strip().split("\n\n")[0] if text else "(no docstring)"
+        return f"{name}: class {class_name(cls)}{signature}\n{clip(summary, 1500)}"
 
     def _callable(self, name: str, value: Any) -> str:
-        kind = "class" if inspect.isclass(value) else "function"
+        kind = "function"
         try:
             signature = str(inspect.signature(value))
         except (TypeError, ValueError):
@@ -391,16 +432,29 @@ class Describer:
         return f"{name}: {kind} {getattr(value, '__qualname__', name)}{signature}\n{clip(summary, 1500)}"
 
 
-def variable_summary(value: Any) -> str:
-    """``type shape`` and a DataFrame's column names: one short line, nothing but attribute reads."""
+def variable_summary(value: Any, caller: SafeCaller | None = None) -> str:
+    """``type shape`` and a DataFrame's column names: one short line; static reads, and library code (a
+    DataFrame's shape and columns) with ``caller``'s time limit (no ``caller``: none)."""
     parts = [type_name(value)]
-    shape = shape_of(value)
+    shape = shape_of(value, caller)
     if shape:
         parts.append(shape)
     try:
-        columns = columns_of(value, 12)
-    except Exception:  # noqa: BLE001 - an odd frame-like object
+        columns = caller.call(lambda: columns_of(value, 12)) if caller and is_array_like(value) else ""
+    except BaseException:  # noqa: BLE001 - an odd frame-like object
         columns = ""
     if columns:
         parts.append(columns)
     return " ".join(parts)
+
+
+_ROUTINES = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+)
+"""Functions and methods (exact types: these cannot be subclassed, so reading them runs no user code)."""

@@ -53,7 +53,10 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
         path = name.strip()
         head = path.split(".")[0]
         if head in hidden:
-            raise KeyError(head)
+            raise ValueError(
+                f"{head!r} is the kernel's own (IPython's input and output history and the like), not a notebook "
+                "variable; inspect without a name lists the variables, cells shows what ran."
+            )
         try:
             value = caller.call(lambda: resolve(namespace, path, hidden))
         except KeyError:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -88,7 +88,6 @@ class Plan:
     diff: str
     apply: Callable[[NotebookDocument, ToolContext], Awaitable[str]]
     highlight: str | None = None
-    changes: list[Any] = field(default_factory=list)
 
 
 _plans: dict[str, Plan] = {}
@@ -169,7 +168,7 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
 
 
 class NewCell(BaseModel):
-    type: Literal["code", "markdown"] = Field(default="code", description="code or markdown")
+    type: Literal["code", "markdown"] = Field(description="code or markdown")
     source: str = Field(description="The cell's source.")
 
 

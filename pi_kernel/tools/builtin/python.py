@@ -68,9 +68,10 @@ from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.invoke import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
+from pi_kernel.ai.static_read import has_base
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
-from pi_kernel.tools.builtin.python_interrupt import Interrupter, run_coroutine
+from pi_kernel.tools.builtin.python_interrupt import Interrupter, as_cell_code, run_coroutine
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
@@ -253,10 +254,10 @@ def _run_in_capture(
     try:
         with interrupter:
             value, shown_figure = _run_cell(code, namespace)
+            if value is not None and not interrupter.fired:  # its repr is user code too: interruptible
+                as_cell_code(_add_result, capture, value, shown_figure is not None)
         if interrupter.fired:  # it swallowed the interrupt and went on to its end
             raise KeyboardInterrupt
-        if value is not None:
-            _add_result(capture, value, shown_figure is not None)
     except BaseException as exception:  # noqa: BLE001 - any failure of user code becomes the error text
         error = OPERATION_ABORTED if interrupter.fired else _user_traceback(exception)
         if errors is not None:
@@ -271,16 +272,22 @@ def run_notebook_cell(
     *,
     signal: AbortSignal | None = None,
     interrupt_on_sigint: bool = False,
+    journal: TurnJournal | None = None,
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``):
-    ``(nbformat outputs, their text for the model, the nbformat error output or None)``. An interrupt
-    gives a ``KeyboardInterrupt`` error output."""
+    """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``, the
+    ``journal`` told as there): ``(nbformat outputs, their text for the model, the nbformat error output
+    or None)``. An interrupt gives a ``KeyboardInterrupt`` error output."""
     _acquire_run_lock(signal)
     errors: list[BaseException] = []
     texts: list[str] = []
     try:
-        with capturing(texts.append) as capture:
-            error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        token = journal.before_code(namespace, code) if journal is not None else None
+        try:
+            with capturing(texts.append) as capture:
+                error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
+        finally:
+            if journal is not None:
+                journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
     outputs = [dict(output) for output in capture.outputs]
@@ -332,7 +339,7 @@ def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:
         return None, None
     value = _evaluate(compile(ast.Expression(last), filename, "eval", flags=flags), namespace)
     figure_module = sys.modules.get("matplotlib.figure")
-    is_figure = figure_module is not None and isinstance(value, figure_module.Figure)
+    is_figure = figure_module is not None and has_base(value, figure_module.Figure)  # no __class__ of the user's
     return value, (value if is_figure else None)
 
 

@@ -72,6 +72,12 @@ def run_coroutine(coroutine: Any) -> Any:
     return outcome.get("value")
 
 
+def as_cell_code(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, stopped by an interrupt as the cell's own code is (the ``repr`` of the cell's value: the
+    user's code, run by IPython's formatters)."""
+    return fn(*args)
+
+
 def _is_cell_code(frame: Any) -> bool:
     return str(frame.f_code.co_filename).startswith("<python-tool-")
 
@@ -79,7 +85,7 @@ def _is_cell_code(frame: Any) -> bool:
 def _runs_cell_code(frame: Any) -> bool:
     """Whether the cell's code is on the stack from ``frame`` down (it may be calling library code)."""
     while frame is not None:
-        if _is_cell_code(frame) or frame.f_code is run_coroutine.__code__:
+        if _is_cell_code(frame) or frame.f_code in (run_coroutine.__code__, as_cell_code.__code__):
             return True
         frame = frame.f_back
     return False

@@ -10,7 +10,9 @@ stops at the first cell that raises, as "run all" does. IPython syntax
 (``%magic``, ``!cmd``) is transformed by the shell when there is one. Markdown
 cells are skipped; a ``%%pi`` cell is not run (it would start another turn).
 The model gets each cell's output text and error. ``ctx.journal`` (the turn's
-undo journal) sees the code before and after it runs.
+undo journal) sees the code before and after it runs. The approval card shows
+the code that will run (``approval_preview``); a cell the user changes while
+the card waits is refused as stale, so what runs is what was approved.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.invoke import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
+from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.builtin.describe import clip
 from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
 from pi_kernel.tools.builtin.python import run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import NotebookError
+from pi_kernel.tools.notebook_document import STALE_TEXT, CellInfo, NotebookError, StaleCell
 
 CELL_TEXT_CHARS = 4000
 """Output text per cell given to the model (its head and tail)."""
@@ -61,14 +64,38 @@ def _next_count() -> int | None:
     return count
 
 
+_approved: dict[str, tuple[Any, dict[str, str]]] = {}
+"""The sources each approval card showed, by tool call id, until the call runs."""
+
+
+def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
+    """The code that will run, cell by cell, as the card shows it."""
+    parts = []
+    for cell in cells:
+        lines = "".join(f" {line}\n" for line in cell.source.splitlines())
+        parts.append(f"@@ {cell.title()} @@\n{lines}")
+    titles = ", ".join(cell.title() for cell in cells)
+    return ApprovalPreview(f"run {titles}", "".join(parts), cells[0].id if cells else None)
+
+
 def create_run_cells_tool() -> ToolDefinition:
+    async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
+        _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells)
+        _approved[tool_call_id] = (params, {cell.id: cell.source for cell in cells})
+        while len(_approved) > 64:
+            _approved.pop(next(iter(_approved)))
+        return code_preview(cells)
+
     async def execute(
         tool_call_id: str, params: RunCellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         document = require_notebook(ctx, "run_cells")
         namespace = ctx.namespace if ctx.namespace is not None else {"__name__": "__main__"}
         _, cells = await read_refs(document, params.cells)
-        journal = getattr(ctx, "journal", None)
+        approved = _approved.pop(tool_call_id, None)
+        if approved is not None and approved[0] == params:
+            if any(approved[1].get(cell.id, cell.source) != cell.source for cell in cells):
+                raise StaleCell(STALE_TEXT)
         reports: list[str] = []
         failed = False
         for cell in cells:
@@ -81,12 +108,7 @@ def create_run_cells_tool() -> ToolDefinition:
                 reports.append(f"{cell.position}: a %%pi cell, not run (it would start another agent turn).")
                 continue
             code = _transform(cell.source)
-            token = journal.before_code(namespace, code) if journal is not None else None
-            try:
-                outputs, text, error = await _run(code, namespace, signal, ctx)
-            finally:
-                if journal is not None:
-                    journal.after_code(namespace, token)
+            outputs, text, error = await _run(code, namespace, signal, ctx)
             count = _next_count()
             try:
                 await document.set_outputs(cell.id, outputs, count)
@@ -119,13 +141,14 @@ def create_run_cells_tool() -> ToolDefinition:
         execute=execute,
         prompt_snippet="Run notebook cells; their outputs show in the notebook",
         approval="ask",
+        approval_preview=preview,
     )
 
 
 async def _run(
     code: str, namespace: dict[str, Any], signal: AbortSignal | None, ctx: ToolContext
 ) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    run = functools.partial(run_notebook_cell, code, namespace, signal=signal)
+    run = functools.partial(run_notebook_cell, code, namespace, signal=signal, journal=ctx.journal)
     if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
         await asyncio.sleep(0)  # let a scheduled abort land first
         if signal is not None and signal.aborted:

@@ -16,9 +16,12 @@ kernel subshell's, gets a clear error from their tools and a notice.)
 Servers start lazily: ``ensure_started`` (before each ``%%pi`` turn) starts
 those not started yet, concurrently, and registers their tools in the
 session's ``ToolRegistry`` as ``<server>__<tool>`` (``adapt.py``). A server
-that fails leaves a notice (``take_notices``) and the others keep working.
-``close`` stops every server and ends their process groups; ``atexit`` ends
-what is left if the kernel exits without closing.
+that fails leaves a notice (``take_notices``) and the others keep working;
+so does a tool whose definition cannot be made (an invalid input schema, say):
+it is left out with a one-line notice naming it, its server's other tools are
+registered, and ``%pi mcp`` lists it as left out, with why.
+``close`` stops every server and ends their process groups and every
+descendant (``stdio.py``); ``atexit`` ends what is left if the kernel exits without closing.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class McpManager:
         """Server name → the tool names it put in the registry."""
         self._tool_names: dict[str, dict[str, str]] = {}
         """Server name → its tool's own name → the name it has in the registry."""
+        self._left_out: dict[str, dict[str, str]] = {}
+        """Server name → its tool's own name → why it is not in the registry (an invalid schema, say)."""
         self._notices: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         """The loop the servers live on: the first that started one."""
@@ -153,7 +158,10 @@ class McpManager:
 
     def _after_start(self, server: McpServer) -> None:
         if server.state == "running":
-            self._register(server)
+            try:
+                self._register(server)
+            except Exception as error:  # noqa: BLE001 - one server's tools never break the others
+                self._notice(f'MCP server "{server.name}": its tools are left out: {_one_line(error)}')
         else:
             self._notice(f'MCP server "{server.name}" did not start: {server.error}')
 
@@ -164,14 +172,20 @@ class McpManager:
         taken = set(self.registry.names()) - own
         definitions = []
         chosen: dict[str, str] = {}
+        left_out: dict[str, str] = {}
         for tool in server.tools:
-            definition = tool_definition(server.config, tool, self.call)
+            try:
+                definition = tool_definition(server.config, tool, self.call)
+            except Exception as error:  # noqa: BLE001 - an invalid schema, a name providers refuse: this tool only
+                left_out[tool.name] = _one_line(error)
+                self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is left out: {_one_line(error)}')
+                continue
             if definition.name in taken:
                 unique = unique_tool_name(server.name, tool.name)
                 if unique in taken:
+                    left_out[tool.name] = f"the names {definition.name} and {unique} are taken"
                     self._notice(
-                        f'MCP server "{server.name}": its tool "{tool.name}" is left out: '
-                        f"the names {definition.name} and {unique} are taken"
+                        f'MCP server "{server.name}": its tool "{tool.name}" is left out: {left_out[tool.name]}'
                     )
                     continue
                 self._notice(
@@ -190,9 +204,11 @@ class McpManager:
             self.registry.add(definition)
         self._registered[server.name] = names
         self._tool_names[server.name] = chosen
+        self._left_out[server.name] = left_out
 
     def _unregister(self, server_name: str) -> None:
         self._tool_names.pop(server_name, None)
+        self._left_out.pop(server_name, None)
         for name in self._registered.pop(server_name, []):
             if self.registry is not None and name in self.registry:
                 self.registry.remove(name)
@@ -258,7 +274,11 @@ class McpManager:
             if server.error and server.state in ("failed", "crashed"):
                 lines += [f"    {line}" for line in server.error.splitlines()[:12]]
             registered = self._tool_names.get(name, {})
+            left_out = self._left_out.get(name, {})
             for tool in server.tools if server.state == "running" else []:
+                if tool.name in left_out:
+                    lines.append(f"    {tool.name}: left out: {left_out[tool.name]}"[:300])
+                    continue
                 kind = "read-only" if trusted_read_only(tool, config) else "asks"
                 about = ((tool.description or "").strip().splitlines() or [""])[0][:100]
                 shown = registered.get(tool.name, tool_name(name, tool.name))
@@ -287,6 +307,12 @@ class McpManager:
             except Exception:  # noqa: BLE001 - shutting down: the groups are killed below anyway
                 pass
         kill_all_groups()
+
+
+def _one_line(error: BaseException) -> str:
+    """An error in one line of at most 200 characters."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 async def _stop_all(servers: list[McpServer]) -> None:

@@ -28,7 +28,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from pi_kernel.tools.mcp.server_config import McpServerConfig
-from pi_kernel.tools.mcp.stdio import StdioProcess, stderr_tail, stdio_transport
+from pi_kernel.tools.mcp.stdio import StdioProcess, stdio_transport
 
 MAX_TOOL_PAGES = 100
 
@@ -119,13 +119,13 @@ class McpServer:
 
     def _fail(self, reason: str) -> None:
         self.state = "failed"
-        log = stderr_tail(self._process.stderr_path) if self._process is not None else ""
+        log = self._process.stderr_tail() if self._process is not None else ""
         self.error = f"{reason}\n{log}".strip() if log and log not in reason else reason
 
     def _exited(self, process: StdioProcess) -> None:
         """The stdio server's output closed while in use (it exited or crashed)."""
         code = process.process.returncode
-        log = stderr_tail(process.stderr_path)
+        log = process.stderr_tail()
         if self.state == "running":
             self.state = "crashed"
             said = f"; it said:\n{log}" if log else ""

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.tools.builtin.secret_names import masked
+from pi_kernel.tools.builtin.secret_names import MASK, add_secret_value, is_secret_name, masked
 
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
@@ -69,10 +69,56 @@ class McpServerConfig:
 
     def describe(self) -> str:
         """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
-        masked (``secret_names.masked``: credentials in a URL, keys, the environment's secrets)."""
+        masked (``secret_names.masked``: credentials in a URL, keys, the environment's secrets; a secret in
+        the arguments: ``secret_arguments``)."""
         if self.command:
-            return str(masked(" ".join([self.command, *self.args])))
+            hidden = secret_arguments(self.args)
+            shown = [MASK if index in hidden else _option_masked(arg) for index, arg in enumerate(self.args)]
+            return str(masked(" ".join([self.command, *shown])))
         return str(masked(str(self.url)))
+
+
+_TOKEN_SHAPES = re.compile(
+    r"^(?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-|AKIA|ASIA|hf_|npm_|pypi-|AIza|ya29\.|eyJ)[\w.-]{8,}$"
+)
+"""Values shaped like a well-known kind of token (GitHub, GitLab, Slack, OpenAI, AWS, Hugging Face, npm, PyPI,
+Google, a JWT), whatever option carries them."""
+
+
+def _option_name(argument: str) -> str:
+    return argument.lstrip("-").split("=", 1)[0].replace("-", "_")
+
+
+def _option_masked(argument: str) -> str:
+    """``--password=hunter2`` as ``--password=***``; other arguments as they are."""
+    if argument.startswith("-") and "=" in argument and is_secret_name(_option_name(argument)):
+        return argument.split("=", 1)[0] + "=" + MASK
+    return MASK if _TOKEN_SHAPES.match(argument) else argument
+
+
+def secret_arguments(args: tuple[str, ...] | list[str]) -> set[int]:
+    """The indexes of the arguments that are secrets: the value after an option named like a secret
+    (``--token ghp_...``, ``-p``-less ``--api-key KEY``), a value shaped like a token."""
+    hidden: set[int] = set()
+    for index, argument in enumerate(args):
+        if _TOKEN_SHAPES.match(argument):
+            hidden.add(index)
+        elif argument.startswith("-") and "=" not in argument and is_secret_name(_option_name(argument)):
+            if index + 1 < len(args) and not args[index + 1].startswith("-"):
+                hidden.add(index + 1)
+    return hidden
+
+
+def _remember_secrets(config: McpServerConfig) -> None:
+    """Mask a server's secrets wherever they show later (its stderr, an error quoting its command line)."""
+    values = [config.args[index] for index in secret_arguments(config.args)]
+    values += [arg.split("=", 1)[1] for arg in config.args if _option_masked(arg).endswith("=" + MASK)]
+    values += [value for name, value in config.env.items() if is_secret_name(name)]
+    values += [value for name, value in config.headers.items() if name.lower() in ("authorization", "x-api-key")]
+    for value in values:
+        add_secret_value(value)
+        if value.lower().startswith(("bearer ", "token ", "basic ")):
+            add_secret_value(value.split(" ", 1)[1])
 
 
 def _strings(value: Any, what: str) -> dict[str, str]:
@@ -121,7 +167,7 @@ def server_config(name: str, entry: Any) -> McpServerConfig:
     cwd = entry.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise ValueError(f'server {name!r}: "cwd" must be a string')
-    return McpServerConfig(
+    config = McpServerConfig(
         name=name,
         command=command,
         args=tuple(str(arg) for arg in args),
@@ -133,6 +179,8 @@ def server_config(name: str, entry: Any) -> McpServerConfig:
         start_timeout_ms=start_timeout,
         trust_read_only_hint=trust,
     )
+    _remember_secrets(config)
+    return config
 
 
 def parse_servers(mapping: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, McpServerConfig]:

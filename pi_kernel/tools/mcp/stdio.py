@@ -9,10 +9,15 @@ server's stdin/stdout, the SDK's ``SessionMessage``, the SDK's default
 environment: no API key of the kernel's environment reaches a server unless
 its ``env`` names it), with three differences:
 
-- the server's stderr goes to a log file, whose tail explains a failed start
-  or a crash (``stderr_tail``);
+- the server's stderr is read into memory, its last ``STDERR_KEPT_CHARS``
+  kept (a server that writes without end costs nothing more), whose tail
+  explains a failed start (also of a server that exited at once) or a crash
+  (``StdioProcess.stderr_tail``);
 - on close the whole process group is ended (SIGTERM, then SIGKILL) after
-  the server had its chance to exit, so nothing it started survives;
+  the server had its chance to exit, and then every descendant, also one
+  that left the group with ``setsid()`` (even after its parent exited): each
+  server's environment carries a tag (``TAG_VARIABLE``) that what it starts
+  inherits, so they are found by it in ``/proc``, and by their parents too;
 - a reply the SDK cannot parse (nested too deep, say) or longer than
   ``MAX_LINE_CHARS`` answers its request at once with a JSON-RPC error
   instead of leaving it to wait for its timeout; lines are gathered in
@@ -20,8 +25,8 @@ its ``env`` names it), with three differences:
 - every live group is also recorded in ``LIVE_GROUPS`` so that the kernel's
   exit (``kill_all_groups``, run at shutdown and by ``atexit``) ends them even
   when no event loop runs any more, and told to the reaper (``reaper.py``, a
-  small process started with the first server) which ends them when the
-  kernel dies without a word (SIGKILL).
+  small process started with the first server) which ends them, and the
+  tagged processes, when the kernel dies without a word (SIGKILL).
 """
 
 from __future__ import annotations
@@ -29,10 +34,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -54,6 +59,10 @@ EXIT_GRACE_SECONDS = 2.0
 TERM_GRACE_SECONDS = 1.0
 """Between SIGTERM and SIGKILL of the group."""
 STDERR_TAIL_CHARS = 2000
+STDERR_KEPT_CHARS = 64 * 1024
+"""What is kept of a server's stderr (the end): the log never grows without bound."""
+TAG_VARIABLE = "PI_MCP_SERVER_TAG"
+"""Set in each stdio server's environment (a random value per server): its descendants inherit it."""
 MAX_LINE_CHARS = 16 * 1024 * 1024
 """The longest message a server may send (one line); a longer reply answers its request with an error."""
 HEAD_CHARS = 4096
@@ -62,6 +71,8 @@ _ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
 
 LIVE_GROUPS: set[int] = set()
 """Process groups of servers started and not ended yet (the leader's pid)."""
+LIVE_TAGS: set[str] = set()
+"""The tags of the servers started and not ended yet."""
 
 
 _reaper: subprocess.Popen[bytes] | None = None
@@ -88,44 +99,95 @@ def _tell_reaper(line: str) -> None:
 
 
 def kill_all_groups() -> None:
-    """SIGKILL every live server group: the kernel is exiting (no loop needed, safe to call twice)."""
+    """SIGKILL every live server group and tagged process: the kernel is exiting (no loop needed, safe to
+    call twice)."""
     for pgid in list(LIVE_GROUPS):
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
         LIVE_GROUPS.discard(pgid)
+    for tag in list(LIVE_TAGS):
+        _signal_all(descendants(None, tag), signal.SIGKILL)
+        LIVE_TAGS.discard(tag)
 
 
-def stderr_tail(path: Path | None, limit: int = STDERR_TAIL_CHARS) -> str:
-    """The last lines a server wrote to stderr (empty when none)."""
-    if path is None:
-        return ""
-    try:
-        with path.open("rb") as file:
-            file.seek(0, os.SEEK_END)
-            size = file.tell()
-            file.seek(max(0, size - limit))
-            return file.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
+def _parents() -> dict[int, int]:
+    """Every process's parent (pid → ppid), read from ``/proc``."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            with suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+                parents[int(entry)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return parents
+
+
+def descendants(root: int | None, tag: str) -> list[int]:
+    """The processes started from ``root`` (its children, theirs, ...) and those whose environment holds
+    ``TAG_VARIABLE=tag`` (what left the group, or lost its parent, with ``setsid()``), and theirs."""
+    parents = _parents()
+    marker = f"{TAG_VARIABLE}={tag}".encode()
+    found = {root} if root is not None else set()
+    for pid in parents:
+        if pid != os.getpid():
+            with suppress(OSError):
+                if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    found.add(pid)
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    waiting = list(found)
+    while waiting:
+        for child in children.get(waiting.pop(), []):
+            if child not in found and child != os.getpid():
+                found.add(child)
+                waiting.append(child)
+    found.discard(root if root is not None else -1)
+    return sorted(found)
+
+
+def _signal_all(pids: list[int], number: int) -> None:
+    for pid in pids:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, number)
 
 
 class StdioProcess:
     """What the transport knows of its server process."""
 
-    def __init__(self, process: Process, stderr_path: Path) -> None:
+    def __init__(self, process: Process, tag: str) -> None:
         self.process = process
-        self.stderr_path = stderr_path
+        self.tag = tag
         self.exited = anyio.Event()
+        self.stderr_closed = anyio.Event()
+        self._stderr: list[str] = []
+        self._stderr_chars = 0
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
+    def note_stderr(self, text: str) -> None:
+        """Keep ``text`` and at most the last ``STDERR_KEPT_CHARS`` before it."""
+        self._stderr.append(text)
+        self._stderr_chars += len(text)
+        if self._stderr_chars > 2 * STDERR_KEPT_CHARS:
+            kept = "".join(self._stderr)[-STDERR_KEPT_CHARS:]
+            self._stderr, self._stderr_chars = [kept], len(kept)
 
-def _environment(config: McpServerConfig) -> dict[str, str]:
+    def stderr_tail(self, limit: int = STDERR_TAIL_CHARS) -> str:
+        """The last lines the server wrote to stderr (empty when none)."""
+        return "".join(self._stderr)[-limit:].strip()
+
+    @property
+    def stderr_kept(self) -> int:
+        """How many characters of stderr are held (at most ``2 * STDERR_KEPT_CHARS``)."""
+        return self._stderr_chars
+
+
+def _environment(config: McpServerConfig, tag: str) -> dict[str, str]:
     """What the SDK passes by default (``HOME``, ``PATH``, ``USER``, ...: no keys of the kernel's
-    environment reach a third-party server), plus the entry's own ``env``."""
-    return {**get_default_environment(), **config.env}
+    environment reach a third-party server), plus the entry's own ``env`` and the server's tag."""
+    return {**get_default_environment(), **config.env, TAG_VARIABLE: tag}
 
 
 @asynccontextmanager
@@ -137,21 +199,19 @@ async def stdio_transport(
     ``on_exit(process)`` runs when the server's stdout closes (it exited or crashed) while in use.
     """
     assert config.command is not None
-    log = tempfile.NamedTemporaryFile(prefix=f"pi-mcp-{config.name}-", suffix=".log", delete=False)
-    stderr_path = Path(log.name)
-    try:
-        process = await anyio.open_process(
-            [config.command, *config.args],
-            env=_environment(config),
-            stderr=log,
-            cwd=config.cwd,
-            start_new_session=True,
-        )
-    finally:
-        log.close()  # the child holds its own descriptor
+    tag = secrets.token_hex(8)
+    process = await anyio.open_process(
+        [config.command, *config.args],
+        env=_environment(config, tag),
+        stderr=subprocess.PIPE,
+        cwd=config.cwd,
+        start_new_session=True,
+    )
     LIVE_GROUPS.add(process.pid)
+    LIVE_TAGS.add(tag)
     _tell_reaper(f"+{process.pid}")
-    server = StdioProcess(process, stderr_path)
+    _tell_reaper(f"tag {tag}")
+    server = StdioProcess(process, tag)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     closing = False
@@ -187,9 +247,21 @@ async def stdio_transport(
             if not closing:
                 with anyio.move_on_after(1.0):  # the exit code, for the notice
                     await process.wait()
+                with anyio.move_on_after(0.5):  # its last words (a descendant may hold stderr open)
+                    await server.stderr_closed.wait()
             server.exited.set()
             if not closing and on_exit is not None:
                 on_exit(server)
+
+    async def stderr_reader() -> None:
+        assert process.stderr is not None
+        try:
+            async for chunk in TextReceiveStream(process.stderr, encoding="utf-8", errors="replace"):
+                server.note_stderr(chunk)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            pass
+        finally:
+            server.stderr_closed.set()
 
     async def stdin_writer() -> None:
         assert process.stdin is not None
@@ -204,23 +276,47 @@ async def stdio_transport(
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(stdout_reader)
+            group.start_soon(stderr_reader)
             group.start_soon(stdin_writer)
             try:
                 yield read_stream, write_stream, server
             finally:
                 closing = True
                 with anyio.CancelScope(shield=True):
-                    await _stop(process, write_stream)
+                    await _stop(process, write_stream, tag)
+                    with anyio.move_on_after(0.5):  # its last words, for the notice of a failed start
+                        await server.stderr_closed.wait()
                 group.cancel_scope.cancel()
     finally:
+        if process.returncode is None or descendants(None, tag):  # a start that failed or was cancelled
+            with anyio.CancelScope(shield=True):
+                await _end_descendants(process, tag)
         LIVE_GROUPS.discard(process.pid)
+        LIVE_TAGS.discard(tag)
         _tell_reaper(f"-{process.pid}")
-        with suppress(OSError):
-            stderr_path.unlink()
+        _tell_reaper(f"untag {tag}")
 
 
-async def _stop(process: Process, write_stream: Any) -> None:
-    """Close stdin, give the server ``EXIT_GRACE_SECONDS`` to exit, then end its whole group."""
+async def _end_descendants(process: Process, tag: str) -> None:
+    """End the server (if it still runs), its group and every descendant (``descendants``)."""
+    found = descendants(process.pid, tag)
+    if process.returncode is None:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGTERM)
+    _signal_all(found, signal.SIGTERM)
+    with anyio.move_on_after(TERM_GRACE_SECONDS):
+        while descendants(None, tag) or process.returncode is None:
+            await anyio.sleep(0.05)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    _signal_all(descendants(process.pid, tag) + found, signal.SIGKILL)
+    with anyio.move_on_after(TERM_GRACE_SECONDS):
+        await process.wait()
+
+
+async def _stop(process: Process, write_stream: Any, tag: str) -> None:
+    """Close stdin, give the server ``EXIT_GRACE_SECONDS`` to exit, then end its whole group and every
+    descendant."""
     await write_stream.aclose()
     if process.stdin is not None:
         with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -228,9 +324,12 @@ async def _stop(process: Process, write_stream: Any) -> None:
     with anyio.move_on_after(EXIT_GRACE_SECONDS):
         while process.returncode is None:
             await anyio.sleep(0.02)
+    found = descendants(process.pid, tag)  # before the group ends: a child's parent link is still there
     await terminate_posix_process_tree(process, TERM_GRACE_SECONDS)  # also what the server started
     with anyio.move_on_after(TERM_GRACE_SECONDS):
         await process.wait()
+    if found or descendants(None, tag):
+        await _end_descendants(process, tag)
 
 
 def _parse(line: str) -> SessionMessage | Exception:

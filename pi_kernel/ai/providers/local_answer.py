@@ -1,0 +1,108 @@
+"""The local model's text answer: seeded with a short tool result, ended at a sentence, not mid-line.
+
+SmolLM2-135M reads a tool result and then often ignores it ("The word 'the' is a
+punctuation mark" after ``word_count`` returned 9). So when the answer follows
+tool results that are short, one line each (``SEED_MAX_CHARS``), the answer
+starts with them, written by the provider, not sampled: ``word_count returned 9.``;
+the model continues from there (``answer_seed``). A long result (a table, a
+traceback) is not seeded: the model answers from the prompt alone.
+
+The answer's token cap (``max_tokens``) used to cut it mid-word. ``SentenceCut``
+holds back the text after the last clean end (a sentence's ``.``/``!``/``?``, a
+line end, the closing fence of a code block) and, when the cap ends the
+answer, drops that tail; an answer without any clean end is kept whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pi_kernel.ai.messages import ToolResultMessage, text_of
+
+SEED_MAX_CHARS = 200
+"""A tool result longer than this (or of more than one line) is not copied into the answer."""
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+
+
+def answer_seed(messages: Sequence[Any]) -> str:
+    """The start of an answer that follows tool results: each short result, as its tool returned it
+    (``""`` when the answer does not follow tool results, or one of them is long)."""
+    results: list[ToolResultMessage] = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolResultMessage):
+            break
+        results.insert(0, message)
+    sentences: list[str] = []
+    for result in results:
+        text = " ".join(text_of(result.content).split()) if "\n" not in text_of(result.content).strip() else ""
+        if not text or len(text) > SEED_MAX_CHARS:
+            return ""
+        verb = "failed:" if result.is_error else "returned"
+        sentences.append(f"{result.tool_name} {verb} {text}{'' if text[-1] in '.!?' else '.'}")
+    return " ".join(sentences)
+
+
+def last_clean_end(text: str, at_end: bool) -> int:
+    """The index after the last clean end of ``text`` (0: none); ``at_end``: the text ends there (a final
+    ``.`` or an unterminated closing fence counts)."""
+    last = 0
+    in_code = False
+    position = 0
+    for line in text.splitlines(keepends=True):
+        complete = line.endswith("\n") or at_end
+        body = line.rstrip("\n")
+        if body.strip().startswith("```"):
+            in_code = not in_code
+            if not in_code and complete:
+                last = position + len(body)
+        elif not in_code:
+            for match in _SENTENCE_END.finditer(body):
+                last = position + match.end()
+            if line.endswith("\n") and body.strip():
+                last = position + len(body)
+            elif at_end and body.rstrip()[-1:] in (".", "!", "?"):
+                last = position + len(body.rstrip())
+        position += len(line)
+    return last
+
+
+class SentenceCut:
+    """Streams an answer's text up to its last clean end; ``finish`` gives the rest, or drops it at the cap."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.sent = 0
+
+    def feed(self, piece: str) -> str:
+        self.text += piece
+        end = last_clean_end(self.text, at_end=False)
+        if end <= self.sent:
+            return ""
+        out, self.sent = self.text[self.sent : end], end
+        return out
+
+    def finish(self, hit_limit: bool) -> str:
+        """What is left to send: all of it, or, when the cap ended the answer, up to its last clean end."""
+        end = len(self.text)
+        if hit_limit:
+            clean = last_clean_end(self.text, at_end=True)
+            end = clean if clean > 0 else end
+        out = self.text[self.sent : end] if end > self.sent else ""
+        self.sent = max(self.sent, end)
+        return out
+
+
+def shaped_answer(seed: str, pieces: Iterator[str], stats: Any) -> Iterator[str]:
+    """The seed, then the model's pieces, sent up to their last clean end; at the end what ``finish`` gives
+    (``stats.hit_limit`` is read once ``pieces`` is done)."""
+    cut = SentenceCut()
+    for piece in itertools.chain([seed] if seed else [], pieces):
+        out = cut.feed(piece)
+        if out:
+            yield out
+    rest = cut.finish(bool(stats.hit_limit))
+    if rest:
+        yield rest

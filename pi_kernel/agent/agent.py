@@ -81,7 +81,7 @@ from pi_kernel.ai import (
     Tool,
     UserMessage,
 )
-from pi_kernel.ai.secrets import mask
+from pi_kernel.ai.providers.request_task import masked_error
 from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
@@ -506,7 +506,7 @@ class Agent:
             stop_reason="aborted" if aborted else "error",
             model=model.id if model else "",
             provider=model.provider if model else "",
-            error_message=mask(str(error)) or type(error).__name__,  # text entering the conversation
+            error_message=masked_error(str(error), None) or type(error).__name__,  # text entering the conversation
         )
         for event in (
             MessageStartEvent(message),

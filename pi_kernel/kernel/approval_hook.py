@@ -39,7 +39,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pi_kernel.ai.secrets import unmask
 from pi_kernel.kernel.approval_answerers import (
     NOBODY,
     ROUTES,
@@ -51,6 +50,7 @@ from pi_kernel.kernel.approval_answerers import (
 )
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
+from pi_kernel.kernel.outgoing import restored
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
@@ -94,7 +94,7 @@ def result_of(
     if decision.kind == "always":
         policy.allow_always(tool_name)
     if decision.args is not None:
-        args = unmask(decision.args, original) if original is not None else decision.args
+        args = restored(decision.args, original) if original is not None else decision.args
         return BeforeToolCallResult(args=args)
     return None
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pi_kernel.agent.events import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
-from pi_kernel.ai.secrets import mask
+from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import drop_agent_payloads, offer_code_cell
 from pi_kernel.kernel.config import THINKING_LEVELS
@@ -289,13 +289,13 @@ async def run_turn(
 def show_notices(session: PiSession) -> None:
     """Print the session's start-up warnings (bad settings that fell back) if not shown yet."""
     for notice in session.take_notices():
-        print(mask(f"pi_kernel warning: {notice}"), file=sys.stderr)  # stderr may be captured
+        outgoing.print_masked(f"pi_kernel warning: {notice}", sys.stderr)  # stderr may be captured
 
 
 def _print_notices(session: PiSession) -> None:
     """Failures found during the turn (an MCP server that did not start or crashed), once each."""
     for notice in session.take_notices():
-        print(mask(f"pi_kernel: {notice}"), file=sys.stderr)
+        outgoing.print_masked(f"pi_kernel: {notice}", sys.stderr)
 
 
 def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
@@ -312,7 +312,7 @@ def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserM
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
-    return UserMessage([TextContent(prompt), TextContent(f"\n\n{mask(context, environment_secrets())}")])
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{outgoing.masked(context, environment_secrets())}")])
 
 
 async def run_cell(session: PiSession, body: str, line: str = "") -> None:

@@ -5,11 +5,11 @@ IPython prints it as a usage error, without a traceback, keys masked (it may be 
 
 from __future__ import annotations
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.kernel.outgoing import masked
 
 
 class CommandError(Exception):
     """A ``%pi`` command that cannot be done; printed as a usage error."""
 
     def _render_traceback_(self) -> list[str]:
-        return [mask(f"UsageError: {self}")]
+        return [masked(f"UsageError: {self}")]

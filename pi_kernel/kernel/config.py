@@ -7,7 +7,7 @@ are not set already), built-in defaults.
 
 Keys are never copied into settings: a ``Model`` names the environment
 variable that holds its key and the provider reads it when it sends a request.
-A warning about a bad value masks any key in it (``pi_kernel.ai.secrets.mask``).
+A warning about a bad value masks any key in it (the kernel's hook, ``outgoing.masked``).
 
 Every setting is written once, as a field of ``PiSettings`` made by ``setting``: its default, parser, help
 and environment variable. ``SETTINGS`` lists those rows; ``settings_from_env`` and ``apply_config`` read
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.allowed_models import parse_allowed_models
 from pi_kernel.kernel.mcp_settings import mcp_servers, mcp_servers_file
+from pi_kernel.kernel.outgoing import masked
 
 APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
@@ -90,7 +90,7 @@ def _shown(value: Any) -> str:
 
 def _masked(text: str, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with the keys of ``environ`` (default: the process's) masked."""
-    return mask(text, secret_values(environ))
+    return str(masked(text, environ=environ if environ is not None else os.environ))
 
 
 def _using(settings: PiSettings, name: str) -> str:

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel import outgoing
 
 if TYPE_CHECKING:
@@ -218,4 +217,4 @@ def print_output(output: str) -> None:
     """A ``%pi`` command's answer, masked here too: output captured in the cell (``%%capture``) never reaches
     ``outgoing``."""
     if output:
-        print(mask(output))
+        outgoing.print_masked(output)

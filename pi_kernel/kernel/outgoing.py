@@ -42,10 +42,10 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pi_kernel.ai.secrets import MaskedStream, add_secret_value, mask
+from pi_kernel.ai.secrets import MaskedStream, add_secret_value, mask, secret_values, unmask
 
 MASKED_TYPES = frozenset(
     {
@@ -295,3 +295,29 @@ def remove_outgoing_mask(shell: Any) -> None:
             except ValueError:
                 pass
     _installed = None
+
+
+def masked(
+    value: Any, secrets: Sequence[str] | None = None, *, partial: bool = False, environ: Mapping[str, str] | None = None
+) -> Any:
+    """The kernel's one hook for text that enters what pi shows before it is sent: the ``%pi`` printer,
+    usage errors, notices, stdin prompts and the text view (captured by ``%%capture``, escaped or cut to a
+    length on the way, where the net above would no longer find a key). ``partial``: text still growing
+    (its end may be the start of a key, left out until it is whole); ``environ``: whose keys (default: the
+    process's)."""
+    return mask(value, secret_values(environ) if environ is not None else secrets, partial=partial)
+
+
+def key_values() -> list[str]:
+    """The keys' values, read once for many ``masked`` calls (a view's redraw)."""
+    return secret_values()
+
+
+def restored(edited: Any, original: Any) -> Any:
+    """Arguments a person edited with every ``***`` they left as it was turned back into the value it hid."""
+    return unmask(edited, original)
+
+
+def print_masked(text: str, file: Any = None) -> None:
+    """Print ``text`` with keys masked (it may be captured in the cell before it is sent)."""
+    print(mask(text), file=file if file is not None else sys.stdout)

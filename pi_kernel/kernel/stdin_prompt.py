@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.kernel.outgoing import masked
 from pi_kernel.tools.approval import ApprovalPreview, cut_middle, invisible_warning, reveal_invisible
 
 QUESTION_ARGS_CHARS = 4_000
@@ -52,9 +52,9 @@ def parse_answer(answer: str) -> dict[str, Any]:
 
 def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
     """A change's title and diff as plain lines (masked, invisible characters shown, head and tail kept)."""
-    diff, invisible = reveal_invisible(mask(preview.diff))
+    diff, invisible = reveal_invisible(masked(preview.diff))
     note = f"[{invisible_warning(invisible)}]\n" if invisible else ""
-    return f"{note}{mask(preview.title)}\n{cut_middle(diff.rstrip(), limit)}\n"
+    return f"{note}{masked(preview.title)}\n{cut_middle(diff.rstrip(), limit)}\n"
 
 
 def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
@@ -62,7 +62,7 @@ def question(tool_name: str, args: Any, warning: str | None = None, preview: App
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(args)
-    shown = mask(shown)  # before the cut: a cut key would no longer be found
+    shown = masked(shown)  # before the cut: a cut key would no longer be found
     shown, invisible = reveal_invisible(shown, json_text=True)  # bidi overrides, zero-width: visible
     notes = [warning] if warning else []
     notes += [invisible_warning(invisible)] if invisible else []

@@ -9,7 +9,7 @@ nesting deeper than ``PREVIEW_DEPTH`` shows as ``…`` (no recursion on
 model-controlled depth). Keys are masked before the final cut, with ``SLACK``
 characters past the cut, so a key that straddles the cut is still found
 whole; strings of arguments still streaming are masked with
-``mask(..., partial=True)`` (their end may be the first characters of a key).
+``masked(..., partial=True)`` (their end may be the first characters of a key).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pi_kernel.ai.secrets import mask
+from pi_kernel.kernel.outgoing import masked
 
 SLACK = 1024
 """Characters written past the cut, so masking sees whole any key the cut would split."""
@@ -32,7 +32,7 @@ def preview_json(value: Any, limit: int, secrets: Sequence[str], *, partial: boo
     """
     writer = _Writer(limit + SLACK, secrets, partial)
     writer.walk(value, 0)
-    text = mask("".join(writer.parts), secrets)
+    text = masked("".join(writer.parts), secrets)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -60,7 +60,7 @@ class _Writer:
         if isinstance(value, str):
             text = value[: self.budget - self.used + 1]
             if self.partial:
-                text = mask(text, self.secrets, partial=True)
+                text = masked(text, self.secrets, partial=True)
             self.emit(json.dumps(text, ensure_ascii=False))
         elif isinstance(value, dict):
             self._container("{", "}", value.items(), depth, keyed=True)

@@ -31,12 +31,13 @@ Outside a kernel (IPython in a terminal) nothing is shown live; the final
 text is printed once. ``render_messages`` is the static transcript of
 ``%pi history``.
 
-Keys: every message is masked on its way out (``outgoing``), but two things
-would slip past a mask of the finished text, so they are masked here first:
-a value cut to a length or a tail (the cut may fall inside a key, leaving a
-piece too short to be recognised) and text still arriving (its end may be
-the beginning of a key: ``mask(..., partial=True)`` leaves it out until it
-is whole).
+Keys: every message is masked on its way out (``outgoing``). The turn's text,
+notices and tool results were masked as they entered the view model
+(``TurnState``'s blocks); what this view cuts itself is masked first through
+the kernel's hook (``outgoing.masked``): arguments and a value cut to a length
+(the cut may fall inside a key, leaving a piece too short to be recognised)
+and live output still arriving (``partial=True``: its end may be the
+beginning of a key, left out until it is whole).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import reprlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.secrets import mask, secret_values
+from pi_kernel.kernel.outgoing import key_values, masked
 from pi_kernel.kernel.stdin_prompt import preview_text
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, ViewHost
@@ -89,7 +90,7 @@ def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
         text = reprlib.repr(value)
-    text = mask(text)  # before the cut: a cut key would no longer be found
+    text = masked(text)  # before the cut: a cut key would no longer be found
     text, invisible = reveal_invisible(text, json_text=True)  # bidi overrides, zero-width: shown as \uXXXX
     note = f"[{invisible_warning(invisible)}] " if invisible else ""
     return note + cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
@@ -207,7 +208,7 @@ class TextTurnView:
     def render(self) -> str:
         """The live text: the recent part of the turn (see the module docstring)."""
         rows = [f"π {self.state.model or '?'}"]
-        secrets = secret_values()
+        secrets = key_values()
         blocks = self.state.blocks
         recent = blocks[-LIVE_BLOCKS:]
         if len(blocks) > len(recent):
@@ -231,9 +232,8 @@ class TextTurnView:
             return cached[1]
         version = block.version
         if isinstance(block, TextBlock):
-            # Text still growing may end in the first characters of a key: left out until it is whole.
+            # Masked as it entered the view model (``TextBlock``: what may begin a key waits there).
             text = text_tail(block.buffer.tail(TEXT_TAIL_CHARS + 1), TEXT_TAIL_CHARS)
-            text = text if block.final else mask(text, secrets, partial=True)
             if not text.strip():
                 rows = []
             elif block.kind == "text":
@@ -265,7 +265,7 @@ class TextTurnView:
         elif block.result is not None:
             output = block.result_text()  # once per version: the rows are kept
         else:
-            output = mask(block.output[-OUTPUT_TAIL_CHARS:], secrets, partial=True)
+            output = masked(block.output[-OUTPUT_TAIL_CHARS:], secrets, partial=True)
         if output.strip():
             rows.append(indent(tail(output)))
         return rows

@@ -10,7 +10,7 @@ an error and decides nothing.
 
 The editor shows the arguments with secrets masked; a value left masked in the
 edit keeps its original (so editing one argument does not turn a key in
-another into ``***``; ``pi_kernel.ai.secrets.unmask``, which the approval hook
+another into ``***``; ``turn_blocks.restored``, which the approval hook
 also applies to arguments edited on stdin, a comm or ``%pi allow --args``).
 """
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.ai.secrets import mask, unmask
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest, DecisionKind, reveal_invisible
 from pi_kernel.widgets.html_render import STATUS_COLORS, diff_html, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
 from pi_kernel.widgets.tool_render import decision_text
+from pi_kernel.widgets.turn_blocks import masked, restored
 
 Resolve = Callable[[ApprovalDecision], bool]
 
@@ -85,7 +85,7 @@ class ApprovalPanel:
                 self.message.value = f'<span style="color:{STATUS_COLORS["error"]}">{escape(error)}</span>'
                 return
             original = jsonable(self._request.args)
-            args = unmask(args, original)
+            args = restored(args, original)
             if args == original:
                 args = None  # unchanged: approve as asked
         reason = (self.reason.value.strip() or None) if kind == "deny" else None
@@ -99,7 +99,7 @@ class ApprovalPanel:
     def _toggle_editor(self) -> None:
         if self.editor is None:
             # bidi overrides, zero-width characters as JSON escapes: seen, and parsed back to the same value
-            text, _ = reveal_invisible(pretty_json(mask(jsonable(self._request.args))), json_text=True)
+            text, _ = reveal_invisible(pretty_json(masked(jsonable(self._request.args))), json_text=True)
             self.editor = self._kit.textarea(text, rows=min(20, max(3, text.count("\n") + 2)))
             self.widget.children = [*self.widget.children[:2], self.editor, self.message]
             self.edit.description = "Hide editor"
@@ -119,6 +119,6 @@ def preview_html(request: ApprovalRequest) -> str:
     preview = request.preview
     if preview is None:
         return ""
-    diff, _ = reveal_invisible(mask(preview.diff))
-    title = f"<b>{escape(mask(preview.title))}</b>"
+    diff, _ = reveal_invisible(masked(preview.diff))
+    title = f"<b>{escape(masked(preview.title))}</b>"
     return title + diff_html(diff, limit=PREVIEW_CHARS, middle=True)

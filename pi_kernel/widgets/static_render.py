@@ -8,7 +8,7 @@ with arguments, results (text, truncated) and decisions. A saved notebook
 then renders on reopen, in nbconvert and on GitHub with no widget state.
 
 Secrets never leave: every string of the bundle and the metadata goes
-through ``pi_kernel.ai.secrets.mask`` (values of the key variables in the environment, URL
+through ``turn_blocks.masked`` (values of the key variables in the environment, URL
 credentials, ``sk-...`` keys); the model's base URL is not recorded at all.
 No ipywidgets here: the kernel's text view uses this module too.
 """
@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.secrets import mask, secrets_read_once
 from pi_kernel.widgets.footer import footer_html, format_duration, usage_summary
 from pi_kernel.widgets.html_render import MUTED, STATUS_COLORS, badge, escape, markdown_html
 from pi_kernel.widgets.json_view import bound_strings, jsonable
@@ -35,6 +34,7 @@ from pi_kernel.widgets.tool_render import (
     result_html,
     summary_html,
 )
+from pi_kernel.widgets.turn_blocks import keys_read_once, masked
 from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 METADATA_KEY = "pi_kernel"
@@ -58,13 +58,13 @@ class StaticOutput:
 
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
     lookup: Callable[[str], Any] = definitions or (lambda _name: None)
-    with secrets_read_once():  # a turn of thousands of calls masks tens of thousands of strings
+    with keys_read_once():  # a turn of thousands of calls masks tens of thousands of strings
         data = {
             "text/html": _html(state, lookup),
             "text/markdown": _markdown(state, lookup),
             "text/plain": _plain(state, lookup),
         }
-        return StaticOutput(mask(data), {METADATA_KEY: mask(turn_metadata(state, lookup))})
+        return StaticOutput(masked(data), {METADATA_KEY: masked(turn_metadata(state, lookup))})
 
 
 def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
                 "id": block.id,
                 "name": block.name,
                 "label": block.label,
-                "arguments": bound_strings(mask(jsonable(block.arguments)), METADATA_ARGUMENT_CHARS),
+                "arguments": bound_strings(masked(jsonable(block.arguments)), METADATA_ARGUMENT_CHARS),
                 "status": block.status,
                 "elapsed_s": _rounded(block.elapsed(state.ended_at or 0.0)),
                 "decision": _decision(block),
@@ -94,7 +94,7 @@ def turn_metadata(state: TurnState, lookup: Callable[[str], Any]) -> dict[str, A
         "stop_reason": state.stop_reason,
         "duration_s": _rounded(_duration(state)),
         "tool_calls": calls,
-        "answer": _clip(mask(_answer(state)), METADATA_RESULT_CHARS),
+        "answer": _clip(_answer(state), METADATA_RESULT_CHARS),  # its blocks were masked as they entered
         "errors": [block.text for block in state.blocks if isinstance(block, NoticeBlock) and block.kind == "error"],
     }
 
@@ -124,11 +124,11 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
             parts.append(
                 f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
                 f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">'
-                f"{escape(mask(block.text))}</div>"
+                f"{escape(block.text)}</div>"  # masked as it entered the view model
                 "</details>"
             )
         elif isinstance(block, TextBlock):
-            parts.append(f"<div>{markdown_html(mask(block.text))}</div>")  # before highlighting splits a key
+            parts.append(f"<div>{markdown_html(block.text)}</div>")  # masked as it entered, before highlighting
         elif isinstance(block, ToolCallBlock):
             parts.append(_card_html(block, lookup(block.name), state))
         else:
@@ -157,9 +157,9 @@ def _is_short(block: ToolCallBlock, definition: Any) -> bool:
 
 def _notice_html(block: NoticeBlock) -> str:
     if block.kind in ("user", "compaction"):
-        return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(mask(block.text))}</div>'
+        return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(block.text)}</div>'
     status = "error" if block.kind == "error" else "interrupted"
-    return f'<div style="margin:4px 0">{badge(status)} {escape(mask(block.text))}</div>'
+    return f'<div style="margin:4px 0">{badge(status)} {escape(block.text)}</div>'  # masked as it entered
 
 
 # ---------------------------------------------------------------------- markdown and plain text
@@ -267,7 +267,7 @@ def _indent(text: str) -> str:
 
 def _md_escape(text: str) -> str:
     # Masked first: the backslashes added here would hide a key from the final masking.
-    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", mask(text))
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", masked(text))
 
 
 def _duration(state: TurnState) -> float | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pi_kernel.ai.secrets import MaskedStream
+from pi_kernel.widgets.turn_blocks import MaskedStream
 
 _TOPICS = {
     "stream": b"stream.stdout",

@@ -29,7 +29,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pi_kernel.ai import ImageContent, TextContent
-from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.tools.approval import ApprovalDecision, invisible_warning, reveal_invisible, reveal_invisible_data
 from pi_kernel.widgets.footer import format_duration
 from pi_kernel.widgets.html_render import (
@@ -49,6 +48,7 @@ from pi_kernel.widgets.html_render import (
     unified_diff,
 )
 from pi_kernel.widgets.json_view import jsonable, pretty_json
+from pi_kernel.widgets.turn_blocks import key_values, masked
 from pi_kernel.widgets.turn_state import ToolCallBlock
 
 CODE_ARGUMENTS: dict[str, tuple[str, str]] = {"python": ("code", "python"), "bash": ("command", "bash")}
@@ -227,12 +227,12 @@ def rendered_result_text(block: ToolCallBlock, definition: Any = None, *, limit:
 
 def _default_call_html(block: ToolCallBlock, live: bool) -> str:
     limit = LIVE_PREVIEW_CHARS if live else FINAL_ARGUMENTS_CHARS
-    secrets = secret_values()
+    secrets = key_values()
     value = live_tail(block.arguments) if live else block.arguments  # redrawn often: never the whole value
     args = jsonable(value) if value is not None else {}
-    args = mask(args, secrets, partial=live)
+    args = masked(args, secrets, partial=live)
     if not args and block.raw.length and live:
-        return pre(_shown(mask(block.raw.text, secrets, partial=True)), limit=limit, tail=True)
+        return pre(_shown(masked(block.raw.text, secrets, partial=True)), limit=limit, tail=True)
     note = "" if live else _invisible_note(args)
     return note + _default_args_html(block.name, args, limit, live)
 
@@ -290,10 +290,9 @@ def live_tail(value: Any, depth: int = 0) -> Any:
 def _default_result_html(block: ToolCallBlock) -> str:
     result = block.result
     assert result is not None
-    secrets = secret_values()
-    details = mask(dict(result.details), secrets) if isinstance(result.details, Mapping) else {}
+    details = result.details if isinstance(result.details, Mapping) else {}  # masked as it entered the block
     tail = block.name in TAIL_RESULTS
-    text = mask("\n".join(item.text for item in result.content if isinstance(item, TextContent)), secrets)
+    text = "\n".join(item.text for item in result.content if isinstance(item, TextContent))
     images = "".join(image_html(item.data, item.mime_type) for item in result.content if isinstance(item, ImageContent))
     outputs = details.get("outputs")
     if isinstance(outputs, list) and outputs:
@@ -347,7 +346,7 @@ def _path_line(path: Any) -> str:
 
 
 def _bounded(text: str, limit: int, name: str) -> str:
-    text = mask(text)  # before the cut: a key cut in two would no longer be found
+    text = masked(text)  # before the cut: a key cut in two would no longer be found
     if len(text) <= limit:
         return text
     if name in TAIL_RESULTS:
@@ -358,7 +357,7 @@ def _bounded(text: str, limit: int, name: str) -> str:
 def _run_hook(hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
     """The hook's output as a MIME bundle, or the text of its error."""
     try:
-        return mask(mime_bundle_of(hook(value)))
+        return masked(mime_bundle_of(hook(value)))
     except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
         return f"{type(error).__name__}: {error}"
 

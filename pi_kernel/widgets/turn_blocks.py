@@ -1,18 +1,27 @@
 """The blocks a turn is drawn from: text, thinking, tool calls, notices (``TurnState`` fills them in).
 
 Plain data with no event logic, kept apart from ``turn_state`` so that the
-fold of agent events stays one readable file. Each block carries a
+fold of agent events stays one readable file. This module is also where text
+enters the widgets' view model, so it is the widgets' one door to masking
+keys: ``masked`` (text or JSON-like data; ``partial`` for text still growing),
+``MaskedStream`` for text that arrives in pieces, ``restored`` for arguments a
+person edited, ``key_values`` / ``keys_read_once`` to read the keys once for
+many calls. A notice is masked as it is made; views mask what they draw
+through these, before escaping, highlighting or a cut. Each block carries a
 ``version`` that grows on every change: a view redraws only what changed
 since it last looked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.ai.messages import text_of
+from pi_kernel.ai.messages import TextContent, text_of
+from pi_kernel.ai.secrets import MaskedStream, secret_values, secrets_read_once, unmask
+from pi_kernel.ai.secrets import mask as masked
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.html_render import outputs_text
 
@@ -85,10 +94,28 @@ class TextBlock:
     final: bool = False
     """The block ended (its text is the provider's final text)."""
     version: int = 0
+    _masking: MaskedStream = field(default_factory=MaskedStream, repr=False)
+    """Streamed pieces pass it once as they enter: the buffer holds masked text (what may be the start of a
+    key waits for the next piece)."""
 
     @property
     def text(self) -> str:
         return self.buffer.text
+
+    def append(self, delta: str) -> None:
+        """A streamed piece, masked as it enters."""
+        self.buffer.append(self._masking.feed(delta))
+
+    def settle(self, text: str | None) -> bool:
+        """The block ended: ``text`` is the provider's final text (``None``: what streamed), masked. Whether the
+        block changed (it was not final yet, or its text differs)."""
+        held = self._masking.flush()
+        final = self.buffer.text + held if text is None else masked(text)
+        changed = not self.final or final != self.buffer.text
+        if final != self.buffer.text:
+            self.buffer.replace(final)
+        self.final = True
+        return changed
 
 
 @dataclass(eq=False)
@@ -128,8 +155,23 @@ class ToolCallBlock:
             return None
         return (self.ended_at if self.ended_at is not None else now) - self.started_at
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A result is masked as it enters the view model (once, not at every redraw): a tool's own text,
+        # its details (notebook outputs, a diff) and what a ``render_result`` hook is given.
+        object.__setattr__(self, name, masked_result(value) if name == "result" and value is not None else value)
+
     def result_text(self) -> str:
         return text_of(self.result.content) if self.result is not None else ""
+
+
+def masked_result(result: AgentToolResult) -> AgentToolResult:
+    """``result`` with keys masked in its text blocks and its details (read once for all of them)."""
+    secrets = secret_values()
+    content = [
+        dataclasses.replace(item, text=masked(item.text, secrets)) if isinstance(item, TextContent) else item
+        for item in result.content
+    ]
+    return dataclasses.replace(result, content=content, details=masked(result.details, secrets))
 
 
 def live_output_text(partial: AgentToolResult) -> str:
@@ -150,5 +192,35 @@ class NoticeBlock:
     text: str
     version: int = 0
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # An error may quote a key: masked as it enters the view model, never where it is drawn.
+        object.__setattr__(self, name, masked(value) if name == "text" else value)
+
 
 Block = TextBlock | ToolCallBlock | NoticeBlock
+
+
+def restored(edited: Any, original: Any) -> Any:
+    """Arguments a person edited, with every ``***`` they left as it was turned back into the value it hid."""
+    return unmask(edited, original)
+
+
+key_values = secret_values
+"""The keys' values, read once for many ``masked`` calls (a redraw)."""
+keys_read_once = secrets_read_once
+"""Within it, every ``masked`` call reuses one reading of the keys (a turn of thousands of calls)."""
+
+__all__ = [
+    "FINAL_STATUSES",
+    "Block",
+    "MaskedStream",
+    "NoticeBlock",
+    "TextBlock",
+    "TextBuffer",
+    "ToolCallBlock",
+    "key_values",
+    "keys_read_once",
+    "live_output_text",
+    "masked",
+    "restored",
+]

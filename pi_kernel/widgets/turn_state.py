@@ -129,13 +129,11 @@ class TurnState:
             self._streaming[key] = self._add(TextBlock("text" if kind == "text_start" else "thinking"))
         elif kind in ("text_delta", "thinking_delta"):
             block = self._text_block(key, "text" if kind == "text_delta" else "thinking")
-            block.buffer.append(update.delta or "")
+            block.append(update.delta or "")
             block.version += 1
         elif kind in ("text_end", "thinking_end"):
             block = self._text_block(key, "text" if kind == "text_end" else "thinking")
-            if update.content is not None and update.content != block.text:
-                block.buffer.replace(update.content)
-            block.final = True
+            block.settle(update.content)
             block.version += 1
         elif kind in ("toolcall_start", "toolcall_delta", "toolcall_end"):
             source = update.tool_call
@@ -192,9 +190,7 @@ class TurnState:
             elif isinstance(content, (TextContent, ThinkingContent)):
                 text = content.text if isinstance(content, TextContent) else content.thinking
                 block = self._text_block(key, "text" if isinstance(content, TextContent) else "thinking")
-                if not block.final or block.text != text:
-                    block.buffer.replace(text)
-                    block.final = True
+                if block.settle(text):
                     block.version += 1
         if message.stop_reason == "aborted":
             self.aborted = True
@@ -292,7 +288,7 @@ class TurnState:
                 call.version += 1
         for block in self.blocks:
             if isinstance(block, TextBlock) and not block.final:
-                block.final = True
+                block.settle(None)  # what was held back (it might have begun a key) is shown, masked
                 block.version += 1
 
     # ------------------------------------------------------------------ helpers

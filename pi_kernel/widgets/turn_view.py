@@ -20,7 +20,8 @@ tool calls costs time and bytes linear in its size, and the static output at
 the end holds every block.
 
 Keys: every message is masked on its way out (``pi_kernel.kernel.outgoing``);
-text is masked here too, before it becomes markdown or escaped HTML (a
+the text this view draws was masked as it entered the view model (the
+``TurnState``'s blocks), before it becomes markdown or escaped HTML (a
 highlighted or escaped key is spelt differently and would escape that mask).
 
 Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
@@ -53,7 +54,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pi_kernel.agent.events import AgentEndEvent, AgentEvent
-from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.footer import Footer
 from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
@@ -110,8 +110,8 @@ class _TextView:
         if self._rendered:
             return
         if block.final and block.kind == "text":
-            # Masked before it is rendered: highlighted code would cut a key into spans.
-            self.stream.show({"text/html": markdown_html(mask(block.text))})
+            # Masked as it entered the view model (``TextBlock``), before highlighting could cut a key into spans.
+            self.stream.show({"text/html": markdown_html(block.text)})
             self._rendered = True
         elif block.buffer.length > self._sent:
             self.stream.append(block.text[self._sent :])
@@ -128,7 +128,7 @@ class _NoticeView:
 
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
-        text = escape(mask(block.text))  # masked before escaping changes how a key is spelt
+        text = escape(block.text)  # masked as it entered the view model (``NoticeBlock``)
         if block.kind in ("user", "compaction"):
             mark = "⇣" if block.kind == "compaction" else "↳"
             self.widget.value = f'<div style="{MUTED}">{mark} {text}</div>'

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pi_kernel.ai.providers.local_grammar import bounded_gbnf
-from pi_kernel.ai.secrets import mask
+from pi_kernel.ai.providers.request_task import masked_error
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
@@ -120,7 +120,8 @@ def env_count(name: str) -> int | None:
     digits = digits[:-1] if scale > 1 else digits
     if digits.isascii() and digits.isdigit() and int(digits) > 0:
         return int(digits) * scale
-    shown = mask(text if len(text) <= 20 else text[:20] + "...")  # it might be a pasted key
+    shown = masked_error(text, None)  # it might be a pasted key: masked before the cut
+    shown = shown if len(shown) <= 20 else shown[:20] + "..."
     logger.warning("pi_kernel: %s: %r is not a whole number above 0; using the default.", name, shown)
     return None
 

@@ -22,9 +22,8 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.builtin.describe import clip, describe_limit
-from pi_kernel.tools.builtin.secret_names import environment_secrets
+from pi_kernel.tools.builtin.secret_names import environment_secrets, masked
 from pi_kernel.tools.cell_source import CellLike
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import CellInfo, NotebookDocument, resolve_ref
@@ -58,13 +57,13 @@ def format_cell(record: CellLike, source_chars: int = SOURCE_CHARS, secrets: Seq
     """One cell, each part masked before it is cut (a key cut in two would no longer be found)."""
     known = environment_secrets() if secrets is None else secrets
     label = f"[{record.execution_count}]" if record.execution_count is not None else "[ ]"
-    lines = [f"In {label}:", clip(mask(record.source.rstrip(), known), source_chars)]
+    lines = [f"In {label}:", clip(record.source.rstrip(), source_chars, known)]
     if record.output:
-        lines.append(f"Out {label}: {clip(mask(record.output, known), 500)}")
+        lines.append(f"Out {label}: {clip(record.output, 500, known)}")
     if record.error is not None:
-        lines.append(f"Error: {record.error.type}: {clip(mask(record.error.message, known), 500)}")
+        lines.append(f"Error: {record.error.type}: {clip(record.error.message, 500, known)}")
         if record.error.frames:
-            lines.append("Traceback (last frames):\n" + clip(mask("".join(record.error.frames).rstrip(), known), 1200))
+            lines.append("Traceback (last frames):\n" + clip("".join(record.error.frames).rstrip(), 1200, known))
     return "\n".join(lines)
 
 
@@ -72,7 +71,7 @@ def format_cells(records: Sequence[CellLike], limit: int) -> str:
     if not records:
         return "No cells have run yet."
     secrets = environment_secrets()
-    return clip("\n\n".join(format_cell(record, secrets=secrets) for record in records), limit)  # masked, then cut
+    return clip("\n\n".join(format_cell(record, secrets=secrets) for record in records), limit, secrets)
 
 
 def create_cells_tool() -> ToolDefinition:
@@ -128,9 +127,9 @@ def list_entry(cell: CellInfo, running: str | None, secrets: Sequence[str]) -> s
     mark = "  ← the %%pi cell running now" if cell.id == running else ""
     lines = [f"{cell.position} id={cell.id} {cell.type}{count} ({cell.source_length:,} chars){mark}"]
     if cell.source.strip():
-        lines.append("  " + _one_line(mask(cell.source, secrets), LIST_SOURCE_CHARS))
+        lines.append("  " + _one_line(masked(cell.source, secrets), LIST_SOURCE_CHARS))
     if cell.outputs.strip():
-        lines.append("  → " + _one_line(mask(cell.outputs, secrets), LIST_OUTPUT_CHARS))
+        lines.append("  → " + _one_line(masked(cell.outputs, secrets), LIST_OUTPUT_CHARS))
     return "\n".join(lines)
 
 
@@ -176,8 +175,8 @@ def format_listing(cells: Sequence[CellInfo], running: str | None, start: int | 
 def format_whole(cell: CellInfo, running: str | None) -> str:
     secrets = environment_secrets()
     head = list_entry(cell, running, secrets).splitlines()[0]
-    source = clip(mask(cell.source, secrets), CELL_CHARS)
-    outputs = f"\nOutputs: {mask(cell.outputs, secrets)}" if cell.outputs.strip() else ""
+    source = clip(cell.source, CELL_CHARS, secrets)
+    outputs = f"\nOutputs: {masked(cell.outputs, secrets)}" if cell.outputs.strip() else ""
     return f"{head}\n```\n{source}\n```{outputs}"
 
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_kernel.ai.safe_call import CallTimeout, SafeCaller, error_text
-from pi_kernel.ai.secrets import mask
 from pi_kernel.ai.static_read import (
     BUILTIN_CONTAINERS,
     builtin_base,
@@ -47,7 +46,7 @@ from pi_kernel.ai.static_read import (
     static_len,
     type_name,
 )
-from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value
+from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value, masked
 from pi_kernel.tools.definition import ToolContext
 
 DEFAULT_LIMIT = 4000
@@ -68,8 +67,11 @@ def describe_limit(ctx: ToolContext) -> int:
     return limit if isinstance(limit, int) and limit > 0 else DEFAULT_LIMIT
 
 
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a note of how much was left out."""
+def clip(text: str, limit: int, secrets: Sequence[str] | None = None) -> str:
+    """``text`` with keys masked (``secrets``: their values if already read), then cut to ``limit`` characters
+    with a note of how much was left out: masked before the cut, where a key cut in two would no longer be
+    found by the mask the result gets as it enters the transcript."""
+    text = masked(text, secrets)
     if len(text) <= limit:
         return text
     note = f"... [{len(text) - limit:,} more characters]"
@@ -197,7 +199,7 @@ def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str]
         return f"<repr of {type_name(value)} failed: {error_text(error, caller)}>"
     if type(text) is not str:
         return f"<repr of {type_name(value)} returned {type_name(text)}>"
-    return clip(mask(text, environment_secrets() if secrets is None else secrets), limit)
+    return clip(text, limit, secrets)
 
 
 def shape_of(value: Any, caller: SafeCaller | None = None) -> str:
@@ -270,7 +272,7 @@ def list_variables(
             break
         lines.append(line)
         used += len(line) + 1
-    return clip(mask("\n".join(lines), secrets), limit)  # masked before the cut
+    return clip("\n".join(lines), limit, secrets)
 
 
 def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
@@ -313,7 +315,7 @@ class Describer:
         except Exception as error:  # noqa: BLE001 - a hostile object: fall back to type and repr
             head = f"{name}: {type_name(value)} (summary failed: {class_name(type(error))})"
             text = f"{head}\n{safe_repr(value, self.caller, self.limit // 2)}"
-        return clip(mask(text, environment_secrets()), self.limit)  # masked before the cut
+        return clip(text, self.limit)
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)
@@ -333,7 +335,7 @@ class Describer:
             return self._callable(name, value)
         try:
             text = preview_repr(value)  # the object's own repr (under the time limit), or a bounded one
-            text = clip(mask(text, environment_secrets()), self.limit - len(name) - 40)
+            text = clip(text, self.limit - len(name) - 40)
         except Exception as error:  # noqa: BLE001 - a broken repr is a fact about the object
             text = f"<repr failed: {class_name(type(error))}: {one_line(exact_text(str(error)), 120)}>"  # time limit
         return f"{name}: {kind}\n{text}"
@@ -400,7 +402,7 @@ class Describer:
         length = static_len(value) or 0  # the built-in's own length and items: a subclass's overrides not run
         sample = static_items(value, 10)
         head = f"{name}: {kind}, {length:,} item(s)"
-        shown = clip(mask(preview_repr(sample), environment_secrets()), self.limit - len(head) - 20)
+        shown = clip(preview_repr(sample), self.limit - len(head) - 20)
         return f"{head}\nfirst {min(length, 10)}: {shown}"
 
     def _class(self, name: str, cls: type) -> str:

@@ -8,15 +8,29 @@ names every surface uses (environment variables too): a string value held
 under such a name is never previewed. ``environment_secrets`` is the values
 ``mask`` hides (``secret_values``), and ``tool_environment`` the environment
 of the processes tools start, without the secret variables.
+
+It is also the tools' one door to masking keys: ``masked`` for text a tool cuts
+to a length before its result enters the transcript (masked first: a key cut
+in two would no longer be found by the agent's mask of the result; ``clip`` in
+``describe`` does it), ``MaskedStream`` for text written in blocks, and
+``add_secret_value`` / ``MASK`` for an MCP server's own secrets.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pi_kernel.ai.secrets import is_secret_name, secret_values, without_secrets
+from pi_kernel.ai.secrets import (
+    MASK,
+    MaskedStream,
+    add_secret_value,
+    is_secret_name,
+    mask,
+    secret_values,
+    without_secrets,
+)
 
 HIDDEN_VALUE = "<hidden: the name looks like a secret>"
 
@@ -36,4 +50,20 @@ def tool_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**without_secrets(os.environ), **(extra or {})}
 
 
-__all__ = ["HIDDEN_VALUE", "environment_secrets", "is_secret_name", "is_secret_value", "tool_environment"]
+def masked(value: Any, secrets: Sequence[str] | None = None) -> Any:
+    """``value`` (text or JSON-like data) with keys masked (``secrets``: their values if already read, for
+    many calls)."""
+    return mask(value, secrets)
+
+
+__all__ = [
+    "HIDDEN_VALUE",
+    "MASK",
+    "MaskedStream",
+    "add_secret_value",
+    "environment_secrets",
+    "is_secret_name",
+    "is_secret_value",
+    "masked",
+    "tool_environment",
+]

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.ai.secrets import MASK, add_secret_value, is_secret_name, mask
+from pi_kernel.tools.builtin.secret_names import MASK, add_secret_value, is_secret_name, masked
 
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
@@ -69,13 +69,13 @@ class McpServerConfig:
 
     def describe(self) -> str:
         """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
-        masked (``pi_kernel.ai.secrets.mask``: credentials in a URL, keys, the environment's secrets; a
-        secret in the arguments: ``secret_arguments``)."""
+        masked (``secret_names.masked``: credentials in a URL, keys, the environment's secrets; a secret in
+        the arguments: ``secret_arguments``)."""
         if self.command:
             hidden = secret_arguments(self.args)
             shown = [MASK if index in hidden else _option_masked(arg) for index, arg in enumerate(self.args)]
-            return mask(" ".join([self.command, *shown]))
-        return mask(str(self.url))
+            return str(masked(" ".join([self.command, *shown])))
+        return str(masked(str(self.url)))
 
 
 _TOKEN_SHAPES = re.compile(

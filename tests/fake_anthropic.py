@@ -12,6 +12,9 @@ decides. A response is one of:
 * ``HTTPError(status, error_type, message, headers)``: an Anthropic error body;
 * a str (a text answer) or a list of event dicts (shorthands).
 
+A body that breaks one of the API's documented rules (``api_rule_violation``)
+gets the API's 400 instead, without taking a queued response.
+
 ``PromptCache.usage_for(body)`` models the API's prompt cache: it counts the
 request's tokens (about four characters each) block by block in cache order,
 reads the longest prefix an earlier request wrote that it finds at a
@@ -61,6 +64,55 @@ class HTTPError:
 
 
 Response = Events | HTTPError
+
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def api_rule_violation(body: JSONDict) -> HTTPError | None:
+    """The 400 the real API answers for a body that breaks one of its documented rules, else ``None``:
+    at most four ``cache_control`` breakpoints; thinking's ``budget_tokens`` at least 1,024 and below
+    ``max_tokens``; no thinking with a forced tool; with thinking on, a request continuing a tool loop (the last
+    message is tool results) needs the loop's assistant message to start with a thinking block."""
+    marks = sum("cache_control" in tool for tool in body.get("tools") or [])
+    system = body.get("system")
+    marks += (
+        sum("cache_control" in block for block in system if isinstance(block, dict)) if isinstance(system, list) else 0
+    )
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            marks += sum(isinstance(block, dict) and "cache_control" in block for block in content)
+    if marks > MAX_CACHE_BREAKPOINTS:
+        return HTTPError(
+            400, "invalid_request_error", f"A maximum of 4 blocks with cache_control may be provided. Found {marks}."
+        )
+    thinking_on = isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "enabled"
+    if not thinking_on:
+        return None
+    budget = body["thinking"].get("budget_tokens", 0)
+    if budget < 1024:
+        return HTTPError(400, "invalid_request_error", "thinking.enabled.budget_tokens: Input should be >= 1024")
+    if budget >= body.get("max_tokens", 0):
+        return HTTPError(400, "invalid_request_error", "`max_tokens` must be greater than `thinking.budget_tokens`.")
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") in ("any", "tool"):
+        return HTTPError(400, "invalid_request_error", "Thinking may not be enabled when tool_choice forces tool use.")
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    if len(messages) >= 2 and last.get("role") == "user" and isinstance(content, list) and content:
+        if all(isinstance(block, dict) and block.get("type") == "tool_result" for block in content):
+            first = (messages[-2].get("content") or [{}])[0]
+            kind = first.get("type") if isinstance(first, dict) else "text"
+            if kind not in ("thinking", "redacted_thinking"):
+                return HTTPError(
+                    400,
+                    "invalid_request_error",
+                    f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                    f"but found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with "
+                    "a thinking block.",
+                )
+    return None
 
 
 # --------------------------------------------------------------------------- event builders
@@ -313,6 +365,9 @@ class FakeAnthropic:
     def _next(self, body: JSONDict) -> Response:
         with self._lock:
             self.requests.append(RecordedRequest("POST", "", {}, body))
+            violation = api_rule_violation(body)
+            if violation is not None:
+                return violation
             if self._queue:
                 return self._queue.popleft()
         if self.responder is not None:

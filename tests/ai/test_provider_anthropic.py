@@ -229,6 +229,44 @@ async def test_thinking_drops_temperature_and_yields_to_a_forced_tool(fake_anthr
     assert "thinking" not in forced and forced["tool_choice"] == {"type": "tool", "name": "read"}
 
 
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_thinking_waits_for_a_tool_loop_that_started_without_it(
+    fake_anthropic: FakeAnthropic, provider: str
+) -> None:
+    """``%%pi --tool X --thinking low``: the forced first call came without thinking (or from another model),
+    so the API refuses thinking until that tool loop ends; the next user turn thinks again."""
+    fake_anthropic.enqueue(Events(message_events("3")), Events(message_events("ok")))
+    call = ToolCall("toolu_01", "read", {"path": "a"})
+    forced = AssistantMessage([call], stop_reason="tool_use", provider=provider)
+    loop: list[Message] = [UserMessage("add"), forced, ToolResultMessage("toolu_01", "read", [TextContent("3")])]
+    model = claude(fake_anthropic)
+    _, answer = await collect(model, loop, tools=[READ_TOOL], reasoning_effort="low")
+    assert answer.stop_reason == "stop" and answer.text == "3", answer.error_message
+    assert "thinking" not in fake_anthropic.bodies[0]
+    _, later = await collect(model, [*loop, answer, UserMessage("again")], tools=[READ_TOOL], reasoning_effort="low")
+    assert later.stop_reason == "stop", later.error_message
+    assert fake_anthropic.bodies[1]["thinking"]["budget_tokens"] == 2048
+
+
+async def test_the_fake_refuses_what_the_real_api_refuses(fake_anthropic: FakeAnthropic) -> None:
+    """The scripted server holds the provider to the API's rules (so the tests above can fail)."""
+    from fake_anthropic import api_rule_violation
+
+    loop = [
+        {"role": "user", "content": [{"type": "text", "text": "a"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+    ]
+    thinking_on = {"type": "enabled", "budget_tokens": 1024}
+    refused = api_rule_violation({"max_tokens": 2048, "thinking": thinking_on, "messages": loop})
+    assert refused is not None and "Expected `thinking`" in refused.message
+    assert api_rule_violation({"max_tokens": 1024, "thinking": thinking_on, "messages": loop[:1]}) is not None
+    mark = {"type": "ephemeral"}
+    five = [{"role": "user", "content": [{"type": "text", "text": str(n), "cache_control": mark}]} for n in range(5)]
+    assert api_rule_violation({"max_tokens": 10, "messages": five}) is not None
+    assert api_rule_violation({"max_tokens": 10, "messages": five[:4]}) is None
+
+
 # --------------------------------------------------------------------------- request body and caching
 
 

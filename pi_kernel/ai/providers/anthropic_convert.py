@@ -96,7 +96,10 @@ def build_anthropic_body(model: Model, context: Context, options: StreamOptions,
             body["tool_choice"] = convert_tool_choice(choice)
     forced = choice is not None and choice not in ("auto", "none") and bool(context.tools)
     budget = thinking_budget(options.reasoning_effort) if model.is_reasoning else None
-    if budget is not None and not forced:  # the API refuses thinking with a forced tool
+    # The API refuses thinking with a forced tool, and (thinking on) a tool loop whose assistant turn does not
+    # start with thinking: after ``--tool``'s forced first request, or a switch from another model, thinking
+    # stays off until the loop ends.
+    if budget is not None and not forced and _tool_loop_can_think(body["messages"]):
         # ``max_tokens`` counts the thinking too: the answer keeps what was asked for, within the model's cap
         # (and the budget, at least 1,024 tokens, below ``max_tokens`` as the API requires).
         body["max_tokens"] = min(max_tokens + budget, max(max_output_tokens(model), 2048))
@@ -107,6 +110,19 @@ def build_anthropic_body(model: Model, context: Context, options: StreamOptions,
     if options.extra_body:
         body.update(options.extra_body)
     return body
+
+
+def _tool_loop_can_think(messages: list[JSON]) -> bool:
+    """False when the request continues a tool loop (the last message is tool results) whose assistant
+    message does not start with a ``thinking``/``redacted_thinking`` block: the API then refuses thinking."""
+    if len(messages) < 2 or messages[-1]["role"] != "user":
+        return True
+    if not all(block.get("type") == "tool_result" for block in messages[-1]["content"]):
+        return True
+    assistant = messages[-2]
+    if assistant["role"] != "assistant" or not assistant["content"]:
+        return True
+    return bool(assistant["content"][0]["type"] in ("thinking", "redacted_thinking"))
 
 
 def convert_tools(tools: Iterable[Tool], cache: bool = True) -> list[JSON]:

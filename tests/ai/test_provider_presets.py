@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, ToolCallSpec, chunk, text_chunks, tool_call_chunks, usage_dict
+from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, chunk, text_chunks, tool_call_chunks, usage_dict
 from pydantic import BaseModel
 
 from pi_kernel.ai.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, parse_model_spec
+from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 from pi_kernel.ai.providers.retry import RetryPolicy
 from pi_kernel.ai.stream_types import Context, StreamOptions
@@ -107,3 +108,15 @@ async def test_openrouter_tool_calls_stream_as_elsewhere(fake_openai: FakeOpenAI
     )
     assert message.stop_reason == "tool_use" and message.tool_calls[0].arguments == {"sql": "select 2"}
     assert "strict" in fake_openai.last_body["tools"][0]["function"]  # OpenRouter takes the key
+
+
+GEMINI_OVERFLOW = "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+
+
+async def test_gemini_error_lists_keep_their_message_and_its_overflow_is_recognised(fake_openai: FakeOpenAI) -> None:
+    """Gemini answers errors as a JSON list; its overflow text must trigger compaction like the others."""
+    model = at(fake_openai, "gemini:gemini-2.5-flash")
+    error = {"error": {"code": 400, "message": GEMINI_OVERFLOW, "status": "INVALID_ARGUMENT"}}
+    message = await answer(fake_openai, model, HTTPError(400, body=[error]))
+    assert message.stop_reason == "error" and message.error_message == f"400 {GEMINI_OVERFLOW}"
+    assert is_context_overflow(message.error_message)

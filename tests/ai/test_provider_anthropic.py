@@ -330,6 +330,22 @@ async def test_rate_limit_waits_for_retry_after(fake_anthropic: FakeAnthropic) -
     assert message.text == "ok" and time.monotonic() - started >= 0.35  # not the 0.01 s backoff
 
 
+@pytest.mark.parametrize(
+    ("status", "kind", "headers"),
+    [
+        (529, "overloaded_error", {"x-should-retry": "false"}),
+        (429, "rate_limit_error", {"retry-after": "3600"}),
+    ],
+)
+async def test_no_retry_when_the_server_says_not_to_or_asks_for_over_a_minute(
+    fake_anthropic: FakeAnthropic, status: int, kind: str, headers: dict[str, str]
+) -> None:
+    fake_anthropic.enqueue(HTTPError(status, kind, "Come back later", headers), Events(message_events("ok")))
+    _, message = await collect(claude(fake_anthropic), max_retries=3)
+    assert message.stop_reason == "error" and message.error_message == f"{status} {kind}: Come back later"
+    assert len(fake_anthropic.bodies) == 1
+
+
 async def test_rate_limit_that_persists_is_reported_with_its_type(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.enqueue(*[HTTPError(429, "rate_limit_error", "Slow down") for _ in range(4)])
     _, message = await collect(claude(fake_anthropic), max_retries=3)

@@ -120,3 +120,11 @@ async def test_gemini_error_lists_keep_their_message_and_its_overflow_is_recogni
     message = await answer(fake_openai, model, HTTPError(400, body=[error]))
     assert message.stop_reason == "error" and message.error_message == f"400 {GEMINI_OVERFLOW}"
     assert is_context_overflow(message.error_message)
+
+
+async def test_a_retry_after_over_a_minute_gives_up_with_the_servers_message(fake_openai: FakeOpenAI) -> None:
+    model = at(fake_openai, "openrouter:openai/gpt-4o")
+    refusal = HTTPError(429, headers={"Retry-After": "3600"}, message="Daily limit reached")
+    message = await answer(fake_openai, model, refusal, text_chunks("ok"), max_retries=3)
+    assert message.stop_reason == "error" and message.error_message == "429 Daily limit reached"
+    assert len(fake_openai.requests) == 1

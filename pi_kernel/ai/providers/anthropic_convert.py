@@ -17,7 +17,9 @@ filled in), then converted:
 
 Prompt caching places the breakpoints where pi does: on the last tool, on the
 system prompt and on the last block of the conversation's latest user message
-(a tool result's message included). The API caches the prefix up to each
+(a tool result's message included); when many blocks came since the user message
+before it (parallel tool calls), on that one too, as the API looks back only
+about 20 blocks from a breakpoint (``LOOKBACK_MARGIN``). The API caches the prefix up to each
 breakpoint (tools, then system, then messages), so the next request of the
 session reads all of it from the cache and pays full price only for what was
 added since.
@@ -173,10 +175,29 @@ def convert_messages(model: Model, messages: Iterable[Message], cache: bool = Tr
                 index += 1
             converted.append({"role": "user", "content": results})
     if cache:
-        latest_user = next((message for message in reversed(converted) if message["role"] == "user"), None)
-        if latest_user is not None:
-            latest_user["content"][-1]["cache_control"] = CACHE_CONTROL
+        _place_message_breakpoints(converted)
     return converted
+
+
+LOOKBACK_MARGIN = 18
+"""The API finds a cached prefix only at a breakpoint or up to about 20 blocks before one: when more blocks
+than this were added since the previous user message (say ten parallel tool calls and their results), that
+message gets a breakpoint of its own (the fourth, after tools and system), so the prefix the previous request
+wrote is still read."""
+
+
+def _place_message_breakpoints(converted: list[JSON]) -> None:
+    users = [index for index, message in enumerate(converted) if message["role"] == "user"]
+    if not users:
+        return
+    latest = users[-1]
+    converted[latest]["content"][-1]["cache_control"] = CACHE_CONTROL
+    if len(users) < 2:
+        return
+    previous = users[-2]
+    added = sum(len(message["content"]) for message in converted[previous + 1 : latest + 1])
+    if added > LOOKBACK_MARGIN:
+        converted[previous]["content"][-1]["cache_control"] = CACHE_CONTROL
 
 
 def _image(block: ImageContent) -> JSON:

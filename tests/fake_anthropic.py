@@ -21,7 +21,8 @@ reads the longest prefix an earlier request wrote that it finds at a
 breakpoint or up to 20 blocks before one, and writes the prompt up to the
 last breakpoint; a responder puts that usage into ``message_events`` (see
 ``benchmarks/prompt_caching.py``), so the usage the client sees follows what
-it sent.
+it sent. Entries expire ``ttl`` seconds after their last use (``clock`` is moved
+by the caller to model a pause).
 """
 
 from __future__ import annotations
@@ -280,18 +281,40 @@ def _prefixes(body: JSONDict) -> list[tuple[str, int, bool]]:
     return prefixes
 
 
+MIN_CACHE_TOKENS = {
+    "claude-opus-4-5": 4096,
+    "claude-haiku-4-5": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+"""The shortest prefix the API caches, by model id prefix (Anthropic's prompt-caching docs); 1,024 for the
+rest (Sonnet 4.5, Sonnet 4, Opus 4.1, Opus 4, Sonnet 3.7)."""
+
+
+def min_cache_tokens(model_id: str) -> int:
+    prefixes = [prefix for prefix in MIN_CACHE_TOKENS if model_id.startswith(prefix)]
+    return MIN_CACHE_TOKENS[max(prefixes, key=len)] if prefixes else 1024
+
+
 @dataclass
 class PromptCache:
-    """Prefixes written so far (by hash); ``min_tokens``: shorter prefixes are not cached (as the API)."""
+    """Prefixes written so far (by hash, with the time each was last used); ``min_tokens``: shorter prefixes
+    are not cached (as the API; ``None``: the request's model's minimum, ``min_cache_tokens``); ``ttl``: seconds
+    an entry lives after its last use (the API's default five minutes); ``clock``: the time now (a test or
+    benchmark moves it to model a pause)."""
 
-    written: set[str] = field(default_factory=set)
-    min_tokens: int = 1024
+    written: dict[str, float] = field(default_factory=dict)
+    min_tokens: int | None = None
+    ttl: float = 300.0
+    clock: float = 0.0
 
     def usage_for(self, body: JSONDict) -> JSONDict:
         """``input_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens`` of ``body``: the
         longest written prefix found at a breakpoint or up to ``LOOKBACK_BLOCKS`` blocks before one is read;
         the prompt up to the last breakpoint is written (when long enough); the rest is plain input."""
         prefixes = _prefixes(body)
+        minimum = self.min_tokens if self.min_tokens is not None else min_cache_tokens(str(body.get("model")))
+        self.written = {key: used for key, used in self.written.items() if self.clock - used <= self.ttl}
         total = prefixes[-1][1] if prefixes else 0
         breakpoints = [index for index, (_, _, breakpoint) in enumerate(prefixes) if breakpoint]
         read = 0
@@ -300,12 +323,13 @@ class PromptCache:
                 key, tokens, _ = prefixes[index]
                 if key in self.written:
                     read = max(read, tokens)
+                    self.written[key] = self.clock  # a read refreshes the entry's lifetime
                     break
         cached_to = max((prefixes[index][1] for index in breakpoints), default=0)
-        write = max(cached_to - read, 0) if cached_to >= self.min_tokens else 0
+        write = max(cached_to - read, 0) if cached_to >= minimum else 0
         for index in breakpoints:
-            if prefixes[index][1] >= self.min_tokens:
-                self.written.add(prefixes[index][0])
+            if prefixes[index][1] >= minimum:
+                self.written[prefixes[index][0]] = self.clock
         return {
             "input_tokens": total - read - write,
             "cache_read_input_tokens": read,

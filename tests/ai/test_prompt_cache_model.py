@@ -78,3 +78,16 @@ def test_many_parallel_tool_calls_still_read_the_previous_requests_prefix() -> N
         assert str(then).count("cache_control") <= 4
         usage = cache.usage_for(then)
         assert usage["cache_read_input_tokens"] >= written, count
+
+
+def test_the_cache_minimum_follows_the_model_and_entries_expire_after_the_ttl() -> None:
+    opus = build_anthropic_body(
+        Model("claude-opus-4-5", provider="anthropic"), Context(SYSTEM, history(1)), StreamOptions()
+    )
+    assert PromptCache().usage_for(opus)["cache_creation_input_tokens"] == 0  # ~1,900 tokens: under 4,096
+    cache = PromptCache()
+    cache.usage_for(body(history(1)))
+    cache.clock += 299
+    assert cache.usage_for(body([*history(1), UserMessage("next")]))["cache_read_input_tokens"] > 1024
+    cache.clock += 301
+    assert cache.usage_for(body([*history(1), UserMessage("next")]))["cache_read_input_tokens"] == 0

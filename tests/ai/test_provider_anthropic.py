@@ -449,6 +449,20 @@ def test_a_thinking_budget_stays_within_the_models_output_cap() -> None:
     assert sonnet["max_tokens"] == 16_384 + 16_384
 
 
+def test_opus_4_5_is_not_capped_as_an_opus_4() -> None:
+    from pi_kernel.ai.providers.anthropic_convert import build_anthropic_body, max_output_tokens
+
+    for model_id in ("claude-opus-4-5", "claude-opus-4-5-20251101"):
+        assert max_output_tokens(Model(model_id, provider="anthropic")) == 64_000
+    assert max_output_tokens(Model("claude-opus-4-20250514", provider="anthropic")) == 32_000
+    body = build_anthropic_body(
+        Model("claude-opus-4-5", provider="anthropic"),
+        Context(None, [UserMessage("hi")]),
+        StreamOptions(max_tokens=40_000, reasoning_effort="high"),
+    )
+    assert body["max_tokens"] == 40_000 + 16_384 and body["thinking"]["budget_tokens"] == 16_384
+
+
 async def test_interleaved_thinking_between_tool_calls_is_kept_and_replayed_in_order(
     fake_anthropic: FakeAnthropic,
 ) -> None:

@@ -55,9 +55,18 @@ _THINKING_OFF = frozenset({"off", "none", "disabled", "false"})
 _TOOL_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
-MAX_OUTPUT_TOKENS = {"claude-opus-4-1": 32_000, "claude-opus-4": 32_000, "claude-3-7": 64_000, "claude-3-5": 8_192}
-"""Output caps below the 64,000 tokens of the Claude 4.5 and Sonnet 4 models (by id prefix): ``max_tokens``
-raised by a thinking budget stays within them."""
+MAX_OUTPUT_TOKENS = {
+    "claude-opus-4-5": 64_000,
+    "claude-opus-4-1": 32_000,
+    "claude-opus-4": 32_000,
+    "claude-3-7": 64_000,
+    "claude-3-5": 8_192,
+    "claude-3-opus": 4_096,
+    "claude-3-haiku": 4_096,
+}
+"""Output caps by id prefix, the longest matching prefix winning (``claude-opus-4-5`` is not an Opus 4);
+64,000 (the Claude 4.5 and Sonnet 4 models) for ids matching none: ``max_tokens`` raised by a thinking budget
+stays within them."""
 
 
 def max_output_tokens(model: Model) -> int:

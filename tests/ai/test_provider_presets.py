@@ -165,3 +165,20 @@ async def test_gemini_thought_signatures_go_back_with_their_tool_calls(fake_open
     other = AssistantMessage([ToolCall("call_g", "query", {"sql": "1"}, extra_content=SIGNATURE)], provider="gemini")
     await answer(fake_openai, at(fake_openai, "openai:gpt-4o"), history=[UserMessage("hi"), other], tools=[QUERY])
     assert "extra_content" not in fake_openai.last_body["messages"][2]["tool_calls"][0]  # only to its own provider
+
+
+@pytest.mark.parametrize(
+    ("spec", "effort", "sent"),
+    [
+        ("gemini:gemini-2.5-flash", "off", "none"),  # Flash and Flash-Lite can stop thinking
+        ("gemini:gemini-2.5-flash-lite", "off", "none"),
+        ("gemini:gemini-3-pro-preview", "off", None),  # cannot: its default stays
+        ("gemini:gemini-2.0-flash", "high", None),  # does not think, refuses the knob
+        ("gemini:gemini-3-pro-preview", "high", "high"),
+    ],
+)
+async def test_gemini_thinking_knob_follows_the_model(
+    fake_openai: FakeOpenAI, spec: str, effort: str, sent: str | None
+) -> None:
+    await answer(fake_openai, at(fake_openai, spec), reasoning_effort=effort)
+    assert fake_openai.last_body.get("reasoning_effort") == sent

@@ -64,7 +64,9 @@ def build_request_body(model: Model, context: Context, options: StreamOptions, c
         if compat.thinking_format == "deepseek":
             body["thinking"] = {"type": "disabled" if effort in _THINKING_OFF else "enabled"}
         elif effort in _THINKING_OFF:
-            pass  # OpenAI's reasoning models cannot stop reasoning: their default effort stays
+            if compat.thinking_format == "openai" and compat.reasoning_effort_off:
+                body["reasoning_effort"] = compat.reasoning_effort_off  # Gemini 2.5 Flash: thinking off
+            # else: OpenAI's reasoning models (and Gemini 2.5 Pro, 3) cannot stop reasoning: the default stays
         elif compat.thinking_format == "openai":
             body["reasoning_effort"] = effort
         elif compat.thinking_format == "openrouter":

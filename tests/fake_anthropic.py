@@ -99,21 +99,29 @@ def api_rule_violation(body: JSONDict) -> HTTPError | None:
     if choice.get("type") in ("any", "tool"):
         return HTTPError(400, "invalid_request_error", "Thinking may not be enabled when tool_choice forces tool use.")
     messages = body.get("messages") or []
-    last = messages[-1] if messages else {}
-    content = last.get("content")
-    if len(messages) >= 2 and last.get("role") == "user" and isinstance(content, list) and content:
-        if all(isinstance(block, dict) and block.get("type") == "tool_result" for block in content):
-            first = (messages[-2].get("content") or [{}])[0]
-            kind = first.get("type") if isinstance(first, dict) else "text"
-            if kind not in ("thinking", "redacted_thinking"):
-                return HTTPError(
-                    400,
-                    "invalid_request_error",
-                    f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or `redacted_thinking`, "
-                    f"but found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with "
-                    "a thinking block.",
-                )
+    index = len(messages)
+    while index > 0 and messages[index - 1].get("role") == "user":
+        index -= 1  # the API joins consecutive user messages into one turn
+    trailing = [block for message in messages[index:] for block in _blocks(message)]
+    if index > 0 and any(block.get("type") == "tool_result" for block in trailing):
+        first = (_blocks(messages[index - 1]) or [{}])[0]
+        kind = first.get("type")
+        if kind not in ("thinking", "redacted_thinking"):
+            return HTTPError(
+                400,
+                "invalid_request_error",
+                f"messages.{index - 1}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with "
+                "a thinking block.",
+            )
     return None
+
+
+def _blocks(message: JSONDict) -> list[JSONDict]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [block for block in content or [] if isinstance(block, dict)]
 
 
 # --------------------------------------------------------------------------- event builders

@@ -229,9 +229,9 @@ async def test_thinking_drops_temperature_and_yields_to_a_forced_tool(fake_anthr
     assert "thinking" not in forced and forced["tool_choice"] == {"type": "tool", "name": "read"}
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize(("provider", "steered"), [("anthropic", False), ("openai", False), ("anthropic", True)])
 async def test_thinking_waits_for_a_tool_loop_that_started_without_it(
-    fake_anthropic: FakeAnthropic, provider: str
+    fake_anthropic: FakeAnthropic, provider: str, steered: bool
 ) -> None:
     """``%%pi --tool X --thinking low``: the forced first call came without thinking (or from another model),
     so the API refuses thinking until that tool loop ends; the next user turn thinks again."""
@@ -239,6 +239,8 @@ async def test_thinking_waits_for_a_tool_loop_that_started_without_it(
     call = ToolCall("toolu_01", "read", {"path": "a"})
     forced = AssistantMessage([call], stop_reason="tool_use", provider=provider)
     loop: list[Message] = [UserMessage("add"), forced, ToolResultMessage("toolu_01", "read", [TextContent("3")])]
+    if steered:  # a steering message typed while the tool ran follows the result
+        loop.append(UserMessage("and say it in words"))
     model = claude(fake_anthropic)
     _, answer = await collect(model, loop, tools=[READ_TOOL], reasoning_effort="low")
     assert answer.stop_reason == "stop" and answer.text == "3", answer.error_message

@@ -124,16 +124,17 @@ def build_anthropic_body(model: Model, context: Context, options: StreamOptions,
 
 
 def _tool_loop_can_think(messages: list[JSON]) -> bool:
-    """False when the request continues a tool loop (the last message is tool results) whose assistant
-    message does not start with a ``thinking``/``redacted_thinking`` block: the API then refuses thinking."""
-    if len(messages) < 2 or messages[-1]["role"] != "user":
+    """False when the request continues a tool loop (the trailing user messages hold tool results, a steering
+    message may follow them) whose assistant message does not start with a ``thinking``/``redacted_thinking``
+    block: the API then refuses thinking."""
+    index = len(messages)
+    while index > 0 and messages[index - 1]["role"] == "user":
+        index -= 1
+    trailing = messages[index:]
+    if index == 0 or not any(block.get("type") == "tool_result" for m in trailing for block in m["content"]):
         return True
-    if not all(block.get("type") == "tool_result" for block in messages[-1]["content"]):
-        return True
-    assistant = messages[-2]
-    if assistant["role"] != "assistant" or not assistant["content"]:
-        return True
-    return bool(assistant["content"][0]["type"] in ("thinking", "redacted_thinking"))
+    assistant = messages[index - 1]["content"]
+    return not assistant or assistant[0]["type"] in ("thinking", "redacted_thinking")
 
 
 def convert_tools(tools: Iterable[Tool], cache: bool = True) -> list[JSON]:

@@ -12,13 +12,17 @@ decides. A response is one of:
 * ``HTTPError(status, error_type, message, headers)``: an Anthropic error body;
 * a str (a text answer) or a list of event dicts (shorthands).
 
+A body that breaks one of the API's documented rules (``api_rule_violation``)
+gets the API's 400 instead, without taking a queued response.
+
 ``PromptCache.usage_for(body)`` models the API's prompt cache: it counts the
 request's tokens (about four characters each) block by block in cache order,
 reads the longest prefix an earlier request wrote that it finds at a
 breakpoint or up to 20 blocks before one, and writes the prompt up to the
 last breakpoint; a responder puts that usage into ``message_events`` (see
 ``benchmarks/prompt_caching.py``), so the usage the client sees follows what
-it sent.
+it sent. Entries expire ``ttl`` seconds after their last use (``clock`` is moved
+by the caller to model a pause).
 """
 
 from __future__ import annotations
@@ -61,6 +65,63 @@ class HTTPError:
 
 
 Response = Events | HTTPError
+
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def api_rule_violation(body: JSONDict) -> HTTPError | None:
+    """The 400 the real API answers for a body that breaks one of its documented rules, else ``None``:
+    at most four ``cache_control`` breakpoints; thinking's ``budget_tokens`` at least 1,024 and below
+    ``max_tokens``; no thinking with a forced tool; with thinking on, a request continuing a tool loop (the last
+    message is tool results) needs the loop's assistant message to start with a thinking block."""
+    marks = sum("cache_control" in tool for tool in body.get("tools") or [])
+    system = body.get("system")
+    marks += (
+        sum("cache_control" in block for block in system if isinstance(block, dict)) if isinstance(system, list) else 0
+    )
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            marks += sum(isinstance(block, dict) and "cache_control" in block for block in content)
+    if marks > MAX_CACHE_BREAKPOINTS:
+        return HTTPError(
+            400, "invalid_request_error", f"A maximum of 4 blocks with cache_control may be provided. Found {marks}."
+        )
+    thinking_on = isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "enabled"
+    if not thinking_on:
+        return None
+    budget = body["thinking"].get("budget_tokens", 0)
+    if budget < 1024:
+        return HTTPError(400, "invalid_request_error", "thinking.enabled.budget_tokens: Input should be >= 1024")
+    if budget >= body.get("max_tokens", 0):
+        return HTTPError(400, "invalid_request_error", "`max_tokens` must be greater than `thinking.budget_tokens`.")
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") in ("any", "tool"):
+        return HTTPError(400, "invalid_request_error", "Thinking may not be enabled when tool_choice forces tool use.")
+    messages = body.get("messages") or []
+    index = len(messages)
+    while index > 0 and messages[index - 1].get("role") == "user":
+        index -= 1  # the API joins consecutive user messages into one turn
+    trailing = [block for message in messages[index:] for block in _blocks(message)]
+    if index > 0 and any(block.get("type") == "tool_result" for block in trailing):
+        first = (_blocks(messages[index - 1]) or [{}])[0]
+        kind = first.get("type")
+        if kind not in ("thinking", "redacted_thinking"):
+            return HTTPError(
+                400,
+                "invalid_request_error",
+                f"messages.{index - 1}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with "
+                "a thinking block.",
+            )
+    return None
+
+
+def _blocks(message: JSONDict) -> list[JSONDict]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [block for block in content or [] if isinstance(block, dict)]
 
 
 # --------------------------------------------------------------------------- event builders
@@ -228,18 +289,40 @@ def _prefixes(body: JSONDict) -> list[tuple[str, int, bool]]:
     return prefixes
 
 
+MIN_CACHE_TOKENS = {
+    "claude-opus-4-5": 4096,
+    "claude-haiku-4-5": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+"""The shortest prefix the API caches, by model id prefix (Anthropic's prompt-caching docs); 1,024 for the
+rest (Sonnet 4.5, Sonnet 4, Opus 4.1, Opus 4, Sonnet 3.7)."""
+
+
+def min_cache_tokens(model_id: str) -> int:
+    prefixes = [prefix for prefix in MIN_CACHE_TOKENS if model_id.startswith(prefix)]
+    return MIN_CACHE_TOKENS[max(prefixes, key=len)] if prefixes else 1024
+
+
 @dataclass
 class PromptCache:
-    """Prefixes written so far (by hash); ``min_tokens``: shorter prefixes are not cached (as the API)."""
+    """Prefixes written so far (by hash, with the time each was last used); ``min_tokens``: shorter prefixes
+    are not cached (as the API; ``None``: the request's model's minimum, ``min_cache_tokens``); ``ttl``: seconds
+    an entry lives after its last use (the API's default five minutes); ``clock``: the time now (a test or
+    benchmark moves it to model a pause)."""
 
-    written: set[str] = field(default_factory=set)
-    min_tokens: int = 1024
+    written: dict[str, float] = field(default_factory=dict)
+    min_tokens: int | None = None
+    ttl: float = 300.0
+    clock: float = 0.0
 
     def usage_for(self, body: JSONDict) -> JSONDict:
         """``input_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens`` of ``body``: the
         longest written prefix found at a breakpoint or up to ``LOOKBACK_BLOCKS`` blocks before one is read;
         the prompt up to the last breakpoint is written (when long enough); the rest is plain input."""
         prefixes = _prefixes(body)
+        minimum = self.min_tokens if self.min_tokens is not None else min_cache_tokens(str(body.get("model")))
+        self.written = {key: used for key, used in self.written.items() if self.clock - used <= self.ttl}
         total = prefixes[-1][1] if prefixes else 0
         breakpoints = [index for index, (_, _, breakpoint) in enumerate(prefixes) if breakpoint]
         read = 0
@@ -248,12 +331,13 @@ class PromptCache:
                 key, tokens, _ = prefixes[index]
                 if key in self.written:
                     read = max(read, tokens)
+                    self.written[key] = self.clock  # a read refreshes the entry's lifetime
                     break
         cached_to = max((prefixes[index][1] for index in breakpoints), default=0)
-        write = max(cached_to - read, 0) if cached_to >= self.min_tokens else 0
+        write = max(cached_to - read, 0) if cached_to >= minimum else 0
         for index in breakpoints:
-            if prefixes[index][1] >= self.min_tokens:
-                self.written.add(prefixes[index][0])
+            if prefixes[index][1] >= minimum:
+                self.written[prefixes[index][0]] = self.clock
         return {
             "input_tokens": total - read - write,
             "cache_read_input_tokens": read,
@@ -313,6 +397,9 @@ class FakeAnthropic:
     def _next(self, body: JSONDict) -> Response:
         with self._lock:
             self.requests.append(RecordedRequest("POST", "", {}, body))
+            violation = api_rule_violation(body)
+            if violation is not None:
+                return violation
             if self._queue:
                 return self._queue.popleft()
         if self.responder is not None:

@@ -105,8 +105,8 @@ class RawSSE:
 @dataclass
 class HTTPError:
     status: int
-    body: JSONDict | str | None = None
-    """JSON body (dict) or raw text; ``None``: an OpenAI-style error object."""
+    body: JSONDict | list[Any] | str | None = None
+    """JSON body (dict, or a list as Gemini sends) or raw text; ``None``: an OpenAI-style error object."""
     headers: dict[str, str] = field(default_factory=dict)
     """E.g. ``{"Retry-After": "0.1"}``."""
     message: str = "Fake error"

@@ -61,6 +61,9 @@ class ToolCall:
     Validation then fails with an error naming the tool, instead of running the
     tool with ``{}``."""
     type: Literal["tool_call"] = "tool_call"
+    extra_content: dict[str, Any] | None = None
+    """Provider data that must go back with the call, as it came (Gemini's OpenAI-compatible endpoint: its
+    ``extra_content.google.thought_signature``); sent back only to the provider that gave it."""
 
 
 Content = TextContent | ThinkingContent | ImageContent | ToolCall

@@ -48,6 +48,9 @@ class Compat:
     usage_cost_field: bool = False
     """OpenRouter: the usage chunk carries the request's ``cost`` in US dollars (used when the model
     table has no price for the model)."""
+    reasoning_effort_off: str | None = None
+    """The ``reasoning_effort`` that turns thinking off where the model accepts one (``none``: Gemini 2.5
+    Flash and Flash-Lite); ``None``: thinking off sends no knob (the model's default stays)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,10 @@ class Model:
         model_id = self.id.lower()
         if self.provider == "anthropic":
             return not model_id.startswith(("claude-3-5", "claude-3-haiku", "claude-3-opus", "claude-3-sonnet"))
+        if self.provider == "gemini" or model_id.startswith(
+            "gemini-"
+        ):  # 2.0 and 1.5 models do not think (and refuse ``reasoning_effort``)
+            return model_id.startswith(GEMINI_THINKING_PREFIXES) or "thinking" in model_id
         return model_id.startswith(("o1", "o3", "o4", "gpt-5")) or "reasoner" in model_id or "-r1" in model_id
 
     @property
@@ -218,6 +225,10 @@ def detect_provider(base_url: str | None) -> str:
     return "openai-compatible"
 
 
+GEMINI_THINKING_PREFIXES = ("gemini-2.5", "gemini-3")
+"""Gemini models that think: they take ``reasoning_effort``; older ones (2.0, 1.5) refuse it."""
+
+
 def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning: bool) -> Compat:
     """The flags of ``provider``, or of the server its base URL names.
 
@@ -243,12 +254,14 @@ def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning:
         return Compat(supports_strict_mode=True, thinking_format="openrouter", usage_cost_field=True)
     if provider == "gemini":
         # Gemini's OpenAI-compatible endpoint refuses ``tools: []`` and unknown tool keys such as ``strict``;
-        # its thinking is set with ``reasoning_effort`` and billed outside ``completion_tokens``.
+        # its thinking is set with ``reasoning_effort`` (thinking models only) and billed outside
+        # ``completion_tokens``; only 2.5 Flash and Flash-Lite can stop thinking (``reasoning_effort: none``).
         return Compat(
             send_strict_field=False,
             empty_tools_with_tool_history=False,
-            thinking_format="openai",
+            thinking_format="openai" if reasoning else None,
             reasoning_tokens_outside_completion=True,
+            reasoning_effort_off="none" if model_id.lower().startswith("gemini-2.5-flash") else None,
         )
     if provider == "deepseek":
         return Compat(

@@ -14,6 +14,8 @@ answers so. Texts seen:
   "input length exceeds maximum context length"
 - Anthropic: "prompt is too long: 208000 tokens > 200000 maximum"; "input length and
   `max_tokens` exceed context limit: 195000 + 16384 > 200000"
+- Gemini: "The input token count (1200000) exceeds the maximum number of tokens
+  allowed (1048576)."
 - the local model: ``ContextOverflowError: the prompt has ... tokens``
 """
 
@@ -37,6 +39,7 @@ _OVERFLOW = re.compile(
     r"|greater than the context length"
     r"|too many tokens"
     r"|token limit exceeded"
+    r"|exceeds the maximum number of tokens allowed"
     r"|ContextOverflowError",
     re.IGNORECASE,
 )

@@ -50,8 +50,9 @@ def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) 
         return model  # OPENAI_BASE_URL names an OpenAI-style server; Anthropic's proxy is ANTHROPIC_BASE_URL
     if provider_explicit:
         served_there = ("openai", "openai-compatible", detect_provider(settings.base_url))
-        if settings.base_url_from_env and model.provider not in served_there:
-            return model  # OPENAI_BASE_URL is not the URL of an explicitly named other provider
+        from_environment = settings.base_url_from_env or settings.base_url_from_dotenv
+        if from_environment and model.provider not in served_there:
+            return model  # OPENAI_BASE_URL (or a .env's) is not the URL of an explicitly named other provider
         key_env = _key_env_for_base_url(settings, model.api_key_env)
         return model.with_(base_url=settings.base_url, api_key_env=key_env)
     provider = detect_provider(settings.base_url)

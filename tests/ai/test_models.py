@@ -22,6 +22,7 @@ GEMINI = Compat(
     empty_tools_with_tool_history=False,
     thinking_format="openai",
     reasoning_tokens_outside_completion=True,
+    reasoning_effort_off="none",
 )
 NO_STRICT_KEY = Compat(send_strict_field=False)
 """Ollama, llama.cpp and unknown servers: no ``strict`` key at all."""

@@ -54,3 +54,40 @@ def test_short_prompts_are_not_cached() -> None:
     cache = PromptCache()
     short = cache.usage_for(body([UserMessage("hi")], system="Be brief."))
     assert short["cache_creation_input_tokens"] == 0 and short["input_tokens"] > 0
+
+
+def parallel_calls(count: int) -> tuple[list[Message], list[Message]]:
+    """A long conversation ending in a user question, and the same after ``count`` parallel tool calls."""
+    before: list[Message] = []
+    for turn in range(10):
+        before += [UserMessage(f"Question {turn}: " + "context " * 300), AssistantMessage([TextContent("ok " * 50)])]
+    before.append(UserMessage("Read all the files."))
+    calls = [ToolCall(f"toolu_{n}", "read", {"path": f"f{n}"}) for n in range(count)]
+    after = [*before, AssistantMessage(calls, stop_reason="tool_use", provider="anthropic")]
+    after += [ToolResultMessage(call.id, "read", [TextContent("x" * 40)]) for call in calls]
+    return before, after
+
+
+def test_many_parallel_tool_calls_still_read_the_previous_requests_prefix() -> None:
+    """Ten or more parallel calls add over 20 blocks: beyond the API's lookback from the latest breakpoint."""
+    for count in (5, 10, 15):
+        cache = PromptCache()
+        before, after = parallel_calls(count)
+        written = cache.usage_for(body(before))["cache_creation_input_tokens"]
+        then = body(after)
+        assert str(then).count("cache_control") <= 4
+        usage = cache.usage_for(then)
+        assert usage["cache_read_input_tokens"] >= written, count
+
+
+def test_the_cache_minimum_follows_the_model_and_entries_expire_after_the_ttl() -> None:
+    opus = build_anthropic_body(
+        Model("claude-opus-4-5", provider="anthropic"), Context(SYSTEM, history(1)), StreamOptions()
+    )
+    assert PromptCache().usage_for(opus)["cache_creation_input_tokens"] == 0  # ~1,900 tokens: under 4,096
+    cache = PromptCache()
+    cache.usage_for(body(history(1)))
+    cache.clock += 299
+    assert cache.usage_for(body([*history(1), UserMessage("next")]))["cache_read_input_tokens"] > 1024
+    cache.clock += 301
+    assert cache.usage_for(body([*history(1), UserMessage("next")]))["cache_read_input_tokens"] == 0

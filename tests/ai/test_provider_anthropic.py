@@ -229,6 +229,46 @@ async def test_thinking_drops_temperature_and_yields_to_a_forced_tool(fake_anthr
     assert "thinking" not in forced and forced["tool_choice"] == {"type": "tool", "name": "read"}
 
 
+@pytest.mark.parametrize(("provider", "steered"), [("anthropic", False), ("openai", False), ("anthropic", True)])
+async def test_thinking_waits_for_a_tool_loop_that_started_without_it(
+    fake_anthropic: FakeAnthropic, provider: str, steered: bool
+) -> None:
+    """``%%pi --tool X --thinking low``: the forced first call came without thinking (or from another model),
+    so the API refuses thinking until that tool loop ends; the next user turn thinks again."""
+    fake_anthropic.enqueue(Events(message_events("3")), Events(message_events("ok")))
+    call = ToolCall("toolu_01", "read", {"path": "a"})
+    forced = AssistantMessage([call], stop_reason="tool_use", provider=provider)
+    loop: list[Message] = [UserMessage("add"), forced, ToolResultMessage("toolu_01", "read", [TextContent("3")])]
+    if steered:  # a steering message typed while the tool ran follows the result
+        loop.append(UserMessage("and say it in words"))
+    model = claude(fake_anthropic)
+    _, answer = await collect(model, loop, tools=[READ_TOOL], reasoning_effort="low")
+    assert answer.stop_reason == "stop" and answer.text == "3", answer.error_message
+    assert "thinking" not in fake_anthropic.bodies[0]
+    _, later = await collect(model, [*loop, answer, UserMessage("again")], tools=[READ_TOOL], reasoning_effort="low")
+    assert later.stop_reason == "stop", later.error_message
+    assert fake_anthropic.bodies[1]["thinking"]["budget_tokens"] == 2048
+
+
+async def test_the_fake_refuses_what_the_real_api_refuses(fake_anthropic: FakeAnthropic) -> None:
+    """The scripted server holds the provider to the API's rules (so the tests above can fail)."""
+    from fake_anthropic import api_rule_violation
+
+    loop = [
+        {"role": "user", "content": [{"type": "text", "text": "a"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+    ]
+    thinking_on = {"type": "enabled", "budget_tokens": 1024}
+    refused = api_rule_violation({"max_tokens": 2048, "thinking": thinking_on, "messages": loop})
+    assert refused is not None and "Expected `thinking`" in refused.message
+    assert api_rule_violation({"max_tokens": 1024, "thinking": thinking_on, "messages": loop[:1]}) is not None
+    mark = {"type": "ephemeral"}
+    five = [{"role": "user", "content": [{"type": "text", "text": str(n), "cache_control": mark}]} for n in range(5)]
+    assert api_rule_violation({"max_tokens": 10, "messages": five}) is not None
+    assert api_rule_violation({"max_tokens": 10, "messages": five[:4]}) is None
+
+
 # --------------------------------------------------------------------------- request body and caching
 
 
@@ -290,6 +330,22 @@ async def test_rate_limit_waits_for_retry_after(fake_anthropic: FakeAnthropic) -
     started = time.monotonic()
     _, message = await collect(claude(fake_anthropic))
     assert message.text == "ok" and time.monotonic() - started >= 0.35  # not the 0.01 s backoff
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "headers"),
+    [
+        (529, "overloaded_error", {"x-should-retry": "false"}),
+        (429, "rate_limit_error", {"retry-after": "3600"}),
+    ],
+)
+async def test_no_retry_when_the_server_says_not_to_or_asks_for_over_a_minute(
+    fake_anthropic: FakeAnthropic, status: int, kind: str, headers: dict[str, str]
+) -> None:
+    fake_anthropic.enqueue(HTTPError(status, kind, "Come back later", headers), Events(message_events("ok")))
+    _, message = await collect(claude(fake_anthropic), max_retries=3)
+    assert message.stop_reason == "error" and message.error_message == f"{status} {kind}: Come back later"
+    assert len(fake_anthropic.bodies) == 1
 
 
 async def test_rate_limit_that_persists_is_reported_with_its_type(fake_anthropic: FakeAnthropic) -> None:
@@ -393,6 +449,20 @@ def test_a_thinking_budget_stays_within_the_models_output_cap() -> None:
         Model("claude-sonnet-4-5", provider="anthropic"), context, StreamOptions(reasoning_effort="high")
     )
     assert sonnet["max_tokens"] == 16_384 + 16_384
+
+
+def test_opus_4_5_is_not_capped_as_an_opus_4() -> None:
+    from pi_kernel.ai.providers.anthropic_convert import build_anthropic_body, max_output_tokens
+
+    for model_id in ("claude-opus-4-5", "claude-opus-4-5-20251101"):
+        assert max_output_tokens(Model(model_id, provider="anthropic")) == 64_000
+    assert max_output_tokens(Model("claude-opus-4-20250514", provider="anthropic")) == 32_000
+    body = build_anthropic_body(
+        Model("claude-opus-4-5", provider="anthropic"),
+        Context(None, [UserMessage("hi")]),
+        StreamOptions(max_tokens=40_000, reasoning_effort="high"),
+    )
+    assert body["max_tokens"] == 40_000 + 16_384 and body["thinking"]["budget_tokens"] == 16_384
 
 
 async def test_interleaved_thinking_between_tool_calls_is_kept_and_replayed_in_order(

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, ToolCallSpec, chunk, text_chunks, tool_call_chunks, usage_dict
+from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, chunk, text_chunks, tool_call_chunks, usage_dict
 from pydantic import BaseModel
 
 from pi_kernel.ai.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, parse_model_spec
+from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 from pi_kernel.ai.providers.retry import RetryPolicy
 from pi_kernel.ai.stream_types import Context, StreamOptions
@@ -107,3 +108,77 @@ async def test_openrouter_tool_calls_stream_as_elsewhere(fake_openai: FakeOpenAI
     )
     assert message.stop_reason == "tool_use" and message.tool_calls[0].arguments == {"sql": "select 2"}
     assert "strict" in fake_openai.last_body["tools"][0]["function"]  # OpenRouter takes the key
+
+
+GEMINI_OVERFLOW = "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+
+
+async def test_gemini_error_lists_keep_their_message_and_its_overflow_is_recognised(fake_openai: FakeOpenAI) -> None:
+    """Gemini answers errors as a JSON list; its overflow text must trigger compaction like the others."""
+    model = at(fake_openai, "gemini:gemini-2.5-flash")
+    error = {"error": {"code": 400, "message": GEMINI_OVERFLOW, "status": "INVALID_ARGUMENT"}}
+    message = await answer(fake_openai, model, HTTPError(400, body=[error]))
+    assert message.stop_reason == "error" and message.error_message == f"400 {GEMINI_OVERFLOW}"
+    assert is_context_overflow(message.error_message)
+
+
+async def test_a_retry_after_over_a_minute_gives_up_with_the_servers_message(fake_openai: FakeOpenAI) -> None:
+    model = at(fake_openai, "openrouter:openai/gpt-4o")
+    refusal = HTTPError(429, headers={"Retry-After": "3600"}, message="Daily limit reached")
+    message = await answer(fake_openai, model, refusal, text_chunks("ok"), max_retries=3)
+    assert message.stop_reason == "error" and message.error_message == "429 Daily limit reached"
+    assert len(fake_openai.requests) == 1
+
+
+SIGNATURE = {"google": {"thought_signature": "CiQBVKhc7sig=="}}
+
+
+def gemini_refuses_unsigned_history(body: dict[str, Any]) -> Any:
+    """Gemini 3's rule: every assistant tool call of the history carries the thought signature it was given."""
+    for message in body["messages"]:
+        for call in message.get("tool_calls") or []:
+            if call.get("extra_content") != SIGNATURE:
+                error = {"code": 400, "message": "Function call is missing a thought_signature", "status": "INVALID"}
+                return HTTPError(400, body=[{"error": error}])
+    return text_chunks("done")
+
+
+async def test_gemini_thought_signatures_go_back_with_their_tool_calls(fake_openai: FakeOpenAI) -> None:
+    from pi_kernel.ai.messages import TextContent, message_from_dict, to_dict
+
+    model = at(fake_openai, "gemini:gemini-3-pro-preview")
+    chunks = tool_call_chunks([ToolCallSpec("query", {"sql": "select 1"}, "call_g")])
+    first_call = next(item for item in chunks if item["choices"] and item["choices"][0]["delta"].get("tool_calls"))
+    first_call["choices"][0]["delta"]["tool_calls"][0]["extra_content"] = SIGNATURE
+    call_message = await answer(fake_openai, model, chunks, tools=[QUERY])
+    [call] = call_message.tool_calls
+    assert call.extra_content == SIGNATURE and call.arguments == {"sql": "select 1"}
+    saved = message_from_dict(to_dict(call_message))  # %pi save / load keeps it
+    assert isinstance(saved, AssistantMessage) and saved.tool_calls[0].extra_content == SIGNATURE
+    fake_openai.responder = gemini_refuses_unsigned_history
+    history = [UserMessage("hi"), saved, ToolResultMessage("call_g", "query", [TextContent("1")])]
+    context = Context("sys", history, [QUERY])
+    options = StreamOptions(api_key="test-key-0123456789")
+    answered = await stream_openai_compatible(model, context, options, retry_policy=RetryPolicy(0.01, 0.05)).result()
+    assert answered.stop_reason == "stop", answered.error_message
+    assert fake_openai.last_body["messages"][2]["tool_calls"][0]["extra_content"] == SIGNATURE
+    other = AssistantMessage([ToolCall("call_g", "query", {"sql": "1"}, extra_content=SIGNATURE)], provider="gemini")
+    await answer(fake_openai, at(fake_openai, "openai:gpt-4o"), history=[UserMessage("hi"), other], tools=[QUERY])
+    assert "extra_content" not in fake_openai.last_body["messages"][2]["tool_calls"][0]  # only to its own provider
+
+
+@pytest.mark.parametrize(
+    ("spec", "effort", "sent"),
+    [
+        ("gemini:gemini-2.5-flash", "off", "none"),  # Flash and Flash-Lite can stop thinking
+        ("gemini:gemini-2.5-flash-lite", "off", "none"),
+        ("gemini:gemini-3-pro-preview", "off", None),  # cannot: its default stays
+        ("gemini:gemini-2.0-flash", "high", None),  # does not think, refuses the knob
+        ("gemini:gemini-3-pro-preview", "high", "high"),
+    ],
+)
+async def test_gemini_thinking_knob_follows_the_model(
+    fake_openai: FakeOpenAI, spec: str, effort: str, sent: str | None
+) -> None:
+    await answer(fake_openai, at(fake_openai, spec), reasoning_effort=effort)
+    assert fake_openai.last_body.get("reasoning_effort") == sent

@@ -103,3 +103,24 @@ def test_usage_and_thinking_commands(kernel: KernelDriver, server: FakeAnthropic
     server.enqueue(Events(message_events("ok")))
     assert kernel.run("%%pi --no-tools\nsay ok").status == "ok"
     assert "thinking" not in server.bodies[-1]
+
+
+def test_a_forced_tool_with_thinking_finishes_its_tool_loop(kernel: KernelDriver, server: FakeAnthropic) -> None:
+    """``%%pi --tool add --thinking low``: the forced first request goes without thinking (the API refuses
+    both), so the request after the tool result does too (the API refuses thinking in a loop that began
+    without it; the scripted server answers 400 as it would)."""
+    server.enqueue(
+        Events(message_events(tool_use("add", {"a": 1, "b": 2}, "toolu_forced"))),
+        Events(message_events("One and two make 3.")),
+    )
+    seen: list[dict[str, Any]] = []
+    with approval_comm(kernel) as comm_id:
+        result = kernel.run(
+            "%%pi --tool add --thinking low\nAdd 1 and 2", cell_id="forced", on_iopub=approve_all(kernel, comm_id, seen)
+        )
+    assert result.status == "ok", result.text
+    forced, after = server.bodies[-2:]
+    assert forced["tool_choice"] == {"type": "tool", "name": "add"} and "thinking" not in forced
+    assert "thinking" not in after and after["messages"][-1]["content"][0]["type"] == "tool_result"
+    final = [m for m in result.messages if m["msg_type"] == "display_data"][-1]["content"]["data"]["text/plain"]
+    assert "One and two make 3." in final and "400" not in final

@@ -14,7 +14,7 @@ from pi_kernel.ai import StreamOptions, ThinkingContent
 from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options, with_thinking
 from pi_kernel.kernel.config import PiSettings, settings_from_env
-from pi_kernel.kernel.dotenv import load_dotenv
+from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, load_dotenv
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
 from pi_kernel.widgets.static_render import render_static
 from pi_kernel.widgets.turn_state import TurnState
@@ -62,6 +62,22 @@ def test_a_dotenv_cannot_redirect_the_anthropic_key(tmp_path: Path) -> None:
     assert "ANTHROPIC_BASE_URL" not in environ and result.base_url is None
     assert any("ANTHROPIC_BASE_URL" in line for line in result.ignored)
     assert any(line.startswith("OPENAI_BASE_URL ignored") for line in result.ignored)
+
+
+@pytest.mark.parametrize(
+    "spec", ["gemini:gemini-2.5-flash", "openrouter:anthropic/claude-sonnet-4.5", "deepseek:deepseek-chat"]
+)
+def test_a_dotenv_base_url_does_not_redirect_an_explicitly_named_preset(tmp_path: Path, spec: str) -> None:
+    """A cloned folder's ``.env`` sets OPENAI_BASE_URL; ``%pi model gemini:...`` still goes to Gemini."""
+    (tmp_path / ".env").write_text("OPENAI_BASE_URL=http://collector.example/v1\n")
+    result = load_dotenv(tmp_path / ".env", {})
+    assert result.base_url == "http://collector.example/v1"
+    settings = PiSettings(base_url=result.base_url, base_url_from_dotenv=True)
+    model = model_from_spec(spec, settings)
+    assert model.base_url is None and "collector.example" not in (model.resolved_base_url or "")
+    assert model.api_key_env != DOTENV_KEY_ENV and model.resolved_api_key_env is not None
+    openai_style = model_from_spec("openai:gpt-4o-mini", settings)
+    assert openai_style.resolved_base_url == "http://collector.example/v1"
 
 
 def test_an_openai_base_url_never_applies_to_an_anthropic_model() -> None:

@@ -45,7 +45,7 @@ from pi_kernel.ai.providers.retry import (
     RetryPolicy,
     backoff_delay,
     is_retryable_status,
-    parse_retry_after,
+    server_delay,
 )
 from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
@@ -116,10 +116,13 @@ def retry_delay(error: BaseException, attempt: int, max_retries: int, policy: Re
     if isinstance(error, anthropic.APIStatusError):
         headers = error.response.headers
         kind = error.type if isinstance(getattr(error, "type", None), str) else None
+        give_up, retry_after = server_delay(headers, policy)
+        if give_up or headers.get("x-should-retry") == "false":
+            return None  # the server's word outranks the error type
         if kind in RETRYABLE_ERROR_TYPES or (
             error.status_code != 200 and is_retryable_status(error.status_code, headers, error.body)
         ):
-            return backoff_delay(attempt, policy, parse_retry_after(headers))
+            return backoff_delay(attempt, policy, retry_after)
         return None
     if isinstance(error, anthropic.APIConnectionError):
         return backoff_delay(attempt, policy)

@@ -17,7 +17,9 @@ filled in), then converted:
 
 Prompt caching places the breakpoints where pi does: on the last tool, on the
 system prompt and on the last block of the conversation's latest user message
-(a tool result's message included). The API caches the prefix up to each
+(a tool result's message included); when many blocks came since the user message
+before it (parallel tool calls), on that one too, as the API looks back only
+about 20 blocks from a breakpoint (``LOOKBACK_MARGIN``). The API caches the prefix up to each
 breakpoint (tools, then system, then messages), so the next request of the
 session reads all of it from the cache and pays full price only for what was
 added since.
@@ -53,9 +55,18 @@ _THINKING_OFF = frozenset({"off", "none", "disabled", "false"})
 _TOOL_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
-MAX_OUTPUT_TOKENS = {"claude-opus-4-1": 32_000, "claude-opus-4": 32_000, "claude-3-7": 64_000, "claude-3-5": 8_192}
-"""Output caps below the 64,000 tokens of the Claude 4.5 and Sonnet 4 models (by id prefix): ``max_tokens``
-raised by a thinking budget stays within them."""
+MAX_OUTPUT_TOKENS = {
+    "claude-opus-4-5": 64_000,
+    "claude-opus-4-1": 32_000,
+    "claude-opus-4": 32_000,
+    "claude-3-7": 64_000,
+    "claude-3-5": 8_192,
+    "claude-3-opus": 4_096,
+    "claude-3-haiku": 4_096,
+}
+"""Output caps by id prefix, the longest matching prefix winning (``claude-opus-4-5`` is not an Opus 4);
+64,000 (the Claude 4.5 and Sonnet 4 models) for ids matching none: ``max_tokens`` raised by a thinking budget
+stays within them."""
 
 
 def max_output_tokens(model: Model) -> int:
@@ -96,7 +107,10 @@ def build_anthropic_body(model: Model, context: Context, options: StreamOptions,
             body["tool_choice"] = convert_tool_choice(choice)
     forced = choice is not None and choice not in ("auto", "none") and bool(context.tools)
     budget = thinking_budget(options.reasoning_effort) if model.is_reasoning else None
-    if budget is not None and not forced:  # the API refuses thinking with a forced tool
+    # The API refuses thinking with a forced tool, and (thinking on) a tool loop whose assistant turn does not
+    # start with thinking: after ``--tool``'s forced first request, or a switch from another model, thinking
+    # stays off until the loop ends.
+    if budget is not None and not forced and _tool_loop_can_think(body["messages"]):
         # ``max_tokens`` counts the thinking too: the answer keeps what was asked for, within the model's cap
         # (and the budget, at least 1,024 tokens, below ``max_tokens`` as the API requires).
         body["max_tokens"] = min(max_tokens + budget, max(max_output_tokens(model), 2048))
@@ -107,6 +121,20 @@ def build_anthropic_body(model: Model, context: Context, options: StreamOptions,
     if options.extra_body:
         body.update(options.extra_body)
     return body
+
+
+def _tool_loop_can_think(messages: list[JSON]) -> bool:
+    """False when the request continues a tool loop (the trailing user messages hold tool results, a steering
+    message may follow them) whose assistant message does not start with a ``thinking``/``redacted_thinking``
+    block: the API then refuses thinking."""
+    index = len(messages)
+    while index > 0 and messages[index - 1]["role"] == "user":
+        index -= 1
+    trailing = messages[index:]
+    if index == 0 or not any(block.get("type") == "tool_result" for m in trailing for block in m["content"]):
+        return True
+    assistant = messages[index - 1]["content"]
+    return not assistant or assistant[0]["type"] in ("thinking", "redacted_thinking")
 
 
 def convert_tools(tools: Iterable[Tool], cache: bool = True) -> list[JSON]:
@@ -157,10 +185,29 @@ def convert_messages(model: Model, messages: Iterable[Message], cache: bool = Tr
                 index += 1
             converted.append({"role": "user", "content": results})
     if cache:
-        latest_user = next((message for message in reversed(converted) if message["role"] == "user"), None)
-        if latest_user is not None:
-            latest_user["content"][-1]["cache_control"] = CACHE_CONTROL
+        _place_message_breakpoints(converted)
     return converted
+
+
+LOOKBACK_MARGIN = 18
+"""The API finds a cached prefix only at a breakpoint or up to about 20 blocks before one: when more blocks
+than this were added since the previous user message (say ten parallel tool calls and their results), that
+message gets a breakpoint of its own (the fourth, after tools and system), so the prefix the previous request
+wrote is still read."""
+
+
+def _place_message_breakpoints(converted: list[JSON]) -> None:
+    users = [index for index, message in enumerate(converted) if message["role"] == "user"]
+    if not users:
+        return
+    latest = users[-1]
+    converted[latest]["content"][-1]["cache_control"] = CACHE_CONTROL
+    if len(users) < 2:
+        return
+    previous = users[-2]
+    added = sum(len(message["content"]) for message in converted[previous + 1 : latest + 1])
+    if added > LOOKBACK_MARGIN:
+        converted[previous]["content"][-1]["cache_control"] = CACHE_CONTROL
 
 
 def _image(block: ImageContent) -> JSON:

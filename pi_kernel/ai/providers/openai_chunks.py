@@ -281,6 +281,11 @@ class ChunkAssembler:
             call.parser.feed(arguments)
             call.block.arguments = call.parser.snapshot()
             changed = True
+        extra = read("extra_content")
+        if extra is not None:
+            extra = extra.model_dump() if hasattr(extra, "model_dump") else extra
+            if isinstance(extra, dict) and extra:  # Gemini's thought signature: kept to be sent back
+                call.block.extra_content = {**(call.block.extra_content or {}), **extra}
         if changed:
             self._out.append(
                 AssistantMessageEvent("toolcall_delta", self.message, call.content_index, delta=arguments or "")

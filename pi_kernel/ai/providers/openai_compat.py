@@ -74,6 +74,9 @@ def describe_error(error: BaseException, secret: str | None) -> str:
 
     if isinstance(error, openai.APIStatusError):
         body = error.body
+        if isinstance(body, list) and body and isinstance(body[0], dict):
+            # Gemini's OpenAI-compatible endpoint answers ``[{"error": {"message": ...}}]``
+            body = body[0].get("error", body[0])
         detail = body.get("message") if isinstance(body, dict) else body
         if not isinstance(detail, str) or not detail:
             detail = error.response.reason_phrase or type(error).__name__

@@ -64,7 +64,9 @@ def build_request_body(model: Model, context: Context, options: StreamOptions, c
         if compat.thinking_format == "deepseek":
             body["thinking"] = {"type": "disabled" if effort in _THINKING_OFF else "enabled"}
         elif effort in _THINKING_OFF:
-            pass  # OpenAI's reasoning models cannot stop reasoning: their default effort stays
+            if compat.thinking_format == "openai" and compat.reasoning_effort_off:
+                body["reasoning_effort"] = compat.reasoning_effort_off  # Gemini 2.5 Flash: thinking off
+            # else: OpenAI's reasoning models (and Gemini 2.5 Pro, 3) cannot stop reasoning: the default stays
         elif compat.thinking_format == "openai":
             body["reasoning_effort"] = effort
         elif compat.thinking_format == "openrouter":
@@ -198,7 +200,8 @@ def _convert_assistant(message: AssistantMessage, model: Model, compat: Compat) 
     converted: JSON = {"role": "assistant", "content": text}
     tool_calls = message.tool_calls
     if tool_calls:
-        converted["tool_calls"] = [_convert_tool_call(call) for call in tool_calls]
+        own = message.provider == model.provider
+        converted["tool_calls"] = [_convert_tool_call(call, own) for call in tool_calls]
     thinking = [block for block in message.content if isinstance(block, ThinkingContent)]
     if compat.requires_reasoning_content_on_assistant_messages:
         converted["reasoning_content"] = "\n".join(block.thinking for block in thinking)
@@ -213,15 +216,19 @@ def _convert_assistant(message: AssistantMessage, model: Model, compat: Compat) 
     return converted
 
 
-def _convert_tool_call(call: ToolCall) -> JSON:
+def _convert_tool_call(call: ToolCall, own: bool = False) -> JSON:
     # ``arguments`` is always a dict: for a call whose streamed text was not
     # valid JSON it is the best-effort parse, so the replayed history is valid
     # JSON and the provider does not reject the whole request.
-    return {
+    converted: JSON = {
         "id": call.id,
         "type": "function",
         "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
     }
+    if own and call.extra_content:
+        # Gemini 3 refuses a tool-call history without the thought signatures it gave (``extra_content``).
+        converted["extra_content"] = call.extra_content
+    return converted
 
 
 def _convert_tool_results(results: list[ToolResultMessage]) -> list[JSON]:

@@ -27,7 +27,8 @@ class RetryPolicy:
     max_delay: float = 20.0
     """Cap of the computed backoff, in seconds."""
     max_retry_after: float = 60.0
-    """Cap of a server-requested ``Retry-After``, in seconds."""
+    """The longest server-requested ``Retry-After`` waited for, in seconds; a longer one gives up at once
+    (with the server's message) instead of retrying early into the same refusal."""
     jitter: float = 0.25
     """Fraction of the backoff randomised (0.25: between 75% and 100%)."""
 
@@ -74,6 +75,13 @@ def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None =
     return delay * (1.0 - policy.jitter * random.random())
 
 
+def server_delay(headers: Any, policy: RetryPolicy) -> tuple[bool, float | None]:
+    """``(give_up, retry_after)``: the server's ``Retry-After``, and whether it asks for longer than
+    ``policy.max_retry_after`` (then the request is not retried)."""
+    retry_after = parse_retry_after(headers)
+    return retry_after is not None and retry_after > policy.max_retry_after, retry_after
+
+
 def is_retryable_status(status: int, headers: Any = None, body: Any = None) -> bool:
     """Whether an HTTP error status is worth another attempt."""
     should_retry = headers.get("x-should-retry") if headers is not None else None
@@ -100,9 +108,10 @@ def retry_delay(error: BaseException, attempt: int, max_retries: int, policy: Re
 
     if isinstance(error, openai.APIStatusError):
         headers = error.response.headers
-        if not is_retryable_status(error.status_code, headers, error.body):
+        give_up, retry_after = server_delay(headers, policy)
+        if give_up or not is_retryable_status(error.status_code, headers, error.body):
             return None
-        return backoff_delay(attempt, policy, parse_retry_after(headers))
+        return backoff_delay(attempt, policy, retry_after)
     if isinstance(error, openai.APIConnectionError):
         return backoff_delay(attempt, policy)
     return None

@@ -52,7 +52,9 @@ _SECRET_NAME = re.compile(
     r"|(?:^|_)keys?(?:_|$)|_(?:pat|dsn)$|^dsn$",
     re.IGNORECASE,
 )
-_PUBLIC_NAME = re.compile(r"^(?:OLD)?PWD$|ASKPASS|^PI_TOKEN_BUDGET$|^PI_DOTENV_KEYS$|_(?:FILE|PATH|DIR|SOCK)$", re.IGNORECASE)
+_PUBLIC_NAME = re.compile(
+    r"^(?:OLD)?PWD$|ASKPASS|^PI_TOKEN_BUDGET$|^PI_DOTENV_KEYS$|_(?:FILE|PATH|DIR|SOCK)$", re.IGNORECASE
+)
 """Names the rule would take for secrets that hold none (the working folder, a path to a program or file,
 pi's own list of the names a ``.env`` set)."""
 

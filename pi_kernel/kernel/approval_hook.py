@@ -171,12 +171,18 @@ class ApprovalGate:
         highlight = request.preview.cell_id if request.preview is not None else None
         if highlight and notebook is not None:  # sent, not awaited: a slow front-end never delays the card
             _in_background(notebook.highlight(highlight))
+        answered = False
         try:
             answer = await answerer.answer(request, self.broker(), _Asking(self.turn, self.raw_input), signal)
+            result = result_of(answer, policy, name, request.args)
+            answered = result is None or not result.block
         finally:
             if highlight and notebook is not None:
                 _in_background(notebook.highlight(None))
-        return result_of(answer, policy, name, request.args)
+            forget = getattr(definition, "forget_preview", None)
+            if not answered and callable(forget):  # denied (or the wait was cut): its plan goes now
+                forget(request.tool_call_id)
+        return result
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
         """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""

@@ -53,8 +53,9 @@ def parse_answer(answer: str) -> dict[str, Any]:
 def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
     """A change's title and diff as plain lines (masked, invisible characters shown, head and tail kept)."""
     diff, invisible = reveal_invisible(masked(preview.diff))
-    note = f"[{invisible_warning(invisible)}]\n" if invisible else ""
-    return f"{note}{masked(preview.title)}\n{cut_middle(diff.rstrip(), limit)}\n"
+    title, in_title = reveal_invisible(masked(preview.title))
+    note = f"[{invisible_warning(invisible + in_title)}]\n" if invisible + in_title else ""
+    return f"{note}{title}\n{cut_middle(diff.rstrip(), limit)}\n"
 
 
 def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:

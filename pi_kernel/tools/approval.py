@@ -84,6 +84,11 @@ def _escape(char: str, json_text: bool) -> str:
     return f"\\U{code:08x}"
 
 
+PREVIEW_DIFF_CHARS = 40_000
+"""The longest change (diff) an approval card shows whole: a tool refuses a bigger one (split it), so
+what is approved is what is seen."""
+
+
 def reveal_invisible(text: str, *, json_text: bool = False) -> tuple[str, int]:
     """``text`` with every character that hides or reorders text on screen written as ``\\uXXXX``, and how
     many there were: what a person approves must look like what runs (Trojan Source: a bidi override

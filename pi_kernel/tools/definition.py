@@ -93,6 +93,9 @@ class ToolDefinition:
     approval_preview: Callable[[str, Any, ToolContext], Awaitable[ApprovalPreview | None]] | None = None
     """``await approval_preview(tool_call_id, params, ctx)``: the change a call will make, shown on its
     approval card when it asks (a ``NotebookError`` there fails the call with that text, unasked)."""
+    forget_preview: Callable[[str], None] | None = None
+    """``forget_preview(tool_call_id)``: the call was denied (or its turn ended): drop what
+    ``approval_preview`` kept for it."""
     read_only: bool | None = None
     """``True``: the tool changes nothing (files, state, the world), so the
     session's ``read-only`` approval mode lets it run. ``None``: only the

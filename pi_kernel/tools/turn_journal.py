@@ -36,7 +36,7 @@ from typing import Any, Literal, Protocol, cast
 
 from pi_kernel.ai.static_read import class_name, has_base, simple_name
 from pi_kernel.tools.files import write_file_atomic
-from pi_kernel.tools.notebook_document import StaleCell
+from pi_kernel.tools.notebook_document import BridgeGone, StaleCell
 
 DEFAULT_MEMORY = 1 << 30
 """``PI_UNDO_MEMORY``'s default: bytes of copies and file contents one turn's journal may hold."""
@@ -61,6 +61,12 @@ class NotebookChange:
     """The source before (``None`` for an insert)."""
     after: str | None
     """The source after (``None`` for a delete)."""
+    after_id: str | None = None
+    """A delete: the id of the cell just before it (``FIRST``: it was the first), where undo puts it back."""
+
+
+FIRST = "\x00first"
+"""``NotebookChange.after_id`` of a deleted cell that was the first."""
 
 
 class NotebookEditor(Protocol):
@@ -68,6 +74,7 @@ class NotebookEditor(Protocol):
 
     def edit(self, cell_id: str, expected: str, new: str) -> Awaitable[None]: ...
     def insert(self, index: int, cells: list[tuple[str, str]]) -> Awaitable[list[str]]: ...
+    # ``read(max_chars=0)`` (optional): the cells' ids in order, to put a deleted cell back after its neighbour
     def delete(self, cell_ids: list[str], expected: list[str]) -> Awaitable[None]: ...
 
 
@@ -95,6 +102,9 @@ class _Copy:
     original: Any
     copy: Any
     size: int
+    after: Any = None
+    """A fingerprint of the object as the turn left it (``finish``): a shallow copy of a builtin container,
+    a copy-on-write copy of a frame, a digest of an array's buffer; ``_MISSING``: none could be kept."""
 
 
 @dataclass
@@ -117,6 +127,11 @@ class TurnJournal:
         self._copies: dict[str, _Copy] = {}
         self._notes: dict[str, str] = {}
         """What cannot be restored, one line per key."""
+        self._over_budget: dict[str, str] = {}
+        """Names not copied for ``PI_UNDO_MEMORY`` → ``"a list, 56 bytes"``: one summary line at undo."""
+        self._renamed: dict[str, str] = {}
+        """A deleted cell put back has a new id: earlier changes of it (undone later) go to that one."""
+        self._code_runs = 0
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -149,13 +164,23 @@ class TurnJournal:
         self._notes.setdefault(key, text)
 
     def before_code(self, namespace: dict[str, Any], code: str) -> object:
-        """Before ``code`` runs in ``namespace``: copy what it may change in place; returns the token for
-        ``after_code``."""
-        for name in sorted(_mentioned_names(code)):
+        """Before ``code`` runs in ``namespace``: copy what it may change in place (also the globals the
+        functions it calls read); returns the token for ``after_code``. Code that calls anything but
+        builtins and methods of the objects copied gets one line: what it did elsewhere is not undone."""
+        self._code_runs += 1
+        names, calls_out = _names_and_calls(code, namespace)
+        for name in sorted(names):
             value = namespace.get(name, _MISSING)
             if value is _MISSING or name in self._copies or name in self._variables:
                 continue
             self._keep_copy(name, value)
+        if calls_out:
+            first = code.strip().splitlines()[0] if code.strip() else ""
+            shown = first if len(first) <= 60 else first[:57] + "..."
+            self._notes[f"code:{self._code_runs}"] = (
+                f"code `{shown}`: effects outside the variables it names — through called functions, files, "
+                "databases — are not undone"
+            )
         return _CodeToken(dict(namespace))
 
     def after_code(self, namespace: dict[str, Any], token: object) -> None:
@@ -179,6 +204,8 @@ class TurnJournal:
             if name not in self._variables and _unchanged(kept.original, kept.copy):
                 self.held -= kept.size
                 del self._copies[name]
+                continue
+            self._keep_fingerprint(kept)
 
     def release_copies(self) -> None:
         """Drop the in-place copies (a newer turn needs the memory); their objects are named at undo."""
@@ -216,33 +243,67 @@ class TurnJournal:
         self._revert_files(report)
         report.not_restored += list(self._notes.values())
         self._notes.clear()
+        if self._over_budget:
+            report.not_restored.append(_over_budget_line(self._over_budget))
+            self._over_budget.clear()
         return report
 
     async def revert_notebook(self, notebook: NotebookEditor | None, report: UndoReport) -> UndoReport:
-        """Undo the notebook changes, newest first; a cell changed since is refused and named."""
-        changes, self._notebook = self._notebook, []
-        if changes and notebook is None:
-            report.not_restored.append(f"{_count(len(changes), 'notebook change')}: no notebook front-end is connected")
-            return report
+        """Undo the notebook changes, newest first; a cell changed since is refused and named. When the
+        bridge is missing or lost, the changes not undone yet are kept: ``%pi undo`` again undoes them."""
+        changes = list(self._notebook)
         done = 0
-        renamed: dict[str, str] = {}
-        """A deleted cell put back has a new id: earlier changes of it go to that one."""
-        for change in reversed(changes):
+        while changes:
+            change = changes[-1]
             where = f"cell #{change.index + 1} ({change.cell_id})"
-            cell_id = renamed.get(change.cell_id, change.cell_id)
             try:
-                new_id = await _undo_change(notebook, change, cell_id)  # type: ignore[arg-type]
+                if notebook is None:
+                    raise BridgeGone("no notebook front-end is connected")
+                await self._undo_change(notebook, change)
                 done += 1
             except StaleCell:
                 report.not_restored.append(f"{where}: changed since the turn; your version is kept")
+            except BridgeGone as error:
+                self.undone = False
+                report.not_restored.append(
+                    f"{_count(len(changes), 'notebook change')}: {error}; they are left to undo: "
+                    "run %pi undo again once the notebook is connected"
+                )
+                break
             except Exception as error:  # noqa: BLE001 - each refusal (gone, bridge lost) becomes a line
                 report.not_restored.append(f"{where}: {error}")
-            else:
-                if new_id is not None:
-                    renamed[change.cell_id] = new_id
+            changes.pop()
+        self._notebook = changes
         if done:
             report.restored.append(_count(done, "notebook change"))
         return report
+
+    async def _undo_change(self, notebook: NotebookEditor, change: NotebookChange) -> None:
+        """Undo one change; a cell put back goes after the neighbour it had (read again now), and its new
+        id replaces the old one for the earlier changes."""
+        cell_id = self._renamed.get(change.cell_id, change.cell_id)
+        if change.kind == "edit":
+            await notebook.edit(cell_id, change.after or "", change.before or "")
+        elif change.kind == "insert":
+            await notebook.delete([cell_id], [change.after or ""])
+        else:
+            index = await self._index_after(notebook, change)
+            ids = await notebook.insert(index, [(change.cell_type, change.before or "")])
+            if ids:
+                self._renamed[change.cell_id] = ids[0]
+
+    async def _index_after(self, notebook: NotebookEditor, change: NotebookChange) -> int:
+        """Where a deleted cell goes back: after its recorded neighbour, wherever that is now (its old index
+        when the neighbour is gone, or the notebook cannot be read)."""
+        read = getattr(notebook, "read", None)
+        if change.after_id == FIRST:
+            return 0
+        if change.after_id is None or read is None:
+            return change.index
+        neighbour = self._renamed.get(change.after_id, change.after_id)
+        cells = await read(max_chars=0)
+        position = next((cell.index for cell in cells if cell.id == neighbour), None)
+        return change.index if position is None else position + 1
 
     # -- inside -------------------------------------------------------------------------------
 
@@ -261,10 +322,7 @@ class TurnJournal:
         size = _size_of(value)
         if size is None or self.held + size > self.memory_budget:
             shown = _size(size) if size is not None else "of unknown size"
-            self._notes.setdefault(
-                f"copy:{name}",
-                f"{name} ({_type_name(kind)}, {shown}): over PI_UNDO_MEMORY, not copied; changes made in place stay",
-            )
+            self._over_budget.setdefault(name, f"{_type_name(kind)}, {shown}")
             return
         try:
             copied = copier(value)
@@ -273,6 +331,40 @@ class TurnJournal:
             return
         self.held += size
         self._copies[name] = _Copy(value, copied, size)
+
+    def _keep_fingerprint(self, kept: _Copy) -> None:
+        """Note the state the turn left ``kept.original`` in, so that undo sees a later change by the user."""
+        kind = type(kept.original)
+        try:
+            if simple_name(kind) == "ndarray" and _is_from("numpy", kind):
+                kept.after = _array_digest(kept.original)
+                return
+            if _one_of(kind, (list, dict, set, bytearray)) or _pandas_is_cow():
+                size = sys.getsizeof(kept.original) if _one_of(kind, (list, dict, set, bytearray)) else 0
+            else:
+                size = _size_of(kept.original) or 0
+            copier = _copier(kind)
+            if copier is None or self.held + size > self.memory_budget:
+                kept.after = _MISSING
+                return
+            kept.after = copier(kept.original)
+            self.held += size
+            kept.size += size
+        except Exception:  # noqa: BLE001 - no fingerprint: undo refuses rather than overwrite
+            kept.after = _MISSING
+
+    def _left_as_the_turn_left_it(self, kept: _Copy) -> bool:
+        """``kept.original`` is as the turn left it (no user code is called to tell)."""
+        if kept.after is None:  # finish() did not run (the turn is still running): nothing after it
+            return True
+        if kept.after is _MISSING:
+            return False
+        if isinstance(kept.after, str):
+            try:
+                return _array_digest(kept.original) == kept.after
+            except Exception:  # noqa: BLE001
+                return False
+        return _unchanged(kept.original, kept.after)
 
     def _changed_variables(self) -> dict[str, list[Any]]:
         return {name: record for name, record in self._variables.items() if record[0] is not record[1]}
@@ -287,19 +379,23 @@ class TurnJournal:
             kept = self._copies.pop(name, None)
             if before is _MISSING:
                 namespace.pop(name, None)
+            elif kept is not None and kept.original is before and self._left_as_the_turn_left_it(kept):
+                namespace[name] = _restore_in_place(before, kept.copy)
             else:
-                namespace[name] = (
-                    _restore_in_place(before, kept.copy) if kept is not None and kept.original is before else before
-                )
+                namespace[name] = before
             restored += 1
         changed_in_place = 0
         for name, kept in self._copies.items():
             if namespace.get(name, _MISSING) is not kept.original:
                 report.not_restored.append(f"{name}: rebound since the turn; left as it is")
                 continue
+            if not self._left_as_the_turn_left_it(kept):
+                report.not_restored.append(f"{name}: changed in place since the turn; your version is kept")
+                continue
             namespace[name] = _restore_in_place(kept.original, kept.copy)
             changed_in_place += 1
         self._copies.clear()
+        self._variables.clear()
         self.held = 0
         if restored:
             report.restored.append(_count(restored, "variable"))
@@ -326,32 +422,90 @@ class TurnJournal:
             report.restored.append(_count(restored, "file"))
 
 
-async def _undo_change(notebook: NotebookEditor, change: NotebookChange, cell_id: str) -> str | None:
-    """Undo one change; returns the new id of a cell put back."""
-    if change.kind == "edit":
-        await notebook.edit(cell_id, change.after or "", change.before or "")
-    elif change.kind == "insert":
-        await notebook.delete([cell_id], [change.after or ""])
-    else:
-        ids = await notebook.insert(change.index, [(change.cell_type, change.before or "")])
-        return ids[0] if ids else None
-    return None
+_SAFE_BUILTINS = frozenset(
+    "abs all any bool dict divmod enumerate filter float format frozenset hash int isinstance issubclass iter "
+    "len list map max min next pow print range repr reversed round set slice sorted str sum tuple type zip".split()
+)
+"""Builtins that change nothing outside their arguments (a call of anything else may)."""
 
 
-def _mentioned_names(code: str) -> set[str]:
-    """The names the code reads (and ``x += ...`` targets): the objects it may change in place; none when
-    it does not parse. A name only assigned is rebound, not changed."""
+def _names_and_calls(code: str, namespace: dict[str, Any]) -> tuple[set[str], bool]:
+    """The names the code reads (and ``x += ...`` targets) plus the globals read by the user functions it
+    calls (their code objects, read statically): the objects it may change in place; and whether it calls
+    anything that may have effects elsewhere (a function, a method of an object not among those names).
+    None and ``True`` when it does not parse. A name only assigned is rebound, not changed."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
+        return set(), True
     names: set[str] = set()
+    calls_out = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             names.add(node.id)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
+        elif isinstance(node, ast.Call):
+            calls_out = calls_out or _calls_out(node.func, namespace)
+    for name in list(names):
+        function = namespace.get(name)
+        if type(function) is types.FunctionType and function.__globals__ is namespace:
+            names |= _globals_read(function.__code__)
+    return names, calls_out
+
+
+_PURE_MODULES = frozenset({"numpy", "pandas", "math", "statistics", "re", "json", "itertools", "functools"})
+_WRITERS = ("to_", "save", "dump", "write")
+
+
+def _calls_out(func: ast.expr, namespace: dict[str, Any]) -> bool:
+    """Whether a call may change something the journal does not copy: anything but a builtin, a method of
+    a copied kind of object (``df['x'].sum()``), a data library's function; writers (``to_csv``) always."""
+    if isinstance(func, ast.Name):
+        return func.id not in _SAFE_BUILTINS or func.id in namespace
+    if not isinstance(func, ast.Attribute):
+        return True
+    if func.attr.startswith(_WRITERS):
+        return True
+    root: ast.expr = func.value
+    while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    if not isinstance(root, ast.Name):
+        return True
+    target = namespace.get(root.id, _MISSING)
+    if target is _MISSING:
+        return True
+    if type(target) is types.ModuleType:
+        return str(getattr(target, "__name__", "")).split(".")[0] not in _PURE_MODULES
+    return _copier(type(target)) is None
+
+
+def _globals_read(code: types.CodeType, depth: int = 0) -> set[str]:
+    """The global names a function's code (and the functions defined in it) reads, by its code object."""
+    names = set(code.co_names)
+    if depth < 3:
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                names |= _globals_read(const, depth + 1)
     return names
+
+
+def _over_budget_line(names: dict[str, str]) -> str:
+    shown = [f"{name} ({what})" for name, what in list(names.items())[:8]]
+    more = f" and {len(names) - 8} more" if len(names) > 8 else ""
+    if len(names) == 1:
+        return f"{shown[0]}: over PI_UNDO_MEMORY, not copied; changes made in place stay"
+    return f"{', '.join(shown)}{more}: over PI_UNDO_MEMORY, not copied; changes made to them in place stay"
+
+
+def _array_digest(array: Any) -> str:
+    """A digest of an ndarray's dtype, shape and buffer (no object arrays: their items are references)."""
+    if array.dtype.kind == "O":
+        raise TypeError("object array")
+    numpy = sys.modules["numpy"]
+    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(memoryview(numpy.ascontiguousarray(array)).cast("B"))
+    return digest.hexdigest()
 
 
 def _pandas_copy(value: Any) -> Any:

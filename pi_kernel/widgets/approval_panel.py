@@ -19,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest, DecisionKind, reveal_invisible
+from pi_kernel.tools.approval import (
+    PREVIEW_DIFF_CHARS,
+    ApprovalDecision,
+    ApprovalRequest,
+    DecisionKind,
+    reveal_invisible,
+)
 from pi_kernel.widgets.html_render import STATUS_COLORS, diff_html, escape
 from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
 from pi_kernel.widgets.tool_render import decision_text
@@ -110,8 +116,9 @@ class ApprovalPanel:
             self.edit.description = "Edit arguments" if shown else "Hide editor"
 
 
-PREVIEW_CHARS = 20_000
-"""A change's diff is shown up to this length, then as its head and tail."""
+PREVIEW_CHARS = 2 * PREVIEW_DIFF_CHARS
+"""A change's diff is shown up to this length, then as its head and tail (the tools refuse a change over
+``PREVIEW_DIFF_CHARS``; the margin is for invisible characters written out as escapes)."""
 
 
 def preview_html(request: ApprovalRequest) -> str:
@@ -120,5 +127,5 @@ def preview_html(request: ApprovalRequest) -> str:
     if preview is None:
         return ""
     diff, _ = reveal_invisible(masked(preview.diff))
-    title = f"<b>{escape(masked(preview.title))}</b>"
+    title = f"<b>{escape(reveal_invisible(masked(preview.title))[0])}</b>"
     return title + diff_html(diff, limit=PREVIEW_CHARS, middle=True)

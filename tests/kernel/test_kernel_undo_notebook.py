@@ -92,3 +92,21 @@ def test_a_cell_the_user_edited_after_the_turn_is_refused_and_named(
     report = undo(kernel, front)
     assert f"Not restored: cell #2 ({fixed.id}): changed since the turn; your version is kept" in report, report
     assert front.sources()[1] == "y = x * 3  # mine\ny" and "# Notes" in front.sources()
+
+
+def test_an_undo_without_the_bridge_leaves_the_notebook_changes_for_the_next_undo(
+    kernel: KernelDriver, server: FakeOpenAI, front: ScriptedFrontend
+) -> None:
+    agent_turn(kernel, server, front)
+    front.disconnect()
+    first = undo(kernel, front)
+    assert "Restored 2 variables" in first, first
+    assert "3 notebook changes: no notebook front-end is connected; they are left to undo" in first, first
+    assert front.sources()[:3] == ["x = 20", "y = x * 2\ny", "z = y + 1"]
+    again = ScriptedFrontend(kernel, front.notebook).connect()
+    try:
+        second = undo(kernel, again)
+        assert "undone already" not in second and "Restored 3 notebook changes" in second, second
+        assert again.sources() == ["x = 20", "y = x +* 2\ny", "# Notes", "%%pi\nFix the notebook"]
+    finally:
+        again.disconnect()

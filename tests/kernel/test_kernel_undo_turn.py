@@ -133,3 +133,27 @@ def test_the_next_turn_tells_the_model_what_was_undone(kernel: KernelDriver, ser
     last = server.last_body["messages"][-1]["content"]
     told = " ".join(part["text"] for part in last)
     assert "The user undid an earlier turn's changes with %pi undo:" in told and "Restored 1 variable." in told
+
+
+def test_an_object_the_user_changed_in_place_after_the_turn_is_kept_and_named(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    assert kernel.run("data = [1, 2]").status == "ok"
+    turn(kernel, server, [python("data.append(3)")], "u6")
+    assert kernel.run("data.append('USER')").status == "ok"
+    report = kernel.run("%pi undo").text
+    assert "Not restored: data: changed in place since the turn; your version is kept" in report, report
+    assert "changed in place" not in report.split("\n")[1], report  # not counted as restored
+    assert value(kernel, "data") == [1, 2, 3, "USER"]
+
+
+def test_what_a_called_function_changed_comes_back_and_its_reach_is_named(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    assert kernel.run("other = {'k': 'v'}\ndef touch():\n    other['k'] = 'changed'").status == "ok"
+    turn(kernel, server, [python("touch()")], "u7")
+    assert value(kernel, "other") == {"k": "changed"}
+    report = kernel.run("%pi undo").text
+    assert "Restored 1 object changed in place." in report, report
+    assert "Not restored: code `touch()`: effects outside the variables it names" in report, report
+    assert value(kernel, "other") == {"k": "v"}

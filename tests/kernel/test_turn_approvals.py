@@ -63,3 +63,43 @@ def test_a_cells_approve_mode_reaches_only_its_own_gate() -> None:
     assert approvals.gate(turn()).mode_override() is None
     assert approvals.gate().mode_override() is None  # a run started from code has no turn
     assert turn(allow_stdin=False, raw_input=ask).stdin is None  # a reader without permission is not used
+
+
+def test_a_denied_calls_preview_is_forgotten_and_an_approved_ones_kept_for_the_call() -> None:
+    import asyncio
+
+    from pi_kernel.agent.types import BeforeToolCallContext
+    from pi_kernel.ai import AssistantMessage, Context, ToolCall
+    from pi_kernel.tools.approval import ApprovalPreview
+    from pi_kernel.tools.definition import ToolDefinition
+
+    forgotten: list[str] = []
+
+    async def preview(tool_call_id: str, args: Any, ctx: Any) -> ApprovalPreview:
+        return ApprovalPreview("delete #1 (code) x = 1", "--- a\n+++ b\n-x = 1\n", None)
+
+    async def execute(*args: Any) -> Any:
+        raise AssertionError("not run here")
+
+    definition = ToolDefinition(
+        name="delete_cells",
+        label="delete_cells",
+        description="d",
+        parameters={"type": "object", "properties": {}},
+        execute=execute,
+        approval="ask",
+        approval_preview=preview,
+        forget_preview=forgotten.append,
+    )
+    host = Host()
+    host.tool_definition = lambda name: definition  # type: ignore[method-assign]
+    host.tool_context = None  # type: ignore[attr-defined]
+    results: list[Any] = []
+    approvals = SessionApprovals(host)
+    for call_id, reply in (("denied", "n"), ("approved", "y")):
+        gate = approvals.gate(turn(allow_stdin=True, raw_input=lambda prompt, reply=reply: reply))
+        call = ToolCall(id=call_id, name="delete_cells", arguments={})
+        ctx = BeforeToolCallContext(AssistantMessage(content=[call]), call, {}, Context(messages=[]))
+        results.append(asyncio.run(gate(ctx)))
+    assert results[0].block and (results[1] is None or not results[1].block), results
+    assert forgotten == ["denied"]

@@ -228,3 +228,60 @@ def test_run_cells_card_shows_the_code_and_a_cell_changed_meanwhile_does_not_run
     assert "ran" not in namespace
     result = call("run_cells", params, ctx, "call-again")  # read afresh, no card: runs what is there now
     assert namespace["ran"] == "something else" and "#1" in result.content[0].text
+
+
+def test_an_insert_goes_after_its_anchor_where_it_is_when_applied_and_undo_puts_a_deleted_cell_back_by_it() -> None:
+    from pi_kernel.tools.turn_journal import TurnJournal
+
+    document = MemoryNotebook(["a = 1", "b = 2", "c = 3"])
+    anchor = document.cells[1][0]
+    ctx = ToolContext(notebook=document)
+    insert = tool("insert_cells")
+    params = InsertCellsParams(after=anchor, cells=[NewCell(type="code", source="new = 1")])
+    assert insert.approval_preview is not None
+    asyncio.run(insert.approval_preview("call-insert", params, ctx))
+    document.cells[0:0] = [["u1", "code", "mine"], ["u2", "code", "mine too"]]  # while the card waited
+    result = call("insert_cells", params, ctx, "call-insert")
+    assert sources(document) == ["mine", "mine too", "a = 1", "b = 2", "new = 1", "c = 3"]
+    assert f"after {anchor} (now #4): #5" in result.content[0].text
+    journal = TurnJournal()
+    ctx = ToolContext(notebook=document, journal=journal)
+    call("delete_cells", DeleteCellsParams(cells=["#5"]), ctx)  # "new = 1", after b
+    document.cells[0:0] = [["u3", "code", "more"]]
+    asyncio.run(journal.revert_notebook(document, journal.revert(None)))
+    assert sources(document) == ["more", "mine", "mine too", "a = 1", "b = 2", "new = 1", "c = 3"]
+    asyncio.run(insert.approval_preview("call-gone", params, ctx))
+    document.cells = [cell for cell in document.cells if cell[0] != anchor]  # while the card waited
+    with pytest.raises(NotebookError, match="was deleted meanwhile; nothing was inserted"):
+        call("insert_cells", params, ctx, "call-gone")
+    assert len(document.cells) == 6
+
+
+def test_a_batch_bigger_than_a_card_shows_whole_is_refused_before_it_is_read_or_diffed() -> None:
+    from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS
+    from pi_kernel.tools.builtin import notebook_edits
+    from pi_kernel.tools.builtin.run_cells import RunCellsParams
+
+    document = MemoryNotebook(["x = 1\n" * 20_000 for _ in range(300)])
+    ctx = ToolContext(notebook=document)
+    many = [NewCell(type="code", source="y = 2\n" * 20_000) for _ in range(300)]
+    with pytest.raises(NotebookError, match=r"insert_cells takes at most 50 cells a call \(300 given\)"):
+        asyncio.run(plan_insert(InsertCellsParams(cells=many), ctx))
+    with pytest.raises(NotebookError, match="more than an approval card shows whole"):
+        asyncio.run(plan_insert(InsertCellsParams(cells=many[:2]), ctx))
+    reads = document.reads
+    with pytest.raises(NotebookError, match="more than an approval card shows whole"):
+        asyncio.run(plan_delete(DeleteCellsParams(cells=["#1", "#2"]), ctx))
+    assert document.reads == reads + 1  # the index only, not the cells whole
+    run = tool("run_cells")
+    assert run.approval_preview is not None
+    with pytest.raises(NotebookError, match="run_cells takes at most 50 cells"):
+        asyncio.run(run.approval_preview("call-run", RunCellsParams(cells=[f"#{i}" for i in range(1, 61)]), ctx))
+    document.cells = [[f"id{i}", "code", "z = 3"] for i in range(3)]
+    delete = tool("delete_cells")
+    assert delete.approval_preview is not None and delete.forget_preview is not None
+    preview = asyncio.run(delete.approval_preview("call-denied", DeleteCellsParams(cells=["#1"]), ctx))
+    assert preview is not None and len(preview.diff) <= PREVIEW_DIFF_CHARS
+    assert "call-denied" in notebook_edits._plans
+    delete.forget_preview("call-denied")
+    assert "call-denied" not in notebook_edits._plans

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pi_kernel.tools.notebook_document import StaleCell
-from pi_kernel.tools.turn_journal import NotebookChange, TurnJournal, UndoReport
+from pi_kernel.tools.notebook_document import BridgeGone, CellInfo, StaleCell
+from pi_kernel.tools.turn_journal import FIRST, NotebookChange, TurnJournal, UndoReport
 
 
 def run(journal: TurnJournal, namespace: dict[str, Any], code: str) -> None:
@@ -147,7 +147,10 @@ def test_without_a_notebook_its_changes_are_named() -> None:
     journal = TurnJournal()
     journal.record_notebook_change(NotebookChange("edit", "a", 0, "code", "1", "one"))
     report = asyncio.run(journal.revert_notebook(None, UndoReport()))
-    assert report.not_restored == ["1 notebook change: no notebook front-end is connected"]
+    assert report.not_restored == [
+        "1 notebook change: no notebook front-end is connected; they are left to undo: "
+        "run %pi undo again once the notebook is connected"
+    ]
 
 
 def test_copies_of_objects_the_turn_only_read_are_dropped_at_its_end() -> None:
@@ -188,3 +191,96 @@ def test_a_proxy_claiming_to_be_a_list_is_named_not_copied() -> None:
     journal = TurnJournal()
     run(journal, namespace, "p.x = 1")
     assert journal.revert(namespace).not_restored == ["p (a Proxy): not copied; any change made to it in place stays"]
+
+
+def test_an_object_the_user_changed_in_place_after_the_turn_is_named_and_kept() -> None:
+    data, frame, array = [1, 2], pd.DataFrame({"x": [1.0, 2.0]}), np.zeros(3)
+    namespace: dict[str, Any] = {"data": data, "df": frame, "arr": array, "mine": [1]}
+    journal = TurnJournal()
+    run(journal, namespace, "data.append(3)\ndf.loc[0, 'x'] = 5.0\narr[0] = 1\nmine.append(2)")
+    journal.finish()
+    data.append("USER")
+    namespace["df"].loc[1, "x"] = -1.0
+    namespace["arr"][1] = 7
+    report = journal.revert(namespace)
+    assert data == [1, 2, 3, "USER"] and namespace["df"]["x"].tolist() == [5.0, -1.0]
+    assert namespace["arr"].tolist() == [1.0, 7.0, 0.0] and namespace["mine"] == [1]
+    assert report.restored == ["1 object changed in place"]
+    assert sorted(report.not_restored) == [
+        f"{name}: changed in place since the turn; your version is kept" for name in ("arr", "data", "df")
+    ]
+
+
+def test_globals_a_called_function_changes_come_back_and_calls_out_are_named() -> None:
+    namespace: dict[str, Any] = {"other": {"k": "v"}}
+    exec("def touch():\n    other['k'] = 'changed'\n", namespace)
+    journal = TurnJournal()
+    run(journal, namespace, "touch()")
+    run(journal, namespace, "total = len(other) + sum([1, 2])")
+    journal.finish()
+    report = journal.revert(namespace)
+    assert namespace["other"] == {"k": "v"}
+    assert report.not_restored == [
+        "code `touch()`: effects outside the variables it names — through called functions, files, "
+        "databases — are not undone"
+    ]
+
+
+def test_with_no_memory_for_copies_the_names_not_copied_are_one_line() -> None:
+    namespace: dict[str, Any] = {"a": [1], "b": {"k": 1}, "c": {2}}
+    journal = TurnJournal(memory_budget=0)
+    run(journal, namespace, "n = len(a) + len(b) + len(c)")
+    report = journal.revert(namespace)
+    assert len(report.not_restored) == 1
+    assert report.not_restored[0].startswith("a (a list, ") and "c (a set, " in report.not_restored[0]
+
+
+class GoneNotebook(FakeNotebook):
+    """The bridge answers the first ``answers`` requests, then is gone."""
+
+    def __init__(self, cells: list[tuple[str, str]], answers: int) -> None:
+        super().__init__(cells)
+        self.answers = answers
+
+    async def edit(self, cell_id: str, expected: str, new: str) -> None:
+        if self.answers <= 0:
+            raise BridgeGone("the notebook front-end did not answer")
+        self.answers -= 1
+        await super().edit(cell_id, expected, new)
+
+
+def test_notebook_changes_not_undone_for_a_lost_bridge_are_left_to_undo_again() -> None:
+    notebook = GoneNotebook([("a", "one"), ("b", "two")], answers=1)
+    journal = TurnJournal()
+    journal.record_notebook_change(NotebookChange("edit", "a", 0, "code", "1", "one"))
+    journal.record_notebook_change(NotebookChange("edit", "b", 1, "code", "2", "two"))
+    journal.finish()
+    report = asyncio.run(journal.revert_notebook(notebook, journal.revert({})))
+    assert notebook.cells == [("a", "one"), ("b", "2")] and report.restored == ["1 notebook change"]
+    assert report.not_restored == [
+        "1 notebook change: the notebook front-end did not answer; they are left to undo: "
+        "run %pi undo again once the notebook is connected"
+    ]
+    assert not journal.undone and journal.summary() == "1 notebook change"
+    notebook.answers = 5
+    again = asyncio.run(journal.revert_notebook(notebook, journal.revert({})))
+    assert notebook.cells == [("a", "1"), ("b", "2")] and again.restored == ["1 notebook change"]
+    assert again.not_restored == [] and journal.undone
+
+
+class ReadableNotebook(FakeNotebook):
+    async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]:
+        return [
+            CellInfo(cell_id, index, "code", "", None, "", 0, False) for index, (cell_id, _) in enumerate(self.cells)
+        ]
+
+
+def test_a_deleted_cell_comes_back_after_its_neighbour_where_that_is_now() -> None:
+    notebook = ReadableNotebook([("a", "1"), ("b", "2"), ("c", "3")])
+    journal = TurnJournal()
+    journal.record_notebook_change(NotebookChange("delete", "a", 0, "code", "1", None, after_id=FIRST))
+    journal.record_notebook_change(NotebookChange("delete", "c", 1, "code", "3", None, after_id="b"))
+    notebook.cells = [("u1", "mine"), ("u2", "mine"), ("b", "2")]  # the user added two cells at the top
+    report = asyncio.run(journal.revert_notebook(notebook, UndoReport()))
+    assert [source for _, source in notebook.cells] == ["1", "mine", "mine", "2", "3"]
+    assert report.not_restored == []

@@ -63,3 +63,22 @@ def test_stdin_and_the_text_view_show_the_same_diff_with_keys_masked() -> None:
     coloured = colour_diff(change.diff)
     assert "\x1b[31m-y = x +* 2\x1b[0m" in coloured and "\x1b[32m+y = x * 2\x1b[0m" in coloured
     assert "\x1b[32m+++" not in coloured and "\x1b[31m---" not in coloured  # the header is not a change
+
+
+def test_a_bidi_override_in_a_cells_first_line_shows_in_the_title_on_every_card(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install_recording_comms(monkeypatch, [])
+    title = "delete #2 (code) ok = 1  # \u202etxt.lmth\u202c"
+    change = ApprovalPreview(title, cell_diff("ok = 1", "", "#2 (code)"), "cell-2")
+    html = unescape(ApprovalPanel(WidgetKit(), request(change), lambda decision: True).change.value)
+    assert "\u202e" not in html and "<b>delete #2 (code) ok = 1  # \\u202etxt.lmth\\u202c</b>" in html
+    asked = question("delete_cells", {"cells": ["#2"]}, None, change)
+    assert "\u202e" not in asked and "ok = 1  # \\u202etxt.lmth\\u202c\n" in asked
+    assert asked.startswith("[")  # the warning about invisible characters comes first
+
+
+def test_a_change_to_the_final_newline_shows_on_the_diff() -> None:
+    added = cell_diff("x = 1", "x = 1\n", "#1 (code) x = 1")
+    assert "-x = 1\n\\ No newline at end of file\n+x = 1\n" in added
+    assert "No newline" not in cell_diff("x = 1", "x = 2", "#1 (code) x = 1")

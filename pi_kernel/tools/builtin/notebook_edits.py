@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.approval import ApprovalPreview
+from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalPreview
 from pi_kernel.tools.builtin.edit import ReplaceEdit
 from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
@@ -35,7 +35,7 @@ from pi_kernel.tools.notebook_document import (
     check_not_running,
     resolve_ref,
 )
-from pi_kernel.tools.turn_journal import NotebookChange
+from pi_kernel.tools.turn_journal import FIRST, NotebookChange
 
 NEEDS_BRIDGE = (
     "{tool} needs the notebook bridge (JupyterLab 4 or Notebook 7 with pi-kernel's extension), which is not "
@@ -45,6 +45,8 @@ INDEX_CHARS = 1
 """Source characters per cell read to resolve refs (the whole cells are read by id afterwards)."""
 DIFF_CHARS = 200_000
 """A diff longer than this is kept as its head and tail (a 10 MB cell)."""
+BATCH_CELLS = 50
+"""Cells one insert_cells / delete_cells / run_cells call may change or run (a bigger batch is refused)."""
 BRIDGE_TOOLS = ("edit_cell", "insert_cells", "run_cells", "delete_cells")
 """The tools that need the bridge: not offered while none is connected."""
 
@@ -55,10 +57,28 @@ def require_notebook(ctx: ToolContext, tool: str) -> NotebookDocument:
     return ctx.notebook
 
 
-async def read_refs(document: NotebookDocument, refs: Sequence[str]) -> tuple[list[CellInfo], list[CellInfo]]:
-    """``(every cell, briefly; the cells ``refs`` name, whole)``; an unknown ref raises ``NoSuchCell``."""
+def check_batch(tool: str, cells: int, chars: int) -> None:
+    """Refuse a batch the approval card could not show whole (``BATCH_CELLS``, ``PREVIEW_DIFF_CHARS``)."""
+    if cells > BATCH_CELLS:
+        raise NotebookError(f"{tool} takes at most {BATCH_CELLS} cells a call ({cells} given); nothing was changed.")
+    if chars > PREVIEW_DIFF_CHARS:
+        raise NotebookError(
+            f"{tool}: the cells' {chars:,} characters are more than an approval card shows whole "
+            f"({PREVIEW_DIFF_CHARS:,}); split the change into smaller calls. Nothing was changed."
+        )
+
+
+async def read_refs(
+    document: NotebookDocument, refs: Sequence[str], batch: str | None = None
+) -> tuple[list[CellInfo], list[CellInfo]]:
+    """``(every cell, briefly; the cells ``refs`` name, whole)``; an unknown ref raises ``NoSuchCell``.
+    ``batch`` (a tool's name): refuse, before reading them whole, more cells or characters than a card shows."""
+    if batch is not None:
+        check_batch(batch, len(set(refs)), 0)
     index = await document.read(max_chars=INDEX_CHARS)
     named = [resolve_ref(ref, index) for ref in refs]
+    if batch is not None:
+        check_batch(batch, len(named), sum({cell.id: cell.source_length for cell in named}.values()))
     ids = list(dict.fromkeys(cell.id for cell in named))
     whole = {cell.id: cell for cell in await document.read(ids)}
     missing = [cell.position for cell in named if cell.id not in whole]
@@ -72,7 +92,11 @@ def cell_diff(before: str, after: str, title: str) -> str:
     lines = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), f"{title} (before)", f"{title} (after)", n=3
     )
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    marker = before.endswith("\n") != after.endswith("\n")  # a change to the final newline: git's marker shows it
+    text = "".join(
+        line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" if marker else line + "\n"
+        for line in lines
+    )
     if len(text) > DIFF_CHARS:
         half = DIFF_CHARS // 2
         text = f"{text[:half]}\n[… {len(text) - DIFF_CHARS:,} characters of the diff not shown …]\n{text[-half:]}"
@@ -107,6 +131,15 @@ def take_plan(tool_call_id: str, args: Any) -> Plan | None:
     return plan if plan is not None and plan.args == args else None
 
 
+def checked_diff(diff: str) -> str:
+    if len(diff) > PREVIEW_DIFF_CHARS:
+        raise NotebookError(
+            f"The change's diff is {len(diff):,} characters, more than an approval card shows whole "
+            f"({PREVIEW_DIFF_CHARS:,}); make it in smaller steps. Nothing was changed."
+        )
+    return diff
+
+
 def record(
     ctx: ToolContext,
     kind: Literal["edit", "insert", "delete"],
@@ -115,12 +148,13 @@ def record(
     cell_type: str,
     before: Any,
     after: Any,
+    after_id: str | None = None,
 ) -> None:
     """Note an applied change in the turn's undo journal, when there is one."""
     journal = ctx.journal
     if journal is None:
         return
-    journal.record_notebook_change(NotebookChange(kind, cell_id, index, cell_type, before, after))
+    journal.record_notebook_change(NotebookChange(kind, cell_id, index, cell_type, before, after, after_id))
 
 
 # -- edit_cell --------------------------------------------------------------------------------
@@ -161,7 +195,7 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
         record(context, "edit", cell.id, cell.index, cell.type, before, after)
         return f"Edited cell {cell.position} (id {cell.id})."
 
-    return Plan(params, f"edit cell {title}", cell_diff(before, after, title), apply, cell.id)
+    return Plan(params, f"edit cell {title}", checked_diff(cell_diff(before, after, title)), apply, cell.id)
 
 
 # -- insert_cells -----------------------------------------------------------------------------
@@ -186,17 +220,36 @@ async def plan_insert(params: InsertCellsParams, ctx: ToolContext) -> Plan:
     else:
         anchor, at, where = None, len(index), "at the end"
     new: list[tuple[str, str]] = [(cell.type, normalize_to_lf(cell.source)) for cell in params.cells]
+    check_batch("insert_cells", len(new), sum(len(text) for _, text in new))
     diffs = [cell_diff("", text, f"new cell #{at + offset + 1} ({kind})") for offset, (kind, text) in enumerate(new)]
+    diff = checked_diff("".join(diffs))
 
     async def apply(notebook: NotebookDocument, context: ToolContext) -> str:
+        at = await _insert_index(notebook, anchor)
         ids = await notebook.insert(at, new)
         for offset, (cell_id, (kind, source)) in enumerate(zip(ids, new, strict=False)):
             record(context, "insert", cell_id, at + offset, kind, None, source)
         shown = ", ".join(f"#{at + offset + 1} (id {cell_id})" for offset, cell_id in enumerate(ids))
-        return f"Inserted {len(ids)} cell(s) {where}: {shown}."
+        placed = where if anchor is None or at == anchor.index + 1 else f"after {anchor.id} (now #{at})"
+        return f"Inserted {len(ids)} cell(s) {placed}: {shown}."
 
     title = f"insert {len(new)} cell(s) {where}"
-    return Plan(params, title, "".join(diffs), apply, anchor.id if anchor is not None else None)
+    return Plan(params, title, diff, apply, anchor.id if anchor is not None else None)
+
+
+async def _insert_index(notebook: NotebookDocument, anchor: CellInfo | None) -> int:
+    """Where the new cells go now: after the anchor cell wherever it is (the user may have added or moved
+    cells while the card waited), or at the end; the anchor gone refuses the insert."""
+    cells = await notebook.read(max_chars=0)
+    if anchor is None:
+        return len(cells)
+    position = next((cell.index for cell in cells if cell.id == anchor.id), None)
+    if position is None:
+        raise NotebookError(
+            f"The cell to insert after ({anchor.position}, id {anchor.id}) was deleted meanwhile; nothing was "
+            "inserted. Use cells to see the notebook."
+        )
+    return position + 1
 
 
 # -- delete_cells -----------------------------------------------------------------------------
@@ -208,16 +261,17 @@ class DeleteCellsParams(BaseModel):
 
 async def plan_delete(params: DeleteCellsParams, ctx: ToolContext) -> Plan:
     document = require_notebook(ctx, "delete_cells")
-    _, cells = await read_refs(document, params.cells)
+    index, cells = await read_refs(document, params.cells, batch="delete_cells")
     cells = list({cell.id: cell for cell in cells}.values())
     for cell in cells:
         check_not_running(cell, document, "deleted")
-    diff = "".join(cell_diff(cell.source, "", cell.title()) for cell in cells)
+    diff = checked_diff("".join(cell_diff(cell.source, "", cell.title()) for cell in cells))
 
     async def apply(notebook: NotebookDocument, context: ToolContext) -> str:
         await notebook.delete([cell.id for cell in cells], [cell.source for cell in cells])
-        for cell in sorted(cells, key=lambda c: c.index, reverse=True):
-            record(context, "delete", cell.id, cell.index, cell.type, cell.source, None)
+        for cell in sorted(cells, key=lambda c: c.index, reverse=True):  # undone lowest first, each after its neighbour
+            neighbour = index[cell.index - 1].id if 0 < cell.index <= len(index) else FIRST
+            record(context, "delete", cell.id, cell.index, cell.type, cell.source, None, neighbour)
         return f"Deleted {len(cells)} cell(s): {', '.join(cell.position for cell in cells)}."
 
     title = "delete " + ", ".join(cell.title() for cell in cells)
@@ -237,6 +291,9 @@ def _notebook_tool(
         keep_plan(tool_call_id, plan)
         return ApprovalPreview(plan.title, plan.diff, plan.highlight)
 
+    def forget_preview(tool_call_id: str) -> None:
+        _plans.pop(tool_call_id, None)
+
     async def execute(
         tool_call_id: str, args: Any, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
@@ -255,6 +312,7 @@ def _notebook_tool(
         prompt_snippet=snippet,
         approval="ask",
         approval_preview=preview,
+        forget_preview=forget_preview,
     )
 
 

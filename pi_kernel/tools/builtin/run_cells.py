@@ -80,11 +80,14 @@ def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
 
 def create_run_cells_tool() -> ToolDefinition:
     async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
-        _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells)
+        _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells, batch="run_cells")
         _approved[tool_call_id] = (params, {cell.id: cell.source for cell in cells})
         while len(_approved) > 64:
             _approved.pop(next(iter(_approved)))
         return code_preview(cells)
+
+    def forget_preview(tool_call_id: str) -> None:
+        _approved.pop(tool_call_id, None)
 
     async def execute(
         tool_call_id: str, params: RunCellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
@@ -143,6 +146,7 @@ def create_run_cells_tool() -> ToolDefinition:
         prompt_snippet="Run notebook cells; their outputs show in the notebook",
         approval="ask",
         approval_preview=preview,
+        forget_preview=forget_preview,
     )
 
 

@@ -166,12 +166,25 @@ class NotebookBridge:
         return next((client for client in reversed(clients) if wanted and client.session == wanted), clients[-1])
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
-        data = (msg.get("content") or {}).get("data") or {}
-        key = data.get("reply_to")
-        with self._lock:
-            waiting = self._waiting.pop(str(key), None) if key is not None else None
-        if waiting is not None:
-            _settle(waiting, data)
+        """A front-end message: the reply it names settles that request; anything else is dropped.
+
+        Never raises: ipykernel fires ``pre_execute`` before a comm handler and skips ``post_execute``
+        when the handler raises, so a raising handler would leave other listeners of those events unpaired.
+        """
+        try:
+            content = msg.get("content") if isinstance(msg, dict) else None
+            data = content.get("data") if isinstance(content, dict) else None
+            if not isinstance(data, dict):
+                return
+            key = data.get("reply_to")
+            if not isinstance(key, str):
+                return
+            with self._lock:
+                waiting = self._waiting.pop(key, None)
+            if waiting is not None:
+                _settle(waiting, data)
+        except Exception:  # noqa: BLE001 - a hostile or broken front-end message changes nothing
+            return
 
     # -- requests -----------------------------------------------------------------------------
 

@@ -346,3 +346,19 @@ def test_an_interrupt_stops_run_cells(
     errors = [output for output in frontend.cell(0).outputs if output["output_type"] == "error"]
     assert errors and errors[0]["ename"] == "KeyboardInterrupt"  # the cell shows it was stopped
     conversation_tool_calls(kernel)  # every call of the turn has exactly one result
+
+
+def test_a_message_that_is_not_a_dict_changes_nothing_and_later_turns_run(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend
+) -> None:
+    """A front-end message whose data is not an object (``["junk"]``) or names no waiting request is
+    dropped without an error: it used to raise in the bridge's handler, which (ipykernel skipping
+    ``post_execute`` after a raising comm handler) made every later ``%%pi`` cell refuse to run."""
+    frontend.driver.comm_send(frontend.comm_id, ["junk"])  # type: ignore[arg-type]
+    frontend.driver.comm_send(frontend.comm_id, {"reply_to": 7})
+    assert kernel.run("print(1 + 1)").text.strip() == "2"
+    server.enqueue(tool_call_chunks([("cells", {})]), text_chunks("Seen."))
+    result = run_pi(kernel, frontend)
+    assert "busy running the cell" not in result.text, result.text[-300:]
+    assert result.status == "ok" and "Seen." in result.text
+    assert "Notebook: 4 cell(s)" in tool_result(server)

@@ -362,3 +362,37 @@ def test_a_message_that_is_not_a_dict_changes_nothing_and_later_turns_run(
     assert "busy running the cell" not in result.text, result.text[-300:]
     assert result.status == "ok" and "Seen." in result.text
     assert "Notebook: 4 cell(s)" in tool_result(server)
+
+
+def test_run_cells_does_not_run_a_cell_with_a_pi_command(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """With only ``run_cells`` on auto, the agent must not turn on full auto by running a cell that holds
+    ``%pi approve auto`` (a line, inside ``%%time``, or ``x = %pi ...``): such cells are not run."""
+    kernel.run("%pi reset")
+    kernel.run("%pi approve ask run_cells=auto")
+    sources = ["%pi approve auto", "%%time\n%pi approve auto", "x = %pi approve auto", "ran = 'yes'", PI_CELL]
+    front = ScriptedFrontend(kernel, new_notebook(sources)).connect()
+    try:
+        server.enqueue(tool_call_chunks([("run_cells", {"cells": ["#1", "#2", "#3", "#4"]})]), text_chunks("Ok."))
+        assert run_pi(kernel, front).status == "ok"
+        told = tool_result(server)
+        assert told.count("runs a %pi command, not run") == 3, told
+        assert "#4 [" in told and kernel.run("print(ran)").text.strip() == "yes"
+        policy = kernel.run("%pi approve").text
+        assert "mode: ask" in policy and "run_cells=auto" in policy, policy
+    finally:
+        front.disconnect()
+        kernel.run("%pi approve ask")
+
+
+def test_policy_and_conversation_commands_are_refused_while_a_turn_runs(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend
+) -> None:
+    """The second line of defence: code the agent runs reaches ``%pi`` another way
+    (``m = get_ipython().run_line_magic``); a command that changes the policy or the conversation is
+    refused while the turn runs, with a clear message, and changes nothing."""
+    frontend.user_edit(0, "m = get_ipython().run_line_magic\nm('pi', 'approve deny')")
+    server.enqueue(tool_call_chunks([("run_cells", {"cells": ["#1"]})]), text_chunks("Tried."))
+    assert run_pi(kernel, frontend).status == "ok"
+    told = tool_result(server)
+    assert "%pi approve changes the approval policy, and a turn is running" in told, told
+    assert "mode: auto" in kernel.run("%pi approve").text  # nothing was changed

@@ -8,7 +8,11 @@ outputs as nbformat outputs (stream, execute_result, display_data, error) and
 sends them to the cell (``set_outputs``) with the next execution count. It
 stops at the first cell that raises, as "run all" does. IPython syntax
 (``%magic``, ``!cmd``) is transformed by the shell when there is one. Markdown
-cells are skipped; a ``%%pi`` cell is not run (it would start another turn).
+cells are skipped; a ``%%pi`` cell is not run (it would start another turn), nor
+is a cell that runs a ``%pi`` command (``%pi approve auto`` would let the
+agent approve itself; ``runs_pi_magic``). The session refuses commands that
+change the policy or the conversation while a turn runs, too
+(``line_commands.run_line_command``), for code that reaches them otherwise.
 The model gets each cell's output text and error. ``ctx.journal`` (the turn's
 undo journal) sees the code before and after it runs. The approval card shows
 the code that will run (``approval_preview``); a cell the user changes while
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import threading
 from typing import Any
 
@@ -52,6 +57,16 @@ def _transform(code: str) -> str:
         return str(shell.transform_cell(code))
     except Exception:  # noqa: BLE001 - untransformable: run it as written, Python reports the syntax error
         return code
+
+
+PI_MAGIC_LINE = re.compile(r"^[ \t]*%{1,2}pi(?![\w.])", re.MULTILINE)
+PI_MAGIC_CALL = re.compile(r"""run_(?:line|cell)_magic\(\s*(?:magic_name\s*=\s*)?['"]pi['"]""")
+
+
+def runs_pi_magic(source: str, transformed: str) -> bool:
+    """Whether a cell runs ``%pi`` / ``%%pi`` (as a line anywhere, also in the body of another cell magic
+    such as ``%%time``, or as the shell's transformed call, ``x = %pi ...`` and automagic ``pi ...`` too)."""
+    return bool(PI_MAGIC_LINE.search(source) or PI_MAGIC_CALL.search(transformed))
 
 
 def _next_count() -> int | None:
@@ -108,6 +123,12 @@ def create_run_cells_tool() -> ToolDefinition:
                 reports.append(f"{cell.position}: a %%pi cell, not run (it would start another agent turn).")
                 continue
             code = _transform(cell.source)
+            if runs_pi_magic(cell.source, code):
+                reports.append(
+                    f"{cell.position}: runs a %pi command, not run (%pi commands change the agent's settings "
+                    "and conversation; only the user runs them)."
+                )
+                continue
             outputs, text, error = await _run(code, namespace, signal, ctx)
             count = _next_count()
             try:

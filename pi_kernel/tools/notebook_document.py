@@ -61,6 +61,10 @@ class BridgeGone(NotebookError):
     """The front-end closed, disconnected or did not answer in time."""
 
 
+class OutcomeUnknown(BridgeGone):
+    """A change was sent but its reply never came: the front-end may or may not have applied it."""
+
+
 STALE_TEXT = "The cell changed while waiting for approval; read it again (cells) and redo the change."
 
 

@@ -181,7 +181,10 @@ def test_a_bridge_that_disconnects_mid_change_gives_one_clear_error(
     result = run_pi(kernel, frontend)
     assert result.status == "ok", result.text
     assert frontend.sources() == before
-    assert "disconnected before answering; nothing was changed" in tool_result(server)
+    told = tool_result(server)
+    # the front-end may have applied the edit before it went away: the model is not told "nothing was changed"
+    assert "disconnected before answering edit; whether the change was applied is unknown" in told, told
+    assert "nothing was changed" not in told
     assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
 
 
@@ -191,7 +194,13 @@ def test_a_front_end_that_does_not_answer_times_out(
     frontend.before_reply = lambda request: "drop" if request["op"] == "edit" else None
     server.enqueue(tool_call_chunks([("edit_cell", {"cell": "#1", "source": "x = 21"})]), text_chunks("Slow."))
     assert run_pi(kernel, frontend).status == "ok"
-    assert "did not answer edit within 3 s" in tool_result(server)
+    told = tool_result(server)
+    assert "did not answer edit within 3 s; whether the change was applied is unknown" in told, told
+    note = kernel.run(
+        "from pi_kernel.kernel.extension import get_session\n"
+        "_note = get_session().notebook.uncertain[-1]\nprint(_note.op, _note.cells, _note.applied)"
+    ).text.strip()
+    assert note == f"edit ('{frontend.cell(0).id}',) None"  # undo can tell the notebook may differ
 
 
 def approve_when_asked(kernel: KernelDriver, comm_id: str, seen: list[dict[str, Any]], decide: Any = None) -> Any:
@@ -396,3 +405,27 @@ def test_policy_and_conversation_commands_are_refused_while_a_turn_runs(
     told = tool_result(server)
     assert "%pi approve changes the approval policy, and a turn is running" in told, told
     assert "mode: auto" in kernel.run("%pi approve").text  # nothing was changed
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ({"ok": True, "cells": [{"id": "a", "index": "zz", "type": "code", "source": "s"}]}, "index"),
+        ({"ok": True, "cells": [{"id": 5, "index": 0, "type": "code", "source": "s"}]}, "id"),
+        ({"ok": True, "cells": [{"id": "a", "index": 0, "type": "code", "source": ["s"]}]}, "source"),
+        ({"ok": True, "cells": "all of them"}, "cells is not a list"),
+        ({"ok": "yes", "cells": []}, "no ok: true/false"),
+    ],
+)
+def test_a_malformed_read_reply_is_said_as_such(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend, reply: dict[str, Any], problem: str
+) -> None:
+    """A front-end reply with fields of the wrong type reaches the model as "the notebook front-end sent a
+    malformed reply", not as a Python error ("invalid literal for int()")."""
+    frontend.before_reply = lambda request: reply if request["op"] == "read" else None
+    server.enqueue(tool_call_chunks([("cells", {})]), text_chunks("Odd."))
+    assert run_pi(kernel, frontend).status == "ok"
+    told = tool_result(server)
+    assert "The notebook front-end sent a malformed reply" in told and problem in told, told
+    assert "invalid literal" not in told and "Traceback" not in told
+    assert_one_result_per_call(server.last_body["messages"], expected_calls=1)

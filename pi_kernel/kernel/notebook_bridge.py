@@ -291,9 +291,7 @@ class NotebookBridge:
             from pi_kernel.tools.notebook_document import NotebookError
 
             raise NotebookError(f"{MALFORMED} to read (cells is not a list of cells).")
-        found = [cell_from_json(cell) for cell in cells]
-        _check_unique(found)
-        return found
+        return [cell_from_json(cell) for cell in cells]
 
     async def edit(self, cell_id: str, expected: str, new: str) -> None:
         await self.request("edit", cell_id=cell_id, expected=expected, new=new)
@@ -352,19 +350,6 @@ def _ids_from_reply(ids: Any, wanted: int) -> list[str]:
 
 def _is_id(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= 256
-
-
-def _check_unique(cells: list[CellInfo]) -> None:
-    from pi_kernel.tools.notebook_document import NotebookError
-
-    seen: set[str] = set()
-    for cell in cells:
-        if cell.id in seen:
-            raise NotebookError(
-                f"{MALFORMED}: two cells have the id {cell.id!r}, so cells cannot be told apart by id. "
-                "Ask the user to fix the notebook's cell ids (e.g. save it and reload it)."
-            )
-        seen.add(cell.id)
 
 
 def cell_from_json(data: Any) -> CellInfo:

@@ -57,7 +57,7 @@ REQUEST_TIMEOUT = 15.0
 CHANGES = frozenset({"edit", "insert", "delete", "set_outputs"})
 """Ops that change the notebook: when their reply never comes, the outcome is unknown."""
 MAX_CELLS = 100_000
-MAX_TEXT = 10_000_000
+MAX_TEXT = 100_000_000
 """The largest number of cells and characters of a field a reply may hold."""
 MALFORMED = "The notebook front-end sent a malformed reply"
 UNCERTAIN_KEPT = 64

@@ -385,7 +385,7 @@ def test_run_cells_does_not_run_a_cell_with_a_pi_command(kernel: KernelDriver, s
         assert run_pi(kernel, front).status == "ok"
         told = tool_result(server)
         assert told.count("runs a %pi command, not run") == 3, told
-        assert "#4 [" in told and kernel.run("print(ran)").text.strip() == "yes"
+        assert "#4 ran" in told and kernel.run("print(ran)").text.strip() == "yes"
         policy = kernel.run("%pi approve").text
         assert "mode: ask" in policy and "run_cells=auto" in policy, policy
     finally:
@@ -429,3 +429,21 @@ def test_a_malformed_read_reply_is_said_as_such(
     assert "The notebook front-end sent a malformed reply" in told and problem in told, told
     assert "invalid literal" not in told and "Traceback" not in told
     assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
+
+
+def test_run_cells_leaves_the_execution_counter_and_history_to_the_user(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend
+) -> None:
+    """Cells the agent runs take no execution count of their own: they show the ``%%pi`` cell's number, its
+    reply keeps that number (the next one), the next cell the user runs gets the number after it, and
+    ``In[n]`` matches the prompts."""
+    before = kernel.run("pass").reply["execution_count"]
+    server.enqueue(tool_call_chunks([("run_cells", {"cells": ["#1", "#1", "#1"]})]), text_chunks("Ran."))
+    result = run_pi(kernel, frontend)
+    assert result.status == "ok"
+    assert result.reply["execution_count"] == before + 1
+    assert frontend.cell(0).execution_count == before + 1
+    after = kernel.run("print(In[-1])")
+    assert after.reply["execution_count"] == before + 2
+    assert after.text.strip() == "print(In[-1])"
+    assert kernel.run(f"print('Fix the notebook' in In[{before + 1}])").text.strip() == "True"  # the %%pi cell

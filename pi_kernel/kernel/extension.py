@@ -4,7 +4,7 @@ This module owns the session of the process (``get_session``), its
 ``attach`` / ``detach``, ``run_pi_cell``, what a rewritten ``%%pi`` cell
 awaits, and ``run_pi_line``, what a rewritten ``%pi mcp add`` / ``compact``
 line awaits. ``attach`` registers the ``%pi``/``%%pi`` magics, the cell rewriter that makes
-them awaitable (with its ``pre_execute``/``post_execute`` hooks, which tell a
+them awaitable (with its ``pre_run_cell``/``post_run_cell`` hooks, which tell a
 cell run from inside another), the ``pre_run_cell`` hook (cell ids, ``@tool``
 wiring, comm targets), the ``post_run_cell`` hook (the cell history), the
 comm targets themselves and the mask on what the kernel sends (``outgoing``).
@@ -114,8 +114,8 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     transformers[:] = [t for t in transformers if not getattr(t, "pi_kernel", False)]
     rewriter = make_cell_rewriter(shell)
     transformers.append(rewriter)
-    shell.events.register("pre_execute", rewriter.depth.enter)
-    shell.events.register("post_execute", rewriter.depth.leave)
+    shell.events.register("pre_run_cell", rewriter.depth.enter)
+    shell.events.register("post_run_cell", rewriter.depth.leave)
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
     session.frontend.ensure_targets()
@@ -136,8 +136,8 @@ def detach(shell: Any) -> None:
         shell.events.unregister("pre_run_cell", session.note_cell)
         shell.events.unregister("post_run_cell", session.cell_history.post_run_cell)
         for rewriter in ours:
-            shell.events.unregister("pre_execute", rewriter.depth.enter)
-            shell.events.unregister("post_execute", rewriter.depth.leave)
+            shell.events.unregister("pre_run_cell", rewriter.depth.enter)
+            shell.events.unregister("post_run_cell", rewriter.depth.leave)
     except ValueError:
         pass
     shell.magics_manager.magics["line"].pop("pi", None)

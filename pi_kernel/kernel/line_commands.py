@@ -419,11 +419,36 @@ def _words(line: str) -> tuple[str, list[str]]:
     return (words[0], words[1:]) if words else ("", [])
 
 
+CHANGES_DURING_TURN = {
+    "approve": "the approval policy",
+    "model": "the model",
+    "budget": "the budget",
+    "thinking": "the thinking level",
+    "reset": "the conversation",
+    "undo": "the conversation",
+    "load": "the conversation",
+}
+"""Commands that, given words, change what governs a turn or the conversation it works on."""
+
+
+def refuse_during_turn(session: PiSession, name: str, args: list[str]) -> None:
+    """A command that changes the policy or the conversation is refused while a turn runs: the turn (the
+    agent itself, through code it runs) must not widen its own approvals or rewrite its history."""
+    changes = name in CHANGES_DURING_TURN and (bool(args) or name in ("reset", "undo"))
+    if not changes or (name == "undo" and args == ["list"]) or session.turn is None:
+        return
+    raise CommandError(
+        f"%pi {name} changes {CHANGES_DURING_TURN[name]}, and a turn is running: interrupt it (or let it "
+        "end) first; nothing was changed"
+    )
+
+
 def run_line_command(session: PiSession, line: str) -> str:
     name, args = _words(line)
     command = COMMANDS.get(name)
     if command is None:
         raise CommandError(f"unknown command %pi {name} (see %pi help)")
+    refuse_during_turn(session, name, args)
     try:
         return command(session, args)
     except CommandError:

@@ -16,7 +16,7 @@ end on IPython's loop, approvals on stdin only), or where the kernel's loop is
 busy running this very cell: ``%autoawait off`` in a kernel, or a ``%%pi``
 cell run from inside another (``%%capture``, ``%%time``, ``%run``,
 ``shell.run_cell``), found by ``CellDepth`` from IPython's
-``pre_execute``/``post_execute`` events. There it says so and what to do
+``pre_run_cell``/``post_run_cell`` events. There it says so and what to do
 (``cell_runner.run_cell_sync``) instead of starting a loop of its own.
 
 ``%pi`` line commands: see ``line_commands.HELP``. The line is not expanded as IPython does
@@ -127,26 +127,34 @@ def _await_pi_lines(code: str) -> str:
 
 
 class CellDepth:
-    """How many cells this thread runs now (IPython's ``pre_execute`` / ``post_execute``, which pair up in
-    ipykernel and IPython alike): a cell transformed while another runs is run from inside that one
-    (``%%capture``, ``%%time``, ``%run``, ``shell.run_cell``). Such a cell cannot await on the loop that
-    runs the outer one: IPython's synchronous ``run_cell`` would hand its top-level ``await`` to
-    ``loop.run_until_complete`` ("This event loop is already running"). The kernel's own cells are
-    transformed before their ``pre_execute``; ``%load_ext`` attaches inside a cell, hence the floor at 0."""
+    """Which cells this thread runs now (IPython's ``pre_run_cell`` / ``post_run_cell``): a cell transformed
+    while another runs is run from inside that one (``%%capture``, ``%%time``, ``%run``,
+    ``shell.run_cell``). Such a cell cannot await on the loop that runs the outer one: IPython's synchronous
+    ``run_cell`` would hand its top-level ``await`` to ``loop.run_until_complete`` ("This event loop is
+    already running"). The kernel's own cells are transformed before their ``pre_run_cell``; ``%load_ext``
+    attaches inside a cell, whose ``post_run_cell`` then finds nothing to remove.
+
+    Not ``pre_execute`` / ``post_execute``: ipykernel's comm dispatch fires those around each comm handler
+    and skips ``post_execute`` when a handler raises, which would leave the count up for good. IPython fires
+    ``post_run_cell`` in a ``finally``; a cell is removed by its ``ExecutionInfo`` (``result.info``), so an
+    unpaired ``post_run_cell`` (an empty cell returns before ``pre_run_cell``) removes nothing."""
 
     def __init__(self) -> None:
-        self._depth: dict[int, int] = {}
+        self._running: dict[int, list[int]] = {}
 
-    def enter(self) -> None:
-        key = threading.get_ident()
-        self._depth[key] = self._depth.get(key, 0) + 1
+    def enter(self, info: object = None) -> None:
+        self._running.setdefault(threading.get_ident(), []).append(id(info))
 
-    def leave(self, *_result: object) -> None:
-        key = threading.get_ident()
-        self._depth[key] = max(0, self._depth.get(key, 0) - 1)
+    def leave(self, result: object = None) -> None:
+        running = self._running.get(threading.get_ident())
+        if not running:
+            return
+        key = id(getattr(result, "info", None))
+        if key in running:
+            del running[len(running) - 1 - running[::-1].index(key)]
 
     def inside_a_cell(self) -> bool:
-        return self._depth.get(threading.get_ident(), 0) > 0
+        return bool(self._running.get(threading.get_ident()))
 
 
 class PiCellRewriter:

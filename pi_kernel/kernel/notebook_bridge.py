@@ -15,7 +15,16 @@ Requests go out as ``{"request": ID, "op": ..., ...}``; replies come back as
 with ``loop.call_soon_threadsafe``. Nothing waits for a front-end that is not
 there: without an open comm a request fails at once (``BridgeGone``), each
 request has a time limit, and a comm closed while requests wait fails them
-all with ``BridgeGone``.
+all with ``BridgeGone``. For a change (``edit``, ``insert``, ``delete``,
+``set_outputs``) that is ``OutcomeUnknown``: the front-end may have applied
+it before it went quiet, so the model is told the outcome is unknown, and the
+bridge keeps a note (``uncertain``: op, cells, and the reply if it comes
+late) that undo can consult.
+
+Replies are untrusted: a reply that is not an object, or whose fields have the
+wrong types or sizes, fails its request with "the notebook front-end sent a
+malformed reply" (``cell_from_json``, ``_ids_from_reply``) rather than a
+Python error text.
 
 With several front-ends connected (two browser tabs), requests go to the
 comm of the client that sent the running cell when it opened one, else to
@@ -38,13 +47,20 @@ from typing import TYPE_CHECKING, Any
 from pi_kernel.kernel.frontend import comm_manager, message_session
 
 if TYPE_CHECKING:
-    from pi_kernel.tools.notebook_document import CellInfo
+    from pi_kernel.tools.notebook_document import BridgeGone, CellInfo
 
 NOTEBOOK_TARGET = "pi.notebook"
 HELLO_TARGET = "pi.notebook.hello"
 PROTOCOL = 1
 REQUEST_TIMEOUT = 15.0
 """Seconds a request waits for the front-end's reply."""
+CHANGES = frozenset({"edit", "insert", "delete", "set_outputs"})
+"""Ops that change the notebook: when their reply never comes, the outcome is unknown."""
+MAX_CELLS = 100_000
+MAX_TEXT = 100_000_000
+"""The largest number of cells and characters of a field a reply may hold."""
+MALFORMED = "The notebook front-end sent a malformed reply"
+UNCERTAIN_KEPT = 64
 NO_BRIDGE = (
     "No notebook front-end is connected (the pi.notebook bridge needs JupyterLab 4 or Notebook 7 with "
     "pi-kernel's extension), so cells cannot be changed from here."
@@ -63,6 +79,25 @@ class _Waiting:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[dict[str, Any]]
     comm_id: str
+    op: str = ""
+    cells: tuple[str, ...] = ()
+
+
+@dataclass
+class UncertainChange:
+    """A change whose reply never came (a time-out or a disconnect): what was asked, and the late reply,
+    ``None`` until (unless) it arrives. Undo can tell from it that the notebook may differ from its journal."""
+
+    request: str
+    op: str
+    cells: tuple[str, ...]
+    reason: str
+    late_reply: dict[str, Any] | None = None
+
+    @property
+    def applied(self) -> bool | None:
+        """``True`` / ``False`` once a late reply said so, ``None`` while unknown."""
+        return None if self.late_reply is None else self.late_reply.get("ok") is True
 
 
 class NotebookBridge:
@@ -82,6 +117,8 @@ class NotebookBridge:
         self._lock = threading.Lock()
         self._listeners: list[Callable[[bool], None]] = []
         self._hello: Any = None
+        self.uncertain: list[UncertainChange] = []
+        """Changes whose outcome is unknown, oldest first (the last ``UNCERTAIN_KEPT``)."""
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -139,15 +176,27 @@ class NotebookBridge:
         self._notify()
 
     def _closed(self, comm_id: str) -> None:
-        from pi_kernel.tools.notebook_document import BridgeGone
-
         with self._lock:
             self._clients.pop(comm_id, None)
             lost = [key for key, waiting in self._waiting.items() if waiting.comm_id == comm_id]
             entries = [self._waiting.pop(key) for key in lost]
-        for waiting in entries:
-            _settle(waiting, BridgeGone("The notebook front-end disconnected before answering; nothing was changed."))
+        for key, waiting in zip(lost, entries, strict=True):
+            _settle(waiting, self._lost(key, waiting, f"disconnected before answering {waiting.op}"))
         self._notify()
+
+    def _lost(self, key: str, waiting: _Waiting, what: str) -> BridgeGone:
+        """The error for a request whose reply will not come; for a change, noted in ``uncertain``."""
+        from pi_kernel.tools.notebook_document import BridgeGone, OutcomeUnknown
+
+        if waiting.op not in CHANGES:
+            return BridgeGone(f"The notebook front-end {what}; nothing was changed.")
+        with self._lock:
+            self.uncertain.append(UncertainChange(key, waiting.op, waiting.cells, what))
+            del self.uncertain[:-UNCERTAIN_KEPT]
+        return OutcomeUnknown(
+            f"The notebook front-end {what}; whether the change was applied is unknown (it may have been): "
+            "read the cells again before retrying."
+        )
 
     def _notify(self) -> None:
         connected = self.connected
@@ -166,12 +215,29 @@ class NotebookBridge:
         return next((client for client in reversed(clients) if wanted and client.session == wanted), clients[-1])
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
-        data = (msg.get("content") or {}).get("data") or {}
-        key = data.get("reply_to")
-        with self._lock:
-            waiting = self._waiting.pop(str(key), None) if key is not None else None
-        if waiting is not None:
-            _settle(waiting, data)
+        """A front-end message: the reply it names settles that request; anything else is dropped.
+
+        Never raises: ipykernel fires ``pre_execute`` before a comm handler and skips ``post_execute``
+        when the handler raises, so a raising handler would leave other listeners of those events unpaired.
+        """
+        try:
+            content = msg.get("content") if isinstance(msg, dict) else None
+            data = content.get("data") if isinstance(content, dict) else None
+            if not isinstance(data, dict):
+                return
+            key = data.get("reply_to")
+            if not isinstance(key, str):
+                return
+            with self._lock:
+                waiting = self._waiting.pop(key, None)
+                if waiting is None:
+                    for note in self.uncertain:
+                        if note.request == key and note.late_reply is None:
+                            note.late_reply = {"ok": data.get("ok") is True, "error": str(data.get("error"))[:40]}
+            if waiting is not None:
+                _settle(waiting, data)
+        except Exception:  # noqa: BLE001 - a hostile or broken front-end message changes nothing
+            return
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -185,8 +251,9 @@ class NotebookBridge:
         key = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        waiting = _Waiting(loop, future, client.comm.comm_id, op, _cells_of(fields))
         with self._lock:
-            self._waiting[key] = _Waiting(loop, future, client.comm.comm_id)
+            self._waiting[key] = waiting
         try:
             try:
                 client.comm.send({"request": key, "op": op, **fields})
@@ -195,17 +262,17 @@ class NotebookBridge:
             try:
                 reply = await asyncio.wait_for(future, self.timeout)
             except asyncio.TimeoutError:
-                raise BridgeGone(
-                    f"The notebook front-end did not answer {op} within {self.timeout:g} s; the change may not have "
-                    "been made: read the cells again before retrying."
-                ) from None
+                raise self._lost(key, waiting, f"did not answer {op} within {self.timeout:g} s") from None
         finally:
             with self._lock:
                 self._waiting.pop(key, None)
-        if reply.get("ok"):
+        if reply.get("ok") is True:
             return reply
-        message = str(reply.get("message") or reply.get("error") or "the front-end refused")
+        if reply.get("ok") is not False:
+            raise NotebookError(f"{MALFORMED} to {op} (no ok: true/false).")
+        given = reply.get("message")
         kind = reply.get("error")
+        message = _clip(given if isinstance(given, str) else kind if isinstance(kind, str) else "the front-end refused")
         if kind == "stale":
             raise StaleCell(STALE_TEXT)
         if kind == "not_found":
@@ -219,14 +286,19 @@ class NotebookBridge:
         if max_chars is not None:
             fields["max_chars"] = int(max_chars)
         reply = await self.request("read", **fields)
-        return [cell_from_json(cell) for cell in reply.get("cells") or []]
+        cells = reply.get("cells")
+        if not isinstance(cells, list) or len(cells) > MAX_CELLS:
+            from pi_kernel.tools.notebook_document import NotebookError
+
+            raise NotebookError(f"{MALFORMED} to read (cells is not a list of cells).")
+        return [cell_from_json(cell) for cell in cells]
 
     async def edit(self, cell_id: str, expected: str, new: str) -> None:
         await self.request("edit", cell_id=cell_id, expected=expected, new=new)
 
     async def insert(self, index: int, cells: list[tuple[str, str]]) -> list[str]:
         reply = await self.request("insert", index=index, cells=[{"type": t, "source": s} for t, s in cells])
-        return [str(cell_id) for cell_id in reply.get("ids") or []]
+        return _ids_from_reply(reply.get("ids"), len(cells))
 
     async def delete(self, cell_ids: list[str], expected: list[str]) -> None:
         await self.request("delete", cell_ids=list(cell_ids), expected=list(expected))
@@ -253,22 +325,72 @@ def _settle(waiting: _Waiting, value: dict[str, Any] | BaseException) -> None:
         pass
 
 
+def _cells_of(fields: dict[str, Any]) -> tuple[str, ...]:
+    """The cell ids a request names (for the note of an uncertain change)."""
+    ids = fields.get("cell_ids") or ([fields["cell_id"]] if fields.get("cell_id") else [])
+    if not ids and "index" in fields:
+        return (f"#{int(fields['index']) + 1}",)
+    return tuple(str(cell_id) for cell_id in ids)
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _ids_from_reply(ids: Any, wanted: int) -> list[str]:
+    from pi_kernel.tools.notebook_document import NotebookError
+
+    if not isinstance(ids, list) or len(ids) != wanted or not all(_is_id(cell_id) for cell_id in ids):
+        raise NotebookError(
+            f"{MALFORMED} to insert (ids is not a list of {wanted} cell id(s)); the cells may have been "
+            "inserted: read the cells again before retrying."
+        )
+    return list(ids)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 256
+
+
 def cell_from_json(data: Any) -> CellInfo:
-    """One cell of a ``read`` reply; a malformed field becomes a clear ``NotebookError``."""
+    """One cell of a ``read`` reply; a field of the wrong type or size is a clear ``NotebookError``."""
     from pi_kernel.tools.notebook_document import CellInfo, NotebookError
 
+    def bad(field: str) -> NotebookError:
+        return NotebookError(f"{MALFORMED} to read (a cell's {field} is not valid).")
+
     if not isinstance(data, dict):
-        raise NotebookError("The notebook front-end sent a malformed cell.")
-    source = str(data.get("source") or "")
-    kind = data.get("type")
-    count = data.get("execution_count")
+        raise NotebookError(f"{MALFORMED} to read (a cell is not an object).")
+    cell_id, index, kind = data.get("id"), data.get("index"), data.get("type")
+    source, outputs, count = data.get("source", ""), data.get("outputs", ""), data.get("execution_count")
+    length, truncated = data.get("source_length"), data.get("truncated", False)
+    if not isinstance(cell_id, str) or not _is_id(cell_id):
+        raise bad("id")
+    if type(index) is not int or not 0 <= index < MAX_CELLS:
+        raise bad("index")
+    if kind not in ("code", "markdown", "raw"):
+        raise bad("type")
+    if not isinstance(source, str) or len(source) > MAX_TEXT:
+        raise bad("source")
+    if outputs is None:
+        outputs = ""
+    if not isinstance(outputs, str) or len(outputs) > MAX_TEXT:
+        raise bad("outputs")
+    if count is not None and (type(count) is not int or count < 0):
+        raise bad("execution_count")
+    if length is None:
+        length = len(source)
+    if type(length) is not int or not len(source) <= length:
+        raise bad("source_length")
+    if not isinstance(truncated, bool):
+        raise bad("truncated")
     return CellInfo(
-        id=str(data.get("id") or ""),
-        index=int(data.get("index") or 0),
-        type=kind if kind in ("code", "markdown", "raw") else "raw",
+        id=cell_id,
+        index=index,
+        type=kind,
         source=source,
-        execution_count=count if isinstance(count, int) else None,
-        outputs=str(data.get("outputs") or ""),
-        source_length=int(data.get("source_length") or len(source)),
-        truncated=bool(data.get("truncated")),
+        execution_count=count,
+        outputs=outputs,
+        source_length=length,
+        truncated=truncated,
     )

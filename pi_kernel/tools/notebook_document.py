@@ -61,6 +61,10 @@ class BridgeGone(NotebookError):
     """The front-end closed, disconnected or did not answer in time."""
 
 
+class OutcomeUnknown(BridgeGone):
+    """A change was sent but its reply never came: the front-end may or may not have applied it."""
+
+
 STALE_TEXT = "The cell changed while waiting for approval; read it again (cells) and redo the change."
 
 
@@ -77,25 +81,41 @@ class NotebookDocument(Protocol):
     async def highlight(self, cell_id: str | None) -> None: ...
 
 
-_POSITION = re.compile(r"^#\s*(\d+)$")
+_POSITION = re.compile(r"#[ \t]*([0-9]+)")
+"""``#N``: ASCII digits only (``#٣`` is not ``#3``)."""
 
 
 def resolve_ref(ref: str, cells: Sequence[CellInfo]) -> CellInfo:
-    """The cell ``ref`` names among ``cells`` (the whole notebook, in order): ``#N`` or a cell id."""
+    """The cell ``ref`` names among ``cells`` (the whole notebook, in order): a cell id, else ``#N``.
+
+    An exact id comes first, so a cell whose id is literally ``#3`` is reachable by it (``#3`` names the
+    third cell only when no cell has that id). An id two cells share names neither: it is refused."""
     text = str(ref).strip()
-    match = _POSITION.match(text)
+    same = [cell for cell in cells if cell.id == text]
+    if len(same) > 1:
+        raise NoSuchCell(
+            f'{len(same)} cells have the id "{text[:80]}" ({", ".join(cell.position for cell in same)}), so it '
+            "names no single cell; ask the user to fix the notebook's cell ids (save and reload it)."
+        )
+    if same:
+        return same[0]
+    match = _POSITION.fullmatch(text)
     if match:
         number = int(match.group(1))
         if 1 <= number <= len(cells):
-            return cells[number - 1]
+            cell = cells[number - 1]
+            twins = [other.position for other in cells if other.id == cell.id and other is not cell]
+            if twins:
+                raise NoSuchCell(
+                    f"Cell {cell.position} shares its id with {', '.join(twins)}, so a change to it could reach "
+                    "the other cell: ask the user to fix the notebook's cell ids (save and reload it)."
+                )
+            return cell
         raise NoSuchCell(
             f"No cell {text}: the notebook has {len(cells)} cell(s), #1 to #{len(cells)}. Use cells to see them."
             if cells
             else f"No cell {text}: the notebook has no cells."
         )
-    for cell in cells:
-        if cell.id == text:
-            return cell
     raise NoSuchCell(f'No cell with id "{text[:80]}". Refer to a cell as #N (its position) or by its id; use cells.')
 
 

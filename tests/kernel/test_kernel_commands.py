@@ -245,3 +245,22 @@ def test_a_pi_cell_inside_capture_says_to_run_it_alone(kernel: KernelDriver, ser
     assert "run the %%pi cell as a cell of its own" in result.text + shown
     server.enqueue(text_chunks("Not captured."))
     assert "Not captured." in kernel.run("%%pi\nsay it", cell_id="after").text  # the next cell still awaits
+
+
+def test_a_comm_handler_that_raises_does_not_stop_later_pi_cells(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """ipykernel fires ``pre_execute`` before a comm handler and skips ``post_execute`` when it raises (a
+    user's ``comm.on_msg(lambda m: 1/0)``). The cell nesting is counted on ``pre_run_cell`` /
+    ``post_run_cell``, so such a handler does not leave every later ``%%pi`` cell "inside a cell"."""
+    kernel.run(
+        "def _raising_target(comm, msg):\n    comm.on_msg(lambda message: 1 / 0)\n"
+        "get_ipython().kernel.comm_manager.register_target('raising.target', _raising_target)"
+    )
+    comm_id = kernel.comm_open("raising.target", {})
+    kernel.run("pass")
+    for _ in range(2):
+        kernel.comm_send(comm_id, {"x": 1})
+    kernel.run("pass")
+    server.enqueue(text_chunks("Still awaiting."))
+    result = kernel.run("%%pi\nsay it", cell_id="after-raising-handler", timeout=60)
+    assert "busy running the cell" not in result.text, result.text[-300:]
+    assert "Still awaiting." in result.text

@@ -181,7 +181,10 @@ def test_a_bridge_that_disconnects_mid_change_gives_one_clear_error(
     result = run_pi(kernel, frontend)
     assert result.status == "ok", result.text
     assert frontend.sources() == before
-    assert "disconnected before answering; nothing was changed" in tool_result(server)
+    told = tool_result(server)
+    # the front-end may have applied the edit before it went away: the model is not told "nothing was changed"
+    assert "disconnected before answering edit; whether the change was applied is unknown" in told, told
+    assert "nothing was changed" not in told
     assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
 
 
@@ -191,7 +194,13 @@ def test_a_front_end_that_does_not_answer_times_out(
     frontend.before_reply = lambda request: "drop" if request["op"] == "edit" else None
     server.enqueue(tool_call_chunks([("edit_cell", {"cell": "#1", "source": "x = 21"})]), text_chunks("Slow."))
     assert run_pi(kernel, frontend).status == "ok"
-    assert "did not answer edit within 3 s" in tool_result(server)
+    told = tool_result(server)
+    assert "did not answer edit within 3 s; whether the change was applied is unknown" in told, told
+    note = kernel.run(
+        "from pi_kernel.kernel.extension import get_session\n"
+        "_note = get_session().notebook.uncertain[-1]\nprint(_note.op, _note.cells, _note.applied)"
+    ).text.strip()
+    assert note == f"edit ('{frontend.cell(0).id}',) None"  # undo can tell the notebook may differ
 
 
 def approve_when_asked(kernel: KernelDriver, comm_id: str, seen: list[dict[str, Any]], decide: Any = None) -> Any:
@@ -346,3 +355,95 @@ def test_an_interrupt_stops_run_cells(
     errors = [output for output in frontend.cell(0).outputs if output["output_type"] == "error"]
     assert errors and errors[0]["ename"] == "KeyboardInterrupt"  # the cell shows it was stopped
     conversation_tool_calls(kernel)  # every call of the turn has exactly one result
+
+
+def test_a_message_that_is_not_a_dict_changes_nothing_and_later_turns_run(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend
+) -> None:
+    """A front-end message whose data is not an object (``["junk"]``) or names no waiting request is
+    dropped without an error: it used to raise in the bridge's handler, which (ipykernel skipping
+    ``post_execute`` after a raising comm handler) made every later ``%%pi`` cell refuse to run."""
+    frontend.driver.comm_send(frontend.comm_id, ["junk"])  # type: ignore[arg-type]
+    frontend.driver.comm_send(frontend.comm_id, {"reply_to": 7})
+    assert kernel.run("print(1 + 1)").text.strip() == "2"
+    server.enqueue(tool_call_chunks([("cells", {})]), text_chunks("Seen."))
+    result = run_pi(kernel, frontend)
+    assert "busy running the cell" not in result.text, result.text[-300:]
+    assert result.status == "ok" and "Seen." in result.text
+    assert "Notebook: 4 cell(s)" in tool_result(server)
+
+
+def test_run_cells_does_not_run_a_cell_with_a_pi_command(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """With only ``run_cells`` on auto, the agent must not turn on full auto by running a cell that holds
+    ``%pi approve auto`` (a line, inside ``%%time``, or ``x = %pi ...``): such cells are not run."""
+    kernel.run("%pi reset")
+    kernel.run("%pi approve ask run_cells=auto")
+    sources = ["%pi approve auto", "%%time\n%pi approve auto", "x = %pi approve auto", "ran = 'yes'", PI_CELL]
+    front = ScriptedFrontend(kernel, new_notebook(sources)).connect()
+    try:
+        server.enqueue(tool_call_chunks([("run_cells", {"cells": ["#1", "#2", "#3", "#4"]})]), text_chunks("Ok."))
+        assert run_pi(kernel, front).status == "ok"
+        told = tool_result(server)
+        assert told.count("runs a %pi command, not run") == 3, told
+        assert "#4 ran" in told and kernel.run("print(ran)").text.strip() == "yes"
+        policy = kernel.run("%pi approve").text
+        assert "mode: ask" in policy and "run_cells=auto" in policy, policy
+    finally:
+        front.disconnect()
+        kernel.run("%pi approve ask")
+
+
+def test_policy_and_conversation_commands_are_refused_while_a_turn_runs(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend
+) -> None:
+    """The second line of defence: code the agent runs reaches ``%pi`` another way
+    (``m = get_ipython().run_line_magic``); a command that changes the policy or the conversation is
+    refused while the turn runs, with a clear message, and changes nothing."""
+    frontend.user_edit(0, "m = get_ipython().run_line_magic\nm('pi', 'approve deny')")
+    server.enqueue(tool_call_chunks([("run_cells", {"cells": ["#1"]})]), text_chunks("Tried."))
+    assert run_pi(kernel, frontend).status == "ok"
+    told = tool_result(server)
+    assert "%pi approve changes the approval policy, and a turn is running" in told, told
+    assert "mode: auto" in kernel.run("%pi approve").text  # nothing was changed
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ({"ok": True, "cells": [{"id": "a", "index": "zz", "type": "code", "source": "s"}]}, "index"),
+        ({"ok": True, "cells": [{"id": 5, "index": 0, "type": "code", "source": "s"}]}, "id"),
+        ({"ok": True, "cells": [{"id": "a", "index": 0, "type": "code", "source": ["s"]}]}, "source"),
+        ({"ok": True, "cells": "all of them"}, "cells is not a list"),
+        ({"ok": "yes", "cells": []}, "no ok: true/false"),
+    ],
+)
+def test_a_malformed_read_reply_is_said_as_such(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend, reply: dict[str, Any], problem: str
+) -> None:
+    """A front-end reply with fields of the wrong type reaches the model as "the notebook front-end sent a
+    malformed reply", not as a Python error ("invalid literal for int()")."""
+    frontend.before_reply = lambda request: reply if request["op"] == "read" else None
+    server.enqueue(tool_call_chunks([("cells", {})]), text_chunks("Odd."))
+    assert run_pi(kernel, frontend).status == "ok"
+    told = tool_result(server)
+    assert "The notebook front-end sent a malformed reply" in told and problem in told, told
+    assert "invalid literal" not in told and "Traceback" not in told
+    assert_one_result_per_call(server.last_body["messages"], expected_calls=1)
+
+
+def test_run_cells_leaves_the_execution_counter_and_history_to_the_user(
+    kernel: KernelDriver, server: FakeOpenAI, frontend: ScriptedFrontend
+) -> None:
+    """Cells the agent runs take no execution count of their own: they show the ``%%pi`` cell's number, its
+    reply keeps that number (the next one), the next cell the user runs gets the number after it, and
+    ``In[n]`` matches the prompts."""
+    before = kernel.run("pass").reply["execution_count"]
+    server.enqueue(tool_call_chunks([("run_cells", {"cells": ["#1", "#1", "#1"]})]), text_chunks("Ran."))
+    result = run_pi(kernel, frontend)
+    assert result.status == "ok"
+    assert result.reply["execution_count"] == before + 1
+    assert frontend.cell(0).execution_count == before + 1
+    after = kernel.run("print(In[-1])")
+    assert after.reply["execution_count"] == before + 2
+    assert after.text.strip() == "print(In[-1])"
+    assert kernel.run(f"print('Fix the notebook' in In[{before + 1}])").text.strip() == "True"  # the %%pi cell

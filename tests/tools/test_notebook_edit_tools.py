@@ -122,6 +122,25 @@ def test_refs_by_position_and_id_and_clear_errors() -> None:
         resolve_ref("#1", [])
 
 
+def test_refs_take_ascii_digits_an_exact_id_first_and_refuse_a_shared_id() -> None:
+    """``#٣`` (Arabic-Indic three) is not ``#3``; a cell whose id is literally ``#3`` is named by it; an id
+    two cells share (a front-end's duplicate) names neither, by id or by position."""
+    notebook = MemoryNotebook(["a", "b", "c", "d"])
+    cells = asyncio.run(notebook.read())
+    with pytest.raises(NoSuchCell, match='No cell with id "#٣"'):
+        resolve_ref("#٣", cells)
+    notebook.cells[0][0] = "#3"
+    cells = asyncio.run(notebook.read())
+    assert resolve_ref("#3", cells).source == "a"  # the exact id, not the third cell
+    assert resolve_ref("#2", cells).source == "b"
+    notebook.cells[2][0] = notebook.cells[3][0] = "same"
+    cells = asyncio.run(notebook.read())
+    with pytest.raises(NoSuchCell, match=r'2 cells have the id "same" \(#3, #4\), so it names no single cell'):
+        resolve_ref("same", cells)
+    with pytest.raises(NoSuchCell, match="Cell #4 shares its id with #3"):
+        resolve_ref("#4", cells)
+
+
 def test_cell_diff_is_line_level_with_added_and_removed_lines() -> None:
     diff = cell_diff("a = 1\nb = 2\n", "a = 1\nb = 3\n", "#2 (code) a = 1")
     assert "-b = 2\n" in diff and "+b = 3\n" in diff and " a = 1\n" in diff

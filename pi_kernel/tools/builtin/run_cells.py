@@ -5,11 +5,24 @@ queue behind it: a tool waiting for it deadlocks), so the tool runs each
 cell's code itself, the way the ``python`` tool does (``run_notebook_cell``:
 on the main thread in a kernel, where an interrupt stops it), captures its
 outputs as nbformat outputs (stream, execute_result, display_data, error) and
-sends them to the cell (``set_outputs``) with the next execution count. It
+sends them to the cell (``set_outputs``) with the ``%%pi`` cell's own execution
+count (``_running_count``). It
 stops at the first cell that raises, as "run all" does. IPython syntax
 (``%magic``, ``!cmd``) is transformed by the shell when there is one. Markdown
-cells are skipped; a ``%%pi`` cell is not run (it would start another turn).
-The model gets each cell's output text and error. ``ctx.journal`` (the turn's
+cells are skipped; a ``%%pi`` cell is not run (it would start another turn), nor
+is a cell that runs a ``%pi`` command (``%pi approve auto`` would let the
+agent approve itself; ``runs_pi_magic``). The session refuses commands that
+change the policy or the conversation while a turn runs, too
+(``line_commands.run_line_command``), for code that reaches them otherwise.
+The model gets each cell's output text and error.
+
+Why that count: the cells run inside the ``%%pi`` cell's execution. Taking
+the shell's counter for them (without storing their inputs) made the
+``%%pi`` cell's reply carry a run cell's count and ``In[n]`` stop matching
+the prompts; storing them as inputs would still give the ``%%pi`` cell the
+last run cell's count. So the shell's counter, ``In`` and the history stay as
+the user's own runs left them, and a cell the agent ran shows the number of
+the ``%%pi`` cell that ran it (``In[n]`` is that cell). ``ctx.journal`` (the turn's
 undo journal) sees the code before and after it runs. The approval card shows
 the code that will run (``approval_preview``); a cell the user changes while
 the card waits is refused as stale, so what runs is what was approved.
@@ -19,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import threading
 from typing import Any
 
@@ -54,14 +68,22 @@ def _transform(code: str) -> str:
         return code
 
 
-def _next_count() -> int | None:
-    """The execution count the run takes (the shell's counter moves on, as a user's run would)."""
+PI_MAGIC_LINE = re.compile(r"^[ \t]*%{1,2}pi(?![\w.])", re.MULTILINE)
+PI_MAGIC_CALL = re.compile(r"""run_(?:line|cell)_magic\(\s*(?:magic_name\s*=\s*)?['"]pi['"]""")
+
+
+def runs_pi_magic(source: str, transformed: str) -> bool:
+    """Whether a cell runs ``%pi`` / ``%%pi`` (as a line anywhere, also in the body of another cell magic
+    such as ``%%time``, or as the shell's transformed call, ``x = %pi ...`` and automagic ``pi ...`` too)."""
+    return bool(PI_MAGIC_LINE.search(source) or PI_MAGIC_CALL.search(transformed))
+
+
+def _running_count() -> int | None:
+    """The execution count of the cell running now (the ``%%pi`` cell): IPython moved its counter on when
+    that cell started. The counter itself is not touched (see the module docstring)."""
     shell = current_shell()
-    if shell is None:
-        return None
-    count = int(shell.execution_count)
-    shell.execution_count = count + 1
-    return count
+    count = getattr(shell, "execution_count", None) if shell is not None else None
+    return count - 1 if isinstance(count, int) and count > 1 else None
 
 
 _approved: dict[str, tuple[Any, dict[str, str]]] = {}
@@ -111,14 +133,19 @@ def create_run_cells_tool() -> ToolDefinition:
                 reports.append(f"{cell.position}: a %%pi cell, not run (it would start another agent turn).")
                 continue
             code = _transform(cell.source)
+            if runs_pi_magic(cell.source, code):
+                reports.append(
+                    f"{cell.position}: runs a %pi command, not run (%pi commands change the agent's settings "
+                    "and conversation; only the user runs them)."
+                )
+                continue
             outputs, text, error = await _run(code, namespace, signal, ctx)
-            count = _next_count()
             try:
-                await document.set_outputs(cell.id, outputs, count)
+                await document.set_outputs(cell.id, outputs, _running_count())
                 shown = ""
             except NotebookError as problem:
                 shown = f" (its outputs could not be shown in the notebook: {problem})"
-            head = f"{cell.position} [{count if count is not None else ' '}]{shown}"
+            head = f"{cell.position}{shown}"
             if error is not None:
                 reports.append(f"{head} raised {error['ename']}:\n{clip(text, CELL_TEXT_CHARS)}")
                 failed = True

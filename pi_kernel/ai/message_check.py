@@ -35,6 +35,7 @@ _BLOCKS: dict[str, Spec] = {
         "name": (_STR, True, False),
         "arguments": (_DICT, False, False),
         "raw_arguments": (_STR, False, True),
+        "extra_content": (_DICT, False, True),
     },
 }
 _USAGE: Spec = {

@@ -33,6 +33,7 @@ from pi_kernel.kernel import agent_proxy, outgoing
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
 from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter, print_output
+from pi_kernel.kernel.payload_gate import install_payload_gate
 from pi_kernel.kernel.session import PiSession
 
 logger = logging.getLogger("pi_kernel.kernel")
@@ -118,6 +119,9 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.events.register("post_execute", rewriter.depth.leave)
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
+    gate = install_payload_gate(shell)
+    if gate is not None and gate.cell_started not in shell.events.callbacks["pre_run_cell"]:
+        shell.events.register("pre_run_cell", gate.cell_started)
     session.frontend.ensure_targets()
     session.notebook.ensure_target()
     agent_proxy.install_agent_proxy(get_session)

@@ -35,6 +35,7 @@ from pi_kernel.kernel.dotenv import load_dotenv
 from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter, print_output
 from pi_kernel.kernel.payload_gate import install_payload_gate
 from pi_kernel.kernel.session import PiSession
+from pi_kernel.kernel.undumpable import make_undumpable
 
 logger = logging.getLogger("pi_kernel.kernel")
 
@@ -107,6 +108,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     current = _session
     if current is not None and current.shell is shell:
         return current
+    make_undumpable()  # commands the agent runs cannot read the kernel's /proc environ or memory (non-root)
     problems: list[str] = []
     session = PiSession(shell, session_settings(shell, overrides, problems), kernel, notices=problems)
     _session = session

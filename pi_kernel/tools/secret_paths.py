@@ -40,6 +40,8 @@ from pi_kernel.tools.paths import resolve_to_cwd
 
 _ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/(?:environ|mem)$")
 """A process's environment, and its memory (which holds the environment too)."""
+_PROC_ROOT = re.compile(r"^/proc/[^/]+(?:/task/[^/]+)?/(?:root|cwd)(?:/|$)")
+"""A path through another process's root or working folder (``/proc/$PPID/root/tmp/...``)."""
 _SECRET_NAMES = frozenset(
     {".env", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".pypirc", ".npmrc", ".my.cnf", ".boto", ".s3cfg"}
 )
@@ -97,10 +99,20 @@ def _runtime_dirs() -> list[str]:
     return list(dict.fromkeys((os.path.abspath(runtime), os.path.realpath(runtime))))
 
 
+def _real(path: str) -> str:
+    """``path`` with symlinks resolved; as written (normalised) when it cannot be (``/proc/1/cwd``: no access)."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return os.path.normpath(path)
+
+
 def _name_reason(real: str) -> str | None:
     """Why the file at the resolved path ``real`` holds secrets, or ``None``."""
     if _ENVIRON.match(real):
         return "it is a process's environment, which holds the API keys"
+    if _PROC_ROOT.match(real):
+        return "it reads through a process's root or working folder under /proc, which reaches any file it can"
     name = os.path.basename(real)
     if name in _SECRET_NAMES or name.startswith(".env."):
         return f"{name} files hold keys and passwords"
@@ -128,7 +140,7 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
     if not isinstance(path, str) or not path or "\x00" in path:
         return None
     absolute = resolve_to_cwd(path, cwd or os.getcwd())
-    for candidate in dict.fromkeys((absolute, os.path.realpath(absolute))):
+    for candidate in dict.fromkeys((absolute, _real(absolute))):
         reason = _name_reason(candidate)
         if reason is not None:
             return reason
@@ -169,6 +181,9 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
     full += [os.path.join(runtime, "kernel-1.json") for runtime in _runtime_dirs()]
     names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
     names += ["kernel-1.json", "jpserver-1.json", "environ"]
+    own = connection_files()  # this kernel's, whatever its name (``/tmp/tmpq3v9zk1x.json``)
+    full += own
+    names += [os.path.basename(path) for path in own]
     return tuple(full), tuple(names)
 
 
@@ -249,10 +264,46 @@ def _disk_reason(word: str, folders: list[str]) -> str | None:
             return f"it reads {word} in {folder}, a process's folder, which holds its environment"
         candidates = list(islice(glob.iglob(path), MAX_EXPANDED)) if _GLOB.search(word) else [path]
         for candidate in candidates:
-            for form in dict.fromkeys((os.path.normpath(candidate), os.path.realpath(candidate))):
+            for form in dict.fromkeys((os.path.normpath(candidate), _real(candidate))):
                 reason = _name_reason(form)
                 if reason is not None:
                     return f"it names {word}, which may be {form}: {reason}"
+    return None
+
+
+_PROC_ROOT_MENTION = re.compile(r"/proc/[^/\s]+(?:/task/[^/\s]+)?/(?:root|cwd)(?:/|\b)")
+_RECURSIVE = re.compile(
+    r"(?:^|[\s;&|(`])(?:find|tar|rsync|zip|du|tree|rg|ag|ack|fd|(?:grep|egrep|fgrep|cp|ls|chmod|scp)\s+[^;&|]*"
+    r"(?:-[A-Za-z]*[rR][A-Za-z]*\b|--recursive|--dereference-recursive))",
+    re.MULTILINE,
+)
+"""A command that reads a folder's whole tree (``find``, ``grep -r``, ``tar``, ``cp -r``, ``rg``)."""
+
+
+def _secret_folders() -> list[str]:
+    """The folders holding this kernel's connection file, and Jupyter's runtime folder (as given and resolved)."""
+    return list(dict.fromkeys([os.path.dirname(path) for path in connection_files()] + _runtime_dirs()))
+
+
+def _folder_reason(word: str, folders: list[str], *, recursive: bool) -> str | None:
+    """Why ``word``, a folder, lists or holds (``recursive``: anywhere below it) this kernel's connection
+    file or Jupyter's runtime folder, or ``None``. Only words that look like folders are looked up."""
+    if word.startswith("-") or not ("/" in word or word in (".", "..") or word.startswith("~")):
+        return None
+    word = os.path.expanduser(word)
+    secret = _secret_folders()
+    for folder in folders:
+        path = os.path.join(folder, word)
+        for form in dict.fromkeys((os.path.normpath(path), _real(path))):
+            if not os.path.isdir(form):
+                continue
+            for inside in secret:
+                below = inside == form or inside.startswith(form.rstrip(os.sep) + os.sep)
+                if inside == form or (recursive and below):
+                    return (
+                        f"it reads the folder {word}, which holds this kernel's connection file or Jupyter's "
+                        "runtime folder, whose keys run code in the kernel"
+                    )
     return None
 
 
@@ -276,6 +327,13 @@ def _mention_reason(text: str) -> str | None:
             glob_reason = _glob_reason(word) if _GLOB.search(word) or "$" in word or "{" in word else None
             if glob_reason is not None:
                 return f"{word}: {glob_reason}"
+    recursive = bool(_RECURSIVE.search(text))
+    for word in _PATHISH.findall(text):
+        reason = _folder_reason(word, folders, recursive=recursive)
+        if reason is not None:
+            return reason
+    if _PROC_ROOT_MENTION.search(text):
+        return "it reads through a process's root or working folder under /proc, which reaches any file it can"
     if "/proc/" in text and "environ" in text:
         return "it may read a process's environment, which holds the API keys"
     if _KERNEL_KEYS.search(text):

@@ -162,8 +162,9 @@ _KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bcon
 """Code that asks the kernel for its connection file or its key (``get_connection_file()``,
 ``get_ipython().kernel.session.key``)."""
 _PATHISH = re.compile(r"""[^\s'"`;|&<>()=,]+""")
-_JOINED_LITERALS = re.compile(r"""['"]\s*[+,]?\s*['"]""")
-"""Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``)."""
+_JOINED_LITERALS = re.compile(r"""['"]\s*(?:(?:%|\.format\()[^'"\n]*?[+,]\s*)?[+,]?\s*['"]""")
+"""Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``), also across a
+``%`` or ``.format`` between them (``'/proc/%d/env' % os.getppid() + 'iron'``)."""
 _QUOTING = re.compile(r"""['"\\]""")
 _SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$\w+|`[^`]*`|\{[^}]*\}")
 """What a shell replaces before reading a name (a variable, a command's output, a brace list)."""

@@ -40,7 +40,7 @@ from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
-from pi_kernel.kernel.payload_gate import payload_gate
+from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
 from pi_kernel.kernel.turn import Turn
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
@@ -274,7 +274,9 @@ async def run_turn(
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn
             session.notebook_context.restore(context_before)
-        gate = payload_gate(session.shell)
+        gate = install_payload_gate(session.shell)  # put back if the agent's code replaced or unwrapped it
+        if gate is not None:
+            gate.mark_pi_cell()
         dropped = drop_agent_payloads(session.shell) + (gate.take_dropped() if gate is not None else [])
         if dropped:
             print(

@@ -35,14 +35,23 @@ class PayloadGate:
         self._cells: dict[int, bool] = {}  # thread running a user cell -> whether that cell ran a %%pi turn
         self._own: set[int] = set()  # threads where pi writes its own payload now
         self._dropped: list[str] = []
-        self._write = manager.write_payload
-        self._read = manager.read_payload
-        manager.write_payload = self.write_payload
-        manager.read_payload = self.read_payload
+        self._passed: list[Any] = []  # the payloads let through, not read yet (compared by identity)
+        self._manager = manager
+        self._write = type(manager).write_payload.__get__(manager)
+        self._read = type(manager).read_payload.__get__(manager)
+        self.rewrap()
         manager.pi_payload_gate = self
+
+    def rewrap(self) -> None:
+        """Put the wrappers back if code replaced or deleted them (done at every cell's start and turn's end)."""
+        if self._manager.__dict__.get("write_payload") != self.write_payload:
+            self._manager.write_payload = self.write_payload
+        if self._manager.__dict__.get("read_payload") != self.read_payload:
+            self._manager.read_payload = self.read_payload
 
     def cell_started(self, *_info: Any) -> None:
         """IPython's ``pre_run_cell``: a user's cell runs on this thread."""
+        self.rewrap()
         with self._lock:
             self._cells[threading.get_ident()] = False
 
@@ -68,22 +77,34 @@ class PayloadGate:
         with self._lock:
             allowed = ident in self._own or self._cells.get(ident) is False
             if not allowed:
-                self._dropped.append(str(data.get("source", "?")) if isinstance(data, dict) else "?")
+                self._dropped.append(_source(data))
+            else:
+                self._passed.append(data)
         if allowed:
             return self._write(data, *args, **kwargs)
         return None
 
     def read_payload(self, *args: Any, **kwargs: Any) -> Any:
         """The kernel reads the cell's payloads at its end: the cell on this thread is over."""
+        payloads = self._read(*args, **kwargs)
         with self._lock:
             self._cells.pop(threading.get_ident(), None)
-        return self._read(*args, **kwargs)
+            passed, self._passed = self._passed, []
+            if not isinstance(payloads, list):
+                return payloads
+            kept = [payload for payload in payloads if any(payload is ours for ours in passed)]
+            self._dropped += [_source(payload) for payload in payloads if not any(payload is ours for ours in kept)]
+        return kept  # a payload written past the wrapper (the class's method called directly) is left out
 
     def take_dropped(self) -> list[str]:
         """The sources of the payloads dropped since the last call."""
         with self._lock:
             dropped, self._dropped = self._dropped, []
         return dropped
+
+
+def _source(payload: Any) -> str:
+    return str(payload.get("source", "?")) if isinstance(payload, dict) else "?"
 
 
 def install_payload_gate(shell: Any) -> PayloadGate | None:
@@ -94,6 +115,7 @@ def install_payload_gate(shell: Any) -> PayloadGate | None:
         return None
     gate = manager.__dict__.get("pi_payload_gate")
     if isinstance(gate, PayloadGate):
+        gate.rewrap()
         return gate
     gate = PayloadGate(manager)
     gate.cell_started()

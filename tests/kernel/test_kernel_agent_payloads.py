@@ -64,3 +64,23 @@ def test_a_user_cell_still_sets_the_next_input(kernel: KernelDriver) -> None:
     result = kernel.run("get_ipython().set_next_input('print(42)', replace=False)")
     assert result.status == "ok", result.text
     assert "print(42)" in json.dumps(result.reply.get("payload"))
+
+
+def test_a_payload_written_past_the_gate_is_left_out(kernel: KernelDriver, server: FakeOpenAI) -> None:
+    code = (
+        "pm = get_ipython().payload_manager\n"
+        "type(pm).write_payload(pm, {'source': 'set_next_input', 'text': 'BYPASSED', 'replace': False})\n"
+        "pm.__dict__.pop('write_payload', None)\n"
+        "pm.__dict__.pop('read_payload', None)\n"
+        "print('done')"
+    )
+    server.enqueue(tool_call_chunks([("python", {"code": code})]), text_chunks("Done."))
+    result = kernel.run("%%pi\nbypass", timeout=120)
+    assert result.status == "ok", result.text
+    assert "BYPASSED" not in json.dumps(result.reply.get("payload"))
+    later = kernel.run(
+        "import threading, time\n"
+        "threading.Thread(target=lambda: get_ipython().set_next_input('FROM_THREAD')).start()\n"
+        "time.sleep(0.5)"
+    )
+    assert "FROM_THREAD" not in json.dumps(later.reply.get("payload"))  # the gate is back in place

@@ -23,6 +23,7 @@ import pytest
 from mcp_helpers import alive, demo, wait_gone
 
 from pi_kernel.tools import ToolRegistry
+from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.mcp import McpManager, server_config
 from pi_kernel.tools.mcp.server import McpServer
 from pi_kernel.tools.mcp.server_config import McpServerConfig
@@ -145,3 +146,34 @@ def test_the_stderr_log_is_capped(manager: McpManager, loop: asyncio.AbstractEve
     assert process is not None
     assert process.stderr_kept <= 2 * STDERR_KEPT_CHARS  # 8 MB written, at most 128 KB held
     assert process.stderr_tail().endswith("x" * 100)
+
+
+class RefusingRegistry(ToolRegistry):
+    """A registry that refuses one tool's ``add`` (a listener that raises, say)."""
+
+    def add(self, definition: ToolDefinition, *, enabled: bool | None = None) -> ToolDefinition:
+        if definition.name == "misfit__also_good":
+            raise RuntimeError("a listener refused misfit__also_good")
+        return super().add(definition, enabled=enabled)
+
+
+def test_a_tool_the_registry_refuses_is_listed_as_left_out_and_the_rest_are_registered(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """``registry.add`` ran outside the per-tool ``try``: when it raised, ``%pi mcp`` still listed every tool
+    as registered (``misfit__also_good [asks]``) and the tools added before it were never unregistered."""
+    manager = McpManager(registry=RefusingRegistry())
+    try:
+        start(manager, loop, server_config("misfit", misfit("badschema")))
+        assert manager.registry is not None
+        assert "misfit__good" in manager.registry.names() and "misfit__also_good" not in manager.registry.names()
+        listing = manager.describe()
+        assert "misfit: running" in listing and "misfit__good [asks]" in listing, listing
+        assert "    also_good: left out: a listener refused misfit__also_good" in listing, listing
+        assert "misfit__also_good [" not in listing, listing
+        assert [notice for notice in manager.take_notices() if '"also_good" is left out' in notice]
+        assert call(manager, loop, "misfit__good", {}) == "good: {}"
+        loop.run_until_complete(manager.remove("misfit"))
+        assert "misfit__good" not in manager.registry.names()  # what it registered is unregistered
+    finally:
+        manager.close()

@@ -256,11 +256,34 @@ def _disk_reason(word: str, folders: list[str]) -> str | None:
     return None
 
 
+def _proc_folder_reason(text: str, folders: list[str]) -> str | None:
+    """Why a ``cd`` in ``text`` may land under /proc: a folder ``_folders`` resolved is /proc or under it
+    (``cd /; cd proc``), or a target holding a shell variable, read from one of the folders, may be
+    (``cd /$P/$PPID``, ``cd $X`` after ``cd /``)."""
+    for folder in folders:
+        if folder == "/proc" or folder.startswith("/proc/"):
+            return f"it changes to {folder}, under /proc, where processes keep their environment"
+    home = os.path.expanduser("~")
+    for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
+        target = _QUOTING.sub("", target).replace("${HOME}", home).replace("$HOME", home)
+        if "$" not in target:
+            continue
+        pattern = _SHELL_EXPANSION.sub("*", target)
+        for folder in folders:
+            joined = os.path.join(folder, pattern)
+            if any(fnmatch.fnmatchcase(place, joined) for place in ("/proc", "/proc/1", "/proc/self")):
+                return f"it changes to {target} (from {folder}), which may be under /proc"
+    return None
+
+
 def _mention_reason(text: str) -> str | None:
     for target in _CHANGE_DIR.findall(text):
         if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
             return f"it changes to {target}, under /proc, where processes keep their environment"
     folders = _folders(text)
+    reason = _proc_folder_reason(text, folders)
+    if reason is not None:
+        return reason
     named = {os.path.basename(path) for path in connection_files()}
     for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
         on_disk = "/" in word or _GLOB.search(word) or len(folders) > 1 or word in named  # a plain word: no syscall

@@ -181,10 +181,19 @@ class ColumnsView:
             self.letters.append((match.start(2), match.group(2)))
 
     @staticmethod
-    def joined(pieces: list[tuple[int, str]]) -> tuple[str, list[int]]:
-        """The pieces' text joined, and each of its characters' position in the text."""
-        where = [start + offset for start, piece in pieces for offset in range(len(piece))]
-        return "".join(piece for _, piece in pieces), where
+    def joined(pieces: list[tuple[int, str]]) -> tuple[str, list[int], list[int]]:
+        """The pieces' text joined, where each piece starts in it, and where each starts in the text."""
+        view_starts: list[int] = []
+        length = 0
+        for _, piece in pieces:
+            view_starts.append(length)
+            length += len(piece)
+        return "".join(piece for _, piece in pieces), view_starts, [start for start, _ in pieces]
+
+    @staticmethod
+    def position(index: int, view_starts: list[int], text_starts: list[int]) -> int:
+        piece = bisect_right(view_starts, index) - 1
+        return text_starts[piece] + index - view_starts[piece]
 
     def spans(self, secrets: Sequence[str], shortest_plain: int) -> list[tuple[int, int]]:
         """Spans of the text holding a run of a key in the hex or the text columns."""
@@ -195,10 +204,16 @@ class ColumnsView:
         ):
             if not pieces:
                 continue
-            view, where = self.joined(pieces)
+            view, view_starts, text_starts = self.joined(pieces)
             for secret in secrets:
                 for form, run in forms(secret):
-                    found += [(where[start], where[end - 1] + 1) for start, end in runs_of(view, form, run)]
+                    found += [
+                        (
+                            self.position(start, view_starts, text_starts),
+                            self.position(end - 1, view_starts, text_starts) + 1,
+                        )
+                        for start, end in runs_of(view, form, run)
+                    ]
         return found
 
 

@@ -137,6 +137,9 @@ class ApprovalGate:
         policy = self.policy()
         mode = self.mode_override()
         verdict = policy.decide(definition, ctx.args, name, mode=mode)
+        cells_secret = await self._run_cells_secret(definition, name, ctx.args) if verdict != "deny" else None
+        if cells_secret is not None:
+            verdict = "ask"  # as a secret named in ``python`` code asks, whatever the mode
         if verdict == "run":
             return None
         schema = None
@@ -149,7 +152,7 @@ class ApprovalGate:
             label=definition.label if definition is not None else name,
             schema=schema,
         )
-        secret = policy.secret_reason(definition, ctx.args, name)
+        secret = policy.secret_reason(definition, ctx.args, name) or cells_secret
         if secret is not None:
             request.warning = f"This call may read secrets: {secret}."
         route = self.route()
@@ -171,6 +174,27 @@ class ApprovalGate:
             if highlight and notebook is not None:
                 _in_background(notebook.highlight(None))
         return result_of(decision, policy, name, request.args)
+
+    async def _run_cells_secret(self, definition: ToolDefinition | None, name: str, args: Any) -> str | None:
+        """Why the cells a built-in ``run_cells`` will run may read secrets (their sources read from the
+        notebook, as its approval card reads them), or ``None``; a notebook that cannot be read: ``None``
+        (the card's preview then fails the call)."""
+        from pi_kernel.tools.approval_policy import BUILTIN_PACKAGE, cell_code_reason
+        from pi_kernel.tools.builtin.notebook_edits import read_refs
+
+        origin = getattr(getattr(definition, "execute", None), "__module__", "") or ""
+        if name != "run_cells" or not origin.startswith(BUILTIN_PACKAGE + "."):
+            return None
+
+        notebook = getattr(self.tool_context(), "notebook", None)
+        refs = getattr(args, "cells", None)
+        if notebook is None or not isinstance(refs, list):
+            return None
+        try:
+            _, cells = await read_refs(notebook, refs)
+        except Exception:  # noqa: BLE001 - the preview reads them again and fails the call with the reason
+            return None
+        return cell_code_reason([cell.source for cell in cells if cell.type == "code"])
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
         """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""

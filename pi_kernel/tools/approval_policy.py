@@ -172,6 +172,28 @@ SCANNED_TOOLS = {"bash": "command", "python": "code"}
 """Built-in tools whose text argument is scanned for secrets (``secret_paths.secret_mention_reason``)."""
 
 
+CELL_CODE_TOOLS = frozenset({"edit_cell", "insert_cells"})
+"""Built-in tools that write code into cells (``source``, ``edits[].new_text``, ``cells[].source``): that code
+is scanned like ``python``'s, since ``run_cells`` runs it next (``run_cells`` itself is scanned by the approval
+gate, which reads the cells' sources from the notebook)."""
+
+
+def cell_code_reason(sources: list[str]) -> str | None:
+    """Why code that will run in cells (``python``-like) may read secrets, or ``None``."""
+    for source in sources:
+        reason = secret_mention_reason(source)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _cell_texts(values: dict[str, Any]) -> list[str]:
+    texts = [values.get("source")]
+    texts += [edit.get("new_text") for edit in values.get("edits") or [] if isinstance(edit, dict)]
+    texts += [cell.get("source") for cell in values.get("cells") or [] if isinstance(cell, dict)]
+    return [text for text in texts if isinstance(text, str)]
+
+
 def inspect_path_reason(name: Any) -> str | None:
     """Why an ``inspect`` of this dotted path may read the environment (``os.environ``), or ``None``."""
     if not isinstance(name, str):
@@ -290,6 +312,10 @@ class ApprovalPolicy:
             return secret_mention_reason(values.get(SCANNED_TOOLS[tool_name]))
         if tool_name == "inspect" and builtin:
             return inspect_path_reason(values.get("name"))
+        if tool_name in CELL_CODE_TOOLS and builtin:
+            reason = cell_code_reason(_cell_texts(values))
+            if reason is not None:
+                return reason
         commands = _is_mcp(definition)
         for text in _strings(values):
             reason = secret_path_reason(text) or (secret_mention_reason(text) if commands else None)

@@ -36,6 +36,7 @@ from itertools import islice
 
 from jupyter_core.paths import jupyter_runtime_dir
 
+from pi_kernel.ai.secrets import is_secret_name
 from pi_kernel.tools.paths import resolve_to_cwd
 
 _ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/(?:environ|mem)$")
@@ -150,14 +151,16 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
 _ENV_DUMP = re.compile(
     r"(?:^|[\s;&|(`'\"\[,])(?:env(?:\s+-[-\w]*)*(?=\s*(?:$|[;&|)`>'\"\],]))|set(?=\s*(?:$|[;&|)`>]))"
     r"|printenv\b|export\s+-p\b|(?:declare|typeset)\s+-[a-z]*[xp])"
-    r"|(?i:environ(?!ment))|\bgetenv\b|\b[A-Z0-9_]*(?:_API_KEY|_TOKEN|SECRET[A-Z0-9_]*|PASSWORD|PASSWD|_PAT|_DSN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
+    r"|(?i:environ(?!ment))|\bgetenv\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
     r"|\bps\s+[A-Za-z]*e",
     re.MULTILINE,
 )
-"""Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``), reading it
+"""Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``) or reading it
 from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
-``process.env``), or naming a secret variable (``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``,
-``$DB_PASSWORD``, ``$GITHUB_PAT``)."""
+``process.env``). Naming a secret variable is ``_VARIABLE``'s."""
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+"""A shell variable (``$NAME``, ``${NAME}``): one named like a secret (``ai.secrets.is_secret_name``, the one
+list every surface uses: ``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``, ``$DB_PASSWORD``) reads a key."""
 _KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bconnection-file\b")
 """Code that asks the kernel for its connection file or its key (``get_connection_file()``,
 ``get_ipython().kernel.session.key``)."""
@@ -308,11 +311,34 @@ def _folder_reason(word: str, folders: list[str], *, recursive: bool) -> str | N
     return None
 
 
+def _proc_folder_reason(text: str, folders: list[str]) -> str | None:
+    """Why a ``cd`` in ``text`` may land under /proc: a folder ``_folders`` resolved is /proc or under it
+    (``cd /; cd proc``), or a target holding a shell variable, read from one of the folders, may be
+    (``cd /$P/$PPID``, ``cd $X`` after ``cd /``)."""
+    for folder in folders:
+        if folder == "/proc" or folder.startswith("/proc/"):
+            return f"it changes to {folder}, under /proc, where processes keep their environment"
+    home = os.path.expanduser("~")
+    for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
+        target = _QUOTING.sub("", target).replace("${HOME}", home).replace("$HOME", home)
+        if "$" not in target:
+            continue
+        pattern = _SHELL_EXPANSION.sub("*", target)
+        for folder in folders:
+            joined = os.path.join(folder, pattern)
+            if any(fnmatch.fnmatchcase(place, joined) for place in ("/proc", "/proc/1", "/proc/self")):
+                return f"it changes to {target} (from {folder}), which may be under /proc"
+    return None
+
+
 def _mention_reason(text: str) -> str | None:
     for target in _CHANGE_DIR.findall(text):
         if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
             return f"it changes to {target}, under /proc, where processes keep their environment"
     folders = _folders(text)
+    reason = _proc_folder_reason(text, folders)
+    if reason is not None:
+        return reason
     named = {os.path.basename(path) for path in connection_files()}
     for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
         on_disk = "/" in word or _GLOB.search(word) or len(folders) > 1 or word in named  # a plain word: no syscall
@@ -341,6 +367,9 @@ def _mention_reason(text: str) -> str | None:
         return "it may read the kernel's connection file or key, which runs code in the kernel"
     if _ENV_DUMP.search(text):
         return "it may read the environment, which holds the API keys"
+    for name in _VARIABLE.findall(text):
+        if is_secret_name(name):
+            return f"it names ${name}, a variable named like a secret"
     return None
 
 

@@ -12,6 +12,8 @@ Rows, for 1 MB and 4 MB of text (best of ``REPEATS``):
 - ``hex``: the hex form of the key less its last byte, one per line (``xxd -p`` of an environment);
 - ``folded``: the key's base64 form wrapped at 76 columns (``base64 /proc/self/environ``): the forms split
   over lines, matched in the text with its line breaks taken out;
+- ``xxd -c4``: a narrow ``xxd`` dump of the key less its last character, over and over (read down its
+  hex and text columns);
 - ``no key``: text of the same size holding no key, the named baseline (one regular expression pass), shown
   for reference.
 
@@ -56,11 +58,24 @@ def folded(size: int) -> str:
     return "\n".join(lines)[:size]
 
 
+def xxd_narrow(size: int) -> str:
+    """``xxd -c4`` of the key over and over: 4 bytes a line, the key read down the columns (``ColumnsView``)."""
+    raw = (KEY[:-1] + "\n").encode() * (size // 60 + 1)
+    lines = [
+        f"{start:08x}: {raw[start : start + 2].hex()} {raw[start + 2 : start + 4].hex()}  "
+        for start in range(0, len(raw), 4)
+    ]
+    text = "\n".join(
+        line + raw[start * 4 : start * 4 + 4].decode().replace("\n", ".") for start, line in enumerate(lines)
+    )
+    return text[:size]
+
+
 def no_key(size: int) -> str:
     return _repeated("The quick brown fox jumps over the lazy dog. ", size)
 
 
-TEXTS: dict[str, Callable[[int], str]] = {"plain": plain, "hex": hex_lines, "folded": folded}
+TEXTS: dict[str, Callable[[int], str]] = {"plain": plain, "hex": hex_lines, "folded": folded, "xxd -c4": xxd_narrow}
 
 
 def seconds(text: str) -> float:

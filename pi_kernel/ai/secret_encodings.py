@@ -10,6 +10,10 @@ and the model could decode that. This module owns those other forms:
   standard and the URL-safe alphabet);
 - each of these, and the key itself, with line breaks inside (``base64``
   wraps at 76 columns, ``xxd -p`` at 60; a key printed in pieces of 8);
+- decimal bytes with any separator (``list(key.encode())``, ``' '.join(str(b) ...)``, ``&#115;&#107;``),
+  and ``\\u0073`` / ``&#x73;`` escapes, searched in the spaced view too;
+- an ``xxd`` dump's hex columns and text columns, each joined over its lines
+  (``ColumnsView``: ``xxd -c4`` shows 4 bytes a line);
 - hex with any separator and any grouping (``xxd``'s default dump,
   ``od -An -tx1``, ``key.encode().hex(' ')``, ``0x73, 0x6b``, ``\\x73\\x6b``,
   ``%73%6b``; ``od -x``'s little-endian words too), and the key's letters and digits with anything between them
@@ -19,10 +23,11 @@ and the model could decode that. This module owns those other forms:
   before a hex digit), each run found there masked with what lies between.
 
 A run of a form long enough to stand for ``FRAGMENT_BYTES`` of the key is
-masked too (a cut output may hold part of it). Other spellings (``od -c``,
-a key reversed or enciphered, an ``xxd`` dump's bytes on either side of its
-line breaks, where the offset and the text column come between) are not recognised: masking is the net under
-the secret-read check (``tools.secret_paths``), not a replacement for it.
+masked too (a cut output may hold part of it). Other spellings (a key
+reversed or enciphered, UTF-16 hex, base32, binary, octal, a dump in another
+layout than ``xxd``'s whose lines interleave offsets and text) are not
+recognised: masking is the net under the secret-read
+check (``tools.secret_paths``), not a replacement for it.
 
 Every run is found through a few short windows of its form (``windows``);
 ``may_hold`` searches all the windows of all the forms at once, one regular
@@ -64,7 +69,23 @@ def spaced_forms(secret: str) -> tuple[tuple[str, int], ...]:
     letters = spaced_letters(secret)
     if len(letters) >= FRAGMENT_BYTES:
         forms.append((letters, FRAGMENT_BYTES))
+    # Decimal bytes (``list(key.encode())``, ``' '.join(str(b) ...)``, ``&#115;&#107;``): their digits run
+    # together in the view; a run of ``DECIMAL_RUN`` digits stands for at least 10 bytes (2-3 digits each).
+    decimal = "".join(str(byte) for byte in raw)
+    if len(decimal) >= DECIMAL_RUN:
+        forms.append((decimal, DECIMAL_RUN))
+    # ``\u0073\u006b`` (JSON, ``ascii()``) and ``&#x73;&#x6b;``: the view keeps the ``u`` / ``x`` and the digits.
+    if secret.isascii():
+        for prefix, width in (("u", 4), ("x", 2)):
+            for case in (str.lower, str.upper):
+                escaped = "".join(prefix + case(format(ord(char), f"0{width}x")) for char in secret)
+                if len(escaped) >= (width + 1) * FRAGMENT_BYTES:
+                    forms.append((escaped, (width + 1) * FRAGMENT_BYTES))
     return tuple(forms)
+
+
+DECIMAL_RUN = 30
+"""Digits of a decimal byte run masked (30 digits: at least 10 bytes of the key)."""
 
 
 @lru_cache(maxsize=64)
@@ -141,13 +162,70 @@ def any_window(secrets: tuple[str, ...], shortest_plain: int) -> re.Pattern[str]
     return re.compile("|".join(re.escape(piece) for piece in sorted(pieces, key=len, reverse=True)))
 
 
+_XXD_LINE = re.compile(r"^[0-9a-fA-F]{7,16}: ([0-9a-fA-F]{2}(?:[0-9a-fA-F ]*[0-9a-fA-F])?)  +(.*)$", re.MULTILINE)
+"""A line of an ``xxd`` dump: its offset, its hex column and its text column (``xxd -c4`` puts 4 bytes a line:
+each column alone holds no run of the key)."""
+
+
+class ColumnsView:
+    """An ``xxd`` dump's hex columns joined (``hex``, spaces taken out) and its text columns joined
+    (``letters``), each with the way back to the text's positions."""
+
+    def __init__(self, text: str) -> None:
+        self.hex: list[tuple[int, str]] = []
+        self.letters: list[tuple[int, str]] = []
+        for match in _XXD_LINE.finditer(text):
+            start = match.start(1)
+            for piece in re.finditer(r"[0-9a-fA-F]+", match.group(1)):
+                self.hex.append((start + piece.start(), piece.group()))
+            self.letters.append((match.start(2), match.group(2)))
+
+    @staticmethod
+    def joined(pieces: list[tuple[int, str]]) -> tuple[str, list[int], list[int]]:
+        """The pieces' text joined, where each piece starts in it, and where each starts in the text."""
+        view_starts: list[int] = []
+        length = 0
+        for _, piece in pieces:
+            view_starts.append(length)
+            length += len(piece)
+        return "".join(piece for _, piece in pieces), view_starts, [start for start, _ in pieces]
+
+    @staticmethod
+    def position(index: int, view_starts: list[int], text_starts: list[int]) -> int:
+        piece = bisect_right(view_starts, index) - 1
+        return text_starts[piece] + index - view_starts[piece]
+
+    def spans(self, secrets: Sequence[str], shortest_plain: int) -> list[tuple[int, int]]:
+        """Spans of the text holding a run of a key in the hex or the text columns."""
+        found: list[tuple[int, int]] = []
+        for pieces, forms in (
+            (self.hex, lambda secret: [(form, run) for form, run in spaced_forms(secret)[:2]]),
+            (self.letters, lambda secret: [(secret, shortest_plain)]),
+        ):
+            if not pieces:
+                continue
+            view, view_starts, text_starts = self.joined(pieces)
+            for secret in secrets:
+                for form, run in forms(secret):
+                    found += [
+                        (
+                            self.position(start, view_starts, text_starts),
+                            self.position(end - 1, view_starts, text_starts) + 1,
+                        )
+                        for start, end in runs_of(view, form, run)
+                    ]
+        return found
+
+
 def may_hold(text: str, secrets: Sequence[str], shortest_plain: int) -> bool:
     """Whether ``text`` may hold a run of a key in any form (also split over lines); ``False`` is certain."""
     if not secrets or not text:
         return False
     joined = _LINE_BREAKS.sub("", text) if ("\n" in text or "\r" in text) else text
     pattern = any_window(tuple(secrets), shortest_plain)
-    return pattern.search(joined) is not None or pattern.search(spaced_text(text)) is not None
+    if pattern.search(joined) is not None or pattern.search(spaced_text(text)) is not None:
+        return True
+    return _XXD_LINE.search(text) is not None and bool(ColumnsView(text).spans(secrets, shortest_plain))
 
 
 _NOT_ALNUM_ASCII = {code: None for code in range(128) if not chr(code).isalnum()}
@@ -206,6 +284,8 @@ def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -
             span for secret in secrets for form, run in spaced_forms(secret) for span in runs_of(view.text, form, run)
         ]
         spans += view.spans(found)
+    if _XXD_LINE.search(text) is not None:
+        spans += ColumnsView(text).spans(secrets, shortest_plain)
     if not spans:
         return text
     return replaced(text, merged(spans), "***")
@@ -238,6 +318,7 @@ def replaced(text: str, spans: Sequence[tuple[int, int]], mask: str) -> str:
 
 __all__ = [
     "FRAGMENT_BYTES",
+    "ColumnsView",
     "SpacedView",
     "encoded_forms",
     "spaced_forms",

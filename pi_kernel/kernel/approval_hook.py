@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pi_kernel.kernel.approval_answerers import (
@@ -142,6 +142,11 @@ class ApprovalGate:
         definition = self.definition(name)
         policy = self.policy()
         decision = decide(definition, name, ctx.args, policy.state(self.mode_override()))
+        if decision.verdict != "deny":
+            cells_secret = await self._run_cells_secret(definition, name, ctx.args)
+            if cells_secret is not None:  # as a secret named in ``python`` code asks, whatever the mode
+                verdict = "ask" if decision.verdict == "run" else decision.verdict
+                decision = replace(decision, verdict=verdict, secret=decision.secret or cells_secret)
         if decision.verdict == "run":
             return None
         schema = None
@@ -183,6 +188,26 @@ class ApprovalGate:
             if not answered and callable(forget):  # denied (or the wait was cut): its plan goes now
                 forget(request.tool_call_id)
         return result
+
+    async def _run_cells_secret(self, definition: ToolDefinition | None, name: str, args: Any) -> str | None:
+        """Why the cells a built-in ``run_cells`` will run may read secrets (their sources read from the
+        notebook, as its approval card reads them), or ``None``; a notebook that cannot be read: ``None``
+        (the card's preview then fails the call)."""
+        from pi_kernel.tools.approval_rules import cell_code_reason, origin_of
+        from pi_kernel.tools.builtin.notebook_edits import read_refs
+
+        if name != "run_cells" or origin_of(definition) != "builtin":
+            return None
+
+        notebook = getattr(self.tool_context(), "notebook", None)
+        refs = getattr(args, "cells", None)
+        if notebook is None or not isinstance(refs, list):
+            return None
+        try:
+            _, cells = await read_refs(notebook, refs)
+        except Exception:  # noqa: BLE001 - the preview reads them again and fails the call with the reason
+            return None
+        return cell_code_reason([cell.source for cell in cells if cell.type == "code"])
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
         """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""

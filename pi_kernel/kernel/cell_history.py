@@ -13,8 +13,10 @@ is wired up at kernel start, which must stay as fast as a stock kernel's. A
 result's summary is what IPython's pretty printer shows (``_repr_pretty_``,
 the first items of a big container), cut short: never a full ``repr`` that
 IPython did not run; it and an exception's ``str()`` are the user's code, so
-they run with a time limit (``SafeCaller``, one second). The hook never
-raises (an exception whose ``str()`` fails is recorded by its type).
+they run with a time limit (``SafeCaller``, one second), as does reading the
+traceback; nothing else of the exception runs (no ``__bool__``, no
+``__getattribute__``). The hook never raises (an exception whose ``str()``
+fails is recorded by its type).
 """
 
 from __future__ import annotations
@@ -76,13 +78,22 @@ def is_pi_cell(source: str) -> bool:
 
 
 def cell_error(error: BaseException) -> CellError:
-    """Type, message, the cell's own frame and the traceback's last frames (IPython's own frames left out)."""
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if not _internal(frame.filename)]
+    """Type, message, the cell's own frame and the traceback's last frames (IPython's own frames left out).
+
+    Only ``str(error)`` is the user's code (with a time limit): the type is read statically and the
+    traceback through ``BaseException``'s own descriptor, never the class's ``__getattribute__``."""
+    return CellError(class_name(type(error)), _message(error), _frames(error))
+
+
+_TRACEBACK = BaseException.__dict__["__traceback__"]
+
+
+def _frames(error: BaseException) -> list[str]:
+    frames = [frame for frame in traceback.extract_tb(_TRACEBACK.__get__(error)) if not _internal(frame.filename)]
     chosen = frames[-TRACEBACK_FRAMES:]
     if len(frames) > TRACEBACK_FRAMES:  # the cell's own line first, then where it ended (in a library, often)
         chosen = [frames[0], *frames[-(TRACEBACK_FRAMES - 1) :]]
-    text = traceback.format_list(chosen)
-    return CellError(class_name(type(error)), _message(error), text)
+    return traceback.format_list(chosen)
 
 
 def _message(error: BaseException) -> str:
@@ -93,10 +104,13 @@ def _message(error: BaseException) -> str:
 
 
 def _safe_cell_error(error: BaseException) -> CellError:
+    """``cell_error`` with every step bounded: the frames are read on the ``SafeCaller`` too (reading a
+    source line may ask a module's loader, the user's code), the message by ``_message``."""
     try:
-        return cell_error(error)
-    except Exception:  # noqa: BLE001 - a hostile exception: its type is still news
-        return CellError(class_name(type(error)), "<exception could not be read>")
+        frames = list(_CALLER.call(lambda: _frames(error)))
+    except BaseException:  # noqa: BLE001 - a hostile exception: its type and message are still news
+        frames = []
+    return CellError(class_name(type(error)), _message(error), frames)
 
 
 def _internal(filename: str) -> bool:
@@ -116,7 +130,9 @@ class CellHistory:
         source = getattr(info, "raw_cell", None) or ""
         if getattr(info, "silent", False) or not source.strip() or is_pi_cell(source):
             return
-        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+        error = getattr(result, "error_in_exec", None)  # never ``or``: that runs the exception's ``__bool__``
+        if error is None:
+            error = getattr(result, "error_before_exec", None)
         value = getattr(result, "result", None)
         output = output_summary(value) if value is not None else ""
         record = CellRecord(

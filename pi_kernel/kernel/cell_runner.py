@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import builtins
+import contextlib
 import contextvars
 import dataclasses
 import shlex
@@ -39,6 +40,7 @@ from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
+from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
 from pi_kernel.kernel.turn import Turn
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
@@ -209,6 +211,9 @@ async def run_turn(
         blocking=blocking,
         parent=request,
     )
+    gate = payload_gate(session.shell)
+    if gate is not None:
+        gate.mark_pi_cell()  # nothing the agent's code writes leaves this cell as a payload (payload_gate)
     session.turn_journals.retire_offer()
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     turn.bind_tools(session.tool_context)
@@ -269,7 +274,10 @@ async def run_turn(
             session.notebook_context.after_turn(session.tool_context.namespace, session.hidden_names())
         else:  # the context the turn was told is not in the conversation: tell the next turn
             session.notebook_context.restore(context_before)
-        dropped = drop_agent_payloads(session.shell)
+        gate = install_payload_gate(session.shell)  # put back if the agent's code replaced or unwrapped it
+        if gate is not None:
+            gate.mark_pi_cell()
+        dropped = drop_agent_payloads(session.shell) + (gate.take_dropped() if gate is not None else [])
         if dropped:
             print(
                 f"pi_kernel: the agent's code asked the notebook for {', '.join(dropped)} (a new cell, a pager or an "
@@ -277,7 +285,8 @@ async def run_turn(
                 file=sys.stderr,
             )
         if options.cells or session.code_cells:
-            offer_code_cell(session.shell, outcome.messages)
+            with gate.own() if gate is not None else contextlib.nullcontext():
+                offer_code_cell(session.shell, outcome.messages)
         _print_notices(session)
     if outcome.status == "interrupted":
         raise PiInterrupted

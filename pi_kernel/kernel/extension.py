@@ -33,7 +33,9 @@ from pi_kernel.kernel import agent_proxy, outgoing
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
 from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter, print_output
+from pi_kernel.kernel.payload_gate import install_payload_gate
 from pi_kernel.kernel.session import PiSession
+from pi_kernel.kernel.undumpable import make_undumpable
 
 logger = logging.getLogger("pi_kernel.kernel")
 
@@ -106,6 +108,7 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     current = _session
     if current is not None and current.shell is shell:
         return current
+    make_undumpable()  # commands the agent runs cannot read the kernel's /proc environ or memory (non-root)
     problems: list[str] = []
     session = PiSession(shell, session_settings(shell, overrides, problems), kernel, notices=problems)
     _session = session
@@ -118,6 +121,9 @@ def attach(shell: Any, overrides: Mapping[str, Any] | None = None, kernel: Any =
     shell.events.register("post_run_cell", rewriter.depth.leave)
     shell.events.register("pre_run_cell", session.note_cell)
     shell.events.register("post_run_cell", session.cell_history.post_run_cell)
+    gate = install_payload_gate(shell)
+    if gate is not None and gate.cell_started not in shell.events.callbacks["pre_run_cell"]:
+        shell.events.register("pre_run_cell", gate.cell_started)
     session.frontend.ensure_targets()
     session.notebook.ensure_target()
     agent_proxy.install_agent_proxy(get_session)

@@ -92,8 +92,10 @@ def show_help(session: PiSession, words: list[str]) -> str:
 
 def model(session: PiSession, words: list[str]) -> str:
     words, window = long_session.context_flag(words)
+    if len(words) > 1:  # a model name has no spaces: "fake-model extra words" is a slip, not a name
+        raise CommandError(f"%pi model takes one model name (extra words: {' '.join(words[1:])})")
     if words:
-        chosen = model_from_spec(" ".join(words), session.settings)
+        chosen = model_from_spec(words[0], session.settings)
         refused = refusal(chosen, session.settings.allowed_models)
         if refused:
             raise CommandError(refused)

@@ -242,8 +242,16 @@ def _argument_reason(kind: str, value: Any) -> str | None:
     if kind == "attribute":
         return inspect_path_reason(value)
     if kind in ("command", "code"):
-        return secret_mention_reason(value)
+        if isinstance(value, str):
+            return secret_mention_reason(value)
+        # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
+        return cell_code_reason(_strings(value))
     return next((r for text in _strings(value) if (r := secret_path_reason(text)) is not None), None)
+
+
+def cell_code_reason(sources: list[str]) -> str | None:
+    """Why code that will run (``python``-like: a cell's source) may read secrets, or ``None``."""
+    return next((reason for source in sources if (reason := secret_mention_reason(source)) is not None), None)
 
 
 def secret_reason(tool: Any, args: Any, tool_name: str) -> str | None:

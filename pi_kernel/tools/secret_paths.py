@@ -36,10 +36,13 @@ from itertools import islice
 
 from jupyter_core.paths import jupyter_runtime_dir
 
+from pi_kernel.ai.secrets import is_secret_name
 from pi_kernel.tools.paths import resolve_to_cwd
 
 _ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/(?:environ|mem)$")
 """A process's environment, and its memory (which holds the environment too)."""
+_PROC_ROOT = re.compile(r"^/proc/[^/]+(?:/task/[^/]+)?/(?:root|cwd)(?:/|$)")
+"""A path through another process's root or working folder (``/proc/$PPID/root/tmp/...``)."""
 _SECRET_NAMES = frozenset(
     {".env", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".pypirc", ".npmrc", ".my.cnf", ".boto", ".s3cfg"}
 )
@@ -97,10 +100,20 @@ def _runtime_dirs() -> list[str]:
     return list(dict.fromkeys((os.path.abspath(runtime), os.path.realpath(runtime))))
 
 
+def _real(path: str) -> str:
+    """``path`` with symlinks resolved; as written (normalised) when it cannot be (``/proc/1/cwd``: no access)."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return os.path.normpath(path)
+
+
 def _name_reason(real: str) -> str | None:
     """Why the file at the resolved path ``real`` holds secrets, or ``None``."""
     if _ENVIRON.match(real):
         return "it is a process's environment, which holds the API keys"
+    if _PROC_ROOT.match(real):
+        return "it reads through a process's root or working folder under /proc, which reaches any file it can"
     name = os.path.basename(real)
     if name in _SECRET_NAMES or name.startswith(".env."):
         return f"{name} files hold keys and passwords"
@@ -128,7 +141,7 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
     if not isinstance(path, str) or not path or "\x00" in path:
         return None
     absolute = resolve_to_cwd(path, cwd or os.getcwd())
-    for candidate in dict.fromkeys((absolute, os.path.realpath(absolute))):
+    for candidate in dict.fromkeys((absolute, _real(absolute))):
         reason = _name_reason(candidate)
         if reason is not None:
             return reason
@@ -138,20 +151,23 @@ def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
 _ENV_DUMP = re.compile(
     r"(?:^|[\s;&|(`'\"\[,])(?:env(?:\s+-[-\w]*)*(?=\s*(?:$|[;&|)`>'\"\],]))|set(?=\s*(?:$|[;&|)`>]))"
     r"|printenv\b|export\s+-p\b|(?:declare|typeset)\s+-[a-z]*[xp])"
-    r"|(?i:environ(?!ment))|\bgetenv\b|\b[A-Z0-9_]*(?:_API_KEY|_TOKEN|SECRET[A-Z0-9_]*|PASSWORD|PASSWD|_PAT|_DSN)\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
+    r"|(?i:environ(?!ment))|\bgetenv\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
     r"|\bps\s+[A-Za-z]*e",
     re.MULTILINE,
 )
-"""Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``), reading it
+"""Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``) or reading it
 from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
-``process.env``), or naming a secret variable (``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``,
-``$DB_PASSWORD``, ``$GITHUB_PAT``)."""
+``process.env``). Naming a secret variable is ``_VARIABLE``'s."""
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+"""A shell variable (``$NAME``, ``${NAME}``): one named like a secret (``ai.secrets.is_secret_name``, the one
+list every surface uses: ``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``, ``$DB_PASSWORD``) reads a key."""
 _KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bconnection-file\b")
 """Code that asks the kernel for its connection file or its key (``get_connection_file()``,
 ``get_ipython().kernel.session.key``)."""
 _PATHISH = re.compile(r"""[^\s'"`;|&<>()=,]+""")
-_JOINED_LITERALS = re.compile(r"""['"]\s*[+,]?\s*['"]""")
-"""Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``)."""
+_JOINED_LITERALS = re.compile(r"""['"]\s*(?:(?:%|\.format\()[^'"\n]*?[+,]\s*)?[+,]?\s*['"]""")
+"""Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``), also across a
+``%`` or ``.format`` between them (``'/proc/%d/env' % os.getppid() + 'iron'``)."""
 _QUOTING = re.compile(r"""['"\\]""")
 _SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$\w+|`[^`]*`|\{[^}]*\}")
 """What a shell replaces before reading a name (a variable, a command's output, a brace list)."""
@@ -169,6 +185,9 @@ def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
     full += [os.path.join(runtime, "kernel-1.json") for runtime in _runtime_dirs()]
     names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
     names += ["kernel-1.json", "jpserver-1.json", "environ"]
+    own = connection_files()  # this kernel's, whatever its name (``/tmp/tmpq3v9zk1x.json``)
+    full += own
+    names += [os.path.basename(path) for path in own]
     return tuple(full), tuple(names)
 
 
@@ -249,10 +268,66 @@ def _disk_reason(word: str, folders: list[str]) -> str | None:
             return f"it reads {word} in {folder}, a process's folder, which holds its environment"
         candidates = list(islice(glob.iglob(path), MAX_EXPANDED)) if _GLOB.search(word) else [path]
         for candidate in candidates:
-            for form in dict.fromkeys((os.path.normpath(candidate), os.path.realpath(candidate))):
+            for form in dict.fromkeys((os.path.normpath(candidate), _real(candidate))):
                 reason = _name_reason(form)
                 if reason is not None:
                     return f"it names {word}, which may be {form}: {reason}"
+    return None
+
+
+_PROC_ROOT_MENTION = re.compile(r"/proc/[^/\s]+(?:/task/[^/\s]+)?/(?:root|cwd)(?:/|\b)")
+_RECURSIVE = re.compile(
+    r"(?:^|[\s;&|(`])(?:find|tar|rsync|zip|du|tree|rg|ag|ack|fd|(?:grep|egrep|fgrep|cp|ls|chmod|scp)\s+[^;&|]*"
+    r"(?:-[A-Za-z]*[rR][A-Za-z]*\b|--recursive|--dereference-recursive))",
+    re.MULTILINE,
+)
+"""A command that reads a folder's whole tree (``find``, ``grep -r``, ``tar``, ``cp -r``, ``rg``)."""
+
+
+def _secret_folders() -> list[str]:
+    """The folders holding this kernel's connection file, and Jupyter's runtime folder (as given and resolved)."""
+    return list(dict.fromkeys([os.path.dirname(path) for path in connection_files()] + _runtime_dirs()))
+
+
+def _folder_reason(word: str, folders: list[str], *, recursive: bool) -> str | None:
+    """Why ``word``, a folder, lists or holds (``recursive``: anywhere below it) this kernel's connection
+    file or Jupyter's runtime folder, or ``None``. Only words that look like folders are looked up."""
+    if word.startswith("-") or not ("/" in word or word in (".", "..") or word.startswith("~")):
+        return None
+    word = os.path.expanduser(word)
+    secret = _secret_folders()
+    for folder in folders:
+        path = os.path.join(folder, word)
+        for form in dict.fromkeys((os.path.normpath(path), _real(path))):
+            if not os.path.isdir(form):
+                continue
+            for inside in secret:
+                below = inside == form or inside.startswith(form.rstrip(os.sep) + os.sep)
+                if inside == form or (recursive and below):
+                    return (
+                        f"it reads the folder {word}, which holds this kernel's connection file or Jupyter's "
+                        "runtime folder, whose keys run code in the kernel"
+                    )
+    return None
+
+
+def _proc_folder_reason(text: str, folders: list[str]) -> str | None:
+    """Why a ``cd`` in ``text`` may land under /proc: a folder ``_folders`` resolved is /proc or under it
+    (``cd /; cd proc``), or a target holding a shell variable, read from one of the folders, may be
+    (``cd /$P/$PPID``, ``cd $X`` after ``cd /``)."""
+    for folder in folders:
+        if folder == "/proc" or folder.startswith("/proc/"):
+            return f"it changes to {folder}, under /proc, where processes keep their environment"
+    home = os.path.expanduser("~")
+    for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
+        target = _QUOTING.sub("", target).replace("${HOME}", home).replace("$HOME", home)
+        if "$" not in target:
+            continue
+        pattern = _SHELL_EXPANSION.sub("*", target)
+        for folder in folders:
+            joined = os.path.join(folder, pattern)
+            if any(fnmatch.fnmatchcase(place, joined) for place in ("/proc", "/proc/1", "/proc/self")):
+                return f"it changes to {target} (from {folder}), which may be under /proc"
     return None
 
 
@@ -261,6 +336,9 @@ def _mention_reason(text: str) -> str | None:
         if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
             return f"it changes to {target}, under /proc, where processes keep their environment"
     folders = _folders(text)
+    reason = _proc_folder_reason(text, folders)
+    if reason is not None:
+        return reason
     named = {os.path.basename(path) for path in connection_files()}
     for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
         on_disk = "/" in word or _GLOB.search(word) or len(folders) > 1 or word in named  # a plain word: no syscall
@@ -276,12 +354,22 @@ def _mention_reason(text: str) -> str | None:
             glob_reason = _glob_reason(word) if _GLOB.search(word) or "$" in word or "{" in word else None
             if glob_reason is not None:
                 return f"{word}: {glob_reason}"
+    recursive = bool(_RECURSIVE.search(text))
+    for word in _PATHISH.findall(text):
+        reason = _folder_reason(word, folders, recursive=recursive)
+        if reason is not None:
+            return reason
+    if _PROC_ROOT_MENTION.search(text):
+        return "it reads through a process's root or working folder under /proc, which reaches any file it can"
     if "/proc/" in text and "environ" in text:
         return "it may read a process's environment, which holds the API keys"
     if _KERNEL_KEYS.search(text):
         return "it may read the kernel's connection file or key, which runs code in the kernel"
     if _ENV_DUMP.search(text):
         return "it may read the environment, which holds the API keys"
+    for name in _VARIABLE.findall(text):
+        if is_secret_name(name):
+            return f"it names ${name}, a variable named like a secret"
     return None
 
 

@@ -126,3 +126,45 @@ def test_credentials_in_a_url_variable_are_secret() -> None:
     environ = {"DATABASE_URL": "postgres://app:Sup3r-Secret-pw@db.example/app", "HOME": "/root"}
     assert secret_values(environ) == ["Sup3r-Secret-pw"]
     assert "Sup3r-Secret-pw" not in mask("password was Sup3r-Secret-pw", secret_values(environ))
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        str(list(RAW)),  # list(key.encode())
+        " ".join(str(byte) for byte in RAW),
+        "".join(f"&#{byte};" for byte in RAW),
+        "".join(f"&#x{byte:X};" for byte in RAW),
+        "".join(f"\\u{byte:04x}" for byte in RAW),  # JSON's and ascii()'s escapes
+        "".join(f"\\u{byte:04X}" for byte in RAW),
+    ],
+)
+def test_decimal_bytes_and_escapes_of_the_key_are_masked(spelled: str) -> None:
+    """Once shown as they were: decimal byte lists, HTML character references and ``\\u00XX`` escapes."""
+    masked = mask(f"value: {spelled} end", [KEY])
+    assert "***" in masked and masked.startswith("value: ") and masked.endswith(" end"), masked
+    digits = "".join(str(byte) for byte in RAW)
+    assert not [i for i in range(len(digits) - 29) if digits[i : i + 30] in re.sub(r"\D", "", masked)], masked
+    assert spelled[len(spelled) // 3 : 2 * len(spelled) // 3] not in masked, masked
+
+
+def test_long_numbers_that_are_not_the_key_stay() -> None:
+    text = "ids: 1234567890123456789012345678901234567890, [1, 2, 3, 115, 107]"
+    assert mask(text, [KEY]) == text
+
+
+@pytest.mark.parametrize("columns", ["-c4", "-c2", "-c8"])
+def test_a_narrow_xxd_dump_is_masked_in_its_text_and_hex_columns(tmp_path: Path, columns: str) -> None:
+    """``xxd -c4`` puts 4 bytes a line: the key showed whole, read down its text column."""
+    if shutil.which("xxd") is None:
+        pytest.skip("xxd is not installed")
+    path = tmp_path / "environ"
+    path.write_bytes(b"HOME=/root\0OPENAI_API_KEY=" + RAW + b"\0PATH=/usr/bin\0")
+    dump = subprocess.run(["xxd", columns, str(path)], capture_output=True, text=True, check=True).stdout
+    masked = mask(dump, [KEY])
+    assert "***" in masked and masked.startswith("00000000: "), masked
+    column = "".join(re.findall(r"  +(\S*)$", masked, re.MULTILINE))
+    hex_column = "".join(re.findall(r"^[0-9a-f]+: ([0-9a-f ]+?)  ", masked, re.MULTILINE)).replace(" ", "")
+    for start in range(len(KEY) - 11):
+        assert KEY[start : start + 12] not in column, (KEY[start : start + 12], masked)
+        assert RAW[start : start + 12].hex() not in hex_column, masked

@@ -20,6 +20,9 @@ import pytest
 from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 
+from pi_kernel.ai.safe_call import CALL_TIMEOUT
+from pi_kernel.tools.builtin.describe import LISTING_BUDGET
+
 pytestmark = pytest.mark.kernel
 
 HOSTILE = '''
@@ -119,7 +122,58 @@ class HostileDict(dict):
         time.sleep(3)
         return []
 
+REPR_CALLS = []
+
+class SlowRepr:
+    def __repr__(self):
+        REPR_CALLS.append("SlowRepr.__repr__")
+        time.sleep(3)
+        return "slow"
+
+class LoopingRepr:
+    def __repr__(self):
+        REPR_CALLS.append("LoopingRepr.__repr__")
+        while True:
+            pass
+
+ERROR_CALLS = []
+
+def _by_pi():
+    """Whether the cell history (or its helper thread) called: IPython's own traceback display of the
+    exception is not Pi's cost, so the exception is hostile only to Pi."""
+    import sys
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(("cell_history.py", "safe_call.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+class HostileError(Exception):
+    def __bool__(self):
+        if _by_pi():
+            ERROR_CALLS.append("__bool__")
+            time.sleep(3)
+        return True
+    def __getattribute__(self, name):
+        if _by_pi():
+            ERROR_CALLS.append("__getattribute__ " + name)
+            time.sleep(3)
+        return super().__getattribute__(name)
+    def __str__(self):
+        if _by_pi():
+            ERROR_CALLS.append("__str__")
+            time.sleep(3)
+        return "hostile"
+    def __repr__(self):
+        if _by_pi():
+            ERROR_CALLS.append("__repr__")
+            time.sleep(3)
+        return "HostileError()"
+
 loops = LoopingAttributes()
+slow_repr = SlowRepr()
+looping_repr = LoopingRepr()
 slow = SlowAttributes()
 looping_class = LoopingClass()
 slow_meta = SlowMetaClass(1)
@@ -128,7 +182,18 @@ big_dict = HostileDict(alpha=1, beta=2)
 globals()[SlowMetaClass] = "a non-string key"
 '''
 
-NAMES = ("loops", "slow", "looping_class", "slow_meta", "SlowMetaClass", "big_list", "big_dict")
+NAMES = (
+    "loops",
+    "slow",
+    "looping_class",
+    "slow_meta",
+    "SlowMetaClass",
+    "big_list",
+    "big_dict",
+    "slow_repr",
+    "looping_repr",
+    "HostileError",
+)
 
 
 @pytest.fixture(scope="module")
@@ -184,12 +249,15 @@ def test_hostile_objects_cost_a_turn_nothing_and_are_never_called(kernel: Kernel
 
 def test_inspect_and_cells_run_none_of_their_methods(kernel: KernelDriver, server: FakeOpenAI) -> None:
     calls = [("inspect", {})] + [("inspect", {"name": name}) for name in NAMES] + [("cells", {"last": 3})]
+    normal = timed_turn(kernel, server, "a turn before")
     server.enqueue(tool_call_chunks(calls), text_chunks("Seen."))
     started = time.monotonic()
     result = kernel.run("%%pi\nLook at everything", timeout=60)
     took = time.monotonic() - started
     assert result.status == "ok" and "Seen." in result.text, result.text
-    assert took < 15, took
+    # The listing's documented budget, and for each object whose own repr sleeps or loops, described by
+    # name: its description and its repr, one limit each.
+    assert took < normal + 1.0 + LISTING_BUDGET + 4 * CALL_TIMEOUT, (took, normal)
     messages = server.last_body["messages"]
     results = [message["content"] for message in messages if message["role"] == "tool"][-len(calls) :]
     listing, *described, cells = results
@@ -260,3 +328,30 @@ def test_an_interrupt_stops_the_repr_of_a_python_result(kernel: KernelDriver, se
     assert result.status == "error" and result.reply["ename"] == "PiInterrupted", result.text
     assert time.monotonic() - state["at"] < 5
     assert timed_turn(kernel, server, "still there?") < 10
+
+
+def test_a_hostile_exception_costs_the_cell_history_at_most_its_message_limit(
+    kernel: KernelDriver, server: FakeOpenAI
+) -> None:
+    """After every cell the history records the error: ``error_in_exec or error_before_exec`` ran the
+    exception's ``__bool__`` and ``error.__traceback__`` its ``__getattribute__``, on the kernel's main
+    thread with no time limit (3 s each here). Now only ``str()`` runs, on the helper thread, for at most
+    one second, and the record still names the type and the raising line."""
+    plain = [kernel.run("raise ValueError('plain')") for _ in range(2)]
+    assert all(result.status == "error" for result in plain)
+    started = time.monotonic()
+    kernel.run("raise ValueError('plain')")
+    normal = time.monotonic() - started
+    started = time.monotonic()
+    result = kernel.run("raise HostileError()")
+    took = time.monotonic() - started
+    assert result.status == "error" and result.reply["ename"] == "HostileError", result.text
+    assert took < normal + CALL_TIMEOUT + 1.0, (took, normal)
+    calls = kernel.run("print(repr(ERROR_CALLS))")
+    assert calls.status == "ok", calls.text
+    assert eval(calls.text.strip()) == ["__str__"]  # nothing but the bounded message, off the main thread
+    server.enqueue(tool_call_chunks([("cells", {"last": 2})]), text_chunks("Seen."))
+    turn = kernel.run("%%pi\nWhat failed?", timeout=60)
+    assert turn.status == "ok" and "Seen." in turn.text, turn.text
+    cells = [message["content"] for message in server.last_body["messages"] if message["role"] == "tool"][-1]
+    assert "HostileError" in cells and "raise HostileError()" in cells, cells

@@ -45,9 +45,13 @@ HOSTILE = [
     "cd /proc/self/ && cat ./e'nv'iron",
     "strings /proc/$PPID/mem | grep sk-",
     "echo $AWS_SECRET_ACCESS_KEY $DB_PASSWORD",
+    "cd /; cd proc; cd $PPID; xxd -c4 *",
+    "cd / && cd proc && cd $PPID && od -c *",
+    "P=proc; cd /$P/$PPID && cat *",
 ]
 """The issue's spellings and the siblings found: relative after one or two ``cd``, a glob, a brace list,
-the parent (the kernel) by ``$PPID``, quotes inside the name, the kernel's memory, a secret variable named."""
+the parent (the kernel) by ``$PPID``, quotes inside the name, the kernel's memory, a secret variable named,
+/proc reached by relative ``cd`` steps from ``/`` or through a variable in the ``cd`` target."""
 
 
 def _args(name: str, **values: Any) -> Any:
@@ -96,14 +100,14 @@ def kernel(server: FakeOpenAI, pi_jupyter_path: str, tmp_path_factory: pytest.Te
         yield driver
 
 
-def _turn(kernel: Any, server: FakeOpenAI, tool: str, args: dict[str, Any]) -> tuple[list[str], str]:
-    """One ``%%pi`` turn calling ``tool`` (every question answered yes): the questions, and the result the
-    model got."""
+def _turn(kernel: Any, server: FakeOpenAI, tool: str, args: dict[str, Any], reply: str = "y") -> tuple[list[str], str]:
+    """One ``%%pi`` turn calling ``tool`` (every question answered ``reply``): the questions, and the result
+    the model got."""
     questions: list[str] = []
 
     def answer(prompt: str) -> str:
         questions.append(prompt)
-        return "y"
+        return reply
 
     server.enqueue(tool_call_chunks([(tool, args)]), text_chunks("Done."))
     result = kernel.run("%%pi\ngo", allow_stdin=True, on_input=answer, timeout=90)
@@ -123,11 +127,32 @@ def _no_secret_in(text: str) -> None:
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("command", ["cd /proc/self && cat env*", "cat e{n,x}viron", "cd /proc/self && xxd env*"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd /proc/self && cat env*",
+        "cat e{n,x}viron",
+        "cd /proc/self && xxd env*",
+    ],
+)
 def test_hostile_spellings_ask_in_auto_mode(kernel: Any, server: FakeOpenAI, command: str) -> None:
     questions, content = _turn(kernel, server, "bash", {"command": command})
     assert len(questions) == 1 and questions[0].startswith("[This call may read secrets"), questions
     _no_secret_in(content)  # bash's own environment holds no key, whatever it printed
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(
+    "command",
+    ["cd /; cd proc; cd $PPID; xxd -c4 *", "cd / && cd proc && cd $PPID && od -c *", "P=proc; cd /$P/$PPID && cat *"],
+)
+def test_relative_and_variable_cds_into_proc_ask_in_auto_mode(kernel: Any, server: FakeOpenAI, command: str) -> None:
+    """A relative ``cd`` into /proc (``cd /; cd proc``) or one through a variable (``cd /$P/$PPID``) ran
+    without a question. Answered no here: dumping every file of a process's folder takes minutes."""
+    questions, content = _turn(kernel, server, "bash", {"command": command}, reply="n")
+    assert len(questions) == 1 and questions[0].startswith("[This call may read secrets"), questions
+    assert "under /proc" in questions[0], questions
+    _no_secret_in(content)
 
 
 @pytest.mark.kernel

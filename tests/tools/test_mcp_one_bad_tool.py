@@ -23,7 +23,10 @@ import pytest
 from mcp_helpers import alive, demo, wait_gone
 
 from pi_kernel.tools import ToolRegistry
+from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.mcp import McpManager, server_config
+from pi_kernel.tools.mcp.server import McpServer
+from pi_kernel.tools.mcp.server_config import McpServerConfig
 from pi_kernel.tools.mcp.stdio import STDERR_KEPT_CHARS
 
 MISFIT = str(Path(__file__).resolve().parent.parent / "mcp_misfit_server.py")
@@ -34,23 +37,39 @@ def misfit(*args: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def manager() -> Iterator[McpManager]:
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """The servers' loop, as a kernel's is: every start and call runs on it."""
+    made = asyncio.new_event_loop()
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def manager(loop: asyncio.AbstractEventLoop) -> Iterator[McpManager]:
     made = McpManager(registry=ToolRegistry())
     yield made
     made.close()
 
 
-def call(manager: McpManager, name: str, args: dict[str, object]) -> str:
+def start(manager: McpManager, loop: asyncio.AbstractEventLoop, config: McpServerConfig) -> McpServer:
+    """``%pi mcp add``: record the server, then start it on the servers' loop."""
+    manager.add(config)
+    return loop.run_until_complete(manager.start_server(config.name))
+
+
+def call(manager: McpManager, loop: asyncio.AbstractEventLoop, name: str, args: dict[str, object]) -> str:
     assert manager.registry is not None
     definition = manager.registry.get(name)
     assert definition is not None, f"{name} not in {manager.registry.names()}"
-    result = asyncio.run(definition.execute("call-1", args, None, None, None))  # type: ignore[arg-type]
+    result = loop.run_until_complete(definition.execute("call-1", args, None, None, None))  # type: ignore[arg-type]
     return str(result.content[0].text)  # type: ignore[union-attr]
 
 
-def test_a_tool_with_an_invalid_schema_is_left_out_and_the_rest_work(manager: McpManager) -> None:
-    manager.add(server_config("demo", demo()))
-    manager.add(server_config("misfit", misfit("badschema")))
+def test_a_tool_with_an_invalid_schema_is_left_out_and_the_rest_work(
+    manager: McpManager, loop: asyncio.AbstractEventLoop
+) -> None:
+    start(manager, loop, server_config("demo", demo()))
+    start(manager, loop, server_config("misfit", misfit("badschema")))
     assert manager.registry is not None
     names = set(manager.registry.names())
     assert {"misfit__good", "misfit__also_good"} <= names and "misfit__broken" not in names
@@ -61,35 +80,37 @@ def test_a_tool_with_an_invalid_schema_is_left_out_and_the_rest_work(manager: Mc
     listing = manager.describe()
     assert "misfit: running" in listing and "misfit__good [asks]" in listing
     assert "    broken: left out:" in listing and "misfit__broken [" not in listing  # the truth: not registered
-    assert call(manager, "misfit__also_good", {"n": 2}) == 'also_good: {"n": 2}'
-    assert call(manager, "demo__echo", {"text": "hi"}) == "echo: hi"
-    manager.restart("misfit")  # a restart registers the same way
+    assert call(manager, loop, "misfit__also_good", {"n": 2}) == 'also_good: {"n": 2}'
+    assert call(manager, loop, "demo__echo", {"text": "hi"}) == "echo: hi"
+    loop.run_until_complete(manager.restart("misfit"))  # a restart registers the same way
     assert "misfit__good" in manager.registry.names() and "misfit__broken" not in manager.registry.names()
 
 
-def test_servers_started_together_each_register_despite_a_bad_tool(manager: McpManager) -> None:
+def test_servers_started_together_each_register_despite_a_bad_tool(
+    manager: McpManager, loop: asyncio.AbstractEventLoop
+) -> None:
     """From the configuration (``PI_MCP_CONFIG``) servers start together: a bad tool in the first once
     stopped every server after it from registering."""
     manager.servers.clear()
     for name, entry in (("misfit", misfit("badschema")), ("demo", demo())):
-        manager.add(server_config(name, entry), start=False)
-    asyncio.run(manager.ensure_started())
+        manager.add(server_config(name, entry))
+    loop.run_until_complete(manager.ensure_started())
     assert manager.registry is not None
     assert {"misfit__good", "misfit__also_good", "demo__echo"} <= set(manager.registry.names())
     assert [notice for notice in manager.take_notices() if '"broken"' in notice]
 
 
-def test_a_server_that_exits_at_start_shows_its_stderr(manager: McpManager) -> None:
-    server = manager.add(server_config("dies", misfit("exit")))
+def test_a_server_that_exits_at_start_shows_its_stderr(manager: McpManager, loop: asyncio.AbstractEventLoop) -> None:
+    server = start(manager, loop, server_config("dies", misfit("exit")))
     assert server.state == "failed"
     listing = manager.describe()
     assert "dies: failed" in listing and "fatal: the setting FOO_URL is missing" in listing, listing
 
 
-def test_secrets_in_a_server_command_line_are_masked(manager: McpManager) -> None:
+def test_secrets_in_a_server_command_line_are_masked(manager: McpManager, loop: asyncio.AbstractEventLoop) -> None:
     token, password = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "correct-horse-battery"
     entry = misfit("args", "--token", token, f"--password={password}", "--api-key", "plainvalue123", "-p", "8080")
-    manager.add(server_config("secretive", entry))
+    start(manager, loop, server_config("secretive", entry))
     listing = manager.describe()
     assert "secretive: running" in listing
     for secret in (token, password, "plainvalue123"):
@@ -97,15 +118,17 @@ def test_secrets_in_a_server_command_line_are_masked(manager: McpManager) -> Non
     assert "--token *** --password=*** --api-key *** -p 8080" in listing
 
 
-def test_a_grandchild_that_left_the_group_does_not_outlive_the_session(tmp_path: Path) -> None:
+def test_a_grandchild_that_left_the_group_does_not_outlive_the_session(
+    tmp_path: Path, loop: asyncio.AbstractEventLoop
+) -> None:
     pid_file = tmp_path / "grandchild.pid"
     manager = McpManager(registry=ToolRegistry())
     try:
-        server = manager.add(server_config("forks", misfit("setsid", str(pid_file))))
+        server = start(manager, loop, server_config("forks", misfit("setsid", str(pid_file))))
         for _ in range(200):
             if pid_file.exists():
                 break
-            asyncio.run(asyncio.sleep(0.05))
+            loop.run_until_complete(asyncio.sleep(0.05))
         grandchild = int(pid_file.read_text())
         assert alive(grandchild)
         group = Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()[2]
@@ -115,11 +138,42 @@ def test_a_grandchild_that_left_the_group_does_not_outlive_the_session(tmp_path:
     assert wait_gone(grandchild, timeout=15) == []
 
 
-def test_the_stderr_log_is_capped(manager: McpManager) -> None:
-    server = manager.add(server_config("noisy", misfit("spew", "8")))
+def test_the_stderr_log_is_capped(manager: McpManager, loop: asyncio.AbstractEventLoop) -> None:
+    server = start(manager, loop, server_config("noisy", misfit("spew", "8")))
     assert server.state == "running"
-    assert call(manager, "noisy__good", {}) == "good: {}"
+    assert call(manager, loop, "noisy__good", {}) == "good: {}"
     process = server._process
     assert process is not None
     assert process.stderr_kept <= 2 * STDERR_KEPT_CHARS  # 8 MB written, at most 128 KB held
     assert process.stderr_tail().endswith("x" * 100)
+
+
+class RefusingRegistry(ToolRegistry):
+    """A registry that refuses one tool's ``add`` (a listener that raises, say)."""
+
+    def add(self, definition: ToolDefinition, *, enabled: bool | None = None) -> ToolDefinition:
+        if definition.name == "misfit__also_good":
+            raise RuntimeError("a listener refused misfit__also_good")
+        return super().add(definition, enabled=enabled)
+
+
+def test_a_tool_the_registry_refuses_is_listed_as_left_out_and_the_rest_are_registered(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """``registry.add`` ran outside the per-tool ``try``: when it raised, ``%pi mcp`` still listed every tool
+    as registered (``misfit__also_good [asks]``) and the tools added before it were never unregistered."""
+    manager = McpManager(registry=RefusingRegistry())
+    try:
+        start(manager, loop, server_config("misfit", misfit("badschema")))
+        assert manager.registry is not None
+        assert "misfit__good" in manager.registry.names() and "misfit__also_good" not in manager.registry.names()
+        listing = manager.describe()
+        assert "misfit: running" in listing and "misfit__good [asks]" in listing, listing
+        assert "    also_good: left out: a listener refused misfit__also_good" in listing, listing
+        assert "misfit__also_good [" not in listing, listing
+        assert [notice for notice in manager.take_notices() if '"also_good" is left out' in notice]
+        assert call(manager, loop, "misfit__good", {}) == "good: {}"
+        loop.run_until_complete(manager.remove("misfit"))
+        assert "misfit__good" not in manager.registry.names()  # what it registered is unregistered
+    finally:
+        manager.close()

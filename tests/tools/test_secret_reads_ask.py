@@ -119,3 +119,20 @@ def test_ordinary_commands_still_run_in_auto_mode(tool: str, text: str) -> None:
     policy = ApprovalPolicy(mode="auto")
     values = {"command": text} if tool == "bash" else {"code": text}
     assert policy.decide(BUILTINS[tool], _args(tool, **values)) == "run"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["echo $AWS_ACCESS_KEY_ID", "echo ${STRIPE_KEY}", "curl -u me:$DB_PWD host", "echo $GOOGLE_CREDENTIALS"],
+)
+def test_a_variable_named_like_a_secret_by_the_one_list_asks(command: str) -> None:
+    """``secret_paths`` kept its own regex of secret-name shapes, narrower than ``ai.secrets.is_secret_name``
+    (the list every other surface uses): ``*ACCESS_KEY*``, a ``KEY`` word, ``*PWD``, ``*CREDENTIAL*`` ran unasked."""
+    policy = ApprovalPolicy(mode="auto")
+    assert policy.decide(BUILTINS["bash"], _args("bash", command=command)) == "ask", command
+
+
+@pytest.mark.parametrize("command", ["cd $PWD && ls", "echo $HOME $OLDPWD", "cat $GITHUB_TOKEN_FILE | wc -c"])
+def test_a_variable_not_named_like_a_secret_runs(command: str) -> None:
+    policy = ApprovalPolicy(mode="auto")
+    assert policy.decide(BUILTINS["bash"], _args("bash", command=command)) == "run", command

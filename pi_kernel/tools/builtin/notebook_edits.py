@@ -16,7 +16,7 @@ exact text, unique, with its errors.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalPreview
+from pi_kernel.tools.approval_rules import SecretKind
 from pi_kernel.tools.builtin.edit import ReplaceEdit
 from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
@@ -284,7 +285,12 @@ Planner = Callable[[Any, ToolContext], Awaitable[Plan]]
 
 
 def _notebook_tool(
-    name: str, description: str, params: type[BaseModel], planner: Planner, snippet: str
+    name: str,
+    description: str,
+    params: type[BaseModel],
+    planner: Planner,
+    snippet: str,
+    secret_arguments: Mapping[str, SecretKind] | None = None,
 ) -> ToolDefinition:
     async def preview(tool_call_id: str, args: Any, ctx: ToolContext) -> ApprovalPreview:
         plan = await planner(args, ctx)
@@ -313,6 +319,7 @@ def _notebook_tool(
         approval="ask",
         approval_preview=preview,
         forget_preview=forget_preview,
+        secret_arguments=secret_arguments,  # code written into cells is scanned like python's: run_cells runs it
     )
 
 
@@ -325,6 +332,7 @@ def create_edit_cell_tool() -> ToolDefinition:
         EditCellParams,
         plan_edit,
         "Edit a notebook cell in place (exact replacements or a new source)",
+        {"cell": "path", "source": "code", "edits": "code"},
     )
 
 
@@ -335,6 +343,7 @@ def create_insert_cells_tool() -> ToolDefinition:
         InsertCellsParams,
         plan_insert,
         "Insert new code or markdown cells into the notebook",
+        {"after": "path", "cells": "code"},
     )
 
 

@@ -72,6 +72,7 @@ from pi_kernel.ai.static_read import has_base
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
 from pi_kernel.tools.builtin.python_interrupt import Interrupter, as_cell_code, run_coroutine
+from pi_kernel.tools.builtin.shell_events import kept_events, removed_note
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes
@@ -186,18 +187,24 @@ def run_python(
     call changes the namespace meanwhile).
     """
     _acquire_run_lock(signal)
+    removed_callbacks: list[str] = []
     try:
         run_number = next(_run_numbers)
         spool = OutputSpool("pi-python")
         throttle = _UpdateThrottle(on_update)
         token = journal.before_code(namespace, code) if journal is not None else None
         try:
-            capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
+            with kept_events(removed_callbacks):
+                capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
         finally:
             if journal is not None:
                 journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
+    note = removed_note(removed_callbacks)
+    if note:
+        separator = "\n" if spool.last_line_bytes else ""
+        spool.add(f"{separator}{note}\n".encode())
     if error is not None:
         separator = "\n" if spool.last_line_bytes else ""  # the output so far ends mid-line
         spool.add(f"{separator}{error}".encode("utf-8", "replace"))
@@ -280,12 +287,13 @@ def run_notebook_cell(
     ``journal`` told as there): ``(nbformat outputs, their text for the model, the nbformat error output
     or None)``. An interrupt gives a ``KeyboardInterrupt`` error output."""
     _acquire_run_lock(signal)
+    removed_callbacks: list[str] = []
     errors: list[BaseException] = []
     texts: list[str] = []
     try:
         token = journal.before_code(namespace, code) if journal is not None else None
         try:
-            with capturing(texts.append) as capture:
+            with capturing(texts.append) as capture, kept_events(removed_callbacks):
                 error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
         finally:
             if journal is not None:
@@ -294,6 +302,9 @@ def run_notebook_cell(
         _RUN_LOCK.release()
     outputs = [dict(output) for output in capture.outputs]
     text = "".join(texts)
+    note = removed_note(removed_callbacks)
+    if note:
+        text += f"{'' if not text or text.endswith(chr(10)) else chr(10)}{note}\n"
     error_output = None
     if error is not None:
         exception = errors[0] if errors else KeyboardInterrupt()

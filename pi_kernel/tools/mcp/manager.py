@@ -34,6 +34,7 @@ from typing import Any
 
 import mcp_types
 
+from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.mcp.adapt import tool_definition, tool_name, trusted_read_only, unique_tool_name
 from pi_kernel.tools.mcp.server import McpServer, McpServerError
 from pi_kernel.tools.mcp.server_config import McpServerConfig
@@ -170,7 +171,7 @@ class McpManager:
             return
         own = set(self._registered.get(server.name, []))
         taken = set(self.registry.names()) - own
-        definitions = []
+        definitions: list[tuple[str, ToolDefinition]] = []
         chosen: dict[str, str] = {}
         left_out: dict[str, str] = {}
         for tool in server.tools:
@@ -194,14 +195,20 @@ class McpManager:
                 )
                 definition = replace(definition, name=unique)
             taken.add(definition.name)
-            chosen[tool.name] = definition.name
-            definitions.append(definition)
-        names = [definition.name for definition in definitions]
-        for stale in own - set(names):
+            definitions.append((tool.name, definition))
+        for stale in own - {definition.name for _, definition in definitions}:
             if stale in self.registry:
                 self.registry.remove(stale)
-        for definition in definitions:
-            self.registry.add(definition)
+        names: list[str] = []
+        for own_name, definition in definitions:
+            try:  # the registry (or a listener of it) may refuse one tool: that tool only is left out
+                self.registry.add(definition)
+            except Exception as error:  # noqa: BLE001
+                left_out[own_name] = _one_line(error)
+                self._notice(f'MCP server "{server.name}": its tool "{own_name}" is left out: {_one_line(error)}')
+                continue
+            names.append(definition.name)
+            chosen[own_name] = definition.name
         self._registered[server.name] = names
         self._tool_names[server.name] = chosen
         self._left_out[server.name] = left_out

@@ -69,52 +69,95 @@ class McpServerConfig:
 
     def describe(self) -> str:
         """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
-        masked (``secret_names.masked``: credentials in a URL, keys, the environment's secrets; a secret in
-        the arguments: ``secret_arguments``)."""
+        masked (``secret_names.masked``: credentials in a URL, keys, the environment's secrets; a
+        secret in the arguments or the URL's query: ``argument_secrets``)."""
         if self.command:
-            hidden = secret_arguments(self.args)
-            shown = [MASK if index in hidden else _option_masked(arg) for index, arg in enumerate(self.args)]
-            return str(masked(" ".join([self.command, *shown])))
-        return str(masked(str(self.url)))
+            return str(masked(_masked_text(" ".join([self.command, *self.args]), argument_secrets(self.args))))
+        return str(masked(_masked_text(str(self.url), argument_secrets([str(self.url)]))))
 
 
 _TOKEN_SHAPES = re.compile(
-    r"^(?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-|AKIA|ASIA|hf_|npm_|pypi-|AIza|ya29\.|eyJ)[\w.-]{8,}$"
+    r"^(?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|sk-|sk_live_|rk_live_|AKIA|ASIA|hf_|npm_|pypi-|AIza|ya29\.|eyJ)"
+    r"[\w.-]{8,}$"
 )
-"""Values shaped like a well-known kind of token (GitHub, GitLab, Slack, OpenAI, AWS, Hugging Face, npm, PyPI,
-Google, a JWT), whatever option carries them."""
+"""Values shaped like a well-known kind of token (GitHub, GitLab, Slack, OpenAI, Stripe, AWS, Hugging Face, npm,
+PyPI, Google, a JWT), whatever option carries them."""
+_SECRET_OPTIONS = frozenset({"auth", "p", "pass", "pw", "password", "passwd", "token", "secret", "key", "apikey"})
+"""Short option names that take a password or token (``-p X``, ``--auth X``), besides ``is_secret_name``'s."""
+_SCHEME_VALUE = re.compile(r"(?i)\b(?:bearer|token|basic)\s+([^\s\"',;]+)")
+_HEADER = re.compile(r"^\s*([A-Za-z][\w-]*)\s*:\s*(\S.*?)\s*$")
+_PAIR = re.compile(r"^-{0,2}([A-Za-z_][\w.-]*)[=:](\S+)$")
+"""``NAME=VALUE`` (``env TOKEN=X``, ``-e API_KEY=X``), ``--name=VALUE``, ``--name:VALUE``."""
+_QUERY = re.compile(r"[?&;]([^=&#\s/?]+)=([^&#\s\"']+)")
+_PORTISH = re.compile(r"^\d[\d:.]*(?:/(?:tcp|udp|sctp))?$")
+"""``-p 8080:80``, ``-p 5432/tcp``: a port, not a password."""
 
 
-def _option_name(argument: str) -> str:
-    return argument.lstrip("-").split("=", 1)[0].replace("-", "_")
+def _secret_option(name: str) -> bool:
+    name = name.replace("-", "_")
+    return name.lower() in _SECRET_OPTIONS or is_secret_name(name) or name.lower() == "authorization"
 
 
-def _option_masked(argument: str) -> str:
-    """``--password=hunter2`` as ``--password=***``; other arguments as they are."""
-    if argument.startswith("-") and "=" in argument and is_secret_name(_option_name(argument)):
-        return argument.split("=", 1)[0] + "=" + MASK
-    return MASK if _TOKEN_SHAPES.match(argument) else argument
+def _word_secrets(word: str) -> list[str]:
+    """The secret values inside one word or argument (see ``argument_secrets``)."""
+    found: list[str] = []
+    if _TOKEN_SHAPES.match(word):
+        found.append(word)
+    found += _SCHEME_VALUE.findall(word)
+    header = _HEADER.match(word)
+    if header is not None and " " in word and _secret_option(header.group(1)):
+        found.append(header.group(2))
+    pair = _PAIR.match(word)
+    if pair is not None and _secret_option(pair.group(1)):
+        found.append(pair.group(2))
+    found += [value for name, value in _QUERY.findall(word) if _secret_option(name)]
+    return found
+
+
+def argument_secrets(args: tuple[str, ...] | list[str]) -> list[str]:
+    """The secret values in a command line's arguments (or a URL), longest first: a token-shaped value, the
+    value of ``NAME=VALUE`` / ``--name=VALUE`` / ``--name:VALUE`` with a secret name (``env GITHUB_TOKEN=X``,
+    ``-e API_KEY=X``), the word after such an option (``--token X``, ``-p X``, ``--auth X``, ``--password -X``),
+    an ``Authorization: Bearer X`` header, a URL query value with a secret name (``?api_key=X``); also inside
+    an argument a shell runs (``sh -c "TOKEN=X exec srv"``)."""
+    found: list[str] = []
+    words: list[str] = []
+    for argument in args:
+        found += _word_secrets(argument)
+        pieces = [piece.strip("\"'") for piece in argument.split()]
+        words += pieces or [argument]
+        if len(pieces) > 1:
+            found += [value for piece in pieces for value in _word_secrets(piece)]
+    for index, word in enumerate(words[:-1]):
+        if not word.startswith("-") or "=" in word or ":" in word:
+            continue
+        name, value = word.lstrip("-"), words[index + 1]
+        if not _secret_option(name) or value.startswith("--") or not value:
+            continue
+        if name == "p" and _PORTISH.match(value):
+            continue
+        found.append(value)
+    values = {value.strip("\"'") for value in found}
+    return sorted((value for value in values if value and value != MASK), key=len, reverse=True)
+
+
+def _masked_text(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", MASK, text)
+    return text
 
 
 def secret_arguments(args: tuple[str, ...] | list[str]) -> set[int]:
-    """The indexes of the arguments that are secrets: the value after an option named like a secret
-    (``--token ghp_...``, ``-p``-less ``--api-key KEY``), a value shaped like a token."""
-    hidden: set[int] = set()
-    for index, argument in enumerate(args):
-        if _TOKEN_SHAPES.match(argument):
-            hidden.add(index)
-        elif argument.startswith("-") and "=" not in argument and is_secret_name(_option_name(argument)):
-            if index + 1 < len(args) and not args[index + 1].startswith("-"):
-                hidden.add(index + 1)
-    return hidden
+    """The indexes of the arguments that are secrets as a whole (``argument_secrets``)."""
+    secrets = set(argument_secrets(args))
+    return {index for index, argument in enumerate(args) if argument in secrets}
 
 
 def _remember_secrets(config: McpServerConfig) -> None:
     """Mask a server's secrets wherever they show later (its stderr, an error quoting its command line)."""
-    values = [config.args[index] for index in secret_arguments(config.args)]
-    values += [arg.split("=", 1)[1] for arg in config.args if _option_masked(arg).endswith("=" + MASK)]
+    values = argument_secrets(config.args) + argument_secrets([config.url or ""])
     values += [value for name, value in config.env.items() if is_secret_name(name)]
-    values += [value for name, value in config.headers.items() if name.lower() in ("authorization", "x-api-key")]
+    values += [value for name, value in config.headers.items() if _secret_option(name)]
     for value in values:
         add_secret_value(value)
         if value.lower().startswith(("bearer ", "token ", "basic ")):

@@ -54,7 +54,8 @@ labextension: $(BIN)/python
 # start over. The printed URL opens the quickstart, not the Launcher (docs/tutorials.md).
 TUTORIALS ?= .tutorials
 lab: setup
-	mkdir -p $(TUTORIALS) && cp -n notebooks/*.ipynb $(TUTORIALS)/
+	mkdir -p $(TUTORIALS)
+	for f in notebooks/*.ipynb; do [ -e "$(TUTORIALS)/$${f##*/}" ] || cp "$$f" $(TUTORIALS)/; done
 	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=$(TUTORIALS) --port=$(PORT) \
 	  --LabApp.default_url=/lab/tree/01_quickstart.ipynb
 

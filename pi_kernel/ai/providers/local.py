@@ -12,7 +12,8 @@ Two prompts, both from the GGUF's chat template: the tool decision and the
 arguments come from the system prompt and the current user turn only; a text
 answer comes from the whole transcript (oldest turns dropped when it does not
 fit the context). ``usage.input`` counts the prompt the output continues;
-``usage.output`` counts every sampled token, the tool-choice head included.
+``usage.output`` counts every token of the output: sampled ones, the tool-choice head and the seed of an
+answer (short tool results, ``local_answer``) included.
 
 A text answer after short tool results starts with them, and one the cap ends is cut back to its last
 sentence (``local_answer``). ``max_tokens`` caps a text answer only: the tool-choice head and a call's
@@ -271,6 +272,7 @@ def _decode(
                 head_stats.tokens = engine.tokenize_continuation(head)
             name = None if head == MESSAGE_HEAD else head[len("functions.") : -1]
             stats = DecodeStats()
+            seeded: list[int] = []
             if name is None:
                 # The head is a choice, not part of the answer: the model answers
                 # better from the bare assistant prompt than after "message:".
@@ -278,9 +280,10 @@ def _decode(
                 # fails before any content (``serve-local`` can still answer 400).
                 prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools), requested)
                 seed = answer_seed(context.messages)  # short tool results open the answer (``local_answer``)
-                prompt = prompt + engine.tokenize_continuation(seed) if seed else prompt
+                seeded = engine.tokenize_continuation(seed) if seed else []  # output, as a forced head is
                 push("head", _Head(name))
                 push("prompt_tokens", len(prompt))
+                prompt = prompt + seeded
                 pieces = shaped_answer(
                     seed,
                     engine.decode(
@@ -308,6 +311,7 @@ def _decode(
                     should_stop=halt.is_set,
                 )
             _forward(pieces, push)
-            push("end", _End(len(head_stats.tokens) + len(stats.tokens), stats.hit_limit, stats.stopped))
+            written = len(head_stats.tokens) + len(seeded) + len(stats.tokens)
+            push("end", _End(written, stats.hit_limit, stats.stopped))
     except Exception as error:  # noqa: BLE001 - reported as the stream's error event
         push("error", class_and_message(error))

@@ -36,7 +36,7 @@ from itertools import islice
 
 from jupyter_core.paths import jupyter_runtime_dir
 
-from pi_kernel.ai.secrets import is_secret_name
+from pi_kernel.ai.secret_variables import is_secret_name
 from pi_kernel.tools.paths import resolve_to_cwd
 
 _ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/(?:environ|mem)$")
@@ -159,7 +159,7 @@ _ENV_DUMP = re.compile(
 from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
 ``process.env``). Naming a secret variable is ``_VARIABLE``'s."""
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
-"""A shell variable (``$NAME``, ``${NAME}``): one named like a secret (``ai.secrets.is_secret_name``, the one
+"""A shell variable (``$NAME``, ``${NAME}``): one named like a secret (``ai.secret_variables.is_secret_name``, the one
 list every surface uses: ``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``, ``$DB_PASSWORD``) reads a key."""
 _KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bconnection-file\b")
 """Code that asks the kernel for its connection file or its key (``get_connection_file()``,

@@ -11,7 +11,8 @@ A warning about a bad value masks any key in it (the kernel's hook, ``outgoing.m
 
 Every setting is written once, as a field of ``PiSettings`` made by ``setting``: its default, parser, help
 and environment variable. ``SETTINGS`` lists those rows; ``settings_from_env`` and ``apply_config`` read
-them, ``PiKernel`` makes a trait of each. The model is ``model_resolution``'s.
+them, ``PiKernel`` makes a trait of each. The model is ``model_resolution``'s. (Long: one table row per
+setting, each with its help text, is the point of the module.)
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Words are split like a shell's, except free text a person types while a call
 waits: the REASON of ``deny ID REASON`` (an apostrophe is no unclosed quote)
 and the JSON after ``allow ID --args`` (shlex would strip its quotes, turning
 ``{"a": 1}`` into ``{a: 1}``) are kept as typed (see ``split_line``).
+
+Long (about 480 lines): one small function per command and the one table that dispatches them; a
+command's logic that is more than its words and reply lives in its concept's module (``long_session``,
+``mcp_commands``, ``turn_undo``).
 """
 
 from __future__ import annotations

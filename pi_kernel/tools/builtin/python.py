@@ -41,6 +41,9 @@ execute_result], "truncation": dict | None, "full_output_path": str | None,
 (calls of one message may run in any order: ``%%pi --cells`` replays them in
 this one); ``code`` is the code that ran (after an approval that edited it).
 Updates while running carry ``{"outputs": [...]}`` so far.
+
+Long (about 440 lines): the tool and its run on the kernel's main thread, which an interrupt must reach;
+capture is ``python_capture``'s, the interrupt's ``python_interrupt``'s.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ long"), which ``overflow.is_context_overflow`` knows, so the agent compacts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 from collections.abc import AsyncIterator
@@ -38,6 +39,7 @@ from pi_kernel.ai.providers.request_task import (
     RequestTask,
     abort_text,
     masked_error,
+    relay,
     shared_ssl_context,
 )
 from pi_kernel.ai.providers.retry import (
@@ -154,31 +156,10 @@ async def _stream_events(
         return
 
     request = RequestTask(functools.partial(_request_events, model, api_key, body, options, policy), signal)
-    started = False
-    try:
-        try:
-            while True:
-                item = await request.queue.get()
-                if signal is not None and signal.aborted:
-                    final = [assembler.fail("aborted", abort_text(signal.reason))]
-                    break
-                if isinstance(item, Ended):
-                    final = _final_events(assembler, item.error, api_key)
-                    break
-                if item is OPENED:
-                    if not started:
-                        started = True
-                        yield assembler.start()
-                    continue
-                for event in assembler.feed(item):
-                    yield event
-        except Exception as error:  # noqa: BLE001 - a stream never raises; partial content is kept
-            final = [assembler.fail("error", masked_error(f"{type(error).__name__}: {error}", api_key))]
-        await request.stop(cancel=final[-1].partial.stop_reason == "aborted")
-        for event in final:
+    final_events = functools.partial(_final_events, assembler, api_key=api_key)
+    async with contextlib.aclosing(relay(request, assembler, signal, final_events, api_key)) as events:
+        async for event in events:  # closed with this generator: the request never outlives it
             yield event
-    finally:
-        await request.stop(cancel=True)
 
 
 def _final_events(

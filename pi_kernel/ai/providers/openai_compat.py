@@ -12,6 +12,7 @@ generator. Retries (``retry``) happen only before the first chunk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ from pi_kernel.ai.providers.request_task import (
     RequestTask,
     abort_text,
     masked_error,
+    relay,
     shared_ssl_context,
 )
 from pi_kernel.ai.providers.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_delay
@@ -114,33 +116,10 @@ async def _stream_events(
         return
 
     request = RequestTask(functools.partial(_request_chunks, model, api_key, body, options, policy), signal)
-    started = False
-    try:
-        try:
-            while True:
-                item = await request.queue.get()
-                if signal is not None and signal.aborted:
-                    final = [assembler.fail("aborted", abort_text(signal.reason))]
-                    break
-                if isinstance(item, Ended):
-                    final = _final_events(assembler, item.error, api_key)
-                    break
-                if item is OPENED:
-                    if not started:
-                        started = True
-                        yield assembler.start()
-                    continue
-                for event in assembler.feed(item):
-                    yield event
-        except Exception as error:  # noqa: BLE001 - a stream never raises; partial content is kept
-            final = [assembler.fail("error", masked_error(f"{type(error).__name__}: {error}", api_key))]
-        # The reader stops at the final event, so the request is finished
-        # (its connection closed) before that event goes out, not at GC time.
-        await request.stop(cancel=final[-1].partial.stop_reason == "aborted")
-        for event in final:
+    final_events = functools.partial(_final_events, assembler, api_key=api_key)
+    async with contextlib.aclosing(relay(request, assembler, signal, final_events, api_key)) as events:
+        async for event in events:  # closed with this generator: the request never outlives it
             yield event
-    finally:
-        await request.stop(cancel=True)
 
 
 def _final_events(assembler: ChunkAssembler, error: BaseException | None, api_key: str) -> list[AssistantMessageEvent]:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pi_kernel.ai.abort import AbortSignal
 from pi_kernel.ai.secrets import MIN_SECRET_CHARS, mask, secret_values
+
+if TYPE_CHECKING:
+    from pi_kernel.ai.stream_types import AssistantMessageEvent
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """Sent as the key to local servers that need none (the clients insist on one)."""
@@ -113,3 +116,51 @@ def _default_ssl_context() -> ssl.SSLContext | None:
         except (ImportError, AttributeError, TypeError):
             continue
     return None
+
+
+class Assembler(Protocol):
+    """What turns one provider's items into pi's events (``ChunkAssembler``, ``AnthropicAssembler``)."""
+
+    def start(self) -> AssistantMessageEvent: ...
+
+    def feed(self, item: Any) -> list[AssistantMessageEvent]: ...
+
+    def fail(self, stop_reason: Literal["error", "aborted"], error_message: str) -> AssistantMessageEvent: ...
+
+
+async def relay(
+    request: RequestTask,
+    assembler: Assembler,
+    signal: AbortSignal | None,
+    final_events: Callable[[BaseException | None], list[AssistantMessageEvent]],
+    api_key: str | None,
+) -> AsyncGenerator[AssistantMessageEvent, None]:
+    """The events of one request: ``start`` once the response arrived, each item's events, then the final
+    ones (``final_events`` of how it ended; ``aborted`` when the signal fired). Never raises: a failure ends
+    the stream with the partial content kept. The request is finished (its connection closed) before the
+    final event goes out, not at GC time."""
+    started = False
+    try:
+        try:
+            while True:
+                item = await request.queue.get()
+                if signal is not None and signal.aborted:
+                    final = [assembler.fail("aborted", abort_text(signal.reason))]
+                    break
+                if isinstance(item, Ended):
+                    final = final_events(item.error)
+                    break
+                if item is OPENED:
+                    if not started:
+                        started = True
+                        yield assembler.start()
+                    continue
+                for event in assembler.feed(item):
+                    yield event
+        except Exception as error:  # noqa: BLE001 - a stream never raises; partial content is kept
+            final = [assembler.fail("error", masked_error(f"{type(error).__name__}: {error}", api_key))]
+        await request.stop(cancel=final[-1].partial.stop_reason == "aborted")
+        for event in final:
+            yield event
+    finally:
+        await request.stop(cancel=True)

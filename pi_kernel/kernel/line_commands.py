@@ -36,6 +36,7 @@ from pi_kernel.kernel.model_resolution import (
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.text_view import render_messages
 from pi_kernel.kernel.turn_undo import undo_turn
+from pi_kernel.tools.approval_rules import decide
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -157,27 +158,36 @@ def tools(session: PiSession, words: list[str]) -> str:
     if not infos:
         return "(no tools)"
     width = max(len("tool"), *(len(info.name) for info in infos))
-    rows = [f"{'tool':<{width}}  on   approval"]
+    rows = [f"{'tool':<{width}}  on   approval (mode: {session.policy.mode})"]
     rows += [
         f"{info.name:<{width}}  {'on ' if info.enabled else 'off'}  {approval_of(session, info.name)}" for info in infos
     ]
     return "\n".join([*rows, "(%pi tools NAME: what a tool does)"])
 
 
-_APPROVAL_WORDS = {"auto": "runs", "ask": "asks", "deny": "denied"}
+_APPROVAL_WORDS = {"run": "runs", "ask": "asks", "deny": "denied"}
+_RULE_NOTES = {
+    "tool-deny": "%pi approve",
+    "tool-auto": "%pi approve",
+    "tool-ask": "%pi approve",
+    "always-allowed": "always allowed",
+    "read-only": "read-only mode",
+    "deny-mode": "deny mode",
+    "auto-mode": "auto mode",
+}
 
 
 def approval_of(session: PiSession, name: str) -> str:
-    """A tool's approval in a word or two: its own setting, or the ``%pi approve`` rule over it."""
-    policy = session.policy
-    override = policy.override_for(name)
-    if override is not None:
-        return f"{_APPROVAL_WORDS.get(override, override)} (%pi approve)"
-    if name in policy.always_allowed:
-        return "runs (always allowed)"
+    """A tool's approval in a word or two, from the decision the gate makes (``approval_rules.decide``)
+    under the session's policy for a call without arguments; a call that may read secrets still asks
+    (decided per call, so not shown here)."""
     definition = session.registry.get(name)
-    own = getattr(definition, "approval", "ask")
-    return _APPROVAL_WORDS.get(own, "asks") if isinstance(own, str) else "its own rule"
+    decision = decide(definition, name, {}, session.policy.state(None))
+    word = _APPROVAL_WORDS[decision.verdict]
+    if decision.rule == "own-rule" and not isinstance(getattr(definition, "approval", "ask"), str):
+        return "its own rule"  # a callable decides per call
+    note = _RULE_NOTES.get(decision.rule)
+    return f"{word} ({note})" if note else word
 
 
 def tool_details(session: PiSession, name: str) -> str:

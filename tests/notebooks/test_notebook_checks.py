@@ -1,8 +1,11 @@
-"""The checks of ``test_notebooks`` assert only what holds whatever the small model samples (issue 11, point 1).
+"""The checks of ``test_notebooks`` accept every run the tutorials allow (issue 11, point 1), and no more.
 
-Each case is a run the tutorials allow and the local model can produce at temperature 0 on some build or
-thread count: the checks must accept it, and every tool cell must have a turn limit, so that a greedy
-model repeating a denied call ends the cell rather than running into nbclient's timeout.
+Each case is a run the local model can produce at temperature 0 on some build or thread count: the checks
+must accept it, and reject what the lesson rules out (a wrong result, a call that ran though it was denied,
+a repeated notebook context). Tool cells force their tool (``--tool``), so which tool is called is not left
+to sampling; on the local model pi-kernel opens the answer with the tool's result, so answer checks hold by
+construction there. Every tool cell has a turn limit, so a greedy model repeating a denied call ends the
+cell rather than running into nbclient's timeout.
 """
 
 from __future__ import annotations

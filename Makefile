@@ -50,13 +50,13 @@ labextension: $(BIN)/python
 	if $(BIN)/python -m pip show -q pi-kernel >/dev/null 2>&1; then $(BIN)/python -m pip install -q --no-deps -e .; fi
 
 # JupyterLab runs on a copy of the tutorials (TUTORIALS, git-ignored): running them saves outputs and writes
-# files there, never into notebooks/ (git status stays clean). A copy you changed is kept; delete the folder to
-# start over. The printed URL opens the quickstart, not the Launcher (docs/tutorials.md).
+# files there, never into notebooks/ (git status stays clean). An existing copy is kept, changed or not: delete
+# $(TUTORIALS)/NAME to refresh one tutorial, or the folder to start over. The printed URL opens the quickstart, not the Launcher (docs/tutorials.md).
 TUTORIALS ?= .tutorials
 lab: setup
 	mkdir -p $(TUTORIALS)
 	for f in notebooks/*.ipynb; do [ -e "$(TUTORIALS)/$${f##*/}" ] || cp "$$f" $(TUTORIALS)/; done
-	$(BIN)/jupyter lab $(LAB_FLAGS) --notebook-dir=$(TUTORIALS) --port=$(PORT) \
+	$(BIN)/jupyter lab $(LAB_FLAGS) --ServerApp.root_dir=$(TUTORIALS) --port=$(PORT) \
 	  --LabApp.default_url=/lab/tree/01_quickstart.ipynb
 
 # PI_REQUIRE_LOCAL_MODEL=1: a test that needs the local model fails instead of skipping without it,

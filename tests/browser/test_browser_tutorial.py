@@ -1,12 +1,12 @@
 """The quickstart tutorial as a newcomer meets it: JupyterLab, the offline model, one click on Approve.
 
-``make lab`` opens ``notebooks/01_quickstart.ipynb`` on the Pi kernel with the
+``make lab`` opens (a copy of) ``notebooks/01_quickstart.ipynb`` on the Pi kernel with the
 local model and nobody configured anything. This test does the same in
 headless Chromium: Run All, wait for the approval card of the tool call,
 click **Approve**, and check that every cell ran without an error, that the
 approved call ran (its card says ``done``) and that the denied one did not.
-The local model decodes greedily from a fixed seed, so it asks for the tool
-call the tutorial describes; its wording is never checked.
+The cell forces the tool call the tutorial describes (``--tool``), so it does not
+depend on the model's choice; its wording is never checked.
 """
 
 from __future__ import annotations

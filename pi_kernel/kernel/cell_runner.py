@@ -310,10 +310,11 @@ def _print_notices(session: PiSession) -> None:
 def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
     """The turn's user message: the prompt exactly as written, then the notebook context (when there is
     news) as a second text part (see ``notebook_context``). The local model (``provider`` ``local``) is not
-    told unless ``%pi context local``: SmolLM2-135M repeats the context instead of answering."""
-    if provider == "local" and not session.context_for_local:
-        return UserMessage([TextContent(prompt)])
-    context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names())
+    told the notebook context unless ``%pi context local``: SmolLM2-135M repeats the context instead of
+    answering. A ``%pi undo`` since the last turn is told to whichever model runs this turn (one short
+    sentence), so it never waits for a later turn and arrives stale."""
+    told = not (provider == "local" and not session.context_for_local)
+    context = session.notebook_context.take(session.tool_context.namespace, session.hidden_names()) if told else None
     if session.undo_news:
         news = f"The user undid an earlier turn's changes with %pi undo:\n{session.undo_news}"
         context = f"{context}\n\n{news}" if context else news

@@ -104,3 +104,20 @@ def test_the_notebook_context_comes_before_the_request_and_the_tool_choice_promp
     assert answer[-1]["content"].endswith("In [1]\n\nSay hello.") and answer[0]["content"].startswith("A long")
     focused = chat_messages(context, focus=True)
     assert "A long agent prompt." not in focused[0]["content"] and "- shout: Shout." in focused[0]["content"]
+
+
+def test_sentence_cut_scans_incrementally_and_finds_what_a_full_scan_finds() -> None:
+    """``SentenceCut.feed`` scans only the new text; at every piece its clean end is the full scan's."""
+    import random
+
+    from pi_kernel.ai.providers.local_answer import last_clean_end
+
+    pieces = ["a", " ", ".", "!", "?", "\n", "`", "```", "  ```py\n", "\n\n", "Hi. ", "x.\n", "\r", "\r\n", "\u2028"]
+    chooser = random.Random(7)
+    for _ in range(2000):
+        cut = SentenceCut()
+        for _ in range(chooser.randint(1, 25)):
+            sent_before = cut.sent
+            out = cut.feed("".join(chooser.choice(pieces) for _ in range(chooser.randint(0, 4))))
+            expected = max(sent_before, last_clean_end(cut.text, at_end=False))
+            assert cut.sent == expected and out == cut.text[sent_before:expected], repr(cut.text)

@@ -166,6 +166,7 @@ def tools(session: PiSession, words: list[str]) -> str:
 
 
 _APPROVAL_WORDS = {"run": "runs", "ask": "asks", "deny": "denied"}
+_OWN_VERDICTS = {"auto": "run", "ask": "ask", "deny": "deny"}
 _RULE_NOTES = {
     "tool-deny": "%pi approve",
     "tool-auto": "%pi approve",
@@ -183,11 +184,14 @@ def approval_of(session: PiSession, name: str) -> str:
     (decided per call, so not shown here)."""
     definition = session.registry.get(name)
     decision = decide(definition, name, {}, session.policy.state(None))
-    word = _APPROVAL_WORDS[decision.verdict]
-    if decision.rule == "own-rule" and not isinstance(getattr(definition, "approval", "ask"), str):
+    own = getattr(definition, "approval", "ask")
+    if decision.rule == "own-rule" and not isinstance(own, str):
         return "its own rule"  # a callable decides per call
+    word = _APPROVAL_WORDS[decision.verdict]
     note = _RULE_NOTES.get(decision.rule)
-    return f"{word} ({note})" if note else word
+    if note is None or (note.endswith(" mode") and decision.verdict == _OWN_VERDICTS.get(own, "ask")):
+        return word  # the tool's own setting decided, or the mode agrees with it
+    return f"{word} ({note})"
 
 
 def tool_details(session: PiSession, name: str) -> str:

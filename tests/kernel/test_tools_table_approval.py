@@ -64,3 +64,14 @@ def test_in_ask_mode_an_always_allowed_tool_runs_and_others_ask() -> None:
     assert re.fullmatch(r"shout +on +runs \(always allowed\)", _row(table, "shout"))
     session.policy.always_allowed.clear()
     assert re.fullmatch(r"shout +on +asks", _row(line_commands.tools(session, []), "shout"))
+
+
+def test_a_mode_that_agrees_with_the_tool_adds_no_note() -> None:
+    session = _session("auto")
+    session.registry.add(tool(name="quiet", approval="auto", registry=False)(_quiet))
+    assert re.fullmatch(r"quiet +on +runs", _row(line_commands.tools(session, []), "quiet"))
+
+
+def _quiet(text: str) -> str:
+    """Return a text as it is."""
+    return text

@@ -229,7 +229,10 @@ def check_quickstart(nb: Any, approval: str, workdir: Path) -> None:
     assert re.search(r"den(y|ies|ied)", answers(deny)[-1]), answers(deny)
     # Quiet setup: the tools table is one short line a tool, no descriptions.
     table = output_text(cell_after(nb, "%pi tools disable"))
-    assert re.search(r"^bash +off +asks$", table, re.MULTILINE) and "Run a shell command" not in table, table
+    # bash asks by itself; the session's mode decides it here (the table says what the gate would do).
+    bash = {"auto": r"runs \(auto mode\)", "deny": r"denied \(deny mode\)"}.get(approval, "asks")
+    assert re.search(rf"^bash +off +{bash}$", table, re.MULTILINE) and "Run a shell command" not in table, table
+    assert f"(mode: {approval})" in table.splitlines()[0], table
 
 
 def check_tools(nb: Any, approval: str, workdir: Path) -> None:

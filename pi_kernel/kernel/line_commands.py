@@ -178,15 +178,30 @@ _RULE_NOTES = {
 }
 
 
+class _AsksByItself:
+    """A tool as the table judges it when its approval is a callable: the callable (a user's code, which
+    may hang or have effects) is not called to draw a table; it reads as ``ask``, as the gate reads a
+    callable that cannot decide."""
+
+    approval = "ask"
+
+    def __init__(self, definition: object) -> None:
+        self._definition = definition
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._definition, name)
+
+
 def approval_of(session: PiSession, name: str) -> str:
     """A tool's approval in a word or two, from the decision the gate makes (``approval_rules.decide``)
     under the session's policy for a call without arguments; a call that may read secrets still asks
     (decided per call, so not shown here)."""
     definition = session.registry.get(name)
-    decision = decide(definition, name, {}, session.policy.state(None))
     own = getattr(definition, "approval", "ask")
-    if decision.rule == "own-rule" and not isinstance(own, str):
-        return "its own rule"  # a callable decides per call
+    judged = definition if isinstance(own, str) else _AsksByItself(definition)  # a user's callable is not called
+    decision = decide(judged, name, {}, session.policy.state(None))
+    if decision.rule in ("own-rule", "own-deny", "deny-mode") and not isinstance(own, str):
+        return "its own rule"  # a callable decides per call, and these rules follow its answer
     word = _APPROVAL_WORDS[decision.verdict]
     note = _RULE_NOTES.get(decision.rule)
     if note is None or (note.endswith(" mode") and decision.verdict == _OWN_VERDICTS.get(own, "ask")):

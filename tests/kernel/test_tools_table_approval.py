@@ -75,3 +75,20 @@ def test_a_mode_that_agrees_with_the_tool_adds_no_note() -> None:
 def _quiet(text: str) -> str:
     """Return a text as it is."""
     return text
+
+
+def test_a_callable_approval_is_not_called_to_draw_the_table() -> None:
+    calls: list[object] = []
+
+    def rule(args: object) -> bool:
+        calls.append(args)
+        return True
+
+    session = _session("ask")
+    session.registry.add(tool(name="ruled", approval=rule, registry=False)(_quiet))
+    assert re.fullmatch(r"ruled +on +its own rule", _row(line_commands.tools(session, []), "ruled"))
+    session.policy.set_mode("deny")
+    assert re.fullmatch(r"ruled +on +its own rule", _row(line_commands.tools(session, []), "ruled"))  # it may run
+    session.policy.set_mode("read-only")
+    assert re.fullmatch(r"ruled +on +denied \(read-only mode\)", _row(line_commands.tools(session, []), "ruled"))
+    assert calls == []

@@ -27,6 +27,24 @@ for _folder in sorted(os.listdir(_TESTS)):
 from fake_anthropic import FakeAnthropic  # noqa: E402 - needs the path above
 from fake_openai import FakeOpenAI  # noqa: E402 - needs the path above
 
+# --------------------------------------------------------------------------- isolation
+
+
+@pytest.fixture(autouse=True)
+def _secrets_added_by_a_test_stay_with_it() -> Iterator[None]:
+    """``add_secret_value`` (a kernel's HMAC key, an MCP server's token) adds to a process-wide set: a test
+    that ran earlier in this process must not change what a later one masks or holds back."""
+    from pi_kernel.ai import secrets
+
+    before = set(secrets._added)
+    try:
+        yield
+    finally:
+        secrets._added.clear()
+        secrets._added.update(before)
+        secrets._last.clear()
+
+
 # --------------------------------------------------------------------------- fake OpenAI server
 
 

@@ -11,7 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from pi_kernel.ai import AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.providers.local_answer import SEED_MAX_CHARS, SentenceCut, answer_seed, shaped_answer
+from pi_kernel.ai.providers.local_answer import (
+    HOLD_TOKENS,
+    SEED_MAX_CHARS,
+    SentenceCut,
+    answer_seed,
+    shaped_answer,
+)
 from pi_kernel.ai.providers.local_prompt import chat_messages
 
 
@@ -55,6 +61,32 @@ def shape(pieces: list[str], hit_limit: bool, seed: str = "") -> tuple[list[str]
 
     sent = list(shaped_answer(seed, decode(), stats))
     return sent, "".join(sent)
+
+
+def shape_capped(pieces: list[tuple[str, int]], cap: int) -> list[str]:
+    """``pieces``: each piece's text and the tokens it took; the cap ends the decode when they reach ``cap``."""
+    stats = SimpleNamespace(hit_limit=False, tokens=[])
+
+    def decode():
+        for text, count in pieces:
+            stats.tokens.extend([0] * count)
+            yield text
+        stats.hit_limit = len(stats.tokens) >= cap
+
+    return list(shaped_answer("", decode(), stats, cap))
+
+
+def test_far_from_the_cap_the_answer_streams_at_once_and_near_it_ends_at_its_last_sentence() -> None:
+    cap = HOLD_TOKENS + 10
+    sent = shape_capped([("Once upon", 1), (" a time", 8), (" there was. A dragon", HOLD_TOKENS), (" who", 1)], cap)
+    assert sent[0] == "Once upon"  # the first piece is not held for a whole sentence
+    assert "".join(sent) == "Once upon a time there was."  # the cap still cuts back to the last sentence
+
+
+def test_a_sentence_already_streamed_past_when_the_cap_ends_it_is_kept_whole() -> None:
+    cap = HOLD_TOKENS + 10
+    sent = shape_capped([("One. A very", 9), (" long sentence", HOLD_TOKENS), (" goes on", 1)], cap)
+    assert "".join(sent) == "One. A very long sentence goes on"  # not cut mid-sentence at an arbitrary token
 
 
 def test_an_answer_the_cap_ends_stops_at_its_last_sentence() -> None:

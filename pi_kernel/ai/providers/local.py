@@ -16,7 +16,8 @@ fit the context). ``usage.input`` counts the prompt the output continues;
 answer (short tool results, ``local_answer``) included.
 
 A text answer after short tool results starts with them, and one the cap ends is cut back to its last
-sentence (``local_answer``). ``max_tokens`` caps a text answer only: the tool-choice head and a call's
+sentence (``local_answer``; only its last ``HOLD_TOKENS`` are held back for that, so the first
+token is not held for a whole sentence). ``max_tokens`` caps a text answer only: the tool-choice head and a call's
 arguments have their own bounds (``head_token_cap``, ``TOOL_CALL_MAX_TOKENS``),
 so a small answer cap never cuts a call.
 """
@@ -284,18 +285,20 @@ def _decode(
                 push("head", _Head(name))
                 push("prompt_tokens", len(prompt))
                 prompt = prompt + seeded
+                cap = max(1, min(limit, engine.n_ctx - len(prompt)))
                 pieces = shaped_answer(
                     seed,
                     engine.decode(
                         prompt,
                         stats,
-                        max_tokens=max(1, min(limit, engine.n_ctx - len(prompt))),
+                        max_tokens=cap,
                         sampling=sampling,
                         stop=stop,
                         require_text=not seed,
                         should_stop=halt.is_set,
                     ),
                     stats,
+                    cap,
                 )
             else:
                 push("head", _Head(name))

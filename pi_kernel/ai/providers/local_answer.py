@@ -10,7 +10,10 @@ traceback) is not seeded: the model answers from the prompt alone.
 The answer's token cap (``max_tokens``) used to cut it mid-word. ``SentenceCut``
 holds back the text after the last clean end (a sentence's ``.``/``!``/``?``, a
 line end, the closing fence of a code block) and, when the cap ends the
-answer, drops that tail; an answer without any clean end is kept whole.
+answer, drops that tail; an answer without any clean end is kept whole. Holding back costs the first
+token's latency (a whole first sentence), so while the cap is more than ``HOLD_TOKENS`` tokens away the
+text streams as it comes: only the last ``HOLD_TOKENS`` before the cap can be cut, and when the text
+already sent runs past the last clean end (a sentence longer than that), the answer is kept whole.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pi_kernel.ai.messages import ToolResultMessage, text_of
 
 SEED_MAX_CHARS = 200
 """A tool result longer than this (or of more than one line) is not copied into the answer."""
+HOLD_TOKENS = 64
+"""Text is held back for a clean end only within this many tokens of the cap (``shaped_answer``)."""
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
 
@@ -98,10 +103,11 @@ class SentenceCut:
         self._clean = 0  # the last clean end found so far
         self._scanned = 0  # how far the unfinished line was scanned for sentence ends
 
-    def feed(self, piece: str) -> str:
+    def feed(self, piece: str, hold: bool = True) -> str:
+        """The text that can be sent now: up to the last clean end, or all of it when not ``hold``."""
         self.text += piece
         self._scan()
-        end = self._clean
+        end = self._clean if hold else len(self.text)
         if end <= self.sent:
             return ""
         out, self.sent = self.text[self.sent : end], end
@@ -122,22 +128,26 @@ class SentenceCut:
         self._scanned = len(text)
 
     def finish(self, hit_limit: bool) -> str:
-        """What is left to send: all of it, or, when the cap ended the answer, up to its last clean end."""
+        """What is left to send: all of it, or, when the cap ended the answer, up to its last clean end
+        (all of it when there is none, or the text already sent runs past it)."""
         end = len(self.text)
         if hit_limit:
             clean = last_clean_end(self.text, at_end=True)
-            end = clean if clean > 0 else end
+            end = clean if clean > 0 and clean >= self.sent else end
         out = self.text[self.sent : end] if end > self.sent else ""
         self.sent = max(self.sent, end)
         return out
 
 
-def shaped_answer(seed: str, pieces: Iterator[str], stats: Any) -> Iterator[str]:
+def shaped_answer(seed: str, pieces: Iterator[str], stats: Any, max_tokens: int | None = None) -> Iterator[str]:
     """The seed, then the model's pieces, sent up to their last clean end; at the end what ``finish`` gives
-    (``stats.hit_limit`` is read once ``pieces`` is done)."""
+    (``stats.hit_limit`` is read once ``pieces`` is done). With ``max_tokens`` (the decode's cap; ``stats.tokens``
+    counts the tokens sampled so far) pieces stream as they come while the cap is more than ``HOLD_TOKENS``
+    away."""
     cut = SentenceCut()
     for piece in itertools.chain([seed] if seed else [], pieces):
-        out = cut.feed(piece)
+        hold = max_tokens is None or max_tokens - len(stats.tokens) <= HOLD_TOKENS
+        out = cut.feed(piece, hold)
         if out:
             yield out
     rest = cut.finish(bool(stats.hit_limit))

@@ -41,6 +41,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 FRAGMENT_BYTES = 12
 """A run of an encoded form standing for at least this many bytes of the key is masked."""
@@ -159,7 +160,29 @@ def any_window(secrets: tuple[str, ...], shortest_plain: int) -> re.Pattern[str]
     pieces = {window for secret in secrets for _, window in windows(secret, shortest_plain)}
     pieces |= {window for secret in secrets for form, run in encoded_forms(secret) for _, window in windows(form, run)}
     pieces |= {window for secret in secrets for form, run in spaced_forms(secret) for _, window in windows(form, run)}
-    return re.compile("|".join(re.escape(piece) for piece in sorted(pieces, key=len, reverse=True)))
+    return re.compile(_trie_pattern(pieces))
+
+
+def _trie_pattern(pieces: set[str]) -> str:
+    """A regular expression that finds a match wherever one of ``pieces`` occurs, their common beginnings
+    merged: at each position the search follows one branch per character instead of trying every piece
+    (a flat alternation of hundreds of pieces searched 0.15 s a MB, and a turn masks a 5 MB argument for
+    each of its outputs). Where a piece ends the branch ends (a longer piece holds it). Recursion is bounded
+    by the length of a window of a key."""
+    trie: dict[str, Any] = {}
+    for piece in pieces:
+        node = trie
+        for char in piece:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def branch(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        parts = [re.escape(char) + branch(child) for char, child in sorted(node.items())]
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+    return branch(trie)
 
 
 _XXD_LINE = re.compile(r"^[0-9a-fA-F]{7,16}: ([0-9a-fA-F]{2}(?:[0-9a-fA-F ]*[0-9a-fA-F])?)  +(.*)$", re.MULTILINE)
@@ -223,7 +246,10 @@ def may_hold(text: str, secrets: Sequence[str], shortest_plain: int) -> bool:
         return False
     joined = _LINE_BREAKS.sub("", text) if ("\n" in text or "\r" in text) else text
     pattern = any_window(tuple(secrets), shortest_plain)
-    if pattern.search(joined) is not None or pattern.search(spaced_text(text)) is not None:
+    if pattern.search(joined) is not None:
+        return True
+    spaced = spaced_text(text)
+    if spaced != joined and pattern.search(spaced) is not None:  # the same text needs no second search
         return True
     return _XXD_LINE.search(text) is not None and bool(ColumnsView(text).spans(secrets, shortest_plain))
 

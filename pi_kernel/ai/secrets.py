@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -139,8 +140,29 @@ def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = Fa
     return map_strings(value, strings, lambda key: _mask_text(key, known), max_depth=4 * MAX_DEPTH)
 
 
+LARGE_TEXT_CHARS = 65_536
+"""Text at least this long is masked once per set of keys: the result is remembered (``LARGE_TEXT_KEPT``
+of them), since the end of a turn masks the same 5 MB argument for the display, the saved metadata and
+each outgoing message."""
+LARGE_TEXT_KEPT = 4
+_large_masked: dict[tuple[str, tuple[str, ...]], str] = {}
+_large_lock = threading.Lock()
+
+
 def _mask_text(text: str, secrets: Sequence[str]) -> str:
-    return _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
+    if len(text) < LARGE_TEXT_CHARS:
+        return _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
+    key = (text, tuple(secrets))  # a str caches its hash; the same object compares equal at once
+    with _large_lock:
+        done = _large_masked.get(key)
+    if done is not None:
+        return done
+    done = _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
+    with _large_lock:
+        _large_masked[key] = done
+        while len(_large_masked) > LARGE_TEXT_KEPT:
+            del _large_masked[next(iter(_large_masked))]
+    return done
 
 
 def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:

@@ -74,6 +74,14 @@ def _is_invisible(char: str) -> bool:
     return not char.isprintable() and char not in _SHOWN_AS_IS and unicodedata.category(char) in _INVISIBLE_CATEGORIES
 
 
+def _printable_apart_from_shown_as_is(text: str) -> bool:
+    if text.isprintable():
+        return True
+    for char in _SHOWN_AS_IS:
+        text = text.replace(char, " ")
+    return text.isprintable()
+
+
 def _escape(char: str, json_text: bool) -> str:
     code = ord(char)
     if code <= 0xFFFF:
@@ -94,8 +102,8 @@ def reveal_invisible(text: str, *, json_text: bool = False) -> tuple[str, int]:
     many there were: what a person approves must look like what runs (Trojan Source: a bidi override
     shows ``curl … | sh`` as harmless text). ``json_text``: ``text`` is JSON, its escapes stay valid JSON
     (the characters only occur inside strings, so parsing it gives back the same value)."""
-    if text.isprintable() and not _INVISIBLE_EXTRA.intersection(text):
-        return text, 0
+    if _printable_apart_from_shown_as_is(text) and not _INVISIBLE_EXTRA.intersection(text):
+        return text, 0  # the common case, also for text of many lines, without a step per character
     count = 0
     parts = []
     for char in text:

@@ -310,7 +310,6 @@ class TextTurnView:
         from IPython.display import display
 
         text = self.render()
-        self._last_flush = time.monotonic()  # a redraw that changed nothing counts too: the next waits its turn
         if text == self._shown:
             return
         data = {"text/plain": text}

@@ -1,0 +1,153 @@
+"""Benchmark: how much of the house one ``%%pi`` cell walks through, and the house's own counts.
+
+Issue 25's measures, taken the same way every time:
+
+- **modules touched**: a real Pi kernel (jupyter_client) talking to the scripted
+  OpenAI-compatible server runs a warm-up ``%%pi`` cell with one approved call,
+  then installs a profiler (``sys.setprofile`` and ``threading.setprofile`` on
+  every thread) and runs a second such cell: a call to ``add``, approved over the
+  ``pi.approval`` comm, then the answer. Every ``pi_kernel`` module with a Python
+  function that ran during that cell counts. Target: under ``TARGET_MODULES``.
+- **lines per layer** (``wc -l`` of ``pi_kernel/<layer>/**/*.py``), modules
+  importing the masking module, threads / event loops / locks /
+  ``call_soon_threadsafe``, and import cycles (type-only imports included).
+
+Run from the repository root: ``python benchmarks/house_metrics.py``. Prints the
+counts and the touched modules, PASS/FAIL against the module target; exits 1 when
+it fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "tests"), str(REPO)]
+
+TARGET_MODULES = 35
+LAYERS = ("ai", "agent", "tools", "widgets", "kernel")
+
+PROFILE_CELL = r"""
+import sys as _s, threading as _t
+_pi_touched = set()
+def _pi_profile(frame, event, arg):
+    if event == "call":
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("pi_kernel"):
+            _pi_touched.add(name)
+_s.setprofile(_pi_profile)
+_t.setprofile(_pi_profile)
+for _thread_frame in _s._current_frames().values():
+    pass
+"""
+
+REPORT_CELL = r"""
+import sys as _s, threading as _t, json as _j
+_s.setprofile(None); _t.setprofile(None)
+print("TOUCHED" + _j.dumps(sorted(_pi_touched)))
+"""
+
+TOOL_CELL = '''
+from pi_kernel import tool
+
+@tool(approval="ask")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+'''
+
+
+def touched_modules() -> list[str]:
+    """The ``pi_kernel`` modules whose functions ran during one warm ``%%pi`` cell with one approved call."""
+    from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+    from kernel_helpers import KernelDriver, approval_comm, approval_requests, kernel_env, write_test_kernelspecs
+
+    with tempfile.TemporaryDirectory() as jupyter_path, FakeOpenAI() as server:
+        write_test_kernelspecs(Path(jupyter_path))
+        with KernelDriver(env=kernel_env(server.base_url), jupyter_path=jupyter_path) as kernel:
+            assert kernel.run(TOOL_CELL).status == "ok"
+
+            def run_turn(cell_id: str) -> None:
+                server.enqueue(tool_call_chunks([("add", {"a": 2, "b": 3})]), text_chunks("The sum is 5."))
+                with approval_comm(kernel) as comm_id:
+
+                    def on_iopub(message: dict[str, Any]) -> None:
+                        request = approval_requests(message)
+                        if request is not None:
+                            kernel.comm_send(
+                                comm_id,
+                                {"action": "resolve", "tool_call_id": request["tool_call_id"], "decision": "approve"},
+                            )
+
+                    result = kernel.run("%%pi\nAdd 2 and 3", cell_id=cell_id, on_iopub=on_iopub)
+                    assert result.status == "ok" and "The sum is 5." in result.text, result.text
+
+            run_turn("warm")
+            assert kernel.run(PROFILE_CELL).status == "ok"
+            run_turn("measured")
+            printed = kernel.run(REPORT_CELL).text
+    line = next(line for line in printed.splitlines() if line.startswith("TOUCHED"))
+    return [name for name in json.loads(line[len("TOUCHED") :]) if name != "pi_kernel"]
+
+
+def layer_lines() -> dict[str, int]:
+    root = REPO / "pi_kernel"
+    counts = {layer: sum(len(p.read_text().splitlines()) for p in (root / layer).rglob("*.py")) for layer in LAYERS}
+    counts["total"] = sum(len(p.read_text().splitlines()) for p in root.rglob("*.py"))
+    return counts
+
+
+def source_counts() -> dict[str, int]:
+    files = list((REPO / "pi_kernel").rglob("*.py"))
+    texts = {path: path.read_text() for path in files}
+    mask_importers = 0
+    for text in texts.values():
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("ai.secrets"):
+                mask_importers += 1
+                break
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "pi_kernel.ai"
+                and "secrets" in {alias.name for alias in node.names}
+            ):
+                mask_importers += 1
+                break
+    joined = "\n".join(texts.values())
+    return {
+        "modules": len(files),
+        "modules importing ai.secrets": mask_importers,
+        "threads started": len(re.findall(r"threading\.Thread\(|Thread\(target", joined)),
+        "event loops created": len(re.findall(r"new_event_loop\(|asyncio\.run\(", joined)),
+        "locks": len(re.findall(r"threading\.(?:R?Lock|Condition)\(|asyncio\.Lock\(", joined)),
+        "call_soon_threadsafe": len(re.findall(r"call_soon_threadsafe", joined)),
+        "_getframe": len(re.findall(r"_getframe", joined)),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="print every touched module")
+    args = parser.parse_args()
+    print("lines:", layer_lines())
+    print("counts:", source_counts())
+    touched = touched_modules()
+    print(f"modules touched by one %%pi cell with one approved call: {len(touched)} (target < {TARGET_MODULES})")
+    if args.list:
+        for name in touched:
+            print("  ", name)
+    passed = len(touched) < TARGET_MODULES
+    print("PASS" if passed else "FAIL")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -43,14 +43,12 @@ def _pi_profile(frame, event, arg):
         if name.startswith("pi_kernel"):
             _pi_touched.add(name)
 _s.setprofile(_pi_profile)
-_t.setprofile(_pi_profile)
-for _thread_frame in _s._current_frames().values():
-    pass
+getattr(_t, "setprofile_all_threads", _t.setprofile)(_pi_profile)
 """
 
 REPORT_CELL = r"""
 import sys as _s, threading as _t, json as _j
-_s.setprofile(None); _t.setprofile(None)
+_s.setprofile(None); getattr(_t, "setprofile_all_threads", _t.setprofile)(None)
 print("TOUCHED" + _j.dumps(sorted(_pi_touched)))
 """
 

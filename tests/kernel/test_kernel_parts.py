@@ -375,7 +375,19 @@ def test_pip_installing_the_wheel_registers_the_kernel(tmp_path: Path) -> None:
     built = subprocess.run(build, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr
     wheel = next(dist.glob("pi_kernel-*.whl"))
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile"]
+    # --ignore-installed: pip would otherwise uninstall the environment's own (editable) pi-kernel first,
+    # kernelspec and notebook bridge included, under every later test and `make lab`.
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-index",
+        "--no-compile",
+        "--ignore-installed",
+    ]
     installed = subprocess.run([*pip, "--prefix", str(prefix), str(wheel)], capture_output=True, text=True, timeout=120)
     assert installed.returncode == 0, installed.stderr
     spec = KernelSpecManager(kernel_dirs=[str(prefix / "share" / "jupyter" / "kernels")]).get_kernel_spec("pi")

@@ -25,7 +25,7 @@ from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.stdin_prompt import parse_answer
 from pi_kernel.tools import ToolDefinition
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 
 
 def _definition(name: str, approval: Any = "auto") -> ToolDefinition:

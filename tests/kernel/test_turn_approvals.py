@@ -43,17 +43,18 @@ def test_each_gate_routes_by_its_own_turn() -> None:
     widgets = approvals.gate(turn(widgets=True))
     console = approvals.gate(turn(allow_stdin=True, raw_input=ask))
     headless = approvals.gate(turn())
-    assert (widgets.route(), console.route(), headless.route()) == ("frontend", "stdin", None)
-    assert console.raw_input() is ask and headless.raw_input() is None
-    assert headless.nobody_reason("bash") == nobody_to_ask("bash")
+    assert (widgets.answerer().name, console.answerer().name, headless.answerer().name) == ("widget", "stdin", "nobody")
+    assert console.turn is not None and console.turn.stdin is ask and headless.turn is not None
+    assert headless.turn.stdin is None
+    assert headless.answerer().refusal("bash", headless.turn) == nobody_to_ask("bash")
 
 
 def test_a_blocking_turn_is_answered_on_stdin_or_not_at_all() -> None:
     approvals = SessionApprovals(Host())
     with_stdin = approvals.gate(turn(widgets=True, blocking=True, allow_stdin=True, raw_input=ask))
     without = approvals.gate(turn(widgets=True, blocking=True))
-    assert (with_stdin.route(), without.route()) == ("stdin", None)
-    assert without.nobody_reason("bash") == blocked_cell("bash")
+    assert (with_stdin.answerer().name, without.answerer().name) == ("stdin", "nobody")
+    assert without.answerer().refusal("bash", without.turn) == blocked_cell("bash")
 
 
 def test_a_cells_approve_mode_reaches_only_its_own_gate() -> None:

@@ -1,4 +1,4 @@
-"""``approval_rules.decide``: each rule of the ordered table, its precedence, and the declared origin."""
+"""``approval.decide``: each rule of the ordered table, its precedence, and the declared origin."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pi_kernel.tools import tool
-from pi_kernel.tools.approval_rules import RULES, OriginKind, PolicyState, decide
+from pi_kernel.tools.approval import RULES, OriginKind, PolicyState, decide
 from pi_kernel.tools.builtin import builtin_tools
 from pi_kernel.tools.definition import ToolDefinition
 

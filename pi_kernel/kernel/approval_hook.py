@@ -24,8 +24,7 @@ broker, in order; the first that can answer the turn now takes the request:
 2. ``comm``: a client holds a ``pi.approval`` comm (``frontend``); the request
    waits for its message;
 3. ``stdin``: the cell's request allows stdin: a question through ipykernel's
-   ``raw_input`` (``stdin_prompt``; answers can also still come from a comm
-   meanwhile);
+   ``raw_input`` (answers can also still come from a comm meanwhile);
 4. ``nobody`` (nbclient, papermill without stdin): denied at once, with a
    reason that says how to allow such calls.
 
@@ -35,19 +34,31 @@ can reach it: only stdin can answer, and ``nobody`` says to turn autoawait back
 on rather than wait out the timeout. (In a kernel such a cell does not run:
 ``cell_runner.run_cell_sync``.)
 
-``pi_kernel.tools`` (the broker, the policy, the decision, the notebook
-reader), ``pi_kernel.agent`` (the hook's result type),
-``pi_kernel.kernel.view_choice`` and ``pi_kernel.kernel.stdin_prompt`` (which
-pull in the tool layer) are imported lazily, inside the functions that use
-them: this module loads with the kernel, and each of them pulls in the whole
-tool and agent layers (about 100 ms of a kernel's start), which a kernel that
-never prompts the agent should not pay.
+The stdin question goes through ipykernel's own ``raw_input`` (an
+``input_request`` to the client of the running cell) in a worker thread, so
+the event loop keeps running while the person types. ``raw_input`` polls its
+socket until a reply comes; when the approval is settled another way (a comm,
+a timeout, an interrupt) the worker is stopped by raising ``KeyboardInterrupt``
+in it, which that poll loop handles by returning: it checks for interrupts
+every 10 ms. The arguments in the question are masked before they are cut (a
+cut key would escape the mask every stdin message gets on its way out,
+``outgoing``).
+
+``pi_kernel.tools`` (the broker, the policy, the decision, how a call is
+shown, the notebook reader), ``pi_kernel.agent`` (the hook's result type) and
+``pi_kernel.widgets`` (whether its card can be drawn) are imported lazily,
+inside the functions that use them: this module loads with the kernel, and
+each of them pulls in the whole tool and agent layers (about 100 ms of a
+kernel's start), which a kernel that never prompts the agent should not pay.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import ctypes
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,13 +66,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker
-from pi_kernel.kernel.outgoing import restored
+from pi_kernel.kernel.outgoing import masked, restored
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
     from pi_kernel.ai import AbortSignal
     from pi_kernel.kernel.turn import Turn
-    from pi_kernel.tools.approval import Answerer, ApprovalBroker, ApprovalDecision, ApprovalPolicy, ApprovalRequest
+    from pi_kernel.tools.approval import (
+        Answerer,
+        ApprovalBroker,
+        ApprovalDecision,
+        ApprovalPolicy,
+        ApprovalPreview,
+        ApprovalRequest,
+    )
     from pi_kernel.tools.definition import ToolDefinition
 
 USER_DENIED = "The user denied this tool call."
@@ -275,8 +293,6 @@ class StdinAnswerer(WaitInBroker):
                 await asker
 
     async def _ask(self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]) -> None:
-        from pi_kernel.kernel.stdin_prompt import ask_on_stdin, parse_answer, question
-
         async with self._turns.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
             if request.decision is not None:
                 return
@@ -315,10 +331,15 @@ def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any])
     """The kernel's answerers in order: widget, comm, stdin, nobody (see the module docstring)."""
 
     def widgets(asking: Any) -> bool:
-        from pi_kernel.kernel.view_choice import widget_view_factory
-
-        shown = asking.widgets if asking is not None else frontend.widgets
-        return bool(shown) and (view_factory() is not None or widget_view_factory() is not None)
+        if not (asking.widgets if asking is not None else frontend.widgets):
+            return False
+        if view_factory() is not None:
+            return True
+        try:  # the widgets package draws the card (``view_choice.widget_view_factory``)
+            from pi_kernel.widgets.factory import make_widget_view  # noqa: F401
+        except ImportError:
+            return False
+        return True
 
     return [
         WaitInBroker("widget", widgets),
@@ -326,6 +347,101 @@ def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any])
         StdinAnswerer(),
         NOBODY,
     ]
+
+
+# -- the stdin question ----------------------------------------------------------------------------
+
+QUESTION_ARGS_CHARS = 4_000
+"""Arguments longer than this are shown as their head and tail around a "characters hidden" warning."""
+ANSWERS_HELP = "[y]es / [a]lways / [n]o[: reason] / {json} to edit the arguments"
+
+
+def parse_answer(answer: str) -> dict[str, Any]:
+    """A typed answer → decision fields (``decision``, ``reason``, ``args``)."""
+    text = answer.strip()
+    lowered = text.lower()
+    if lowered in ("y", "yes", "ok", "approve"):
+        return {"decision": "approve"}
+    if lowered in ("a", "always"):
+        return {"decision": "always"}
+    if text.startswith("{"):
+        try:
+            args = json.loads(text)
+        except ValueError as error:
+            return {"decision": "deny", "reason": f"The edited arguments were not valid JSON ({error})."}
+        except RecursionError:  # would kill the asking task: the turn would wait for the approval timeout
+            return {"decision": "deny", "reason": "The edited arguments were nested too deeply to read."}
+        return {"decision": "approve", "args": args}
+    if lowered in ("n", "no", "deny") or lowered.startswith(("n:", "no:", "n ", "no ")):
+        reason = text.split(":", 1)[1] if ":" in text else text.partition(" ")[2]
+        return {"decision": "deny", "reason": reason.strip() or None}
+    return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
+
+
+def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
+    """A change's title and diff as plain lines (masked, invisible characters shown, head and tail kept)."""
+    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+
+    diff, invisible = reveal_invisible(masked(preview.diff))
+    title, in_title = reveal_invisible(masked(preview.title))
+    note = f"[{invisible_warning(invisible + in_title)}]\n" if invisible + in_title else ""
+    return f"{note}{title}\n{cut_middle(diff.rstrip(), limit)}\n"
+
+
+def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
+    """The stdin question for a call (masked, invisible characters shown, cut in the middle)."""
+    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+
+    try:
+        shown = json.dumps(args, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        shown = repr(args)
+    shown = masked(shown)  # before the cut: a cut key would no longer be found
+    shown, invisible = reveal_invisible(shown, json_text=True)  # bidi overrides, zero-width: visible
+    notes = [warning] if warning else []
+    notes += [invisible_warning(invisible)] if invisible else []
+    note = "".join(f"[{text}] " for text in notes)
+    if preview is not None:  # the change as a diff; the arguments, shorter, below it
+        return f"{preview_text(preview)}{note}Allow {tool_name} {cut_middle(shown, 300)}? {ANSWERS_HELP}: "
+    return f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: "
+
+
+def _raise_in_thread(thread: threading.Thread) -> None:
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
+
+
+async def ask_on_stdin(raw_input: Callable[[str], str], prompt: str) -> str | None:
+    """``raw_input(prompt)`` in a worker; ``None`` if it failed. Cancelling this stops the worker."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str | None] = loop.create_future()
+    context = contextvars.copy_context()  # ipykernel finds the cell's request through context vars
+
+    def settle(value: str | None) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    reading = threading.Event()
+    reading.set()
+
+    def work() -> None:
+        try:
+            try:
+                value: str | None = context.run(raw_input, prompt)
+            except BaseException:  # noqa: BLE001 - EOF, no stdin, or stopped by _raise_in_thread
+                value = None
+            reading.clear()
+            loop.call_soon_threadsafe(settle, value)
+        except BaseException:  # noqa: BLE001 - a late stop request, or the loop closed meanwhile
+            pass
+
+    worker = threading.Thread(target=work, name="pi-approval-stdin", daemon=True)
+    worker.start()
+    try:
+        return await future
+    finally:
+        if reading.is_set():
+            _raise_in_thread(worker)
 
 
 _background: set[asyncio.Future[Any]] = set()

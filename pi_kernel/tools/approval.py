@@ -326,18 +326,13 @@ _ANSWERS: dict[str, Verdict] = {"auto": "run", "ask": "ask", "deny": "deny"}
 
 def check_approval_option(approval: Any, tool_name: str) -> None:
     """Raise a clear error for an ``approval`` option that cannot work (when the tool is defined)."""
+    expected = f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; got'
     if isinstance(approval, str):
         if approval not in TOOL_MODES:
-            raise ValueError(
-                f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; '
-                f"got {approval!r}"
-            )
+            raise ValueError(f"{expected} {approval!r}")
         return
     if not callable(approval):
-        raise TypeError(
-            f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; '
-            f"got {type(approval).__name__}"
-        )
+        raise TypeError(f"{expected} {type(approval).__name__}")
     if is_async_callable(approval):
         raise TypeError(
             f'@tool "{tool_name}": the approval function must be a plain (not async) function of the arguments'
@@ -459,6 +454,7 @@ class ApprovalPolicy:
 # -- the broker, and what a person sees of a call --------------------------------------------------
 
 DecisionKind = Literal["approve", "always", "deny"]
+INTERRUPTED = "Interrupted by the user"
 
 
 def plain_arguments(args: Any) -> Any:
@@ -660,8 +656,9 @@ class ApprovalBroker:
         future: asyncio.Future[ApprovalDecision] = loop.create_future()
         with self._lock:
             self._waiting[request.tool_call_id] = (request, loop, future)
+        interrupted = ApprovalDecision("deny", INTERRUPTED, source="interrupt")
         remove_abort = (
-            signal.add_listener(lambda _: self.resolve(request.tool_call_id, _interrupted())) if signal else None
+            signal.add_listener(lambda _: self.resolve(request.tool_call_id, interrupted)) if signal else None
         )
         self._notify("requested", request)
         try:
@@ -700,7 +697,7 @@ class ApprovalBroker:
         so a view shows the call as denied rather than failed."""
         self._notify("resolved", request)
 
-    def deny_all(self, reason: str = "Interrupted by the user", source: str = "interrupt") -> int:
+    def deny_all(self, reason: str = INTERRUPTED, source: str = "interrupt") -> int:
         """Deny every waiting request (kernel interrupt); returns how many."""
         count = 0
         for request in self.pending():
@@ -713,7 +710,3 @@ class ApprovalBroker:
                 listener(event, request)
             except Exception:  # noqa: BLE001 - a broken view must not break the approval
                 pass
-
-
-def _interrupted() -> ApprovalDecision:
-    return ApprovalDecision("deny", "Interrupted by the user", source="interrupt")

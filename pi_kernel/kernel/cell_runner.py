@@ -44,8 +44,7 @@ from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
 from pi_kernel.kernel.turn import Turn
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
-from pi_kernel.tools.approval import ApprovalRequest
-from pi_kernel.tools.approval_policy import SESSION_MODES
+from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.builtin.secret_names import environment_secrets
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from pi_kernel.kernel.outgoing import masked
 
 APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
-"""Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval_policy`` has the same, but
+"""Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval`` has the same, but
 importing it here would cost a quarter of a second at every kernel start."""
 DEFAULT_BUILTIN_TOOLS = (
     "read",

@@ -36,7 +36,7 @@ from pi_kernel.kernel.model_resolution import (
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.text_view import render_messages
 from pi_kernel.kernel.turn_undo import undo_turn
-from pi_kernel.tools.approval_rules import decide
+from pi_kernel.tools.approval import decide
 
 if TYPE_CHECKING:
     from pi_kernel.kernel.session import PiSession
@@ -193,7 +193,7 @@ class _AsksByItself:
 
 
 def approval_of(session: PiSession, name: str) -> str:
-    """A tool's approval in a word or two, from the decision the gate makes (``approval_rules.decide``)
+    """A tool's approval in a word or two, from the decision the gate makes (``approval.decide``)
     under the session's policy for a call without arguments; a call that may read secrets still asks
     (decided per call, so not shown here)."""
     definition = session.registry.get(name)

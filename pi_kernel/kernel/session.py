@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pi_kernel.kernel.turn import Turn
     from pi_kernel.kernel.turn_undo import TurnJournals
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy
     from pi_kernel.tools.mcp import McpManager
 
 MCP_MISSING = 'MCP servers need the "mcp" package: pip install "pi-kernel[mcp]"'

@@ -49,8 +49,8 @@ import reprlib
 import time
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.kernel.approval_hook import preview_text
 from pi_kernel.kernel.outgoing import key_values, masked
-from pi_kernel.kernel.stdin_prompt import preview_text
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible

@@ -10,8 +10,7 @@ file mutation queue are re-exported from ``pi_kernel.tools.builtin`` /
 ``file_queue``.
 """
 
-from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
-from pi_kernel.tools.approval_rules import approval_verdict, needs_approval
+from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest, approval_verdict, needs_approval
 from pi_kernel.tools.builtin import (
     BUILTIN_TOOL_NAMES,
     builtin_tools,

@@ -37,7 +37,7 @@ from pydantic.fields import FieldInfo
 from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
-from pi_kernel.tools.approval_rules import check_approval_option
+from pi_kernel.tools.approval import check_approval_option
 from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
 from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
@@ -133,7 +133,7 @@ def tool(
     prompt (a tool without one is left out of that list but still callable);
     ``guidelines`` are added under ``Guidelines:``. ``approval``: ``"auto"``,
     ``"ask"`` or a plain function of the validated arguments (see
-    ``approval_policy``; a value that cannot work raises here). ``read_only=True``
+    ``approval``; a value that cannot work raises here). ``read_only=True``
     declares that the tool changes nothing, so ``%pi approve read-only`` lets it
     run. ``registry``: where to
     register the tool (``None``: the default registry when one is set, see
@@ -206,7 +206,7 @@ def function_tool(
         prompt_snippet=snippet,
         prompt_guidelines=tuple(guidelines),
         fn=fn,
-        origin="user",  # the user's own function: its origin, declared (approval_rules)
+        origin="user",  # the user's own function: its origin, declared (approval.decide)
         **{key: value for key, value in options.items() if value is not None},
     )
 

@@ -8,7 +8,7 @@ Reading the kernel's own environment (``/proc/self/environ``, any
 lets anyone run code in the kernel: ``kernel-*.json``, ``jpserver-*.json``
 anywhere, any file in Jupyter's runtime folder, ``JUPYTER_RUNTIME_DIR``
 included) sends secrets to the model. Such a call
-never runs unseen: ``approval_policy`` turns it into a question in ``ask``,
+never runs unseen: ``approval.decide`` turns it into a question in ``ask``,
 ``auto`` and ``read-only`` mode, and a refusal in ``deny`` mode.
 
 ``secret_path_reason`` judges a path (the file tools' ``path``; symlinks

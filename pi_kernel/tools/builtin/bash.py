@@ -140,7 +140,7 @@ def create_bash_tool(
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"command": "command"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"command": "command"},  # what of a call may name secrets (approval.secret_reason)
         name="bash",
         label="bash",
         description=(

@@ -92,7 +92,7 @@ def create_inspect_tool() -> ToolDefinition:
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"name": "attribute"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"name": "attribute"},  # what of a call may name secrets (approval.secret_reason)
         name="inspect",
         label="inspect",
         description=(

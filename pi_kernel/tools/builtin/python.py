@@ -139,7 +139,7 @@ def create_python_tool(
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"code": "code"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"code": "code"},  # what of a call may name secrets (approval.secret_reason)
         name="python",
         label="python",
         description=(

@@ -60,7 +60,7 @@ def create_read_tool(*, auto_resize_images: bool = True) -> ToolDefinition:
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"path": "path"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="read",
         label="read",
         description=READ_DESCRIPTION,

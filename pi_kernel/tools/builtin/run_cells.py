@@ -174,6 +174,7 @@ def create_run_cells_tool() -> ToolDefinition:
         approval="ask",
         approval_preview=preview,
         forget_preview=forget_preview,
+        secret_arguments={"cells": "cells"},  # the cells' code is judged as python's (approval.secret_reason)
     )
 
 

@@ -44,7 +44,7 @@ from typing import Any, Literal, Protocol
 
 from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.ai.sanitize import map_strings
-from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
+from pi_kernel.tools.paths import secret_mention_reason, secret_path_reason
 
 Verdict = Literal["run", "ask", "deny"]
 OriginKind = Literal["builtin", "user", "mcp"]

@@ -23,10 +23,10 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.builtin.describe import clip, describe_limit
-from pi_kernel.tools.builtin.secret_names import environment_secrets, masked
 from pi_kernel.tools.cell_source import CellLike
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import CellInfo, NotebookDocument, resolve_ref
+from pi_kernel.tools.paths import environment_secrets, masked
 
 DEFAULT_LAST = 5
 SOURCE_CHARS = 1500

@@ -11,7 +11,7 @@ number of lines that happen to be in memory.
 
 The temp file is private and short-lived: it is created with mode 0600 in a
 folder of this process only (mode 0700, ``spool_folder``), its text is masked
-(``secret_names.MaskedStream``: key values, URL credentials, ``sk-`` keys) when the
+(``paths.MaskedStream``: key values, URL credentials, ``sk-`` keys) when the
 command ends, and the folder is removed when the process exits (the trailer
 names the file so that the model can read it during the session).
 """
@@ -30,7 +30,7 @@ import threading
 from collections import deque
 from typing import IO, Any
 
-from pi_kernel.tools.builtin.secret_names import MaskedStream
+from pi_kernel.tools.paths import MaskedStream
 from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, TruncationResult, tail_notice, truncate_tail
 
 _folder: str | None = None

@@ -33,8 +33,7 @@ from pi_kernel.tools.registry import (
     set_default_registry,
 )
 from pi_kernel.tools.results import to_agent_tool_result
-from pi_kernel.tools.tool_retry import ToolRetry
-from pi_kernel.tools.wrapper import DefinedTool, wrap_tool_definition
+from pi_kernel.tools.wrapper import DefinedTool, ToolRetry, wrap_tool_definition
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

@@ -12,7 +12,7 @@ active set: ``context.tools`` (the API ``tools`` array) and
 Wrapped tools are cached per name until that definition is replaced or the
 tool context changes, so a turn costs a list copy, and each wrapped tool keeps
 its ``ToolRetry`` budget across the turns of a run (a new run starts a fresh
-count, see ``retry.py``).
+count, see ``wrapper.py``).
 
 ``build_system_prompt`` writes the text channel that tells the model which tool
 to pick. It follows pi's ``coding-agent/src/core/system-prompt.ts``, adapted to

@@ -73,9 +73,8 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.ai.static_read import has_base
 from pi_kernel.tools.builtin.output import OutputSpool
-from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
+from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell, kept_events, removed_note
 from pi_kernel.tools.builtin.python_interrupt import Interrupter, as_cell_code, run_coroutine
-from pi_kernel.tools.builtin.shell_events import kept_events, removed_note
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.images import fit_image
 from pi_kernel.tools.results import display_bundle, image_png_bytes

@@ -39,10 +39,9 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.builtin.output import OutputSpool
+from pi_kernel.tools.builtin.output import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, OutputSpool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.paths import resolve_tool_cwd, tool_environment
-from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 
 UPDATE_INTERVAL_SECONDS = 0.1
 KILL_GRACE_SECONDS = 1.0

@@ -45,7 +45,7 @@ from pi_kernel.kernel.turn import Turn
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
-from pi_kernel.tools.builtin.secret_names import environment_secrets
+from pi_kernel.tools.paths import environment_secrets
 
 if TYPE_CHECKING:
     from pi_kernel.ai.stream_types import StreamOptions

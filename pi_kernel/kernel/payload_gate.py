@@ -5,7 +5,7 @@ An execute reply's payloads come from ``shell.payload_manager``: whatever called
 them at the cell's end. Code the agent ran could write one later, out of sight:
 from a ``post_run_cell`` callback it registered (which fires after the ``%%pi``
 cell's turn and in every later cell; the ``python`` tool also removes such
-callbacks, see ``tools.builtin.shell_events``), from a thread (``threading.Timer``)
+callbacks, see ``tools.builtin.python_capture``), from a thread (``threading.Timer``)
 or from a callback on the event loop between cells. So the gate wraps the
 payload manager's ``write_payload`` and ``read_payload`` of the shell and lets a
 payload through only when

@@ -61,7 +61,7 @@ from typing import Any, Literal, Protocol, cast
 from pi_kernel.agent.invoke import is_async_callable
 from pi_kernel.ai import AbortSignal
 from pi_kernel.ai.sanitize import map_strings
-from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
+from pi_kernel.tools.paths import secret_mention_reason, secret_path_reason
 
 Verdict = Literal["run", "ask", "deny"]
 OriginKind = Literal["builtin", "user", "mcp"]
@@ -262,7 +262,7 @@ def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:
 
 
 def secret_reason(tool: Any, args: Any, tool_name: str, cells: Mapping[str, str] | None = None) -> str | None:
-    """Why this call may read secrets (see ``secret_paths``), or ``None``.
+    """Why this call may read secrets (see ``tools.paths``), or ``None``.
 
     A built-in tool is judged by the arguments it declares (``secret_arguments``: a command or code by its
     text, a path as a path, an attribute path by its parts, cell references by the code of those cells,

@@ -24,7 +24,7 @@ from pi_kernel.tools.notebook_document import NotebookDocument
 from pi_kernel.tools.turn_journal import TurnJournal
 
 if TYPE_CHECKING:
-    from pi_kernel.tools.cell_source import CellSource
+    from pi_kernel.tools.notebook_document import CellSource
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;

@@ -1,6 +1,6 @@
 """inspect and the process environment: reading the kernel's environment always asks a person.
 
-The project rule (approval / secret_paths, tests/test_kernel_secret_reads.py): python code
+The project rule (approval / tools.paths, tests/test_kernel_secret_reads.py): python code
 `print(os.environ)` asks even in auto mode, so an inspect of "os.environ" asks too (denied in deny mode),
 and inspect itself refuses a path through a module (pd.io.common.os.environ) or to an os.environ mapping,
 so AWS_SECRET_ACCESS_KEY or DATABASE_PASSWORD never reach the model through it; a string variable

@@ -1,4 +1,6 @@
-"""``Agent``: the loop with a transcript, listeners, queues and abort, as pi's ``agent.ts``.
+"""``Agent``: the loop with a transcript, listeners, queues and abort, as pi's ``agent.ts``; with
+the events that close a cancelled run, the steering and follow-up queues, and the usage ledger and
+budget the agent keeps.
 
 One run at a time: ``prompt()`` and ``continue_()`` start a run and return
 when it is over and every listener has handled ``agent_end``. While a run is
@@ -20,9 +22,15 @@ Per-run overrides: ``prompt(text, model=..., max_turns=..., before_tool_call=...
 prepare_next_turn=..., stream_options=..., first_tool_choice=...)`` (and ``continue_``) run with those in
 place of the agent's own, for that run only; the agent's attributes are never swapped.
 
-Long sessions: ``compaction`` (on by default), ``budget`` and the ``usage``
-ledger are the agent's (see ``compaction`` and ``usage``). (Size: a little
-over 400 lines, one class whose parts share the active run.)
+Long sessions: ``compaction`` (on by default; see ``compaction``), ``budget``
+and the ``usage`` ledger are the agent's. ``UsageLedger`` adds up every
+assistant message's ``Usage`` (and the summary requests of compaction) as the
+agent sees them, so the totals survive compaction, which removes the old
+messages from the conversation. ``Budget`` (US dollars and/or tokens) is
+checked before each model request (``budget_stop``): a request whose estimated
+cost (cache reads and writes at their own prices) would take the session past
+it is not sent, and the run ends with a message saying so; nothing already
+done is lost.
 """
 
 from __future__ import annotations
@@ -30,44 +38,38 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from pi_kernel.agent.compaction import CHARS_PER_TOKEN, CompactionResult, CompactionSettings, compact_context
-from pi_kernel.agent.events import (
+from pi_kernel.agent.compaction import CHARS_PER_TOKEN, compact_context, estimate_context_tokens
+from pi_kernel.agent.loop import run_agent_loop, run_agent_loop_continue
+from pi_kernel.agent.tool_execution import OPERATION_ABORTED, bound_content, call_hook, masked_content
+from pi_kernel.agent.types import (
+    DEFAULT_TOOL_RESULT_CHARS,
+    AfterToolCallHook,
     AgentEndEvent,
     AgentEvent,
+    AgentLoopConfig,
+    AgentState,
+    AgentToolResult,
+    BeforeToolCallHook,
     CompactionEvent,
+    CompactionSettings,
+    ConvertToLlm,
     MessageEndEvent,
     MessageStartEvent,
-    ToolExecutionEndEvent,
-    TurnEndEvent,
-    TurnStartEvent,
-)
-from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.loop import default_stream_fn, run_agent_loop, run_agent_loop_continue
-from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
-from pi_kernel.agent.state import (
-    AgentState,
-    MessageQueue,
-    QueueMode,
-    closing_events_for_cancelled_run,
-    reduce_agent_state,
-)
-from pi_kernel.agent.tool_execution import OPERATION_ABORTED
-from pi_kernel.agent.types import (
-    AfterToolCallHook,
-    AgentLoopConfig,
-    BeforeToolCallHook,
-    ConvertToLlm,
     PrepareNextTurn,
     ShouldStopAfterTurn,
     StreamFn,
+    ToolExecutionEndEvent,
     ToolExecutionMode,
     TransformContext,
+    TurnEndEvent,
+    TurnStartEvent,
+    reduce_agent_state,
 )
-from pi_kernel.agent.usage import Budget, BudgetExceeded, UsageLedger, budget_stop
 from pi_kernel.ai import (
     AbortController,
     AbortSignal,
@@ -76,15 +78,21 @@ from pi_kernel.ai import (
     ImageContent,
     Message,
     Model,
+    ModelCost,
     StreamOptions,
     TextContent,
     Tool,
+    ToolResultMessage,
+    Usage,
     UserMessage,
+    stream,
 )
 from pi_kernel.ai.providers.request_task import masked_error
 from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
+
+QueueMode = Literal["one-at-a-time", "all"]
 
 Listener = Callable[[AgentEvent], Any]
 PromptInput = str | Message | list[Message] | tuple[Message, ...]
@@ -414,7 +422,7 @@ class Agent:
             return None
         return budget_stop(self.usage, self.budget, model, context)
 
-    async def compact(self) -> CompactionResult | None:
+    async def compact(self) -> CompactionEvent | None:
         """Compact the transcript now (``%pi compact``): everything before the last prompt becomes the
         summary; ``None`` when there is nothing to compact.
 
@@ -437,7 +445,7 @@ class Agent:
         try:
             snapshot = list(state.messages)
             context = Context(state.system_prompt, list(snapshot), list(state.tools))
-            stream_fn = self.stream_fn or default_stream_fn()
+            stream_fn = self.stream_fn or stream
             settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
             return await compact_context(
                 context,
@@ -527,3 +535,206 @@ def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None)
     if isinstance(prompt, (list, tuple)):
         return list(prompt)
     return [prompt]
+
+
+# ---------------------------------------------------------------- a cancelled run
+
+
+def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[ToolResultMessage]:
+    """Error results for the last assistant message's tool calls that have none.
+
+    Used when a run is cancelled from outside (the task awaiting ``prompt()``
+    was cancelled) so the transcript still gives every tool call one result.
+    """
+    answered: set[str] = set()
+    for message in reversed(messages):
+        role = getattr(message, "role", None)
+        if role == "tool_result":
+            answered.add(message.tool_call_id)
+        elif role == "assistant":
+            if message.stop_reason in ("error", "aborted"):
+                return []
+            return [
+                ToolResultMessage(call.id, call.name, [TextContent(text)], is_error=True)
+                for call in message.tool_calls
+                if call.id not in answered
+            ]
+        else:
+            return []
+    return []
+
+
+def closing_events_for_cancelled_run(
+    state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str, max_chars: int | None = None
+) -> list[AgentEvent]:
+    """The events that close a run cancelled from outside, for the state and the listeners.
+
+    An assistant message cut off while streaming ends as ``aborted`` with what
+    had streamed (as when the signal aborts a stream), closing its turn.
+    Every tool call of the last assistant message that has no result message
+    gets one: a call that had finished (its ``tool_execution_end`` in
+    ``ended_calls``) keeps its real result, since its side effects happened;
+    the others get ``text`` as an error, and a ``tool_execution_end`` when they
+    were still pending. Then ``agent_end``. A real result is masked and bounded to ``max_chars`` as every
+    tool result message is (``tool_execution.create_tool_result_message``).
+    """
+    events: list[AgentEvent] = []
+    streaming = state.streaming_message
+    if isinstance(streaming, AssistantMessage):
+        cut_off = dataclasses.replace(
+            streaming, content=list(streaming.content), stop_reason="aborted", error_message=text
+        )
+        events += [MessageEndEvent(cut_off), TurnEndEvent(cut_off, [])]
+        messages = [*state.messages, cut_off]
+    else:
+        messages = state.messages
+    results = results_for_unanswered_tool_calls(messages, text)
+    for index, result in enumerate(results):
+        ended = ended_calls.get(result.tool_call_id)
+        if ended is not None:
+            results[index] = result = ToolResultMessage(
+                tool_call_id=ended.tool_call_id,
+                tool_name=ended.tool_name,
+                content=bound_content(masked_content(ended.result.content or []), max_chars)[0],
+                details=ended.result.details,
+                is_error=ended.is_error,
+                usage=ended.result.usage,
+            )
+        elif result.tool_call_id in state.pending_tool_calls:
+            aborted = AgentToolResult(result.content)
+            events.append(ToolExecutionEndEvent(result.tool_call_id, result.tool_name, aborted, True))
+        events += [MessageStartEvent(result), MessageEndEvent(result)]
+    events.append(AgentEndEvent(list(results)))
+    return events
+
+
+# ---------------------------------------------------------------- queues
+
+
+class MessageQueue:
+    """Steering or follow-up messages waiting for the loop; safe to fill from any thread."""
+
+    def __init__(self, mode: QueueMode = "one-at-a-time") -> None:
+        self.mode: QueueMode = mode
+        self._items: list[Any] = []
+        self._lock = threading.Lock()
+
+    def enqueue(self, message: Any) -> None:
+        with self._lock:
+            self._items.append(message)
+
+    def drain(self) -> list[Any]:
+        """``all``: every queued message; ``one-at-a-time``: the oldest one."""
+        with self._lock:
+            if not self._items:
+                return []
+            if self.mode == "all":
+                drained, self._items = self._items, []
+                return drained
+            return [self._items.pop(0)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+# ---------------------------------------------------------------- usage and budget
+
+
+@dataclass
+class ModelTotals:
+    requests: int = 0
+    input: int = 0
+    """Prompt tokens, cached ones included."""
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    """Prompt tokens written to the provider's cache (Anthropic bills them apart)."""
+    cost: float = 0.0
+    priced: bool = False
+    """At least one request had a known price."""
+    last_prompt_tokens: int = 0
+    """The prompt size of the latest request (for the context meter)."""
+
+
+@dataclass
+class UsageLedger:
+    by_model: dict[str, ModelTotals] = field(default_factory=dict)
+    """``provider:model`` → totals."""
+
+    def add(self, model: str, usage: Usage) -> None:
+        totals = self.by_model.setdefault(model, ModelTotals())
+        totals.requests += 1
+        totals.input += usage.prompt_tokens
+        totals.output += usage.output
+        totals.cache_read += usage.cache_read
+        totals.cache_write += usage.cache_write
+        if usage.cost is not None:
+            totals.cost += usage.cost
+            totals.priced = True
+        if usage.prompt_tokens:
+            totals.last_prompt_tokens = usage.prompt_tokens
+
+    @property
+    def cost(self) -> float:
+        return sum(totals.cost for totals in self.by_model.values())
+
+    @property
+    def tokens(self) -> int:
+        return sum(totals.input + totals.output for totals in self.by_model.values())
+
+    def clear(self) -> None:
+        self.by_model.clear()
+
+
+class BudgetExceeded(RuntimeError):
+    """A request (``Agent.compact``'s summary) was not sent: it would cross the budget; ``str()`` says why."""
+
+
+@dataclass
+class Budget:
+    usd: float | None = None
+    """US dollars the session may spend; ``None``: no limit."""
+    tokens: int | None = None
+    """Tokens (in + out) the session may spend; ``None``: no limit."""
+
+
+def usd(amount: float) -> str:
+    """``$5.00``, or four decimals under ten cents (``$0.0010``), so a small budget never reads ``$0.00``."""
+    return f"${amount:.2f}" if amount >= 0.1 or amount == 0 else f"${amount:.4f}"
+
+
+def budget_stop(ledger: UsageLedger, budget: Budget, model: Model, context: Context) -> str | None:
+    """Why the next request must not be sent (its estimated prompt would cross the budget), or ``None``."""
+    prompt = estimate_context_tokens(context)
+    if budget.tokens is not None and ledger.tokens + prompt > budget.tokens:
+        return (
+            f"Token budget reached: {ledger.tokens:,} of {budget.tokens:,} tokens spent, and the next request "
+            f"needs about {prompt:,} more. Nothing was sent. Raise it with %pi budget --tokens N "
+            "(or PI_TOKEN_BUDGET)."
+        )
+    if budget.usd is not None:
+        price: ModelCost | None = model.resolved_cost
+        totals = ledger.by_model.get(f"{model.provider}:{model.id}")
+        estimate = request_estimate(prompt, totals.last_prompt_tokens if totals else 0, price)
+        if ledger.cost + estimate > budget.usd or ledger.cost >= budget.usd:
+            return (
+                f"Budget reached: ${ledger.cost:.4f} of {usd(budget.usd)} spent, and the next request would "
+                f"cost about ${estimate:.4f} more. Nothing was sent. Raise it with %pi budget USD (or PI_BUDGET)."
+            )
+    return None
+
+
+def request_estimate(prompt: int, last_prompt: int, price: ModelCost | None) -> float:
+    """US dollars a ``prompt``-token request will cost at least: where the model has a cache price, the
+    part the previous request sent (``last_prompt``) is read from the cache and the rest is written to it
+    (or sent at the input price when writes are not billed apart); elsewhere all of it at the input price."""
+    if price is None:
+        return 0.0
+    if not price.cache_read:
+        return prompt * price.input / 1_000_000
+    cached = min(last_prompt, prompt)
+    return (cached * price.cache_read + (prompt - cached) * (price.cache_write or price.input)) / 1_000_000

@@ -27,12 +27,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_kernel.agent.events import CompactionEvent
-from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.types import CompactionSettings
+from pi_kernel.agent.tool_execution import call_hook
+from pi_kernel.agent.types import CompactionEvent, CompactionSettings
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
@@ -43,7 +41,6 @@ from pi_kernel.ai import (
     TextContent,
     ThinkingContent,
     ToolCall,
-    Usage,
     UserMessage,
 )
 
@@ -69,25 +66,6 @@ Every file read or written and every notebook variable created or changed, with 
 What is still to do, open questions, and the next step.
 
 Keep exact names, paths, values and error messages. Do not invent anything. Answer with the summary only."""
-
-
-@dataclass(slots=True)
-class CompactionResult:
-    messages: list[Any]
-    """The new conversation: the summary message, then the kept messages."""
-    summary: UserMessage
-    """The ``[compacted N turns]`` message."""
-    compacted_turns: int
-    """Assistant messages (model turns) folded into the summary."""
-    compacted_messages: int
-    """Messages replaced by the summary (the first kept message was at this index)."""
-    tokens_before: int
-    """The estimated size of the conversation before."""
-    reason: CompactionReason
-    usage: Usage
-    """What the summary request cost (empty when it failed)."""
-    error: str | None = None
-    """Why the model's summary could not be used (the fallback summary stands in)."""
 
 
 # ---------------------------------------------------------------- sizes
@@ -182,23 +160,18 @@ def find_cut(messages: Sequence[Any], keep_tokens: int) -> int:
     """Index of the first message kept verbatim: the newest ``keep_tokens`` worth, starting at a user or
     assistant message (never at a tool result, so no call is parted from its result), and leaving at
     least one message that is not already a summary to compact. ``0``: nothing can be compacted."""
-    kept = 0
     cut = 0
     if keep_tokens <= 0:  # keep the last prompt and what followed it (``%pi compact``)
-        users = [i for i in range(len(messages) - 1, 0, -1) if getattr(messages[i], "role", "") == "user"]
-        cut = users[0] if users else 0
-        return 0 if cut == 0 or (cut == 1 and is_summary(messages[0])) else cut
-    for index in range(len(messages) - 1, 0, -1):
-        kept += estimate_tokens(messages[index])
-        if getattr(messages[index], "role", "") != "tool_result":
-            cut = index
-        if kept >= keep_tokens and cut:
-            break
-    if cut == 0:
-        return 0
-    if cut == 1 and is_summary(messages[0]):
-        return 0
-    return cut
+        cut = next((i for i in range(len(messages) - 1, 0, -1) if getattr(messages[i], "role", "") == "user"), 0)
+    else:
+        kept = 0
+        for index in range(len(messages) - 1, 0, -1):
+            kept += estimate_tokens(messages[index])
+            if getattr(messages[index], "role", "") != "tool_result":
+                cut = index
+            if kept >= keep_tokens and cut:
+                break
+    return 0 if cut == 1 and is_summary(messages[0]) else cut
 
 
 def is_summary(message: Any) -> bool:
@@ -294,9 +267,9 @@ async def compact_messages(
     signal: AbortSignal | None = None,
     options: StreamOptions | None = None,
     tokens_before: int | None = None,
-) -> CompactionResult | None:
-    """Summarise the older part of ``messages`` with ``model``; ``None`` when there is nothing to
-    compact or the run was aborted meanwhile."""
+) -> CompactionEvent | None:
+    """Summarise the older part of ``messages`` with ``model``: the ``compaction`` event; ``None`` when
+    there is nothing to compact or the run was aborted meanwhile."""
     window = model.resolved_context_window
     answer_tokens = min(settings.summary_max_tokens, max(window // 8, 64))
     keep = settings.keep_recent_tokens if settings.keep_recent_tokens is not None else window // 4
@@ -335,7 +308,9 @@ async def compact_messages(
     turns = prompts + sum(compacted_turns_of(m) for m in older)
     summary = UserMessage([TextContent(summary_text(turns, text))], compacted_turns=turns)
     before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)
-    return CompactionResult([summary, *kept], summary, turns, cut, before, reason, answer.usage, error)
+    return CompactionEvent(
+        [summary, *kept], summary, turns, cut, before, reason, answer.usage, model.id, model.provider, error
+    )
 
 
 async def compact_context(
@@ -348,7 +323,7 @@ async def compact_context(
     signal: AbortSignal | None = None,
     options: StreamOptions | None = None,
     still_current: Callable[[], bool] | None = None,
-) -> CompactionResult | None:
+) -> CompactionEvent | None:
     """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event; ``None``
     (nothing changed) when there was nothing to compact, the run was aborted, or ``still_current`` says the
     conversation changed while the summary was written (the result would drop what was added)."""
@@ -357,18 +332,5 @@ async def compact_context(
     if result is None or (still_current is not None and not still_current()):
         return None
     context.messages = list(result.messages)
-    await emit(
-        CompactionEvent(
-            result.messages,
-            result.summary,
-            result.compacted_turns,
-            result.compacted_messages,
-            result.tokens_before,
-            reason,
-            result.usage,
-            model.id,
-            model.provider,
-            result.error,
-        )
-    )
+    await emit(result)
     return result

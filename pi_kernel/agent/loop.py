@@ -1,7 +1,5 @@
-"""The agent loop: model request, tool calls, results, again, until done.
-
-(Size: a little over 400 lines; the request phase, with its compaction and
-``before_request`` gate, stays beside the turn loop it serves.)
+"""The agent loop: model request, tool calls, results, again, until done; the request phase (with
+its ``before_request`` gate and compaction), the default ``convert_to_llm``, and the async-iterator form.
 
 A port of pi's ``agent-loop.ts``. The turn structure::
 
@@ -12,7 +10,7 @@ A port of pi's ``agent-loop.ts``. The turn structure::
     │ before_request (a budget), compaction (when the request would not fit; see ``compaction``)
     │ transform_context → convert_to_llm → stream_fn
     │ message_start, message_update*, message_end   the assistant's answer
-    │ tool calls (see ``tool_batch``)
+    │ tool calls (see ``tool_execution``)
     │ turn_end(message, tool_results)
     └ next turn_start while there are tool calls or steering messages;
       when the agent would stop, follow-up messages start more turns
@@ -35,7 +33,7 @@ How a run ends:
 - the signal was aborted: during streaming the provider ends the message as
   ``aborted``; during tools every call still gets one result (``Operation
   aborted`` for those that did not settle within the abort grace, see
-  ``tool_runner``) and no further model request is made. An abort that
+  ``tool_execution``) and no further model request is made. An abort that
   lands between turns (while steering is polled, say) is seen before the
   next request: that request is not sent and the turn gets an empty
   ``aborted`` assistant message instead.
@@ -45,7 +43,7 @@ partial one at ``start``; nothing here reads the context during a request, and
 the provider may still be reading the message list then).
 
 Cost per turn: nothing proportional to the history except what the provider
-needs to build its request. The default ``convert_to_llm`` (``llm_messages``)
+needs to build its request. The default ``convert_to_llm`` (``DefaultLlmMessages``)
 checks only the messages added since the last request (all of them when a
 ``transform_context`` is set: it may edit the list in place) and hands the
 loop's own message list to ``stream_fn`` (no copy): a stream function must
@@ -64,21 +62,27 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from pi_kernel.agent.compaction import compact_context, needs_compaction
-from pi_kernel.agent.events import (
+from pi_kernel.agent.tool_execution import (
+    OPERATION_ABORTED,
+    Emit,
+    call_hook,
+    execute_tool_calls,
+    fail_truncated_tool_calls,
+)
+from pi_kernel.agent.types import (
     AgentEndEvent,
     AgentEvent,
+    AgentLoopConfig,
     AgentStartEvent,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
+    ShouldStopAfterTurn,
+    ShouldStopAfterTurnContext,
+    StreamFn,
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.llm_messages import llm_converter
-from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_calls
-from pi_kernel.agent.tool_execution import OPERATION_ABORTED, Emit
-from pi_kernel.agent.types import AgentLoopConfig, ShouldStopAfterTurn, ShouldStopAfterTurnContext, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions, stream
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
@@ -106,8 +110,52 @@ def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
     return admit_and_emit
 
 
-def default_stream_fn() -> StreamFn:
-    return stream
+# ---------------------------------------------------------------- the default convert_to_llm
+
+
+LLM_ROLES = frozenset(("user", "assistant", "tool_result"))
+STREAM_ENDED_EARLY = "Stream ended without a done or error event"
+
+
+class DefaultLlmMessages:
+    """The default ``convert_to_llm``: keep user, assistant and tool-result messages.
+
+    As pi's filter, but incremental: when every message is an LLM message (the
+    usual case) it returns the given list itself and, on the next turn, looks
+    only at the messages appended since. A different list, or a shorter one,
+    is checked from the start again. That relies on the list only growing at
+    its end between turns, which the loop guarantees for its own list but not
+    for one a ``transform_context`` edits in place and returns: with
+    ``incremental=False`` every call checks the whole list.
+    """
+
+    __slots__ = ("_checked", "_incremental", "_source")
+
+    def __init__(self, incremental: bool = True) -> None:
+        self._source: list[Any] | None = None
+        self._checked = 0
+        self._incremental = incremental
+
+    def __call__(self, messages: list[Any]) -> list[Any]:
+        if not self._incremental or messages is not self._source or len(messages) < self._checked:
+            self._source, self._checked = messages, 0
+        checked = self._checked
+        count = len(messages)
+        while checked < count and getattr(messages[checked], "role", None) in LLM_ROLES:
+            checked += 1
+        self._checked = checked
+        if checked == count:
+            return messages
+        return [message for message in messages if getattr(message, "role", None) in LLM_ROLES]
+
+
+def llm_converter(config: AgentLoopConfig) -> Callable[[list[Any]], Any]:
+    """``convert_to_llm``, or the default filter: incremental unless a
+    ``transform_context`` may have edited the list in place (then it checks
+    the whole list each turn, the cost pi's filter always has)."""
+    if config.convert_to_llm is not None:
+        return config.convert_to_llm
+    return DefaultLlmMessages(incremental=config.transform_context is None)
 
 
 # ---------------------------------------------------------------- runs with an emit sink
@@ -167,7 +215,7 @@ async def _run_turns(
     context: Context, new_messages: list[Message], config: AgentLoopConfig, signal: AbortSignal, emit: Emit
 ) -> None:
     options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
-    stream_fn = config.stream_fn or default_stream_fn()
+    stream_fn = config.stream_fn or stream
     to_llm = llm_converter(config)
     requests = 0
     first_turn = True
@@ -326,7 +374,7 @@ async def stream_assistant_response(
     ``None`` with nothing emitted or appended (the caller compacts and asks again).
     """
     if signal.aborted:
-        return await _skip_aborted_request(context, config, emit)
+        return await _refuse_request(context, config, emit, OPERATION_ABORTED, aborted=True)
     messages: list[Any] = context.messages
     if config.transform_context is not None:
         messages = await call_hook(config.transform_context, messages, signal)
@@ -347,7 +395,7 @@ async def stream_assistant_response(
             await emit(MessageUpdateEvent(event.partial, event))
     if final is None:
         result = getattr(response, "result", None)
-        final = await result() if result is not None else _stream_ended_early(config)
+        final = await result() if result is not None else error_message(config.model, STREAM_ENDED_EARLY)
     if not started:
         if retry_on_overflow and final.stop_reason == "error" and is_context_overflow(final.error_message):
             return None
@@ -357,26 +405,16 @@ async def stream_assistant_response(
     return final
 
 
-async def _skip_aborted_request(context: Context, config: AgentLoopConfig, emit: Emit) -> AssistantMessage:
-    """The run was aborted before this request: send nothing, record an aborted turn."""
-    message = error_message(config.model, OPERATION_ABORTED, stop_reason="aborted")
+async def _refuse_request(
+    context: Context, config: AgentLoopConfig, emit: Emit, text: str, aborted: bool = False
+) -> AssistantMessage:
+    """Send nothing; record the reason as a failed turn (``before_request`` stopped the request) or an
+    aborted one (the run was aborted before it)."""
+    message = error_message(config.model, text, "aborted" if aborted else "error")
     await emit(MessageStartEvent(message))
     context.messages.append(message)
     await emit(MessageEndEvent(message))
     return message
-
-
-async def _refuse_request(context: Context, config: AgentLoopConfig, emit: Emit, text: str) -> AssistantMessage:
-    """``before_request`` stopped the request: send nothing, record the reason as a failed turn."""
-    message = error_message(config.model, text)
-    await emit(MessageStartEvent(message))
-    context.messages.append(message)
-    await emit(MessageEndEvent(message))
-    return message
-
-
-def _stream_ended_early(config: AgentLoopConfig) -> AssistantMessage:
-    return error_message(config.model, "Stream ended without a done or error event")
 
 
 # ---------------------------------------------------------------- the async-iterator form

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pi_kernel.agent.invoke import is_async_callable
+from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.ai.sanitize import map_strings
 from pi_kernel.tools.secret_paths import secret_mention_reason, secret_path_reason
 

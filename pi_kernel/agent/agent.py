@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.agent.compaction import CHARS_PER_TOKEN, compact_context, estimate_context_tokens
-from pi_kernel.agent.loop import run_agent_loop, run_agent_loop_continue
+from pi_kernel.agent.loop import run_agent_loop
 from pi_kernel.agent.tool_execution import OPERATION_ABORTED, bound_content, call_hook, masked_content
 from pi_kernel.agent.types import (
     DEFAULT_TOOL_RESULT_CHARS,
@@ -326,12 +326,12 @@ class Agent:
                 await self._run(follow_ups, overrides)
                 return
             raise ValueError("Cannot continue from message role: assistant")
-        await self._run(None, overrides)
+        await self._run([], overrides)  # continue from the transcript as it is
 
     # ------------------------------------------------------------ the run
 
     async def _run(
-        self, prompts: list[Message] | None, overrides: RunOverrides, skip_initial_steering_poll: bool = False
+        self, prompts: list[Message], overrides: RunOverrides, skip_initial_steering_poll: bool = False
     ) -> None:
         model = overrides.model or self._state.model
         if model is None:
@@ -346,10 +346,7 @@ class Agent:
         try:
             context = Context(state.system_prompt, list(state.messages), list(state.tools))
             config = self._loop_config(model, overrides, skip_initial_steering_poll)
-            if prompts is None:
-                await run_agent_loop_continue(context, config, self._process_event, signal)
-            else:
-                await run_agent_loop(prompts, context, config, self._process_event, signal)
+            await run_agent_loop(prompts, context, config, self._process_event, signal)
         except asyncio.CancelledError:
             # Cancelled from outside (a kernel interrupt cancels the cell's task):
             # tools see the abort, and every tool call keeps exactly one result.

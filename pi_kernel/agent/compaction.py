@@ -206,14 +206,10 @@ def serialize_messages(messages: Sequence[Any], max_chars: int) -> str:
     rows: list[str] = []
     for message in messages:
         role = getattr(message, "role", "")
-        content = message.content
         if role == "user":
-            text = (
-                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
-            )
-            rows.append(f"[User]: {_clip(text, 20_000)}")
+            rows.append(f"[User]: {_clip(_message_text(message)[0], 20_000)}")
         elif role == "assistant":
-            text = "".join(b.text for b in content if isinstance(b, TextContent))
+            text = "".join(b.text for b in message.content if isinstance(b, TextContent))
             if text.strip():
                 rows.append(f"[Assistant]: {_clip(text, 8_000)}")
             for call in message.tool_calls:
@@ -221,9 +217,8 @@ def serialize_messages(messages: Sequence[Any], max_chars: int) -> str:
             if message.error_message:
                 rows.append(f"[Assistant {message.stop_reason}]: {_clip(message.error_message, 500)}")
         elif role == "tool_result":
-            text = "".join(b.text for b in content if isinstance(b, TextContent))
             mark = " (error)" if message.is_error else ""
-            rows.append(f"[Result of {message.tool_name}{mark}]: {_clip(text, 2_000)}")
+            rows.append(f"[Result of {message.tool_name}{mark}]: {_clip(_message_text(message)[0], 2_000)}")
     text = "\n\n".join(rows)
     if len(text) <= max_chars:
         return text
@@ -238,11 +233,7 @@ def fallback_summary(messages: Sequence[Any], max_chars: int = 8_000) -> str:
     for message in messages:
         role = getattr(message, "role", "")
         if role == "user":
-            content = message.content
-            text = (
-                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
-            )
-            rows.append(f"- user: {_clip(text, 300)}")
+            rows.append(f"- user: {_clip(_message_text(message)[0], 300)}")
         elif role == "assistant":
             rows.extend(
                 f"- called {call.name} {_clip(json.dumps(call.arguments, default=str), 200)}"

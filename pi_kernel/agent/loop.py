@@ -202,13 +202,7 @@ async def run_agent_loop_continue(
 ) -> list[Message]:
     """Continue from ``context`` as it is (its last message must not be an assistant's)."""
     check_can_continue(context)
-    emit = _as_async_emit(emit)
-    new_messages: list[Message] = []
-    current = Context(context.system_prompt, list(context.messages), context.tools)
-    await emit(AgentStartEvent())
-    await emit(TurnStartEvent())
-    await _run_turns(current, new_messages, config, signal or AbortSignal(), emit)
-    return new_messages
+    return await run_agent_loop([], context, config, emit, signal)
 
 
 async def _run_turns(

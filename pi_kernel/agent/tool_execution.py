@@ -419,28 +419,12 @@ async def ask_before_tool_call(
 # ---------------------------------------------------------------- phase 2: execute
 
 
-async def call_tool_execute(
-    tool: AgentTool, tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
-) -> Any:
-    """Run ``tool.execute``: async ones on the loop, sync ones on a worker thread.
-
-    A sync function that returns an awaitable (a wrapper around a coroutine)
-    gets that awaitable awaited back on the loop.
-    """
-    execute = tool.execute
-    if is_async_callable(execute):
-        value = execute(tool_call_id, args, signal, on_update)
-    else:
-        value = await run_in_worker(execute, tool_call_id, args, signal, on_update)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
 async def execute_prepared_tool_call(
     prepared: PreparedToolCall, signal: AbortSignal, on_update: ToolUpdateCallback
 ) -> FinalizedToolCall:
-    """Phase 2: what ``execute`` returned, or what it raised as an error result.
+    """Phase 2: what ``execute`` returned, or what it raised as an error result. Async tools run on the
+    loop, sync ones on a worker thread; an awaitable a sync one returns (a wrapper around a coroutine) is
+    awaited back on the loop.
 
     ``SystemExit`` / ``KeyboardInterrupt`` from an async tool are results too,
     as they are from a sync one (``as_tool_error``): raised on the loop they
@@ -449,7 +433,10 @@ async def execute_prepared_tool_call(
     tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
     """
     try:
-        value = await call_tool_execute(prepared.tool, prepared.tool_call.id, prepared.args, signal, on_update)
+        execute, call_args = prepared.tool.execute, (prepared.tool_call.id, prepared.args, signal, on_update)
+        value = execute(*call_args) if is_async_callable(execute) else await run_in_worker(execute, *call_args)
+        if inspect.isawaitable(value):
+            value = await value
         return FinalizedToolCall(prepared.tool_call, as_tool_result(value), False)
     except Exception as error:  # noqa: BLE001 - a failing tool is a result the model reads
         return failed_call(prepared.tool_call, error_text(error))

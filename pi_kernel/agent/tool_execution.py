@@ -203,10 +203,6 @@ class ToolBatchResult:
     """Every result of the batch asked to stop."""
 
 
-def should_terminate_tool_batch(finalized: Sequence[FinalizedToolCall]) -> bool:
-    return bool(finalized) and all(item.result.terminate is True for item in finalized)
-
-
 async def execute_tool_calls(
     context: Context,
     assistant_message: AssistantMessage,
@@ -214,12 +210,30 @@ async def execute_tool_calls(
     signal: AbortSignal,
     emit: Emit,
 ) -> ToolBatchResult:
+    """Preflight each call in source order, run them (one at a time when sequential), and emit their
+    result messages in source order (each right after its call when sequential)."""
     tool_calls = assistant_message.tool_calls
     sequential = config.tool_execution == "sequential" or any(
         getattr(find_tool(context.tools, call.name), "execution_mode", None) == "sequential" for call in tool_calls
     )
-    run_batch = execute_tool_calls_sequential if sequential else execute_tool_calls_parallel
-    return await run_batch(context, assistant_message, tool_calls, config, signal, emit)
+    limit = config.max_tool_result_chars
+    finalized: list[FinalizedToolCall] = []
+    messages: list[ToolResultMessage] = []
+    if sequential:
+        for tool_call in tool_calls:
+            outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
+            if isinstance(outcome, PreparedToolCall):
+                [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
+            finalized.append(outcome)
+            messages.append(await emit_tool_result_message(outcome, limit, emit))
+    else:
+        outcomes = [await _preflight(context, assistant_message, call, config, signal, emit) for call in tool_calls]
+        prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
+        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
+        finalized = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
+        messages = [await emit_tool_result_message(item, limit, emit) for item in finalized]
+    terminate = bool(finalized) and all(item.result.terminate is True for item in finalized)
+    return ToolBatchResult(messages, terminate)
 
 
 async def _preflight(
@@ -241,49 +255,6 @@ async def _preflight(
     return outcome
 
 
-async def execute_tool_calls_sequential(
-    context: Context,
-    assistant_message: AssistantMessage,
-    tool_calls: list[ToolCall],
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> ToolBatchResult:
-    finalized_calls: list[FinalizedToolCall] = []
-    messages: list[ToolResultMessage] = []
-    for tool_call in tool_calls:
-        outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
-        if isinstance(outcome, PreparedToolCall):
-            [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
-        message = create_tool_result_message(outcome, config.max_tool_result_chars)
-        await emit_tool_result_message(message, emit)
-        finalized_calls.append(outcome)
-        messages.append(message)
-    return ToolBatchResult(messages, should_terminate_tool_batch(finalized_calls))
-
-
-async def execute_tool_calls_parallel(
-    context: Context,
-    assistant_message: AssistantMessage,
-    tool_calls: list[ToolCall],
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> ToolBatchResult:
-    outcomes: list[PreparedToolCall | FinalizedToolCall] = []
-    for tool_call in tool_calls:
-        outcomes.append(await _preflight(context, assistant_message, tool_call, config, signal, emit))
-    prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
-    ran = iter(
-        await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit) if prepared else ()
-    )
-    finalized_calls = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
-    messages = [create_tool_result_message(item, config.max_tool_result_chars) for item in finalized_calls]
-    for message in messages:
-        await emit_tool_result_message(message, emit)
-    return ToolBatchResult(messages, should_terminate_tool_batch(finalized_calls))
-
-
 async def fail_truncated_tool_calls(tool_calls: list[ToolCall], emit: Emit) -> ToolBatchResult:
     """A ``length`` stop may have cut any argument short: run nothing, tell the model why.
 
@@ -295,9 +266,7 @@ async def fail_truncated_tool_calls(tool_calls: list[ToolCall], emit: Emit) -> T
         await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
         finalized = failed_call(tool_call, truncated_call_text(tool_call.name))
         await emit_tool_execution_end(finalized, emit)
-        message = create_tool_result_message(finalized)
-        await emit_tool_result_message(message, emit)
-        messages.append(message)
+        messages.append(await emit_tool_result_message(finalized, None, emit))
     return ToolBatchResult(messages, terminate=False)
 
 
@@ -337,9 +306,13 @@ async def emit_tool_execution_end(finalized: FinalizedToolCall, emit: Emit) -> N
     await emit(ToolExecutionEndEvent(call.id, call.name, finalized.result, finalized.is_error))
 
 
-async def emit_tool_result_message(message: ToolResultMessage, emit: Emit) -> None:
+async def emit_tool_result_message(
+    finalized: FinalizedToolCall, max_chars: int | None, emit: Emit
+) -> ToolResultMessage:
+    message = create_tool_result_message(finalized, max_chars)
     await emit(MessageStartEvent(message))
     await emit(MessageEndEvent(message))
+    return message
 
 
 # ---------------------------------------------------------------- phase 1: preflight

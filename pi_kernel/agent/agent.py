@@ -45,7 +45,13 @@ from typing import Any, Literal
 
 from pi_kernel.agent.compaction import CHARS_PER_TOKEN, compact_context, estimate_context_tokens
 from pi_kernel.agent.loop import run_agent_loop
-from pi_kernel.agent.tool_execution import OPERATION_ABORTED, bound_content, call_hook, masked_content
+from pi_kernel.agent.tool_execution import (
+    OPERATION_ABORTED,
+    FinalizedToolCall,
+    call_hook,
+    create_tool_result_message,
+    failed_call,
+)
 from pi_kernel.agent.types import (
     DEFAULT_TOOL_RESULT_CHARS,
     AfterToolCallHook,
@@ -53,7 +59,6 @@ from pi_kernel.agent.types import (
     AgentEvent,
     AgentLoopConfig,
     AgentState,
-    AgentToolResult,
     BeforeToolCallHook,
     CompactionEvent,
     CompactionSettings,
@@ -82,6 +87,7 @@ from pi_kernel.ai import (
     StreamOptions,
     TextContent,
     Tool,
+    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -537,25 +543,15 @@ def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None)
 # ---------------------------------------------------------------- a cancelled run
 
 
-def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[ToolResultMessage]:
-    """Error results for the last assistant message's tool calls that have none.
-
-    Used when a run is cancelled from outside (the task awaiting ``prompt()``
-    was cancelled) so the transcript still gives every tool call one result.
-    """
+def unanswered_tool_calls(messages: list[Any]) -> list[ToolCall]:
+    """The last assistant message's tool calls that have no result message (none after an error or abort)."""
     answered: set[str] = set()
     for message in reversed(messages):
         role = getattr(message, "role", None)
         if role == "tool_result":
             answered.add(message.tool_call_id)
-        elif role == "assistant":
-            if message.stop_reason in ("error", "aborted"):
-                return []
-            return [
-                ToolResultMessage(call.id, call.name, [TextContent(text)], is_error=True)
-                for call in message.tool_calls
-                if call.id not in answered
-            ]
+        elif role == "assistant" and message.stop_reason not in ("error", "aborted"):
+            return [call for call in message.tool_calls if call.id not in answered]
         else:
             return []
     return []
@@ -564,7 +560,8 @@ def results_for_unanswered_tool_calls(messages: list[Any], text: str) -> list[To
 def closing_events_for_cancelled_run(
     state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str, max_chars: int | None = None
 ) -> list[AgentEvent]:
-    """The events that close a run cancelled from outside, for the state and the listeners.
+    """The events that close a run cancelled from outside (the task awaiting ``prompt()`` was cancelled),
+    for the state and the listeners, so the transcript still gives every tool call one result.
 
     An assistant message cut off while streaming ends as ``aborted`` with what
     had streamed (as when the signal aborts a stream), closing its turn.
@@ -572,8 +569,8 @@ def closing_events_for_cancelled_run(
     gets one: a call that had finished (its ``tool_execution_end`` in
     ``ended_calls``) keeps its real result, since its side effects happened;
     the others get ``text`` as an error, and a ``tool_execution_end`` when they
-    were still pending. Then ``agent_end``. A real result is masked and bounded to ``max_chars`` as every
-    tool result message is (``tool_execution.create_tool_result_message``).
+    were still pending. Then ``agent_end``. Each result message is made as every
+    tool result message is (``create_tool_result_message``: masked, bounded to ``max_chars``).
     """
     events: list[AgentEvent] = []
     streaming = state.streaming_message
@@ -585,22 +582,17 @@ def closing_events_for_cancelled_run(
         messages = [*state.messages, cut_off]
     else:
         messages = state.messages
-    results = results_for_unanswered_tool_calls(messages, text)
-    for index, result in enumerate(results):
-        ended = ended_calls.get(result.tool_call_id)
+    results: list[ToolResultMessage] = []
+    for call in unanswered_tool_calls(messages):
+        ended = ended_calls.get(call.id)
         if ended is not None:
-            results[index] = result = ToolResultMessage(
-                tool_call_id=ended.tool_call_id,
-                tool_name=ended.tool_name,
-                content=bound_content(masked_content(ended.result.content or []), max_chars)[0],
-                details=ended.result.details,
-                is_error=ended.is_error,
-                usage=ended.result.usage,
-            )
-        elif result.tool_call_id in state.pending_tool_calls:
-            aborted = AgentToolResult(result.content)
-            events.append(ToolExecutionEndEvent(result.tool_call_id, result.tool_name, aborted, True))
-        events += [MessageStartEvent(result), MessageEndEvent(result)]
+            finalized = FinalizedToolCall(call, ended.result, ended.is_error)
+        else:
+            finalized = failed_call(call, text)
+            if call.id in state.pending_tool_calls:
+                events.append(ToolExecutionEndEvent(call.id, call.name, finalized.result, True))
+        results.append(create_tool_result_message(finalized, max_chars))
+        events += [MessageStartEvent(results[-1]), MessageEndEvent(results[-1])]
     events.append(AgentEndEvent(list(results)))
     return events
 

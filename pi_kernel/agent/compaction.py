@@ -9,7 +9,7 @@ compacts first. When the provider still answers with a context-length error
 (``pi_kernel.ai.overflow``), the loop compacts and retries that request once.
 ``Agent.compact()`` (``%pi compact``) compacts on demand.
 
-How (``compact_messages``): the newest messages worth ``keep_recent_tokens``
+How (``compact_context``): the newest messages worth ``keep_recent_tokens``
 stay verbatim; the cut never falls between an assistant message and its tool
 results (it is always at a user or assistant message, so a tool call and its
 result stay together). The older part is written out as text and sent to the
@@ -249,18 +249,23 @@ def _clip_rows(rows: list[str], limit: int) -> list[str]:
     return rows
 
 
-async def compact_messages(
-    messages: Sequence[Any],
+async def compact_context(
+    context: Context,
     model: Model,
-    stream_fn: Any,
     settings: CompactionSettings,
     reason: CompactionReason,
+    emit: Any,
+    stream_fn: Any,
     signal: AbortSignal | None = None,
     options: StreamOptions | None = None,
-    tokens_before: int | None = None,
+    still_current: Callable[[], bool] | None = None,
 ) -> CompactionEvent | None:
-    """Summarise the older part of ``messages`` with ``model``: the ``compaction`` event; ``None`` when
-    there is nothing to compact or the run was aborted meanwhile."""
+    """Summarise the older part of ``context.messages`` with ``model``, assign the new list and emit the
+    ``compaction`` event (which is returned); ``None`` (nothing changed) when there was nothing to compact,
+    the run was aborted, or ``still_current`` says the conversation changed while the summary was written
+    (the result would drop what was added)."""
+    messages = context.messages
+    before = estimate_context_tokens(context)
     window = model.resolved_context_window
     answer_tokens = min(settings.summary_max_tokens, max(window // 8, 64))
     keep = settings.keep_recent_tokens if settings.keep_recent_tokens is not None else window // 4
@@ -281,8 +286,9 @@ async def compact_messages(
     request = Context(
         SUMMARY_PROMPT, [UserMessage([TextContent(f"The conversation to summarise:\n\n{transcript}")])], []
     )
-    request_options = dataclasses.replace(options or StreamOptions(), signal=signal, max_tokens=answer_tokens)
-    request_options = dataclasses.replace(request_options, tool_choice=None)
+    request_options = dataclasses.replace(
+        options or StreamOptions(), signal=signal, max_tokens=answer_tokens, tool_choice=None
+    )
     response = await call_hook(stream_fn, model, request, request_options)
     answer: AssistantMessage = await response.result()
     if signal is not None and signal.aborted:
@@ -298,29 +304,10 @@ async def compact_messages(
     prompts = sum(1 for m in older if getattr(m, "role", "") == "user" and not is_summary(m))
     turns = prompts + sum(compacted_turns_of(m) for m in older)
     summary = UserMessage([TextContent(summary_text(turns, text))], compacted_turns=turns)
-    before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)
-    return CompactionEvent(
+    result = CompactionEvent(
         [summary, *kept], summary, turns, cut, before, reason, answer.usage, model.id, model.provider, error
     )
-
-
-async def compact_context(
-    context: Context,
-    model: Model,
-    settings: CompactionSettings,
-    reason: CompactionReason,
-    emit: Any,
-    stream_fn: Any,
-    signal: AbortSignal | None = None,
-    options: StreamOptions | None = None,
-    still_current: Callable[[], bool] | None = None,
-) -> CompactionEvent | None:
-    """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event; ``None``
-    (nothing changed) when there was nothing to compact, the run was aborted, or ``still_current`` says the
-    conversation changed while the summary was written (the result would drop what was added)."""
-    before = estimate_context_tokens(context)
-    result = await compact_messages(context.messages, model, stream_fn, settings, reason, signal, options, before)
-    if result is None or (still_current is not None and not still_current()):
+    if still_current is not None and not still_current():
         return None
     context.messages = list(result.messages)
     await emit(result)

@@ -97,15 +97,11 @@ async def _poll(source: Callable[[], Any] | None) -> list[Any]:
 
 def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
     """``emit`` awaited; every message is made sendable and storable as it enters (``clean_message``)."""
-    is_async = inspect.iscoroutinefunction(emit)
 
     async def admit_and_emit(event: AgentEvent) -> None:
         if isinstance(event, MessageEndEvent):
             clean_message(event.message)
-        if is_async:
-            await emit(event)
-        else:
-            await call_hook(emit, event)
+        await call_hook(emit, event)
 
     return admit_and_emit
 

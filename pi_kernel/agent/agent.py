@@ -175,8 +175,11 @@ class Agent:
         """Checked before every model request (``usage.budget_stop``)."""
         self.usage = UsageLedger()
         """What the agent spent, per model (survives compaction; ``reset`` starts it over)."""
-        self._steering = MessageQueue(steering_mode)
-        self._follow_ups = MessageQueue(follow_up_mode)
+        self.steering_mode: QueueMode = steering_mode
+        """``one-at-a-time``: each turn takes the oldest steering message; ``all``: every queued one."""
+        self.follow_up_mode: QueueMode = follow_up_mode
+        self._steering = MessageQueue()
+        self._follow_ups = MessageQueue()
         self._listeners: tuple[Listener, ...] = ()
         self._active: _ActiveRun | None = None
 
@@ -208,22 +211,6 @@ class Agent:
         return self._active is not None
 
     # ------------------------------------------------------------ queues
-
-    @property
-    def steering_mode(self) -> QueueMode:
-        return self._steering.mode
-
-    @steering_mode.setter
-    def steering_mode(self, mode: QueueMode) -> None:
-        self._steering.mode = mode
-
-    @property
-    def follow_up_mode(self) -> QueueMode:
-        return self._follow_ups.mode
-
-    @follow_up_mode.setter
-    def follow_up_mode(self, mode: QueueMode) -> None:
-        self._follow_ups.mode = mode
 
     def steer(self, message: Message | str) -> None:
         """Queue a message for the next turn (after the current tool batch); any thread."""
@@ -323,11 +310,11 @@ class Agent:
         if not messages:
             raise ValueError("No messages to continue from")
         if getattr(messages[-1], "role", None) == "assistant":
-            steering = self._steering.drain()
+            steering = self._steering.drain(self.steering_mode)
             if steering:
                 await self._run(steering, overrides, skip_initial_steering_poll=True)
                 return
-            follow_ups = self._follow_ups.drain()
+            follow_ups = self._follow_ups.drain(self.follow_up_mode)
             if follow_ups:
                 await self._run(follow_ups, overrides)
                 return
@@ -377,12 +364,16 @@ class Agent:
             if skip:
                 skip = False
                 return []
-            return self._steering.drain()
+            return self._steering.drain(self.steering_mode)
 
         hook = overrides.prepare_next_turn or self.prepare_next_turn
 
         def prepare_next_turn(context: Context) -> Any:
-            return self._prepare_next_turn(context, hook)
+            """Before each request: the current system prompt and tools (so ``state.system_prompt`` and
+            ``state.tools`` set during a run apply from the next request on), then the run's hook."""
+            context.system_prompt = self._state.system_prompt
+            context.tools = list(self._state.tools)
+            return hook(context) if hook is not None else None
 
         return AgentLoopConfig(
             model=model,
@@ -393,7 +384,7 @@ class Agent:
             after_tool_call=self.after_tool_call,
             tool_execution=self.tool_execution,
             get_steering_messages=get_steering_messages,
-            get_follow_up_messages=self._follow_ups.drain,
+            get_follow_up_messages=lambda: self._follow_ups.drain(self.follow_up_mode),
             should_stop_after_turn=self.should_stop_after_turn,
             prepare_next_turn=prepare_next_turn,
             stream_options=overrides.stream_options or self.stream_options,
@@ -465,16 +456,6 @@ class Agent:
             self._active = None
             if not active.done.done():
                 active.done.set_result(None)
-
-    def _prepare_next_turn(self, context: Context, hook: PrepareNextTurn | None) -> Any:
-        """Before each request: the current system prompt and tools, then the run's hook.
-
-        So ``state.system_prompt`` / ``state.tools`` set during a run apply
-        from the next model request on.
-        """
-        context.system_prompt = self._state.system_prompt
-        context.tools = list(self._state.tools)
-        return hook(context) if hook is not None else None
 
     async def _process_event(self, event: AgentEvent) -> None:
         reduce_agent_state(self._state, event)
@@ -603,8 +584,7 @@ def closing_events_for_cancelled_run(
 class MessageQueue:
     """Steering or follow-up messages waiting for the loop; safe to fill from any thread."""
 
-    def __init__(self, mode: QueueMode = "one-at-a-time") -> None:
-        self.mode: QueueMode = mode
+    def __init__(self) -> None:
         self._items: list[Any] = []
         self._lock = threading.Lock()
 
@@ -612,12 +592,12 @@ class MessageQueue:
         with self._lock:
             self._items.append(message)
 
-    def drain(self) -> list[Any]:
+    def drain(self, mode: QueueMode) -> list[Any]:
         """``all``: every queued message; ``one-at-a-time``: the oldest one."""
         with self._lock:
             if not self._items:
                 return []
-            if self.mode == "all":
+            if mode == "all":
                 drained, self._items = self._items, []
                 return drained
             return [self._items.pop(0)]

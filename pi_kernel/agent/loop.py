@@ -289,16 +289,14 @@ async def _should_stop_after_turn(
 def _takes_two_arguments(hook: Callable[..., Any]) -> bool:
     """Whether ``hook`` can be called with ``(ctx, signal)``; else it is the one-parameter form."""
     try:
-        parameters = inspect.signature(hook).parameters.values()
+        signature = inspect.signature(hook)
     except (TypeError, ValueError):  # no signature to read (some builtins): the documented form
         return True
-    positional = 0
-    for parameter in parameters:
-        if parameter.kind is parameter.VAR_POSITIONAL:
-            return True
-        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            positional += 1
-    return positional >= 2
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return False
+    return True
 
 
 async def _request_with_room(

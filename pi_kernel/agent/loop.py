@@ -57,7 +57,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -282,21 +281,13 @@ async def _should_stop_after_turn(
     if hook is None:
         return False
     ctx = ShouldStopAfterTurnContext(message, list(tool_results), context, new_messages)
-    args: tuple[Any, ...] = (ctx, signal) if _takes_two_arguments(hook) else (ctx,)
-    return bool(await call_hook(hook, *args))
-
-
-def _takes_two_arguments(hook: Callable[..., Any]) -> bool:
-    """Whether ``hook`` can be called with ``(ctx, signal)``; else it is the one-parameter form."""
     try:
-        signature = inspect.signature(hook)
-    except (TypeError, ValueError):  # no signature to read (some builtins): the documented form
-        return True
-    try:
-        signature.bind(None, None)
-    except TypeError:
-        return False
-    return True
+        inspect.signature(hook).bind(ctx, signal)
+    except TypeError:  # the one-parameter form
+        return bool(await call_hook(hook, ctx))
+    except ValueError:  # no signature to read (some builtins): the documented form
+        pass
+    return bool(await call_hook(hook, ctx, signal))
 
 
 async def _request_with_room(
@@ -431,36 +422,26 @@ class AgentEventStream:
             raise RuntimeError("An agent event stream can be iterated only once")
         self._started = True
         loop = asyncio.get_running_loop()
-        handed: deque[tuple[AgentEvent, asyncio.Future[None]] | None] = deque()
-        wake = asyncio.Event()
+        handed: asyncio.Queue[tuple[AgentEvent, asyncio.Future[None]] | None] = asyncio.Queue()
 
         async def emit(event: AgentEvent) -> None:
             taken: asyncio.Future[None] = loop.create_future()
-            handed.append((event, taken))
-            wake.set()
+            handed.put_nowait((event, taken))
             await taken
 
         async def produce() -> list[Message]:
             try:
                 return await self._run(emit)
             finally:
-                handed.append(None)
-                wake.set()
+                handed.put_nowait(None)
 
         producer = loop.create_task(produce())
-        taken: asyncio.Future[None] | None = None
         try:
-            while True:
-                if taken is not None and not taken.done():
-                    taken.set_result(None)
-                while not handed:
-                    wake.clear()
-                    await wake.wait()
-                item = handed.popleft()
-                if item is None:
-                    break
+            while (item := await handed.get()) is not None:
                 event, taken = item
                 yield event
+                if not taken.done():
+                    taken.set_result(None)
             self._messages = await producer
         finally:
             if not producer.done():

@@ -93,6 +93,7 @@ from pi_kernel.ai import (
     UserMessage,
     stream,
 )
+from pi_kernel.ai.models import error_message
 from pi_kernel.ai.providers.request_task import masked_error
 from pi_kernel.ai.stream_types import ToolChoice
 
@@ -347,7 +348,7 @@ class Agent:
             await self._close_cancelled_run(active.ended_calls)
             raise
         except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
-            await self._report_failure(error, signal.aborted)
+            await self._report_failure(error, model, signal.aborted)
         finally:
             state.is_streaming = False
             state.streaming_message = None
@@ -490,16 +491,10 @@ class Agent:
         for event in events:
             await self._notify(event)
 
-    async def _report_failure(self, error: Exception, aborted: bool) -> None:
+    async def _report_failure(self, error: Exception, model: Model, aborted: bool) -> None:
         """A run that raised ends with a failed assistant message and the closing events."""
-        model = self._model()
-        message = AssistantMessage(
-            content=[],
-            stop_reason="aborted" if aborted else "error",
-            model=model.id if model else "",
-            provider=model.provider if model else "",
-            error_message=masked_error(str(error), None) or type(error).__name__,  # text entering the conversation
-        )
+        text = masked_error(str(error), None) or type(error).__name__  # text entering the conversation
+        message = error_message(model, text, "aborted" if aborted else "error")
         for event in (
             MessageStartEvent(message),
             MessageEndEvent(message),

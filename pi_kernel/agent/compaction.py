@@ -128,7 +128,6 @@ def estimate_context_tokens(context: Context) -> int:
     ``estimateContextTokens``), else the whole request estimated from its characters. Usage reported
     before the latest compaction is ignored: it counted the messages the summary replaced."""
     messages = context.messages
-    # Usage reported before the latest summary counts messages that are gone: it is not used.
     since = messages[0].timestamp if messages and is_summary(messages[0]) else 0
     added = 0
     for index in range(len(messages) - 1, -1, -1):

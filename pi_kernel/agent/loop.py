@@ -144,15 +144,6 @@ class DefaultLlmMessages:
         return [message for message in messages if getattr(message, "role", None) in LLM_ROLES]
 
 
-def llm_converter(config: AgentLoopConfig) -> Callable[[list[Any]], Any]:
-    """``convert_to_llm``, or the default filter: incremental unless a
-    ``transform_context`` may have edited the list in place (then it checks
-    the whole list each turn, the cost pi's filter always has)."""
-    if config.convert_to_llm is not None:
-        return config.convert_to_llm
-    return DefaultLlmMessages(incremental=config.transform_context is None)
-
-
 # ---------------------------------------------------------------- runs with an emit sink
 
 
@@ -205,7 +196,8 @@ async def _run_turns(
 ) -> None:
     options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
     stream_fn = config.stream_fn or stream
-    to_llm = llm_converter(config)
+    # The default filter is incremental unless a ``transform_context`` may edit the list in place.
+    to_llm = config.convert_to_llm or DefaultLlmMessages(incremental=config.transform_context is None)
     requests = 0
     first_turn = True
     pending: list[Any] = await _poll(config.get_steering_messages)

@@ -654,27 +654,15 @@ def bound_images(content: list[TextContent | ImageContent]) -> list[TextContent 
     return [TextContent(image_note(left_out)), *kept]
 
 
-def cut_note(total: int, kept: int, limit: int) -> str:
-    left_out = total - kept
-    return (
-        f"\n\n[Tool result cut: showing the first {kept:,} of {total:,} characters "
-        f"({left_out:,} left out; the limit is {limit:,}). The full value stays with the user. "
-        "To see other parts, call the tool again asking for less: a filter, a range or slice, "
-        "fewer rows, or a summary.]"
-    )
-
-
-def bound_content(
-    content: list[TextContent | ImageContent], max_chars: int | None
-) -> tuple[list[TextContent | ImageContent], int]:
-    """``content`` with its text cut to ``max_chars`` characters in all and its images bounded
-    (``bound_images``); returns it and the characters left out (the same list when nothing changed)."""
+def bound_content(content: list[TextContent | ImageContent], max_chars: int | None) -> list[TextContent | ImageContent]:
+    """``content`` with its text cut to ``max_chars`` characters in all, with a note, and its images
+    bounded (``bound_images``); the same list when nothing changed."""
     if max_chars is None or max_chars <= 0:
-        return content, 0
+        return content
     content = bound_images(content)
     total = sum(len(block.text) for block in content if isinstance(block, TextContent))
     if total <= max_chars:
-        return content, 0
+        return content
     room = max_chars
     bounded: list[TextContent | ImageContent] = []
     for block in content:
@@ -687,7 +675,12 @@ def bound_content(
         room -= len(text)
         bounded.append(TextContent(text))
     kept = max_chars - room
-    note = cut_note(total, kept, max_chars)
+    note = (
+        f"\n\n[Tool result cut: showing the first {kept:,} of {total:,} characters "
+        f"({total - kept:,} left out; the limit is {max_chars:,}). The full value stays with the user. "
+        "To see other parts, call the tool again asking for less: a filter, a range or slice, "
+        "fewer rows, or a summary.]"
+    )
     last_text = next((i for i in range(len(bounded) - 1, -1, -1) if isinstance(bounded[i], TextContent)), None)
     if last_text is None:
         bounded.append(TextContent(note.lstrip()))
@@ -695,29 +688,23 @@ def bound_content(
         block = bounded[last_text]
         assert isinstance(block, TextContent)
         bounded[last_text] = TextContent(block.text + note)
-    return bounded, total - kept
-
-
-def masked_content(content: list[Any]) -> list[Any]:
-    """Tool result content with key values (``pi_kernel.ai.secrets.mask``) hidden in every text."""
-    secrets = secret_values()  # read once for all the blocks
-    return [
-        dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
-        for block in content
-    ]
+    return bounded
 
 
 def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | None = None) -> ToolResultMessage:
     """The message the model gets: keys that reached the result (a tool printed the environment, read a
     ``.env``) are masked here, where every tool's result enters the transcript, and its text is bounded to
-    ``max_chars`` (``result_limit``)."""
+    ``max_chars`` (``bound_content``)."""
     result = finalized.result
-    content = masked_content(result.content if result.content is not None else [])
-    content, _ = bound_content(content, max_chars)
+    secrets = secret_values()  # read once for all the blocks
+    content = [
+        dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
+        for block in result.content or []
+    ]
     return ToolResultMessage(
         tool_call_id=finalized.tool_call.id,
         tool_name=finalized.tool_call.name,
-        content=content,
+        content=bound_content(content, max_chars),
         details=result.details,  # never sent to the model; views and saved files mask it where it leaves
         is_error=finalized.is_error,
         usage=result.usage,

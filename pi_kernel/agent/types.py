@@ -257,7 +257,7 @@ class AgentLoopConfig:
     context-length error (``compaction``); ``None``: never (``Agent`` turns it on by default)."""
     before_request: BeforeRequest | None = None
     max_tool_result_chars: int | None = DEFAULT_TOOL_RESULT_CHARS
-    """Text of each tool result message cut to this many characters, with a note (``result_limit``);
+    """Text of each tool result message cut to this many characters, with a note (``tool_execution.bound_content``);
     ``None``: no bound."""
 
 

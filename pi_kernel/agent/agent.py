@@ -252,12 +252,8 @@ class Agent:
         """Clear the transcript, run-time state and queues."""
         if self._active is not None:
             raise RuntimeError("Agent is already processing. Wait for completion before resetting.")
-        state = self._state
-        state.messages = []
-        state.is_streaming = False
-        state.streaming_message = None
-        state.pending_tool_calls = set()
-        state.error_message = None
+        self._state.messages = []
+        self._state.error_message = None
         self.usage.clear()
         self.clear_all_queues()
 

@@ -238,14 +238,10 @@ def fallback_summary(messages: Sequence[Any], max_chars: int = 8_000) -> str:
                 f"- called {call.name} {_clip(json.dumps(call.arguments, default=str), 200)}"
                 for call in message.tool_calls
             )
-    return _clip("\n".join(_clip_rows(rows, max_chars)), max_chars)
-
-
-def _clip_rows(rows: list[str], limit: int) -> list[str]:
     total = sum(len(row) + 1 for row in rows)
-    while total > limit and len(rows) > 2:
+    while total > max_chars and len(rows) > 2:  # the oldest rows give way, the heading stays
         total -= len(rows.pop(1)) + 1
-    return rows
+    return _clip("\n".join(rows), max_chars)
 
 
 async def compact_context(

@@ -328,10 +328,6 @@ async def prepare_arguments(tool: AgentTool, tool_call: ToolCall) -> ToolCall:
     return dataclasses.replace(tool_call, arguments=prepared)
 
 
-def _plain_arguments(args: Any) -> Any:
-    return args.model_dump() if isinstance(args, BaseModel) else args
-
-
 async def prepare_tool_call(
     context: Context,
     assistant_message: AssistantMessage,
@@ -383,7 +379,8 @@ async def ask_before_tool_call(
         return FinalizedToolCall(prepared.tool_call, result, True)
     if decision.args is not None:
         # Approval with edited arguments: they pass validation again.
-        edited = dataclasses.replace(prepared.tool_call, arguments=_plain_arguments(decision.args), raw_arguments=None)
+        args = decision.args.model_dump() if isinstance(decision.args, BaseModel) else decision.args
+        edited = dataclasses.replace(prepared.tool_call, arguments=args, raw_arguments=None)
         clean_tool_call(edited)  # a person's edit enters like the model's arguments: bounded, valid text
         prepared.args = validate_tool_arguments(prepared.tool, edited)
     return prepared

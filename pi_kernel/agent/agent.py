@@ -12,15 +12,10 @@ Listeners (``subscribe``) may be sync or async. Each event is applied to
 ones are awaited, and the loop waits for all of them before it goes on. A
 listener that raises is logged and does not disturb the run.
 
-Approval plugs in as ``before_tool_call``: an async hook may wait for a person
-(the wait ends at once on ``abort()``) and return
-``BeforeToolCallResult(block=True, reason=...)`` to deny, ``None`` to approve
-or ``BeforeToolCallResult(args={...})`` to approve edited arguments (they are
-validated again).
-
-Per-run overrides: ``prompt(text, model=..., max_turns=..., before_tool_call=...,
-prepare_next_turn=..., stream_options=..., first_tool_choice=...)`` (and ``continue_``) run with those in
-place of the agent's own, for that run only; the agent's attributes are never swapped.
+Approval plugs in as ``before_tool_call`` (``BeforeToolCallResult``): an async
+hook may wait for a person; the wait ends at once on ``abort()``. ``prompt()``
+and ``continue_()`` take per-run overrides (``RunOverrides``); the agent's
+attributes are never swapped.
 
 Long sessions: ``compaction`` (on by default; see ``compaction``), ``budget``
 and the ``usage`` ledger are the agent's. ``UsageLedger`` adds up every
@@ -114,9 +109,7 @@ class RunOverrides:
     before_tool_call: BeforeToolCallHook | None = None
     prepare_next_turn: PrepareNextTurn | None = None
     stream_options: StreamOptions | None = None
-    """Request options of this run (a cell's thinking effort, say)."""
     first_tool_choice: ToolChoice | None = None
-    """The ``tool_choice`` of this run's first request only (``%%pi --tool``)."""
 
 
 @dataclass(slots=True)

@@ -66,7 +66,6 @@ from pi_kernel.agent.tool_execution import (
     Emit,
     call_hook,
     execute_tool_calls,
-    fail_truncated_tool_calls,
 )
 from pi_kernel.agent.types import (
     AgentEndEvent,
@@ -234,10 +233,7 @@ async def _run_turns(
             tool_results = []
             has_more_tool_calls = False
             if tool_calls:
-                if message.stop_reason == "length":
-                    batch = await fail_truncated_tool_calls(tool_calls, emit)
-                else:
-                    batch = await execute_tool_calls(context, message, config, signal, emit)
+                batch = await execute_tool_calls(context, message, config, signal, emit)
                 tool_results = batch.messages
                 has_more_tool_calls = not batch.terminate
                 context.messages.extend(tool_results)

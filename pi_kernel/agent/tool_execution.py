@@ -9,8 +9,8 @@ at once (``run_prepared_tool_calls``), ``tool_execution_end`` follows
 completion order and the tool-result messages follow source order after the
 batch. In sequential mode (by config, or because a tool of the batch is marked
 ``sequential``) each call runs and gets its result message before the next one
-is prepared. A message cut off by the output token limit runs none of its calls
-(``fail_truncated_tool_calls``). Every tool call gets exactly one
+is prepared. A message cut off by the output token limit runs none of its calls.
+Every tool call gets exactly one
 ``tool_execution_end`` and one result message, whatever happens: unknown tool,
 bad arguments, a hook or the tool raising, a block, an abort (``Operation
 aborted``). The batch asks the loop to stop only when every result asks to
@@ -211,7 +211,12 @@ async def execute_tool_calls(
     emit: Emit,
 ) -> ToolBatchResult:
     """Preflight each call in source order, run them (one at a time when sequential), and emit their
-    result messages in source order (each right after its call when sequential)."""
+    result messages in source order (each right after its call when sequential).
+
+    A message cut off by the output token limit (``length``) runs none of its calls: no lookup, no
+    validation, no hooks (a truncated call's arguments can parse and validate and still be incomplete);
+    each gets the truncation error.
+    """
     tool_calls = assistant_message.tool_calls
     sequential = config.tool_execution == "sequential" or any(
         getattr(find_tool(context.tools, call.name), "execution_mode", None) == "sequential" for call in tool_calls
@@ -219,7 +224,13 @@ async def execute_tool_calls(
     limit = config.max_tool_result_chars
     finalized: list[FinalizedToolCall] = []
     messages: list[ToolResultMessage] = []
-    if sequential:
+    if assistant_message.stop_reason == "length":
+        for tool_call in tool_calls:
+            await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+            finalized.append(failed_call(tool_call, truncated_call_text(tool_call.name)))
+            await emit_tool_execution_end(finalized[-1], emit)
+            messages.append(await emit_tool_result_message(finalized[-1], limit, emit))
+    elif sequential:
         for tool_call in tool_calls:
             outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
             if isinstance(outcome, PreparedToolCall):
@@ -253,21 +264,6 @@ async def _preflight(
     if isinstance(outcome, FinalizedToolCall):
         await emit_tool_execution_end(outcome, emit)
     return outcome
-
-
-async def fail_truncated_tool_calls(tool_calls: list[ToolCall], emit: Emit) -> ToolBatchResult:
-    """A ``length`` stop may have cut any argument short: run nothing, tell the model why.
-
-    No lookup, no validation, no hooks: a truncated call's arguments can parse
-    and validate and still be incomplete.
-    """
-    messages: list[ToolResultMessage] = []
-    for tool_call in tool_calls:
-        await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
-        finalized = failed_call(tool_call, truncated_call_text(tool_call.name))
-        await emit_tool_execution_end(finalized, emit)
-        messages.append(await emit_tool_result_message(finalized, None, emit))
-    return ToolBatchResult(messages, terminate=False)
 
 
 # ---------------------------------------------------------------- helpers
@@ -396,9 +392,8 @@ async def execute_prepared_tool_call(
     loop, sync ones on a worker thread; an awaitable a sync one returns (a wrapper around a coroutine) is
     awaited back on the loop.
 
-    ``SystemExit`` / ``KeyboardInterrupt`` from an async tool are results too,
-    as they are from a sync one (``as_tool_error``): raised on the loop they
-    would stop it. ``CancelledError`` is not caught: the call's task is being
+    ``SystemExit`` / ``KeyboardInterrupt`` are results too (``as_tool_error``).
+    ``CancelledError`` is not caught: the call's task is being
     cancelled (an abort's grace ran out, the run itself was cancelled), or the
     tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
     """

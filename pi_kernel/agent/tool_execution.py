@@ -525,9 +525,6 @@ class _Batch:
             call.task = self.loop.create_task(call.run(context, assistant_message, config, signal))
             call.task.add_done_callback(functools.partial(_report_done, self.inbox, call.index))
 
-    def post(self, item: InboxItem) -> None:
-        _post(self.loop, self.inbox, item)
-
     async def drain(self, until: int) -> None:
         """Handle reports until every call has ended or an item of kind ``until`` arrives."""
         while self.remaining:
@@ -605,7 +602,7 @@ async def run_prepared_tool_calls(
 
     batch = _Batch(prepared_calls, emit)
     batch.start(context, assistant_message, config, signal)
-    remove_abort_listener = signal.add_listener(lambda _reason: batch.post((_ABORT, -1, None)))
+    remove_abort_listener = signal.add_listener(lambda _reason: _post(batch.loop, batch.inbox, (_ABORT, -1, None)))
     try:
         await batch.drain(until=_ABORT)
         await batch.settle(ABORT_GRACE)  # nothing left to settle unless the abort came

@@ -1,6 +1,8 @@
 """The agent layer: the loop, ``Agent``, tools that run, hooks, abort.
 
-Knows nothing of Jupyter: the layers above subscribe to its events.
+Knows nothing of Jupyter: the layers above subscribe to its events. In the order a run uses
+them: ``types`` (tools, hooks, config, the event union, state), ``loop`` (pi's agent loop),
+``compaction``, ``tool_execution`` (one message's tool calls) and ``agent`` (``Agent``).
 """
 
 from pi_kernel.agent.agent import Agent, QueueMode

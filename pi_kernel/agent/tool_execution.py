@@ -145,30 +145,6 @@ def tool_not_found_text(tool_name: str, tools: Sequence[Tool] | None) -> str:
     return f"Tool {tool_name} not found. " + (f"Available tools: {names}" if names else "No tools are available.")
 
 
-_UPDATE, _DONE, _ABORT, _GRACE_OVER = 0, 1, 2, 3
-
-ABORT_GRACE = 1.0
-"""Seconds the calls still running at an abort get to settle on their own
-before they are cancelled and given ``Operation aborted``."""
-
-ABORT_CLEANUP_GRACE = 1.0
-"""Seconds the run then waits for the cancelled async tools to finish their
-``finally`` blocks (a tool that swallows the cancellation cannot hold it longer)."""
-
-
-InboxItem = tuple[int, int, Any]
-"""``(kind, call index, payload)``."""
-
-MAX_RESULT_IMAGES = 8
-"""Most images one tool result gives the model."""
-MAX_RESULT_IMAGE_BYTES = int(4.5 * 1024 * 1024)
-"""Most base64 of images one tool result gives the model (one image at the size ``read`` allows)."""
-
-
-TOOL_WORKERS = 32
-"""How many sync tool calls can run at the same moment (more wait in line)."""
-
-
 # ---------------------------------------------------------------- outcomes
 
 
@@ -444,6 +420,20 @@ async def finalize_executed_tool_call(
 
 # ---------------------------------------------------------------- running at once
 
+_UPDATE, _DONE, _ABORT, _GRACE_OVER = 0, 1, 2, 3
+
+ABORT_GRACE = 1.0
+"""Seconds the calls still running at an abort get to settle on their own
+before they are cancelled and given ``Operation aborted``."""
+
+ABORT_CLEANUP_GRACE = 1.0
+"""Seconds the run then waits for the cancelled async tools to finish their
+``finally`` blocks (a tool that swallows the cancellation cannot hold it longer)."""
+
+
+InboxItem = tuple[int, int, Any]
+"""``(kind, call index, payload)``."""
+
 
 def _post(loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[InboxItem], item: InboxItem) -> None:
     """Put ``item`` in the inbox from any thread (a closed loop means the run is long over)."""
@@ -615,6 +605,11 @@ async def run_prepared_tool_calls(
 
 # ---------------------------------------------------------------- the result message
 
+MAX_RESULT_IMAGES = 8
+"""Most images one tool result gives the model."""
+MAX_RESULT_IMAGE_BYTES = int(4.5 * 1024 * 1024)
+"""Most base64 of images one tool result gives the model (one image at the size ``read`` allows)."""
+
 
 def image_note(left_out: int) -> str:
     plural = "image" if left_out == 1 else "images"
@@ -701,6 +696,9 @@ def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | No
 
 
 # ---------------------------------------------------------------- calling user code
+
+TOOL_WORKERS = 32
+"""How many sync tool calls can run at the same moment (more wait in line)."""
 
 
 class WorkerPool:

@@ -30,7 +30,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.agent.events import AgentEvent, MessageEndEvent
+from pi_kernel.agent.types import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.allowed_models import refusal

@@ -1,6 +1,6 @@
 """Long sessions in the kernel: the context window, compaction, usage, prices and budgets as the
 person sees and sets them (the mechanics are the agent layer's: ``pi_kernel.agent.compaction`` and
-``pi_kernel.agent.usage``; ``docs/long-sessions.md`` describes the behaviour).
+``pi_kernel.agent.agent``; ``docs/long-sessions.md`` describes the behaviour).
 
 This module owns the ``%pi`` commands ``compact``, ``usage``, ``price`` and ``budget``, the
 ``--context`` flag of ``%pi model``, the ``context:`` and ``budget:`` lines of ``%pi``, how the
@@ -32,7 +32,7 @@ from pi_kernel.kernel.undo import ConversationVersions, Version
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
-    from pi_kernel.agent.events import ToolExecutionEndEvent
+    from pi_kernel.agent.types import ToolExecutionEndEvent
     from pi_kernel.ai import Model
     from pi_kernel.kernel.config import PiSettings
     from pi_kernel.kernel.turn import Turn
@@ -73,7 +73,7 @@ class LongSession(Protocol):
 
 def configure_long_session(agent: Agent, settings: PiSettings) -> None:
     """The session's tool-result limit, budget and extra prices, on its agent."""
-    from pi_kernel.agent.usage import Budget
+    from pi_kernel.agent.agent import Budget
 
     if settings.tool_result_limit is not None:
         agent.max_tool_result_chars = settings.tool_result_limit
@@ -264,7 +264,7 @@ def status_lines(session: LongSession) -> list[str]:
 
 
 def describe_budget(session: LongSession) -> str:
-    from pi_kernel.agent.usage import usd
+    from pi_kernel.agent.agent import usd
 
     agent = session.agent
     parts = []
@@ -396,7 +396,7 @@ async def compact_async(session: LongSession, words: list[str]) -> str:
     agent = session.agent
     before = Version(list(agent.state.messages), dict(session.cell_turns.starts), "%pi compact")
     # Here, not at the top: this module loads with the kernel, which should not import the agent at start.
-    from pi_kernel.agent.usage import BudgetExceeded
+    from pi_kernel.agent.agent import BudgetExceeded
 
     interrupted: list[bool] = []
 

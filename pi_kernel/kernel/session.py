@@ -37,7 +37,7 @@ from pi_kernel.kernel.views import TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
-    from pi_kernel.agent.events import AgentEvent, CompactionEvent
+    from pi_kernel.agent.types import AgentEvent, CompactionEvent
     from pi_kernel.ai import Context, Model
     from pi_kernel.kernel.notebook_context import NotebookContext
     from pi_kernel.kernel.turn import Turn
@@ -267,7 +267,7 @@ class PiSession:
     def _on_agent_event(self, event: AgentEvent) -> None:
         """Keep the cell → turn marks right after a compaction, and what it replaced for ``%pi undo``;
         keep cut tool results for the user."""
-        from pi_kernel.agent.events import CompactionEvent, ToolExecutionEndEvent  # loaded with the agent
+        from pi_kernel.agent.types import CompactionEvent, ToolExecutionEndEvent  # loaded with the agent
 
         match event:
             case CompactionEvent():

@@ -59,7 +59,7 @@ from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 if TYPE_CHECKING:
-    from pi_kernel.agent.events import AgentEvent
+    from pi_kernel.agent.types import AgentEvent
 
 logger = logging.getLogger("pi_kernel.kernel")
 

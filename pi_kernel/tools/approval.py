@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
 
-from pi_kernel.agent.invoke import is_async_callable
+from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.ai import AbortSignal
 from pi_kernel.ai.sanitize import map_strings
 from pi_kernel.tools.paths import secret_mention_reason, secret_path_reason

@@ -35,7 +35,7 @@ import docstring_parser
 from pydantic import BaseModel, Field, create_model
 from pydantic.fields import FieldInfo
 
-from pi_kernel.agent.invoke import is_async_callable
+from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
 from pi_kernel.tools.approval import check_approval_option

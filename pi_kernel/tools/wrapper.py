@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.agent.invoke import is_async_callable
+from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.agent.types import AgentTool, AgentToolResult
 from pi_kernel.ai import AbortSignal
 from pi_kernel.tools.definition import ToolContext, ToolDefinition

@@ -9,7 +9,7 @@ import pytest
 from scripted_model import assistant_message
 from test_widgets_frontend import message_events
 
-from pi_kernel.agent.events import AgentEndEvent, AgentStartEvent
+from pi_kernel.agent.types import AgentEndEvent, AgentStartEvent
 from pi_kernel.ai import StreamOptions, ThinkingContent
 from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options, with_thinking

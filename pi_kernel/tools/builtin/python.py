@@ -74,7 +74,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from pi_kernel.agent import OPERATION_ABORTED
-from pi_kernel.agent.invoke import run_in_worker
+from pi_kernel.agent.tool_execution import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.ai.static_read import has_base

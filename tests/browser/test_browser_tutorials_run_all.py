@@ -137,18 +137,20 @@ def run_all_approving(notebook: NotebookPage) -> None:
 
 
 def settle_approving(notebook: NotebookPage) -> None:
+    from playwright.sync_api import Error as PlaywrightError
+
     page = notebook.page
     deadline = time.monotonic() + NOTEBOOK_TIMEOUT_S
     quiet_since: float | None = None
     while time.monotonic() < deadline:
-        approve = page.get_by_role("button", name="Approve", exact=True)
+        approve = page.get_by_role("button", name="Approve", exact=True).locator("visible=true")
         clicked = False
-        for index in range(approve.count()):
-            button = approve.nth(index)
-            if button.is_visible() and button.is_enabled():
-                button.scroll_into_view_if_needed()
-                button.click()
+        if approve.count():
+            try:  # a card can be answered (and its buttons go) between the count and the click
+                approve.first.click(timeout=5000)
                 clicked = True
+            except PlaywrightError:
+                pass
         prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").all_inner_texts()
         busy = clicked or any("*" in prompt for prompt in prompts) or notebook.execution_indicator() == "busy"
         if busy:

@@ -33,9 +33,8 @@ from pi_kernel.kernel import agent_proxy, outgoing
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
 from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter, print_output
-from pi_kernel.kernel.payload_gate import install_payload_gate
+from pi_kernel.kernel.outgoing import install_payload_gate, make_undumpable
 from pi_kernel.kernel.session import PiSession
-from pi_kernel.kernel.undumpable import make_undumpable
 
 logger = logging.getLogger("pi_kernel.kernel")
 

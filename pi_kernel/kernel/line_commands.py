@@ -35,7 +35,7 @@ from pi_kernel.kernel.model_resolution import (
 )
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.text_view import render_messages
-from pi_kernel.kernel.turn_undo import undo_turn
+from pi_kernel.kernel.undo import undo_turn
 from pi_kernel.tools.approval_rules import decide
 
 if TYPE_CHECKING:

@@ -22,13 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import SessionApprovals
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.frontend import FrontendTracker, message_session
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
-from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
+from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model, restrict_default
 from pi_kernel.kernel.notebook_bridge import NotebookBridge
 from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
 from pi_kernel.kernel.undo import ConversationVersions, TurnJournals, Version, was_compacted

@@ -282,7 +282,7 @@ def parse_allowed_models(value: Any) -> tuple[str, ...]:
 
 def mcp_servers(value: Any) -> dict[str, Any]:
     """The ``name → entry`` mapping of a ``{"mcpServers": {...}}`` document, of the inner mapping, or of
-    either as JSON text (entries are checked later, see ``PiSettings.mcp_servers``)."""
+    either as JSON text (entries are checked later: see the module docstring)."""
     value = _json(value)
     if isinstance(value, Mapping) and "mcpServers" in value:
         value = value["mcpServers"]
@@ -409,7 +409,6 @@ class PiSettings:
         env_parse=mcp_servers_file,
         merge=True,
     )
-    """Checked when the session first uses them, by ``pi_kernel.tools.mcp.server_config``."""
     notebook_context: bool = setting(
         True,
         _boolean,

@@ -71,7 +71,6 @@ NO_BRIDGE = (
 class _Client:
     comm: Any
     session: str | None
-    info: dict[str, Any]
 
 
 @dataclass
@@ -132,11 +131,6 @@ class NotebookBridge:
         """This bridge when a front-end is connected, else ``None`` (what ``ToolContext.notebook`` holds)."""
         return self if self.connected else None
 
-    def frontend(self) -> dict[str, Any]:
-        """The open data of the front-end requests go to (``{}`` when none)."""
-        client = self._client()
-        return dict(client.info) if client is not None else {}
-
     def subscribe(self, listener: Callable[[bool], None]) -> None:
         """``listener(connected)`` after each open and close."""
         self._listeners.append(listener)
@@ -164,10 +158,8 @@ class NotebookBridge:
             self._hello = None
 
     def _open(self, comm: Any, msg: dict[str, Any]) -> None:
-        data = (msg.get("content") or {}).get("data") or {}
-        info = {key: data.get(key) for key in ("protocol", "frontend", "path") if key in data}
         with self._lock:
-            self._clients[comm.comm_id] = _Client(comm, message_session(msg), info)
+            self._clients[comm.comm_id] = _Client(comm, message_session(msg))
             self.connected = True
         comm.on_msg(self._on_msg)
         comm.on_close(lambda _message: self._closed(comm.comm_id))

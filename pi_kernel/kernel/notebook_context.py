@@ -96,15 +96,15 @@ def output_summary(value: Any) -> str:
     return flat if len(flat) <= OUTPUT_CHARS else flat[: OUTPUT_CHARS - 3] + "..."
 
 
-def is_pi_cell(source: str) -> bool:
-    return source.lstrip().startswith("%%pi")
-
-
 _TRACEBACK = BaseException.__dict__["__traceback__"]
 
 
 def _frames(error: BaseException) -> list[str]:
-    frames = [frame for frame in traceback.extract_tb(_TRACEBACK.__get__(error)) if not _internal(frame.filename)]
+    frames = [
+        frame
+        for frame in traceback.extract_tb(_TRACEBACK.__get__(error))
+        if not any(part in frame.filename.replace("\\", "/") for part in _INTERNAL_PATHS)
+    ]
     chosen = frames[-TRACEBACK_FRAMES:]
     if len(frames) > TRACEBACK_FRAMES:  # the cell's own line first, then where it ended (in a library, often)
         chosen = [frames[0], *frames[-(TRACEBACK_FRAMES - 1) :]]
@@ -131,10 +131,6 @@ def cell_error(error: BaseException) -> CellError:
     return CellError(class_name(type(error)), _message(error), frames)
 
 
-def _internal(filename: str) -> bool:
-    return any(part in filename.replace("\\", "/") for part in _INTERNAL_PATHS)
-
-
 class CellHistory:
     def __init__(self) -> None:
         self._records: list[tuple[int, CellRecord]] = []
@@ -146,7 +142,7 @@ class CellHistory:
         """IPython's ``post_run_cell`` event."""
         info = getattr(result, "info", None)
         source = getattr(info, "raw_cell", None) or ""
-        if getattr(info, "silent", False) or not source.strip() or is_pi_cell(source):
+        if getattr(info, "silent", False) or not source.strip() or source.lstrip().startswith("%%pi"):
             return
         error = getattr(result, "error_in_exec", None)  # never ``or``: that runs the exception's ``__bool__``
         if error is None:

@@ -443,15 +443,12 @@ def _source(payload: Any) -> str:
 def install_payload_gate(shell: Any) -> PayloadGate | None:
     """The gate of ``shell``'s payload manager, installed on first call (``None``: the shell has none).
     The calling thread counts as running a user's cell (``%load_ext pi_kernel`` runs in one)."""
-    manager = getattr(shell, "payload_manager", None)
-    if manager is None:
-        return None
-    gate = manager.__dict__.get("pi_payload_gate")
-    if isinstance(gate, PayloadGate):
+    gate, manager = payload_gate(shell), getattr(shell, "payload_manager", None)
+    if gate is not None:
         gate.rewrap()
-        return gate
-    gate = PayloadGate(manager)
-    gate.cell_started()
+    elif manager is not None:
+        gate = PayloadGate(manager)
+        gate.cell_started()
     return gate
 
 

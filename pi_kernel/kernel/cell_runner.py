@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 from pi_kernel.agent.types import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.kernel import outgoing
-from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.code_cells import drop_agent_payloads, offer_code_cell
 from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.frontend import message_session
 from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
-from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
-from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
+from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, refusal
+from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
 from pi_kernel.kernel.turn import Turn
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
@@ -212,7 +211,7 @@ async def run_turn(
     )
     gate = payload_gate(session.shell)
     if gate is not None:
-        gate.mark_pi_cell()  # nothing the agent's code writes leaves this cell as a payload (payload_gate)
+        gate.mark_pi_cell()  # nothing the agent's code writes leaves this cell as a payload (outgoing.PayloadGate)
     session.turn_journals.retire_offer()
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     turn.bind_tools(session.tool_context)

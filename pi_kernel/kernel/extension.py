@@ -13,7 +13,7 @@ It is cheap: nothing here imports the agent, the tools or a provider;
 which do, are imported lazily, when the first such cell runs.
 
 Settings come from a ``.env`` file in the working directory (filling unset
-variables only, under the rules in ``dotenv``), the environment, then ``c.PiKernel.*`` config (also read in
+variables only, under the rules in ``config.load_dotenv``), the environment, then ``c.PiKernel.*`` config (also read in
 a stock kernel's config) and finally ``overrides`` (the Pi kernel's traitlets).
 
 A bad value never stops the kernel: it runs in the kernel's constructor, where
@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from pi_kernel.kernel import agent_proxy, outgoing
-from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
-from pi_kernel.kernel.dotenv import load_dotenv
+from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, settings_from_env
 from pi_kernel.kernel.magics import PiMagics, make_cell_rewriter, print_output
-from pi_kernel.kernel.payload_gate import install_payload_gate
+from pi_kernel.kernel.outgoing import install_payload_gate, make_undumpable
 from pi_kernel.kernel.session import PiSession
-from pi_kernel.kernel.undumpable import make_undumpable
 
 logger = logging.getLogger("pi_kernel.kernel")
 

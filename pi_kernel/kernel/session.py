@@ -6,9 +6,8 @@ holds for one ``%%pi`` cell only is that cell's ``Turn`` (``turn.py``), passed
 explicitly, of which the session knows only which one runs now. It is
 created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the
 expensive parts (the agent, the registry, pydantic models, ``openai``) on first
-use, so that a kernel starts as fast as a stock one: ``pi_kernel.agent``,
-``pi_kernel.tools`` (the registry, the built-in and MCP tools) and
-``pi_kernel.kernel.notebook_context`` are imported lazily, in the properties
+use, so that a kernel starts as fast as a stock one: ``pi_kernel.agent``
+and ``pi_kernel.tools`` (the registry, the built-in and MCP tools) are imported lazily, in the properties
 that build them (together about 100 ms; ``pi_kernel.tools.mcp`` also needs the
 optional ``mcp`` SDK). Long (about 400 lines): it is where those parts are
 wired together; each concept's logic lives in its
@@ -23,25 +22,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import SessionApprovals
-from pi_kernel.kernel.cell_history import CellHistory
 from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.frontend import FrontendTracker
+from pi_kernel.kernel.frontend import FrontendTracker, message_session
 from pi_kernel.kernel.long_session import configure_long_session, keep_full_result, with_context_window
-from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
+from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model, restrict_default
 from pi_kernel.kernel.notebook_bridge import NotebookBridge
-from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
+from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
+from pi_kernel.kernel.undo import ConversationVersions, TurnJournals, Version, was_compacted
 from pi_kernel.kernel.views import TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
     from pi_kernel.agent.types import AgentEvent, CompactionEvent
     from pi_kernel.ai import Context, Model
-    from pi_kernel.kernel.notebook_context import NotebookContext
     from pi_kernel.kernel.turn import Turn
-    from pi_kernel.kernel.turn_undo import TurnJournals
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
     from pi_kernel.tools.approval import ApprovalPolicy
     from pi_kernel.tools.mcp import McpManager
@@ -157,18 +153,14 @@ class PiSession:
         return turn.cell_id if turn is not None else None
 
     def _running_client(self) -> str | None:
-        from pi_kernel.kernel.frontend import message_session
-
         turn = self.turn
         return message_session(turn.parent) if turn is not None else None
 
     @property
     def turn_journals(self) -> TurnJournals:
-        """Each ``%%pi`` turn's undo journal (``turn_undo``): what ``%pi undo`` reverts."""
+        """Each ``%%pi`` turn's undo journal (``undo``): what ``%pi undo`` reverts."""
         with self._lock:
             if self._turn_journals is None:
-                from pi_kernel.kernel.turn_undo import TurnJournals
-
                 self._turn_journals = TurnJournals()
             return self._turn_journals
 
@@ -177,8 +169,6 @@ class PiSession:
         """What changed in the notebook since the previous turn (``notebook_context``)."""
         with self._lock:
             if self._notebook_context is None:
-                from pi_kernel.kernel.notebook_context import NotebookContext
-
                 self._notebook_context = NotebookContext(self.cell_history)
             self._notebook_context.enabled = self.context_enabled
             return self._notebook_context

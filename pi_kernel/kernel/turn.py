@@ -61,7 +61,7 @@ class Turn:
     """The cell's ``execute_request`` (in a kernel): the parent of the ``busy`` that ``reassert_busy`` sends."""
     interrupted: bool = False
     journal: TurnJournal | None = None
-    """The turn's undo journal (``turn_undo``): the tools record what they change into it."""
+    """The turn's undo journal (``undo``): the tools record what they change into it."""
 
     def cancel(self) -> None:
         """An interrupt reached this turn (the session also aborts the agent and denies waiting approvals)."""

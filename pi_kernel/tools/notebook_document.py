@@ -11,7 +11,7 @@ A cell ``ref`` is a cell id or ``#N`` (1-based position, as on screen);
 ``resolve_ref`` turns one into a ``CellInfo`` of a given reading.
 
 What the ``cells`` tool reads of the notebook's executed cells is a ``CellSource`` of ``CellLike`` records:
-the kernel's ``cell_history.CellHistory`` has this shape and is given to the tools as
+the kernel's ``notebook_context.CellHistory`` has this shape and is given to the tools as
 ``ToolContext.cell_history``.
 """
 

@@ -17,8 +17,7 @@ from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.approval_hook import parse_answer
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
 from pi_kernel.kernel.cell_turns import CellTurns
-from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
-from pi_kernel.kernel.dotenv import load_dotenv, parse_dotenv
+from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, parse_dotenv, settings_from_env
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
 from pi_kernel.kernel.line_commands import CommandError, allow
 from pi_kernel.kernel.magics import LINE_RUNNER, _await_pi_lines, _pi_cell_magic_call

@@ -10,9 +10,8 @@ import mcp_types
 import pytest
 
 from pi_kernel.ai import ImageContent
-from pi_kernel.kernel.allowed_models import is_allowed
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.model_resolution import model_from_spec
+from pi_kernel.kernel.model_resolution import is_allowed, model_from_spec
 from pi_kernel.tools import ToolDefinition
 from pi_kernel.tools.mcp import McpManager, server_config, to_result
 from pi_kernel.tools.mcp.server import McpServer

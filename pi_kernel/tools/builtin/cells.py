@@ -10,7 +10,7 @@ the number of cells left out. ``{"cell": ref}`` gives one cell whole.
 Without it: the tools layer does not know the kernel: the host puts a ``CellSource``
 (anything with ``recent(last)`` returning ``CellLike`` records, see
 ``tools.notebook_document``) in ``ctx.cell_history`` (the kernel's
-``cell_history.CellHistory``). The tool only reads, so it never
+``notebook_context.CellHistory``). The tool only reads, so it never
 asks for approval and runs in the ``read-only`` approval mode.
 """
 

@@ -138,6 +138,20 @@ def test_the_notebook_context_comes_before_the_request_and_the_tool_choice_promp
     assert "A long agent prompt." not in focused[0]["content"] and "- shout: Shout." in focused[0]["content"]
 
 
+def test_the_answer_after_a_tool_result_is_asked_without_the_notebook_context() -> None:
+    """The context served the call; the answer prompt holds the result and the request only, so the model
+    has no context text last to repeat (07 in JupyterLab answered with "Cells run: In [1] ...")."""
+    context_text = "\n\nNotebook context (what changed ...):\nCells run:\nIn [1]: import pandas"
+    message = UserMessage([TextContent('Run inspect {"name": "sales"}'), TextContent(context_text)])
+    call = ToolCall(id="c1", name="inspect", arguments={"name": "sales"})
+    result = ToolResultMessage(tool_call_id="c1", tool_name="inspect", content=[TextContent("sales: 12 rows")])
+    context = Context(messages=[message, AssistantMessage(content=[call]), result])
+    last = chat_messages(context)[-1]["content"]
+    assert last == 'Tool inspect returned: sales: 12 rows\n\nUsing that result, answer: Run inspect {"name": "sales"}'
+    before_the_call = chat_messages(Context(messages=[message]))[-1]["content"]
+    assert "Cells run:" in before_the_call and before_the_call.endswith('Run inspect {"name": "sales"}')
+
+
 def test_a_forced_tool_choice_prompt_lists_only_the_forced_tool() -> None:
     """The decision prompt of ``--tool NAME`` is the same whatever other tools a front-end adds (the bridge's)."""
     from pi_kernel.ai import Tool

@@ -202,48 +202,53 @@ def shut_down_kernels(page: Any) -> None:
     )
 
 
-@pytest.mark.timeout(NOTEBOOK_TIMEOUT_S * (len(TUTORIALS) + 1))
-def test_every_tutorial_run_all_in_jupyterlab_shows_its_lesson_and_leaves_git_clean(
-    made_lab: MadeLab, browser_page: Any
-) -> None:
-    before = git_status()
+@pytest.fixture(scope="module")
+def status_before(made_lab: MadeLab) -> str:
+    return git_status()
+
+
+def test_the_printed_url_opens_the_quickstart(made_lab: MadeLab, browser_page: Any, status_before: str) -> None:
     assert made_lab.printed_url.endswith("/lab/tree/01_quickstart.ipynb"), made_lab.printed_url
     browser_page.goto(made_lab.printed_url, timeout=90_000)
     browser_page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
     current = browser_page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel")
     assert current.first.inner_text() == "01_quickstart.ipynb"
 
-    failures: list[str] = []
-    for name in TUTORIALS:
-        original = nbformat.read(REPO / "notebooks" / name, as_version=4)
-        original_ids = {cell.get("id") for cell in original.cells}
-        notebook = NotebookPage(browser_page, made_lab, name).open()  # type: ignore[arg-type]
+
+@pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
+@pytest.mark.parametrize("name", TUTORIALS)
+def test_run_all_shows_the_lesson(name: str, made_lab: MadeLab, browser_page: Any, status_before: str) -> None:
+    original = nbformat.read(REPO / "notebooks" / name, as_version=4)
+    original_ids = {cell.get("id") for cell in original.cells}
+    notebook = NotebookPage(browser_page, made_lab, name).open()  # type: ignore[arg-type]
+    try:
         run_all_approving(notebook)
         saved = notebook.save()
         if run_inserted_cells(notebook, original_ids, saved):
             saved = notebook.save()
         notebook.screenshot(f"run-all-{Path(name).stem}")
-        nb = nbformat.reads(nbformat.writes(nbformat.from_dict(saved)), as_version=4)
-        for cell in nb.cells:
-            if cell.cell_type == "code" and cell.get("id") not in original_ids:
-                cell.metadata.setdefault("tags", []).append(NEXT_INPUT_TAG)
-        try:
-            errors = [
-                (cell.source[:80], output.get("ename"))
-                for cell in nb.cells
-                if cell.cell_type == "code" and "raises-exception" not in cell.metadata.get("tags", [])
-                for output in cell.get("outputs", [])
-                if output.get("output_type") == "error"
-            ]
-            assert errors == [], errors
-            check_every_turn(nb)
-            if name in CHECKS:
-                CHECKS[name](nb, "ask", made_lab.notebooks)
-            else:
-                check_agent_edits(nb)
-        except AssertionError as error:
-            failures.append(f"{name}: {error}")
+    finally:
         shut_down_kernels(browser_page)
-    assert failures == [], "\n".join(failures)
-    assert git_status() == before, "running the tutorials wrote into the repository"
+    nb = nbformat.reads(nbformat.writes(nbformat.from_dict(saved)), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("id") not in original_ids:
+            cell.metadata.setdefault("tags", []).append(NEXT_INPUT_TAG)
+    errors = [
+        (cell.source[:80], output.get("ename"), output.get("evalue"))
+        for cell in nb.cells
+        if cell.cell_type == "code" and "raises-exception" not in cell.metadata.get("tags", [])
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "error"
+    ]
+    assert errors == [], errors
+    check_every_turn(nb)
+    if name in CHECKS:
+        CHECKS[name](nb, "ask", made_lab.notebooks)
+    else:
+        check_agent_edits(nb)
+
+
+def test_running_the_tutorials_leaves_git_status_as_it_was(made_lab: MadeLab, status_before: str) -> None:
+    """Runs after every tutorial's Run All (pytest keeps the file's order)."""
+    assert git_status() == status_before, "running the tutorials wrote into the repository"
     assert not list((REPO / "notebooks").glob("todo*.txt"))

@@ -111,12 +111,17 @@ class _Turn:
     role: str
     text: str
     results: list[str] = field(default_factory=list)
+    request: str | None = None
+    """A user turn's request alone (its first text part), without the notebook context after it."""
 
     def content(self) -> str:
         if not self.results:
             return self.text
         which = "that result" if len(self.results) == 1 else "these results"
-        ask = f"answer: {self.text}" if self.text else "answer the question."
+        # The answer is about the results: the notebook context served the call and is left out here, as
+        # this model repeats the background it is given last (measured: "Cells run: In [1] ..." as an answer).
+        question = self.text if self.request is None else self.request
+        ask = f"answer: {question}" if question else "answer the question."
         return "\n".join(self.results) + f"\n\nUsing {which}, {ask}"
 
 
@@ -148,7 +153,7 @@ def chat_messages(
         messages = messages[last_user:]
     for message in messages:
         if isinstance(message, UserMessage):
-            turns.append(_Turn("user", _request_last(message)))
+            turns.append(_Turn("user", _request_last(message), request=_request(message)))
         elif isinstance(message, AssistantMessage):
             if message.text:
                 turns.append(_Turn("assistant", message.text))
@@ -158,6 +163,13 @@ def chat_messages(
                 turns.append(_Turn("user", ""))
             turns[-1].results.append(f"Tool {message.tool_name} {verb}: {_clip(text_of(message.content))}")
     return [{"role": turn.role, "content": turn.content()} for turn in turns]
+
+
+def _request(message: UserMessage) -> str:
+    """A user message's request: its text, or its first text part (the kernel's notebook context follows it)."""
+    if isinstance(message.content, str):
+        return message.content
+    return next((block.text.strip() for block in message.content if isinstance(block, TextContent)), "")
 
 
 def _request_last(message: UserMessage) -> str:

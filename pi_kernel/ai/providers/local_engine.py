@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pi_kernel.ai.providers.local_grammar import bounded_gbnf
-from pi_kernel.ai.providers.request_task import masked_error
+from pi_kernel.ai.providers.remote import masked_error
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"

@@ -1,4 +1,4 @@
-"""The local model's answer shaping (``local_answer``) and prompt order (``local_prompt``), without the model.
+"""The local model's answer shaping and prompt order (``local``), without the model.
 
 What a reader sees: a short tool result opens the answer; an answer the token cap ends stops at its last
 sentence or closed code block, never mid-line; the kernel's notebook context comes before the request.
@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 
 from pi_kernel.ai import AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.providers.local_answer import (
+from pi_kernel.ai.providers.local import (
     HOLD_TOKENS,
     SEED_MAX_CHARS,
     SentenceCut,
     answer_seed,
+    chat_messages,
     shaped_answer,
 )
-from pi_kernel.ai.providers.local_prompt import chat_messages
 
 
 def result(text: str, name: str = "word_count", is_error: bool = False) -> ToolResultMessage:
@@ -142,7 +142,7 @@ def test_sentence_cut_scans_incrementally_and_finds_what_a_full_scan_finds() -> 
     """``SentenceCut.feed`` scans only the new text; at every piece its clean end is the full scan's."""
     import random
 
-    from pi_kernel.ai.providers.local_answer import last_clean_end
+    from pi_kernel.ai.providers.local import last_clean_end
 
     pieces = ["a", " ", ".", "!", "?", "\n", "`", "```", "  ```py\n", "\n\n", "Hi. ", "x.\n", "\r", "\r\n", "\u2028"]
     chooser = random.Random(7)

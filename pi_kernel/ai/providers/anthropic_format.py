@@ -310,8 +310,6 @@ class AnthropicAssembler:
         self.message = AssistantMessage(model=model.id, provider=model.provider)
         self.stop_reason: str | None = None
         """The API's ``stop_reason`` once ``message_delta`` has brought it."""
-        self.stopped = False
-        """``message_stop`` arrived."""
         self._blocks: dict[int, _Block] = {}
         """Open blocks by the server's index."""
         self._usage: dict[str, int] = {}
@@ -337,8 +335,6 @@ class AnthropicAssembler:
         elif kind == "message_delta":
             self.stop_reason = field_of(field_of(event, "delta"), "stop_reason") or self.stop_reason
             self._add_usage(field_of(event, "usage"))
-        elif kind == "message_stop":
-            self.stopped = True
         return []
 
     # --------------------------------------------------------------- blocks

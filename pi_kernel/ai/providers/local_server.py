@@ -26,9 +26,8 @@ from pi_kernel.ai.abort import AbortController
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers.local import stream_local
+from pi_kernel.ai.providers.local import ToolChoiceError, is_request_error, stream_local, tool_heads
 from pi_kernel.ai.providers.local_engine import INSTALL_HINT, LOCAL_MODEL_ID, get_engine, local_model_available
-from pi_kernel.ai.providers.local_prompt import ToolChoiceError, is_request_error, tool_heads
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 

@@ -36,7 +36,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pi_kernel.ai.abort import AbortSignal
 from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, error_message
@@ -271,19 +271,7 @@ _OPENED = object()
 """Put on the queue when the response arrived: the message has started."""
 
 
-class _Assembler(Protocol):
-    """What turns one provider's items into pi's events (``ChunkAssembler``, ``AnthropicAssembler``)."""
-
-    def start(self) -> AssistantMessageEvent: ...
-
-    def feed(self, item: Any) -> list[AssistantMessageEvent]: ...
-
-    def finish(self) -> list[AssistantMessageEvent]: ...
-
-    def fail(self, stop_reason: Literal["error", "aborted"], error_message: str) -> AssistantMessageEvent: ...
-
-    @property
-    def ending_known(self) -> bool: ...
+_Assembler = ChunkAssembler | AnthropicAssembler
 
 
 def resolve_api_key(model: Model, options: StreamOptions, hosted: bool) -> str | None:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -60,7 +59,13 @@ from pi_kernel.ai.messages import (
     UserMessage,
 )
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers.openai_format import IMAGE_ONLY_RESULT_TEXT, THINKING_OFF, field_of, replayable_history
+from pi_kernel.ai.providers.openai_format import (
+    IMAGE_ONLY_RESULT_TEXT,
+    THINKING_OFF,
+    field_of,
+    finish_tool_call,
+    replayable_history,
+)
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
@@ -404,7 +409,7 @@ class AnthropicAssembler:
         if isinstance(target, ThinkingContent):
             return [AssistantMessageEvent("thinking_end", self.message, block.content_index, content=target.thinking)]
         assert isinstance(target, ToolCall) and block.parser is not None
-        _finish_call(target, block.parser)
+        finish_tool_call(target, block.parser, "toolu")
         return [AssistantMessageEvent("toolcall_end", self.message, block.content_index, tool_call=target)]
 
     # -------------------------------------------------------------- output
@@ -435,7 +440,7 @@ class AnthropicAssembler:
         for block in self._blocks.values():
             target = self.message.content[block.content_index]
             if isinstance(target, ToolCall) and block.parser is not None:
-                _finish_call(target, block.parser)
+                finish_tool_call(target, block.parser, "toolu")
         self._blocks.clear()
         self.message.stop_reason = stop_reason
         self.message.error_message = error_message
@@ -464,16 +469,3 @@ class AnthropicAssembler:
         if cost is not None:
             usage.cost = cost.of(usage)
         self.message.usage = usage
-
-
-def _finish_call(call: ToolCall, parser: IncrementalJSONParser) -> None:
-    if not call.id:
-        call.id = f"toolu_{uuid.uuid4().hex[:24]}"
-    if not parser.text.strip():
-        call.arguments = {}  # a tool without parameters streams no input at all
-        return
-    try:
-        call.arguments = parser.finish()
-    except ValueError:
-        call.raw_arguments = parser.text
-        call.arguments = parser.snapshot()

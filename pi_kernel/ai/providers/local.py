@@ -1,4 +1,4 @@
-"""The ``local`` provider: the offline model streamed as the same events as OpenAI's.
+"""The ``local`` provider: the offline model, its output read as OpenAI chunks by ``openai_format.ChunkAssembler``.
 
 Decoding runs on the engine's decoding thread (it is CPU-bound and must not
 block the kernel's event loop); its results cross to the loop through
@@ -50,19 +50,16 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import (
     AssistantMessage,
     TextContent,
-    ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
     text_of,
 )
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import Model, error_message
 from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling, get_engine, max_arguments_bytes
-from pi_kernel.ai.providers.openai_format import new_tool_call_id
+from pi_kernel.ai.providers.openai_format import ChunkAssembler, new_tool_call_id
 from pi_kernel.ai.providers.remote import abort_text
 from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
@@ -388,21 +385,7 @@ PUSH_INTERVAL_S = 0.02
 
 def stream_local(model: Model, context: Context, options: StreamOptions) -> AssistantMessageStream:
     """Stream one assistant message from the local model; never raises."""
-    message = AssistantMessage(model=model.id, provider=model.provider, stop_reason="stop")
-
-    def fallback(text: str) -> AssistantMessage:
-        message.stop_reason = "error"
-        message.error_message = text
-        return message
-
-    return AssistantMessageStream(_events(model, context, options, message), fallback)
-
-
-@dataclass(frozen=True, slots=True)
-class _End:
-    tokens: int
-    """Sampled tokens, head included."""
-    hit_limit: bool
+    return AssistantMessageStream(_events(model, context, options), lambda text: error_message(model, text))
 
 
 def head_token_cap(heads: list[str]) -> int:
@@ -421,22 +404,18 @@ def tool_call_token_cap(engine: Any, prompt_tokens: int, requested: int, schema:
     return min(room, max(requested, TOOL_CALL_MAX_TOKENS, (longest or 0) + 1))
 
 
-async def _events(
-    model: Model, context: Context, options: StreamOptions, message: AssistantMessage
-) -> AsyncIterator[AssistantMessageEvent]:
+async def _events(model: Model, context: Context, options: StreamOptions) -> AsyncIterator[AssistantMessageEvent]:
+    """The worker's chunks (the OpenAI format's) read by the OpenAI format's ``ChunkAssembler``."""
+    assembler = ChunkAssembler(model)
     signal = options.signal
     if signal is not None and signal.aborted:
-        message.stop_reason, message.error_message = "aborted", abort_text(signal.reason)
-        yield AssistantMessageEvent("error", message)
+        yield assembler.fail("aborted", abort_text(signal.reason))
         return
-
     try:
         heads = tool_heads(context, options)
         engine = get_engine()
     except (ToolChoiceError, RuntimeError) as error:
-        message.stop_reason = "error"
-        message.error_message = str(error) if isinstance(error, RuntimeError) else class_and_message(error)
-        yield AssistantMessageEvent("error", message)
+        yield assembler.fail("error", str(error) if isinstance(error, RuntimeError) else class_and_message(error))
         return
 
     loop = asyncio.get_running_loop()
@@ -450,66 +429,23 @@ async def _events(
         except RuntimeError:
             halt.set()  # the loop is closed: nobody listens any more
 
-    usage = Usage()
-    block: TextContent | ToolCall | None = None
-    parser = IncrementalJSONParser()
     remove_listener = signal.add_listener(lambda _reason: push("abort", None)) if signal is not None else None
     try:  # from the first yield on: a consumer may close the stream at any of them
-        yield AssistantMessageEvent("start", message)
+        yield assembler.start()
         engine.run_in_decoder_thread(lambda: _decode(engine, context, options, heads, push, halt))
         while True:
             kind, value = await queue.get()
             if kind == "abort" or (signal is not None and signal.aborted):
-                if isinstance(block, ToolCall):
-                    block.arguments = parser.snapshot()
-                message.usage = usage
-                message.stop_reason, message.error_message = "aborted", abort_text(signal.reason if signal else None)
-                yield AssistantMessageEvent("error", message)
+                yield assembler.fail("aborted", abort_text(signal.reason if signal else None))
                 return
-            if kind == "prompt_tokens":
-                usage.input = value
-            elif kind == "head":  # the decision of step 1: ``None`` for a text answer
-                if value is None:
-                    block = TextContent("")
-                    message.content.append(block)
-                    yield AssistantMessageEvent("text_start", message, content_index=0)
-                else:
-                    block = ToolCall(id=new_tool_call_id(), name=value)
-                    message.content.append(block)
-                    yield AssistantMessageEvent("toolcall_start", message, content_index=0)
-            elif kind == "piece":
-                if isinstance(block, TextContent):
-                    piece = value.lstrip() if not block.text else value
-                    if piece:
-                        block.text += piece
-                        yield AssistantMessageEvent("text_delta", message, content_index=0, delta=piece)
-                elif isinstance(block, ToolCall):
-                    parser.feed(value)
-                    block.arguments = parser.snapshot()
-                    yield AssistantMessageEvent("toolcall_delta", message, content_index=0, delta=value)
-            elif kind == "end":
-                end: _End = value
-                usage.output = end.tokens
-                usage.total_tokens = usage.input + usage.output  # no prompt cache is reported
-                message.usage = usage
-                if isinstance(block, TextContent):
-                    yield AssistantMessageEvent("text_end", message, content_index=0, content=block.text)
-                elif isinstance(block, ToolCall):
-                    try:
-                        block.arguments = parser.finish()
-                    except ValueError:
-                        block.raw_arguments = parser.text
-                    yield AssistantMessageEvent("toolcall_end", message, content_index=0, tool_call=block)
-                if end.hit_limit:
-                    message.stop_reason = "length"
-                else:
-                    message.stop_reason = "tool_use" if isinstance(block, ToolCall) else "stop"
-                yield AssistantMessageEvent("done", message)
+            if kind == "error":
+                yield assembler.fail("error", value)
                 return
-            elif kind == "error":
-                message.usage = usage
-                message.stop_reason, message.error_message = "error", value
-                yield AssistantMessageEvent("error", message)
+            for event in assembler.feed(value):
+                yield event
+            if kind == "end":
+                for event in assembler.finish():
+                    yield event
                 return
     finally:
         halt.set()
@@ -517,24 +453,35 @@ async def _events(
             remove_listener()
 
 
-def _forward(pieces: Any, push: Any) -> None:
-    """Hand decoded text to the event loop: the first piece at once, then at most every ``PUSH_INTERVAL_S``.
+def _chunk(delta: dict[str, Any], finish_reason: str | None = None, usage: Any = None) -> dict[str, Any]:
+    return {"choices": [{"delta": delta, "finish_reason": finish_reason}], "usage": usage}
+
+
+def _usage(prompt_tokens: int, written: int) -> dict[str, int]:
+    """``prompt_tokens``: the prompt the output continues; ``written``: every token of the output."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": written}
+
+
+def _forward(pieces: Iterator[str], push: Any, call: bool) -> None:
+    """Hand decoded text to the event loop as chunks: the first piece at once, then at most every
+    ``PUSH_INTERVAL_S``. A text answer starts at its first character that is not white space.
 
     Each hand-over wakes the loop's thread; on a two-core machine, waking it
     for every token steals time from llama.cpp's threads (measured: decoding
     about 25% slower). A reader sees no difference at 50 hand-overs a second.
     """
-    held: list[str] = []
+    held = ""
     last = 0.0
-    for piece in pieces:
-        held.append(piece)
+    started = call
+    for piece in itertools.chain(pieces, [None]):
+        if piece is not None:
+            held += piece if started else piece.lstrip()
+            started = started or bool(held)
         now = time.monotonic()
-        if now - last >= PUSH_INTERVAL_S:
-            push("piece", "".join(held))
-            held.clear()
-            last = now
-    if held:
-        push("piece", "".join(held))
+        if held and (piece is None or now - last >= PUSH_INTERVAL_S):
+            delta = {"tool_calls": [{"index": 0, "function": {"arguments": held}}]} if call else {"content": held}
+            push("chunk", _chunk(delta))
+            held, last = "", now
 
 
 def _decode(
@@ -586,8 +533,8 @@ def _decode(
                 prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools), requested)
                 seed = answer_seed(context.messages)  # short tool results open the answer
                 seeded = engine.tokenize_continuation(seed) if seed else []  # output, as a forced head is
-                push("head", name)
-                push("prompt_tokens", len(prompt))
+                prompt_tokens = len(prompt)
+                push("chunk", {"usage": _usage(prompt_tokens, 0)})
                 prompt = prompt + seeded
                 cap = max(1, min(limit, engine.n_ctx - len(prompt)))
                 pieces = shaped_answer(
@@ -605,8 +552,9 @@ def _decode(
                     cap,
                 )
             else:
-                push("head", name)
-                push("prompt_tokens", len(decision))
+                prompt_tokens = len(decision)
+                call = {"index": 0, "id": new_tool_call_id(), "type": "function", "function": {"name": name}}
+                push("chunk", _chunk({"tool_calls": [call]}, usage=_usage(prompt_tokens, 0)))
                 tool = next(tool for tool in context.tools or [] if tool.name == name)
                 prompt = decision + head_stats.tokens
                 pieces = engine.decode(
@@ -617,8 +565,9 @@ def _decode(
                     grammar=engine.schema_grammar(tool.shared_json_schema()),
                     should_stop=halt.is_set,
                 )
-            _forward(pieces, push)
+            _forward(pieces, push, call=name is not None)
             written = len(head_stats.tokens) + len(seeded) + len(stats.tokens)
-            push("end", _End(written, stats.hit_limit))
+            reason = "length" if stats.hit_limit else "stop" if name is None else "tool_calls"
+            push("end", _chunk({}, reason, _usage(prompt_tokens, written)))
     except Exception as error:  # noqa: BLE001 - reported as the stream's error event
         push("error", class_and_message(error))

@@ -142,8 +142,6 @@ class ChunkWriter:
         }
 
     def for_event(self, event: AssistantMessageEvent) -> dict[str, Any] | None:
-        if event.type == "start":
-            return self.chunk({"role": "assistant", "content": ""})
         if event.type == "text_delta":
             return self.chunk({"content": event.delta})
         if event.type == "toolcall_start":

@@ -306,8 +306,21 @@ def _nothing(name: str) -> None:
     return None
 
 
-def new_tool_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
+def new_tool_call_id(prefix: str = "call") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+def finish_tool_call(block: ToolCall, parser: IncrementalJSONParser, id_prefix: str = "call") -> None:
+    """Close a streamed call: an id if the server sent none, the arguments parsed. Arguments that are not valid
+    JSON keep what the model wrote (``raw_arguments``, and the best-effort parse): validation then names the
+    tool and the problem instead of running it with {} or a half-parsed object."""
+    if not block.id:
+        block.id = new_tool_call_id(id_prefix)
+    try:
+        block.arguments = parser.finish()
+    except ValueError:
+        block.raw_arguments = parser.text
+        block.arguments = parser.snapshot()
 
 
 @dataclass(slots=True)
@@ -443,7 +456,7 @@ class ChunkAssembler:
         elif kind == "tool_calls":
             calls, self._calls = self._calls, {}
             for call in sorted(calls.values(), key=lambda open_call: open_call.content_index):
-                self._finalize_call(call)
+                finish_tool_call(call.block, call.parser)
                 self._out.append(
                     AssistantMessageEvent("toolcall_end", self.message, call.content_index, tool_call=call.block)
                 )
@@ -504,7 +517,7 @@ class ChunkAssembler:
         call = self._calls.get(index)
         if call is not None and call_id and call.server_id and call.block.id != call_id:
             # Same index, another id: a new call (Ollama numbers each chunk's calls from 0).
-            self._finalize_call(call)
+            finish_tool_call(call.block, call.parser)
             self._out.append(
                 AssistantMessageEvent("toolcall_end", self.message, call.content_index, tool_call=call.block)
             )
@@ -544,24 +557,10 @@ class ChunkAssembler:
             return max(self._calls, default=-1) + 1
         return max(self._calls, key=lambda key: self._calls[key].content_index)
 
-    def _finalize_call(self, call: _OpenCall) -> None:
-        block = call.block
-        if not block.id:
-            block.id = new_tool_call_id()
-        try:
-            arguments = call.parser.finish()
-        except ValueError:
-            # Keep what the model wrote: validation then names the tool and the
-            # problem instead of running it with {} or a half-parsed object.
-            block.raw_arguments = call.parser.text
-            block.arguments = call.parser.snapshot()
-            return
-        block.arguments = arguments
-
     def _finalize_calls_silently(self) -> None:
         calls, self._calls = self._calls, {}
         for call in calls.values():
-            self._finalize_call(call)
+            finish_tool_call(call.block, call.parser)
         self._kind = None
 
     # ---------------------------------------------------------------- usage

@@ -247,6 +247,9 @@ def _anthropic_status(error: Any) -> str:
 # ---------------------------------------------------------------------------- the stream
 
 
+_Assembler = ChunkAssembler | AnthropicAssembler
+
+
 @dataclass(frozen=True, slots=True)
 class _Request:
     """What differs between the two providers before the first byte is sent."""
@@ -269,9 +272,6 @@ class _Ended:
 
 _OPENED = object()
 """Put on the queue when the response arrived: the message has started."""
-
-
-_Assembler = ChunkAssembler | AnthropicAssembler
 
 
 def resolve_api_key(model: Model, options: StreamOptions, hosted: bool) -> str | None:

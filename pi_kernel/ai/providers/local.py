@@ -9,8 +9,8 @@ See ``local_engine`` for how grammar-constrained tool calling works.
 
 Two prompts, both from the GGUF's chat template: the tool decision and the
 arguments come from the system prompt and the current user turn only; a text
-answer comes from the whole transcript (oldest turns dropped when it does not
-fit the context). ``usage.input`` counts the prompt the output continues;
+answer comes from the whole transcript (``fit_to_context``: a transcript too long is a context
+overflow, which the agent compacts). ``usage.input`` counts the prompt the output continues;
 ``usage.output`` counts every token of the output: sampled ones, the tool-choice head and the seed of an
 answer (short tool results) included.
 
@@ -74,7 +74,7 @@ class ToolChoiceError(ValueError):
 
 
 class ContextOverflowError(ValueError):
-    """The prompt does not fit the model's context even with old turns dropped (as OpenAI's 400)."""
+    """The prompt does not fit the model's context (as OpenAI's 400)."""
 
     @classmethod
     def of(cls, prompt_tokens: int, n_ctx: int) -> ContextOverflowError:

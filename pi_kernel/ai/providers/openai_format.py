@@ -513,7 +513,7 @@ class ChunkAssembler:
             arguments = json.dumps(arguments)  # a server that sends the arguments as an object, not a JSON string
         index = read("index")
         if type(index) is not int:
-            index = self._call_index(index, call_id)
+            index = self._call_index(call_id)
         call = self._calls.get(index)
         if call is not None and call_id and call.server_id and call.block.id != call_id:
             # Same index, another id: a new call (Ollama numbers each chunk's calls from 0).
@@ -546,9 +546,7 @@ class ChunkAssembler:
                 AssistantMessageEvent("toolcall_delta", self.message, call.content_index, delta=arguments or "")
             )
 
-    def _call_index(self, index: Any, call_id: str | None) -> int:
-        if isinstance(index, int):
-            return index
+    def _call_index(self, call_id: str | None) -> int:
         # No index (off-spec servers): match by id, else continue the last call.
         for key, call in self._calls.items():
             if call_id and call.block.id == call_id:

@@ -220,7 +220,7 @@ def _convert_assistant(message: AssistantMessage, model: Model, compat: Compat) 
     tool_calls = message.tool_calls
     if tool_calls:
         own = message.provider == model.provider
-        converted["tool_calls"] = [_convert_tool_call(call, own) for call in tool_calls]
+        converted["tool_calls"] = [convert_tool_call(call, own) for call in tool_calls]
     thinking = [block for block in message.content if isinstance(block, ThinkingContent)]
     if compat.requires_reasoning_content_on_assistant_messages:
         converted["reasoning_content"] = "\n".join(block.thinking for block in thinking)
@@ -235,7 +235,7 @@ def _convert_assistant(message: AssistantMessage, model: Model, compat: Compat) 
     return converted
 
 
-def _convert_tool_call(call: ToolCall, own: bool = False) -> JSON:
+def convert_tool_call(call: ToolCall, own: bool = False) -> JSON:
     # ``arguments`` is always a dict: for a call whose streamed text was not
     # valid JSON it is the best-effort parse, so the replayed history is valid
     # JSON and the provider does not reject the whole request.

@@ -302,7 +302,6 @@ REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 
 @dataclass(slots=True)
 class _Block:
-    kind: Literal["text", "thinking", "tool_call"]
     content_index: int
     parser: IncrementalJSONParser | None = None
 
@@ -350,21 +349,21 @@ class AnthropicAssembler:
         block_type = field_of(block, "type")
         content = self.message.content
         if block_type == "text":
-            self._blocks[index] = _Block("text", len(content))
+            self._blocks[index] = _Block(len(content))
             content.append(TextContent(""))
             out.append(AssistantMessageEvent("text_start", self.message, len(content) - 1))
             out.extend(self._delta(index, {"type": "text_delta", "text": field_of(block, "text") or ""}))
         elif block_type == "thinking":
-            self._blocks[index] = _Block("thinking", len(content))
+            self._blocks[index] = _Block(len(content))
             content.append(ThinkingContent("", signature=field_of(block, "signature") or None))
             out.append(AssistantMessageEvent("thinking_start", self.message, len(content) - 1))
             out.extend(self._delta(index, {"type": "thinking_delta", "thinking": field_of(block, "thinking") or ""}))
         elif block_type == "redacted_thinking":
-            self._blocks[index] = _Block("thinking", len(content))
+            self._blocks[index] = _Block(len(content))
             content.append(ThinkingContent(REDACTED_THINKING_TEXT, signature=field_of(block, "data"), redacted=True))
             out.append(AssistantMessageEvent("thinking_start", self.message, len(content) - 1))
         elif block_type == "tool_use":
-            self._blocks[index] = _Block("tool_call", len(content), IncrementalJSONParser())
+            self._blocks[index] = _Block(len(content), IncrementalJSONParser())
             call = ToolCall(id=field_of(block, "id") or "", name=field_of(block, "name") or "")
             content.append(call)
             out.append(AssistantMessageEvent("toolcall_start", self.message, len(content) - 1))

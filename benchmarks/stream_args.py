@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers import openai_chunks
-from pi_kernel.ai.providers.openai_chunks import ChunkAssembler
+from pi_kernel.ai.providers import openai_format
+from pi_kernel.ai.providers.openai_format import ChunkAssembler
 
 DELTA_BYTES = 10
 SIZES = (200_000, 400_000)
@@ -131,12 +131,12 @@ class ReparsingParser:
 
 
 def assembled_reparsing(chunks: list[dict[str, object]]) -> object:
-    real = openai_chunks.IncrementalJSONParser
-    openai_chunks.IncrementalJSONParser = ReparsingParser  # type: ignore[misc, assignment]
+    real = openai_format.IncrementalJSONParser
+    openai_format.IncrementalJSONParser = ReparsingParser  # type: ignore[misc, assignment]
     try:
         return assembled(chunks)
     finally:
-        openai_chunks.IncrementalJSONParser = real  # type: ignore[misc]
+        openai_format.IncrementalJSONParser = real  # type: ignore[misc]
 
 
 def incremental(deltas: list[str]) -> object:

@@ -49,7 +49,7 @@ from kernel_helpers import KernelDriver, kernel_env, write_test_kernelspecs  # n
 
 from pi_kernel.ai.messages import UserMessage  # noqa: E402
 from pi_kernel.ai.models import Model  # noqa: E402
-from pi_kernel.ai.providers.openai_compat import stream_openai_compatible  # noqa: E402
+from pi_kernel.ai.providers.remote import stream_openai_compatible  # noqa: E402
 from pi_kernel.ai.stream_types import Context, StreamOptions  # noqa: E402
 
 CALLS = (250, 500, 1000)

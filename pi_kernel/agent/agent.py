@@ -89,7 +89,7 @@ from pi_kernel.ai import (
     stream,
 )
 from pi_kernel.ai.models import error_message
-from pi_kernel.ai.providers.request_task import masked_error
+from pi_kernel.ai.providers.remote import masked_error
 from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")

@@ -1,7 +1,7 @@
 """``stream()``: one entry point over every provider.
 
-The providers (``pi_kernel.ai.providers.openai_compat``,
-``pi_kernel.ai.providers.anthropic``, ``pi_kernel.ai.providers.local``) are imported lazily, on first use: this
+The providers (``pi_kernel.ai.providers.remote``: OpenAI-compatible servers and Anthropic;
+``pi_kernel.ai.providers.local``) are imported lazily, on first use: this
 module loads with ``pi_kernel.ai`` at kernel start, and a kernel that never
 prompts a model should not pay for them (and for ``openai``, ``anthropic`` and
 ``llama_cpp``, which they import when they run).
@@ -22,10 +22,10 @@ def stream(model: Model, context: Context, options: StreamOptions | None = None)
 
         return stream_local(model, context, options)
     if model.provider == "anthropic":
-        from pi_kernel.ai.providers.anthropic import stream_anthropic
+        from pi_kernel.ai.providers.remote import stream_anthropic
 
         return stream_anthropic(model, context, options)
-    from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
+    from pi_kernel.ai.providers.remote import stream_openai_compatible
 
     return stream_openai_compatible(model, context, options)
 

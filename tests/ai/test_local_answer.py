@@ -1,4 +1,4 @@
-"""The local model's answer shaping (``local_answer``) and prompt order (``local_prompt``), without the model.
+"""The local model's answer shaping and prompt order (``local``), without the model.
 
 What a reader sees: a short tool result opens the answer; an answer the token cap ends stops at its last
 sentence or closed code block, never mid-line; the kernel's notebook context comes before the request.
@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 
 from pi_kernel.ai import AssistantMessage, Context, StreamOptions, TextContent, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.providers.local_answer import (
+from pi_kernel.ai.providers.local import (
     HOLD_TOKENS,
     SEED_MAX_CHARS,
     SentenceCut,
     answer_seed,
+    chat_messages,
     shaped_answer,
 )
-from pi_kernel.ai.providers.local_prompt import chat_messages
 
 
 def result(text: str, name: str = "word_count", is_error: bool = False) -> ToolResultMessage:
@@ -155,7 +155,7 @@ def test_the_answer_after_a_tool_result_is_asked_without_the_notebook_context() 
 def test_a_forced_tool_choice_prompt_lists_only_the_forced_tool() -> None:
     """The decision prompt of ``--tool NAME`` is the same whatever other tools a front-end adds (the bridge's)."""
     from pi_kernel.ai import Tool
-    from pi_kernel.ai.providers.local_prompt import tool_heads
+    from pi_kernel.ai.providers.local import tool_heads
 
     def tool(name: str, description: str) -> Tool:
         return Tool(name=name, description=description, parameters={"type": "object", "properties": {}})
@@ -175,7 +175,7 @@ def test_sentence_cut_scans_incrementally_and_finds_what_a_full_scan_finds() -> 
     """``SentenceCut.feed`` scans only the new text; at every piece its clean end is the full scan's."""
     import random
 
-    from pi_kernel.ai.providers.local_answer import last_clean_end
+    from pi_kernel.ai.providers.local import last_clean_end
 
     pieces = ["a", " ", ".", "!", "?", "\n", "`", "```", "  ```py\n", "\n\n", "Hi. ", "x.\n", "\r", "\r\n", "\u2028"]
     chooser = random.Random(7)

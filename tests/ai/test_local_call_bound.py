@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pi_kernel.ai.providers.local import TOOL_CALL_MAX_TOKENS, tool_call_token_cap
-from pi_kernel.ai.providers.local_grammar import MAX_ITEMS, MAX_STRING_CHARS, bounded_gbnf, max_arguments_bytes
+from pi_kernel.ai.providers.local_engine import MAX_ITEMS, MAX_STRING_CHARS, bounded_gbnf, max_arguments_bytes
 
 ESCAPES = "\\u0000" * MAX_STRING_CHARS
 TWO_STRINGS = {
@@ -62,7 +62,7 @@ def test_an_open_schema_keeps_the_fixed_bound_and_the_context_still_limits() -> 
 
 
 def test_a_property_called_items_is_not_taken_for_an_array() -> None:
-    from pi_kernel.ai.providers.local_grammar import bound_lists
+    from pi_kernel.ai.providers.local_engine import bound_lists
 
     bounded = bound_lists(LIST_OF_OBJECTS)
     assert set(bounded["properties"]) == {"items", "mode"}  # no "maxItems" property slipped in

@@ -1,7 +1,7 @@
 """``first_tool_choice`` on the real SmolLM2-135M: the forced tool is called, and the answer states its result.
 
 The grammar allows only the named head on the first request (``tool_heads``); after the result the model
-answers in text, opened by the short result (``local_answer``). Temperature 0: the same every run.
+answers in text, opened by the short result (``local.answer_seed``). Temperature 0: the same every run.
 """
 
 from __future__ import annotations

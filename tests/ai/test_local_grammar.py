@@ -20,8 +20,14 @@ from llama_cpp import LlamaGrammar
 
 from pi_kernel.ai import AssistantMessage, Context, Model, StreamOptions, Tool, UserMessage, stream
 from pi_kernel.ai.providers.local import TOOL_CALL_MAX_TOKENS, head_token_cap
-from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID, get_engine
-from pi_kernel.ai.providers.local_grammar import MAX_ITEMS, MAX_STRING_CHARS, bound_lists, bounded_gbnf
+from pi_kernel.ai.providers.local_engine import (
+    LOCAL_MODEL_ID,
+    MAX_ITEMS,
+    MAX_STRING_CHARS,
+    bound_lists,
+    bounded_gbnf,
+    get_engine,
+)
 
 MODEL = Model(id=LOCAL_MODEL_ID, provider="local")
 

@@ -318,9 +318,8 @@ async def test_closing_the_stream_right_after_start_removes_the_abort_listener()
 def test_old_turns_are_never_dropped_silently_a_long_prompt_is_an_overflow() -> None:
     """Issue 15: the local model takes the agent's compaction path instead of dropping turns."""
     from pi_kernel.ai.overflow import is_context_overflow
-    from pi_kernel.ai.providers.local import fit_to_context
+    from pi_kernel.ai.providers.local import ContextOverflowError, class_and_message, fit_to_context
     from pi_kernel.ai.providers.local_engine import get_engine
-    from pi_kernel.ai.providers.local_prompt import ContextOverflowError, class_and_message
 
     engine = get_engine()
     filler = "lorem ipsum dolor sit amet " * 120  # about 700 tokens a turn

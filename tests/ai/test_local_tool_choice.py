@@ -26,7 +26,7 @@ from pi_kernel.ai import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.providers.local_prompt import (
+from pi_kernel.ai.providers.local import (
     MESSAGE_HEAD,
     ContextOverflowError,
     ToolChoiceError,

@@ -7,7 +7,7 @@ from fake_anthropic import PromptCache
 
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers.anthropic_convert import build_anthropic_body
+from pi_kernel.ai.providers.anthropic_format import build_anthropic_body
 from pi_kernel.ai.stream_types import Context, StreamOptions
 
 CLAUDE = Model("claude-sonnet-4-5", provider="anthropic")

@@ -32,8 +32,7 @@ from pi_kernel.ai.messages import (
 )
 from pi_kernel.ai.models import Model, parse_model_spec
 from pi_kernel.ai.overflow import is_context_overflow
-from pi_kernel.ai.providers.anthropic import stream_anthropic
-from pi_kernel.ai.providers.retry import RetryPolicy
+from pi_kernel.ai.providers.remote import RetryPolicy, stream_anthropic
 from pi_kernel.ai.stream import stream
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
@@ -432,7 +431,7 @@ async def test_abort_mid_stream_keeps_partial_content(fake_anthropic: FakeAnthro
 
 
 def test_a_thinking_budget_stays_within_the_models_output_cap() -> None:
-    from pi_kernel.ai.providers.anthropic_convert import build_anthropic_body
+    from pi_kernel.ai.providers.anthropic_format import build_anthropic_body
 
     context = Context(None, [UserMessage("hi")])
     opus = build_anthropic_body(
@@ -452,7 +451,7 @@ def test_a_thinking_budget_stays_within_the_models_output_cap() -> None:
 
 
 def test_opus_4_5_is_not_capped_as_an_opus_4() -> None:
-    from pi_kernel.ai.providers.anthropic_convert import build_anthropic_body, max_output_tokens
+    from pi_kernel.ai.providers.anthropic_format import build_anthropic_body, max_output_tokens
 
     for model_id in ("claude-opus-4-5", "claude-opus-4-5-20251101"):
         assert max_output_tokens(Model(model_id, provider="anthropic")) == 64_000

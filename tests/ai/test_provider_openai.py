@@ -41,9 +41,14 @@ from pi_kernel.ai.messages import (
     UserMessage,
 )
 from pi_kernel.ai.models import Compat, Model
-from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
-from pi_kernel.ai.providers.openai_convert import convert_tools
-from pi_kernel.ai.providers.retry import RetryPolicy, backoff_delay, is_retryable_status, parse_retry_after
+from pi_kernel.ai.providers.openai_format import convert_tools
+from pi_kernel.ai.providers.remote import (
+    RetryPolicy,
+    backoff_delay,
+    is_retryable_status,
+    parse_retry_after,
+    stream_openai_compatible,
+)
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments

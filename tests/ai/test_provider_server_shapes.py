@@ -18,7 +18,7 @@ from pi_kernel.agent import AgentLoopConfig, ShouldStopAfterTurnContext, run_age
 from pi_kernel.ai.abort import AbortController, AbortSignal
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
+from pi_kernel.ai.providers.remote import stream_openai_compatible
 from pi_kernel.ai.stream_types import Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 from pi_kernel.ai.validation import validate_tool_arguments

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from pi_kernel.ai.json_stream import IncrementalJSONParser
-from pi_kernel.ai.providers import openai_chunks
+from pi_kernel.ai.providers import openai_format
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "stream_args.py"
 
@@ -38,4 +38,4 @@ def test_every_timed_method_assembles_the_same_arguments() -> None:
     assert bench.full_reparse_per_delta(deltas) == expected
     assert bench.assembled(chunks) == expected
     assert bench.assembled_reparsing(chunks) == expected
-    assert openai_chunks.IncrementalJSONParser is IncrementalJSONParser  # the baseline's swap is undone
+    assert openai_format.IncrementalJSONParser is IncrementalJSONParser  # the baseline's swap is undone

@@ -19,7 +19,7 @@ from pi_kernel.agent.types import (
     MessageUpdateEvent,
 )
 from pi_kernel.ai import AssistantMessage, Context, Model, StreamOptions, UserMessage
-from pi_kernel.ai.providers.anthropic import stream_anthropic
+from pi_kernel.ai.providers.remote import stream_anthropic
 
 THOUGHT = "The user wants the file; read it first."
 

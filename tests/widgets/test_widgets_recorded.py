@@ -26,7 +26,7 @@ from pi_kernel.agent.types import (
 )
 from pi_kernel.ai import AssistantMessage, Context, StreamOptions, UserMessage
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
+from pi_kernel.ai.providers.remote import stream_openai_compatible
 
 # Outside CI a checkout without the project's shared/ folder skips these; CI must replay them.
 pytestmark = needs_recorded_streams()

@@ -26,9 +26,9 @@ from pi_kernel.ai.abort import AbortController
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.models import Model
-from pi_kernel.ai.providers.local import stream_local
+from pi_kernel.ai.providers.local import ToolChoiceError, is_request_error, stream_local, tool_heads
 from pi_kernel.ai.providers.local_engine import INSTALL_HINT, LOCAL_MODEL_ID, get_engine, local_model_available
-from pi_kernel.ai.providers.local_prompt import ToolChoiceError, is_request_error, tool_heads
+from pi_kernel.ai.providers.openai_format import convert_tool_call
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
@@ -57,19 +57,19 @@ def _text(content: Any) -> str:
 
 def _tool_call(raw: dict[str, Any]) -> ToolCall:
     function = raw.get("function") or {}
-    arguments = function.get("arguments") or "{}"
-    try:
-        # Replayed history holds what models wrote: the same JSON repair as a streamed call gets.
-        parsed = _parse_arguments(arguments) if isinstance(arguments, str) else arguments
-    except ValueError:
-        return ToolCall(id=str(raw.get("id", "")), name=str(function.get("name", "")), raw_arguments=arguments)
-    return ToolCall(id=str(raw.get("id", "")), name=str(function.get("name", "")), arguments=parsed or {})
-
-
-def _parse_arguments(text: str) -> Any:
+    call = ToolCall(id=str(raw.get("id", "")), name=str(function.get("name", "")))
+    arguments = function.get("arguments") or {}
+    if not isinstance(arguments, str):
+        call.arguments = arguments
+        return call
+    # Replayed history holds what models wrote: the same JSON repair as a streamed call gets.
     parser = IncrementalJSONParser()
-    parser.feed(text)
-    return parser.finish()
+    parser.feed(arguments)
+    try:
+        call.arguments = parser.finish()
+    except ValueError:
+        call.raw_arguments = arguments
+    return call
 
 
 def context_from_request(body: dict[str, Any]) -> Context:
@@ -143,8 +143,6 @@ class ChunkWriter:
         }
 
     def for_event(self, event: AssistantMessageEvent) -> dict[str, Any] | None:
-        if event.type == "start":
-            return self.chunk({"role": "assistant", "content": ""})
         if event.type == "text_delta":
             return self.chunk({"content": event.delta})
         if event.type == "toolcall_start":
@@ -176,14 +174,7 @@ def completion_of(message: AssistantMessage, writer: ChunkWriter) -> dict[str, A
     """The non-streamed ``chat.completion`` object."""
     reply: dict[str, Any] = {"role": "assistant", "content": message.text or None}
     if message.tool_calls:
-        reply["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-            }
-            for call in message.tool_calls
-        ]
+        reply["tool_calls"] = [convert_tool_call(call) for call in message.tool_calls]
     return {
         "id": writer.id,
         "object": "chat.completion",

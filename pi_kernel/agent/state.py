@@ -23,7 +23,7 @@ from pi_kernel.agent.result_limit import bound_content
 from pi_kernel.agent.tool_execution import masked_content
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, Message, Model, TextContent, Tool, ToolResultMessage
-from pi_kernel.ai.sanitize import clean_message
+from pi_kernel.ai.messages import clean_message
 
 QueueMode = Literal["one-at-a-time", "all"]
 

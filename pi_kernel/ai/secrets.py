@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, overload
 
-from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
+from pi_kernel.ai.messages import MAX_DEPTH, map_strings
 from pi_kernel.ai.secret_encodings import (
     SpacedView,
     may_hold,
@@ -127,7 +127,7 @@ def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = Fa
     ``secrets``: the key values, if already read (``secret_values()`` otherwise, read once per call).
     ``partial``: the text is still growing (a streamed answer, arguments being written), so what may be the
     beginning of a secret at the end of each string is left out until it is whole (mapping keys are whole).
-    Data is rebuilt iteratively (``sanitize.map_strings``, no recursion on its depth) within a bound far
+    Data is rebuilt iteratively (``messages.map_strings``, no recursion on its depth) within a bound far
     beyond what a transcript holds, so saved data is never cut; only a preview of arguments still streaming is.
     """
     known = secret_values() if secrets is None else secrets

@@ -20,7 +20,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel
 
-from pi_kernel.ai.sanitize import clean_text
+from pi_kernel.ai.messages import clean_text
 
 StrictMode = Literal["prefer", "require"]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pi_kernel.ai import AbortSignal
-from pi_kernel.ai.sanitize import map_strings
+from pi_kernel.ai.messages import map_strings
 
 DecisionKind = Literal["approve", "always", "deny"]
 

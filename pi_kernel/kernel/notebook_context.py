@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pi_kernel.ai.safe_call import SafeCaller
+from pi_kernel.ai.user_objects import SafeCaller
 from pi_kernel.kernel.cell_history import CellHistory, CellRecord
 from pi_kernel.tools.builtin.describe import clip, user_variables, variable_summary
 

@@ -17,7 +17,7 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pi_kernel.ai.static_read import class_attribute, has_base
+from pi_kernel.ai.user_objects import class_attribute, has_base
 from pi_kernel.tools.builtin.describe import is_array_like
 
 

@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from pi_kernel.ai.models import Compat, Model, ModelCost, detect_compat, detect_provider, parse_model_spec
     from pi_kernel.ai.stream import complete, stream
     from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
-    from pi_kernel.ai.tool import ConstrainedSampling, Tool
-    from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+    from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolArgumentsError, validate_tool_arguments
 
 _LAZY: dict[str, str] = {
     "AbortController": "pi_kernel.ai.abort",
@@ -72,8 +71,8 @@ _LAZY: dict[str, str] = {
     "StreamOptions": "pi_kernel.ai.stream_types",
     "ConstrainedSampling": "pi_kernel.ai.tool",
     "Tool": "pi_kernel.ai.tool",
-    "ToolArgumentsError": "pi_kernel.ai.validation",
-    "validate_tool_arguments": "pi_kernel.ai.validation",
+    "ToolArgumentsError": "pi_kernel.ai.tool",
+    "validate_tool_arguments": "pi_kernel.ai.tool",
 }
 
 

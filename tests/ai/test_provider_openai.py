@@ -45,8 +45,7 @@ from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 from pi_kernel.ai.providers.openai_convert import convert_tools
 from pi_kernel.ai.providers.retry import RetryPolicy, backoff_delay, is_retryable_status, parse_retry_after
 from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
-from pi_kernel.ai.tool import Tool
-from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+from pi_kernel.ai.tool import Tool, ToolArgumentsError, validate_tool_arguments
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)
 

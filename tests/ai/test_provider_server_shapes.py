@@ -20,8 +20,7 @@ from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCa
 from pi_kernel.ai.models import Model
 from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 from pi_kernel.ai.stream_types import Context, StreamOptions
-from pi_kernel.ai.tool import Tool
-from pi_kernel.ai.validation import validate_tool_arguments
+from pi_kernel.ai.tool import Tool, validate_tool_arguments
 
 WRITE_TOOL = Tool(
     "write",

@@ -81,8 +81,8 @@ from pi_kernel.ai import (
     Tool,
     UserMessage,
 )
+from pi_kernel.ai.models import ToolChoice
 from pi_kernel.ai.providers.request_task import masked_error
-from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
 

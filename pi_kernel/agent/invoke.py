@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from queue import SimpleQueue
 from typing import Any
 
-from pi_kernel.ai.abort import AbortSignal
+from pi_kernel.ai.models import AbortSignal
 
 TOOL_WORKERS = 32
 """How many sync tool calls can run at the same moment (more wait in line)."""

@@ -26,7 +26,7 @@ from pi_kernel.ai import (
     ToolResultMessage,
     Usage,
 )
-from pi_kernel.ai.stream_types import ToolChoice
+from pi_kernel.ai.models import ToolChoice
 
 ToolExecutionMode = Literal["parallel", "sequential"]
 

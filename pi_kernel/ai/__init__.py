@@ -15,7 +15,6 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pi_kernel.ai.abort import AbortController, AbortSignal
     from pi_kernel.ai.json_stream import IncrementalJSONParser, parse_streaming_json
     from pi_kernel.ai.messages import (
         AssistantMessage,
@@ -33,14 +32,26 @@ if TYPE_CHECKING:
         message_from_dict,
         to_dict,
     )
-    from pi_kernel.ai.models import Compat, Model, ModelCost, detect_compat, detect_provider, parse_model_spec
+    from pi_kernel.ai.models import (
+        AbortController,
+        AbortSignal,
+        AssistantMessageEvent,
+        AssistantMessageStream,
+        Compat,
+        Context,
+        Model,
+        ModelCost,
+        StreamOptions,
+        detect_compat,
+        detect_provider,
+        parse_model_spec,
+    )
     from pi_kernel.ai.stream import complete, stream
-    from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
     from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolArgumentsError, validate_tool_arguments
 
 _LAZY: dict[str, str] = {
-    "AbortController": "pi_kernel.ai.abort",
-    "AbortSignal": "pi_kernel.ai.abort",
+    "AbortController": "pi_kernel.ai.models",
+    "AbortSignal": "pi_kernel.ai.models",
     "IncrementalJSONParser": "pi_kernel.ai.json_stream",
     "parse_streaming_json": "pi_kernel.ai.json_stream",
     "AssistantMessage": "pi_kernel.ai.messages",
@@ -65,10 +76,10 @@ _LAZY: dict[str, str] = {
     "parse_model_spec": "pi_kernel.ai.models",
     "complete": "pi_kernel.ai.stream",
     "stream": "pi_kernel.ai.stream",
-    "AssistantMessageEvent": "pi_kernel.ai.stream_types",
-    "AssistantMessageStream": "pi_kernel.ai.stream_types",
-    "Context": "pi_kernel.ai.stream_types",
-    "StreamOptions": "pi_kernel.ai.stream_types",
+    "AssistantMessageEvent": "pi_kernel.ai.models",
+    "AssistantMessageStream": "pi_kernel.ai.models",
+    "Context": "pi_kernel.ai.models",
+    "StreamOptions": "pi_kernel.ai.models",
     "ConstrainedSampling": "pi_kernel.ai.tool",
     "Tool": "pi_kernel.ai.tool",
     "ToolArgumentsError": "pi_kernel.ai.tool",

@@ -29,7 +29,6 @@ from fake_openai import (
 )
 from pydantic import BaseModel
 
-from pi_kernel.ai.abort import AbortController
 from pi_kernel.ai.messages import (
     AssistantMessage,
     ImageContent,
@@ -40,11 +39,10 @@ from pi_kernel.ai.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.models import Compat, Model
+from pi_kernel.ai.models import AbortController, AssistantMessageEvent, Compat, Context, Model, StreamOptions
 from pi_kernel.ai.providers.openai_compat import stream_openai_compatible
 from pi_kernel.ai.providers.openai_convert import convert_tools
 from pi_kernel.ai.providers.retry import RetryPolicy, backoff_delay, is_retryable_status, parse_retry_after
-from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool, ToolArgumentsError, validate_tool_arguments
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)

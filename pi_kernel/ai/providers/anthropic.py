@@ -29,7 +29,15 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, error_message
+from pi_kernel.ai.models import (
+    KNOWN_PROVIDERS,
+    AssistantMessageEvent,
+    AssistantMessageStream,
+    Context,
+    Model,
+    StreamOptions,
+    error_message,
+)
 from pi_kernel.ai.providers.anthropic_convert import build_anthropic_body
 from pi_kernel.ai.providers.anthropic_events import AnthropicAssembler
 from pi_kernel.ai.providers.request_task import (
@@ -49,7 +57,6 @@ from pi_kernel.ai.providers.retry import (
     is_retryable_status,
     server_delay,
 )
-from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

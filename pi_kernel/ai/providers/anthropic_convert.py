@@ -41,9 +41,8 @@ from pi_kernel.ai.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import Context, Model, StreamOptions
 from pi_kernel.ai.providers.openai_convert import IMAGE_ONLY_RESULT_TEXT, replayable_history
-from pi_kernel.ai.stream_types import Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 JSON = dict[str, Any]

@@ -20,8 +20,7 @@ from typing import Any, Literal
 
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall, Usage
-from pi_kernel.ai.models import Model
-from pi_kernel.ai.stream_types import AssistantMessageEvent
+from pi_kernel.ai.models import AssistantMessageEvent, Model
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",

@@ -34,7 +34,7 @@ from typing import Any
 
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolCall, Usage
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import AssistantMessageEvent, AssistantMessageStream, Context, Model, StreamOptions
 from pi_kernel.ai.providers.local_answer import answer_seed, shaped_answer
 from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling, get_engine
 from pi_kernel.ai.providers.local_grammar import max_arguments_bytes
@@ -47,7 +47,6 @@ from pi_kernel.ai.providers.local_prompt import (  # re-exported: the provider's
     fit_to_context,
     tool_heads,
 )
-from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
 __all__ = ["chat_messages", "fit_to_context", "stream_local", "tool_heads"]
 

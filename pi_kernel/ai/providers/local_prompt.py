@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pi_kernel.ai.messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage, text_of
-from pi_kernel.ai.stream_types import Context, StreamOptions
+from pi_kernel.ai.models import Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 MESSAGE_HEAD = "message:"

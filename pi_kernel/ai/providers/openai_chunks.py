@@ -24,9 +24,8 @@ from typing import Any, Literal
 
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, StopReason, TextContent, ThinkingContent, ToolCall, Usage
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import AssistantEventType, AssistantMessageEvent, Model
 from pi_kernel.ai.providers.openai_convert import REASONING_FIELDS
-from pi_kernel.ai.stream_types import AssistantEventType, AssistantMessageEvent
 
 BlockKind = Literal["text", "thinking", "tool_calls"]
 

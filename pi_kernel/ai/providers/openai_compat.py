@@ -18,7 +18,15 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, error_message
+from pi_kernel.ai.models import (
+    KNOWN_PROVIDERS,
+    AssistantMessageEvent,
+    AssistantMessageStream,
+    Context,
+    Model,
+    StreamOptions,
+    error_message,
+)
 from pi_kernel.ai.providers.openai_chunks import ChunkAssembler
 from pi_kernel.ai.providers.openai_convert import build_request_body
 from pi_kernel.ai.providers.request_task import (
@@ -32,7 +40,6 @@ from pi_kernel.ai.providers.request_task import (
     shared_ssl_context,
 )
 from pi_kernel.ai.providers.retry import DEFAULT_RETRY_POLICY, RetryPolicy, retry_delay
-from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -27,8 +27,7 @@ from pi_kernel.ai.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.models import Compat, Model
-from pi_kernel.ai.stream_types import Context, StreamOptions
+from pi_kernel.ai.models import Compat, Context, Model, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 NO_RESULT_TEXT = "No result provided"

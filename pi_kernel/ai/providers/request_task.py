@@ -16,11 +16,11 @@ from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pi_kernel.ai.abort import AbortSignal
+from pi_kernel.ai.models import AbortSignal
 from pi_kernel.ai.secrets import MIN_SECRET_CHARS, mask, secret_values
 
 if TYPE_CHECKING:
-    from pi_kernel.ai.stream_types import AssistantMessageEvent
+    from pi_kernel.ai.models import AssistantMessageEvent
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """Sent as the key to local servers that need none (the clients insist on one)."""

@@ -49,42 +49,8 @@ if TYPE_CHECKING:
     from pi_kernel.ai.stream import complete, stream
     from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolArgumentsError, validate_tool_arguments
 
-_LAZY: dict[str, str] = {
-    "AbortController": "pi_kernel.ai.models",
-    "AbortSignal": "pi_kernel.ai.models",
-    "IncrementalJSONParser": "pi_kernel.ai.json_stream",
-    "parse_streaming_json": "pi_kernel.ai.json_stream",
-    "AssistantMessage": "pi_kernel.ai.messages",
-    "Content": "pi_kernel.ai.messages",
-    "ImageContent": "pi_kernel.ai.messages",
-    "Message": "pi_kernel.ai.messages",
-    "StopReason": "pi_kernel.ai.messages",
-    "TextContent": "pi_kernel.ai.messages",
-    "ThinkingContent": "pi_kernel.ai.messages",
-    "ToolCall": "pi_kernel.ai.messages",
-    "ToolResultMessage": "pi_kernel.ai.messages",
-    "Usage": "pi_kernel.ai.messages",
-    "UserMessage": "pi_kernel.ai.messages",
-    "content_from_dict": "pi_kernel.ai.messages",
-    "message_from_dict": "pi_kernel.ai.messages",
-    "to_dict": "pi_kernel.ai.messages",
-    "Compat": "pi_kernel.ai.models",
-    "Model": "pi_kernel.ai.models",
-    "ModelCost": "pi_kernel.ai.models",
-    "detect_compat": "pi_kernel.ai.models",
-    "detect_provider": "pi_kernel.ai.models",
-    "parse_model_spec": "pi_kernel.ai.models",
-    "complete": "pi_kernel.ai.stream",
-    "stream": "pi_kernel.ai.stream",
-    "AssistantMessageEvent": "pi_kernel.ai.models",
-    "AssistantMessageStream": "pi_kernel.ai.models",
-    "Context": "pi_kernel.ai.models",
-    "StreamOptions": "pi_kernel.ai.models",
-    "ConstrainedSampling": "pi_kernel.ai.tool",
-    "Tool": "pi_kernel.ai.tool",
-    "ToolArgumentsError": "pi_kernel.ai.tool",
-    "validate_tool_arguments": "pi_kernel.ai.tool",
-}
+_HOMES = ("messages", "models", "stream", "json_stream", "tool")
+"""Where the names of ``__all__`` live (as imported under ``TYPE_CHECKING`` above), lightest first."""
 
 
 class _Package(types.ModuleType):
@@ -93,7 +59,7 @@ class _Package(types.ModuleType):
     imports had it."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
+        if name in __all__ and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 
@@ -102,12 +68,13 @@ sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pi_kernel.ai' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    if name in __all__:
+        for home in _HOMES:
+            module = importlib.import_module(f"pi_kernel.ai.{home}")
+            if name in vars(module):
+                value = globals()[name] = vars(module)[name]
+                return value
+    raise AttributeError(f"module 'pi_kernel.ai' has no attribute {name!r}")
 
 
 __all__ = [

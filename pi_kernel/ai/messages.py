@@ -43,11 +43,13 @@ place (``content[0].text: expected a string, got null``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from types import NoneType, UnionType
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 StopReason = Literal["stop", "length", "tool_use", "error", "aborted"]
 """Why an assistant message ended. ``tool_use``: it asks for tool calls."""
@@ -385,20 +387,14 @@ def _usable_image(block: ImageContent) -> bool:
 def _clean_blocks(blocks: list[Any]) -> None:
     for index, block in enumerate(blocks):
         if isinstance(block, ImageContent) and not _usable_image(block):
-            # The provider would refuse every later request that carries it.
-            blocks[index] = TextContent(BAD_IMAGE)
-        else:
-            _clean_block(block)
-
-
-def _clean_block(block: Any) -> None:
-    if isinstance(block, TextContent):
-        block.text = _text(block.text)
-    elif isinstance(block, ThinkingContent):
-        block.thinking = _text(block.thinking)
-        block.signature = _leaf(block.signature)
-    elif isinstance(block, ToolCall):
-        clean_tool_call(block)
+            blocks[index] = TextContent(BAD_IMAGE)  # the provider would refuse every later request carrying it
+        elif isinstance(block, TextContent):
+            block.text = _text(block.text)
+        elif isinstance(block, ThinkingContent):
+            block.thinking = _text(block.thinking)
+            block.signature = _leaf(block.signature)
+        elif isinstance(block, ToolCall):
+            clean_tool_call(block)
 
 
 def clean_tool_call(call: ToolCall) -> ToolCall:
@@ -436,61 +432,47 @@ def clean_message(message: Any) -> Any:
 
 # --- Checking a saved message before it is rebuilt
 
-_STR = (str,)
-_INT = (int,)
-_NUMBER = (int, float)
-_BOOL = (bool,)
-_DICT = (dict,)
-_ANY = (object,)
-
 Spec = dict[str, tuple[tuple[type, ...], bool, bool]]
-"""Field name → (accepted types, required, may be null)."""
+"""Field name → (accepted JSON types, required, may be null)."""
 
-_BLOCKS: dict[str, Spec] = {
-    "text": {"text": (_STR, True, False)},
-    "thinking": {"thinking": (_STR, True, False), "signature": (_STR, False, True), "redacted": (_BOOL, False, False)},
-    "image": {"data": (_STR, True, False), "mime_type": (_STR, True, False)},
-    "tool_call": {
-        "id": (_STR, True, False),
-        "name": (_STR, True, False),
-        "arguments": (_DICT, False, False),
-        "raw_arguments": (_STR, False, True),
-        "extra_content": (_DICT, False, True),
-    },
+_MESSAGE_TYPES: dict[str, type[UserMessage] | type[AssistantMessage] | type[ToolResultMessage]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "tool_result": ToolResultMessage,
 }
-_USAGE: Spec = {
-    "input": (_INT, False, False),
-    "output": (_INT, False, False),
-    "cache_read": (_INT, False, False),
-    "cache_write": (_INT, False, False),
-    "total_tokens": (_INT, False, False),
-    "cost": (_NUMBER, False, True),
-}
-_MESSAGES: dict[str, Spec] = {
-    "user": {
-        "content": ((str, list), True, False),
-        "timestamp": (_INT, False, False),
-        "compacted_turns": (_INT, False, True),
-    },
-    "assistant": {
-        "content": ((list,), False, False),
-        "stop_reason": (_STR, False, False),
-        "usage": (_DICT, False, False),
-        "model": (_STR, False, False),
-        "provider": (_STR, False, False),
-        "error_message": (_STR, False, True),
-        "timestamp": (_INT, False, False),
-    },
-    "tool_result": {
-        "tool_call_id": (_STR, True, False),
-        "tool_name": (_STR, True, False),
-        "content": ((list,), False, False),
-        "details": (_ANY, False, True),
-        "is_error": (_BOOL, False, False),
-        "usage": (_DICT, False, True),
-        "timestamp": (_INT, False, False),
-    },
-}
+_SPECS: dict[type, Spec] = {}
+
+
+def _spec(cls: type) -> Spec:
+    """The fields of the dataclass ``cls`` as saved (its tag, ``type`` or ``role``, left out)."""
+    if cls in _SPECS:
+        return _SPECS[cls]
+    hints = get_type_hints(cls)
+    spec: Spec = {}
+    for item in dataclasses.fields(cls):
+        if item.name in ("type", "role"):
+            continue
+        hint = hints[item.name]
+        options = get_args(hint) if isinstance(hint, UnionType) else (hint,)
+        kinds = tuple(dict.fromkeys(kind for option in options if option is not NoneType for kind in _json(option)))
+        required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
+        spec[item.name] = (kinds, required, NoneType in options or hint is Any)
+    _SPECS[cls] = spec
+    return spec
+
+
+def _json(hint: Any) -> tuple[type, ...]:
+    """The JSON types a field of type ``hint`` is saved as."""
+    origin = get_origin(hint) or hint
+    if hint is Any:
+        return (object,)
+    if origin is Literal:
+        return (str,)
+    if origin is float:
+        return (int, float)
+    return (dict,) if dataclasses.is_dataclass(origin) else (origin,)
+
+
 _CONTENT_KINDS = {
     "user": ("text", "image"),
     "assistant": ("text", "thinking", "image", "tool_call"),
@@ -546,17 +528,16 @@ def message_problem(data: Any) -> str | None:
     if not isinstance(data, dict):
         return f"expected a message object, got {_kind(data)}"
     role = data.get("role")
-    if not isinstance(role, str) or role not in _MESSAGES:
+    if not isinstance(role, str) or role not in _MESSAGE_TYPES:
         return f"role: expected user, assistant or tool_result, got {role!r}"[:200]
-    spec = _MESSAGES[role]
-    problem = _fields_problem(data, spec, "", "role")
+    problem = _fields_problem(data, _spec(_MESSAGE_TYPES[role]), "", "role")
     if problem:
         return problem
     if role == "assistant" and data.get("stop_reason", "stop") not in _STOP_REASONS:
         return f"stop_reason: expected one of {', '.join(_STOP_REASONS)}"
     usage = data.get("usage")
     if usage is not None:
-        problem = _fields_problem(usage, _USAGE, "usage", "")
+        problem = _fields_problem(usage, _spec(Usage), "usage", "")
         if problem:
             return problem
     if role == "tool_result" and depth_of(data.get("details")) > MAX_DEPTH:
@@ -569,7 +550,7 @@ def message_problem(data: Any) -> str | None:
         kind = block.get("type") if isinstance(block, dict) else None
         if not isinstance(kind, str) or kind not in _CONTENT_KINDS[role]:
             return f"{where}.type: expected one of {', '.join(_CONTENT_KINDS[role])}, got {kind!r}"[:200]
-        problem = _fields_problem(block, _BLOCKS[kind], where, "type")
+        problem = _fields_problem(block, _spec(_CONTENT_TYPES[kind]), where, "type")
         if problem:
             return problem
         if kind == "tool_call" and depth_of(block.get("arguments")) > MAX_DEPTH:

@@ -30,13 +30,17 @@ import types
 from collections.abc import Callable
 from typing import Any, cast
 
-_TYPE_MRO = type.__dict__["__mro__"]
-_TYPE_DICT = type.__dict__["__dict__"]
-_TYPE_MODULE = type.__dict__["__module__"]
-_TYPE_QUALNAME = type.__dict__["__qualname__"]
-_TYPE_NAME = type.__dict__["__name__"]
-_FUNCTION_MODULE = types.FunctionType.__dict__["__module__"]
 _MISSING = object()
+
+
+def _read(descriptor: Any, owner: Any, kind: type, default: Any) -> Any:
+    """``descriptor`` (one of ``type``'s own, say) read on ``owner``, if it gives a ``kind``, else ``default``."""
+    try:
+        found = descriptor.__get__(owner)
+    except Exception:  # noqa: BLE001 - not a class, or a class without one
+        return default
+    return found if type(found) is kind else default
+
 
 BUILTIN_CONTAINERS: tuple[type, ...] = (list, tuple, dict, set, frozenset, collections.deque)
 BUILTIN_TEXT: tuple[type, ...] = (str, bytes, bytearray)
@@ -44,11 +48,8 @@ BUILTIN_TEXT: tuple[type, ...] = (str, bytes, bytearray)
 
 def mro(cls: type) -> tuple[type, ...]:
     """``cls.__mro__`` through ``type``'s own descriptor (no metaclass code)."""
-    try:
-        found = _TYPE_MRO.__get__(cls)
-    except Exception:  # noqa: BLE001 - not a class
-        return ()
-    return found if type(found) is tuple else ()
+    result: tuple[type, ...] = _read(type.__dict__["__mro__"], cls, tuple, ())
+    return result
 
 
 def has_base(value: Any, *bases: type) -> bool:
@@ -70,10 +71,7 @@ def class_attribute(cls: type, name: str, default: Any = None) -> Any:
     """``name`` as found in the ``__dict__`` of a class on ``cls``'s MRO, unbound (no descriptor is run,
     no metaclass ``__getattr__``)."""
     for klass in mro(cls):
-        try:
-            found = _TYPE_DICT.__get__(klass).get(name, _MISSING)
-        except Exception:  # noqa: BLE001 - an odd class
-            continue
+        found = _read(type.__dict__["__dict__"], klass, types.MappingProxyType, {}).get(name, _MISSING)
         if found is not _MISSING:
             return found
     return default
@@ -86,28 +84,17 @@ def overrides(value: Any, name: str, base: type) -> bool:
 
 def class_module(cls: type) -> str:
     """The module a class was defined in, ``""`` when that is not a plain string."""
-    try:
-        module = _TYPE_MODULE.__get__(cls)
-    except Exception:  # noqa: BLE001 - a class without one
-        return ""
-    return module if type(module) is str else ""
+    return str(_read(type.__dict__["__module__"], cls, str, ""))
 
 
 def class_name(cls: type) -> str:
-    try:
-        name = _TYPE_QUALNAME.__get__(cls)
-    except Exception:  # noqa: BLE001
-        return "?"
-    return name if type(name) is str else "?"
+    """``cls.__qualname__`` (no metaclass code)."""
+    return str(_read(type.__dict__["__qualname__"], cls, str, "?"))
 
 
 def simple_name(cls: type) -> str:
     """``cls.__name__`` (no metaclass code)."""
-    try:
-        name = _TYPE_NAME.__get__(cls)
-    except Exception:  # noqa: BLE001
-        return "?"
-    return name if type(name) is str else "?"
+    return str(_read(type.__dict__["__name__"], cls, str, "?"))
 
 
 def type_name(value: Any) -> str:
@@ -126,8 +113,7 @@ def defined_in(value: Any) -> str:
     if is_class(value):
         return class_module(value)
     if type(value) is types.FunctionType:
-        module = _FUNCTION_MODULE.__get__(value)
-        return module if type(module) is str else ""
+        return str(_read(types.FunctionType.__dict__["__module__"], value, str, ""))
     return class_module(type(value))
 
 

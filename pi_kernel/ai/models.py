@@ -119,21 +119,23 @@ KNOWN_CONTEXT_WINDOWS: dict[str, int] = dict(MODEL_DATA["context_windows"])
 ``Model(context_window=...)`` or the user's setting wins."""
 
 
+def _known(table: dict[str, Any], model_id: str) -> Any:
+    """``table``'s entry for ``model_id``: exact, else the longest known id it starts with (a dated variant
+    such as ``gpt-4o-mini-2024-07-18`` has its family's price and window)."""
+    if model_id in table:
+        return table[model_id]
+    prefixes = [known for known in table if model_id.startswith(known + "-")]
+    return table[max(prefixes, key=len)] if prefixes else None
+
+
 def known_context_window(model_id: str) -> int | None:
-    """The table's window for ``model_id``: exact, else the longest known id it starts with."""
-    if model_id in KNOWN_CONTEXT_WINDOWS:
-        return KNOWN_CONTEXT_WINDOWS[model_id]
-    prefixes = [known for known in KNOWN_CONTEXT_WINDOWS if model_id.startswith(known + "-")]
-    return KNOWN_CONTEXT_WINDOWS[max(prefixes, key=len)] if prefixes else None
+    window: int | None = _known(KNOWN_CONTEXT_WINDOWS, model_id)
+    return window
 
 
 def known_cost(model_id: str) -> ModelCost | None:
-    """The table's price for ``model_id``: exact, else the longest known id it starts with (a dated variant
-    such as ``gpt-4o-mini-2024-07-18`` has its family's price, as it has its window)."""
-    if model_id in KNOWN_COSTS:
-        return KNOWN_COSTS[model_id]
-    prefixes = [known for known in KNOWN_COSTS if model_id.startswith(known + "-")]
-    return KNOWN_COSTS[max(prefixes, key=len)] if prefixes else None
+    cost: ModelCost | None = _known(KNOWN_COSTS, model_id)
+    return cost
 
 
 @dataclass(frozen=True, slots=True)

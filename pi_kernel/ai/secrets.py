@@ -136,9 +136,6 @@ FRAGMENT_CHARS = 12
 tool's rolling tail) may hold a key's first or last part only. Shorter runs are left: ``sk-proj-`` alone
 is public, and a few characters of a key give nothing away."""
 
-"""``user:password@`` after ``//`` (the user may be empty, as in ``redis://:pw@host``; the password may hold
-``@``: the match runs to the last one before the path). The scheme is not needed, so a split before ``//``
-is no gap."""
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
 _UNFINISHED = re.compile(r"(?:\bs(?:k(?:-[A-Za-z0-9_-]*)?)?|/(?:/[^/\s]*)?)\Z")
 """The end of growing text that may still become an ``sk-`` key or URL credentials."""
@@ -201,14 +198,8 @@ def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-        text = replaced(text, _fragment_spans(text, secret), MASK)
+        text = replaced(text, merged(runs_of(text, secret, FRAGMENT_CHARS)), MASK)
     return _URL_CREDENTIALS.sub("//***@", other_forms_masked(text, secrets, FRAGMENT_CHARS))
-
-
-def _fragment_spans(text: str, secret: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each longest run of ``secret``'s characters in ``text`` at least ``FRAGMENT_CHARS``
-    long, in order, overlapping runs merged."""
-    return merged(runs_of(text, secret, FRAGMENT_CHARS))
 
 
 def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
@@ -229,7 +220,7 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
     for secret in secrets:
         # A finished run of the key may end inside the held end (its last characters also begin another
         # reading of the key): cut after the run, so it is masked whole rather than shown in two parts.
-        for run_start, run_end in _fragment_spans(text, secret):
+        for run_start, run_end in merged(runs_of(text, secret, FRAGMENT_CHARS)):
             if run_start < start < run_end:
                 start = run_end
     start = min(start, _spaced_unfinished_start(text, secrets))

@@ -136,22 +136,21 @@ def check_tool_schema(name: Any, parameters: Any) -> dict[str, Any]:
             f'Tool "{name}": its parameters have no JSON schema ({type(error).__name__}: {error})'
         ) from None
     try:
-        json.dumps(schema, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise ToolSchemaError(f'Tool "{name}": its parameters schema is not plain JSON ({error})') from None
-    try:
-        json.dumps(schema, ensure_ascii=False).encode("utf-8")  # as the request body is encoded
+        text = json.dumps(schema, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")  # as the request body is encoded
     except UnicodeEncodeError:
         raise ToolSchemaError(
             f'Tool "{name}": its parameters schema holds text that is not valid Unicode (a lone surrogate)'
         ) from None
+    except (TypeError, ValueError) as error:
+        raise ToolSchemaError(f'Tool "{name}": its parameters schema is not plain JSON ({error})') from None
     if schema.get("type", "object") != "object":
         raise ToolSchemaError(f'Tool "{name}": its parameters schema must describe an object, not {schema["type"]!r}')
     from jsonschema.exceptions import SchemaError
     from jsonschema.validators import Draft202012Validator, validator_for
 
     try:
-        plain = json.loads(json.dumps(schema))  # as the provider reads it (a tuple is a JSON array)
+        plain = json.loads(text)  # as the provider reads it (a tuple is a JSON array)
         validator_for(plain, default=Draft202012Validator).check_schema(plain)
     except SchemaError as error:
         where = "/".join(str(part) for part in error.path) or "root"
@@ -471,7 +470,7 @@ class CompiledSchema:
 
 def build_compiled_schema(model: type[BaseModel] | None, schema: dict[str, Any]) -> CompiledSchema:
     """Build the validator and coercers for a tool's ``schema`` (``Tool`` has checked it) and ``model``
-    (``None`` for a schema-dict tool); ``pattern`` checks are time-limited (``pattern_check``). A schema dict
+    (``None`` for a schema-dict tool); ``pattern`` checks are time-limited (``bounded_validator``). A schema dict
     is checked again (it may have changed since): ``SchemaError`` if broken."""
     from jsonschema.validators import Draft202012Validator, validator_for
 

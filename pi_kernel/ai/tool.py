@@ -173,9 +173,6 @@ class Tool:
     ``{"type": "json_schema", "strict": "require"}`` is converted to the
     dataclass; ``None`` is the same as ``False``."""
     _schema_cache: _FrozenSchema | None = field(default=None, init=False, repr=False, compare=False)
-    _strict_cache: tuple[_FrozenSchema | None, str | None] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     def __post_init__(self) -> None:
         self.description = clean_text(self.description) if isinstance(self.description, str) else self.description
@@ -183,7 +180,7 @@ class Tool:
         sampling = ConstrainedSampling.coerce(self.constrained_sampling)
         self.constrained_sampling = False if sampling is None else sampling
         if self.strict_mode == "require":
-            strict, problem = self._strict()
+            strict, problem = self._strict
             if strict is None:
                 raise ValueError(
                     f'Tool "{self.name}" requires strict constrained sampling, '
@@ -212,28 +209,27 @@ class Tool:
         return self._frozen_schema().shared
 
     def _frozen_schema(self) -> _FrozenSchema:
-        if self._schema_cache is None:
+        if self._schema_cache is None:  # the parameters changed (``_schema_cache`` reset)
             self._schema_cache = _FrozenSchema.of(schema_of(self.parameters))
         return self._schema_cache
 
     def strict_json_schema(self) -> tuple[dict[str, Any] | None, str | None]:
         """``(strict schema, None)``, or ``(None, why it cannot convert)``; a copy, as ``json_schema()``."""
-        strict, problem = self._strict()
+        strict, problem = self._strict
         return (None if strict is None else strict.copy()), problem
 
+    @functools.cached_property
     def _strict(self) -> tuple[_FrozenSchema | None, str | None]:
-        if self._strict_cache is None:
-            try:
-                self._strict_cache = (_FrozenSchema.of(to_strict_schema(self.shared_json_schema())), None)
-            except StrictSchemaError as error:
-                self._strict_cache = (None, str(error))
-        return self._strict_cache
+        try:
+            return _FrozenSchema.of(to_strict_schema(self.shared_json_schema())), None
+        except StrictSchemaError as error:
+            return None, str(error)
 
     def uses_strict_mode(self, provider_supports_strict: bool) -> bool:
         """Whether ``strict: true`` goes into the request for this tool."""
         if self.strict_mode is None or not provider_supports_strict:
             return False
-        return self._strict()[0] is not None
+        return self._strict[0] is not None
 
 
 def schema_of(parameters: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:

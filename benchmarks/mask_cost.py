@@ -1,7 +1,7 @@
 """Benchmark: masking a text full of key fragments costs time linear in its size.
 
 ``secrets.mask`` replaces each run of a key (``FRAGMENT_CHARS`` characters or more) and each run of its hex
-and base64 forms (``secret_encodings``) with ``***``. It runs on every message a pi cell sends
+and base64 forms (``secrets``) with ``***``. It runs on every message a pi cell sends
 (``outgoing``), on each comm message and on each whole tool result, on the kernel's sending thread. It once
 rebuilt the whole text per fragment (``text[:start] + MASK + text[end:]``): quadratic in the fragments, 1 MB
 of them took 2.3 s and 4 MB of hex fragments 42 s. Now the result is built once from the merged spans.

@@ -48,9 +48,12 @@ from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks  # noqa: E402
 from kernel_helpers import KernelDriver, kernel_env, write_test_kernelspecs  # noqa: E402
 
 from pi_kernel.ai.messages import UserMessage  # noqa: E402
-from pi_kernel.ai.models import Model  # noqa: E402
+from pi_kernel.ai.models import (  # noqa: E402
+    Context,
+    Model,
+    StreamOptions,
+)
 from pi_kernel.ai.providers.remote import stream_openai_compatible  # noqa: E402
-from pi_kernel.ai.stream_types import Context, StreamOptions  # noqa: E402
 
 CALLS = (250, 500, 1000)
 ARGUMENT_SIZES = (1_000_000, 5_000_000)

@@ -70,7 +70,7 @@ import ipywidgets
 from pi_kernel.agent.types import (AgentEndEvent, AgentStartEvent, MessageEndEvent, MessageStartEvent,
     MessageUpdateEvent, TurnEndEvent, TurnStartEvent)
 from pi_kernel.ai import AssistantMessage, TextContent, Usage
-from pi_kernel.ai.stream_types import AssistantMessageEvent
+from pi_kernel.ai.models import AssistantMessageEvent
 from pi_kernel.widgets.stream_output import KernelIopub
 from pi_kernel.widgets.turn_view import WidgetTurnView
 from IPython.display import display

@@ -1,4 +1,4 @@
-"""``coerce_with_schema``: the lenient pre-pass (``pi_kernel.ai.coercion.SchemaCoercer``) run on its own,
+"""``coerce_with_schema``: the lenient pre-pass (``pi_kernel.ai.tool.SchemaCoercer``) run on its own,
 as the coercion tests drive it; validation itself builds one coercer per tool schema."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from jsonschema.validators import Draft202012Validator, validator_for
 
-from pi_kernel.ai.coercion import SchemaCoercer
+from pi_kernel.ai.tool import SchemaCoercer
 
 
 def coerce_with_schema(value: Any, schema: Any, root_schema: Any = None, *, fill_defaults: bool = True) -> Any:

@@ -38,7 +38,7 @@ from pi_kernel.agent.types import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.ai.abort import AbortController, AbortSignal
+from pi_kernel.ai.models import AbortController, AbortSignal
 
 __all__ = [
     "OPERATION_ABORTED",

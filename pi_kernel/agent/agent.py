@@ -88,9 +88,8 @@ from pi_kernel.ai import (
     UserMessage,
     stream,
 )
-from pi_kernel.ai.models import error_message
+from pi_kernel.ai.models import ToolChoice, error_message
 from pi_kernel.ai.providers.remote import masked_error
-from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
 

@@ -82,9 +82,9 @@ from pi_kernel.agent.types import (
     TurnStartEvent,
 )
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions, stream
+from pi_kernel.ai.messages import clean_message
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
-from pi_kernel.ai.sanitize import clean_message
 
 
 async def _poll(source: Callable[[], Any] | None) -> list[Any]:

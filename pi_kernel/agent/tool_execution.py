@@ -123,7 +123,7 @@ from pi_kernel.ai import (
     ToolResultMessage,
     validate_tool_arguments,
 )
-from pi_kernel.ai.sanitize import clean_tool_call
+from pi_kernel.ai.messages import clean_tool_call
 from pi_kernel.ai.secrets import mask, secret_values
 
 Emit = Callable[[AgentEvent], Awaitable[None]]

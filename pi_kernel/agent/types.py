@@ -44,8 +44,8 @@ from pi_kernel.ai import (
     Usage,
     UserMessage,
 )
-from pi_kernel.ai.sanitize import clean_message
-from pi_kernel.ai.stream_types import ToolChoice
+from pi_kernel.ai.messages import clean_message
+from pi_kernel.ai.models import ToolChoice
 
 ToolExecutionMode = Literal["parallel", "sequential"]
 

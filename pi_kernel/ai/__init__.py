@@ -15,7 +15,6 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pi_kernel.ai.abort import AbortController, AbortSignal
     from pi_kernel.ai.json_stream import IncrementalJSONParser, parse_streaming_json
     from pi_kernel.ai.messages import (
         AssistantMessage,
@@ -33,48 +32,25 @@ if TYPE_CHECKING:
         message_from_dict,
         to_dict,
     )
-    from pi_kernel.ai.models import Compat, Model, ModelCost, detect_compat, detect_provider, parse_model_spec
+    from pi_kernel.ai.models import (
+        AbortController,
+        AbortSignal,
+        AssistantMessageEvent,
+        AssistantMessageStream,
+        Compat,
+        Context,
+        Model,
+        ModelCost,
+        StreamOptions,
+        detect_compat,
+        detect_provider,
+        parse_model_spec,
+    )
     from pi_kernel.ai.stream import complete, stream
-    from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
-    from pi_kernel.ai.tool import ConstrainedSampling, Tool
-    from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+    from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolArgumentsError, validate_tool_arguments
 
-_LAZY: dict[str, str] = {
-    "AbortController": "pi_kernel.ai.abort",
-    "AbortSignal": "pi_kernel.ai.abort",
-    "IncrementalJSONParser": "pi_kernel.ai.json_stream",
-    "parse_streaming_json": "pi_kernel.ai.json_stream",
-    "AssistantMessage": "pi_kernel.ai.messages",
-    "Content": "pi_kernel.ai.messages",
-    "ImageContent": "pi_kernel.ai.messages",
-    "Message": "pi_kernel.ai.messages",
-    "StopReason": "pi_kernel.ai.messages",
-    "TextContent": "pi_kernel.ai.messages",
-    "ThinkingContent": "pi_kernel.ai.messages",
-    "ToolCall": "pi_kernel.ai.messages",
-    "ToolResultMessage": "pi_kernel.ai.messages",
-    "Usage": "pi_kernel.ai.messages",
-    "UserMessage": "pi_kernel.ai.messages",
-    "content_from_dict": "pi_kernel.ai.messages",
-    "message_from_dict": "pi_kernel.ai.messages",
-    "to_dict": "pi_kernel.ai.messages",
-    "Compat": "pi_kernel.ai.models",
-    "Model": "pi_kernel.ai.models",
-    "ModelCost": "pi_kernel.ai.models",
-    "detect_compat": "pi_kernel.ai.models",
-    "detect_provider": "pi_kernel.ai.models",
-    "parse_model_spec": "pi_kernel.ai.models",
-    "complete": "pi_kernel.ai.stream",
-    "stream": "pi_kernel.ai.stream",
-    "AssistantMessageEvent": "pi_kernel.ai.stream_types",
-    "AssistantMessageStream": "pi_kernel.ai.stream_types",
-    "Context": "pi_kernel.ai.stream_types",
-    "StreamOptions": "pi_kernel.ai.stream_types",
-    "ConstrainedSampling": "pi_kernel.ai.tool",
-    "Tool": "pi_kernel.ai.tool",
-    "ToolArgumentsError": "pi_kernel.ai.validation",
-    "validate_tool_arguments": "pi_kernel.ai.validation",
-}
+_HOMES = ("messages", "models", "stream", "json_stream", "tool")
+"""Where the names of ``__all__`` live (as imported under ``TYPE_CHECKING`` above), lightest first."""
 
 
 class _Package(types.ModuleType):
@@ -83,7 +59,7 @@ class _Package(types.ModuleType):
     imports had it."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
+        if name in __all__ and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 
@@ -92,12 +68,13 @@ sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pi_kernel.ai' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    if name in __all__:
+        for home in _HOMES:
+            module = importlib.import_module(f"pi_kernel.ai.{home}")
+            if name in vars(module):
+                value = globals()[name] = vars(module)[name]
+                return value
+    raise AttributeError(f"module 'pi_kernel.ai' has no attribute {name!r}")
 
 
 __all__ = [

@@ -1,20 +1,38 @@
-"""``Model`` and the per-provider compatibility flags of OpenAI-compatible APIs.
+"""What a provider is asked with and what it answers: the ``Model``, one request's ``Context`` and
+``StreamOptions``, the ``AssistantMessageStream`` of events it yields, and the ``AbortSignal`` that stops it.
 
-Every OpenAI-compatible server speaks the same chat-completions protocol with
+**Models.** Every OpenAI-compatible server speaks the same chat-completions protocol with
 small differences (which field carries reasoning, whether ``strict`` is
 accepted, ...). ``Compat`` names each difference once; ``detect_compat`` fills
 it from the provider name and base URL; a model can override any flag.
+
+**Streams.** ``AssistantMessageStream`` wraps a provider's async generator of events. It
+never raises: a provider reports failure with an ``error`` event whose message
+has ``stop_reason`` ``"error"`` or ``"aborted"``; anything that escapes the
+generator anyway is turned into such an event here.
+
+**Cancellation.** ``AbortController`` / ``AbortSignal`` cross threads, modelled on the web platform's pair,
+as pi uses it. A signal is read from the event loop (``await signal.wait()``), from worker threads running
+sync tools (``signal.aborted``), and set from anywhere: a kernel interrupt handler, a widget callback on a
+subshell thread. So listeners run on the aborting thread and waiting futures are resolved through
+``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pi_kernel.ai.messages import AssistantMessage, Usage
+from pi_kernel.ai.messages import AssistantMessage, Message, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from pi_kernel.ai.tool import Tool
 
 ThinkingFormat = Literal["openai", "deepseek", "openrouter"]
 
@@ -101,21 +119,23 @@ KNOWN_CONTEXT_WINDOWS: dict[str, int] = dict(MODEL_DATA["context_windows"])
 ``Model(context_window=...)`` or the user's setting wins."""
 
 
+def _known(table: dict[str, Any], model_id: str) -> Any:
+    """``table``'s entry for ``model_id``: exact, else the longest known id it starts with (a dated variant
+    such as ``gpt-4o-mini-2024-07-18`` has its family's price and window)."""
+    if model_id in table:
+        return table[model_id]
+    prefixes = [known for known in table if model_id.startswith(known + "-")]
+    return table[max(prefixes, key=len)] if prefixes else None
+
+
 def known_context_window(model_id: str) -> int | None:
-    """The table's window for ``model_id``: exact, else the longest known id it starts with."""
-    if model_id in KNOWN_CONTEXT_WINDOWS:
-        return KNOWN_CONTEXT_WINDOWS[model_id]
-    prefixes = [known for known in KNOWN_CONTEXT_WINDOWS if model_id.startswith(known + "-")]
-    return KNOWN_CONTEXT_WINDOWS[max(prefixes, key=len)] if prefixes else None
+    window: int | None = _known(KNOWN_CONTEXT_WINDOWS, model_id)
+    return window
 
 
 def known_cost(model_id: str) -> ModelCost | None:
-    """The table's price for ``model_id``: exact, else the longest known id it starts with (a dated variant
-    such as ``gpt-4o-mini-2024-07-18`` has its family's price, as it has its window)."""
-    if model_id in KNOWN_COSTS:
-        return KNOWN_COSTS[model_id]
-    prefixes = [known for known in KNOWN_COSTS if model_id.startswith(known + "-")]
-    return KNOWN_COSTS[max(prefixes, key=len)] if prefixes else None
+    cost: ModelCost | None = _known(KNOWN_COSTS, model_id)
+    return cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,3 +316,216 @@ def error_message(model: Model, text: str, stop_reason: str = "error") -> Assist
         provider=model.provider,
         error_message=text,
     )
+
+
+# --- Streams: what a provider yields and is given
+
+AssistantEventType = Literal[
+    "start",
+    "text_start",
+    "text_delta",
+    "text_end",
+    "thinking_start",
+    "thinking_delta",
+    "thinking_end",
+    "toolcall_start",
+    "toolcall_delta",
+    "toolcall_end",
+    "done",
+    "error",
+]
+
+
+@dataclass(slots=True)
+class AssistantMessageEvent:
+    type: AssistantEventType
+    partial: AssistantMessage
+    """The message as assembled so far (the final message on ``done``/``error``).
+    It is the same object throughout one stream: readers must not keep it for
+    later comparison."""
+    content_index: int | None = None
+    """Index of the content block the event is about (block events only)."""
+    delta: str | None = None
+    """New text for ``*_delta`` events (for ``toolcall_delta``: the raw JSON fragment)."""
+    content: str | None = None
+    """The whole text of the block on ``text_end`` / ``thinking_end``."""
+    tool_call: ToolCall | None = None
+    """The finished call on ``toolcall_end``."""
+
+    @property
+    def message(self) -> AssistantMessage:
+        return self.partial
+
+
+@dataclass(slots=True)
+class Context:
+    system_prompt: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    tools: list[Tool] | None = None
+
+
+ToolChoice = Literal["auto", "none", "required"] | str
+"""``auto``, ``none``, ``required``, or the name of one tool."""
+
+
+@dataclass(slots=True)
+class StreamOptions:
+    signal: AbortSignal | None = None
+    api_key: str | None = None
+    """Overrides the key read from the model's ``api_key_env``."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: ToolChoice | None = None
+    reasoning_effort: str | None = None
+    """``low`` / ``medium`` / ``high`` for reasoning models that take it."""
+    max_retries: int = 3
+    """Retries for 408/409/429/5xx, with backoff honouring Retry-After."""
+    timeout: float | None = 600.0
+    extra_body: dict[str, Any] | None = None
+    """Merged into the request body (provider-specific knobs)."""
+
+
+class AssistantMessageStream:
+    """Async-iterate the events; ``await result()`` for the final message."""
+
+    def __init__(self, events: AsyncIterator[AssistantMessageEvent], fallback: Callable[[str], AssistantMessage]):
+        self._events = events
+        self._fallback = fallback
+        self._result: AssistantMessage | None = None
+        self._reader_done: asyncio.Event | None = None
+        """Set while one reader drives the provider (``result()`` beside an ``async for``)."""
+
+    def __aiter__(self) -> AsyncIterator[AssistantMessageEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[AssistantMessageEvent]:
+        # One reader at a time drives the provider's generator; a second one
+        # (typically ``result()`` awaited while another task iterates) waits for
+        # it instead of re-entering the running generator, which would raise.
+        while self._reader_done is not None:
+            await self._reader_done.wait()
+        if self._result is not None:
+            return
+        self._reader_done = asyncio.Event()
+        reader = self._read()
+        try:
+            async for event in reader:
+                yield event
+        finally:
+            try:
+                await reader.aclose()  # closes the provider too when this reader stopped early
+            finally:
+                done, self._reader_done = self._reader_done, None
+                done.set()
+
+    async def _read(self) -> AsyncGenerator[AssistantMessageEvent, None]:
+        try:
+            async for event in self._events:
+                if event.type in ("done", "error"):
+                    self._result = event.partial
+                yield event
+                if self._result is not None:
+                    return
+        except Exception as error:  # noqa: BLE001 - a stream never raises; see module docstring
+            message = self._fallback(f"{type(error).__name__}: {error}")
+            self._result = message
+            yield AssistantMessageEvent("error", message)
+            return
+        finally:
+            # A reader that stops early must not leave the provider's generator
+            # (and its HTTP response) open until garbage collection.
+            close = getattr(self._events, "aclose", None)
+            if close is not None:
+                await close()
+        if self._result is None:
+            message = self._fallback("Stream ended without a done or error event")
+            self._result = message
+            yield AssistantMessageEvent("error", message)
+
+    async def result(self) -> AssistantMessage:
+        async for _ in self:
+            pass
+        assert self._result is not None
+        return self._result
+
+
+# --- Cancellation that crosses threads
+
+
+class AbortSignal:
+    def __init__(self) -> None:
+        self._aborted = False
+        self._reason: Any = None
+        self._listeners: list[Callable[[Any], object]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    @property
+    def reason(self) -> Any:
+        return self._reason
+
+    def add_listener(self, listener: Callable[[Any], object]) -> Callable[[], None]:
+        """Call ``listener(reason)`` on abort (at once if already aborted).
+
+        Returns a function that removes the listener.
+        """
+        with self._lock:
+            if not self._aborted:
+                self._listeners.append(listener)
+                return lambda: self._remove(listener)
+        listener(self._reason)
+        return lambda: None
+
+    def _remove(self, listener: Callable[[Any], object]) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    async def wait(self) -> Any:
+        """Wait until aborted; returns the reason."""
+        if self._aborted:
+            return self._reason
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def settle(reason: Any) -> None:
+            if not future.done():
+                future.set_result(reason)
+
+        def wake(reason: Any) -> None:
+            loop.call_soon_threadsafe(settle, reason)
+
+        remove = self.add_listener(wake)
+        try:
+            return await future
+        finally:
+            remove()
+
+    def throw_if_aborted(self) -> None:
+        if self._aborted:
+            raise asyncio.CancelledError(str(self._reason or "Operation aborted"))
+
+    def _abort(self, reason: Any) -> None:
+        with self._lock:
+            if self._aborted:
+                return
+            self._aborted = True
+            self._reason = reason
+            listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            try:
+                listener(reason)
+            except Exception:  # noqa: BLE001 - one broken listener must not stop the others
+                pass
+
+
+class AbortController:
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: Any = None) -> None:
+        """Abort the signal; idempotent and safe from any thread."""
+        self.signal._abort("Operation aborted" if reason is None else reason)

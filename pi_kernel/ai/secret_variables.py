@@ -12,6 +12,9 @@ import re
 from collections.abc import Mapping
 
 _URL_CREDENTIALS = re.compile(r"//[^/\s:@\"',]*:[^/\s\"',]*@")
+"""``user:password@`` after ``//`` (the user may be empty, as in ``redis://:pw@host``; the password may hold
+``@``: the match runs to the last one before the path). The scheme is not needed, so a split before ``//``
+is no gap."""
 KEY_VARIABLES = (
     "OPENAI_API_KEY",
     "DEEPSEEK_API_KEY",

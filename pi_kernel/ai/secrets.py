@@ -4,7 +4,7 @@ Keys are never copied into settings or messages, but text from elsewhere can
 still quote one (a provider error echoing the request, a tool printing the
 environment). ``mask`` replaces the value of every key-like environment
 variable (``is_secret_name``: the one list of secret names every surface uses), every long enough run of one, its hex
-and base64 forms (``secret_encodings``), credentials in URLs and ``sk-`` keys
+and base64 forms (below), credentials in URLs and ``sk-`` keys
 with ``***``. It is called at the choke points: where text enters (a
 provider's error message, a tool's result) and where it leaves the kernel
 (iopub and stdin messages: ``pi_kernel.kernel.outgoing``; saved sessions,
@@ -13,28 +13,56 @@ transformation that would hide a key from a later mask (HTML escaping,
 highlighting, a cut to length: those modules say so). Text that leaves in
 pieces is masked by a ``MaskedStream``, which holds back a tail that may be the
 start of a key; ``unmask`` undoes the mask in arguments a person edited.
+
+**A key in another spelling.** A command can print it otherwise
+(``base64 /proc/self/environ``, ``xxd -p``, a key folded into short lines),
+and the model could decode that. This module owns those other forms:
+
+- hex, lower and upper case (``xxd -p``, ``.hex()``);
+- base64 at each of the three byte alignments the key can have in the
+  encoded stream (only the characters that depend on the key alone; the
+  standard and the URL-safe alphabet);
+- each of these, and the key itself, with line breaks inside (``base64``
+  wraps at 76 columns, ``xxd -p`` at 60; a key printed in pieces of 8);
+- decimal bytes with any separator (``list(key.encode())``, ``' '.join(str(b) ...)``, ``&#115;&#107;``),
+  and ``\\u0073`` / ``&#x73;`` escapes, searched in the spaced view too;
+- an ``xxd`` dump's hex columns and text columns, each joined over its lines
+  (``ColumnsView``: ``xxd -c4`` shows 4 bytes a line);
+- hex with any separator and any grouping (``xxd``'s default dump,
+  ``od -An -tx1``, ``key.encode().hex(' ')``, ``0x73, 0x6b``, ``\\x73\\x6b``,
+  ``%73%6b``; ``od -x``'s little-endian words too), and the key's letters and digits with anything between them
+  (markup tags: ``sk-proj-ab<b></b>cd...``, spaces, dots): both searched in
+  the text's *spaced view*, the text with every separator taken out (a run
+  of characters other than letters and digits, a markup tag, a ``0x`` or ``\\\\x``
+  before a hex digit), each run found there masked with what lies between.
+
+A run of a form long enough to stand for ``FRAGMENT_BYTES`` of the key is
+masked too (a cut output may hold part of it). Other spellings (a key
+reversed or enciphered, UTF-16 hex, base32, binary, octal, a dump in another
+layout than ``xxd``'s whose lines interleave offsets and text) are not
+recognised: masking is the net under the secret-read
+check (``tools.paths``), not a replacement for it.
+
+Every run is found through a few short windows of its form (``windows``);
+``may_hold`` searches all the windows of all the forms at once, one regular
+expression, so text holding no key (nearly all of it) costs one pass.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import threading
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import lru_cache
+from itertools import accumulate
 from typing import Any, overload
 
-from pi_kernel.ai.sanitize import MAX_DEPTH, map_strings
-from pi_kernel.ai.secret_encodings import (
-    SpacedView,
-    may_hold,
-    merged,
-    other_forms_masked,
-    replaced,
-    runs_of,
-    spaced_letters,
-)
+from pi_kernel.ai.messages import MAX_DEPTH, map_strings
 from pi_kernel.ai.secret_variables import (
     _TOKEN_VALUE,
     _URL_CREDENTIALS,
@@ -108,9 +136,6 @@ FRAGMENT_CHARS = 12
 tool's rolling tail) may hold a key's first or last part only. Shorter runs are left: ``sk-proj-`` alone
 is public, and a few characters of a key give nothing away."""
 
-"""``user:password@`` after ``//`` (the user may be empty, as in ``redis://:pw@host``; the password may hold
-``@``: the match runs to the last one before the path). The scheme is not needed, so a split before ``//``
-is no gap."""
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
 _UNFINISHED = re.compile(r"(?:\bs(?:k(?:-[A-Za-z0-9_-]*)?)?|/(?:/[^/\s]*)?)\Z")
 """The end of growing text that may still become an ``sk-`` key or URL credentials."""
@@ -127,7 +152,7 @@ def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = Fa
     ``secrets``: the key values, if already read (``secret_values()`` otherwise, read once per call).
     ``partial``: the text is still growing (a streamed answer, arguments being written), so what may be the
     beginning of a secret at the end of each string is left out until it is whole (mapping keys are whole).
-    Data is rebuilt iteratively (``sanitize.map_strings``, no recursion on its depth) within a bound far
+    Data is rebuilt iteratively (``messages.map_strings``, no recursion on its depth) within a bound far
     beyond what a transcript holds, so saved data is never cut; only a preview of arguments still streaming is.
     """
     known = secret_values() if secrets is None else secrets
@@ -166,21 +191,15 @@ def _mask_text(text: str, secrets: Sequence[str]) -> str:
 
 
 def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:
-    """Each key value, each ``FRAGMENT_CHARS``-long run of one, their other forms (``secret_encodings``), and
+    """Each key value, each ``FRAGMENT_CHARS``-long run of one, their other forms (below), and
     URL credentials replaced by ``***``."""
     if not may_hold(text, secrets, FRAGMENT_CHARS):  # the common case, in one regular expression search
         return _URL_CREDENTIALS.sub("//***@", text)
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-        text = replaced(text, _fragment_spans(text, secret), MASK)
+        text = replaced(text, merged(runs_of(text, secret, FRAGMENT_CHARS)), MASK)
     return _URL_CREDENTIALS.sub("//***@", other_forms_masked(text, secrets, FRAGMENT_CHARS))
-
-
-def _fragment_spans(text: str, secret: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each longest run of ``secret``'s characters in ``text`` at least ``FRAGMENT_CHARS``
-    long, in order, overlapping runs merged."""
-    return merged(runs_of(text, secret, FRAGMENT_CHARS))
 
 
 def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
@@ -201,7 +220,7 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
     for secret in secrets:
         # A finished run of the key may end inside the held end (its last characters also begin another
         # reading of the key): cut after the run, so it is masked whole rather than shown in two parts.
-        for run_start, run_end in _fragment_spans(text, secret):
+        for run_start, run_end in merged(runs_of(text, secret, FRAGMENT_CHARS)):
             if run_start < start < run_end:
                 start = run_end
     start = min(start, _spaced_unfinished_start(text, secrets))
@@ -214,7 +233,7 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
 
 def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
     """Where the end of ``text`` may begin a key written with separators between its letters (markup tags:
-    ``sk-proj-ab<b></b>cd``), read in the spaced view (``secret_encodings.SpacedView``) of its last part."""
+    ``sk-proj-ab<b></b>cd``), read in the spaced view (``SpacedView``) of its last part."""
     letters = [spaced_letters(secret) for secret in secrets]
     longest = max((len(form) for form in letters), default=0)
     if not longest or not text:
@@ -314,6 +333,290 @@ def _hidden_pieces(shown: str, original: str) -> list[str] | None:
     pattern = "(.*?)".join(re.escape(part) for part in shown.split(MASK))
     match = re.fullmatch(pattern, original, re.DOTALL)
     return list(match.groups()) if match is not None else None
+
+
+# --- A key in another spelling (see the module doc)
+
+FRAGMENT_BYTES = 12
+"""A run of an encoded form standing for at least this many bytes of the key is masked."""
+_LINE_BREAKS = re.compile(r"[\r\n]+")
+_SEPARATORS = re.compile(r"(?:<[^<>]{0,64}>|[^0-9A-Za-z])+(?:(?<=\\)[xX](?=[0-9A-Fa-f])|0[xX](?=[0-9A-Fa-f]))?")
+"""What the spaced view takes out: runs of markup tags and other characters than letters and digits, with a
+``0x`` / ``\\x`` hex prefix after them."""
+_NOT_ALNUM = re.compile(r"[^0-9A-Za-z]+")
+WORD_SIZES = (2, 4, 8)
+"""``od -tx2`` / ``-tx4`` / ``-tx8`` print words of this many bytes, little-endian: each word's bytes reversed."""
+
+
+@lru_cache(maxsize=64)
+def spaced_forms(secret: str) -> tuple[tuple[str, int], ...]:
+    """``(form, shortest masked run)`` searched in the spaced view: hex (lower and upper) and the key's letters
+    and digits."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    hex_run = 2 * FRAGMENT_BYTES
+    forms = [(raw.hex(), hex_run), (raw.hex().upper(), hex_run)]
+    for word in WORD_SIZES:  # ``od -x``: the bytes of each 2-, 4- or 8-byte word in reverse order
+        for start in range(word):
+            whole = range(start, len(raw) - word + 1, word)
+            swapped = "".join(raw[index : index + word][::-1].hex() for index in whole)
+            if len(swapped) >= hex_run:
+                forms.append((swapped, hex_run))
+    letters = spaced_letters(secret)
+    if len(letters) >= FRAGMENT_BYTES:
+        forms.append((letters, FRAGMENT_BYTES))
+    # Decimal bytes (``list(key.encode())``, ``' '.join(str(b) ...)``, ``&#115;&#107;``): their digits run
+    # together in the view; a run of ``DECIMAL_RUN`` digits stands for at least 10 bytes (2-3 digits each).
+    decimal = "".join(str(byte) for byte in raw)
+    if len(decimal) >= DECIMAL_RUN:
+        forms.append((decimal, DECIMAL_RUN))
+    # ``\u0073\u006b`` (JSON, ``ascii()``) and ``&#x73;&#x6b;``: the view keeps the ``u`` / ``x`` and the digits.
+    if secret.isascii():
+        for prefix, width in (("u", 4), ("x", 2)):
+            for case in (str.lower, str.upper):
+                escaped = "".join(prefix + case(format(ord(char), f"0{width}x")) for char in secret)
+                if len(escaped) >= (width + 1) * FRAGMENT_BYTES:
+                    forms.append((escaped, (width + 1) * FRAGMENT_BYTES))
+    return tuple(forms)
+
+
+DECIMAL_RUN = 30
+"""Digits of a decimal byte run masked (30 digits: at least 10 bytes of the key)."""
+
+
+@lru_cache(maxsize=64)
+def spaced_letters(secret: str) -> str:
+    """The key's letters and digits: its form in the spaced view."""
+    return _NOT_ALNUM.sub("", secret)
+
+
+class JoinedView:
+    """Pieces of a text joined (``text``), and the way back to the text's positions."""
+
+    def __init__(self, text_starts: list[int], pieces: list[str]) -> None:
+        """``pieces``, in order, and where each starts in the text."""
+        self.text_starts = text_starts
+        self.view_starts = [0, *accumulate(map(len, pieces[:-1]))] if pieces else []
+        self.text = "".join(pieces)
+
+    def position(self, index: int) -> int:
+        """Where the view's character ``index`` is in the text."""
+        piece = bisect_right(self.view_starts, index) - 1
+        return self.text_starts[piece] + index - self.view_starts[piece]
+
+    def spans(self, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The view's ``(start, end)`` spans as spans of the text (what lies between their characters included)."""
+        return [(self.position(start), self.position(end - 1) + 1) for start, end in spans]
+
+
+class SpacedView(JoinedView):
+    """The text with every separator taken out (``text``)."""
+
+    def __init__(self, text: str) -> None:
+        starts: list[int] = []
+        pieces: list[str] = []
+        kept = 0
+        for match in _SEPARATORS.finditer(text):
+            if match.start() > kept:
+                starts.append(kept)
+                pieces.append(text[kept : match.start()])
+            kept = match.end()
+        if kept < len(text):
+            starts.append(kept)
+            pieces.append(text[kept:])
+        super().__init__(starts, pieces)
+
+
+@lru_cache(maxsize=64)
+def encoded_forms(secret: str) -> tuple[tuple[str, int], ...]:
+    """``(form, shortest masked run)`` for each encoded spelling of ``secret``."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    hex_run = 2 * FRAGMENT_BYTES
+    forms: list[tuple[str, int]] = [(raw.hex(), hex_run), (raw.hex().upper(), hex_run)]
+    b64_run = -(-FRAGMENT_BYTES * 4 // 3)
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        first = -(-shift * 8 // 6)  # characters holding bits of the padding before the key
+        last = (shift + len(raw)) * 8 // 6  # characters holding only bits of the key (none after it)
+        form = encoded[first:last]
+        if len(form) >= b64_run:
+            forms.append((form, b64_run))
+            urlsafe = form.replace("+", "-").replace("/", "_")
+            if urlsafe != form:
+                forms.append((urlsafe, b64_run))
+    return tuple(forms)
+
+
+def windows(form: str, shortest: int) -> list[tuple[int, str]]:
+    """``(offset, window)``: the pieces of ``form`` one of which every run of ``shortest`` characters of it holds
+    whole (``shortest // 2`` characters, at each multiple of the stride that guarantees it)."""
+    window_size = max(1, shortest // 2)
+    stride = shortest - window_size + 1
+    return [(offset, form[offset : offset + window_size]) for offset in range(0, len(form) - window_size + 1, stride)]
+
+
+@lru_cache(maxsize=16)
+def any_window(secrets: tuple[str, ...], shortest_plain: int) -> re.Pattern[str]:
+    """Matches where any run ``runs_of`` can report for ``secrets`` (any form) must be: a cheap first test."""
+    pieces = {window for secret in secrets for _, window in windows(secret, shortest_plain)}
+    pieces |= {window for secret in secrets for form, run in encoded_forms(secret) for _, window in windows(form, run)}
+    pieces |= {window for secret in secrets for form, run in spaced_forms(secret) for _, window in windows(form, run)}
+    return re.compile(_trie_pattern(pieces))
+
+
+def _trie_pattern(pieces: set[str]) -> str:
+    """A regular expression that finds a match wherever one of ``pieces`` occurs, their common beginnings
+    merged: at each position the search follows one branch per character instead of trying every piece
+    (a flat alternation of hundreds of pieces searched 0.15 s a MB, and a turn masks a 5 MB argument for
+    each of its outputs). Where a piece ends the branch ends (a longer piece holds it). Recursion is bounded
+    by the length of a window of a key."""
+    trie: dict[str, Any] = {}
+    for piece in pieces:
+        node = trie
+        for char in piece:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def branch(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        parts = [re.escape(char) + branch(child) for char, child in sorted(node.items())]
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+    return branch(trie)
+
+
+_XXD_LINE = re.compile(r"^[0-9a-fA-F]{7,16}: ([0-9a-fA-F]{2}(?:[0-9a-fA-F ]*[0-9a-fA-F])?)  +(.*)$", re.MULTILINE)
+"""A line of an ``xxd`` dump: its offset, its hex column and its text column (``xxd -c4`` puts 4 bytes a line:
+each column alone holds no run of the key)."""
+
+
+class ColumnsView:
+    """An ``xxd`` dump's hex columns joined (``hex``, spaces taken out) and its text columns joined
+    (``letters``)."""
+
+    def __init__(self, text: str) -> None:
+        hex_starts: list[int] = []
+        hex_pieces: list[str] = []
+        letter_starts: list[int] = []
+        letters: list[str] = []
+        for match in _XXD_LINE.finditer(text):
+            for piece in re.finditer(r"[0-9a-fA-F]+", match.group(1)):
+                hex_starts.append(match.start(1) + piece.start())
+                hex_pieces.append(piece.group())
+            letter_starts.append(match.start(2))
+            letters.append(match.group(2))
+        self.hex, self.letters = JoinedView(hex_starts, hex_pieces), JoinedView(letter_starts, letters)
+
+    def spans(self, secrets: Sequence[str], shortest_plain: int) -> list[tuple[int, int]]:
+        """Spans of the text holding a run of a key in the hex or the text columns."""
+        found: list[tuple[int, int]] = []
+        for secret in secrets:
+            for form, run in spaced_forms(secret)[:2]:
+                found += self.hex.spans(runs_of(self.hex.text, form, run))
+            found += self.letters.spans(runs_of(self.letters.text, secret, shortest_plain))
+        return found
+
+
+def may_hold(text: str, secrets: Sequence[str], shortest_plain: int) -> bool:
+    """Whether ``text`` may hold a run of a key in any form (also split over lines); ``False`` is certain."""
+    if not secrets or not text:
+        return False
+    joined = _LINE_BREAKS.sub("", text) if ("\n" in text or "\r" in text) else text
+    pattern = any_window(tuple(secrets), shortest_plain)
+    if pattern.search(joined) is not None:
+        return True
+    spaced = spaced_text(text)
+    if spaced != joined and pattern.search(spaced) is not None:  # the same text needs no second search
+        return True
+    return _XXD_LINE.search(text) is not None and bool(ColumnsView(text).spans(secrets, shortest_plain))
+
+
+_NOT_ALNUM_ASCII = {code: None for code in range(128) if not chr(code).isalnum()}
+_TAGS = re.compile(r"<[^<>]{0,64}>")
+
+
+def spaced_text(text: str) -> str:
+    """``SpacedView(text).text``, the quick way for ASCII text without a hex prefix (``0x``, ``\\x``): markup
+    tags and characters other than letters and digits deleted in one pass each."""
+    if not text.isascii() or "0x" in text or "0X" in text or "\\x" in text or "\\X" in text:
+        return SpacedView(text).text
+    return (_TAGS.sub("", text) if "<" in text else text).translate(_NOT_ALNUM_ASCII)
+
+
+def runs_of(text: str, form: str, shortest: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of at least ``shortest`` characters of ``form`` in ``text``.
+
+    Such a run holds a whole window of ``form`` (``windows``): only those are searched, and each hit grown
+    to the run around it."""
+    window_size = max(1, shortest // 2)
+    spans: list[tuple[int, int]] = []
+    for offset, window in windows(form, shortest):
+        position = text.find(window)
+        while position >= 0:
+            start, first = position, offset
+            while start > 0 and first > 0 and text[start - 1] == form[first - 1]:
+                start, first = start - 1, first - 1
+            end, last = position + window_size, offset + window_size
+            while end < len(text) and last < len(form) and text[end] == form[last]:
+                end, last = end + 1, last + 1
+            if end - start >= shortest:
+                spans.append((start, end))
+            position = text.find(window, position + 1)
+    return spans
+
+
+def other_forms_masked(text: str, secrets: Sequence[str], shortest_plain: int) -> str:
+    """``text`` with each encoded form of each of ``secrets`` (and each form split over lines, the key's own
+    text too, a run of at least ``shortest_plain`` characters) replaced by ``***``."""
+    if not secrets or not text:
+        return text
+    joined = _LINE_BREAKS.sub("", text)
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        forms = encoded_forms(secret)
+        if len(joined) != len(text):
+            forms = ((secret, shortest_plain), *forms)
+        for form, shortest in forms:
+            spans += runs_of(joined, form, shortest)
+    if len(joined) != len(text):
+        where = [index for index, char in enumerate(text) if char not in "\r\n"]  # joined index → text index
+        spans = [(where[start], where[end - 1] + 1) for start, end in spans]
+    view = SpacedView(text)
+    if len(view.text) != len(text):
+        found = [
+            span for secret in secrets for form, run in spaced_forms(secret) for span in runs_of(view.text, form, run)
+        ]
+        spans += view.spans(found)
+    if _XXD_LINE.search(text) is not None:
+        spans += ColumnsView(text).spans(secrets, shortest_plain)
+    if not spans:
+        return text
+    return replaced(text, merged(spans), "***")
+
+
+def merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` in order, overlapping and touching ones merged."""
+    result: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if result and start <= result[-1][1]:
+            result[-1] = (result[-1][0], max(result[-1][1], end))
+        else:
+            result.append((start, end))
+    return result
+
+
+def replaced(text: str, spans: Sequence[tuple[int, int]], mask: str) -> str:
+    """``text`` with each of ``spans`` (in order, not overlapping: ``merged``'s) replaced by ``mask``, built
+    once (a copy of the text per span would cost the square of the spans on a text full of key fragments)."""
+    if not spans:
+        return text
+    pieces: list[str] = []
+    kept = 0
+    for start, end in spans:
+        pieces += (text[kept:start], mask)
+        kept = end
+    pieces.append(text[kept:])
+    return "".join(pieces)
 
 
 __all__ = [

@@ -10,8 +10,7 @@ prompts a model should not pay for them (and for ``openai``, ``anthropic`` and
 from __future__ import annotations
 
 from pi_kernel.ai.messages import AssistantMessage
-from pi_kernel.ai.models import Model
-from pi_kernel.ai.stream_types import AssistantMessageStream, Context, StreamOptions
+from pi_kernel.ai.models import AssistantMessageStream, Context, Model, StreamOptions
 
 
 def stream(model: Model, context: Context, options: StreamOptions | None = None) -> AssistantMessageStream:

@@ -32,8 +32,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pi_kernel.ai.coercion import resolve_local_ref
-
 _MISSING = object()
 
 _KEPT = frozenset({"type", "properties", "required", "additionalProperties", "items", "anyOf", "enum", "description"})
@@ -266,6 +264,17 @@ def _merge_into(node: dict[str, Any], part: dict[str, Any], where: str) -> None:
             continue  # the referring node's own text wins
         elif node[key] != value:
             raise StrictSchemaError(f"at {where}: allOf parts disagree on {key!r}; they cannot be merged")
+
+
+def resolve_local_ref(root: Any, ref: str) -> Any:
+    """The target of a local ``$ref`` (``#`` or ``#/json/pointer``) in ``root``; ``LookupError`` if none."""
+    from referencing import Registry, Resource
+    from referencing.exceptions import Unresolvable
+
+    try:
+        return Registry().with_resource("", Resource.opaque(root)).resolver().lookup(ref).contents
+    except (Unresolvable, ValueError, TypeError):  # (a pointer step into a string or number is a ValueError)
+        raise LookupError(f"$ref {ref!r} points to nothing") from None
 
 
 def _resolve_ref(root: dict[str, Any], ref: str, where: str = "root") -> Any:

@@ -13,7 +13,7 @@ cannot run and what to do. No private loop, no worker thread.
 ``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
 model, turn limit, approval gate, request hook and thinking effort (stream
 options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
-settings are never swapped. ``pi_kernel.ai.stream_types`` (in ``with_thinking``)
+settings are never swapped. ``pi_kernel.ai.models`` (in ``with_thinking``)
 and ``pi_kernel.tools.builtin.notebook_edits`` (in ``first_tool_choice``) are imported lazily:
 they bring pydantic, and this module loads at kernel start.
 """
@@ -47,7 +47,7 @@ from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.paths import environment_secrets
 
 if TYPE_CHECKING:
-    from pi_kernel.ai.stream_types import StreamOptions
+    from pi_kernel.ai.models import StreamOptions
     from pi_kernel.kernel.session import PiSession
 
 
@@ -117,7 +117,7 @@ def with_thinking(options: StreamOptions | None, level: str | None) -> StreamOpt
     """The agent's stream options with the turn's thinking effort (each provider maps it to its own knob)."""
     if level is None:
         return options
-    from pi_kernel.ai.stream_types import StreamOptions  # with pydantic: not at kernel start
+    from pi_kernel.ai.models import StreamOptions  # with pydantic: not at kernel start
 
     return dataclasses.replace(options or StreamOptions(), reasoning_effort=level)
 

@@ -51,8 +51,7 @@ from typing import Any
 
 from IPython.lib.pretty import pretty
 
-from pi_kernel.ai.safe_call import CallTimeout, SafeCaller
-from pi_kernel.ai.static_read import class_name, exact_text
+from pi_kernel.ai.user_objects import CallTimeout, SafeCaller, class_name, exact_text
 
 MAX_CELLS = 200
 OUTPUT_CHARS = 200

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_kernel.ai import message_from_dict, to_dict
-from pi_kernel.ai.message_check import message_problem
-from pi_kernel.ai.sanitize import clean_data, clean_message
+from pi_kernel.ai.messages import clean_data, clean_message, message_problem
 from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.files import write_text_atomic
 

@@ -60,7 +60,7 @@ from typing import Any, Literal, Protocol, cast
 
 from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.ai import AbortSignal
-from pi_kernel.ai.sanitize import map_strings
+from pi_kernel.ai.messages import map_strings
 from pi_kernel.tools.paths import secret_mention_reason, secret_path_reason
 
 Verdict = Literal["run", "ask", "deny"]
@@ -305,7 +305,7 @@ def deny_reason(state: PolicyState, tool_name: str, secret: str | None = None) -
 
 
 def _strings(value: Any) -> list[str]:
-    """Every string in ``value`` (nested dicts and lists, keys too), found by ``sanitize.map_strings``."""
+    """Every string in ``value`` (nested dicts and lists, keys too), found by ``messages.map_strings``."""
     found: list[str] = []
 
     def note(text: str) -> str:

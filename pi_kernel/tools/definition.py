@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
-from pi_kernel.ai.sanitize import clean_text
+from pi_kernel.ai.messages import clean_text
 from pi_kernel.ai.tool import check_tool_schema
 from pi_kernel.tools.approval import ApprovalPreview, OriginKind, SecretKind, check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument

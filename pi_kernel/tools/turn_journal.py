@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 
-from pi_kernel.ai.static_read import class_name, has_base, simple_name
+from pi_kernel.ai.user_objects import class_name, has_base, simple_name
 from pi_kernel.tools.files import write_file_atomic
 from pi_kernel.tools.notebook_document import BridgeGone, StaleCell
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pi_kernel.ai.sanitize import map_strings
+from pi_kernel.ai.messages import map_strings
 
 
 def _default(value: Any) -> Any:
@@ -47,7 +47,7 @@ def jsonable(value: Any) -> Any:
 
 def bound_strings(value: Any, limit: int) -> Any:
     """JSON data with every string longer than ``limit`` cut, saying how much was cut (iterative; data
-    nested deeper than ``sanitize.MAX_DEPTH`` is shown as a mark)."""
+    nested deeper than ``messages.MAX_DEPTH`` is shown as a mark)."""
 
     def cut(text: str) -> str:
         return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit:,} more characters]"

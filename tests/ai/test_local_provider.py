@@ -204,7 +204,7 @@ async def test_the_grammar_gives_the_schemas_structure_and_validation_checks_its
     from jsonschema import validate
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    from pi_kernel.ai.validation import ToolArgumentsError
+    from pi_kernel.ai.tool import ToolArgumentsError
 
     unbounded = json.loads(json.dumps(BOUNDED))
     del unbounded["properties"]["amount"]["minimum"], unbounded["properties"]["amount"]["maximum"]

@@ -6,22 +6,22 @@ from __future__ import annotations
 import random
 import re
 
-from pi_kernel.ai import secret_encodings as encodings
+from pi_kernel.ai import secrets as masking
 
 SECRETS = ("sk-test-SECRET-0123456789abcdef", "hunter2hunter2hunter2", "AKIAABCDEFGHIJKLMNOP")
 
 
 def _windows(secrets: tuple[str, ...], shortest: int) -> list[str]:
-    pieces = {window for secret in secrets for _, window in encodings.windows(secret, shortest)}
+    pieces = {window for secret in secrets for _, window in masking.windows(secret, shortest)}
     for secret in secrets:
-        for forms in (encodings.encoded_forms(secret), encodings.spaced_forms(secret)):
-            pieces |= {window for form, run in forms for _, window in encodings.windows(form, run)}
+        for forms in (masking.encoded_forms(secret), masking.spaced_forms(secret)):
+            pieces |= {window for form, run in forms for _, window in masking.windows(form, run)}
     return sorted(pieces)
 
 
 def test_the_window_search_finds_what_each_window_finds() -> None:
     rng = random.Random(7)
-    pattern = encodings.any_window(SECRETS, 12)
+    pattern = masking.any_window(SECRETS, 12)
     pieces = _windows(SECRETS, 12)
     alphabet = "".join(sorted(set("".join(pieces)))) + " \n"
     found = 0

@@ -6,9 +6,8 @@ from __future__ import annotations
 from fake_anthropic import PromptCache
 
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import Context, Model, StreamOptions
 from pi_kernel.ai.providers.anthropic_format import build_anthropic_body
-from pi_kernel.ai.stream_types import Context, StreamOptions
 
 CLAUDE = Model("claude-sonnet-4-5", provider="anthropic")
 SYSTEM = "You are a careful data assistant. " * 200  # about 1,700 tokens: over the 1,024 minimum

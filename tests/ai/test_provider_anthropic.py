@@ -20,7 +20,6 @@ from fake_anthropic import (
 )
 from pydantic import BaseModel
 
-from pi_kernel.ai.abort import AbortController
 from pi_kernel.ai.messages import (
     AssistantMessage,
     Message,
@@ -30,11 +29,10 @@ from pi_kernel.ai.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.models import Model, parse_model_spec
+from pi_kernel.ai.models import AbortController, AssistantMessageEvent, Context, Model, StreamOptions, parse_model_spec
 from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.ai.providers.remote import RetryPolicy, stream_anthropic
 from pi_kernel.ai.stream import stream
-from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)

@@ -29,7 +29,6 @@ from fake_openai import (
 )
 from pydantic import BaseModel
 
-from pi_kernel.ai.abort import AbortController
 from pi_kernel.ai.messages import (
     AssistantMessage,
     ImageContent,
@@ -40,7 +39,7 @@ from pi_kernel.ai.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.models import Compat, Model
+from pi_kernel.ai.models import AbortController, AssistantMessageEvent, Compat, Context, Model, StreamOptions
 from pi_kernel.ai.providers.openai_format import convert_tools
 from pi_kernel.ai.providers.remote import (
     RetryPolicy,
@@ -49,9 +48,7 @@ from pi_kernel.ai.providers.remote import (
     parse_retry_after,
     stream_openai_compatible,
 )
-from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
-from pi_kernel.ai.tool import Tool
-from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+from pi_kernel.ai.tool import Tool, ToolArgumentsError, validate_tool_arguments
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)
 

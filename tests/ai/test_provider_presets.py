@@ -10,10 +10,9 @@ from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, chunk, text_chunks,
 from pydantic import BaseModel
 
 from pi_kernel.ai.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, parse_model_spec
+from pi_kernel.ai.models import KNOWN_PROVIDERS, Context, Model, StreamOptions, parse_model_spec
 from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.ai.providers.remote import RetryPolicy, stream_openai_compatible
-from pi_kernel.ai.stream_types import Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 

@@ -15,13 +15,10 @@ from fake_openai import Chunks, FakeOpenAI, ToolCallSpec, chunks_of_sse, recorde
 from scripted_model import echo_tool
 
 from pi_kernel.agent import AgentLoopConfig, ShouldStopAfterTurnContext, run_agent_loop
-from pi_kernel.ai.abort import AbortController, AbortSignal
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import AbortController, AbortSignal, Context, Model, StreamOptions
 from pi_kernel.ai.providers.remote import stream_openai_compatible
-from pi_kernel.ai.stream_types import Context, StreamOptions
-from pi_kernel.ai.tool import Tool
-from pi_kernel.ai.validation import validate_tool_arguments
+from pi_kernel.ai.tool import Tool, validate_tool_arguments
 
 WRITE_TOOL = Tool(
     "write",

@@ -38,9 +38,8 @@ from pi_kernel.ai.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import AssistantMessageEvent, Context, Model, StreamOptions
 from pi_kernel.ai.providers.remote import stream_openai_compatible
-from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 
 # The repository holds the recordings; PI_RECORDED_STREAMS may point elsewhere (skipped if absent, outside CI).
 pytestmark = needs_recorded_streams()

@@ -1,4 +1,4 @@
-"""``pi_kernel.ai.sanitize``: what enters a transcript is sendable and storable."""
+"""``pi_kernel.ai.messages``: what enters a transcript is sendable and storable."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from scripted_model import tool_results as results_of
 
 from pi_kernel.agent import Agent, BeforeToolCallContext, BeforeToolCallResult
 from pi_kernel.ai import AssistantMessage, ImageContent, TextContent, ToolCall, ToolResultMessage, UserMessage, to_dict
-from pi_kernel.ai.sanitize import (
+from pi_kernel.ai.messages import (
     BAD_IMAGE,
     MAX_DEPTH,
     TOO_DEEP_ARGUMENTS,

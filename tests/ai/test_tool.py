@@ -10,8 +10,7 @@ from pydantic import BaseModel
 from pi_kernel.ai import ToolCall
 from pi_kernel.ai.models import Compat
 from pi_kernel.ai.providers.openai_format import convert_tools
-from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolSchemaError
-from pi_kernel.ai.validation import validate_tool_arguments
+from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolSchemaError, validate_tool_arguments
 
 
 class Bag(BaseModel):

@@ -14,11 +14,10 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pi_kernel.ai import validation
+from pi_kernel.ai import tool as validation
 from pi_kernel.ai.messages import ToolCall
 from pi_kernel.ai.strict_schema import to_strict_schema
-from pi_kernel.ai.tool import ConstrainedSampling, Tool
-from pi_kernel.ai.validation import ToolArgumentsError, compiled_schema, validate_tool_arguments
+from pi_kernel.ai.tool import ConstrainedSampling, Tool, ToolArgumentsError, compiled_schema, validate_tool_arguments
 
 INT = {"type": "integer"}
 BOOL = {"type": "boolean"}

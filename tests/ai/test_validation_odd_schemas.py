@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from pi_kernel.ai import validation
+from pi_kernel.ai import tool as validation
 from pi_kernel.ai.messages import ToolCall
-from pi_kernel.ai.tool import Tool
-from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+from pi_kernel.ai.tool import Tool, ToolArgumentsError, validate_tool_arguments
 
 D3 = "http://json-schema.org/draft-03/schema#"
 D7 = "http://json-schema.org/draft-07/schema#"
@@ -172,7 +171,7 @@ def test_repair_under_a_recursive_union_is_not_exponential_in_the_value_depth(mo
     leaf: ``_coerce_union`` trial-coerces every branch at every level and re-validates each trial, ~2^depth
     work (depth 10: 4.7 s, 12: 17 s, 20: hours, on the event loop). Counted, not timed: a check per union
     branch per level is ~60 checks; this allows 5000."""
-    from pi_kernel.ai.coercion import SchemaCoercer
+    from pi_kernel.ai.tool import SchemaCoercer
 
     def branch(required: str) -> dict[str, Any]:
         properties = {"k": {"$ref": "#/$defs/node"}, "n": {"type": "integer"}, "m": {"type": "integer"}}

@@ -10,8 +10,7 @@ import pytest
 from pydantic import BaseModel, BeforeValidator, Field
 
 from pi_kernel.ai.messages import ToolCall
-from pi_kernel.ai.tool import Tool
-from pi_kernel.ai.validation import ToolArgumentsError, validate_tool_arguments
+from pi_kernel.ai.tool import Tool, ToolArgumentsError, validate_tool_arguments
 
 
 def _errors(tool: Tool, arguments: dict[str, Any]) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 The cost target (4 MB of fragments at most 4.5x the time of 1 MB) lives in the benchmark; no timing here.
 Masking once rebuilt the text per fragment (quadratic, r14a review); the spans are now replaced in one pass
-(``secret_encodings.replaced``), which must give what replacing them one at a time gave.
+(``secrets.replaced``), which must give what replacing them one at a time gave.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from pi_kernel.ai.secret_encodings import may_hold, merged, replaced
-from pi_kernel.ai.secrets import FRAGMENT_CHARS, mask
+from pi_kernel.ai.secrets import FRAGMENT_CHARS, mask, may_hold, merged, replaced
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "mask_cost.py"
 

@@ -20,7 +20,7 @@ import pytest
 from fake_openai import Chunks, FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 
-from pi_kernel.ai.safe_call import CALL_TIMEOUT
+from pi_kernel.ai.user_objects import CALL_TIMEOUT
 from pi_kernel.tools.builtin.describe import LISTING_BUDGET
 
 pytestmark = pytest.mark.kernel
@@ -144,7 +144,7 @@ def _by_pi():
     import sys
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_filename.endswith(("notebook_context.py", "safe_call.py")):
+        if frame.f_code.co_filename.endswith(("notebook_context.py", "user_objects.py")):
             return True
         frame = frame.f_back
     return False

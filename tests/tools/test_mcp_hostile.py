@@ -155,7 +155,7 @@ def test_a_server_schema_pattern_cannot_freeze_the_kernel() -> None:
 
     code = (
         "from pi_kernel.ai.tool import Tool\n"
-        "from pi_kernel.ai.validation import validate_tool_arguments\n"
+        "from pi_kernel.ai.tool import validate_tool_arguments\n"
         "from pi_kernel.ai import ToolCall\n"
         "t = Tool('t', 'd', {'type': 'object', 'properties': {'a': {'type': 'string', 'pattern': '^(a+)+$'}}})\n"
         "try:\n    validate_tool_arguments(t, ToolCall('1', 't', {'a': 'a' * 30 + '!'}))\n"
@@ -169,8 +169,7 @@ def test_a_server_schema_pattern_cannot_freeze_the_kernel() -> None:
 
 def test_a_pattern_too_slow_to_check_is_an_error_the_model_reads_and_good_patterns_still_apply() -> None:
     from pi_kernel.ai import ToolCall
-    from pi_kernel.ai.tool import Tool
-    from pi_kernel.ai.validation import validate_tool_arguments
+    from pi_kernel.ai.tool import Tool, validate_tool_arguments
 
     schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a|aa)+$"}}}
     tool = Tool("t", "d", schema)

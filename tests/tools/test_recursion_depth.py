@@ -18,7 +18,7 @@ def test_edit_arguments_with_edits_as_deeply_nested_json_text_do_not_recurse() -
 
 
 def test_coercing_deeply_nested_json_text_to_an_array_does_not_recurse() -> None:
-    """coercion.py _convert: a string given for an array/object parameter is json.loads'ed, catching ValueError only."""
+    """tool.py _convert: a string given for an array/object parameter is json.loads'ed, catching ValueError only."""
     schema = {"type": "object", "properties": {"rows": {"type": "array"}}}
     coerce_with_schema({"rows": "[" * DEPTH + "]" * DEPTH}, schema)  # RecursionError today
 

@@ -58,7 +58,7 @@ from pi_kernel.ai.messages import (
     Usage,
     UserMessage,
 )
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import AssistantMessageEvent, Context, Model, StreamOptions
 from pi_kernel.ai.providers.openai_format import (
     IMAGE_ONLY_RESULT_TEXT,
     THINKING_OFF,
@@ -66,7 +66,6 @@ from pi_kernel.ai.providers.openai_format import (
     finish_tool_call,
     replayable_history,
 )
-from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 JSON = dict[str, Any]

@@ -57,11 +57,17 @@ from pi_kernel.ai.messages import (
     UserMessage,
     text_of,
 )
-from pi_kernel.ai.models import Model, error_message
+from pi_kernel.ai.models import (
+    AssistantMessageEvent,
+    AssistantMessageStream,
+    Context,
+    Model,
+    StreamOptions,
+    error_message,
+)
 from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling, get_engine, max_arguments_bytes
 from pi_kernel.ai.providers.openai_format import ChunkAssembler, new_tool_call_id
 from pi_kernel.ai.providers.remote import abort_text
-from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 MESSAGE_HEAD = "message:"

@@ -22,14 +22,12 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pi_kernel.ai.abort import AbortController
 from pi_kernel.ai.json_stream import IncrementalJSONParser
 from pi_kernel.ai.messages import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserMessage
-from pi_kernel.ai.models import Model
+from pi_kernel.ai.models import AbortController, AssistantMessageEvent, Context, Model, StreamOptions
 from pi_kernel.ai.providers.local import ToolChoiceError, is_request_error, stream_local, tool_heads
 from pi_kernel.ai.providers.local_engine import INSTALL_HINT, LOCAL_MODEL_ID, get_engine, local_model_available
 from pi_kernel.ai.providers.openai_format import convert_tool_call
-from pi_kernel.ai.stream_types import AssistantMessageEvent, Context, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 DEFAULT_PORT = 8765

@@ -46,8 +46,7 @@ from pi_kernel.ai.messages import (
     Usage,
     UserMessage,
 )
-from pi_kernel.ai.models import Compat, Model
-from pi_kernel.ai.stream_types import AssistantEventType, AssistantMessageEvent, Context, StreamOptions
+from pi_kernel.ai.models import AssistantEventType, AssistantMessageEvent, Compat, Context, Model, StreamOptions
 from pi_kernel.ai.tool import Tool
 
 NO_RESULT_TEXT = "No result provided"

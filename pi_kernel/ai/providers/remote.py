@@ -38,12 +38,19 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_kernel.ai.abort import AbortSignal
-from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, error_message
+from pi_kernel.ai.models import (
+    KNOWN_PROVIDERS,
+    AbortSignal,
+    AssistantMessageEvent,
+    AssistantMessageStream,
+    Context,
+    Model,
+    StreamOptions,
+    error_message,
+)
 from pi_kernel.ai.providers.anthropic_format import AnthropicAssembler, build_anthropic_body
 from pi_kernel.ai.providers.openai_format import ChunkAssembler, build_request_body
 from pi_kernel.ai.secrets import MIN_SECRET_CHARS, mask, secret_values
-from pi_kernel.ai.stream_types import AssistantMessageEvent, AssistantMessageStream, Context, StreamOptions
 
 KEYLESS_PLACEHOLDER = "not-needed"
 """Sent as the key to servers that need none (the clients insist on one)."""

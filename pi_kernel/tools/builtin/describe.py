@@ -1,7 +1,7 @@
 """Bounded, type-aware descriptions of the notebook's live objects (for ``inspect`` and the notebook context).
 
 Everything here reads and never changes. What is learnt without a time limit
-is read statically (``static_read``: ``type()``, the class's own
+is read statically (``user_objects``: ``type()``, the class's own
 ``__dict__``s, the built-ins' own ``__len__`` and iteration), so no method of
 the user's classes runs there; the only user code called is an object's own
 ``repr`` (when its class defines one) and pandas/numpy summaries, each run by
@@ -32,13 +32,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pi_kernel.ai.safe_call import CallTimeout, SafeCaller, error_text
-from pi_kernel.ai.static_read import (
+from pi_kernel.ai.user_objects import (
     BUILTIN_CONTAINERS,
+    CallTimeout,
+    SafeCaller,
     builtin_base,
     class_attribute,
     class_name,
     defined_in,
+    error_text,
     exact_text,
     has_base,
     overrides,

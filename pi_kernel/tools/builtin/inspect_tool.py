@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.ai.static_read import class_attribute, has_base
+from pi_kernel.ai.user_objects import class_attribute, has_base
 from pi_kernel.tools.builtin.describe import (
     CallTimeout,
     Describer,

@@ -77,7 +77,7 @@ from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.tool_execution import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
-from pi_kernel.ai.static_read import has_base
+from pi_kernel.ai.user_objects import has_base
 from pi_kernel.tools.builtin.output import OutputSpool
 from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell, kept_events, removed_note
 from pi_kernel.tools.definition import ToolContext, ToolDefinition

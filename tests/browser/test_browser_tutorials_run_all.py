@@ -18,6 +18,7 @@ repository outside the ignored copy.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,7 +34,15 @@ from typing import Any
 
 import nbformat
 import pytest
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, NotebookPage, free_port, stop_process_group, wait_until_serving
+from browser_helpers import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NotebookPage,
+    free_port,
+    stop_process_group,
+    wait_until_serving,
+)
 from kernel_helpers import REPO
 from test_notebooks import CHECKS, NEXT_INPUT_TAG, check_every_turn, local_settings
 
@@ -128,19 +137,46 @@ def browser_page() -> Iterator[Any]:
             browser.close()
 
 
-def run_all_approving(notebook: NotebookPage) -> None:
-    """Run All from the menu, click Approve on every card, until no cell runs and no card waits."""
+def run_all_approving(notebook: NotebookPage, original_ids: set[str]) -> dict[str, Any]:
+    """Run All from the menu, click Approve on every card, until every cell of the tutorial has run and no
+    card waits; returns the notebook as saved. (JupyterLab draws only the cells in view, so what has run is
+    read from the saved file, not from the page.)"""
     page = notebook.page
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").click()
     page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
-    settle_approving(notebook)
+    deadline = time.monotonic() + NOTEBOOK_TIMEOUT_S
+    pending: list[str] | None = None
+    while True:
+        settle_approving(notebook, deadline)
+        saved = notebook.save()
+        before, pending = (
+            pending,
+            [
+                cell["id"]
+                for cell in saved["cells"]
+                if cell["cell_type"] == "code"
+                and cell.get("id") in original_ids
+                and cell.get("execution_count") is None
+            ],
+        )
+        if not pending or pending == before or time.monotonic() > deadline:
+            return saved
 
 
-def settle_approving(notebook: NotebookPage) -> None:
+def kernel_idle(notebook: NotebookPage) -> bool:
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        return notebook.status_bar_kernel_state(timeout=2) == "Idle"
+    except PlaywrightError:  # starting, restarting: not idle
+        return False
+
+
+def settle_approving(notebook: NotebookPage, deadline: float) -> None:
+    """Click Approve on each card as it comes, until nothing runs and no card waits for 5 seconds."""
     from playwright.sync_api import Error as PlaywrightError
 
     page = notebook.page
-    deadline = time.monotonic() + NOTEBOOK_TIMEOUT_S
     quiet_since: float | None = None
     while time.monotonic() < deadline:
         approve = page.get_by_role("button", name="Approve", exact=True).locator("visible=true")
@@ -152,12 +188,17 @@ def settle_approving(notebook: NotebookPage) -> None:
             except PlaywrightError:
                 pass
         prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").all_inner_texts()
-        busy = clicked or any("*" in prompt for prompt in prompts) or notebook.execution_indicator() == "busy"
+        busy = (
+            clicked
+            or any("*" in prompt for prompt in prompts)
+            or notebook.execution_indicator() == "busy"
+            or not kernel_idle(notebook)
+        )
         if busy:
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since > 3:
+        elif time.monotonic() - quiet_since > 5:
             return
         time.sleep(0.5)
     raise TimeoutError(f"{notebook.name} did not finish in {NOTEBOOK_TIMEOUT_S} s")
@@ -173,7 +214,7 @@ def run_inserted_cells(notebook: NotebookPage, original_ids: set[str], saved: di
     ]
     for index in inserted:
         notebook.run(index)
-        settle_approving(notebook)
+        settle_approving(notebook, time.monotonic() + NOTEBOOK_TIMEOUT_S)
     return bool(inserted)
 
 
@@ -222,11 +263,11 @@ def test_run_all_shows_the_lesson(name: str, made_lab: MadeLab, browser_page: An
     original_ids = {cell.get("id") for cell in original.cells}
     notebook = NotebookPage(browser_page, made_lab, name).open()  # type: ignore[arg-type]
     try:
-        run_all_approving(notebook)
-        saved = notebook.save()
+        saved = run_all_approving(notebook, original_ids)
         if run_inserted_cells(notebook, original_ids, saved):
             saved = notebook.save()
         notebook.screenshot(f"run-all-{Path(name).stem}")
+        (ARTIFACTS / f"run-all-{name}").write_text(json.dumps(saved, indent=1))  # what the checks read
     finally:
         shut_down_kernels(browser_page)
     nb = nbformat.reads(nbformat.writes(nbformat.from_dict(saved)), as_version=4)

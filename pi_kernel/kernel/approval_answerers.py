@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pi_kernel.ai import AbortSignal
-    from pi_kernel.kernel.frontend import FrontendTracker
+    from pi_kernel.kernel.turn import FrontendTracker
     from pi_kernel.tools.approval import Answerer, ApprovalBroker, ApprovalDecision, ApprovalRequest
 
 Decide = Callable[[dict[str, Any], str], "ApprovalDecision"]

@@ -49,8 +49,8 @@ from pi_kernel.kernel.approval_answerers import (
     nobody_to_ask,
 )
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.outgoing import restored
+from pi_kernel.kernel.turn import FrontendTracker
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult

@@ -12,7 +12,7 @@ did not start; servers from the configuration start before the first ``%%pi``
 turn. Starting and stopping wait on the loop the servers live on (the
 kernel's, see ``tools.mcp.manager``): ``add``, ``remove`` and ``restart`` are
 coroutines (``mcp_async``), awaited where such a line is a cell of its own
-(``magics.AWAITED_LINES``). Elsewhere (inside other code, ``%autoawait off``)
+(``extension.AWAITED_LINES``). Elsewhere (inside other code, ``%autoawait off``)
 the synchronous ``mcp`` runs them to the end when no loop runs (IPython
 outside a kernel) and otherwise says to run the line as a cell of its own.
 ``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":

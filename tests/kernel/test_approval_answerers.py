@@ -8,8 +8,7 @@ from scripted_model import SCRIPTED_MODEL
 
 from pi_kernel.kernel.approval_hook import SessionApprovals
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.frontend import FrontendTracker
-from pi_kernel.kernel.turn import Turn
+from pi_kernel.kernel.turn import FrontendTracker, Turn
 from pi_kernel.kernel.views import TurnOptions
 from pi_kernel.tools.approval import ApprovalBroker
 

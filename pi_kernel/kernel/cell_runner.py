@@ -1,20 +1,15 @@
 """Running one ``%%pi`` cell: a prompt to the session's agent, shown by a turn view, its code offered as a cell.
 
-A turn runs one way: as a task on the shell's own event loop. In a kernel
-the cell is rewritten into ``await run_pi_cell(body, options)`` (see
-``extension.PiCellRewriter``), so it runs inside ipykernel's event loop: the cell
-stays busy while it awaits, and comm messages (approval buttons) are still
-dispatched meanwhile (ipykernel >= 7.4). ``run_cell_sync`` is the ``%%pi``
-magic's path where no ``await`` was possible: outside a kernel it runs the
-turn to the end on IPython's loop (approvals on stdin only); inside a kernel
-(``%autoawait off``, a cell run from inside ``%%capture``) it says why it
-cannot run and what to do. No private loop, no worker thread.
+A turn runs one way: as a task on the shell's own event loop (``run_cell``, which a ``%%pi`` cell awaits
+once ``extension.PiCellRewriter`` rewrote it), so the cell stays busy while it awaits and comm messages
+(approval buttons) are still dispatched meanwhile (ipykernel >= 7.4). ``run_cell_sync`` is the path where
+no ``await`` was possible (see ``extension``). No private loop, no worker thread.
 
 ``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
 model, turn limit, approval gate, request hook and thinking effort (stream
 options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
 settings are never swapped. The turn's tools are the registry's, run with the
-turn's own ``ToolContext`` (``turn_tools``: the session's context with the
+turn's own ``ToolContext`` (``turn_tool``: the session's context with the
 turn's working directory and undo journal), so nothing of the turn is set on
 the session's context.
 
@@ -29,7 +24,8 @@ out. Nothing else from a ``%%pi`` cell reaches the front-end as a payload: what
 the agent's own code asked for (``get_ipython().set_next_input(...)``, a pager,
 ``exit``) is dropped at the turn's end (``drop_agent_payloads``) and a notice
 says so, so no cell is planted unseen, whatever the approval mode.
- ``pi_kernel.ai.stream_types`` (in ``with_thinking``) is imported lazily: it brings pydantic.
+
+``pi_kernel.ai.stream_types`` (in ``with_thinking``) is imported lazily: it brings pydantic.
 """
 
 from __future__ import annotations
@@ -52,7 +48,7 @@ from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
-from pi_kernel.kernel.session import PiSession, with_context_window
+from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
 from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
@@ -260,13 +256,16 @@ async def run_turn(
             message = prompt_message(session, prompt, model.provider)
             await asyncio.sleep(0)  # an interrupt pressed while the context was read lands here
             await session.start_mcp()
-            _print_notices(session)
+            show_notices(session, "pi_kernel")  # an MCP server that did not start
             if not turn.interrupted:
                 await agent.prompt(
                     message,
                     model=turn.model,
                     max_turns=turn.max_turns,
-                    before_tool_call=session.approvals.gate(turn),
+                    # its approval previews resolve paths as its tools do: with the turn's context
+                    before_tool_call=dataclasses.replace(
+                        session.approvals.gate(turn), tool_context=lambda: turn.context
+                    ),
                     prepare_next_turn=lambda request: prepare_request(session, turn, request),
                     stream_options=with_thinking(agent.stream_options, options.thinking or session.settings.thinking),
                     first_tool_choice=forced,  # %%pi --tool: the turn's first request only
@@ -302,7 +301,7 @@ async def run_turn(
         if options.cells or session.code_cells:
             with gate.own() if gate is not None else contextlib.nullcontext():
                 offer_code_cell(session.shell, outcome.messages)
-        _print_notices(session)
+        show_notices(session, "pi_kernel")  # an MCP server that crashed
     if outcome.status == "interrupted":
         raise PiInterrupted
     if outcome.status == "error":
@@ -326,18 +325,6 @@ def turn_tool(turn: Turn, tool: Tool) -> Tool:
     if bound is None or getattr(bound, "definition", None) is not definition:
         bound = turn.tools[tool.name] = wrap_tool_definition(definition, turn.context)
     return bound
-
-
-def show_notices(session: PiSession) -> None:
-    """Print the session's start-up warnings (bad settings that fell back) if not shown yet."""
-    for notice in session.take_notices():
-        outgoing.print_masked(f"pi_kernel warning: {notice}", sys.stderr)  # stderr may be captured
-
-
-def _print_notices(session: PiSession) -> None:
-    """Failures found during the turn (an MCP server that did not start or crashed), once each."""
-    for notice in session.take_notices():
-        outgoing.print_masked(f"pi_kernel: {notice}", sys.stderr)
 
 
 def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
@@ -376,13 +363,10 @@ NESTED = (
 
 
 def run_cell_sync(session: PiSession, body: str, line: str = "", *, autoawait: bool = True) -> None:
-    """The ``%%pi`` magic where the cell was not rewritten to an ``await`` (see ``magics``).
-
-    With no loop running in this thread (IPython outside a kernel, ``%autoawait off``) the turn runs to its
-    end on IPython's own asyncio loop, the one its top-level ``await`` uses, so MCP sessions started by
-    either kind of cell live on one loop; the shell is blocked meanwhile, so only stdin answers approvals
-    (``Turn.blocking``). Where a loop runs (a kernel), that loop is busy with this very cell: a clear
-    ``PiUsageError`` says what to do instead (``CANNOT_AWAIT``, ``NESTED``)."""
+    """The ``%%pi`` magic where the cell was not rewritten to an ``await`` (see ``extension``): with no loop
+    running here, the turn runs to its end on IPython's own loop (the one its top-level ``await`` and so the
+    MCP sessions use), approvals on stdin only (``Turn.blocking``); where one runs, it is busy with this very
+    cell, and a ``PiUsageError`` says what to do instead."""
     options = parse_options(line)
     try:
         asyncio.get_running_loop()

@@ -60,7 +60,7 @@ from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.dotenv import load_dotenv
 from pi_kernel.kernel.payload_gate import install_payload_gate
-from pi_kernel.kernel.session import PiSession
+from pi_kernel.kernel.session import PiSession, show_notices
 from pi_kernel.kernel.undumpable import make_undumpable
 
 logger = logging.getLogger("pi_kernel.kernel")
@@ -226,7 +226,7 @@ class PiMagics(Magics):
     @line_cell_magic
     def pi(self, line: str, cell: str | None = None) -> None:
         """%pi commands and %%pi prompts (%pi help)."""
-        from pi_kernel.kernel.cell_runner import run_cell_sync, show_notices
+        from pi_kernel.kernel.cell_runner import run_cell_sync
         from pi_kernel.kernel.line_commands import run_line_command
 
         outgoing.claim_request()  # this cell is pi's now: what it sends is masked, whatever its code names
@@ -296,7 +296,6 @@ async def run_pi_cell(body: str, line: str = "") -> None:
 async def run_pi_line(line: str) -> None:
     """What a rewritten ``%pi mcp add|remove|restart`` cell awaits (``LINE_RUNNER``): the command,
     on the loop its MCP servers live on."""
-    from pi_kernel.kernel.cell_runner import show_notices
     from pi_kernel.kernel.line_commands import run_line_command_async
 
     outgoing.claim_request()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import urllib.request
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
+from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import SessionApprovals
 from pi_kernel.kernel.cell_history import CellHistory
@@ -163,10 +165,11 @@ class PiSession:
         return self._tool_context
 
     def _notebook_connected(self, _connected: bool) -> None:
-        """A front-end opened or closed ``pi.notebook``: the tools see the document, or ``None``."""
-        context = self._tool_context
-        if context is not None:
-            context.notebook = self.notebook.document()
+        """A front-end opened or closed ``pi.notebook``: the tools see the document, or ``None`` (the running
+        turn's tools too)."""
+        for context in (self._tool_context, self.turn.context if self.turn is not None else None):
+            if context is not None:
+                context.notebook = self.notebook.document()
 
     def _running_cell_id(self) -> str | None:
         turn = self.turn
@@ -200,9 +203,10 @@ class PiSession:
         """The session's tools; ``@tool`` registers here (it is the default registry)."""
         if self._registry is None:
             from pi_kernel.tools import ToolRegistry, set_default_registry
+            from pi_kernel.tools.builtin import builtin_tools
 
             registry = ToolRegistry(context=self.tool_context)
-            for definition in _builtin_definitions(self.tool_context):
+            for definition in builtin_tools(self.tool_context):
                 registry.add(definition, enabled=definition.name in self.settings.builtin_tools)
             if self.settings.system_prompt:
                 registry.configure_prompt(append_prompt=self.settings.system_prompt)
@@ -383,12 +387,10 @@ class PiSession:
             self._notebook_context.forget()
 
 
-def _builtin_definitions(ctx: ToolContext) -> list[ToolDefinition]:
-    try:
-        from pi_kernel.tools.builtin import builtin_tools
-    except ImportError:
-        return []
-    return list(builtin_tools(ctx))
+def show_notices(session: PiSession, label: str = "pi_kernel warning") -> None:
+    """Print the session's notices not shown yet (``take_notices``) on stderr, which a cell may capture."""
+    for notice in session.take_notices():
+        outgoing.print_masked(f"{label}: {notice}", sys.stderr)
 
 
 class Conversation:
@@ -582,16 +584,8 @@ def _window_of(entry: dict[str, Any]) -> int | None:
     """vLLM's ``max_model_len``, llama.cpp's ``meta.n_ctx`` / ``n_ctx_train``, or a ``context_length``."""
     found = entry.get("meta")
     meta: dict[str, Any] = found if isinstance(found, dict) else {}
-    for value in (
-        entry.get("max_model_len"),
-        entry.get("context_length"),
-        entry.get("context_window"),
-        meta.get("n_ctx"),
-        meta.get("n_ctx_train"),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    candidates = [entry.get("max_model_len"), entry.get("context_length"), entry.get("context_window")]
+    return next(filter(None, map(_positive, [*candidates, meta.get("n_ctx"), meta.get("n_ctx_train")])), None)
 
 
 def _positive(value: Any) -> int | None:

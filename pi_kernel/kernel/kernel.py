@@ -10,9 +10,6 @@ Ordinary cells run as Python; ``%%pi`` cells go to the session's agent (see
     c.PiKernel.builtin_tools = ["read", "bash", "python"]
     c.PiKernel.mcp_servers = {"time": {"command": "uvx", "args": ["mcp-server-time"]}}
 
-``pi_kernel.kernel.extension`` (the session, and with it ``pi_kernel.ai``)
-is imported when a ``PiKernel`` is made, not with this module.
-
 Traitlets win over the environment (``PI_MODEL``, ``PI_APPROVAL``, ...), which
 wins over a ``.env`` file. Every setting is an untyped trait checked by
 ``config.apply_config``, not by traitlets: a ``TraitError`` in ``__init__``
@@ -48,6 +45,7 @@ from ipykernel.ipkernel import IPythonKernel
 
 from pi_kernel import __version__
 from pi_kernel.kernel.config import CONFIG_NAMES, SETTINGS
+from pi_kernel.kernel.extension import attach
 
 
 class PiKernel(IPythonKernel):
@@ -62,8 +60,6 @@ class PiKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from pi_kernel.kernel.extension import attach
-
         overrides = {name: getattr(self, name) for name in CONFIG_NAMES}
         self.pi_session = attach(self.shell, overrides, kernel=self)
 

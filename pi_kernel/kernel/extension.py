@@ -54,6 +54,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from pi_kernel.kernel import outgoing
@@ -209,10 +210,6 @@ class PiCellRewriter:
 
 def can_await(shell: Any) -> bool:
     """IPython runs top-level ``await`` here, on asyncio."""
-    try:
-        from IPython.core.async_helpers import _asyncio_runner
-    except ImportError:
-        return False
     return bool(getattr(shell, "autoawait", False)) and getattr(shell, "loop_runner", None) is _asyncio_runner
 
 

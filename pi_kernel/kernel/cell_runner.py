@@ -1,6 +1,6 @@
 """Running one ``%%pi`` cell: a prompt to the session's agent, shown by a turn view, its code offered as a cell.
 
-A turn runs one way: as a task on the shell's own event loop (``run_cell``, which a ``%%pi`` cell awaits
+A turn runs one way: as a task on the shell's own event loop (``run_turn``, which a ``%%pi`` cell awaits
 once ``extension.PiCellRewriter`` rewrote it), so the cell stays busy while it awaits and comm messages
 (approval buttons) are still dispatched meanwhile (ipykernel >= 7.4). ``run_cell_sync`` is the path where
 no ``await`` was possible (see ``extension``). No private loop, no worker thread.
@@ -181,10 +181,8 @@ def outcome_of(added: list[Message], interrupted: bool) -> TurnOutcome:
     return TurnOutcome("done", added)
 
 
-async def run_turn(
-    session: PiSession, prompt: str, options: TurnOptions, cell_id: str | None = None, *, blocking: bool = False
-) -> TurnOutcome:
-    """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
+async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blocking: bool = False) -> TurnOutcome:
+    """Run this cell's turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
 
     ``blocking``: the cell blocks the shell (``run_cell_sync`` outside a kernel), so only stdin can answer approvals.
     """
@@ -207,6 +205,7 @@ async def run_turn(
         with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
             await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
     forced = first_tool_choice(session, options.tool)
+    cell_id = session.current_cell_id()
     loop = asyncio.get_running_loop()
     request = _request(session)
     allow_stdin, raw_input = _stdin_reader(session, request)
@@ -252,7 +251,7 @@ async def run_turn(
     cancelled = False
     try:
         with interrupt_hook(session.interrupt, loop):
-            # inside: a re-run's cut conversation is settled by end_turn
+            # inside: a re-run's cut conversation is settled by ``conversation.settle``
             message = prompt_message(session, prompt, model.provider)
             await asyncio.sleep(0)  # an interrupt pressed while the context was read lands here
             await session.start_mcp()
@@ -345,12 +344,6 @@ def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserM
     return UserMessage([TextContent(prompt), TextContent(f"\n\n{outgoing.masked(context, environment_secrets())}")])
 
 
-async def run_cell(session: PiSession, body: str, line: str = "") -> None:
-    """A ``%%pi`` cell (``body`` the prompt, ``line`` its options) as one turn of ``session``."""
-    show_notices(session)
-    await run_turn(session, body, parse_options(line), session.current_cell_id())
-
-
 CANNOT_AWAIT = (
     "%%pi runs as a task on the kernel's event loop, and top-level await is off here (%autoawait off), so "
     "this cell would block that loop: run `%autoawait on` (the default) and re-run the cell."
@@ -373,7 +366,7 @@ def run_cell_sync(session: PiSession, body: str, line: str = "", *, autoawait: b
     except RuntimeError:
         from IPython.core.async_helpers import get_asyncio_loop
 
-        turn = run_turn(session, body, options, session.current_cell_id(), blocking=True)
+        turn = run_turn(session, body, options, blocking=True)
         get_asyncio_loop().run_until_complete(turn)
         return
     raise PiUsageError(NESTED if autoawait else CANNOT_AWAIT)

@@ -284,10 +284,12 @@ def get_session(create: bool = True) -> PiSession:
 
 async def run_pi_cell(body: str, line: str = "") -> None:
     """What a rewritten ``%%pi`` cell awaits (``RUNNER``): a turn of this process's session."""
-    from pi_kernel.kernel.cell_runner import run_cell
+    from pi_kernel.kernel.cell_runner import parse_options, run_turn
 
     outgoing.claim_request()  # this cell is pi's: what it sends is masked, whatever its code names
-    await run_cell(get_session(), body, line)
+    session = get_session()
+    show_notices(session)
+    await run_turn(session, body, parse_options(line))
 
 
 async def run_pi_line(line: str) -> None:

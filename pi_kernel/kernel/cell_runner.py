@@ -11,7 +11,8 @@ options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
 settings are never swapped. The turn's tools are the registry's, run with the
 turn's own ``ToolContext`` (``turn_tool``: the session's context with the
 turn's working directory and undo journal), so nothing of the turn is set on
-the session's context.
+the session's context (each tool is wrapped once per turn: its ``ToolRetry``
+budget is the turn's).
 
 Code becomes cells: with ``%%pi --cells`` (or ``%pi cells on`` for every
 turn), when the turn ends, the code each successful ``python`` call ran (as

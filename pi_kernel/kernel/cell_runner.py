@@ -50,7 +50,7 @@ from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
 from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
-from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session
+from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import ApprovalRequest
@@ -155,15 +155,6 @@ def first_tool_choice(session: PiSession, tool: str | None) -> str | None:
     return tool
 
 
-def _request(session: PiSession) -> dict[str, Any] | None:
-    """The cell's own ``execute_request`` (public ``get_parent``, per cell and subshell); ``None`` outside a kernel."""
-    kernel = session.kernel
-    if kernel is None or not hasattr(kernel, "get_parent"):
-        return None
-    parent = kernel.get_parent("shell")
-    return parent if isinstance(parent, dict) and parent.get("header") else None
-
-
 def _stdin_reader(session: PiSession, request: dict[str, Any] | None) -> tuple[bool, Any]:
     """Whether the running cell may read stdin, and the function that asks."""
     kernel = session.kernel
@@ -208,9 +199,9 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     forced = first_tool_choice(session, options.tool)
     cell_id = session.current_cell_id()
     loop = asyncio.get_running_loop()
-    request = _request(session)
+    request = shell_request(session.kernel)
     allow_stdin, raw_input = _stdin_reader(session, request)
-    widgets = session.frontend.renders_widgets(message_session(request) if request else None)
+    widgets = session.frontend.renders_widgets(message_session(request))
     turn = Turn(
         options,
         cell_id,

@@ -176,12 +176,16 @@ def message_session(message: dict[str, Any] | None) -> str | None:
     return str(session_id) if session_id else None
 
 
+def shell_request(kernel: Any) -> dict[str, Any] | None:
+    """The shell request the kernel handles now (public ``get_parent``, per cell and subshell): a ``%%pi``
+    cell's own ``execute_request``; ``None`` outside a kernel."""
+    parent = kernel.get_parent("shell") if hasattr(kernel, "get_parent") else None
+    return parent if isinstance(parent, dict) and parent.get("header") else None
+
+
 def request_session(kernel: Any) -> str | None:
     """The client session of the shell request the kernel is handling now (``None`` outside a kernel)."""
-    get_parent = getattr(kernel, "get_parent", None)
-    if get_parent is None:
-        return None
-    return message_session(get_parent("shell"))
+    return message_session(shell_request(kernel))
 
 
 def comm_manager() -> Any:

@@ -239,26 +239,25 @@ class FrontendTracker:
             except Exception:  # noqa: BLE001 - a closed client must not break a turn
                 self._forget(comm)
 
+    def _targets(self) -> dict[str, Callable[[Any, dict[str, Any]], None]]:
+        return {WIDGET_CONTROL_TARGET: self._open_widget_control, APPROVAL_TARGET: self._open_approval}
+
     def ensure_targets(self) -> None:
         manager = comm_manager()
         if manager is None or not hasattr(manager, "register_target"):
             return
-        targets = getattr(manager, "targets", {})
-        if targets.get(WIDGET_CONTROL_TARGET) is not self._open_widget_control:
-            manager.register_target(WIDGET_CONTROL_TARGET, self._open_widget_control)
-        if targets.get(APPROVAL_TARGET) is not self._open_approval:
-            manager.register_target(APPROVAL_TARGET, self._open_approval)
+        registered = getattr(manager, "targets", {})
+        for name, handler in self._targets().items():
+            if registered.get(name) != handler:  # ``==``: a bound method is a new object at each access
+                manager.register_target(name, handler)
 
     def remove_targets(self) -> None:
-        targets = getattr(comm_manager(), "targets", None)
-        if not isinstance(targets, dict):
+        registered = getattr(comm_manager(), "targets", None)
+        if not isinstance(registered, dict):
             return
-        for name, handler in (
-            (WIDGET_CONTROL_TARGET, self._open_widget_control),
-            (APPROVAL_TARGET, self._open_approval),
-        ):
-            if targets.get(name) is handler:
-                del targets[name]
+        for name, handler in self._targets().items():
+            if registered.get(name) == handler:
+                del registered[name]
 
     def _open_widget_control(self, comm: Any, msg: dict[str, Any]) -> None:
         session_id = message_session(msg)

@@ -102,3 +102,23 @@ def test_a_denied_calls_preview_is_forgotten_and_an_approved_ones_kept_for_the_c
         results.append(asyncio.run(gate(ctx)))
     assert results[0].block and (results[1] is None or not results[1].block), results
     assert forgotten == ["denied"]
+
+
+def test_the_comm_targets_are_registered_once_and_removed_on_detach() -> None:
+    """The tracker's handlers are bound methods, a new object at each access: compared by ``is``, every
+    ``ensure_targets`` registered them again and ``remove_targets`` (``%unload_ext``) never removed them."""
+    from pi_kernel.kernel.turn import APPROVAL_TARGET, WIDGET_CONTROL_TARGET, comm_manager
+
+    manager = comm_manager()
+    saved = dict(manager.targets)
+    try:
+        tracker = FrontendTracker(lambda *args: False, list)
+        tracker.ensure_targets()
+        approval = manager.targets[APPROVAL_TARGET]
+        tracker.ensure_targets()
+        assert manager.targets[APPROVAL_TARGET] is approval  # already ours: left as it was
+        tracker.remove_targets()
+        assert APPROVAL_TARGET not in manager.targets and WIDGET_CONTROL_TARGET not in manager.targets
+    finally:
+        manager.targets.clear()
+        manager.targets.update(saved)

@@ -67,7 +67,7 @@ FIELD_NOTES_NAIVE_RATIO = 4177
 _KERNEL_SETUP = r"""
 import asyncio, time
 import ipywidgets
-from pi_kernel.agent.events import (AgentEndEvent, AgentStartEvent, MessageEndEvent, MessageStartEvent,
+from pi_kernel.agent.types import (AgentEndEvent, AgentStartEvent, MessageEndEvent, MessageStartEvent,
     MessageUpdateEvent, TurnEndEvent, TurnStartEvent)
 from pi_kernel.ai import AssistantMessage, TextContent, Usage
 from pi_kernel.ai.stream_types import AssistantMessageEvent

@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 from typing import get_args
 
-from pi_kernel.agent.events import AgentEvent
+from pi_kernel.agent.types import AgentEvent
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pi_kernel"
 EVENT_TYPES = {event_class.__dataclass_fields__["type"].default for event_class in get_args(AgentEvent)}

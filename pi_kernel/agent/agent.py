@@ -1,4 +1,6 @@
-"""``Agent``: the loop with a transcript, listeners, queues and abort, as pi's ``agent.ts``.
+"""``Agent``: the loop with a transcript, listeners, queues and abort, as pi's ``agent.ts``; with
+the events that close a cancelled run, the steering and follow-up queues, and the usage ledger and
+budget the agent keeps.
 
 One run at a time: ``prompt()`` and ``continue_()`` start a run and return
 when it is over and every listener has handled ``agent_end``. While a run is
@@ -10,19 +12,20 @@ Listeners (``subscribe``) may be sync or async. Each event is applied to
 ones are awaited, and the loop waits for all of them before it goes on. A
 listener that raises is logged and does not disturb the run.
 
-Approval plugs in as ``before_tool_call``: an async hook may wait for a person
-(the wait ends at once on ``abort()``) and return
-``BeforeToolCallResult(block=True, reason=...)`` to deny, ``None`` to approve
-or ``BeforeToolCallResult(args={...})`` to approve edited arguments (they are
-validated again).
+Approval plugs in as ``before_tool_call`` (``BeforeToolCallResult``): an async
+hook may wait for a person; the wait ends at once on ``abort()``. ``prompt()``
+and ``continue_()`` take per-run overrides (``RunOverrides``); the agent's
+attributes are never swapped.
 
-Per-run overrides: ``prompt(text, model=..., max_turns=..., before_tool_call=...,
-prepare_next_turn=..., stream_options=..., first_tool_choice=...)`` (and ``continue_``) run with those in
-place of the agent's own, for that run only; the agent's attributes are never swapped.
-
-Long sessions: ``compaction`` (on by default), ``budget`` and the ``usage``
-ledger are the agent's (see ``compaction`` and ``usage``). (Size: a little
-over 400 lines, one class whose parts share the active run.)
+Long sessions: ``compaction`` (on by default; see ``compaction``), ``budget``
+and the ``usage`` ledger are the agent's. ``UsageLedger`` adds up every
+assistant message's ``Usage`` (and the summary requests of compaction) as the
+agent sees them, so the totals survive compaction, which removes the old
+messages from the conversation. ``Budget`` (US dollars and/or tokens) is
+checked before each model request (``budget_stop``): a request whose estimated
+cost (cache reads and writes at their own prices) would take the session past
+it is not sent, and the run ends with a message saying so; nothing already
+done is lost.
 """
 
 from __future__ import annotations
@@ -30,44 +33,43 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from pi_kernel.agent.compaction import CHARS_PER_TOKEN, CompactionResult, CompactionSettings, compact_context
-from pi_kernel.agent.events import (
+from pi_kernel.agent.compaction import CHARS_PER_TOKEN, compact_context, estimate_context_tokens
+from pi_kernel.agent.loop import run_agent_loop
+from pi_kernel.agent.tool_execution import (
+    OPERATION_ABORTED,
+    FinalizedToolCall,
+    call_hook,
+    create_tool_result_message,
+    failed_call,
+)
+from pi_kernel.agent.types import (
+    DEFAULT_TOOL_RESULT_CHARS,
+    AfterToolCallHook,
     AgentEndEvent,
     AgentEvent,
+    AgentLoopConfig,
+    AgentState,
+    BeforeToolCallHook,
     CompactionEvent,
+    CompactionSettings,
+    ConvertToLlm,
     MessageEndEvent,
     MessageStartEvent,
-    ToolExecutionEndEvent,
-    TurnEndEvent,
-    TurnStartEvent,
-)
-from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.loop import default_stream_fn, run_agent_loop, run_agent_loop_continue
-from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
-from pi_kernel.agent.state import (
-    AgentState,
-    MessageQueue,
-    QueueMode,
-    closing_events_for_cancelled_run,
-    reduce_agent_state,
-)
-from pi_kernel.agent.tool_execution import OPERATION_ABORTED
-from pi_kernel.agent.types import (
-    AfterToolCallHook,
-    AgentLoopConfig,
-    BeforeToolCallHook,
-    ConvertToLlm,
     PrepareNextTurn,
     ShouldStopAfterTurn,
     StreamFn,
+    ToolExecutionEndEvent,
     ToolExecutionMode,
     TransformContext,
+    TurnEndEvent,
+    TurnStartEvent,
+    reduce_agent_state,
 )
-from pi_kernel.agent.usage import Budget, BudgetExceeded, UsageLedger, budget_stop
 from pi_kernel.ai import (
     AbortController,
     AbortSignal,
@@ -76,15 +78,23 @@ from pi_kernel.ai import (
     ImageContent,
     Message,
     Model,
+    ModelCost,
     StreamOptions,
     TextContent,
     Tool,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
     UserMessage,
+    stream,
 )
+from pi_kernel.ai.models import error_message
 from pi_kernel.ai.providers.request_task import masked_error
 from pi_kernel.ai.stream_types import ToolChoice
 
 logger = logging.getLogger("pi_kernel.agent")
+
+QueueMode = Literal["one-at-a-time", "all"]
 
 Listener = Callable[[AgentEvent], Any]
 PromptInput = str | Message | list[Message] | tuple[Message, ...]
@@ -99,9 +109,7 @@ class RunOverrides:
     before_tool_call: BeforeToolCallHook | None = None
     prepare_next_turn: PrepareNextTurn | None = None
     stream_options: StreamOptions | None = None
-    """Request options of this run (a cell's thinking effort, say)."""
     first_tool_choice: ToolChoice | None = None
-    """The ``tool_choice`` of this run's first request only (``%%pi --tool``)."""
 
 
 @dataclass(slots=True)
@@ -161,8 +169,11 @@ class Agent:
         """Checked before every model request (``usage.budget_stop``)."""
         self.usage = UsageLedger()
         """What the agent spent, per model (survives compaction; ``reset`` starts it over)."""
-        self._steering = MessageQueue(steering_mode)
-        self._follow_ups = MessageQueue(follow_up_mode)
+        self.steering_mode: QueueMode = steering_mode
+        """``one-at-a-time``: each turn takes the oldest steering message; ``all``: every queued one."""
+        self.follow_up_mode: QueueMode = follow_up_mode
+        self._steering = MessageQueue()
+        self._follow_ups = MessageQueue()
         self._listeners: tuple[Listener, ...] = ()
         self._active: _ActiveRun | None = None
 
@@ -194,22 +205,6 @@ class Agent:
         return self._active is not None
 
     # ------------------------------------------------------------ queues
-
-    @property
-    def steering_mode(self) -> QueueMode:
-        return self._steering.mode
-
-    @steering_mode.setter
-    def steering_mode(self, mode: QueueMode) -> None:
-        self._steering.mode = mode
-
-    @property
-    def follow_up_mode(self) -> QueueMode:
-        return self._follow_ups.mode
-
-    @follow_up_mode.setter
-    def follow_up_mode(self, mode: QueueMode) -> None:
-        self._follow_ups.mode = mode
 
     def steer(self, message: Message | str) -> None:
         """Queue a message for the next turn (after the current tool batch); any thread."""
@@ -250,12 +245,8 @@ class Agent:
         """Clear the transcript, run-time state and queues."""
         if self._active is not None:
             raise RuntimeError("Agent is already processing. Wait for completion before resetting.")
-        state = self._state
-        state.messages = []
-        state.is_streaming = False
-        state.streaming_message = None
-        state.pending_tool_calls = set()
-        state.error_message = None
+        self._state.messages = []
+        self._state.error_message = None
         self.usage.clear()
         self.clear_all_queues()
 
@@ -309,21 +300,21 @@ class Agent:
         if not messages:
             raise ValueError("No messages to continue from")
         if getattr(messages[-1], "role", None) == "assistant":
-            steering = self._steering.drain()
+            steering = self._steering.drain(self.steering_mode)
             if steering:
                 await self._run(steering, overrides, skip_initial_steering_poll=True)
                 return
-            follow_ups = self._follow_ups.drain()
+            follow_ups = self._follow_ups.drain(self.follow_up_mode)
             if follow_ups:
                 await self._run(follow_ups, overrides)
                 return
             raise ValueError("Cannot continue from message role: assistant")
-        await self._run(None, overrides)
+        await self._run([], overrides)  # continue from the transcript as it is
 
     # ------------------------------------------------------------ the run
 
     async def _run(
-        self, prompts: list[Message] | None, overrides: RunOverrides, skip_initial_steering_poll: bool = False
+        self, prompts: list[Message], overrides: RunOverrides, skip_initial_steering_poll: bool = False
     ) -> None:
         model = overrides.model or self._state.model
         if model is None:
@@ -338,10 +329,7 @@ class Agent:
         try:
             context = Context(state.system_prompt, list(state.messages), list(state.tools))
             config = self._loop_config(model, overrides, skip_initial_steering_poll)
-            if prompts is None:
-                await run_agent_loop_continue(context, config, self._process_event, signal)
-            else:
-                await run_agent_loop(prompts, context, config, self._process_event, signal)
+            await run_agent_loop(prompts, context, config, self._process_event, signal)
         except asyncio.CancelledError:
             # Cancelled from outside (a kernel interrupt cancels the cell's task):
             # tools see the abort, and every tool call keeps exactly one result.
@@ -349,7 +337,7 @@ class Agent:
             await self._close_cancelled_run(active.ended_calls)
             raise
         except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
-            await self._report_failure(error, signal.aborted)
+            await self._report_failure(error, model, signal.aborted)
         finally:
             state.is_streaming = False
             state.streaming_message = None
@@ -366,12 +354,16 @@ class Agent:
             if skip:
                 skip = False
                 return []
-            return self._steering.drain()
+            return self._steering.drain(self.steering_mode)
 
         hook = overrides.prepare_next_turn or self.prepare_next_turn
 
         def prepare_next_turn(context: Context) -> Any:
-            return self._prepare_next_turn(context, hook)
+            """Before each request: the current system prompt and tools (so ``state.system_prompt`` and
+            ``state.tools`` set during a run apply from the next request on), then the run's hook."""
+            context.system_prompt = self._state.system_prompt
+            context.tools = list(self._state.tools)
+            return hook(context) if hook is not None else None
 
         return AgentLoopConfig(
             model=model,
@@ -382,7 +374,7 @@ class Agent:
             after_tool_call=self.after_tool_call,
             tool_execution=self.tool_execution,
             get_steering_messages=get_steering_messages,
-            get_follow_up_messages=self._follow_ups.drain,
+            get_follow_up_messages=lambda: self._follow_ups.drain(self.follow_up_mode),
             should_stop_after_turn=self.should_stop_after_turn,
             prepare_next_turn=prepare_next_turn,
             stream_options=overrides.stream_options or self.stream_options,
@@ -414,7 +406,7 @@ class Agent:
             return None
         return budget_stop(self.usage, self.budget, model, context)
 
-    async def compact(self) -> CompactionResult | None:
+    async def compact(self) -> CompactionEvent | None:
         """Compact the transcript now (``%pi compact``): everything before the last prompt becomes the
         summary; ``None`` when there is nothing to compact.
 
@@ -437,7 +429,7 @@ class Agent:
         try:
             snapshot = list(state.messages)
             context = Context(state.system_prompt, list(snapshot), list(state.tools))
-            stream_fn = self.stream_fn or default_stream_fn()
+            stream_fn = self.stream_fn or stream
             settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
             return await compact_context(
                 context,
@@ -454,16 +446,6 @@ class Agent:
             self._active = None
             if not active.done.done():
                 active.done.set_result(None)
-
-    def _prepare_next_turn(self, context: Context, hook: PrepareNextTurn | None) -> Any:
-        """Before each request: the current system prompt and tools, then the run's hook.
-
-        So ``state.system_prompt`` / ``state.tools`` set during a run apply
-        from the next model request on.
-        """
-        context.system_prompt = self._state.system_prompt
-        context.tools = list(self._state.tools)
-        return hook(context) if hook is not None else None
 
     async def _process_event(self, event: AgentEvent) -> None:
         reduce_agent_state(self._state, event)
@@ -498,16 +480,10 @@ class Agent:
         for event in events:
             await self._notify(event)
 
-    async def _report_failure(self, error: Exception, aborted: bool) -> None:
+    async def _report_failure(self, error: Exception, model: Model, aborted: bool) -> None:
         """A run that raised ends with a failed assistant message and the closing events."""
-        model = self._model()
-        message = AssistantMessage(
-            content=[],
-            stop_reason="aborted" if aborted else "error",
-            model=model.id if model else "",
-            provider=model.provider if model else "",
-            error_message=masked_error(str(error), None) or type(error).__name__,  # text entering the conversation
-        )
+        text = masked_error(str(error), None) or type(error).__name__  # text entering the conversation
+        message = error_message(model, text, "aborted" if aborted else "error")
         for event in (
             MessageStartEvent(message),
             MessageEndEvent(message),
@@ -527,3 +503,191 @@ def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None)
     if isinstance(prompt, (list, tuple)):
         return list(prompt)
     return [prompt]
+
+
+# ---------------------------------------------------------------- a cancelled run
+
+
+def unanswered_tool_calls(messages: list[Any]) -> list[ToolCall]:
+    """The last assistant message's tool calls that have no result message (none after an error or abort)."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        role = getattr(message, "role", None)
+        if role == "tool_result":
+            answered.add(message.tool_call_id)
+        elif role == "assistant" and message.stop_reason not in ("error", "aborted"):
+            return [call for call in message.tool_calls if call.id not in answered]
+        else:
+            return []
+    return []
+
+
+def closing_events_for_cancelled_run(
+    state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str, max_chars: int | None = None
+) -> list[AgentEvent]:
+    """The events that close a run cancelled from outside (the task awaiting ``prompt()`` was cancelled),
+    for the state and the listeners, so the transcript still gives every tool call one result.
+
+    An assistant message cut off while streaming ends as ``aborted`` with what
+    had streamed (as when the signal aborts a stream), closing its turn.
+    Every tool call of the last assistant message that has no result message
+    gets one: a call that had finished (its ``tool_execution_end`` in
+    ``ended_calls``) keeps its real result, since its side effects happened;
+    the others get ``text`` as an error, and a ``tool_execution_end`` when they
+    were still pending. Then ``agent_end``. Each result message is made as every
+    tool result message is (``create_tool_result_message``: masked, bounded to ``max_chars``).
+    """
+    events: list[AgentEvent] = []
+    streaming = state.streaming_message
+    if isinstance(streaming, AssistantMessage):
+        cut_off = dataclasses.replace(
+            streaming, content=list(streaming.content), stop_reason="aborted", error_message=text
+        )
+        events += [MessageEndEvent(cut_off), TurnEndEvent(cut_off, [])]
+        messages = [*state.messages, cut_off]
+    else:
+        messages = state.messages
+    results: list[ToolResultMessage] = []
+    for call in unanswered_tool_calls(messages):
+        ended = ended_calls.get(call.id)
+        if ended is not None:
+            finalized = FinalizedToolCall(call, ended.result, ended.is_error)
+        else:
+            finalized = failed_call(call, text)
+            if call.id in state.pending_tool_calls:
+                events.append(ToolExecutionEndEvent(call.id, call.name, finalized.result, True))
+        results.append(create_tool_result_message(finalized, max_chars))
+        events += [MessageStartEvent(results[-1]), MessageEndEvent(results[-1])]
+    events.append(AgentEndEvent(list(results)))
+    return events
+
+
+# ---------------------------------------------------------------- queues
+
+
+class MessageQueue:
+    """Steering or follow-up messages waiting for the loop; safe to fill from any thread."""
+
+    def __init__(self) -> None:
+        self._items: list[Any] = []
+        self._lock = threading.Lock()
+
+    def enqueue(self, message: Any) -> None:
+        with self._lock:
+            self._items.append(message)
+
+    def drain(self, mode: QueueMode) -> list[Any]:
+        """``all``: every queued message; ``one-at-a-time``: the oldest one."""
+        with self._lock:
+            if not self._items:
+                return []
+            if mode == "all":
+                drained, self._items = self._items, []
+                return drained
+            return [self._items.pop(0)]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+# ---------------------------------------------------------------- usage and budget
+
+
+@dataclass
+class ModelTotals:
+    requests: int = 0
+    input: int = 0
+    """Prompt tokens, cached ones included."""
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    """Prompt tokens written to the provider's cache (Anthropic bills them apart)."""
+    cost: float = 0.0
+    priced: bool = False
+    """At least one request had a known price."""
+    last_prompt_tokens: int = 0
+    """The prompt size of the latest request (for the context meter)."""
+
+
+@dataclass
+class UsageLedger:
+    by_model: dict[str, ModelTotals] = field(default_factory=dict)
+    """``provider:model`` → totals."""
+
+    def add(self, model: str, usage: Usage) -> None:
+        totals = self.by_model.setdefault(model, ModelTotals())
+        totals.requests += 1
+        totals.input += usage.prompt_tokens
+        totals.output += usage.output
+        totals.cache_read += usage.cache_read
+        totals.cache_write += usage.cache_write
+        if usage.cost is not None:
+            totals.cost += usage.cost
+            totals.priced = True
+        if usage.prompt_tokens:
+            totals.last_prompt_tokens = usage.prompt_tokens
+
+    @property
+    def cost(self) -> float:
+        return sum(totals.cost for totals in self.by_model.values())
+
+    @property
+    def tokens(self) -> int:
+        return sum(totals.input + totals.output for totals in self.by_model.values())
+
+    def clear(self) -> None:
+        self.by_model.clear()
+
+
+class BudgetExceeded(RuntimeError):
+    """A request (``Agent.compact``'s summary) was not sent: it would cross the budget; ``str()`` says why."""
+
+
+@dataclass
+class Budget:
+    usd: float | None = None
+    """US dollars the session may spend; ``None``: no limit."""
+    tokens: int | None = None
+    """Tokens (in + out) the session may spend; ``None``: no limit."""
+
+
+def usd(amount: float) -> str:
+    """``$5.00``, or four decimals under ten cents (``$0.0010``), so a small budget never reads ``$0.00``."""
+    return f"${amount:.2f}" if amount >= 0.1 or amount == 0 else f"${amount:.4f}"
+
+
+def budget_stop(ledger: UsageLedger, budget: Budget, model: Model, context: Context) -> str | None:
+    """Why the next request must not be sent (its estimated prompt would cross the budget), or ``None``."""
+    prompt = estimate_context_tokens(context)
+    if budget.tokens is not None and ledger.tokens + prompt > budget.tokens:
+        return (
+            f"Token budget reached: {ledger.tokens:,} of {budget.tokens:,} tokens spent, and the next request "
+            f"needs about {prompt:,} more. Nothing was sent. Raise it with %pi budget --tokens N "
+            "(or PI_TOKEN_BUDGET)."
+        )
+    if budget.usd is not None:
+        price: ModelCost | None = model.resolved_cost
+        totals = ledger.by_model.get(f"{model.provider}:{model.id}")
+        estimate = request_estimate(prompt, totals.last_prompt_tokens if totals else 0, price)
+        if ledger.cost + estimate > budget.usd or ledger.cost >= budget.usd:
+            return (
+                f"Budget reached: ${ledger.cost:.4f} of {usd(budget.usd)} spent, and the next request would "
+                f"cost about ${estimate:.4f} more. Nothing was sent. Raise it with %pi budget USD (or PI_BUDGET)."
+            )
+    return None
+
+
+def request_estimate(prompt: int, last_prompt: int, price: ModelCost | None) -> float:
+    """US dollars a ``prompt``-token request will cost at least: where the model has a cache price, the
+    part the previous request sent (``last_prompt``) is read from the cache and the rest is written to it
+    (or sent at the input price when writes are not billed apart); elsewhere all of it at the input price."""
+    if price is None:
+        return 0.0
+    if not price.cache_read:
+        return prompt * price.input / 1_000_000
+    cached = min(last_prompt, prompt)
+    return (cached * price.cache_read + (prompt - cached) * (price.cache_write or price.input)) / 1_000_000

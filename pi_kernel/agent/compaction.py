@@ -9,7 +9,7 @@ compacts first. When the provider still answers with a context-length error
 (``pi_kernel.ai.overflow``), the loop compacts and retries that request once.
 ``Agent.compact()`` (``%pi compact``) compacts on demand.
 
-How (``compact_messages``): the newest messages worth ``keep_recent_tokens``
+How (``compact_context``): the newest messages worth ``keep_recent_tokens``
 stay verbatim; the cut never falls between an assistant message and its tool
 results (it is always at a user or assistant message, so a tool call and its
 result stay together). The older part is written out as text and sent to the
@@ -27,12 +27,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from pi_kernel.agent.events import CompactionEvent
-from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.types import CompactionSettings
+from pi_kernel.agent.tool_execution import call_hook
+from pi_kernel.agent.types import CompactionEvent, CompactionSettings
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
@@ -43,7 +41,6 @@ from pi_kernel.ai import (
     TextContent,
     ThinkingContent,
     ToolCall,
-    Usage,
     UserMessage,
 )
 
@@ -69,25 +66,6 @@ Every file read or written and every notebook variable created or changed, with 
 What is still to do, open questions, and the next step.
 
 Keep exact names, paths, values and error messages. Do not invent anything. Answer with the summary only."""
-
-
-@dataclass(slots=True)
-class CompactionResult:
-    messages: list[Any]
-    """The new conversation: the summary message, then the kept messages."""
-    summary: UserMessage
-    """The ``[compacted N turns]`` message."""
-    compacted_turns: int
-    """Assistant messages (model turns) folded into the summary."""
-    compacted_messages: int
-    """Messages replaced by the summary (the first kept message was at this index)."""
-    tokens_before: int
-    """The estimated size of the conversation before."""
-    reason: CompactionReason
-    usage: Usage
-    """What the summary request cost (empty when it failed)."""
-    error: str | None = None
-    """Why the model's summary could not be used (the fallback summary stands in)."""
 
 
 # ---------------------------------------------------------------- sizes
@@ -150,7 +128,6 @@ def estimate_context_tokens(context: Context) -> int:
     ``estimateContextTokens``), else the whole request estimated from its characters. Usage reported
     before the latest compaction is ignored: it counted the messages the summary replaced."""
     messages = context.messages
-    # Usage reported before the latest summary counts messages that are gone: it is not used.
     since = messages[0].timestamp if messages and is_summary(messages[0]) else 0
     added = 0
     for index in range(len(messages) - 1, -1, -1):
@@ -182,23 +159,18 @@ def find_cut(messages: Sequence[Any], keep_tokens: int) -> int:
     """Index of the first message kept verbatim: the newest ``keep_tokens`` worth, starting at a user or
     assistant message (never at a tool result, so no call is parted from its result), and leaving at
     least one message that is not already a summary to compact. ``0``: nothing can be compacted."""
-    kept = 0
     cut = 0
     if keep_tokens <= 0:  # keep the last prompt and what followed it (``%pi compact``)
-        users = [i for i in range(len(messages) - 1, 0, -1) if getattr(messages[i], "role", "") == "user"]
-        cut = users[0] if users else 0
-        return 0 if cut == 0 or (cut == 1 and is_summary(messages[0])) else cut
-    for index in range(len(messages) - 1, 0, -1):
-        kept += estimate_tokens(messages[index])
-        if getattr(messages[index], "role", "") != "tool_result":
-            cut = index
-        if kept >= keep_tokens and cut:
-            break
-    if cut == 0:
-        return 0
-    if cut == 1 and is_summary(messages[0]):
-        return 0
-    return cut
+        cut = next((i for i in range(len(messages) - 1, 0, -1) if getattr(messages[i], "role", "") == "user"), 0)
+    else:
+        kept = 0
+        for index in range(len(messages) - 1, 0, -1):
+            kept += estimate_tokens(messages[index])
+            if getattr(messages[index], "role", "") != "tool_result":
+                cut = index
+            if kept >= keep_tokens and cut:
+                break
+    return 0 if cut == 1 and is_summary(messages[0]) else cut
 
 
 def is_summary(message: Any) -> bool:
@@ -233,14 +205,10 @@ def serialize_messages(messages: Sequence[Any], max_chars: int) -> str:
     rows: list[str] = []
     for message in messages:
         role = getattr(message, "role", "")
-        content = message.content
         if role == "user":
-            text = (
-                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
-            )
-            rows.append(f"[User]: {_clip(text, 20_000)}")
+            rows.append(f"[User]: {_clip(_message_text(message)[0], 20_000)}")
         elif role == "assistant":
-            text = "".join(b.text for b in content if isinstance(b, TextContent))
+            text = "".join(b.text for b in message.content if isinstance(b, TextContent))
             if text.strip():
                 rows.append(f"[Assistant]: {_clip(text, 8_000)}")
             for call in message.tool_calls:
@@ -248,9 +216,8 @@ def serialize_messages(messages: Sequence[Any], max_chars: int) -> str:
             if message.error_message:
                 rows.append(f"[Assistant {message.stop_reason}]: {_clip(message.error_message, 500)}")
         elif role == "tool_result":
-            text = "".join(b.text for b in content if isinstance(b, TextContent))
             mark = " (error)" if message.is_error else ""
-            rows.append(f"[Result of {message.tool_name}{mark}]: {_clip(text, 2_000)}")
+            rows.append(f"[Result of {message.tool_name}{mark}]: {_clip(_message_text(message)[0], 2_000)}")
     text = "\n\n".join(rows)
     if len(text) <= max_chars:
         return text
@@ -265,38 +232,35 @@ def fallback_summary(messages: Sequence[Any], max_chars: int = 8_000) -> str:
     for message in messages:
         role = getattr(message, "role", "")
         if role == "user":
-            content = message.content
-            text = (
-                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
-            )
-            rows.append(f"- user: {_clip(text, 300)}")
+            rows.append(f"- user: {_clip(_message_text(message)[0], 300)}")
         elif role == "assistant":
             rows.extend(
                 f"- called {call.name} {_clip(json.dumps(call.arguments, default=str), 200)}"
                 for call in message.tool_calls
             )
-    return _clip("\n".join(_clip_rows(rows, max_chars)), max_chars)
-
-
-def _clip_rows(rows: list[str], limit: int) -> list[str]:
     total = sum(len(row) + 1 for row in rows)
-    while total > limit and len(rows) > 2:
+    while total > max_chars and len(rows) > 2:  # the oldest rows give way, the heading stays
         total -= len(rows.pop(1)) + 1
-    return rows
+    return _clip("\n".join(rows), max_chars)
 
 
-async def compact_messages(
-    messages: Sequence[Any],
+async def compact_context(
+    context: Context,
     model: Model,
-    stream_fn: Any,
     settings: CompactionSettings,
     reason: CompactionReason,
+    emit: Any,
+    stream_fn: Any,
     signal: AbortSignal | None = None,
     options: StreamOptions | None = None,
-    tokens_before: int | None = None,
-) -> CompactionResult | None:
-    """Summarise the older part of ``messages`` with ``model``; ``None`` when there is nothing to
-    compact or the run was aborted meanwhile."""
+    still_current: Callable[[], bool] | None = None,
+) -> CompactionEvent | None:
+    """Summarise the older part of ``context.messages`` with ``model``, assign the new list and emit the
+    ``compaction`` event (which is returned); ``None`` (nothing changed) when there was nothing to compact,
+    the run was aborted, or ``still_current`` says the conversation changed while the summary was written
+    (the result would drop what was added)."""
+    messages = context.messages
+    before = estimate_context_tokens(context)
     window = model.resolved_context_window
     answer_tokens = min(settings.summary_max_tokens, max(window // 8, 64))
     keep = settings.keep_recent_tokens if settings.keep_recent_tokens is not None else window // 4
@@ -317,8 +281,9 @@ async def compact_messages(
     request = Context(
         SUMMARY_PROMPT, [UserMessage([TextContent(f"The conversation to summarise:\n\n{transcript}")])], []
     )
-    request_options = dataclasses.replace(options or StreamOptions(), signal=signal, max_tokens=answer_tokens)
-    request_options = dataclasses.replace(request_options, tool_choice=None)
+    request_options = dataclasses.replace(
+        options or StreamOptions(), signal=signal, max_tokens=answer_tokens, tool_choice=None
+    )
     response = await call_hook(stream_fn, model, request, request_options)
     answer: AssistantMessage = await response.result()
     if signal is not None and signal.aborted:
@@ -334,41 +299,11 @@ async def compact_messages(
     prompts = sum(1 for m in older if getattr(m, "role", "") == "user" and not is_summary(m))
     turns = prompts + sum(compacted_turns_of(m) for m in older)
     summary = UserMessage([TextContent(summary_text(turns, text))], compacted_turns=turns)
-    before = tokens_before if tokens_before is not None else sum(estimate_tokens(m) for m in messages)
-    return CompactionResult([summary, *kept], summary, turns, cut, before, reason, answer.usage, error)
-
-
-async def compact_context(
-    context: Context,
-    model: Model,
-    settings: CompactionSettings,
-    reason: CompactionReason,
-    emit: Any,
-    stream_fn: Any,
-    signal: AbortSignal | None = None,
-    options: StreamOptions | None = None,
-    still_current: Callable[[], bool] | None = None,
-) -> CompactionResult | None:
-    """Compact ``context.messages`` (a new list is assigned) and emit the ``compaction`` event; ``None``
-    (nothing changed) when there was nothing to compact, the run was aborted, or ``still_current`` says the
-    conversation changed while the summary was written (the result would drop what was added)."""
-    before = estimate_context_tokens(context)
-    result = await compact_messages(context.messages, model, stream_fn, settings, reason, signal, options, before)
-    if result is None or (still_current is not None and not still_current()):
+    result = CompactionEvent(
+        [summary, *kept], summary, turns, cut, before, reason, answer.usage, model.id, model.provider, error
+    )
+    if still_current is not None and not still_current():
         return None
     context.messages = list(result.messages)
-    await emit(
-        CompactionEvent(
-            result.messages,
-            result.summary,
-            result.compacted_turns,
-            result.compacted_messages,
-            result.tokens_before,
-            reason,
-            result.usage,
-            model.id,
-            model.provider,
-            result.error,
-        )
-    )
+    await emit(result)
     return result

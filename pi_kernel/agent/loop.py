@@ -1,7 +1,5 @@
-"""The agent loop: model request, tool calls, results, again, until done.
-
-(Size: a little over 400 lines; the request phase, with its compaction and
-``before_request`` gate, stays beside the turn loop it serves.)
+"""The agent loop: model request, tool calls, results, again, until done; the request phase (with
+its ``before_request`` gate and compaction), the default ``convert_to_llm``, and the async-iterator form.
 
 A port of pi's ``agent-loop.ts``. The turn structure::
 
@@ -12,7 +10,7 @@ A port of pi's ``agent-loop.ts``. The turn structure::
     │ before_request (a budget), compaction (when the request would not fit; see ``compaction``)
     │ transform_context → convert_to_llm → stream_fn
     │ message_start, message_update*, message_end   the assistant's answer
-    │ tool calls (see ``tool_batch``)
+    │ tool calls (see ``tool_execution``)
     │ turn_end(message, tool_results)
     └ next turn_start while there are tool calls or steering messages;
       when the agent would stop, follow-up messages start more turns
@@ -35,7 +33,7 @@ How a run ends:
 - the signal was aborted: during streaming the provider ends the message as
   ``aborted``; during tools every call still gets one result (``Operation
   aborted`` for those that did not settle within the abort grace, see
-  ``tool_runner``) and no further model request is made. An abort that
+  ``tool_execution``) and no further model request is made. An abort that
   lands between turns (while steering is polled, say) is seen before the
   next request: that request is not sent and the turn gets an empty
   ``aborted`` assistant message instead.
@@ -45,7 +43,7 @@ partial one at ``start``; nothing here reads the context during a request, and
 the provider may still be reading the message list then).
 
 Cost per turn: nothing proportional to the history except what the provider
-needs to build its request. The default ``convert_to_llm`` (``llm_messages``)
+needs to build its request. The default ``convert_to_llm`` (``DefaultLlmMessages``)
 checks only the messages added since the last request (all of them when a
 ``transform_context`` is set: it may edit the list in place) and hands the
 loop's own message list to ``stream_fn`` (no copy): a stream function must
@@ -59,26 +57,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from pi_kernel.agent.compaction import compact_context, needs_compaction
-from pi_kernel.agent.events import (
+from pi_kernel.agent.tool_execution import (
+    OPERATION_ABORTED,
+    Emit,
+    call_hook,
+    execute_tool_calls,
+)
+from pi_kernel.agent.types import (
     AgentEndEvent,
     AgentEvent,
+    AgentLoopConfig,
     AgentStartEvent,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
+    ShouldStopAfterTurn,
+    ShouldStopAfterTurnContext,
+    StreamFn,
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.agent.invoke import call_hook
-from pi_kernel.agent.llm_messages import llm_converter
-from pi_kernel.agent.tool_batch import execute_tool_calls, fail_truncated_tool_calls
-from pi_kernel.agent.tool_execution import OPERATION_ABORTED, Emit
-from pi_kernel.agent.types import AgentLoopConfig, ShouldStopAfterTurn, ShouldStopAfterTurnContext, StreamFn
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions, stream
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
@@ -93,21 +95,52 @@ async def _poll(source: Callable[[], Any] | None) -> list[Any]:
 
 def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
     """``emit`` awaited; every message is made sendable and storable as it enters (``clean_message``)."""
-    is_async = inspect.iscoroutinefunction(emit)
 
     async def admit_and_emit(event: AgentEvent) -> None:
         if isinstance(event, MessageEndEvent):
             clean_message(event.message)
-        if is_async:
-            await emit(event)
-        else:
-            await call_hook(emit, event)
+        await call_hook(emit, event)
 
     return admit_and_emit
 
 
-def default_stream_fn() -> StreamFn:
-    return stream
+# ---------------------------------------------------------------- the default convert_to_llm
+
+
+LLM_ROLES = frozenset(("user", "assistant", "tool_result"))
+STREAM_ENDED_EARLY = "Stream ended without a done or error event"
+
+
+class DefaultLlmMessages:
+    """The default ``convert_to_llm``: keep user, assistant and tool-result messages.
+
+    As pi's filter, but incremental: when every message is an LLM message (the
+    usual case) it returns the given list itself and, on the next turn, looks
+    only at the messages appended since. A different list, or a shorter one,
+    is checked from the start again. That relies on the list only growing at
+    its end between turns, which the loop guarantees for its own list but not
+    for one a ``transform_context`` edits in place and returns: with
+    ``incremental=False`` every call checks the whole list.
+    """
+
+    __slots__ = ("_checked", "_incremental", "_source")
+
+    def __init__(self, incremental: bool = True) -> None:
+        self._source: list[Any] | None = None
+        self._checked = 0
+        self._incremental = incremental
+
+    def __call__(self, messages: list[Any]) -> list[Any]:
+        if not self._incremental or messages is not self._source or len(messages) < self._checked:
+            self._source, self._checked = messages, 0
+        checked = self._checked
+        count = len(messages)
+        while checked < count and getattr(messages[checked], "role", None) in LLM_ROLES:
+            checked += 1
+        self._checked = checked
+        if checked == count:
+            return messages
+        return [message for message in messages if getattr(message, "role", None) in LLM_ROLES]
 
 
 # ---------------------------------------------------------------- runs with an emit sink
@@ -154,21 +187,16 @@ async def run_agent_loop_continue(
 ) -> list[Message]:
     """Continue from ``context`` as it is (its last message must not be an assistant's)."""
     check_can_continue(context)
-    emit = _as_async_emit(emit)
-    new_messages: list[Message] = []
-    current = Context(context.system_prompt, list(context.messages), context.tools)
-    await emit(AgentStartEvent())
-    await emit(TurnStartEvent())
-    await _run_turns(current, new_messages, config, signal or AbortSignal(), emit)
-    return new_messages
+    return await run_agent_loop([], context, config, emit, signal)
 
 
 async def _run_turns(
     context: Context, new_messages: list[Message], config: AgentLoopConfig, signal: AbortSignal, emit: Emit
 ) -> None:
     options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
-    stream_fn = config.stream_fn or default_stream_fn()
-    to_llm = llm_converter(config)
+    stream_fn = config.stream_fn or stream
+    # The default filter is incremental unless a ``transform_context`` may edit the list in place.
+    to_llm = config.convert_to_llm or DefaultLlmMessages(incremental=config.transform_context is None)
     requests = 0
     first_turn = True
     pending: list[Any] = await _poll(config.get_steering_messages)
@@ -205,10 +233,7 @@ async def _run_turns(
             tool_results = []
             has_more_tool_calls = False
             if tool_calls:
-                if message.stop_reason == "length":
-                    batch = await fail_truncated_tool_calls(tool_calls, emit)
-                else:
-                    batch = await execute_tool_calls(context, message, config, signal, emit)
+                batch = await execute_tool_calls(context, message, config, signal, emit)
                 tool_results = batch.messages
                 has_more_tool_calls = not batch.terminate
                 context.messages.extend(tool_results)
@@ -244,23 +269,13 @@ async def _should_stop_after_turn(
     if hook is None:
         return False
     ctx = ShouldStopAfterTurnContext(message, list(tool_results), context, new_messages)
-    args: tuple[Any, ...] = (ctx, signal) if _takes_two_arguments(hook) else (ctx,)
-    return bool(await call_hook(hook, *args))
-
-
-def _takes_two_arguments(hook: Callable[..., Any]) -> bool:
-    """Whether ``hook`` can be called with ``(ctx, signal)``; else it is the one-parameter form."""
     try:
-        parameters = inspect.signature(hook).parameters.values()
-    except (TypeError, ValueError):  # no signature to read (some builtins): the documented form
-        return True
-    positional = 0
-    for parameter in parameters:
-        if parameter.kind is parameter.VAR_POSITIONAL:
-            return True
-        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            positional += 1
-    return positional >= 2
+        inspect.signature(hook).bind(ctx, signal)
+    except TypeError:  # the one-parameter form
+        return bool(await call_hook(hook, ctx))
+    except ValueError:  # no signature to read (some builtins): the documented form
+        pass
+    return bool(await call_hook(hook, ctx, signal))
 
 
 async def _request_with_room(
@@ -326,7 +341,7 @@ async def stream_assistant_response(
     ``None`` with nothing emitted or appended (the caller compacts and asks again).
     """
     if signal.aborted:
-        return await _skip_aborted_request(context, config, emit)
+        return await _refuse_request(context, config, emit, OPERATION_ABORTED, aborted=True)
     messages: list[Any] = context.messages
     if config.transform_context is not None:
         messages = await call_hook(config.transform_context, messages, signal)
@@ -347,7 +362,7 @@ async def stream_assistant_response(
             await emit(MessageUpdateEvent(event.partial, event))
     if final is None:
         result = getattr(response, "result", None)
-        final = await result() if result is not None else _stream_ended_early(config)
+        final = await result() if result is not None else error_message(config.model, STREAM_ENDED_EARLY)
     if not started:
         if retry_on_overflow and final.stop_reason == "error" and is_context_overflow(final.error_message):
             return None
@@ -357,26 +372,16 @@ async def stream_assistant_response(
     return final
 
 
-async def _skip_aborted_request(context: Context, config: AgentLoopConfig, emit: Emit) -> AssistantMessage:
-    """The run was aborted before this request: send nothing, record an aborted turn."""
-    message = error_message(config.model, OPERATION_ABORTED, stop_reason="aborted")
+async def _refuse_request(
+    context: Context, config: AgentLoopConfig, emit: Emit, text: str, aborted: bool = False
+) -> AssistantMessage:
+    """Send nothing; record the reason as a failed turn (``before_request`` stopped the request) or an
+    aborted one (the run was aborted before it)."""
+    message = error_message(config.model, text, "aborted" if aborted else "error")
     await emit(MessageStartEvent(message))
     context.messages.append(message)
     await emit(MessageEndEvent(message))
     return message
-
-
-async def _refuse_request(context: Context, config: AgentLoopConfig, emit: Emit, text: str) -> AssistantMessage:
-    """``before_request`` stopped the request: send nothing, record the reason as a failed turn."""
-    message = error_message(config.model, text)
-    await emit(MessageStartEvent(message))
-    context.messages.append(message)
-    await emit(MessageEndEvent(message))
-    return message
-
-
-def _stream_ended_early(config: AgentLoopConfig) -> AssistantMessage:
-    return error_message(config.model, "Stream ended without a done or error event")
 
 
 # ---------------------------------------------------------------- the async-iterator form
@@ -405,36 +410,26 @@ class AgentEventStream:
             raise RuntimeError("An agent event stream can be iterated only once")
         self._started = True
         loop = asyncio.get_running_loop()
-        handed: deque[tuple[AgentEvent, asyncio.Future[None]] | None] = deque()
-        wake = asyncio.Event()
+        handed: asyncio.Queue[tuple[AgentEvent, asyncio.Future[None]] | None] = asyncio.Queue()
 
         async def emit(event: AgentEvent) -> None:
             taken: asyncio.Future[None] = loop.create_future()
-            handed.append((event, taken))
-            wake.set()
+            handed.put_nowait((event, taken))
             await taken
 
         async def produce() -> list[Message]:
             try:
                 return await self._run(emit)
             finally:
-                handed.append(None)
-                wake.set()
+                handed.put_nowait(None)
 
         producer = loop.create_task(produce())
-        taken: asyncio.Future[None] | None = None
         try:
-            while True:
-                if taken is not None and not taken.done():
-                    taken.set_result(None)
-                while not handed:
-                    wake.clear()
-                    await wake.wait()
-                item = handed.popleft()
-                if item is None:
-                    break
+            while (item := await handed.get()) is not None:
                 event, taken = item
                 yield event
+                if not taken.done():
+                    taken.set_result(None)
             self._messages = await producer
         finally:
             if not producer.done():

@@ -1,45 +1,122 @@
-"""One tool call, phase by phase, as pi runs it.
+"""Running the tool calls of one assistant message, as pi does: the batch, each call's phases,
+the calls running at once, the bound on what the model gets back, and calling user code.
+
+The batch (``execute_tool_calls``). Preflight (``prepare_tool_call``) is
+always one call at a time in source order, and ``tool_execution_start`` is
+emitted for every call there; an outcome decided there gets its
+``tool_execution_end`` at once. In parallel mode every prepared call then runs
+at once (``run_prepared_tool_calls``), ``tool_execution_end`` follows
+completion order and the tool-result messages follow source order after the
+batch. In sequential mode (by config, or because a tool of the batch is marked
+``sequential``) each call runs and gets its result message before the next one
+is prepared. A message cut off by the output token limit runs none of its calls.
+Every tool call gets exactly one
+``tool_execution_end`` and one result message, whatever happens: unknown tool,
+bad arguments, a hook or the tool raising, a block, an abort (``Operation
+aborted``). The batch asks the loop to stop only when every result asks to
+``terminate``.
 
 Each call goes through three phases, each one small function:
 
 ``prepare_tool_call``   (preflight) look the tool up, ``prepare_arguments``,
                         validate, ``ask_before_tool_call`` (may block or edit
-                        the arguments). Returns a ``PreparedToolCall`` or an
-                        ``ImmediateOutcome`` (the call will not run).
+                        the arguments). Returns a ``PreparedToolCall``, or the
+                        ``FinalizedToolCall`` of a call that will not run.
 ``execute_prepared_tool_call``  runs ``execute`` (sync tools on a worker
                         thread); an exception becomes an error result.
 ``finalize_executed_tool_call`` ``after_tool_call`` patches the result.
 
-The outcomes are a tagged union (``kind``); ``FinalizedToolCall`` is what
-every call ends as, and ``create_tool_result_message`` makes its message.
-How a whole batch runs (order, concurrency, truncation) is ``tool_batch``.
+Running at once: one coroutine, ``run_prepared_tool_calls``, emits every event
+of the running calls, so listeners never see two events at once. Each call
+runs as an asyncio task (execute, then ``after_tool_call``); everything the
+calls report reaches that coroutine through one inbox queue, in the order it
+happened:
+
+- ``on_update(partial)`` → a ``tool_execution_update`` event. Sync tools call
+  it from their worker thread, so it is handed over with
+  ``call_soon_threadsafe``. As in pi, updates stop counting once ``execute``
+  has returned (or raised): later calls, from ``after_tool_call`` or a thread
+  the tool left behind, are dropped.
+- a task finishing → its ``tool_execution_end`` (completion order). A sync
+  tool's updates are queued before its completion (both travel through the
+  loop's FIFO of thread-safe callbacks), so they always come first.
+- the abort signal (from any thread) → the calls still running get up to
+  ``ABORT_GRACE`` seconds to honour it and settle on their own, as pi waits
+  for its tools: what a call returns or raises then is its result (a tool
+  that sees ``signal.aborted`` and returns partial output, bash's own
+  ``Command aborted`` with the output so far). Calls still running after the
+  grace are cancelled and get ``Operation aborted``, in source order; the
+  cancelled async tools then get up to ``ABORT_CLEANUP_GRACE`` seconds to run
+  their ``finally`` blocks. A sync tool's thread cannot be stopped: it runs on,
+  and whatever it returns after that is dropped.
+
+The result message (``create_tool_result_message``) is where every tool's
+result enters the transcript: key values are masked there, and its text is
+bounded for every tool (built-in, user ``@tool``, any ``AgentTool``). The
+built-in tools cut their own output (pi's ``truncate`` limits, with a path to
+the full output); a user tool may return anything, and a 20 MB string sent
+whole fails the request and every later one. So the text of each tool result
+message is cut to ``max_chars`` characters, keeping the start, with a note
+that says how much was left out and how to ask for less. Only the message is
+cut: the ``tool_execution_end`` event still carries the whole result, so the
+notebook (the turn's output, ``_pi_results`` in a kernel) keeps the full value.
+Images: each is bounded where it is made (``read``, ``python``, a ``@tool``
+returning a picture), and a result keeps at most ``MAX_RESULT_IMAGES`` of
+them, ``MAX_RESULT_IMAGE_BYTES`` of base64 in all; the others are left out
+with a note.
+
+Calling user code: tools and hooks may be sync or async. A hook is called on
+the loop thread and its result awaited when it is awaitable (``call_hook``); a
+wait on one can be raced against the abort signal (``await_unless_aborted``).
+A tool whose ``execute`` is not an async function runs on a worker thread
+(``run_in_worker``), so the event loop stays responsive. Why not
+``asyncio.to_thread``: the loop's default executor has ``min(32, cpus + 4)``
+workers (6 on a 2-core machine), so eight sync tools of one batch would not
+all run at once. And why not a ``ThreadPoolExecutor``: its threads are joined
+at interpreter exit, so a sync tool left running after an abort would keep a
+kernel from shutting down. These workers are daemon threads; they start on
+demand, up to ``max_workers``, and then wait for more work. A call whose
+awaiting task gave up on it (an abort cancelled it) while it still runs (a
+sync tool hung in a C call) no longer counts: its thread leaves the pool and
+ends when the call returns, and a new worker takes its place, so hung tools
+never starve the calls after them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import dataclasses
+import functools
 import inspect
+import threading
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from queue import SimpleQueue
+from typing import Any, cast
 
 from pydantic import BaseModel
 
-from pi_kernel.agent.events import AgentEvent, MessageEndEvent, MessageStartEvent, ToolExecutionEndEvent
-from pi_kernel.agent.invoke import as_tool_error, await_unless_aborted, call_hook, is_async_callable, run_in_worker
-from pi_kernel.agent.result_limit import bound_content
 from pi_kernel.agent.types import (
     AfterToolCallContext,
+    AgentEvent,
     AgentLoopConfig,
     AgentTool,
     AgentToolResult,
     BeforeToolCallContext,
+    MessageEndEvent,
+    MessageStartEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
     ToolUpdateCallback,
 )
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
     Context,
+    ImageContent,
     TextContent,
     Tool,
     ToolCall,
@@ -79,40 +156,93 @@ class PreparedToolCall:
     tool: AgentTool
     args: Any
     """The validated (possibly hook-edited) arguments ``execute`` receives."""
-    kind: Literal["prepared"] = "prepared"
-
-
-@dataclass(slots=True)
-class ImmediateOutcome:
-    """Preflight decided the result: the call does not run."""
-
-    result: AgentToolResult
-    is_error: bool = True
-    kind: Literal["immediate"] = "immediate"
-
-
-@dataclass(slots=True)
-class ExecutedOutcome:
-    """What ``execute`` gave (or the error it raised, as a result)."""
-
-    result: AgentToolResult
-    is_error: bool
 
 
 @dataclass(slots=True)
 class FinalizedToolCall:
-    """The call's final result, after ``after_tool_call``."""
+    """The call's result: decided at preflight (the call does not run), or what ``execute`` gave (what
+    it raised, as an error result), then patched by ``after_tool_call``."""
 
     tool_call: ToolCall
     result: AgentToolResult
     is_error: bool
 
 
+# ---------------------------------------------------------------- the batch
+
+
+@dataclass(slots=True)
+class ToolBatchResult:
+    messages: list[ToolResultMessage]
+    """One result message per tool call, in source order."""
+    terminate: bool
+    """Every result of the batch asked to stop."""
+
+
+async def execute_tool_calls(
+    context: Context,
+    assistant_message: AssistantMessage,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> ToolBatchResult:
+    """Preflight each call in source order, run them (one at a time when sequential), and emit their
+    result messages in source order (each right after its call when sequential).
+
+    A message cut off by the output token limit (``length``) runs none of its calls: no lookup, no
+    validation, no hooks (a truncated call's arguments can parse and validate and still be incomplete);
+    each gets the truncation error.
+    """
+    tool_calls = assistant_message.tool_calls
+    sequential = config.tool_execution == "sequential" or any(
+        getattr(find_tool(context.tools, call.name), "execution_mode", None) == "sequential" for call in tool_calls
+    )
+    limit = config.max_tool_result_chars
+    finalized: list[FinalizedToolCall] = []
+    messages: list[ToolResultMessage] = []
+    if assistant_message.stop_reason == "length":
+        for tool_call in tool_calls:
+            await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+            finalized.append(failed_call(tool_call, truncated_call_text(tool_call.name)))
+            await emit_tool_execution_end(finalized[-1], emit)
+            messages.append(await emit_tool_result_message(finalized[-1], limit, emit))
+    elif sequential:
+        for tool_call in tool_calls:
+            outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
+            if isinstance(outcome, PreparedToolCall):
+                [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
+            finalized.append(outcome)
+            messages.append(await emit_tool_result_message(outcome, limit, emit))
+    else:
+        outcomes = [await _preflight(context, assistant_message, call, config, signal, emit) for call in tool_calls]
+        prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
+        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
+        finalized = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
+        messages = [await emit_tool_result_message(item, limit, emit) for item in finalized]
+    terminate = bool(finalized) and all(item.result.terminate is True for item in finalized)
+    return ToolBatchResult(messages, terminate)
+
+
+async def _preflight(
+    context: Context,
+    assistant_message: AssistantMessage,
+    tool_call: ToolCall,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> PreparedToolCall | FinalizedToolCall:
+    """Emit the call's start, prepare it; an outcome decided here gets its end at once."""
+    await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+    if signal.aborted:
+        outcome: PreparedToolCall | FinalizedToolCall = failed_call(tool_call)
+    else:
+        outcome = await prepare_tool_call(context, assistant_message, tool_call, config, signal)
+    if isinstance(outcome, FinalizedToolCall):
+        await emit_tool_execution_end(outcome, emit)
+    return outcome
+
+
 # ---------------------------------------------------------------- helpers
-
-
-def error_result(text: str) -> AgentToolResult:
-    return AgentToolResult(content=[TextContent(text)])
 
 
 def error_text(error: BaseException) -> str:
@@ -120,8 +250,8 @@ def error_text(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def aborted_call(tool_call: ToolCall) -> FinalizedToolCall:
-    return FinalizedToolCall(tool_call, error_result(OPERATION_ABORTED), True)
+def failed_call(tool_call: ToolCall, text: str = OPERATION_ABORTED) -> FinalizedToolCall:
+    return FinalizedToolCall(tool_call, AgentToolResult([TextContent(text)]), True)
 
 
 def find_tool(tools: Sequence[Tool] | None, name: str) -> AgentTool | None:
@@ -143,40 +273,18 @@ def as_tool_result(value: Any) -> AgentToolResult:
     raise TypeError(f"execute returned {type(value).__name__}, expected an AgentToolResult")
 
 
-def masked_content(content: list[Any]) -> list[Any]:
-    """Tool result content with key values (``pi_kernel.ai.secrets.mask``) hidden in every text."""
-    secrets = secret_values()  # read once for all the blocks
-    return [
-        dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
-        for block in content
-    ]
-
-
-def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | None = None) -> ToolResultMessage:
-    """The message the model gets: keys that reached the result (a tool printed the environment, read a
-    ``.env``) are masked here, where every tool's result enters the transcript, and its text is bounded to
-    ``max_chars`` (``result_limit``)."""
-    result = finalized.result
-    content = masked_content(result.content if result.content is not None else [])
-    content, _ = bound_content(content, max_chars)
-    return ToolResultMessage(
-        tool_call_id=finalized.tool_call.id,
-        tool_name=finalized.tool_call.name,
-        content=content,
-        details=result.details,  # never sent to the model; views and saved files mask it where it leaves
-        is_error=finalized.is_error,
-        usage=result.usage,
-    )
-
-
 async def emit_tool_execution_end(finalized: FinalizedToolCall, emit: Emit) -> None:
     call = finalized.tool_call
     await emit(ToolExecutionEndEvent(call.id, call.name, finalized.result, finalized.is_error))
 
 
-async def emit_tool_result_message(message: ToolResultMessage, emit: Emit) -> None:
+async def emit_tool_result_message(
+    finalized: FinalizedToolCall, max_chars: int | None, emit: Emit
+) -> ToolResultMessage:
+    message = create_tool_result_message(finalized, max_chars)
     await emit(MessageStartEvent(message))
     await emit(MessageEndEvent(message))
+    return message
 
 
 # ---------------------------------------------------------------- phase 1: preflight
@@ -192,30 +300,26 @@ async def prepare_arguments(tool: AgentTool, tool_call: ToolCall) -> ToolCall:
     return dataclasses.replace(tool_call, arguments=prepared)
 
 
-def _plain_arguments(args: Any) -> Any:
-    return args.model_dump() if isinstance(args, BaseModel) else args
-
-
 async def prepare_tool_call(
     context: Context,
     assistant_message: AssistantMessage,
     tool_call: ToolCall,
     config: AgentLoopConfig,
     signal: AbortSignal,
-) -> PreparedToolCall | ImmediateOutcome:
+) -> PreparedToolCall | FinalizedToolCall:
     """Phase 1: look the tool up, ``prepare_arguments``, validate, ``before_tool_call``."""
     tool = find_tool(context.tools, tool_call.name)
     if tool is None:
-        return ImmediateOutcome(error_result(tool_not_found_text(tool_call.name, context.tools)))
+        return failed_call(tool_call, tool_not_found_text(tool_call.name, context.tools))
     try:
         args = validate_tool_arguments(tool, await prepare_arguments(tool, tool_call))
         outcome = await ask_before_tool_call(
             PreparedToolCall(tool_call, tool, args), assistant_message, context, config, signal
         )
     except Exception as error:  # noqa: BLE001 - validation and hook failures become results the model reads
-        return ImmediateOutcome(error_result(error_text(error)))
+        return failed_call(tool_call, error_text(error))
     if isinstance(outcome, PreparedToolCall) and signal.aborted:
-        return ImmediateOutcome(error_result(OPERATION_ABORTED))
+        return failed_call(tool_call)
     return outcome
 
 
@@ -225,7 +329,7 @@ async def ask_before_tool_call(
     context: Context,
     config: AgentLoopConfig,
     signal: AbortSignal,
-) -> PreparedToolCall | ImmediateOutcome:
+) -> PreparedToolCall | FinalizedToolCall:
     """``before_tool_call`` decides: run as is, block (maybe asking to terminate), or run edited arguments.
 
     An async hook (an approval waiting for a person) is raced against the abort signal.
@@ -238,16 +342,17 @@ async def ask_before_tool_call(
     if inspect.isawaitable(decision):
         aborted, decision = await await_unless_aborted(decision, signal)
     if aborted or signal.aborted:
-        return ImmediateOutcome(error_result(OPERATION_ABORTED))
+        return failed_call(prepared.tool_call)
     if decision is None:
         return prepared
     if decision.block:
-        result = error_result(decision.reason or TOOL_BLOCKED)
+        result = AgentToolResult([TextContent(decision.reason or TOOL_BLOCKED)])
         result.terminate = decision.terminate is True
-        return ImmediateOutcome(result)
+        return FinalizedToolCall(prepared.tool_call, result, True)
     if decision.args is not None:
         # Approval with edited arguments: they pass validation again.
-        edited = dataclasses.replace(prepared.tool_call, arguments=_plain_arguments(decision.args), raw_arguments=None)
+        args = decision.args.model_dump() if isinstance(decision.args, BaseModel) else decision.args
+        edited = dataclasses.replace(prepared.tool_call, arguments=args, raw_arguments=None)
         clean_tool_call(edited)  # a person's edit enters like the model's arguments: bounded, valid text
         prepared.args = validate_tool_arguments(prepared.tool, edited)
     return prepared
@@ -256,42 +361,28 @@ async def ask_before_tool_call(
 # ---------------------------------------------------------------- phase 2: execute
 
 
-async def call_tool_execute(
-    tool: AgentTool, tool_call_id: str, args: Any, signal: AbortSignal, on_update: ToolUpdateCallback
-) -> Any:
-    """Run ``tool.execute``: async ones on the loop, sync ones on a worker thread.
-
-    A sync function that returns an awaitable (a wrapper around a coroutine)
-    gets that awaitable awaited back on the loop.
-    """
-    execute = tool.execute
-    if is_async_callable(execute):
-        value = execute(tool_call_id, args, signal, on_update)
-    else:
-        value = await run_in_worker(execute, tool_call_id, args, signal, on_update)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
-
-
 async def execute_prepared_tool_call(
     prepared: PreparedToolCall, signal: AbortSignal, on_update: ToolUpdateCallback
-) -> ExecutedOutcome:
-    """Phase 2: what ``execute`` returned, or what it raised as an error result.
+) -> FinalizedToolCall:
+    """Phase 2: what ``execute`` returned, or what it raised as an error result. Async tools run on the
+    loop, sync ones on a worker thread; an awaitable a sync one returns (a wrapper around a coroutine) is
+    awaited back on the loop.
 
-    ``SystemExit`` / ``KeyboardInterrupt`` from an async tool are results too,
-    as they are from a sync one (``as_tool_error``): raised on the loop they
-    would stop it. ``CancelledError`` is not caught: the call's task is being
+    ``SystemExit`` / ``KeyboardInterrupt`` are results too (``as_tool_error``).
+    ``CancelledError`` is not caught: the call's task is being
     cancelled (an abort's grace ran out, the run itself was cancelled), or the
     tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
     """
     try:
-        value = await call_tool_execute(prepared.tool, prepared.tool_call.id, prepared.args, signal, on_update)
-        return ExecutedOutcome(as_tool_result(value), False)
+        execute, call_args = prepared.tool.execute, (prepared.tool_call.id, prepared.args, signal, on_update)
+        value = execute(*call_args) if is_async_callable(execute) else await run_in_worker(execute, *call_args)
+        if inspect.isawaitable(value):
+            value = await value
+        return FinalizedToolCall(prepared.tool_call, as_tool_result(value), False)
     except Exception as error:  # noqa: BLE001 - a failing tool is a result the model reads
-        return ExecutedOutcome(error_result(error_text(error)), True)
+        return failed_call(prepared.tool_call, error_text(error))
     except (SystemExit, KeyboardInterrupt) as error:
-        return ExecutedOutcome(error_result(error_text(as_tool_error(error))), True)
+        return failed_call(prepared.tool_call, error_text(as_tool_error(error)))
 
 
 # ---------------------------------------------------------------- phase 3: finalize
@@ -301,7 +392,7 @@ async def finalize_executed_tool_call(
     context: Context,
     assistant_message: AssistantMessage,
     prepared: PreparedToolCall,
-    executed: ExecutedOutcome,
+    executed: FinalizedToolCall,
     config: AgentLoopConfig,
     signal: AbortSignal,
 ) -> FinalizedToolCall:
@@ -313,7 +404,7 @@ async def finalize_executed_tool_call(
         try:
             patch = await call_hook(config.after_tool_call, hook_context, signal)
         except Exception as error:  # noqa: BLE001 - a failing hook is a result the model reads
-            return FinalizedToolCall(prepared.tool_call, error_result(error_text(error)), True)
+            return failed_call(prepared.tool_call, error_text(error))
         if patch is not None:
             # Field by field: None keeps, a given value replaces the field whole.
             result = dataclasses.replace(
@@ -325,3 +416,431 @@ async def finalize_executed_tool_call(
             )
             is_error = is_error if patch.is_error is None else patch.is_error
     return FinalizedToolCall(prepared.tool_call, result, is_error)
+
+
+# ---------------------------------------------------------------- running at once
+
+_UPDATE, _DONE, _ABORT, _GRACE_OVER = 0, 1, 2, 3
+
+ABORT_GRACE = 1.0
+"""Seconds the calls still running at an abort get to settle on their own
+before they are cancelled and given ``Operation aborted``."""
+
+ABORT_CLEANUP_GRACE = 1.0
+"""Seconds the run then waits for the cancelled async tools to finish their
+``finally`` blocks (a tool that swallows the cancellation cannot hold it longer)."""
+
+
+InboxItem = tuple[int, int, Any]
+"""``(kind, call index, payload)``."""
+
+
+def _post(loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[InboxItem], item: InboxItem) -> None:
+    """Put ``item`` in the inbox from any thread (a closed loop means the run is long over)."""
+    try:
+        loop.call_soon_threadsafe(inbox.put_nowait, item)
+    except RuntimeError:
+        pass
+
+
+def _report_done(inbox: asyncio.Queue[InboxItem], index: int, task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # mark it retrieved: a task cancelled by an abort may still fail later
+    inbox.put_nowait((_DONE, index, None))
+
+
+class _RunningCall:
+    """One prepared call while it runs: its task, whether ``execute`` is still
+    running, and whether its end was emitted."""
+
+    __slots__ = ("executing", "finished", "inbox", "index", "loop", "loop_thread", "prepared", "task")
+
+    def __init__(self, index: int, prepared: PreparedToolCall, inbox: asyncio.Queue[InboxItem]) -> None:
+        self.index = index
+        self.prepared = prepared
+        self.inbox = inbox
+        self.loop = asyncio.get_running_loop()
+        self.loop_thread = threading.get_ident()
+        self.executing = True
+        self.finished = False
+        self.task: asyncio.Task[FinalizedToolCall] | None = None
+
+    async def run(
+        self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
+    ) -> FinalizedToolCall:
+        """Phases 2 and 3: ``execute``, then ``after_tool_call`` (the call's task)."""
+        executed = await execute_prepared_tool_call(self.prepared, signal, self.on_update)
+        # A sync tool's updates were posted before its result (one FIFO of
+        # thread-safe callbacks), so they are in the inbox already.
+        self.executing = False
+        return await finalize_executed_tool_call(context, assistant_message, self.prepared, executed, config, signal)
+
+    def on_update(self, partial_result: AgentToolResult) -> None:
+        """The ``on_update`` the tool receives; callable from any thread."""
+        if not self.executing or self.finished:
+            return
+        item = (_UPDATE, self.index, partial_result)
+        if threading.get_ident() == self.loop_thread:
+            self.inbox.put_nowait(item)
+        else:
+            _post(self.loop, self.inbox, item)
+
+    def outcome(self) -> FinalizedToolCall:
+        """The finished task's result (a cancelled task counts as aborted)."""
+        assert self.task is not None
+        if self.task.cancelled():
+            return failed_call(self.prepared.tool_call)
+        error = self.task.exception()
+        if error is not None:  # run() catches everything; this is a safety net
+            return failed_call(self.prepared.tool_call, error_text(error))
+        return self.task.result()
+
+
+class _Batch:
+    """The running calls of one batch, the inbox they report to, and their outcomes."""
+
+    def __init__(self, prepared_calls: Sequence[PreparedToolCall], emit: Emit) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
+        self.emit = emit
+        self.calls = [_RunningCall(index, prepared, self.inbox) for index, prepared in enumerate(prepared_calls)]
+        self.outcomes: dict[int, FinalizedToolCall] = {}
+        """By call index; every call has one once the batch is settled (``cancel_unsettled``)."""
+        self.remaining = len(self.calls)
+
+    def start(
+        self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
+    ) -> None:
+        for call in self.calls:
+            call.task = self.loop.create_task(call.run(context, assistant_message, config, signal))
+            call.task.add_done_callback(functools.partial(_report_done, self.inbox, call.index))
+
+    async def drain(self, until: int) -> None:
+        """Handle reports until every call has ended or an item of kind ``until`` arrives."""
+        while self.remaining:
+            kind, index, payload = await self.inbox.get()
+            if kind == until:
+                return
+            if kind not in (_UPDATE, _DONE):
+                continue  # a second abort, a stale timer
+            call = self.calls[index]
+            if call.finished:
+                continue
+            if kind == _UPDATE:
+                tool_call = call.prepared.tool_call
+                await self.emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
+            else:
+                await self._end(call, call.outcome())
+
+    async def _end(self, call: _RunningCall, finalized: FinalizedToolCall) -> None:
+        call.finished = True  # from here on its updates are dropped
+        self.remaining -= 1
+        self.outcomes[call.index] = finalized
+        await emit_tool_execution_end(finalized, self.emit)
+
+    async def settle(self, grace: float) -> None:
+        """After an abort: the running calls may still end on their own, for ``grace`` seconds.
+
+        The deadline arrives as an inbox item (not a timeout around ``get``), so
+        no report can be lost to it.
+        """
+        if not self.remaining:
+            return
+        timer = self.loop.call_later(grace, self.inbox.put_nowait, (_GRACE_OVER, -1, None))
+        try:
+            await self.drain(until=_GRACE_OVER)
+        finally:
+            timer.cancel()
+
+    async def cancel_unsettled(self, cleanup: float) -> None:
+        """Cancel the calls that ignored the abort; each gets ``Operation aborted``, in source order."""
+        unsettled = [call for call in self.calls if not call.finished]
+        for call in unsettled:
+            assert call.task is not None
+            call.task.cancel()
+            await self._end(call, failed_call(call.prepared.tool_call))
+        if unsettled:
+            # Let cancelled async tools run their cleanup before the run goes on,
+            # but never wait long for one that ignores the cancellation.
+            await asyncio.wait([call.task for call in unsettled if call.task], timeout=cleanup)
+
+    def close(self) -> None:
+        """However the run ends (even cancelled): no late update counts, no task runs on."""
+        for call in self.calls:
+            call.finished = True
+            if call.task is not None and not call.task.done():
+                call.task.cancel()
+
+
+async def run_prepared_tool_calls(
+    prepared_calls: Sequence[PreparedToolCall],
+    context: Context,
+    assistant_message: AssistantMessage,
+    config: AgentLoopConfig,
+    signal: AbortSignal,
+    emit: Emit,
+) -> list[FinalizedToolCall]:
+    """Run every call at once; returns their outcomes in the given order.
+
+    Emits ``tool_execution_update`` and ``tool_execution_end`` events for them.
+    """
+    if signal.aborted:
+        skipped = [failed_call(prepared.tool_call) for prepared in prepared_calls]
+        for finalized in skipped:
+            await emit_tool_execution_end(finalized, emit)
+        return skipped
+
+    batch = _Batch(prepared_calls, emit)
+    batch.start(context, assistant_message, config, signal)
+    remove_abort_listener = signal.add_listener(lambda _reason: _post(batch.loop, batch.inbox, (_ABORT, -1, None)))
+    try:
+        await batch.drain(until=_ABORT)
+        await batch.settle(ABORT_GRACE)  # nothing left to settle unless the abort came
+        await batch.cancel_unsettled(ABORT_CLEANUP_GRACE)
+    finally:
+        remove_abort_listener()
+        batch.close()
+    return [batch.outcomes[call.index] for call in batch.calls]
+
+
+# ---------------------------------------------------------------- the result message
+
+MAX_RESULT_IMAGES = 8
+"""Most images one tool result gives the model."""
+MAX_RESULT_IMAGE_BYTES = int(4.5 * 1024 * 1024)
+"""Most base64 of images one tool result gives the model (one image at the size ``read`` allows)."""
+
+
+def image_note(left_out: int) -> str:
+    plural = "image" if left_out == 1 else "images"
+    return (
+        f"[{left_out} {plural} left out: a tool result gives the model at most {MAX_RESULT_IMAGES} images, "
+        f"{MAX_RESULT_IMAGE_BYTES / (1024 * 1024):.1f} MB of base64 in all. The user sees them all. To see others, "
+        "call the tool again asking for fewer or smaller images.]"
+    )
+
+
+def bound_images(content: list[TextContent | ImageContent]) -> list[TextContent | ImageContent]:
+    """``content`` with at most ``MAX_RESULT_IMAGES`` images, ``MAX_RESULT_IMAGE_BYTES`` of base64 in all (the
+    first that fit are kept) after a note saying how many were left out; the same list when all fit."""
+    kept: list[TextContent | ImageContent] = []
+    images = size = left_out = 0
+    for block in content:
+        if isinstance(block, ImageContent):
+            if images >= MAX_RESULT_IMAGES or size + len(block.data) > MAX_RESULT_IMAGE_BYTES:
+                left_out += 1
+                continue
+            images += 1
+            size += len(block.data)
+        kept.append(block)
+    if not left_out:
+        return content
+    return [TextContent(image_note(left_out)), *kept]
+
+
+def bound_content(content: list[TextContent | ImageContent], max_chars: int | None) -> list[TextContent | ImageContent]:
+    """``content`` with its text cut to ``max_chars`` characters in all, with a note, and its images
+    bounded (``bound_images``); the same list when nothing changed."""
+    if max_chars is None or max_chars <= 0:
+        return content
+    content = bound_images(content)
+    total = sum(len(block.text) for block in content if isinstance(block, TextContent))
+    if total <= max_chars:
+        return content
+    room = max_chars
+    bounded: list[TextContent | ImageContent] = []
+    for block in content:
+        if not isinstance(block, TextContent):
+            bounded.append(block)
+            continue
+        if room <= 0:
+            continue
+        text = block.text[:room]
+        room -= len(text)
+        bounded.append(TextContent(text))
+    kept = max_chars - room
+    note = (
+        f"\n\n[Tool result cut: showing the first {kept:,} of {total:,} characters "
+        f"({total - kept:,} left out; the limit is {max_chars:,}). The full value stays with the user. "
+        "To see other parts, call the tool again asking for less: a filter, a range or slice, "
+        "fewer rows, or a summary.]"
+    )
+    last_text = next((i for i in range(len(bounded) - 1, -1, -1) if isinstance(bounded[i], TextContent)), None)
+    if last_text is None:
+        bounded.append(TextContent(note.lstrip()))
+    else:
+        block = bounded[last_text]
+        assert isinstance(block, TextContent)
+        bounded[last_text] = TextContent(block.text + note)
+    return bounded
+
+
+def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | None = None) -> ToolResultMessage:
+    """The message the model gets: keys that reached the result (a tool printed the environment, read a
+    ``.env``) are masked here, where every tool's result enters the transcript, and its text is bounded to
+    ``max_chars`` (``bound_content``)."""
+    result = finalized.result
+    secrets = secret_values()  # read once for all the blocks
+    content = [
+        dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
+        for block in result.content or []
+    ]
+    return ToolResultMessage(
+        tool_call_id=finalized.tool_call.id,
+        tool_name=finalized.tool_call.name,
+        content=bound_content(content, max_chars),
+        details=result.details,  # never sent to the model; views and saved files mask it where it leaves
+        is_error=finalized.is_error,
+        usage=result.usage,
+    )
+
+
+# ---------------------------------------------------------------- calling user code
+
+TOOL_WORKERS = 32
+"""How many sync tool calls can run at the same moment (more wait in line)."""
+
+
+class WorkerPool:
+    def __init__(self, max_workers: int = TOOL_WORKERS, name: str = "pi-tool") -> None:
+        self.max_workers = max_workers
+        self._name = name
+        self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads = 0
+        """Workers counted against ``max_workers`` (abandoned ones are not)."""
+        self._abandoned: set[Future[Any]] = set()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run ``fn()`` on a worker thread; the future carries its result."""
+        future: Future[Any] = Future()
+        self._work.put((future, fn))
+        if not self._idle.acquire(blocking=False):
+            self._start_worker()
+        return future
+
+    def abandon(self, future: Future[Any]) -> None:
+        """Nobody waits for ``future`` any more: not started, it never runs; running, its worker leaves the pool."""
+        if future.cancel() or future.done():
+            return
+        with self._lock:
+            if future in self._abandoned or future.done():
+                return
+            self._abandoned.add(future)
+            self._threads -= 1
+            waiting = not self._work.empty()
+        if waiting:
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        with self._lock:
+            if self._threads >= self.max_workers:
+                return
+            self._threads += 1
+            number = self._threads
+        threading.Thread(target=self._serve, name=f"{self._name}-{number}", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            future, fn = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as error:  # noqa: BLE001 - handed to the awaiting task, never lost
+                    future.set_exception(as_tool_error(error))
+            with self._lock:
+                retired = future in self._abandoned
+                self._abandoned.discard(future)
+            del item, future, fn  # drop references before waiting for more work
+            if retired:
+                return  # a replacement was counted in its place
+            self._idle.release()
+
+
+def as_tool_error(error: BaseException) -> Exception:
+    """A tool's exception as one the loop can turn into a result.
+
+    ``SystemExit`` / ``KeyboardInterrupt`` raised by a tool (sync or async)
+    must not reach the event loop as such: asyncio re-raises them from the
+    loop, which would stop it (the kernel). They become a ``RuntimeError``
+    named after them (``SystemExit: 3``). A sync tool's
+    ``signal.throw_if_aborted()`` (``CancelledError``) becomes a plain error
+    with its message (``Operation aborted``): in a worker thread it cancels
+    nothing.
+    """
+    if isinstance(error, Exception):
+        return error
+    if isinstance(error, asyncio.CancelledError):
+        return RuntimeError(str(error) or type(error).__name__)
+    return RuntimeError(f"{type(error).__name__}: {error}".rstrip(": "))
+
+
+_pool = WorkerPool()
+
+
+async def run_in_worker(fn: Callable[..., Any], *args: Any) -> Any:
+    """``await fn(*args)`` run on a tool worker thread, with the caller's contextvars.
+
+    The event loop stays free while it runs. Cancelling the awaiting task stops
+    the wait at once; the thread itself runs on until ``fn`` returns (Python
+    cannot stop a thread), and its result is then dropped.
+    """
+    context = contextvars.copy_context()
+    pool = _pool
+    future = pool.submit(lambda: context.run(fn, *args))
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        pool.abandon(future)
+        raise
+
+
+def is_async_callable(fn: Any) -> bool:
+    """True for ``async def`` functions, methods, partials and objects with an async ``__call__``."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
+    """Call a sync-or-async hook on the loop thread: awaitable results are awaited."""
+    value = hook(*args)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+async def await_unless_aborted(awaitable: Awaitable[Any], signal: AbortSignal) -> tuple[bool, Any]:
+    """Await ``awaitable`` unless ``signal`` fires first: ``(aborted, value)``.
+
+    On abort the awaitable is cancelled and not waited for, so a hook that
+    swallows the cancellation cannot hold the loop (an approval prompt that
+    nobody answers ends at once on abort).
+    """
+    task = asyncio.ensure_future(awaitable)
+    if signal.aborted:
+        task.cancel()
+        return True, None
+    loop = asyncio.get_running_loop()
+    abort_seen: asyncio.Future[None] = loop.create_future()
+
+    def settle() -> None:
+        if not abort_seen.done():
+            abort_seen.set_result(None)
+
+    def on_abort(_reason: Any) -> None:
+        loop.call_soon_threadsafe(settle)
+
+    remove = signal.add_listener(on_abort)
+    try:
+        await asyncio.wait((task, abort_seen), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        remove()
+        abort_seen.cancel()
+        if not task.done():
+            task.cancel()
+    if signal.aborted or not task.done() or task.cancelled():
+        return True, None
+    return False, task.result()

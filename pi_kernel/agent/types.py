@@ -1,19 +1,36 @@
-"""The agent layer's types: tools that execute, hook contracts, loop config.
+"""The agent layer's vocabulary: tools that execute and the hook contracts, the loop's
+configuration, the event union, and the agent's state with the reducer that keeps it in step.
 
 Each hook's contract is written beside its type, as pi does. Hooks and tools
 may be sync or async; a sync tool runs in a worker thread.
+
+Events are a tagged union on ``type``, as pi emits them. Order within one run::
+
+    agent_start
+      turn_start
+        message_start/end            (each prompt, steering or follow-up message)
+        message_start, message_update*, message_end   (the assistant's answer)
+        tool_execution_start*        (every call, in source order, at preflight)
+        tool_execution_update*
+        tool_execution_end*          (in completion order)
+        message_start/end*           (tool results, in source order)
+      turn_end
+      ...
+    agent_end
+
+``compaction`` comes before a model request whose history was summarised (see ``compaction``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
+    AssistantMessageEvent,
     AssistantMessageStream,
     Context,
     ImageContent,
@@ -25,10 +42,16 @@ from pi_kernel.ai import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    UserMessage,
 )
+from pi_kernel.ai.sanitize import clean_message
 from pi_kernel.ai.stream_types import ToolChoice
 
 ToolExecutionMode = Literal["parallel", "sequential"]
+
+DEFAULT_TOOL_RESULT_CHARS = 64_000
+"""The default bound on a tool result message's text (``tool_execution.bound_content``): above the
+built-ins' own limit (50 KB plus their notice), so their results pass unchanged."""
 
 
 @dataclass
@@ -234,5 +257,205 @@ class AgentLoopConfig:
     context-length error (``compaction``); ``None``: never (``Agent`` turns it on by default)."""
     before_request: BeforeRequest | None = None
     max_tool_result_chars: int | None = DEFAULT_TOOL_RESULT_CHARS
-    """Text of each tool result message cut to this many characters, with a note (``result_limit``);
+    """Text of each tool result message cut to this many characters, with a note (``tool_execution.bound_content``);
     ``None``: no bound."""
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(slots=True)
+class AgentStartEvent:
+    type: Literal["agent_start"] = "agent_start"
+
+
+@dataclass(slots=True)
+class AgentEndEvent:
+    messages: list[Message] = field(default_factory=list)
+    """Every message this run added."""
+    type: Literal["agent_end"] = "agent_end"
+
+
+@dataclass(slots=True)
+class TurnStartEvent:
+    type: Literal["turn_start"] = "turn_start"
+
+
+@dataclass(slots=True)
+class TurnEndEvent:
+    message: AssistantMessage
+    tool_results: list[ToolResultMessage] = field(default_factory=list)
+    type: Literal["turn_end"] = "turn_end"
+
+
+@dataclass(slots=True)
+class MessageStartEvent:
+    message: Message
+    type: Literal["message_start"] = "message_start"
+
+
+@dataclass(slots=True)
+class MessageUpdateEvent:
+    message: AssistantMessage
+    assistant_message_event: AssistantMessageEvent
+    type: Literal["message_update"] = "message_update"
+
+
+@dataclass(slots=True)
+class MessageEndEvent:
+    message: Message
+    type: Literal["message_end"] = "message_end"
+
+
+@dataclass(slots=True)
+class ToolExecutionStartEvent:
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    type: Literal["tool_execution_start"] = "tool_execution_start"
+
+
+@dataclass(slots=True)
+class ToolExecutionUpdateEvent:
+    tool_call_id: str
+    tool_name: str
+    args: Any
+    partial_result: AgentToolResult
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+
+
+@dataclass(slots=True)
+class ToolExecutionEndEvent:
+    tool_call_id: str
+    tool_name: str
+    result: AgentToolResult
+    is_error: bool
+    type: Literal["tool_execution_end"] = "tool_execution_end"
+
+
+@dataclass(slots=True)
+class CompactionEvent:
+    """Older turns were replaced by a summary (``compaction``); ``messages`` is the whole new conversation."""
+
+    messages: list[Any]
+    summary: UserMessage
+    """The ``[compacted N turns]`` user message (first of ``messages``)."""
+    compacted_turns: int
+    compacted_messages: int
+    tokens_before: int
+    reason: str
+    """``threshold`` (it would not fit), ``overflow`` (the provider said so) or ``manual``."""
+    usage: Usage | None = None
+    """The summary request's ``Usage``."""
+    model: str = ""
+    provider: str = ""
+    error: str | None = None
+    """Why the model's own summary could not be used (a plain list stands in)."""
+    type: Literal["compaction"] = "compaction"
+
+
+AgentEvent = (
+    AgentStartEvent
+    | AgentEndEvent
+    | TurnStartEvent
+    | TurnEndEvent
+    | MessageStartEvent
+    | MessageUpdateEvent
+    | MessageEndEvent
+    | ToolExecutionStartEvent
+    | ToolExecutionUpdateEvent
+    | ToolExecutionEndEvent
+    | CompactionEvent
+)
+
+
+# ---------------------------------------------------------------- the agent's state
+
+
+class AgentState:
+    """What the agent knows now. Read it freely; set ``system_prompt``,
+    ``model``, ``tools`` and ``messages`` between runs (``tools`` and
+    ``messages`` copy the list they are given).
+
+    The run-time fields are kept by the agent from its events:
+    ``is_streaming`` (a run is active), ``streaming_message`` (the message
+    being streamed, between ``message_start`` and ``message_end``),
+    ``pending_tool_calls`` (ids of calls between ``tool_execution_start`` and
+    ``_end``; a new set on each change, so a kept reference is a snapshot) and
+    ``error_message`` (of the last assistant message that ended in error).
+    """
+
+    __slots__ = (
+        "_messages",
+        "_tools",
+        "error_message",
+        "is_streaming",
+        "model",
+        "pending_tool_calls",
+        "streaming_message",
+        "system_prompt",
+    )
+
+    def __init__(
+        self,
+        model: Model | None = None,
+        system_prompt: str = "",
+        tools: Iterable[Tool] = (),
+        messages: Iterable[Message] = (),
+    ) -> None:
+        self.system_prompt = system_prompt
+        self.model = model
+        self._tools: list[Tool] = list(tools)
+        self._messages: list[Any] = [clean_message(message) for message in messages]
+        self.is_streaming = False
+        self.streaming_message: Message | None = None
+        self.pending_tool_calls: set[str] = set()
+        self.error_message: str | None = None
+
+    @property
+    def tools(self) -> list[Tool]:
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: Iterable[Tool]) -> None:
+        self._tools = list(tools)
+
+    @property
+    def messages(self) -> list[Any]:
+        return self._messages
+
+    @messages.setter
+    def messages(self, messages: Iterable[Any]) -> None:
+        # Messages set from outside (a restored conversation, ``Agent(messages=...)``) enter the
+        # transcript too: made sendable and storable (``clean_message``, in place, cheap when clean).
+        self._messages = [clean_message(message) for message in messages]
+
+    def __repr__(self) -> str:
+        model = self.model.id if self.model else None
+        return (
+            f"AgentState(model={model!r}, messages={len(self._messages)}, tools={[t.name for t in self._tools]}, "
+            f"is_streaming={self.is_streaming}, pending_tool_calls={sorted(self.pending_tool_calls)}, "
+            f"error_message={self.error_message!r})"
+        )
+
+
+def reduce_agent_state(state: AgentState, event: AgentEvent) -> None:
+    """Apply one loop event to ``state`` (in place; O(1) except the pending-call set)."""
+    match event:
+        case MessageStartEvent(message=message) | MessageUpdateEvent(message=message):
+            state.streaming_message = message
+        case MessageEndEvent(message=message):
+            state.streaming_message = None
+            # Sendable and storable from here on (the loop cleans its messages too; this covers the
+            # ones the agent makes itself: a cancelled run's results, a failed run's message).
+            state.messages.append(clean_message(message))
+        case ToolExecutionStartEvent(tool_call_id=call_id):
+            state.pending_tool_calls = state.pending_tool_calls | {call_id}
+        case ToolExecutionEndEvent(tool_call_id=call_id):
+            state.pending_tool_calls = state.pending_tool_calls - {call_id}
+        case TurnEndEvent(message=AssistantMessage(error_message=error)) if error:
+            state.error_message = error
+        case AgentEndEvent():
+            state.streaming_message = None
+        case CompactionEvent(messages=messages):
+            state.messages = messages

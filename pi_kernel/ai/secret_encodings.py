@@ -27,7 +27,7 @@ masked too (a cut output may hold part of it). Other spellings (a key
 reversed or enciphered, UTF-16 hex, base32, binary, octal, a dump in another
 layout than ``xxd``'s whose lines interleave offsets and text) are not
 recognised: masking is the net under the secret-read
-check (``tools.secret_paths``), not a replacement for it.
+check (``tools.paths``), not a replacement for it.
 
 Every run is found through a few short windows of its form (``windows``);
 ``may_hold`` searches all the windows of all the forms at once, one regular

@@ -1,20 +1,4 @@
-"""``before_tool_call`` for a session: the policy's rules first, then whoever can answer if they say "ask".
-
-Arguments were validated by the loop before this hook runs, so a malformed
-call never reaches a person. The decision is ``approval_rules.decide`` (one
-pure function over an ordered rule table, docs/security.md "Approvals"); who
-can answer is the list of answerers registered with the broker
-(``approval_answerers``: widget, comm client, stdin, nobody), the first that
-can answer the turn now takes the request.
-
-With ``%autoawait off`` outside a kernel the turn runs to its end on IPython's
-loop and blocks the shell, so no click or comm message can reach it: only
-stdin can answer, and without it the call is denied at once, saying to turn
-autoawait back on, rather than waiting out the timeout. (In a kernel such a
-cell does not run: ``cell_runner.run_cell_sync``.)
-
-Every wait ends: a decision, the broker's timeout, or an interrupt (the
-signal's abort and ``deny_all`` resolve it as denied).
+"""A kernel session's approvals: the ``before_tool_call`` gate, and who can answer when it asks.
 
 This module is the session's one home for approvals: ``SessionApprovals``
 builds the broker (with its answerers) and the policy on first use, takes
@@ -24,48 +8,81 @@ hook itself. A ``%%pi`` cell passes its ``Turn`` (``gate(turn)``, a per-run
 override of the agent's hook); the agent's own hook (``gate()``) serves runs
 started from code, with no turn.
 
-``pi_kernel.tools`` (the broker, the policy, the rules), ``pi_kernel.agent``
-(the hook's result type) are imported lazily, inside the functions that use
-them: this module loads with the kernel, and each of them pulls in the whole
-tool and agent layers (about 100 ms of a kernel's start), which a kernel that
-never prompts the agent should not pay.
+Arguments were validated by the loop before the gate runs, so a malformed
+call never reaches a person. The decision is ``pi_kernel.tools.approval.decide``
+(one pure function over an ordered rule table, docs/security.md
+"Approvals"); the gate only reads for it the code of the notebook cells a
+call names (a built-in's ``cells`` arguments: ``run_cells``). Every wait
+ends: a decision, the broker's timeout, or an interrupt (the signal's abort
+and ``deny_all`` resolve it as denied).
+
+Who can answer is the list of answerers the session registers with the
+broker, in order; the first that can answer the turn now takes the request:
+
+1. ``widget``: the front-end that sent the cell renders widgets (an Approve /
+   Deny card); the request waits in the broker for a click;
+2. ``comm``: a client holds a ``pi.approval`` comm (``frontend``); the request
+   waits for its message;
+3. ``stdin``: the cell's request allows stdin: a question through ipykernel's
+   ``raw_input`` (answers can also still come from a comm meanwhile);
+4. ``nobody`` (nbclient, papermill without stdin): denied at once, with a
+   reason that says how to allow such calls.
+
+A blocking cell (``Turn.blocking``: ``%autoawait off`` outside a kernel) runs
+to its end on IPython's loop and blocks the shell, so no click or comm message
+can reach it: only stdin can answer, and ``nobody`` says to turn autoawait back
+on rather than wait out the timeout. (In a kernel such a cell does not run:
+``cell_runner.run_cell_sync``.)
+
+The stdin question goes through ipykernel's own ``raw_input`` (an
+``input_request`` to the client of the running cell) in a worker thread, so
+the event loop keeps running while the person types. ``raw_input`` polls its
+socket until a reply comes; when the approval is settled another way (a comm,
+a timeout, an interrupt) the worker is stopped by raising ``KeyboardInterrupt``
+in it, which that poll loop handles by returning: it checks for interrupts
+every 10 ms. The arguments in the question are masked before they are cut (a
+cut key would escape the mask every stdin message gets on its way out,
+``outgoing``).
+
+``pi_kernel.tools`` (the broker, the policy, the decision, how a call is
+shown, the notebook reader), ``pi_kernel.agent`` (the hook's result type) and
+``pi_kernel.widgets`` (whether its card can be drawn) are imported lazily,
+inside the functions that use them: this module loads with the kernel, and
+each of them pulls in the whole tool and agent layers (about 100 ms of a
+kernel's start), which a kernel that never prompts the agent should not pay.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import ctypes
+import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pi_kernel.kernel.approval_answerers import (
-    NOBODY,
-    ROUTES,
-    StdinAnswerer,
-    WaitInBroker,
-    blocked_cell,
-    kernel_answerers,
-    nobody_to_ask,
-)
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.outgoing import restored
+from pi_kernel.kernel.outgoing import masked, restored
 from pi_kernel.kernel.turn import FrontendTracker
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult
     from pi_kernel.ai import AbortSignal
     from pi_kernel.kernel.turn import Turn
-    from pi_kernel.tools.approval import Answerer, ApprovalBroker, ApprovalDecision, ApprovalRequest
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.approval import (
+        Answerer,
+        ApprovalBroker,
+        ApprovalDecision,
+        ApprovalPolicy,
+        ApprovalPreview,
+        ApprovalRequest,
+    )
     from pi_kernel.tools.definition import ToolDefinition
 
-Route = Literal["frontend", "stdin"] | None
-
 USER_DENIED = "The user denied this tool call."
-
-
-__all__ = ["ApprovalGate", "SessionApprovals", "blocked_cell", "decision_from_fields", "nobody_to_ask"]
 
 
 def decision_from_fields(fields: dict[str, Any], source: str) -> ApprovalDecision:
@@ -106,47 +123,27 @@ class ApprovalGate:
     policy: Callable[[], ApprovalPolicy]
     broker: Callable[[], ApprovalBroker]
     definition: Callable[[str], ToolDefinition | None]
-    route: Callable[[], Route] | None = None
-    """A fixed route (``frontend``, ``stdin``, ``None``: nobody) instead of the broker's answerers; without
-    one, ``route()`` says which answerer would take a request now."""
-    turn: Any = None
+    turn: Turn | None = None
     """The running ``Turn`` (``None``: a run started from code), handed to the answerers."""
-    mode_override: Callable[[], str | None] = lambda: None
-    """A ``%%pi --approve MODE`` for the running cell."""
-    raw_input: Callable[[], Callable[[str], str] | None] = lambda: None
-    """The front-end's ``input()`` for the running cell, when it allows stdin."""
-    nobody_reason: Callable[[str], str] | None = None
-    """Why nobody can answer, given the tool's name (default: the ``nobody`` answerer's refusal)."""
     tool_context: Callable[[], Any] = lambda: None
-    """The session's ``ToolContext``, for a tool's ``approval_preview``."""
-    _fixed: Callable[[], Route] | None = field(default=None, init=False, repr=False)
+    """The session's ``ToolContext``, for a tool's ``approval_preview`` and the cells a call names."""
 
-    def __post_init__(self) -> None:
-        self._fixed = self.route
-        if self.route is None:
-            self.route = lambda: ROUTES[self.answerer().name]  # the answerer's name as a route word
-        if self.nobody_reason is None:
-            self.nobody_reason = lambda name: NOBODY.refusal(name, self.turn)
+    def mode_override(self) -> str | None:
+        """The running cell's ``%%pi --approve MODE``."""
+        return self.turn.options.approve if self.turn is not None else None
 
     def answerer(self) -> Answerer:
         """Who takes a request now: the first of the broker's answerers that can answer the turn."""
-        if self._fixed is not None:
-            return _FIXED_ROUTES[self._fixed()]
         return self.broker().answerer_for(self.turn) or NOBODY
 
     async def __call__(self, ctx: BeforeToolCallContext, signal: AbortSignal | None = None) -> Any:
-        from pi_kernel.tools.approval import ApprovalRequest, plain_arguments
-        from pi_kernel.tools.approval_rules import decide
+        from pi_kernel.tools.approval import ApprovalRequest, decide, plain_arguments
 
         name = ctx.tool_call.name
         definition = self.definition(name)
         policy = self.policy()
-        decision = decide(definition, name, ctx.args, policy.state(self.mode_override()))
-        if decision.verdict != "deny":
-            cells_secret = await self._run_cells_secret(definition, name, ctx.args)
-            if cells_secret is not None:  # as a secret named in ``python`` code asks, whatever the mode
-                verdict = "ask" if decision.verdict == "run" else decision.verdict
-                decision = replace(decision, verdict=verdict, secret=decision.secret or cells_secret)
+        cells = await self._named_cells(definition, ctx.args)
+        decision = decide(definition, name, ctx.args, policy.state(self.mode_override()), cells)
         if decision.verdict == "run":
             return None
         schema = None
@@ -165,8 +162,7 @@ class ApprovalGate:
             return self._deny_by_policy(request, decision.reason or USER_DENIED)
         answerer = self.answerer()
         if not answerer.person:
-            reason = self.nobody_reason(name) if self.nobody_reason is not None else answerer.refusal(name, self.turn)
-            return self._deny_by_policy(request, reason)
+            return self._deny_by_policy(request, answerer.refusal(name, self.turn))
         preview = getattr(definition, "approval_preview", None)
         if preview is not None:
             failure = await self._preview(request, preview, ctx.args)
@@ -178,7 +174,7 @@ class ApprovalGate:
             _in_background(notebook.highlight(highlight))
         answered = False
         try:
-            answer = await answerer.answer(request, self.broker(), _Asking(self.turn, self.raw_input), signal)
+            answer = await answerer.answer(request, self.broker(), self.turn, signal)
             result = result_of(answer, policy, name, request.args)
             answered = result is None or not result.block
         finally:
@@ -189,25 +185,23 @@ class ApprovalGate:
                 forget(request.tool_call_id)
         return result
 
-    async def _run_cells_secret(self, definition: ToolDefinition | None, name: str, args: Any) -> str | None:
-        """Why the cells a built-in ``run_cells`` will run may read secrets (their sources read from the
-        notebook, as its approval card reads them), or ``None``; a notebook that cannot be read: ``None``
-        (the card's preview then fails the call)."""
-        from pi_kernel.tools.approval_rules import cell_code_reason, origin_of
+    async def _named_cells(self, definition: ToolDefinition | None, args: Any) -> dict[str, str]:
+        """The code of the notebook cells a built-in's ``cells`` arguments name, by reference (read as its
+        approval card reads them), for ``decide``; a notebook that cannot be read: none (the card's preview
+        then fails the call)."""
+        from pi_kernel.tools.approval import declared_secret_arguments
         from pi_kernel.tools.builtin.notebook_edits import read_refs
 
-        if name != "run_cells" or origin_of(definition) != "builtin":
-            return None
-
+        names = [argument for argument, kind in declared_secret_arguments(definition).items() if kind == "cells"]
+        refs = [ref for argument in names for ref in getattr(args, argument, None) or ()]
         notebook = getattr(self.tool_context(), "notebook", None)
-        refs = getattr(args, "cells", None)
-        if notebook is None or not isinstance(refs, list):
-            return None
+        if not refs or notebook is None:
+            return {}
         try:
             _, cells = await read_refs(notebook, refs)
         except Exception:  # noqa: BLE001 - the preview reads them again and fails the call with the reason
-            return None
-        return cell_code_reason([cell.source for cell in cells if cell.type == "code"])
+            return {}
+        return {ref: cell.source for ref, cell in zip(refs, cells, strict=True) if cell.type == "code"}
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
         """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""
@@ -232,27 +226,222 @@ class ApprovalGate:
         return BeforeToolCallResult(block=True, reason=reason)
 
 
-@dataclass(frozen=True)
-class _Asking:
-    """The turn as the answerers read it, with the gate's stdin reader (a gate may be given one)."""
-
-    turn: Any
-    reader: Callable[[], Callable[[str], str] | None]
-
-    @property
-    def stdin(self) -> Callable[[str], str] | None:
-        return self.reader()
-
-    @property
-    def blocking(self) -> bool:
-        return bool(getattr(self.turn, "blocking", False))
+def nobody_to_ask(tool_name: str) -> str:
+    return (
+        f'Tool "{tool_name}" needs approval, but nobody can approve it here (no widget front-end, no '
+        f"pi.approval comm, no stdin), so it was not run. To allow such calls, set PI_APPROVAL=auto, "
+        f"or run `%pi approve auto` or `%pi approve {tool_name}=auto` in the notebook."
+    )
 
 
-_FIXED_ROUTES: dict[Route, Answerer] = {
-    "frontend": WaitInBroker("frontend", lambda asking: True),
-    "stdin": StdinAnswerer(lambda fields, source: decision_from_fields(fields, source)),
-    None: NOBODY,
-}
+def blocked_cell(tool_name: str) -> str:
+    """The reason of a denial in a ``%%pi`` cell run with ``%autoawait off`` and no stdin."""
+    return (
+        f'Tool "{tool_name}" needs approval, but this %%pi cell runs with %autoawait off, so it blocks the '
+        f"kernel: no Approve click or comm message can reach it, and this front-end allows no stdin prompt. "
+        f"It was not run. Run `%autoawait on` (the default) and re-run the cell, or run "
+        f"`%pi approve {tool_name}=auto` to let it run without asking."
+    )
+
+
+def _blocking(asking: Any) -> bool:
+    return bool(getattr(asking, "blocking", False))
+
+
+@dataclass
+class WaitInBroker:
+    """An answerer whose answer comes from outside (a widget's button, a comm message, a magic): the request
+    waits in the broker. ``when(asking)`` says whether that outside can answer now."""
+
+    name: str
+    when: Callable[[Any], bool]
+    person: bool = True
+
+    def can_answer(self, asking: Any) -> bool:
+        return not _blocking(asking) and self.when(asking)
+
+    async def answer(
+        self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
+    ) -> ApprovalDecision:
+        return await broker.request(request, signal)
+
+    def refusal(self, tool_name: str, asking: Any) -> str:
+        return nobody_to_ask(tool_name)
+
+
+class StdinAnswerer(WaitInBroker):
+    """Asks on the turn's stdin while the request waits in the broker (a comm may still answer first); a
+    blocking turn too."""
+
+    def __init__(self) -> None:
+        super().__init__("stdin", lambda asking: getattr(asking, "stdin", None) is not None)
+        self._turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        """One stdin question at a time (parallel tool calls); a lock per loop."""
+
+    def can_answer(self, asking: Any) -> bool:
+        return self.when(asking)
+
+    async def answer(
+        self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
+    ) -> ApprovalDecision:
+        asker = asyncio.ensure_future(self._ask(broker, request, asking.stdin))
+        try:
+            return await broker.request(request, signal)
+        finally:
+            asker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asker
+
+    async def _ask(self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]) -> None:
+        async with self._turns.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
+            if request.decision is not None:
+                return
+            answer = await ask_on_stdin(
+                reader, question(request.tool_name, request.args, request.warning, request.preview)
+            )
+            fields = (
+                parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
+            )
+            broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
+
+
+@dataclass
+class Nobody:
+    """The last answerer: nobody can be asked, so the call is denied with a reason saying what to do."""
+
+    name: str = "nobody"
+    person: bool = False
+
+    def can_answer(self, asking: Any) -> bool:
+        return True
+
+    async def answer(
+        self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
+    ) -> ApprovalDecision:
+        raise RuntimeError("nobody answers: the gate denies with refusal()")  # pragma: no cover
+
+    def refusal(self, tool_name: str, asking: Any) -> str:
+        return blocked_cell(tool_name) if _blocking(asking) else nobody_to_ask(tool_name)
+
+
+NOBODY = Nobody()
+
+
+def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any]) -> list[Answerer]:
+    """The kernel's answerers in order: widget, comm, stdin, nobody (see the module docstring)."""
+
+    def widgets(asking: Any) -> bool:
+        if not (asking.widgets if asking is not None else frontend.widgets):
+            return False
+        if view_factory() is not None:
+            return True
+        try:  # the widgets package draws the card (``view_choice.widget_view_factory``)
+            from pi_kernel.widgets.factory import make_widget_view  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    return [
+        WaitInBroker("widget", widgets),
+        WaitInBroker("comm", lambda asking: bool(frontend.approval_clients)),
+        StdinAnswerer(),
+        NOBODY,
+    ]
+
+
+# -- the stdin question ----------------------------------------------------------------------------
+
+QUESTION_ARGS_CHARS = 4_000
+"""Arguments longer than this are shown as their head and tail around a "characters hidden" warning."""
+ANSWERS_HELP = "[y]es / [a]lways / [n]o[: reason] / {json} to edit the arguments"
+
+
+def parse_answer(answer: str) -> dict[str, Any]:
+    """A typed answer → decision fields (``decision``, ``reason``, ``args``)."""
+    text = answer.strip()
+    lowered = text.lower()
+    if lowered in ("y", "yes", "ok", "approve"):
+        return {"decision": "approve"}
+    if lowered in ("a", "always"):
+        return {"decision": "always"}
+    if text.startswith("{"):
+        try:
+            args = json.loads(text)
+        except ValueError as error:
+            return {"decision": "deny", "reason": f"The edited arguments were not valid JSON ({error})."}
+        except RecursionError:  # would kill the asking task: the turn would wait for the approval timeout
+            return {"decision": "deny", "reason": "The edited arguments were nested too deeply to read."}
+        return {"decision": "approve", "args": args}
+    if lowered in ("n", "no", "deny") or lowered.startswith(("n:", "no:", "n ", "no ")):
+        reason = text.split(":", 1)[1] if ":" in text else text.partition(" ")[2]
+        return {"decision": "deny", "reason": reason.strip() or None}
+    return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
+
+
+def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
+    """A change's title and diff as plain lines (masked, invisible characters shown, head and tail kept)."""
+    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+
+    diff, invisible = reveal_invisible(masked(preview.diff))
+    title, in_title = reveal_invisible(masked(preview.title))
+    note = f"[{invisible_warning(invisible + in_title)}]\n" if invisible + in_title else ""
+    return f"{note}{title}\n{cut_middle(diff.rstrip(), limit)}\n"
+
+
+def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
+    """The stdin question for a call (masked, invisible characters shown, cut in the middle)."""
+    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+
+    try:
+        shown = json.dumps(args, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        shown = repr(args)
+    shown = masked(shown)  # before the cut: a cut key would no longer be found
+    shown, invisible = reveal_invisible(shown, json_text=True)  # bidi overrides, zero-width: visible
+    notes = [warning] if warning else []
+    notes += [invisible_warning(invisible)] if invisible else []
+    note = "".join(f"[{text}] " for text in notes)
+    if preview is not None:  # the change as a diff; the arguments, shorter, below it
+        return f"{preview_text(preview)}{note}Allow {tool_name} {cut_middle(shown, 300)}? {ANSWERS_HELP}: "
+    return f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: "
+
+
+def _raise_in_thread(thread: threading.Thread) -> None:
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
+
+
+async def ask_on_stdin(raw_input: Callable[[str], str], prompt: str) -> str | None:
+    """``raw_input(prompt)`` in a worker; ``None`` if it failed. Cancelling this stops the worker."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str | None] = loop.create_future()
+    context = contextvars.copy_context()  # ipykernel finds the cell's request through context vars
+
+    def settle(value: str | None) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    reading = threading.Event()
+    reading.set()
+
+    def work() -> None:
+        try:
+            try:
+                value: str | None = context.run(raw_input, prompt)
+            except BaseException:  # noqa: BLE001 - EOF, no stdin, or stopped by _raise_in_thread
+                value = None
+            reading.clear()
+            loop.call_soon_threadsafe(settle, value)
+        except BaseException:  # noqa: BLE001 - a late stop request, or the loop closed meanwhile
+            pass
+
+    worker = threading.Thread(target=work, name="pi-approval-stdin", daemon=True)
+    worker.start()
+    try:
+        return await future
+    finally:
+        if reading.is_set():
+            _raise_in_thread(worker)
 
 
 _background: set[asyncio.Future[Any]] = set()
@@ -309,7 +498,7 @@ class SessionApprovals:
                 self._broker = ApprovalBroker(timeout=self._session.settings.approval_timeout)
                 self._broker.subscribe(self._announce)
                 session = self._session
-                for answerer in kernel_answerers(session.frontend, lambda: session.view_factory, decision_from_fields):
+                for answerer in kernel_answerers(session.frontend, lambda: session.view_factory):
                     self._broker.register(answerer)
             return self._broker
 
@@ -317,7 +506,7 @@ class SessionApprovals:
     def policy(self) -> ApprovalPolicy:
         with self._lock:
             if self._policy is None:
-                from pi_kernel.tools.approval_policy import ApprovalPolicy
+                from pi_kernel.tools.approval import ApprovalPolicy
 
                 settings = self._session.settings
                 self._policy = ApprovalPolicy()
@@ -333,8 +522,6 @@ class SessionApprovals:
             broker=lambda: self.broker,
             definition=self._session.tool_definition,
             turn=turn,
-            mode_override=lambda: turn.options.approve if turn is not None else None,
-            raw_input=lambda: turn.stdin if turn is not None else None,
             tool_context=lambda: self._session.tool_context,
         )
 

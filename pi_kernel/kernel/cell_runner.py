@@ -42,20 +42,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.agent.events import AgentEvent, MessageEndEvent
+from pi_kernel.agent.types import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.kernel import outgoing
-from pi_kernel.kernel.allowed_models import refusal
 from pi_kernel.kernel.config import THINKING_LEVELS
-from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
-from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
+from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, refusal
+from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
 from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
 from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
-from pi_kernel.tools.approval import ApprovalRequest
-from pi_kernel.tools.approval_policy import SESSION_MODES
-from pi_kernel.tools.builtin.secret_names import environment_secrets
+from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
+from pi_kernel.tools.paths import environment_secrets
 from pi_kernel.tools.wrapper import wrap_tool_definition
 
 if TYPE_CHECKING:
@@ -215,7 +213,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     )
     gate = payload_gate(session.shell)
     if gate is not None:
-        gate.mark_pi_cell()  # nothing the agent's code writes leaves this cell as a payload (payload_gate)
+        gate.mark_pi_cell()  # nothing the agent's code writes leaves this cell as a payload (outgoing.PayloadGate)
     session.turn_journals.retire_offer()
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     # relative paths from the cwd of now; what the tools change goes into the turn's journal

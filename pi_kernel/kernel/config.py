@@ -2,7 +2,7 @@
 
 Precedence, highest first: ``%pi`` magics at run time, traitlets config
 (``c.PiKernel.model = ...``), the environment (``PI_MODEL``, ``PI_APPROVAL``,
-...), a ``.env`` file in the working directory (``dotenv``; it only fills variables that
+...), a ``.env`` file in the working directory (``load_dotenv``; it only fills variables that
 are not set already), built-in defaults.
 
 Keys are never copied into settings: a ``Model`` names the environment
@@ -13,6 +13,39 @@ Every setting is written once, as a field of ``PiSettings`` made by ``setting``:
 and environment variable. ``SETTINGS`` lists those rows; ``settings_from_env`` and ``apply_config`` read
 them, ``PiKernel`` makes a trait of each. The model is ``model_resolution``'s. (Long: one table row per
 setting, each with its help text, is the point of the module.)
+
+MCP servers (``c.PiKernel.mcp_servers``, ``PI_MCP_CONFIG``): only the outer ``mcpServers`` shape is read
+here (at kernel start, without importing the ``mcp`` SDK or the tools); each entry is checked when the
+session first uses its servers (``pi_kernel.tools.mcp.server_config.parse_servers``).
+
+Allowed models (``c.PiKernel.allowed_models``, ``PI_ALLOWED_MODELS``): read here
+(``parse_allowed_models``), applied by ``model_resolution``.
+
+**The ``.env`` file** (``load_dotenv``). A notebook folder cloned from someone else can carry a ``.env``, so it is
+trusted only to supply what is missing, never to weaken safety or to send an
+existing key elsewhere:
+
+- only the project's own names are taken (``DOTENV_NAMES``); anything else
+  (``BASH_ENV``, ``PYTHONPATH``, ``LD_PRELOAD``, ...) is ignored and named in
+  the session's first notice;
+- a variable already set in the environment is never overridden;
+- ``PI_APPROVAL`` is taken only when it is stricter than the default ``ask``
+  (``deny`` or ``read-only``);
+- a base URL and the key sent to it come from the same source: the ``.env``'s
+  ``OPENAI_BASE_URL`` is ignored when any key is set in the environment, the
+  key sent to it is the ``.env``'s own ``OPENAI_API_KEY`` (kept under
+  ``DOTENV_KEY_ENV``, so a key set later in the notebook never reaches that
+  server), and the ``.env``'s ``OPENAI_API_KEY`` is ignored when
+  ``OPENAI_BASE_URL`` is set in the environment (other providers' keys go to
+  their own URLs);
+- a ``.env``'s key never switches the user's provider: when the environment
+  holds a key, the default model uses it (the ``.env``'s keys are recorded in
+  ``DOTENV_KEYS_ENV``, and the session's notice names them), and a ``.env``
+  that brings a key cannot choose the model (``PI_MODEL``, ``PI_PROVIDER``).
+
+The ``.env``'s base URL is returned, not exported: the settings carry it (and
+that it came from a ``.env``); keys go to the environment, where providers
+and masking read them, never into settings.
 """
 
 from __future__ import annotations
@@ -21,18 +54,17 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from pi_kernel.kernel.allowed_models import parse_allowed_models
-from pi_kernel.kernel.mcp_settings import mcp_servers, mcp_servers_file
 from pi_kernel.kernel.outgoing import masked
 
 APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
-"""Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval_policy`` has the same, but
+"""Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval`` has the same, but
 importing it here would cost a quarter of a second at every kernel start."""
 DEFAULT_BUILTIN_TOOLS = (
     "read",
@@ -83,15 +115,10 @@ def _report(problems: list[str] | None, message: str) -> None:
 def _shown(value: Any) -> str:
     """A bad value as a warning quotes it: keys masked, shortened (it might be a pasted secret)."""
     try:
-        text = _masked(str(value))
+        text = str(masked(str(value), environ=os.environ))
     except Exception:  # noqa: BLE001 - an object whose str() fails is still only a bad value
         text = f"<{type(value).__name__}>"
     return repr(text if len(text) <= 40 else text[:40] + "...")
-
-
-def _masked(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with the keys of ``environ`` (default: the process's) masked."""
-    return str(masked(text, environ=environ if environ is not None else os.environ))
 
 
 def _using(settings: PiSettings, name: str) -> str:
@@ -104,13 +131,19 @@ def _using(settings: PiSettings, name: str) -> str:
 TIMEOUT_RULE = "must be a number of seconds above 0 (nothing waits forever)"
 
 
+def _number(value: Any) -> float:
+    """``value`` as a finite float, else ``nan`` (a bool is no number)."""
+    try:
+        number = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
+
+
 def _seconds(value: Any) -> float:
     """An approval timeout: a finite number above 0 (``ValueError`` otherwise; ``0`` once meant "never")."""
-    try:
-        seconds = math.nan if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError, OverflowError):
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
+    seconds = _number(value)
+    if not seconds > 0:
         raise ValueError(f"{_shown(value)} {TIMEOUT_RULE}")
     return seconds
 
@@ -142,12 +175,8 @@ def byte_count(value: Any) -> int:
 
 def dollars(value: Any) -> float:
     """An amount of US dollars, at least 0 (``"$5"`` allowed); ``ValueError`` otherwise."""
-    text = value.strip().lstrip("$") if isinstance(value, str) else value
-    try:
-        amount = math.nan if isinstance(text, bool) else float(text)
-    except (TypeError, ValueError, OverflowError):
-        amount = math.nan
-    if not math.isfinite(amount) or amount < 0:
+    amount = _number(value.strip().lstrip("$") if isinstance(value, str) else value)
+    if not amount >= 0:
         raise ValueError(f"{_shown(value)} is not an amount of US dollars (0 or more)")
     return amount
 
@@ -202,19 +231,16 @@ def _name(value: Any) -> str:
 THINKING_LEVELS = ("off", "low", "medium", "high")
 
 
+def _one_of(choices: tuple[str, ...], value: Any) -> str:
+    word = value.strip().lower() if isinstance(value, str) else value
+    if word not in choices:
+        raise ValueError(f"{_shown(value)} is not one of {', '.join(choices)}")
+    return str(word)
+
+
 def thinking_level(value: Any) -> str:
     """A thinking effort: one of ``THINKING_LEVELS`` (any case); ``ValueError`` otherwise."""
-    level = value.strip().lower() if isinstance(value, str) else value
-    if level not in THINKING_LEVELS:
-        raise ValueError(f"{_shown(value)} is not one of {', '.join(THINKING_LEVELS)}")
-    return str(level)
-
-
-def _approval(value: Any) -> str:
-    mode = value.strip().lower() if isinstance(value, str) else value
-    if mode not in APPROVAL_MODES:
-        raise ValueError(f"{_shown(value)} is not one of {', '.join(APPROVAL_MODES)}")
-    return str(mode)
+    return _one_of(THINKING_LEVELS, value)
 
 
 def _boolean(value: Any) -> bool:
@@ -235,6 +261,45 @@ def _tool_names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
         raise ValueError(f"{_shown(value)} is not a list of tool names")
     return tuple(value)
+
+
+def parse_allowed_models(value: Any) -> tuple[str, ...]:
+    """A list of entries from a config value: a list of strings, a JSON list, or one string of entries
+    separated by commas or white space. ``ValueError`` saying what is wrong otherwise."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError as error:
+                raise ValueError(f"not a valid JSON list ({error})") from None
+        else:
+            return tuple(entry for entry in re.split(r"[\s,]+", text) if entry)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(entry, str) for entry in value):
+        raise ValueError("not a list of model names such as ['gpt-4o-mini', 'deepseek:deepseek-chat']")
+    return tuple(entry.strip() for entry in value if entry.strip())
+
+
+def mcp_servers(value: Any) -> dict[str, Any]:
+    """The ``name → entry`` mapping of a ``{"mcpServers": {...}}`` document, of the inner mapping, or of
+    either as JSON text (entries are checked later: see the module docstring)."""
+    value = _json(value)
+    if isinstance(value, Mapping) and "mcpServers" in value:
+        value = value["mcpServers"]
+    if not isinstance(value, Mapping):
+        raise ValueError('not an object such as {"mcpServers": {"NAME": {"command": "...", "args": []}}}')
+    return {str(name): entry for name, entry in value.items()}
+
+
+def mcp_servers_file(path: str) -> dict[str, Any]:
+    """``PI_MCP_CONFIG``: the servers of a JSON file in the ``mcpServers`` shape."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"cannot read {path!r} ({error.strerror or error})") from None
+    except RuntimeError as error:  # ``~user`` naming nobody
+        raise ValueError(f"cannot read {path!r} ({error})") from None
+    return mcp_servers(text)
 
 
 _T = TypeVar("_T")
@@ -288,7 +353,10 @@ class PiSettings:
     )
     """With it set and no explicit provider, the server is the default."""
     approval: str = setting(
-        "ask", _approval, f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.", "PI_APPROVAL"
+        "ask",
+        partial(_one_of, APPROVAL_MODES),
+        f"Approval mode for tool calls: {' | '.join(APPROVAL_MODES)}.",
+        "PI_APPROVAL",
     )
     approval_overrides: dict[str, str] = setting(
         {}, _overrides, f"Per-tool approval ({' | '.join(TOOL_APPROVAL_MODES)}), a dict or JSON: {{'bash': 'ask'}}."
@@ -341,7 +409,6 @@ class PiSettings:
         env_parse=mcp_servers_file,
         merge=True,
     )
-    """Checked when the session first uses them, by ``pi_kernel.tools.mcp.server_config``."""
     notebook_context: bool = setting(
         True,
         _boolean,
@@ -379,7 +446,7 @@ class PiSettings:
     OpenAI-style providers, not to, say, an explicit ``deepseek:`` model)."""
     base_url_from_dotenv: bool = False
     """Whether ``base_url`` came from a ``.env`` file: then the only key sent there is that file's own
-    (``dotenv.DOTENV_KEY_ENV``), never one set in the environment or later in the notebook."""
+    (``DOTENV_KEY_ENV``), never one set in the environment or later in the notebook."""
 
 
 SETTINGS: tuple[Setting, ...] = tuple(
@@ -410,7 +477,7 @@ def settings_from_env(
         try:
             value = (row.env_parse or row.parse)(text)
         except Exception as error:  # noqa: BLE001 - whatever the environment holds, the kernel must start
-            _report(problems, f"{row.env}: {_masked(str(error), env)}; {_fallback(settings, row)}.")
+            _report(problems, f"{row.env}: {masked(str(error), environ=env)}; {_fallback(settings, row)}.")
             continue
         if row.merge:
             value = {**getattr(settings, row.name), **value}
@@ -436,3 +503,114 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
     if "base_url" in changes:
         changes["base_url_from_env"] = changes["base_url_from_dotenv"] = False
     return replace(settings, **changes)
+
+
+def parse_dotenv(text: str) -> dict[str, str]:
+    """``KEY=value`` lines (``export`` prefix, quotes and ``#`` comments allowed)."""
+    values: dict[str, str] = {}
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            continue
+        value = value.strip()
+        if value[:1] in ("'", '"'):
+            quote = value[0]
+            end = value.find(quote, 1)
+            value = value[1:end] if end > 0 else value[1:]
+            if quote == '"':
+                value = value.replace("\\n", "\n")
+        else:
+            value = re.split(r"\s+#", value, maxsplit=1)[0].strip()
+        values[name] = value
+    return values
+
+
+KEY_NAMES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+"""Keys a ``.env`` may supply (each goes to its own provider's URL; a ``.env`` sets no provider's URL but
+``OPENAI_BASE_URL``, under the rule above: ``ANTHROPIC_BASE_URL`` is not among ``DOTENV_NAMES``)."""
+DOTENV_NAMES = frozenset(
+    {*KEY_NAMES, "OPENAI_BASE_URL", "PI_MODEL", "PI_PROVIDER", "PI_APPROVAL", "PI_APPROVAL_TIMEOUT", "PI_WIDGETS"}
+    | {"PI_WORKSPACE_ROOT"}
+)
+"""The only names a ``.env`` may set (a workspace root only confines the file tools further)."""
+STRICTER_APPROVALS = ("deny", "read-only")
+"""``PI_APPROVAL`` values a ``.env`` may set: never more permissive than ``ask``."""
+DOTENV_KEY_ENV = "PI_DOTENV_OPENAI_API_KEY"
+"""Where the ``.env``'s ``OPENAI_API_KEY`` is kept when its ``OPENAI_BASE_URL`` is used: the only key sent there."""
+DOTENV_KEYS_ENV = "PI_DOTENV_KEYS"
+"""Names of the keys a ``.env`` added (comma-separated): the default model prefers a key of the real environment
+(``model_resolution.resolve_model``), so a ``.env``'s key never switches the user's provider."""
+
+
+@dataclass
+class DotenvResult:
+    """What a ``.env`` supplied."""
+
+    added: list[str] = field(default_factory=list)
+    """Names set in the environment."""
+    base_url: str | None = None
+    """The ``.env``'s ``OPENAI_BASE_URL`` when it is used (not exported; see the module doc)."""
+    ignored: list[str] = field(default_factory=list)
+    """One line per ignored entry or group, for the session's notice."""
+
+
+def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | None = None) -> DotenvResult:
+    """Fill ``environ`` from a ``.env`` file under the rules of the module doc."""
+    environ = os.environ if environ is None else environ
+    result = DotenvResult()
+    file = Path(path)
+    if not file.is_file():
+        return result
+    values = parse_dotenv(file.read_text(encoding="utf-8", errors="replace"))
+    unknown = sorted(name for name in values if name not in DOTENV_NAMES)
+    if unknown:
+        result.ignored.append(f"not pi-kernel settings, ignored: {', '.join(unknown)}")
+    wanted = {name: value for name, value in values.items() if name in DOTENV_NAMES and name not in environ}
+    approval = wanted.pop("PI_APPROVAL", None)
+    if approval is not None:
+        if approval.strip().lower() in STRICTER_APPROVALS:
+            wanted["PI_APPROVAL"] = approval
+        else:
+            result.ignored.append("PI_APPROVAL ignored: a .env may only make approval stricter (deny, read-only)")
+    base_url = wanted.pop("OPENAI_BASE_URL", None)
+    if base_url is not None and base_url.strip():
+        set_keys = [name for name in KEY_NAMES if environ.get(name)]
+        if set_keys:
+            result.ignored.append(
+                f"OPENAI_BASE_URL ignored: {', '.join(set_keys)} is set in the environment and is never sent "
+                "to a server named by a .env"
+            )
+        else:
+            result.base_url = base_url.strip()
+            key = wanted.pop("OPENAI_API_KEY", None)
+            if key:
+                environ[DOTENV_KEY_ENV] = key
+    if "OPENAI_BASE_URL" in environ and wanted.pop("OPENAI_API_KEY", None) is not None:
+        result.ignored.append(
+            "OPENAI_API_KEY ignored: OPENAI_BASE_URL is set in the environment, and a key must come "
+            "from the same place as the URL it is sent to"
+        )
+    own_keys = [name for name in KEY_NAMES if environ.get(name)]
+    added_keys = [name for name in KEY_NAMES if wanted.get(name)]
+    if own_keys and added_keys:
+        result.ignored.append(
+            f"{', '.join(added_keys)} set from the .env, but the default model uses "
+            f"{own_keys[0]} from the environment (a .env's key never switches your provider)"
+        )
+        for name in ("PI_MODEL", "PI_PROVIDER"):
+            if wanted.pop(name, None) is not None:
+                result.ignored.append(
+                    f"{name} ignored: the .env also brings its own key, and {own_keys[0]} is set in the environment"
+                )
+    for name, value in wanted.items():
+        environ[name] = value
+        result.added.append(name)
+    if added_keys:
+        environ[DOTENV_KEYS_ENV] = ",".join(added_keys)
+    return result

@@ -10,11 +10,11 @@ the kernel sends (``outgoing``). It is cheap: ``pi_kernel.kernel.cell_runner`` a
 imported lazily, when the first ``%pi`` / ``%%pi`` runs.
 
 **Settings** come from a ``.env`` file in the working directory (filling unset variables only, under the
-rules in ``dotenv``), the environment, then ``c.PiKernel.*`` config (also read in a stock kernel's config)
-and finally ``overrides`` (the Pi kernel's traitlets). A bad value never stops the kernel: it runs in the
-kernel's constructor, where an exception kills the process and JupyterLab restarts it forever. It is
-logged, that setting keeps its lower layer's value (the default, in the end), and the session shows the
-warning once, in its first ``%pi`` / ``%%pi`` output.
+rules in ``config.load_dotenv``), the environment, then ``c.PiKernel.*`` config (also read in a stock
+kernel's config) and finally ``overrides`` (the Pi kernel's traitlets). A bad value never stops the kernel:
+it runs in the kernel's constructor, where an exception kills the process and JupyterLab restarts it
+forever. It is logged, that setting keeps its lower layer's value (the default, in the end), and the
+session shows the warning once, in its first ``%pi`` / ``%%pi`` output.
 
 **``%%pi [--model NAME] [--no-tools] [--max-turns N] [--approve MODE]``** + a prompt: one turn of the
 session's agent, run one way: as a task on the shell's own event loop. ``PiCellRewriter`` (an IPython
@@ -58,11 +58,9 @@ from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from pi_kernel.kernel import outgoing
-from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
-from pi_kernel.kernel.dotenv import load_dotenv
-from pi_kernel.kernel.payload_gate import install_payload_gate
+from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, settings_from_env
+from pi_kernel.kernel.outgoing import install_payload_gate, make_undumpable
 from pi_kernel.kernel.session import PiSession, show_notices
-from pi_kernel.kernel.undumpable import make_undumpable
 
 logger = logging.getLogger("pi_kernel.kernel")
 

@@ -5,42 +5,66 @@ waits: the REASON of ``deny ID REASON`` (an apostrophe is no unclosed quote)
 and the JSON after ``allow ID --args`` (shlex would strip its quotes, turning
 ``{"a": 1}`` into ``{a: 1}``) are kept as typed (see ``split_line``).
 
-Long (about 480 lines): one small function per command and the one table that dispatches them; a
+A command that cannot be done raises ``CommandError``: IPython prints it as a usage error, without a
+traceback, keys masked (it may be captured before ``outgoing`` sees it).
+
+Long (about 560 lines): one small function per command and the one table that dispatches them; a
 command's logic that is more than its words and reply lives in its concept's module (``long_session``,
-``mcp_commands``, ``turn_undo``).
+``undo``).
+
+**MCP** (``%pi mcp``, see ``HELP``). A server added here starts at once, so the answer shows its tools or why it
+did not start; servers from the configuration start before the first ``%%pi``
+turn. Starting and stopping wait on the loop the servers live on (the
+kernel's, see ``tools.mcp.manager``): ``add``, ``remove`` and ``restart`` are
+coroutines (``mcp_async``), awaited where such a line is a cell of its own
+(``magics.AWAITED_LINES``). Elsewhere (inside other code, ``%autoawait off``)
+the synchronous ``mcp`` runs them to the end when no loop runs (IPython
+outside a kernel) and otherwise says to run the line as a cell of its own.
+``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":
+true`` (see ``docs/mcp.md``).
+
+``pi_kernel.tools.mcp`` is imported lazily, once the session's MCP manager
+exists: it needs the optional ``mcp`` SDK, whose absence ``session.mcp``
+reports as ``McpUnavailable``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import shlex
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
-from pi_kernel.kernel import mcp_commands
 from pi_kernel.kernel import session as long_session
-from pi_kernel.kernel.allowed_models import allowed_specs, concrete_entries, refusal
-from pi_kernel.kernel.command_error import CommandError
 from pi_kernel.kernel.config import thinking_level
 from pi_kernel.kernel.model_resolution import (
     DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
+    allowed_specs,
+    concrete_entries,
     describe_model,
     list_server_models,
     local_model_installed,
     model_from_spec,
+    refusal,
 )
+from pi_kernel.kernel.outgoing import masked
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
+from pi_kernel.kernel.session import McpUnavailable, PiSession
 from pi_kernel.kernel.text_view import render_messages
 from pi_kernel.kernel.turn import request_session
-from pi_kernel.kernel.turn_undo import undo_turn
-from pi_kernel.tools.approval_rules import decide
+from pi_kernel.kernel.undo import undo_turn
+from pi_kernel.tools.approval import decide
 
-if TYPE_CHECKING:
-    from pi_kernel.kernel.session import PiSession
+
+class CommandError(Exception):
+    """A ``%pi`` command that cannot be done; printed as a usage error."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [masked(f"UsageError: {self}")]
 
 
 HELP = """%pi                         status: model, tools, approval, conversation
@@ -194,7 +218,7 @@ class _AsksByItself:
 
 
 def approval_of(session: PiSession, name: str) -> str:
-    """A tool's approval in a word or two, from the decision the gate makes (``approval_rules.decide``)
+    """A tool's approval in a word or two, from the decision the gate makes (``approval.decide``)
     under the session's policy for a call without arguments; a call that may read secrets still asks
     (decided per call, so not shown here)."""
     definition = session.registry.get(name)
@@ -273,8 +297,6 @@ def deny(session: PiSession, words: list[str]) -> str:
 def reset(session: PiSession, words: list[str]) -> str:
     if words:  # "%pi reset --keep" is not a reset: a command with words it does not know changes nothing
         raise CommandError(f"%pi reset takes no words (got {' '.join(words)!r}); nothing was changed")
-    if session.turn is not None:
-        raise CommandError("a turn is running; interrupt it first")
     session.reset()
     return "The conversation was reset."
 
@@ -287,8 +309,6 @@ def undo(session: PiSession, words: list[str]) -> str:
         )
     if len(words) > 1 or (words and not words[0].isdigit()):
         raise CommandError("%pi undo [N|list]")
-    if session.turn is not None:
-        raise CommandError("a turn is running; interrupt it first")
     if not words:
         done = undo_turn(session, None, show_later)
         if done is not None:
@@ -333,8 +353,6 @@ def save(session: PiSession, words: list[str]) -> str:
 def load(session: PiSession, words: list[str]) -> str:
     if len(words) != 1:
         raise CommandError("%pi load PATH")
-    if session.turn is not None:
-        raise CommandError("a turn is running; interrupt it first")
     try:
         saved = load_conversation(words[0])  # an OSError is said in one line by run_line_command
     except ValueError as error:
@@ -390,6 +408,99 @@ def thinking(session: PiSession, words: list[str]) -> str:
     return f"thinking: {level} (%%pi --thinking LEVEL for one turn)"
 
 
+MCP_USAGE = (
+    "%pi mcp | %pi mcp add NAME [--trust-read-only] -- COMMAND ARGS... | %pi mcp add NAME [--trust-read-only] URL"
+    " | %pi mcp remove NAME | %pi mcp restart NAME"
+)
+
+
+MCP_WAITS = (
+    "%pi mcp {action} waits for the server on the kernel's event loop, which is busy running this cell: "
+    "run `%pi mcp {action} ...` as a cell of its own (with %autoawait on)."
+)
+
+
+def mcp(session: PiSession, words: list[str]) -> str:
+    """``%pi mcp ...`` from the synchronous magic (see the module docstring)."""
+    try:
+        if not words:
+            return session.mcp.describe()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            from IPython.core.async_helpers import get_asyncio_loop
+
+            return get_asyncio_loop().run_until_complete(_mcp(session, words))
+        if words[0] in ("add", "remove", "restart"):
+            raise CommandError(MCP_WAITS.format(action=words[0]))
+        raise CommandError(MCP_USAGE)
+    except McpUnavailable as error:
+        raise CommandError(str(error)) from None
+
+
+async def mcp_async(session: PiSession, words: list[str]) -> str:
+    """``%pi mcp ...`` awaited on the servers' loop."""
+    try:
+        return await _mcp(session, words)
+    except McpUnavailable as error:
+        raise CommandError(str(error)) from None
+
+
+async def _mcp(session: PiSession, words: list[str]) -> str:
+    if not words:
+        return session.mcp.describe()
+    action, rest = words[0], words[1:]
+    if action == "add":
+        return await _mcp_add(session, rest)
+    if action in ("remove", "restart") and len(rest) == 1:
+        name = rest[0]
+        if name not in session.mcp.servers:
+            known = ", ".join(session.mcp.names()) or "none"
+            raise CommandError(f"no MCP server named {name!r} (known: {known})")
+        if action == "remove":
+            await session.mcp.remove(name)
+            return f"MCP server {name} removed."
+        await session.mcp.restart(name)
+        return _mcp_report(session, name)
+    raise CommandError(MCP_USAGE)
+
+
+async def _mcp_add(session: PiSession, words: list[str]) -> str:
+    manager = session.mcp  # McpUnavailable without the SDK
+    from pi_kernel.tools.mcp import server_config
+
+    if not words:
+        raise CommandError(MCP_USAGE)
+    name, rest = words[0], words[1:]
+    trust = "--trust-read-only" in rest[: rest.index("--")] if "--" in rest else "--trust-read-only" in rest
+    if trust:
+        rest.remove("--trust-read-only")
+    entry: dict[str, object]
+    if rest[:1] == ["--"] and len(rest) > 1:
+        entry = {"command": rest[1], "args": rest[2:]}
+    elif len(rest) == 1 and rest[0] != "--":
+        entry = {"url": rest[0]}
+    else:
+        raise CommandError(MCP_USAGE)
+    entry["trustReadOnlyHint"] = trust
+    try:
+        config = server_config(name, entry)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    manager.add(config)
+    await manager.start_server(name)
+    return _mcp_report(session, name)
+
+
+def _mcp_report(session: PiSession, name: str) -> str:
+    """The state of one server after a start, and its tools (or why it did not start)."""
+    session.mcp.drop_notices(name)  # shown right here, not again at the next turn
+    lines = session.mcp.describe().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}: "))
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
+    return "\n".join(lines[start:end])
+
+
 COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "": status,
     "status": status,
@@ -410,7 +521,7 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "compact": long_session.compact,
     "price": long_session.price,
     "budget": long_session.budget,
-    "mcp": mcp_commands.mcp,
+    "mcp": mcp,
     "context": context,
     "cells": cells,
     "thinking": thinking,
@@ -441,7 +552,7 @@ def split_line(line: str) -> list[str]:
     return [*before, "--args", rest[:end], *shlex.split(rest[end:])]
 
 
-ASYNC_COMMANDS = {"mcp": mcp_commands.mcp_async, "compact": long_session.compact_async}
+ASYNC_COMMANDS = {"mcp": mcp_async, "compact": long_session.compact_async}
 """Commands that wait on the event loop, awaited where the line is a cell of its own (``run_line_command_async``)."""
 
 

@@ -1,11 +1,26 @@
 """Which model a session uses: from its settings, the keys and base URL in the environment, else the
 local model (``resolve_model``); ``%pi model NAME`` under the same base-URL rules (``model_from_spec``).
 
-A ``.env``'s base URL only ever gets that file's own key (``dotenv.DOTENV_KEY_ENV``), and a ``.env``'s key
-is the default only when the environment has none (``dotenv.DOTENV_KEYS_ENV``).
+A ``.env``'s base URL only ever gets that file's own key (``config.DOTENV_KEY_ENV``), and a ``.env``'s key
+is the default only when the environment has none (``config.DOTENV_KEYS_ENV``).
 ``pi_kernel.ai.providers.local_engine`` is imported lazily, inside the functions that use it: this module
 loads at kernel start, where the local engine would cost about 5 ms (the rest of ``pi_kernel.ai`` loads
 there anyway).
+
+**Allowed models** (``restrict_default``, ``refusal``): the models a site lets ``%pi model`` and
+``%%pi --model`` choose, set by an administrator (``c.PiKernel.allowed_models`` in a site-wide kernel
+config, or ``PI_ALLOWED_MODELS`` in the spawner's environment; see
+docs/jupyterhub.md). Unset or empty: every model is allowed.
+
+Each entry is a model id (``gpt-4o-mini``: that id from any provider or
+server) or ``provider:id`` (``deepseek:deepseek-chat``, ``ollama:qwen3:8b``),
+and may hold shell-style wildcards (``gpt-4o*``, ``ollama:*``). An entry
+holding ``:`` is compared, case-sensitively, with ``provider:id`` only (so
+``deepseek:*`` never allows ``openrouter:deepseek:r1``); an entry without one
+with the model's ``id``, so ``gpt-4o-mini`` also allows it behind an
+OpenAI-compatible base URL (where the provider is ``openai-compatible``). An
+id that holds ``:`` itself is named with its provider (``ollama:qwen3:8b``,
+or ``*:qwen3:8b`` for any provider).
 """
 
 from __future__ import annotations
@@ -13,12 +28,13 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from fnmatch import fnmatchcase
+from typing import Protocol, TypeVar
 
 from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, detect_provider, parse_model_spec
-from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, DOTENV_KEYS_ENV
+from pi_kernel.kernel.config import DOTENV_KEY_ENV, DOTENV_KEYS_ENV, PiSettings
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
@@ -127,3 +143,61 @@ def describe_model(model: Model) -> str:
     proxy = os.environ.get("ANTHROPIC_BASE_URL") if model.provider == "anthropic" and not model.base_url else None
     where = proxy or model.resolved_base_url or "local"
     return f"{model.provider}:{model.id} at {where}" if model.provider != "local" else f"local:{model.id}"
+
+
+class NamedModel(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+
+M = TypeVar("M", bound=NamedModel)
+
+
+def is_allowed(model: NamedModel, allowed: Sequence[str]) -> bool:
+    """Whether ``model`` matches an entry of ``allowed`` (everything does when it is empty)."""
+    return _matches(f"{model.provider}:{model.id}", model.id, allowed)
+
+
+def allowed_specs(specs: Sequence[str], allowed: Sequence[str]) -> list[str]:
+    """The ``provider:id`` specs of ``specs`` that ``allowed`` lets through."""
+    return [spec for spec in specs if _matches(spec, spec.split(":", 1)[-1], allowed)]
+
+
+def _matches(full_name: str, model_id: str, allowed: Sequence[str]) -> bool:
+    if not allowed:
+        return True
+    return any(fnmatchcase(full_name if ":" in entry else model_id, entry) for entry in allowed)
+
+
+def refusal(model: NamedModel, allowed: Sequence[str]) -> str | None:
+    """The one-line reason ``model`` may not be chosen, or ``None`` when it may."""
+    if is_allowed(model, allowed):
+        return None
+    return f"model {model.provider}:{model.id} is not allowed here (allowed: {', '.join(allowed)})"
+
+
+def concrete_entries(allowed: Sequence[str]) -> list[str]:
+    """The entries that name one model (no wildcard): what ``%pi models`` offers, and the fallback."""
+    return [entry for entry in allowed if not any(char in entry for char in "*?[")]
+
+
+def restrict_default(
+    model: M | None, allowed: Sequence[str], resolve: Callable[[str], M]
+) -> tuple[M | None, str | None]:
+    """The session's default model under ``allowed``, and a notice when it had to change.
+
+    A default that is not allowed (``PI_MODEL`` or a key found in the
+    environment, say) gives way to the first allowed entry that names one
+    model; with none, there is no default model.
+    """
+    if model is None or is_allowed(model, allowed):
+        return model, None
+    concrete = concrete_entries(allowed)
+    fallback = resolve(concrete[0]) if concrete else None
+    if fallback is not None and not is_allowed(fallback, allowed):
+        fallback = None
+    instead = f"using {fallback.provider}:{fallback.id}" if fallback else "no model is set (choose one with %pi model)"
+    return fallback, f"{refusal(model, allowed)}; {instead}."

@@ -71,7 +71,6 @@ NO_BRIDGE = (
 class _Client:
     comm: Any
     session: str | None
-    info: dict[str, Any]
 
 
 @dataclass
@@ -113,6 +112,8 @@ class NotebookBridge:
         self._client_session = client_session
         self.timeout = timeout
         self._clients: dict[str, _Client] = {}
+        self.connected = False
+        """Whether a front-end has ``pi.notebook`` open (kept at each open and close)."""
         self._waiting: dict[str, _Waiting] = {}
         self._lock = threading.Lock()
         self._listeners: list[Callable[[bool], None]] = []
@@ -126,19 +127,9 @@ class NotebookBridge:
     def running_cell_id(self) -> str | None:
         return self._running_cell()
 
-    @property
-    def connected(self) -> bool:
-        with self._lock:
-            return bool(self._clients)
-
     def document(self) -> NotebookBridge | None:
         """This bridge when a front-end is connected, else ``None`` (what ``ToolContext.notebook`` holds)."""
         return self if self.connected else None
-
-    def frontend(self) -> dict[str, Any]:
-        """The open data of the front-end requests go to (``{}`` when none)."""
-        client = self._client()
-        return dict(client.info) if client is not None else {}
 
     def subscribe(self, listener: Callable[[bool], None]) -> None:
         """``listener(connected)`` after each open and close."""
@@ -167,10 +158,9 @@ class NotebookBridge:
             self._hello = None
 
     def _open(self, comm: Any, msg: dict[str, Any]) -> None:
-        data = (msg.get("content") or {}).get("data") or {}
-        info = {key: data.get(key) for key in ("protocol", "frontend", "path") if key in data}
         with self._lock:
-            self._clients[comm.comm_id] = _Client(comm, message_session(msg), info)
+            self._clients[comm.comm_id] = _Client(comm, message_session(msg))
+            self.connected = True
         comm.on_msg(self._on_msg)
         comm.on_close(lambda _message: self._closed(comm.comm_id))
         self._notify()
@@ -178,6 +168,7 @@ class NotebookBridge:
     def _closed(self, comm_id: str) -> None:
         with self._lock:
             self._clients.pop(comm_id, None)
+            self.connected = bool(self._clients)
             lost = [key for key, waiting in self._waiting.items() if waiting.comm_id == comm_id]
             entries = [self._waiting.pop(key) for key in lost]
         for key, waiting in zip(lost, entries, strict=True):

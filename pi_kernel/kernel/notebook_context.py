@@ -1,6 +1,26 @@
-"""The automatic notebook context: what changed in the notebook since the agent's previous turn.
+"""What the agent sees of the notebook's executed cells: their history (``CellHistory``, for the ``cells``
+tool) and the automatic notebook context of each turn (``NotebookContext``).
 
-The first model request of each ``%%pi`` turn carries it: the turn's user
+**History.** ``CellHistory`` listens to IPython's ``post_run_cell``: each cell run (not
+silent ones, not ``%%pi`` cells, which are already in the conversation) is
+kept with its execution count, source, a one-line summary of its result and,
+for a cell that raised, the exception's type, message and the last frames of
+its traceback (plain text, IPython's own frames left out). It keeps the
+latest ``MAX_CELLS``; ``seq`` counts every cell ever recorded, so the
+notebook context can ask for "the cells since mark N".
+
+The history is wired up at kernel start, which must stay as fast as a stock kernel's: only the standard
+library and IPython's pretty printer load with this module; ``pi_kernel.tools.builtin.describe`` (the
+context's variable summaries, with the tools layer) is imported lazily, in the functions of the context. A
+result's summary is what IPython's pretty printer shows (``_repr_pretty_``,
+the first items of a big container), cut short: never a full ``repr`` that
+IPython did not run; it and an exception's ``str()`` are the user's code, so
+they run with a time limit (``SafeCaller``, one second), as does reading the
+traceback; nothing else of the exception runs (no ``__bool__``, no
+``__getattribute__``). The hook never raises (an exception whose ``str()``
+fails is recorded by its type).
+
+**Context.** The first model request of each ``%%pi`` turn carries it: the turn's user
 message is the prompt as written, then a second text part (``Notebook
 context ...``); a reader of the first part (a transcript, a test) still
 finds the prompt there. It is part of the conversation, so the
@@ -22,13 +42,137 @@ On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, or
 
 from __future__ import annotations
 
+import threading
 import time
+import traceback
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.ai.safe_call import SafeCaller
-from pi_kernel.kernel.cell_history import CellHistory, CellRecord
-from pi_kernel.tools.builtin.describe import clip, user_variables, variable_summary
+from IPython.lib.pretty import pretty
+
+from pi_kernel.ai.safe_call import CallTimeout, SafeCaller
+from pi_kernel.ai.static_read import class_name, exact_text
+
+MAX_CELLS = 200
+OUTPUT_CHARS = 200
+SUMMARY_ITEMS = 20
+"""Items of a container result shown in its summary."""
+TRACEBACK_FRAMES = 3
+_INTERNAL_PATHS = ("/IPython/core/", "/ipykernel/", "/pi_kernel/kernel/")
+_CALLER = SafeCaller(1.0)
+"""Runs the user's ``repr``/``str`` for the record (a helper thread, started at the first use)."""
+
+
+@dataclass
+class CellError:
+    type: str
+    message: str
+    frames: list[str] = field(default_factory=list)
+    """The traceback's last frames, plain text (no ANSI colours)."""
+
+
+@dataclass
+class CellRecord:
+    """One executed cell, as the notebook ran it (the ``cells`` tool's ``CellLike``)."""
+
+    execution_count: int | None
+    source: str
+    output: str = ""
+    """A short summary of its result (its ``repr``, on one line, cut)."""
+    error: CellError | None = None
+
+
+def output_summary(value: Any) -> str:
+    """The result as IPython's pretty printer shows it (``_repr_pretty_``, at most ``SUMMARY_ITEMS`` items of a
+    container), so recording it costs no more than showing it did; one line, cut."""
+    try:
+        text = _CALLER.call(lambda: exact_text(pretty(value, max_seq_length=SUMMARY_ITEMS)))
+    except CallTimeout:
+        return f"<{class_name(type(value))}: repr took longer than 1 s>"
+    except BaseException as error:  # noqa: BLE001 - a broken repr is a fact about the result
+        return f"<{class_name(type(value))}: repr failed with {class_name(type(error))}>"
+    flat = " ".join(text[: OUTPUT_CHARS * 4].split())
+    return flat if len(flat) <= OUTPUT_CHARS else flat[: OUTPUT_CHARS - 3] + "..."
+
+
+_TRACEBACK = BaseException.__dict__["__traceback__"]
+
+
+def _frames(error: BaseException) -> list[str]:
+    frames = [
+        frame
+        for frame in traceback.extract_tb(_TRACEBACK.__get__(error))
+        if not any(part in frame.filename.replace("\\", "/") for part in _INTERNAL_PATHS)
+    ]
+    chosen = frames[-TRACEBACK_FRAMES:]
+    if len(frames) > TRACEBACK_FRAMES:  # the cell's own line first, then where it ended (in a library, often)
+        chosen = [frames[0], *frames[-(TRACEBACK_FRAMES - 1) :]]
+    return traceback.format_list(chosen)
+
+
+def _message(error: BaseException) -> str:
+    try:
+        return str(_CALLER.call(lambda: exact_text(str(error))))
+    except BaseException:  # noqa: BLE001 - IPython shows such an error too
+        return "<exception str() failed>"
+
+
+def cell_error(error: BaseException) -> CellError:
+    """Type, message, the cell's own frame and the traceback's last frames (IPython's own frames left out).
+
+    The type is read statically, the traceback through ``BaseException``'s own descriptor (never the
+    class's ``__getattribute__``); ``str(error)`` and the frames (reading a source line may ask a
+    module's loader) are the user's code, run on the ``SafeCaller``."""
+    try:
+        frames = list(_CALLER.call(lambda: _frames(error)))
+    except BaseException:  # noqa: BLE001 - a hostile exception: its type and message are still news
+        frames = []
+    return CellError(class_name(type(error)), _message(error), frames)
+
+
+class CellHistory:
+    def __init__(self) -> None:
+        self._records: list[tuple[int, CellRecord]] = []
+        self.seq = 0
+        """How many cells were recorded so far (the mark of the next one)."""
+        self._lock = threading.Lock()
+
+    def post_run_cell(self, result: Any) -> None:
+        """IPython's ``post_run_cell`` event."""
+        info = getattr(result, "info", None)
+        source = getattr(info, "raw_cell", None) or ""
+        if getattr(info, "silent", False) or not source.strip() or source.lstrip().startswith("%%pi"):
+            return
+        error = getattr(result, "error_in_exec", None)  # never ``or``: that runs the exception's ``__bool__``
+        if error is None:
+            error = getattr(result, "error_before_exec", None)
+        value = getattr(result, "result", None)
+        output = output_summary(value) if value is not None else ""
+        record = CellRecord(
+            getattr(result, "execution_count", None),
+            source,
+            output,
+            cell_error(error) if isinstance(error, BaseException) else None,
+        )
+        self.add(record)
+
+    def add(self, record: CellRecord) -> None:
+        with self._lock:
+            self._records.append((self.seq, record))
+            self.seq += 1
+            del self._records[:-MAX_CELLS]
+
+    def recent(self, last: int) -> list[CellRecord]:
+        """The ``last`` most recent cells, oldest first."""
+        with self._lock:
+            return [record for _seq, record in self._records[-last:]] if last > 0 else []
+
+    def since(self, mark: int) -> list[CellRecord]:
+        """The cells recorded at or after ``mark`` (a past ``seq``), oldest first."""
+        with self._lock:
+            return [record for seq, record in self._records if seq >= mark]
+
 
 CONTEXT_LIMIT = 2000
 """Characters of the context part (about 2 KB)."""
@@ -70,6 +214,8 @@ class NotebookContext:
     def take(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> str | None:
         """The context text for the turn starting now (``None``: off or nothing changed); the cells
         it mentions are not mentioned again."""
+        from pi_kernel.tools.builtin.describe import clip
+
         cells = self.history.since(self._mark)
         self._mark = self.history.seq
         if not self.enabled:
@@ -112,6 +258,8 @@ class NotebookContext:
 
 
 def _cell_block(record: CellRecord, source_chars: int) -> str:
+    from pi_kernel.tools.builtin.describe import clip
+
     count = record.execution_count if record.execution_count is not None else " "
     text = f"In [{count}]: {_shorten(record.source, source_chars)}"
     if record.error is not None:
@@ -143,6 +291,8 @@ def _fingerprints(namespace: Mapping[str, Any], hidden: Iterable[str]) -> dict[s
     """Name → (id, ``type shape columns``), read statically (no method of the user's classes runs: a
     proxy whose ``__getattribute__`` or metaclass ``__module__`` hangs costs nothing); a numpy/pandas-like
     object's shape and columns are library code, read with a time limit within ``LIBRARY_BUDGET``."""
+    from pi_kernel.tools.builtin.describe import user_variables, variable_summary
+
     prints: dict[str, tuple[int, str]] = {}
     caller = SafeCaller(LIBRARY_CALL_TIMEOUT)
     deadline = time.monotonic() + LIBRARY_BUDGET

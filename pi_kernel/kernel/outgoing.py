@@ -1,6 +1,8 @@
-"""The kernel's outgoing choke point: what the kernel sends for pi is masked (``ai.secrets.mask``).
+"""What leaves the kernel: its messages masked (``OutgoingMask``), execute-reply payloads gated
+(``PayloadGate``), and its memory closed to the commands it starts (``make_undumpable``).
 
-``install_outgoing_mask`` wraps the kernel's ``Session.send`` (the one call
+**Messages.** What the kernel sends for pi is masked (``ai.secrets.mask``): ``install_outgoing_mask``
+wraps the kernel's ``Session.send`` (the one call
 every iopub and stdin message goes through: ``print`` in a cell, ``display``,
 widget comms, ``input()`` prompts; also the reply to a cell, which repeats its
 error), in the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``;
@@ -34,15 +36,50 @@ pi's comms causes; on the widget manager's control comm, pi's widgets' states.
 
 Left alone: the messages of the user's own Python cells (``print(os.environ[...])``
 prints what it was asked for) and of the user's own comms and widgets.
+
+**Payloads** (``install_payload_gate``). An execute reply's payloads come from
+``shell.payload_manager``: whatever called
+``write_payload`` (``set_next_input``, the pager, ``exit``) before the kernel read
+them at the cell's end. Code the agent ran could write one later, out of sight:
+from a ``post_run_cell`` callback it registered (which fires after the ``%%pi``
+cell's turn and in every later cell; the ``python`` tool also removes such
+callbacks, see ``tools.builtin.python_capture``), from a thread (``threading.Timer``)
+or from a callback on the event loop between cells. So the gate wraps the
+payload manager's ``write_payload`` and ``read_payload`` of the shell and lets a
+payload through only when
+
+- pi itself writes it (``PayloadGate.own``: the ``%%pi --cells`` cell), or
+- it is written on the thread of a user's cell that is running now (between
+  that cell's ``pre_run_cell`` and the kernel's reading of its payloads) and
+  that cell ran no ``%%pi`` turn (``mark_pi_cell``).
+
+Everything else is dropped; its ``source`` is kept for ``take_dropped`` (the
+turn's notice says what the agent's code asked for).
+
+**Memory** (``make_undumpable``, at kernel start). The kernel holds the API keys in its environment
+and memory. On Linux any
+process of the same user may read ``/proc/<pid>/environ`` and ``/proc/<pid>/mem``
+of another, so a ``bash`` call could read the kernel's (``/proc/$PPID/environ``)
+however the command is spelled. ``prctl(PR_SET_DUMPABLE, 0)`` makes those files
+the property of root: a non-root child process (the bash tool's commands, MCP
+servers) gets "Permission denied". The kernel itself still reads its own
+``/proc/self/...``; a new program a child ``exec``s is dumpable again (its own
+files stay readable), and core dumps of the kernel are off.
+
+Honest limits: root (a container's default user, CI) and processes with
+``CAP_SYS_PTRACE`` still read everything; other systems have no such switch.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pi_kernel.ai.secrets import MaskedStream, add_secret_value, mask, secret_values, unmask
@@ -321,3 +358,119 @@ def restored(edited: Any, original: Any) -> Any:
 def print_masked(text: str, file: Any = None) -> None:
     """Print ``text`` with keys masked (it may be captured in the cell before it is sent)."""
     print(mask(text), file=file if file is not None else sys.stdout)
+
+
+class PayloadGate:
+    """Wraps one payload manager (see the module docstring)."""
+
+    def __init__(self, manager: Any) -> None:
+        self._lock = threading.Lock()
+        self._cells: dict[int, bool] = {}  # thread running a user cell -> whether that cell ran a %%pi turn
+        self._own: set[int] = set()  # threads where pi writes its own payload now
+        self._dropped: list[str] = []
+        self._passed: list[Any] = []  # the payloads let through, not read yet (compared by identity)
+        self._manager = manager
+        self._write = type(manager).write_payload.__get__(manager)
+        self._read = type(manager).read_payload.__get__(manager)
+        self.rewrap()
+        manager.pi_payload_gate = self
+
+    def rewrap(self) -> None:
+        """Put the wrappers back if code replaced or deleted them (done at every cell's start and turn's end)."""
+        if self._manager.__dict__.get("write_payload") != self.write_payload:
+            self._manager.write_payload = self.write_payload
+        if self._manager.__dict__.get("read_payload") != self.read_payload:
+            self._manager.read_payload = self.read_payload
+
+    def cell_started(self, *_info: Any) -> None:
+        """IPython's ``pre_run_cell``: a user's cell runs on this thread."""
+        self.rewrap()
+        with self._lock:
+            self._cells[threading.get_ident()] = False
+
+    def mark_pi_cell(self) -> None:
+        """The cell running on this thread runs a ``%%pi`` turn: only pi's own payload leaves it."""
+        with self._lock:
+            self._cells[threading.get_ident()] = True
+
+    @contextmanager
+    def own(self) -> Iterator[None]:
+        """Payloads written on this thread meanwhile are pi's own (let through)."""
+        ident = threading.get_ident()
+        with self._lock:
+            self._own.add(ident)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._own.discard(ident)
+
+    def write_payload(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        ident = threading.get_ident()
+        with self._lock:
+            allowed = ident in self._own or self._cells.get(ident) is False
+            if not allowed:
+                self._dropped.append(_source(data))
+            else:
+                self._passed.append(data)
+        if allowed:
+            return self._write(data, *args, **kwargs)
+        return None
+
+    def read_payload(self, *args: Any, **kwargs: Any) -> Any:
+        """The kernel reads the cell's payloads at its end: the cell on this thread is over."""
+        payloads = self._read(*args, **kwargs)
+        with self._lock:
+            self._cells.pop(threading.get_ident(), None)
+            passed, self._passed = self._passed, []
+            if not isinstance(payloads, list):
+                return payloads
+            kept = [payload for payload in payloads if any(payload is ours for ours in passed)]
+            self._dropped += [_source(payload) for payload in payloads if not any(payload is ours for ours in kept)]
+        return kept  # a payload written past the wrapper (the class's method called directly) is left out
+
+    def take_dropped(self) -> list[str]:
+        """The sources of the payloads dropped since the last call."""
+        with self._lock:
+            dropped, self._dropped = self._dropped, []
+        return dropped
+
+
+def _source(payload: Any) -> str:
+    return str(payload.get("source", "?")) if isinstance(payload, dict) else "?"
+
+
+def install_payload_gate(shell: Any) -> PayloadGate | None:
+    """The gate of ``shell``'s payload manager, installed on first call (``None``: the shell has none).
+    The calling thread counts as running a user's cell (``%load_ext pi_kernel`` runs in one)."""
+    gate, manager = payload_gate(shell), getattr(shell, "payload_manager", None)
+    if gate is not None:
+        gate.rewrap()
+    elif manager is not None:
+        gate = PayloadGate(manager)
+        gate.cell_started()
+    return gate
+
+
+def payload_gate(shell: Any) -> PayloadGate | None:
+    """The gate installed on ``shell``'s payload manager, or ``None``."""
+    manager = getattr(shell, "payload_manager", None)
+    gate = getattr(manager, "__dict__", {}).get("pi_payload_gate") if manager is not None else None
+    return gate if isinstance(gate, PayloadGate) else None
+
+
+PR_SET_DUMPABLE = 4
+PR_GET_DUMPABLE = 3
+
+
+def make_undumpable() -> bool:
+    """Set this process non-dumpable (Linux); whether it is now. Never raises."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            return False
+        return int(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False

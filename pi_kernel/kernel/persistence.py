@@ -37,7 +37,6 @@ class SavedConversation:
     messages: list[Any]
     model: str | None = None
     """``provider:id`` of the model it was saved with."""
-    header: dict[str, Any] = field(default_factory=dict)
     cells: dict[str, int] = field(default_factory=dict)
     """Cell id → index of the first message of its turn."""
 
@@ -105,7 +104,7 @@ def load_conversation(path: str | Path) -> SavedConversation:
         )
     model = header.get("model")
     return SavedConversation(
-        messages, model if isinstance(model, str) else None, header, _cells(header.get("cells"), len(messages))
+        messages, model if isinstance(model, str) else None, _cells(header.get("cells"), len(messages))
     )
 
 

@@ -7,16 +7,15 @@ This module owns three things:
   ``%%pi`` turn runs now (the turn itself, made per cell, is ``turn.Turn``, passed explicitly). It is
   created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the expensive parts (the
   agent, the registry, pydantic models, ``openai``) on first use, so that a kernel starts as fast as a
-  stock one: ``pi_kernel.agent``, ``pi_kernel.tools`` (the registry, the built-in and MCP tools),
-  ``pi_kernel.kernel.notebook_context`` and ``pi_kernel.kernel.turn_undo`` are imported lazily, in the
-  properties that build them (together about 100 ms; ``pi_kernel.tools.mcp`` also needs the optional
-  ``mcp`` SDK);
+  stock one: ``pi_kernel.agent`` and ``pi_kernel.tools`` (the registry, the built-in and MCP tools) are
+  imported lazily, in the properties that build them (together about 100 ms; ``pi_kernel.tools.mcp`` also
+  needs the optional ``mcp`` SDK);
 - **the conversation** (``Conversation``): the agent's messages, which part of them each ``%%pi`` cell
   owns (``CellTurns``: re-running a cell replaces its turn and everything after it, a new cell appends,
   cells without an id always append), and the versions ``%pi undo`` brings back. Whatever replaces the
   messages goes through it, so the conversation replaced is kept;
 - **long sessions** as the person sees and sets them (the mechanics are the agent layer's:
-  ``pi_kernel.agent.compaction`` and ``pi_kernel.agent.usage``; ``docs/long-sessions.md`` describes the
+  ``pi_kernel.agent.compaction`` and ``pi_kernel.agent.agent``; ``docs/long-sessions.md`` describes the
   behaviour): the ``%pi`` commands ``compact``, ``usage``, ``price`` and ``budget``, the ``--context``
   flag of ``%pi model``, the ``context:`` and ``budget:`` lines of ``%pi``, how the settings reach the
   agent, the context window asked of a local server (``/models`` of vLLM, ``/props`` of llama.cpp,
@@ -43,24 +42,21 @@ from IPython.core.error import UsageError
 
 from pi_kernel.ai.models import KNOWN_COSTS, ModelCost, detect_provider, known_cost
 from pi_kernel.kernel import outgoing
-from pi_kernel.kernel.allowed_models import restrict_default
 from pi_kernel.kernel.approval_hook import SessionApprovals
-from pi_kernel.kernel.cell_history import CellHistory
 from pi_kernel.kernel.config import PiSettings, dollars, positive_int
-from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
+from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model, restrict_default
 from pi_kernel.kernel.notebook_bridge import NotebookBridge
+from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
 from pi_kernel.kernel.turn import FrontendTracker, Turn, interrupt_hook, message_session
-from pi_kernel.kernel.undo import ConversationVersions, Version, was_compacted
+from pi_kernel.kernel.undo import ConversationVersions, TurnJournals, Version, was_compacted
 from pi_kernel.kernel.views import TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent
-    from pi_kernel.agent.events import AgentEvent, CompactionEvent, ToolExecutionEndEvent
+    from pi_kernel.agent.types import AgentEvent, CompactionEvent, ToolExecutionEndEvent
     from pi_kernel.ai import Context, Model
-    from pi_kernel.kernel.notebook_context import NotebookContext
-    from pi_kernel.kernel.turn_undo import TurnJournals
     from pi_kernel.tools import ApprovalBroker, ToolContext, ToolDefinition, ToolRegistry
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy
     from pi_kernel.tools.mcp import McpManager
 
 MCP_MISSING = 'MCP servers need the "mcp" package: pip install "pi-kernel[mcp]"'
@@ -181,10 +177,8 @@ class PiSession:
 
     @property
     def turn_journals(self) -> TurnJournals:
-        """Each ``%%pi`` turn's undo journal (``turn_undo``): what ``%pi undo`` reverts."""
+        """Each ``%%pi`` turn's undo journal (``undo``): what ``%pi undo`` reverts."""
         if self._turn_journals is None:
-            from pi_kernel.kernel.turn_undo import TurnJournals
-
             self._turn_journals = TurnJournals()
         return self._turn_journals
 
@@ -192,8 +186,6 @@ class PiSession:
     def notebook_context(self) -> NotebookContext:
         """What changed in the notebook since the previous turn (``notebook_context``)."""
         if self._notebook_context is None:
-            from pi_kernel.kernel.notebook_context import NotebookContext
-
             self._notebook_context = NotebookContext(self.cell_history)
         self._notebook_context.enabled = self.context_enabled
         return self._notebook_context
@@ -275,7 +267,7 @@ class PiSession:
     def _on_agent_event(self, event: AgentEvent) -> None:
         """Keep the cell → turn marks right after a compaction, and what it replaced for ``%pi undo``;
         keep cut tool results for the user."""
-        from pi_kernel.agent.events import CompactionEvent, ToolExecutionEndEvent  # loaded with the agent
+        from pi_kernel.agent.types import CompactionEvent, ToolExecutionEndEvent  # loaded with the agent
 
         match event:
             case CompactionEvent():
@@ -520,7 +512,7 @@ _server_windows: dict[tuple[str, str], int | None] = {}
 
 def configure_long_session(agent: Agent, settings: PiSettings) -> None:
     """The session's tool-result limit, budget and extra prices, on its agent."""
-    from pi_kernel.agent.usage import Budget
+    from pi_kernel.agent.agent import Budget
 
     if settings.tool_result_limit is not None:
         agent.max_tool_result_chars = settings.tool_result_limit
@@ -703,7 +695,7 @@ def status_lines(session: PiSession) -> list[str]:
 
 
 def describe_budget(session: PiSession) -> str:
-    from pi_kernel.agent.usage import usd
+    from pi_kernel.agent.agent import usd
 
     agent = session.agent
     parts = []
@@ -834,7 +826,7 @@ async def compact_async(session: PiSession, words: list[str]) -> str:
         raise UsageError("no model to write the summary (see %pi model)")
     agent, conversation = session.agent, session.conversation
     before = conversation.version("%pi compact")
-    from pi_kernel.agent.usage import BudgetExceeded
+    from pi_kernel.agent.agent import BudgetExceeded
 
     interrupted: list[bool] = []
 

@@ -49,8 +49,8 @@ import reprlib
 import time
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.kernel.approval_hook import preview_text
 from pi_kernel.kernel.outgoing import key_values, masked
-from pi_kernel.kernel.stdin_prompt import preview_text
 from pi_kernel.kernel.text_preview import preview_json, text_tail
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
@@ -59,7 +59,7 @@ from pi_kernel.widgets.static_render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 if TYPE_CHECKING:
-    from pi_kernel.agent.events import AgentEvent
+    from pi_kernel.agent.types import AgentEvent
 
 logger = logging.getLogger("pi_kernel.kernel")
 

@@ -103,11 +103,11 @@ class Turn:
     """The cell's ``execute_request`` (in a kernel): the parent of the ``busy`` that ``reassert_busy`` sends."""
     interrupted: bool = False
     journal: TurnJournal | None = None
-    """The turn's undo journal (``turn_undo``): the tools record what they change into it."""
+    """The turn's undo journal (``undo``): the tools record what they change into it."""
     context: ToolContext | None = None
     """What this turn's tools are given: the session's ``ToolContext`` with this turn's ``cwd`` and ``journal``."""
     tools: dict[str, AgentTool] = field(default_factory=dict)
-    """The registry's tools as this turn runs them (with ``context``), by name (``cell_runner.turn_tools``)."""
+    """The registry's tools as this turn runs them (with ``context``), by name (``cell_runner.turn_tool``)."""
 
     def cancel(self) -> None:
         """An interrupt reached this turn (the session also aborts the agent and denies waiting approvals)."""

@@ -1,6 +1,20 @@
-"""Conversations that were replaced, kept so that ``%pi undo`` can bring them back.
+"""What ``%pi undo`` reverts: a turn's effects (``TurnJournals``), else a replaced conversation
+(``ConversationVersions``).
 
-Whatever drops messages from the conversation keeps the conversation as it
+**Turns.** Each ``%%pi`` turn gets a ``TurnJournal`` (``begin``, given to the tools as
+``ToolContext.journal``); at its end
+(``end``) the journal notes the files' final state and names what it cannot revert: the calls of
+tools that keep no journal (``bash``, MCP and the user's own tools). ``%pi undo`` reverts the newest
+turn whose effects were not undone yet (``undo_turn``): its variables, objects changed in place and
+files at once, its notebook changes through the notebook bridge (asynchronously: the bridge answers on
+the event loop the magic runs on, so the report is updated when they are done). Only when no turn
+has anything left to undo does ``%pi undo`` bring back a replaced conversation.
+
+Memory: every journal's copies count against ``PI_UNDO_MEMORY``; a new turn drops the copies of the
+oldest journals until the older ones hold at most half of it (their objects are then named as not
+restored); the newest ``LIMIT`` journals are kept.
+
+**Conversations.** Whatever drops messages from the conversation keeps the conversation as it
 was first (``ConversationVersions.keep``): a re-run ``%%pi`` cell that
 replaced its turn and the later ones, a compaction (``%pi compact``, or the
 automatic one during a turn), ``%pi reset``, ``%pi load`` and ``%pi undo``
@@ -9,15 +23,28 @@ undo N``: the N-th newest, ``%pi undo list`` shows them); the conversation it
 replaces is kept in turn, so an undo is never a loss either. The newest
 ``LIMIT`` versions are kept (they share their message objects with the
 conversation: a version costs a list, not a copy of every message).
+
+``pi_kernel.tools.turn_journal`` is imported lazily (in ``TurnJournals.begin``): the session loads this module
+at kernel start, where the tools layer (with pydantic) would cost about 100 ms.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pi_kernel.ai.messages import AssistantMessage, ToolCall
+
+if TYPE_CHECKING:
+    from pi_kernel.tools.definition import ToolContext
+    from pi_kernel.tools.turn_journal import NotebookEditor, TurnJournal
 
 LIMIT = 20
+"""Kept conversations, and kept turn journals."""
 
 
 @dataclass(frozen=True)
@@ -69,3 +96,158 @@ def was_compacted(before: list[Any] | None, after: list[Any], replaced: int) -> 
         return False
     kept = after[1:]
     return len(before) == replaced + len(kept) and before[replaced:] == kept
+
+
+logger = logging.getLogger("pi_kernel")
+
+JOURNALED_TOOLS = frozenset(
+    {"python", "write", "edit", "read", "inspect", "cells", "edit_cell", "insert_cells", "delete_cells", "run_cells"}
+)
+"""Tools whose effects the journal records (or that change nothing)."""
+
+
+class UndoHost(Protocol):
+    """What an undo reads and sets of the session."""
+
+    undo_news: str | None
+
+    @property
+    def tool_context(self) -> ToolContext: ...
+
+    @property
+    def turn_journals(self) -> TurnJournals: ...
+
+
+class TurnJournals:
+    def __init__(self) -> None:
+        self._journals: list[TurnJournal] = []
+        """Oldest first."""
+        self._offer: tuple[TurnJournal, Any] | None = None
+        """The newest turn's "Undo this turn" button (a widget view's ``UndoOffer``) and its journal."""
+
+    def offer(self, view: object, journal: TurnJournal, host: UndoHost) -> None:
+        """Show ``view``'s Undo button for the turn of ``journal`` (widget views have one); the previous
+        turn's button becomes a line naming ``%pi undo``."""
+        self.retire_offer()
+        offer_undo = getattr(view, "offer_undo", None)
+        if not callable(offer_undo) or journal not in self._journals or journal.undone:
+            return
+
+        def on_click(show: Callable[[str], None]) -> None:
+            def show_later(first: str) -> Callable[[str], None]:
+                show(first)
+                return show
+
+            text = undo_turn(host, journal, show_later)
+            if text:
+                show(text)
+
+        self._offer = (journal, offer_undo(on_click))
+
+    def retire_offer(self, journal: TurnJournal | None = None, text: str | None = None) -> None:
+        """Replace the Undo button (only if it is ``journal``'s, when given) by ``text`` or its plain line."""
+        if self._offer is None or (journal is not None and self._offer[0] is not journal):
+            return
+        _journal, offer = self._offer
+        self._offer = None
+        try:
+            offer.retire() if text is None else offer.retire(text)
+        except Exception:
+            logger.exception("pi_kernel: retiring an undo button failed")
+
+    def begin(self, memory_budget: int, label: str) -> TurnJournal:
+        """A journal for a new turn; older journals' copies give way while they hold over half the budget."""
+        from pi_kernel.tools.turn_journal import TurnJournal
+
+        for older in self._journals:
+            if sum(journal.held for journal in self._journals) <= memory_budget // 2:
+                break
+            older.release_copies()
+        held = sum(journal.held for journal in self._journals)
+        journal = TurnJournal(max(memory_budget - held, 0), label)
+        self._journals.append(journal)
+        del self._journals[:-LIMIT]
+        return journal
+
+    def end(self, journal: TurnJournal, messages: list[Any]) -> None:
+        """The turn ended: note the files' state and the calls no journal covers; an empty journal goes."""
+        journal.finish()
+        for call in _tool_calls(messages):
+            if call.name in JOURNALED_TOOLS:
+                continue
+            if call.name == "bash":
+                command = str(call.arguments.get("command", ""))
+                shown = command if len(command) <= 60 else command[:57] + "..."
+                journal.note(f"call:{call.id}", f"bash `{shown}`: what a command did is not undone")
+            else:
+                journal.note(f"call:{call.id}", f"{call.name}: what this tool did is not undone")
+        if journal.is_empty() and journal in self._journals:
+            self._journals.remove(journal)
+
+    def newest(self) -> TurnJournal | None:
+        """The newest turn with effects not undone yet."""
+        return next((journal for journal in reversed(self._journals) if not journal.undone), None)
+
+    def describe(self) -> str:
+        rows = [
+            f"turn {journal.label!r}: {journal.summary()}" for journal in reversed(self._journals) if not journal.undone
+        ]
+        return "\n".join(rows)
+
+
+def undo_turn(
+    host: UndoHost, journal: TurnJournal | None, show_later: Callable[[str], Callable[[str], None]]
+) -> str | None:
+    """Undo the turn of ``journal`` (``None``: the newest with effects left, as ``%pi undo``) with
+    ``undo_journal``; ``None`` when there is none. The next turn's prompt will say what was undone."""
+    journal = journal or host.turn_journals.newest()
+    if journal is None:
+        return None
+    context = host.tool_context
+    text = undo_journal(journal, context.namespace, context.notebook, show_later)
+    host.undo_news = text or f"the turn {journal.label!r}: its notebook changes were undone"
+    host.turn_journals.retire_offer(journal, "This turn was undone (%pi undo).")
+    return text
+
+
+def undo_journal(
+    journal: TurnJournal,
+    namespace: dict[str, Any] | None,
+    notebook: NotebookEditor | None,
+    show_later: Callable[[str], Callable[[str], None]],
+) -> str:
+    """Undo one turn's effects; returns the report on variables and files.
+
+    Notebook changes need the bridge's answers, so they are undone by a task on the running event
+    loop: ``show_later(text)`` shows a line now and returns how to replace it with the final report
+    (the return value is then ``""``).
+    """
+    head = f"Undid the turn {journal.label!r}."
+    if journal.undone:
+        return f"The turn {journal.label!r} was undone already."
+    report = journal.revert(namespace)
+    if not journal.notebook_changes:
+        return f"{head}\n{report.text()}"
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None:  # no loop on this thread (a plain IPython shell): nothing can answer anyway
+        asyncio.run(journal.revert_notebook(notebook, report))
+        return f"{head}\n{report.text()}"
+    update = show_later(f"{head}\n{report.text()}\nUndoing the notebook changes…")
+
+    async def notebook_part() -> None:
+        final = await journal.revert_notebook(notebook, report)
+        update(f"{head}\n{final.text()}")
+
+    loop.create_task(notebook_part())
+    return ""
+
+
+def _tool_calls(messages: list[Any]) -> list[ToolCall]:
+    calls: list[ToolCall] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            calls += [part for part in message.content if isinstance(part, ToolCall)]
+    return calls

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
-    from pi_kernel.agent.events import AgentEvent
+    from pi_kernel.agent.types import AgentEvent
     from pi_kernel.ai import Message, Model
     from pi_kernel.tools.approval import ApprovalBroker, ApprovalRequest
     from pi_kernel.tools.definition import ToolDefinition

@@ -3,15 +3,14 @@
 ``@tool`` turns a function into a ``ToolDefinition``; ``wrap_tool_definition``
 adapts one to the agent's ``AgentTool``; ``ToolRegistry`` holds the notebook's
 tools and rebuilds both channels (API ``tools`` array and system prompt) every
-turn; ``build_system_prompt`` writes the text channel; ``needs_approval`` and
+turn (``build_system_prompt`` writes the text channel); ``needs_approval`` and
 ``approval_verdict`` evaluate a tool's own ``approval`` option for a call. The
 built-in tools (``read``, ``bash``, ``edit``, ``write``, ``python``) and the
 file mutation queue are re-exported from ``pi_kernel.tools.builtin`` /
 ``file_queue``.
 """
 
-from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
-from pi_kernel.tools.approval_rules import approval_verdict, needs_approval
+from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest, approval_verdict, needs_approval
 from pi_kernel.tools.builtin import (
     BUILTIN_TOOL_NAMES,
     builtin_tools,
@@ -28,13 +27,12 @@ from pi_kernel.tools.registry import (
     PromptConfig,
     ToolInfo,
     ToolRegistry,
+    build_system_prompt,
     get_default_registry,
     set_default_registry,
 )
 from pi_kernel.tools.results import to_agent_tool_result
-from pi_kernel.tools.system_prompt import build_system_prompt
-from pi_kernel.tools.tool_retry import ToolRetry
-from pi_kernel.tools.wrapper import DefinedTool, wrap_tool_definition
+from pi_kernel.tools.wrapper import DefinedTool, ToolRetry, wrap_tool_definition
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

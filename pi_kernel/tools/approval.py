@@ -1,38 +1,460 @@
-"""The approval broker: a tool call waits here until a person decides; and how the call is shown to them.
+"""Approvals in the tool layer: the one decision, the session's policy, and the broker where a call waits.
 
-Requests are keyed by tool call id. A decision may come from any thread: a
+**The decision.** A tool declares where it comes from (``ToolDefinition.origin``:
+``builtin``, ``user``, ``mcp`` with ``mcp_server``) and, for built-ins, which of
+its arguments may name secrets (``ToolDefinition.secret_arguments``: a path, a
+command, code, an attribute path, notebook cells whose code will run), next to
+its definition. ``decide(tool, name, args, state, cells)`` is a pure function
+of that declaration, the validated arguments, the policy state (``PolicyState``:
+session mode, per-tool rules, "always allow", the cell's ``--approve``) and the
+code of the cells the call names (read by the host): it walks the ordered rule
+table ``RULES`` (first match wins; the precedence is documented in
+docs/security.md, "Approvals") and returns ``run``, ``ask`` or ``deny``, the
+rule that decided and, for a denial, what the model is told. A per-tool rule
+the cell's mode overrides is not in force: a cell's stricter ``--approve``
+(anything but ``auto``) ignores per-tool ``auto``, and its ``read-only`` also
+``ask``. Read-only tools: a tool's declared ``read_only``; else only the
+built-in ``read``; an MCP tool's ``readOnlyHint`` counts only for a server the
+user trusts (the MCP wrapper sets ``read_only`` then).
+
+**The policy** (``ApprovalPolicy``): the session's mode, ``ask`` (a person
+decides), ``auto`` (everything runs), ``deny`` (risky calls are denied, for
+unattended runs), ``read-only`` (tools that are not read-only are denied; the
+others as in ``ask``), and per-tool overrides (``bash=ask python=auto``; a name
+with ``*`` is a pattern, ``time__*=auto``; an exact name wins over a pattern,
+among patterns the strictest). A stricter mode chosen later wins over what was
+allowed earlier: ``%pi approve MODE`` (any mode but ``auto``) drops the
+per-tool ``auto`` overrides set before it, and ``read-only`` / ``deny`` also the
+``ask`` ones; those restated in the same command stay (``apply_spec``). "Always
+allow" (``allow_always``) only answers the question a person would have been asked.
+
+**The broker** (``ApprovalBroker``): a call that asks waits here, keyed by tool
+call id, until a person decides. A decision may come from any thread: a
 widget's button callback runs on the main shell or on a subshell thread
 (JupyterLab routes comms to subshells), a stdin prompt runs in a worker, an
 interrupt arrives from the signal handler. So ``resolve`` hands the decision
 to the waiting loop with ``call_soon_threadsafe``. Nothing waits forever: a
-timeout, an abort or ``deny_all`` resolve a request as denied.
+timeout, an abort or ``deny_all`` resolve a request as denied. Who can answer
+is a list of answerers registered with the broker (``register``), asked in
+order: the first whose ``can_answer(asking)`` is true takes the request
+(``answerer_for``; the kernel registers widget, comm, stdin, nobody:
+``kernel.approval_hook``). ``asking`` is the host's record of who started the
+call (the kernel's ``Turn``), passed through.
 
-What the person sees of a call is the same in every front-end (widgets, text,
-stdin): its arguments as JSON-ready data (``plain_arguments``), cut in the
-middle and never at one end (``cut_middle``), with characters that hide or
+**What a person sees** of a call is the same in every front-end (widgets,
+text, stdin): its arguments as JSON-ready data (``plain_arguments``), cut in
+the middle and never at one end (``cut_middle``), with characters that hide or
 reorder text made visible (``reveal_invisible``).
-
-Who can answer is a list of answerers registered with the broker
-(``ApprovalBroker.register``), asked in order: the first whose
-``can_answer(asking)`` is true takes the request (``answerer_for``); the
-host registers them (the kernel: widgets, a ``pi.approval`` comm client,
-stdin, and last "nobody", which denies with the reason). ``asking`` is the
-host's record of who started the call (the kernel's ``Turn``), passed through.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
+import inspect
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
+from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.ai import AbortSignal
 from pi_kernel.ai.sanitize import map_strings
+from pi_kernel.tools.paths import secret_mention_reason, secret_path_reason
+
+Verdict = Literal["run", "ask", "deny"]
+OriginKind = Literal["builtin", "user", "mcp"]
+"""Where a tool comes from (``ToolDefinition.origin``), declared by whoever makes its definition."""
+SecretKind = Literal["path", "command", "code", "attribute", "cells"]
+"""How an argument may name secrets: a file path; a shell command or Python code (read for paths and for
+reads of the environment, ``secret_mention_reason``); a dotted attribute path (``inspect``); references to
+notebook cells whose code will run (``run_cells``), judged by that code as ``python``'s (the host reads it
+from the notebook and hands it to ``decide``)."""
+
+STRICTNESS = {"auto": 0, "ask": 1, "deny": 2}
+"""Among the patterns matching a tool, the strictest mode wins."""
+STRICT_MODES: tuple[str, ...] = ("deny", "read-only")
+"""Modes that refuse calls by themselves: an earlier ``ask`` override or "always allow" never lifts that."""
+READ_ONLY_BUILTINS = frozenset({"read"})
+"""Built-in tools that only read when they do not declare ``read_only`` themselves."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    """The session's policy as ``decide`` reads it (``ApprovalPolicy.state``)."""
+
+    mode: str = "ask"
+    overrides: Mapping[str, str] | None = None
+    """Tool name or pattern → ``ask`` | ``auto`` | ``deny``."""
+    always_allowed: frozenset[str] = frozenset()
+    cell_mode: str | None = None
+    """The running cell's ``%%pi --approve MODE``."""
+
+    @property
+    def effective_mode(self) -> str:
+        return self.cell_mode or self.mode
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    rule: str
+    """The name of the rule that decided (``RULES``)."""
+    reason: str | None = None
+    """For ``deny``: what the model is told."""
+    secret: str | None = None
+    """Why the call may read secrets (shown to the person who is asked), when it may."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call as the rules see it; the derived facts are computed once."""
+
+    name: str
+    state: PolicyState
+    override: str | None
+    """The per-tool rule in force (after the cell's mode dropped looser ones)."""
+    read_only: bool
+    own: Verdict
+    """The tool's own ``approval`` for these arguments."""
+    secret: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    applies: Callable[[Call], bool]
+    verdict: Callable[[Call], Verdict]
+    doc: str
+
+
+def _mode_refuses(call: Call) -> bool:
+    mode = call.state.effective_mode
+    return mode == "deny" or (mode == "read-only" and not call.read_only)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", lambda c: "deny", "a cell's --approve deny denies all"),
+    Rule("tool-deny", lambda c: c.override == "deny", lambda c: "deny", "a per-tool deny"),
+    Rule(
+        "read-only",
+        lambda c: c.override is None and c.state.effective_mode == "read-only" and not c.read_only,
+        lambda c: "deny",
+        "read-only mode denies tools that are not read-only",
+    ),
+    Rule(
+        "own-deny",
+        lambda c: c.override is None and c.state.effective_mode != "auto" and c.own == "deny",
+        lambda c: "deny",
+        "the tool's own approval denies",
+    ),
+    Rule(
+        "deny-mode",
+        lambda c: c.override is None and c.state.effective_mode == "deny" and c.own == "ask",
+        lambda c: "deny",
+        "deny mode denies what would ask",
+    ),
+    Rule(
+        "secret-read",
+        lambda c: c.secret is not None,
+        lambda c: "deny" if c.state.effective_mode == "deny" else "ask",
+        "a call that may read secrets asks in every mode (refused in deny mode)",
+    ),
+    Rule("tool-auto", lambda c: c.override == "auto", lambda c: "run", "a per-tool auto runs"),
+    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", lambda c: "run", "auto runs"),
+    Rule(
+        "always-allowed",
+        lambda c: c.name in c.state.always_allowed and not _mode_refuses(c),
+        lambda c: "run",
+        '"always allow" answers the question; it never lifts a deny or a stricter mode',
+    ),
+    Rule("tool-ask", lambda c: c.override == "ask", lambda c: "ask", "a per-tool ask asks"),
+    Rule("own-rule", lambda c: True, lambda c: c.own, "the tool's own approval option"),
+)
+"""The ordered rule table ``decide`` walks; the first rule that applies decides."""
+
+
+def decide(
+    tool: Any, name: str | None, args: Any, state: PolicyState, cells: Mapping[str, str] | None = None
+) -> Decision:
+    """``run``, ``ask`` or ``deny`` for a call of ``tool`` (a ``ToolDefinition``, or ``None`` when unknown)
+    with validated ``args`` under ``state``: the first rule of ``RULES`` that applies. ``cells``: the code of
+    the notebook cells the call's ``cells`` arguments name, by reference (``named_cells``)."""
+    tool_name = name or (tool.name if tool is not None else "")
+    call = Call(
+        name=tool_name,
+        state=state,
+        override=override_in_force(state, tool_name),
+        read_only=is_read_only(tool, tool_name),
+        own=approval_verdict(tool, args) if tool is not None else "ask",
+        secret=secret_reason(tool, args, tool_name, cells),
+    )
+    for rule in RULES:
+        if rule.applies(call):
+            verdict = rule.verdict(call)
+            reason = deny_reason(state, tool_name, call.secret) if verdict == "deny" else None
+            return Decision(verdict, rule.name, reason, call.secret)
+    raise AssertionError("the last rule always applies")  # pragma: no cover
+
+
+def override_for(overrides: Mapping[str, str] | None, tool_name: str) -> str | None:
+    """The per-tool mode for ``tool_name``: its exact entry, else the strictest matching pattern's."""
+    if not overrides:
+        return None
+    exact = overrides.get(tool_name)
+    if exact is not None:
+        return exact
+    modes = [mode for key, mode in overrides.items() if "*" in key and fnmatch.fnmatchcase(tool_name, key)]
+    return max(modes, key=STRICTNESS.__getitem__) if modes else None
+
+
+def override_in_force(state: PolicyState, tool_name: str) -> str | None:
+    """The per-tool rule that still holds under the cell's mode (a stricter cell mode drops looser ones)."""
+    override = override_for(state.overrides, tool_name)
+    if override == "auto" and state.cell_mode not in (None, "auto"):
+        return None  # a cell's stricter mode wins over an earlier session-wide auto
+    if override == "ask" and state.cell_mode in STRICT_MODES:
+        return None  # ... and over a session-wide ask (asking could still let it write)
+    return override
+
+
+def origin_of(tool: Any) -> OriginKind:
+    """The tool's declared origin (``ToolDefinition.origin``); anything else counts as ``user``."""
+    origin = getattr(tool, "origin", None)
+    return origin if origin in ("builtin", "mcp") else "user"
+
+
+def is_read_only(tool: Any, name: str) -> bool:
+    """Whether calls of this tool only read: its declared ``read_only``, else a built-in read-only tool."""
+    declared = getattr(tool, "read_only", None)
+    if declared is not None:
+        return bool(declared)
+    return name in READ_ONLY_BUILTINS and origin_of(tool) == "builtin"
+
+
+def inspect_path_reason(name: Any) -> str | None:
+    """Why an ``inspect`` of this dotted path may read the environment (``os.environ``), or ``None``."""
+    if not isinstance(name, str):
+        return None
+    parts = set(name.strip().split("."))
+    if parts & {"environ", "getenv", "__globals__", "__dict__", "__builtins__"}:
+        return "it may read the environment, which holds the API keys"
+    return None
+
+
+def _argument_reason(kind: str, value: Any, cells: Mapping[str, str]) -> str | None:
+    if kind == "attribute":
+        return inspect_path_reason(value)
+    if kind == "cells":  # the code of the cells it names, read from the notebook by the host
+        value = [cells[ref] for ref in value if ref in cells] if isinstance(value, list) else None
+    if kind in ("command", "code", "cells"):
+        if isinstance(value, str):
+            return secret_mention_reason(value)
+        # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
+        return next((reason for text in _strings(value) if (reason := secret_mention_reason(text)) is not None), None)
+    return next((r for text in _strings(value) if (r := secret_path_reason(text)) is not None), None)
+
+
+def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:
+    """The arguments a built-in declares may name secrets (``secret_arguments``); none for any other tool."""
+    return (getattr(tool, "secret_arguments", None) or {}) if origin_of(tool) == "builtin" else {}
+
+
+def secret_reason(tool: Any, args: Any, tool_name: str, cells: Mapping[str, str] | None = None) -> str | None:
+    """Why this call may read secrets (see ``tools.paths``), or ``None``.
+
+    A built-in tool is judged by the arguments it declares (``secret_arguments``: a command or code by its
+    text, a path as a path, an attribute path by its parts, cell references by the code of those cells,
+    ``cells``); any other tool (and a built-in that declares none) by every string in its arguments,
+    however nested: one that names a file holding secrets asks; for an MCP tool (whose strings may be
+    commands run elsewhere) one that reads the environment or names such a file in a command asks too.
+    """
+    values = args.model_dump() if hasattr(args, "model_dump") else args
+    if not isinstance(values, dict):
+        return None
+    declared = declared_secret_arguments(tool)
+    if declared:
+        for argument, kind in declared.items():
+            reason = _argument_reason(kind, values.get(argument), cells or {})
+            if reason is not None:
+                return reason
+        return None
+    commands = origin_of(tool) == "mcp"
+    for text in _strings(values):
+        reason = secret_path_reason(text) or (secret_mention_reason(text) if commands else None)
+        if reason is not None:
+            return reason
+    return None
+
+
+def deny_reason(state: PolicyState, tool_name: str, secret: str | None = None) -> str:
+    """What the model is told when the policy (not a person) denied a call."""
+    cell_mode, mode = state.cell_mode, state.effective_mode
+    if secret is not None and cell_mode != "deny" and mode == "deny":
+        return f'Tool "{tool_name}" was not run: {secret}, and this session denies such calls (approval: deny).'
+    if cell_mode == "deny":
+        return f'Tool "{tool_name}" was not run: this cell denies every tool call (%%pi --approve deny).'
+    if override_for(state.overrides, tool_name) == "deny":
+        return f'Tool "{tool_name}" is disabled by the approval policy of this session (deny).'
+    if mode == "read-only":
+        return f'Tool "{tool_name}" was not run: this session is read-only.'
+    if mode == "deny":
+        return f'Tool "{tool_name}" needs approval and this session denies such calls (approval policy: deny).'
+    return f'Tool "{tool_name}" refused this call: its own approval rule denies it.'
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in ``value`` (nested dicts and lists, keys too), found by ``sanitize.map_strings``."""
+    found: list[str] = []
+
+    def note(text: str) -> str:
+        found.append(text)
+        return text
+
+    map_strings(value, note, note)
+    return found
+
+
+# -- the tool's own rule --------------------------------------------------------------------------
+
+TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
+"""What a per-tool override may say, and a tool's own ``approval`` as a word."""
+_ANSWERS: dict[str, Verdict] = {"auto": "run", "ask": "ask", "deny": "deny"}
+"""What each word of a tool's ``approval`` means for a call."""
+
+
+def check_approval_option(approval: Any, tool_name: str) -> None:
+    """Raise a clear error for an ``approval`` option that cannot work (when the tool is defined)."""
+    expected = f'Tool "{tool_name}": approval must be "ask", "auto", "deny" or a function of the arguments; got'
+    if isinstance(approval, str):
+        if approval not in TOOL_MODES:
+            raise ValueError(f"{expected} {approval!r}")
+        return
+    if not callable(approval):
+        raise TypeError(f"{expected} {type(approval).__name__}")
+    if is_async_callable(approval):
+        raise TypeError(
+            f'@tool "{tool_name}": the approval function must be a plain (not async) function of the arguments'
+        )
+
+
+def approval_verdict(definition: Any, args: Any) -> Verdict:
+    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args`` (its own option).
+
+    A callable option answers ``True`` / ``"auto"`` (run), ``False`` / ``"ask"`` or ``"deny"``; anything
+    else (another value, an exception, an awaitable) is read as ``ask``: an option that cannot decide
+    must not let a risky call run unseen, nor break the turn."""
+    policy = definition.approval
+    if isinstance(policy, str):
+        return _ANSWERS.get(policy, "ask")  # an unknown word asks: fail closed
+    if not callable(policy):
+        return "ask"
+    try:
+        answer = policy(args)
+    except Exception:  # noqa: BLE001 - a failing policy asks a person instead of running or crashing the turn
+        return "ask"
+    if inspect.isawaitable(answer):
+        close = getattr(answer, "close", None)
+        if callable(close):
+            close()  # never awaited: close it so no "never awaited" warning leaks into the notebook
+        return "ask"
+    if isinstance(answer, str):
+        return _ANSWERS.get(answer, "ask")
+    if _is_boolean(answer):
+        return "run" if bool(answer) else "ask"
+    return "ask"
+
+
+def needs_approval(definition: Any, args: Any) -> bool:
+    """Whether a call of ``definition`` with validated ``args`` may not simply run (verdict ``ask`` or ``deny``)."""
+    return approval_verdict(definition, args) != "run"
+
+
+def _is_boolean(value: Any) -> bool:
+    # numpy's bool (``numpy.bool_``) is what ``args.x > threshold`` gives for numpy numbers.
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
+# -- the session's policy ---------------------------------------------------------------------------
+
+SessionMode = Literal["ask", "auto", "deny", "read-only"]
+SESSION_MODES: tuple[str, ...] = ("ask", "auto", "deny", "read-only")
+
+
+@dataclass
+class ApprovalPolicy:
+    mode: SessionMode = "ask"
+    overrides: dict[str, str] = field(default_factory=dict)
+    """Tool name → ``ask`` | ``auto`` | ``deny``."""
+    always_allowed: set[str] = field(default_factory=set)
+    """Tools the person allowed for the session ("always allow")."""
+
+    def state(self, mode: str | None = None) -> PolicyState:
+        """The policy as ``decide`` reads it; ``mode``: the cell's ``--approve``."""
+        return PolicyState(self.mode, dict(self.overrides), frozenset(self.always_allowed), mode)
+
+    def decide(self, definition: Any, args: Any, name: str | None = None, mode: str | None = None) -> Verdict:
+        """``decide``'s verdict under this policy; ``mode``: the cell's ``--approve``."""
+        return decide(definition, name, args, self.state(mode)).verdict
+
+    def secret_reason(self, definition: Any, args: Any, tool_name: str) -> str | None:
+        return secret_reason(definition, args, tool_name)
+
+    def deny_reason(self, tool_name: str, mode: str | None = None, secret: str | None = None) -> str:
+        return deny_reason(self.state(mode), tool_name, secret)
+
+    def override_for(self, tool_name: str) -> str | None:
+        return override_for(self.overrides, tool_name)
+
+    def allow_always(self, tool_name: str) -> None:
+        self.always_allowed.add(tool_name)
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in SESSION_MODES:
+            raise ValueError(f"Approval mode must be one of {', '.join(SESSION_MODES)}; got {mode!r}")
+        self.mode = cast(SessionMode, mode)  # one of SESSION_MODES, checked above
+
+    def set_override(self, tool_name: str, mode: str) -> None:
+        if mode not in TOOL_MODES:
+            raise ValueError(f"A per-tool approval must be one of {', '.join(TOOL_MODES)}; got {mode!r}")
+        self.overrides[tool_name] = mode
+
+    def apply_spec(self, words: Iterable[str]) -> None:
+        """Apply ``ask`` / ``auto`` / ``deny`` / ``read-only`` and ``name=mode`` words, all or nothing."""
+        mode: str | None = None
+        overrides: dict[str, str] = {}
+        for word in words:
+            if "=" in word:
+                name, _, value = word.partition("=")
+                if not name or value not in TOOL_MODES:
+                    raise ValueError(f"Expected TOOL=ask|auto|deny, got {word!r}")
+                overrides[name] = value
+            elif word in SESSION_MODES:
+                mode = word
+            else:
+                raise ValueError(f"Unknown approval setting {word!r}: use {', '.join(SESSION_MODES)} or TOOL=MODE")
+        if mode is not None:
+            self.set_mode(mode)
+            if mode != "auto":  # a stricter mode wins over per-tool overrides set before it that are looser
+                dropped = ("auto", "ask") if mode in STRICT_MODES else ("auto",)
+                self.overrides = {name: value for name, value in self.overrides.items() if value not in dropped}
+        self.overrides.update(overrides)
+
+    def describe(self) -> str:
+        parts = [f"mode: {self.mode}"]
+        if self.overrides:
+            parts.append("per tool: " + ", ".join(f"{name}={mode}" for name, mode in sorted(self.overrides.items())))
+        if self.always_allowed:
+            parts.append("always allowed: " + ", ".join(sorted(self.always_allowed)))
+        return "; ".join(parts)
+
+
+# -- the broker, and what a person sees of a call --------------------------------------------------
 
 DecisionKind = Literal["approve", "always", "deny"]
+INTERRUPTED = "Interrupted by the user"
 
 
 def plain_arguments(args: Any) -> Any:
@@ -234,8 +656,9 @@ class ApprovalBroker:
         future: asyncio.Future[ApprovalDecision] = loop.create_future()
         with self._lock:
             self._waiting[request.tool_call_id] = (request, loop, future)
+        interrupted = ApprovalDecision("deny", INTERRUPTED, source="interrupt")
         remove_abort = (
-            signal.add_listener(lambda _: self.resolve(request.tool_call_id, _interrupted())) if signal else None
+            signal.add_listener(lambda _: self.resolve(request.tool_call_id, interrupted)) if signal else None
         )
         self._notify("requested", request)
         try:
@@ -274,7 +697,7 @@ class ApprovalBroker:
         so a view shows the call as denied rather than failed."""
         self._notify("resolved", request)
 
-    def deny_all(self, reason: str = "Interrupted by the user", source: str = "interrupt") -> int:
+    def deny_all(self, reason: str = INTERRUPTED, source: str = "interrupt") -> int:
         """Deny every waiting request (kernel interrupt); returns how many."""
         count = 0
         for request in self.pending():
@@ -287,7 +710,3 @@ class ApprovalBroker:
                 listener(event, request)
             except Exception:  # noqa: BLE001 - a broken view must not break the approval
                 pass
-
-
-def _interrupted() -> ApprovalDecision:
-    return ApprovalDecision("deny", "Interrupted by the user", source="interrupt")

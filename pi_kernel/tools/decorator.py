@@ -7,8 +7,8 @@ Three shapes are accepted:
   ``Field(description=...)`` describes the parameters;
 - a plain function with type hints: a pydantic model is built from the
   signature (defaults kept, ``Annotated[..., Field(...)]`` respected), and the
-  docstring (Google, NumPy or Sphinx) gives the tool description and the
-  parameter descriptions;
+  docstring (Google, NumPy or Sphinx, read by ``docstring_parser``) gives the
+  tool description and the parameter descriptions;
 - either of them ``async``.
 
 Parameters named ``signal``, ``on_update``, ``ctx`` and ``tool_call_id`` are
@@ -29,17 +29,17 @@ import sys
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal, NamedTuple, overload
 
+import docstring_parser
 from pydantic import BaseModel, Field, create_model
 from pydantic.fields import FieldInfo
 
-from pi_kernel.agent.invoke import is_async_callable
+from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
-from pi_kernel.tools.approval_rules import check_approval_option
+from pi_kernel.tools.approval import check_approval_option
 from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
-from pi_kernel.tools.docstrings import parse_docstring
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
 from pi_kernel.tools.results import to_agent_tool_result
 
@@ -48,6 +48,29 @@ INJECTED_PARAMETERS = frozenset({"signal", "on_update", "ctx", "tool_call_id"})
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What OpenAI-compatible APIs accept as a function name."""
+
+
+class ParsedDocstring(NamedTuple):
+    description: str
+    """The summary and long description: everything before the first section."""
+    params: dict[str, str]
+    """Parameter name → its description (whitespace collapsed to single spaces)."""
+    returns: str | None
+    """The text of a Returns/Yields section or ``:returns:`` field."""
+
+
+def parse_docstring(doc: str | None) -> ParsedDocstring:
+    """Split ``doc`` (Google, NumPy or Sphinx style) into description, parameter descriptions and returns text."""
+    parsed = docstring_parser.parse(doc or "")
+    between = "\n\n" if parsed.blank_after_short_description else "\n"
+    description = between.join(part for part in (parsed.short_description, parsed.long_description) if part)
+    params = {
+        name.strip().lstrip("*"): " ".join((param.description or "").split())
+        for param in parsed.params
+        for name in param.arg_name.split(",")  # ``x, y : float`` documents two parameters with one text
+    }
+    returns = " ".join(parsed.returns.description.split()) if parsed.returns and parsed.returns.description else None
+    return ParsedDocstring(description, params, returns or None)
 
 
 @dataclass(eq=False)
@@ -133,7 +156,7 @@ def tool(
     prompt (a tool without one is left out of that list but still callable);
     ``guidelines`` are added under ``Guidelines:``. ``approval``: ``"auto"``,
     ``"ask"`` or a plain function of the validated arguments (see
-    ``approval_policy``; a value that cannot work raises here). ``read_only=True``
+    ``approval``; a value that cannot work raises here). ``read_only=True``
     declares that the tool changes nothing, so ``%pi approve read-only`` lets it
     run. ``registry``: where to
     register the tool (``None``: the default registry when one is set, see
@@ -206,7 +229,7 @@ def function_tool(
         prompt_snippet=snippet,
         prompt_guidelines=tuple(guidelines),
         fn=fn,
-        origin="user",  # the user's own function: its origin, declared (approval_rules)
+        origin="user",  # the user's own function: its origin, declared (approval.decide)
         **{key: value for key, value in options.items() if value is not None},
     )
 

@@ -19,20 +19,19 @@ from pi_kernel.agent.types import ToolExecutionMode
 from pi_kernel.ai import ConstrainedSampling
 from pi_kernel.ai.sanitize import clean_text
 from pi_kernel.ai.tool import check_tool_schema
-from pi_kernel.tools.approval import ApprovalPreview
-from pi_kernel.tools.approval_rules import OriginKind, SecretKind, check_approval_option
+from pi_kernel.tools.approval import ApprovalPreview, OriginKind, SecretKind, check_approval_option
 from pi_kernel.tools.notebook_document import NotebookDocument
 from pi_kernel.tools.turn_journal import TurnJournal
 
 if TYPE_CHECKING:
-    from pi_kernel.tools.cell_source import CellSource
+    from pi_kernel.tools.notebook_document import CellSource
 
 ToolApproval = Literal["ask", "auto", "deny"] | Callable[[Any], Any]
 """A tool's own approval option. ``"ask"``: a person approves each call;
 ``"auto"``: runs at once; ``"deny"``: never runs; a callable gets the validated
 arguments and returns ``True``/``"auto"`` (run), ``False``/``"ask"`` (ask) or
-``"deny"``. ``approval_rules.approval_verdict`` evaluates it; the session's
-policy (``approval_rules.decide``) may override it per tool or for all."""
+``"deny"``. ``approval.approval_verdict`` evaluates it; the session's
+policy (``approval.decide``) may override it per tool or for all."""
 
 
 @dataclass
@@ -105,12 +104,12 @@ class ToolDefinition:
     origin: OriginKind = "user"
     """Where the tool comes from: ``user`` (``@tool``, a hand-made definition), ``builtin`` (set by
     pi-kernel's factories), ``mcp`` (set by the MCP wrapper). The approval rules read it
-    (``approval_rules``); nothing guesses it from the code's module."""
+    (``approval``); nothing guesses it from the code's module."""
     mcp_server: str | None = None
     """The MCP server a ``mcp`` tool belongs to."""
     secret_arguments: Mapping[str, SecretKind] | None = None
     """For a built-in: which arguments may name secrets and how they are read (``{"command": "command"}``,
-    ``{"path": "path"}``); only these are checked (``approval_rules.secret_reason``). Ignored for other
+    ``{"path": "path"}``); only these are checked (``approval.secret_reason``). Ignored for other
     origins, and ``None``: every string of the arguments is checked as a path."""
     constrained_sampling: bool | ConstrainedSampling = False
     max_retries: int = 3

@@ -1,4 +1,5 @@
-"""The live notebook document as the tools see it: ``NotebookDocument``, ``CellInfo``, its errors, cell refs.
+"""The notebook as the tools see it: the live document (``NotebookDocument``, ``CellInfo``, its errors, cell
+refs) and the executed cells (``CellSource``).
 
 The tools layer does not know how the document is reached: the kernel's
 ``notebook_bridge`` implements ``NotebookDocument`` over the ``pi.notebook``
@@ -8,6 +9,10 @@ the model (or the user) can act on.
 
 A cell ``ref`` is a cell id or ``#N`` (1-based position, as on screen);
 ``resolve_ref`` turns one into a ``CellInfo`` of a given reading.
+
+What the ``cells`` tool reads of the notebook's executed cells is a ``CellSource`` of ``CellLike`` records:
+the kernel's ``notebook_context.CellHistory`` has this shape and is given to the tools as
+``ToolContext.cell_history``.
 """
 
 from __future__ import annotations
@@ -126,3 +131,29 @@ def check_not_running(cell: CellInfo, document: NotebookDocument, action: str) -
             f"Cell {cell.position} is the %%pi cell running this turn; it cannot be {action}. "
             "Change another cell or insert a new one."
         )
+
+
+class ErrorLike(Protocol):
+    @property
+    def type(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def frames(self) -> list[str]: ...
+
+
+class CellLike(Protocol):
+    """One executed cell: execution count, source, a summary of its output, its error."""
+
+    @property
+    def execution_count(self) -> int | None: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def output(self) -> str: ...
+    @property
+    def error(self) -> ErrorLike | None: ...
+
+
+class CellSource(Protocol):
+    def recent(self, last: int) -> Sequence[CellLike]: ...

@@ -1,26 +1,91 @@
-"""Where a path a model wrote really points: ``~``, the tool's cwd, the workspace root.
+"""Paths a tool is given, and what a tool must keep secret: files that hold keys, variables named like secrets.
 
-Port of pi's ``path-utils.ts``: a leading ``@`` (models copy it from
-``@file`` mentions) is dropped, unusual Unicode spaces become plain spaces,
-``~`` / ``~/`` expand to the home directory, and a relative path resolves
-against ``ToolContext.cwd``. ``resolve_read_path`` also tries the spellings
-macOS uses in screenshot names (narrow no-break space before AM/PM, NFD
-letters, a curly apostrophe) when the path as written does not exist.
-
+**Where a path points.** Port of pi's ``path-utils.ts``: a leading ``@`` (models
+copy it from ``@file`` mentions) is dropped, unusual Unicode spaces become
+plain spaces, ``~`` / ``~/`` expand to the home directory, and a relative path
+resolves against ``ToolContext.cwd``. ``resolve_read_path`` also tries the
+spellings macOS uses in screenshot names (narrow no-break space before AM/PM,
+NFD letters, a curly apostrophe) when the path as written does not exist.
 Added here: the optional workspace confinement. With
 ``ToolContext.workspace_root`` set, a path whose real location (symlinks and
 ``..`` resolved, also for a file that does not exist yet) is outside the root
 is refused with ``WorkspaceError``. This guards the file tools; it is not a
 sandbox for ``bash`` or ``python``, which can reach anything the process can.
+
+**Files that hold keys**: a tool call touching one asks a person (or is
+refused) whatever the mode. Reading the kernel's own environment
+(``/proc/self/environ``, any ``/proc/<pid>/environ``), a ``.env`` file, cloud
+and tool credentials (``~/.aws/credentials``, ``~/.netrc``,
+``~/.git-credentials``, ``~/.pypirc``, ``~/.docker/config.json``,
+``~/.kube/config``, ...), SSH and TLS private keys (``id_rsa``, ``*.pem``,
+``*.key``) or a Jupyter connection file (its HMAC key lets anyone run code in
+the kernel: ``kernel-*.json``, ``jpserver-*.json`` anywhere, any file in
+Jupyter's runtime folder, ``JUPYTER_RUNTIME_DIR`` included) sends secrets to
+the model. Such a call never runs unseen: ``approval.decide`` turns it into a
+question in ``ask``, ``auto`` and ``read-only`` mode, and a refusal in
+``deny`` mode. ``secret_path_reason`` judges a path (the file tools' ``path``;
+symlinks followed); ``secret_mention_reason`` scans a command or code text
+(``bash``, ``python``) for the same names, plus commands that print the whole
+environment or name a key variable (``env``, ``printenv``, ``os.environ``,
+``$OPENAI_API_KEY``). It errs on the side of asking: the text is also read
+with adjacent string literals joined and quotes removed (``'envi' 'ron'``,
+``.e''nv``), and a word holding a glob, a brace list or a shell variable is
+tried against example secret files (``/proc/self/env*``, ``.{e,}nv``). A
+shell can still reach a file in ways no scan sees, so this is a tripwire,
+while the masking of key values in every tool result
+(``agent.tool_execution``; also their hex and base64 forms) is the net under
+it.
+
+**Secrets in the notebook's variables.** A notebook keeps a secret out of its
+cell sources with ``getpass()`` or by reading it from the environment; the
+value then lives in a variable such as ``db_password``. Whether a name looks
+like a secret is ``pi_kernel.ai.secrets.is_secret_name``, the one list of
+secret names every surface uses (environment variables too): a string value
+held under such a name is never previewed (``is_secret_value``).
+``tool_environment`` is the environment of the processes tools start, without
+the secret variables.
+
+This module is also the tools' one door to masking keys: ``masked`` for text a
+tool cuts to a length before its result enters the transcript (masked first:
+a key cut in two would no longer be found by the agent's mask of the result;
+``clip`` in ``describe`` does it), ``environment_secrets`` (the values ``mask``
+hides, read once for many calls), ``MaskedStream`` for text written in blocks,
+and ``add_secret_value`` / ``MASK`` for an MCP server's own secrets.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import glob
 import os
 import re
+import sys
 import unicodedata
+from collections.abc import Mapping
+from itertools import islice
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from jupyter_core.paths import jupyter_runtime_dir
+
+from pi_kernel.ai.secrets import MASK, MaskedStream, add_secret_value, is_secret_name, without_secrets
+from pi_kernel.ai.secrets import mask as masked
+from pi_kernel.ai.secrets import secret_values as environment_secrets
+
+HIDDEN_VALUE = "<hidden: the name looks like a secret>"
+
+
+def is_secret_value(name: str, value: Any) -> bool:
+    """A string (or bytes) held under a secret-like name: shown by type and length only."""
+    return issubclass(type(value), (str, bytes, bytearray)) and is_secret_name(name)  # type(): no user code
+
+
+def tool_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The kernel's environment less every secret variable, plus ``extra`` (a tool's own settings, kept)."""
+    return {**without_secrets(os.environ), **(extra or {})}
+
+
+# -- where a path points ----------------------------------------------------------------------------------------
 
 
 class PathContext(Protocol):
@@ -113,13 +178,360 @@ def resolve_tool_cwd(ctx: PathContext) -> str:
     return cwd
 
 
+# -- files that hold keys ------------------------------------------------------------------------------------
+
+_ENVIRON = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/(?:self|\d+))?/(?:environ|mem)$")
+"""A process's environment, and its memory (which holds the environment too)."""
+_PROC_ROOT = re.compile(r"^/proc/[^/]+(?:/task/[^/]+)?/(?:root|cwd)(?:/|$)")
+"""A path through another process's root or working folder (``/proc/$PPID/root/tmp/...``)."""
+_SECRET_NAMES = frozenset(
+    {".env", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".pypirc", ".npmrc", ".my.cnf", ".boto", ".s3cfg"}
+)
+_KEY_FILES = re.compile(r"^(?:id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?|.+\.(?:pem|key|p12|pfx|jks|keystore))$")
+_SECRET_DIRS = (
+    (".aws",),
+    (".ssh",),
+    (".gnupg",),
+    (".config", "gcloud"),
+    (".azure",),
+    (".kube",),
+    (".docker",),
+    ("jupyter", "runtime"),
+    ("Jupyter", "runtime"),
+)
+"""Folders whose files hold credentials (public SSH keys and ``known_hosts`` excepted)."""
+_PUBLIC = re.compile(r"(?:\.pub|^known_hosts(?:\.old)?|^authorized_keys|^config)$")
+_JUPYTER_SECRETS = re.compile(
+    r"^(?:kernel-.+\.json|(?:jp|nb)server-.+\.(?:json|html)|(?:jupyter|jupyterhub)_cookie_secret)$"
+)
+"""Jupyter's connection files (their HMAC key lets anyone run code in the kernel), a server's
+``jpserver-*.json`` / ``-open.html`` (its token) and cookie secrets, wherever they are (``JUPYTER_RUNTIME_DIR``
+may be any folder, a connection file may be passed from anywhere with ``-f``)."""
+
+
+def connection_files() -> list[str]:
+    """This kernel's connection file (whatever its name: a plain ``KernelManager``, nbclient and papermill
+    name it ``/tmp/tmpXXXX.json``), as given and resolved: from the running kernel application, else from
+    the process's command line (``-f PATH``, ``--f=PATH``, ``--IPKernelApp.connection_file=PATH``)."""
+    found: list[str] = []
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+
+        if IPKernelApp.initialized():
+            app = IPKernelApp.instance()
+            found.append(os.path.join(app.connection_dir, app.connection_file) if app.connection_file else "")
+    except Exception:  # noqa: BLE001 - no kernel application here (a test, IPython in a terminal)
+        pass
+    arguments = list(sys.argv)
+    for index, argument in enumerate(arguments):
+        if argument == "-f" and index + 1 < len(arguments):
+            found.append(arguments[index + 1])
+        elif argument.startswith(("--f=", "--IPKernelApp.connection_file=", "--connection-file=")):
+            found.append(argument.split("=", 1)[1])
+    paths = [path for path in found if path]
+    return list(dict.fromkeys([os.path.abspath(path) for path in paths] + [os.path.realpath(path) for path in paths]))
+
+
+def _runtime_dirs() -> list[str]:
+    """Jupyter's runtime folder now (``JUPYTER_RUNTIME_DIR`` or the default), as given and resolved."""
+    try:
+        runtime = jupyter_runtime_dir()
+    except Exception:  # noqa: BLE001 - a broken Jupyter setup must not break the check
+        return []
+    return list(dict.fromkeys((os.path.abspath(runtime), os.path.realpath(runtime))))
+
+
+def _real(path: str) -> str:
+    """``path`` with symlinks resolved; as written (normalised) when it cannot be (``/proc/1/cwd``: no access)."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return os.path.normpath(path)
+
+
+def _name_reason(real: str) -> str | None:
+    """Why the file at the resolved path ``real`` holds secrets, or ``None``."""
+    if _ENVIRON.match(real):
+        return "it is a process's environment, which holds the API keys"
+    if _PROC_ROOT.match(real):
+        return "it reads through a process's root or working folder under /proc, which reaches any file it can"
+    name = os.path.basename(real)
+    if name in _SECRET_NAMES or name.startswith(".env."):
+        return f"{name} files hold keys and passwords"
+    parts = real.split(os.sep)
+    for folder in _SECRET_DIRS:
+        for index in range(len(parts) - len(folder)):
+            if tuple(parts[index : index + len(folder)]) == folder:
+                if folder == (".ssh",) and _PUBLIC.search(name):
+                    return None
+                return f"files under {os.sep.join(folder)} hold credentials"
+    if _KEY_FILES.match(name):
+        return f"{name} looks like a private key"
+    if _JUPYTER_SECRETS.match(name):
+        return f"{name} is a Jupyter connection or server file, whose key runs code in the kernel"
+    if real in connection_files():
+        return f"{name} is this kernel's connection file, whose key runs code in the kernel"
+    for runtime in _runtime_dirs():
+        if real == runtime or real.startswith(runtime.rstrip(os.sep) + os.sep):
+            return "files in Jupyter's runtime folder hold the keys of running kernels and servers"
+    return None
+
+
+def secret_path_reason(path: str, cwd: str | None = None) -> str | None:
+    """Why ``path`` (as a tool got it, relative to ``cwd``) names a file holding secrets, or ``None``."""
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return None
+    absolute = resolve_to_cwd(path, cwd or os.getcwd())
+    for candidate in dict.fromkeys((absolute, _real(absolute))):
+        reason = _name_reason(candidate)
+        if reason is not None:
+            return reason
+    return None
+
+
+_ENV_DUMP = re.compile(
+    r"(?:^|[\s;&|(`'\"\[,])(?:env(?:\s+-[-\w]*)*(?=\s*(?:$|[;&|)`>'\"\],]))|set(?=\s*(?:$|[;&|)`>]))"
+    r"|printenv\b|export\s+-p\b|(?:declare|typeset)\s+-[a-z]*[xp])"
+    r"|(?i:environ(?!ment))|\bgetenv\b|%ENV\b|\$ENV\{|\bENV\[|process\.env\b"
+    r"|\bps\s+[A-Za-z]*e",
+    re.MULTILINE,
+)
+"""Printing the whole environment (a bare ``env``, ``set``, ``printenv``, ``export -p``, ``ps e``) or reading it
+from code (``os.environ``, ``os.environb``, awk's ``ENVIRON``, ``getenv``, Perl's ``%ENV``, Ruby's ``ENV[``,
+``process.env``). Naming a secret variable is ``_VARIABLE``'s."""
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+"""A shell variable (``$NAME``, ``${NAME}``): one named like a secret (``ai.secret_variables.is_secret_name``, the one
+list every surface uses: ``$OPENAI_API_KEY``, ``$AWS_SECRET_ACCESS_KEY``, ``$DB_PASSWORD``) reads a key."""
+_KERNEL_KEYS = re.compile(r"connection_file|connection_info|session\.key\b|\bconnection-file\b")
+"""Code that asks the kernel for its connection file or its key (``get_connection_file()``,
+``get_ipython().kernel.session.key``)."""
+_PATHISH = re.compile(r"""[^\s'"`;|&<>()=,]+""")
+_JOINED_LITERALS = re.compile(r"""['"]\s*(?:(?:%|\.format\()[^'"\n]*?[+,]\s*)?[+,]?\s*['"]""")
+"""Where two string literals meet (``'envi' 'ron'``, ``'/proc/self/env' + 'iron'``, ``.e''nv``), also across a
+``%`` or ``.format`` between them (``'/proc/%d/env' % os.getppid() + 'iron'``)."""
+_QUOTING = re.compile(r"""['"\\]""")
+_SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$\w+|`[^`]*`|\{[^}]*\}")
+"""What a shell replaces before reading a name (a variable, a command's output, a brace list)."""
+_GLOB = re.compile(r"[*?\[]")
+_BRACE_LIST = re.compile(r"(?<!\$)\{[^{}\s]*\}")
+"""A shell brace list (``.{e,}nv``), read as a glob (``.*nv``)."""
+
+
+def _examples() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Files holding secrets, as full paths and as bare names, that a glob is tried against."""
+    home = os.path.expanduser("~")
+    full = ["/proc/self/environ", "/proc/1/environ", "/proc/self/task/1/environ"]
+    full += [os.path.join(home, *folder, "credentials") for folder in _SECRET_DIRS if folder[0].startswith(".")]
+    full += [os.path.join(home, ".local", "share", "jupyter", "runtime", "kernel-1.json")]
+    full += [os.path.join(runtime, "kernel-1.json") for runtime in _runtime_dirs()]
+    names = [*sorted(_SECRET_NAMES), ".env.local", "id_rsa", "id_ed25519", "server.pem", "server.key"]
+    names += ["kernel-1.json", "jpserver-1.json", "environ"]
+    own = connection_files()  # this kernel's, whatever its name (``/tmp/tmpq3v9zk1x.json``)
+    full += own
+    names += [os.path.basename(path) for path in own]
+    return tuple(full), tuple(names)
+
+
+def _glob_reason(word: str) -> str | None:
+    """Why a word holding a glob or a shell expansion may name a file holding secrets, or ``None``."""
+    home = os.path.expanduser("~")
+    pattern = word.replace("${HOME}", home).replace("$HOME", home)
+    pattern = os.path.normpath(_SHELL_EXPANSION.sub("*", os.path.expanduser(pattern)))
+    literal = re.sub(r"[*?\[\]/]", "", pattern)
+    if not _GLOB.search(pattern) or not (literal.strip(".") or pattern.startswith(".")):
+        return None  # ``*``, ``*/*``, ``*.*``: everything, so a sign of nothing (``.*`` is every dot file)
+    full, names = _examples()
+    hits: list[str] = []
+    if "/" in pattern:
+        target = pattern if pattern.startswith("/") else "*/" + pattern
+        hits = [path for path in full if fnmatch.fnmatchcase(path, target)]
+    name_pattern = os.path.basename(pattern)
+    name_literal = re.sub(r"[*?\[\]]", "", name_pattern)
+    if not hits and ((len(name_literal) >= 2 and name_literal.strip(".")) or name_pattern.startswith(".")):
+        hidden_ok = not name_pattern.startswith(("*", "?", "["))  # a shell glob matches a dot name only from a dot
+        hits = [
+            name
+            for name in names
+            if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, name_pattern)
+        ]
+    reason = "a process's environment holds the API keys" if hits and hits[0] == "environ" else None
+    return f"it may match {hits[0]}: {reason or _name_reason(hits[0]) or 'it holds secrets'}" if hits else None
+
+
+def _variants(text: str) -> list[str]:
+    """The text as written, with adjacent string literals joined, and with quotes and backslashes removed."""
+    joined = _JOINED_LITERALS.sub("", text)
+    return list(dict.fromkeys((text, joined, _QUOTING.sub("", joined))))
+
+
+def secret_mention_reason(text: object) -> str | None:
+    """Why a command or code text (``bash``, ``python``) may read secrets, or ``None`` (see the module doc)."""
+    if not isinstance(text, str):
+        return None
+    for variant in _variants(text):
+        reason = _mention_reason(variant)
+        if reason is not None:
+            return reason
+    return None
+
+
+_CHANGE_DIR = re.compile(r"(?:^|[\s;&|(`{.])(?:cd|pushd|chdir\(\s*)\s*([^\s;&|)`]*)", re.MULTILINE)
+"""A change of folder in a command (``cd X``, ``pushd X``) or code (``os.chdir(X)``): later words are relative
+to it."""
+_PROC_DIR = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/|$)")
+MAX_EXPANDED = 2_000
+"""Files a glob of a command is expanded to, at most, when its words are tried against the disk."""
+
+
+def _folders(text: str) -> list[str]:
+    """The folders a command's relative words may be read from: the working folder, and every folder a
+    ``cd`` in it may change to (each resolved from the folders before it; a glob expanded)."""
+    folders = [os.getcwd()]
+    for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
+        target = os.path.expanduser(_QUOTING.sub("", target) or "~")
+        if "$" in target:
+            continue
+        found: list[str] = []
+        for folder in folders:
+            path = os.path.join(folder, target)
+            found += list(islice(glob.iglob(path), 16)) if _GLOB.search(target) else [path]
+        folders += [os.path.normpath(path) for path in found if os.path.isdir(path)]
+        folders = list(dict.fromkeys(folders))[:32]
+    return folders
+
+
+def _disk_reason(word: str, folders: list[str]) -> str | None:
+    """Why ``word``, read in one of ``folders`` (a glob expanded against the disk), names a file holding secrets."""
+    word = os.path.expanduser(word)
+    for folder in folders:
+        path = os.path.join(folder, word)
+        if _PROC_DIR.match(os.path.normpath(folder) + "/") and not os.path.isabs(word):
+            return f"it reads {word} in {folder}, a process's folder, which holds its environment"
+        candidates = list(islice(glob.iglob(path), MAX_EXPANDED)) if _GLOB.search(word) else [path]
+        for candidate in candidates:
+            for form in dict.fromkeys((os.path.normpath(candidate), _real(candidate))):
+                reason = _name_reason(form)
+                if reason is not None:
+                    return f"it names {word}, which may be {form}: {reason}"
+    return None
+
+
+_PROC_ROOT_MENTION = re.compile(r"/proc/[^/\s]+(?:/task/[^/\s]+)?/(?:root|cwd)(?:/|\b)")
+_RECURSIVE = re.compile(
+    r"(?:^|[\s;&|(`])(?:find|tar|rsync|zip|du|tree|rg|ag|ack|fd|(?:grep|egrep|fgrep|cp|ls|chmod|scp)\s+[^;&|]*"
+    r"(?:-[A-Za-z]*[rR][A-Za-z]*\b|--recursive|--dereference-recursive))",
+    re.MULTILINE,
+)
+"""A command that reads a folder's whole tree (``find``, ``grep -r``, ``tar``, ``cp -r``, ``rg``)."""
+
+
+def _secret_folders() -> list[str]:
+    """The folders holding this kernel's connection file, and Jupyter's runtime folder (as given and resolved)."""
+    return list(dict.fromkeys([os.path.dirname(path) for path in connection_files()] + _runtime_dirs()))
+
+
+def _folder_reason(word: str, folders: list[str], *, recursive: bool) -> str | None:
+    """Why ``word``, a folder, lists or holds (``recursive``: anywhere below it) this kernel's connection
+    file or Jupyter's runtime folder, or ``None``. Only words that look like folders are looked up."""
+    if word.startswith("-") or not ("/" in word or word in (".", "..") or word.startswith("~")):
+        return None
+    word = os.path.expanduser(word)
+    secret = _secret_folders()
+    for folder in folders:
+        path = os.path.join(folder, word)
+        for form in dict.fromkeys((os.path.normpath(path), _real(path))):
+            if not os.path.isdir(form):
+                continue
+            for inside in secret:
+                below = inside == form or inside.startswith(form.rstrip(os.sep) + os.sep)
+                if inside == form or (recursive and below):
+                    return (
+                        f"it reads the folder {word}, which holds this kernel's connection file or Jupyter's "
+                        "runtime folder, whose keys run code in the kernel"
+                    )
+    return None
+
+
+def _proc_folder_reason(text: str, folders: list[str]) -> str | None:
+    """Why a ``cd`` in ``text`` may land under /proc: a folder ``_folders`` resolved is /proc or under it
+    (``cd /; cd proc``), or a target holding a shell variable, read from one of the folders, may be
+    (``cd /$P/$PPID``, ``cd $X`` after ``cd /``)."""
+    for folder in folders:
+        if folder == "/proc" or folder.startswith("/proc/"):
+            return f"it changes to {folder}, under /proc, where processes keep their environment"
+    home = os.path.expanduser("~")
+    for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
+        target = _QUOTING.sub("", target).replace("${HOME}", home).replace("$HOME", home)
+        if "$" not in target:
+            continue
+        pattern = _SHELL_EXPANSION.sub("*", target)
+        for folder in folders:
+            joined = os.path.join(folder, pattern)
+            if any(fnmatch.fnmatchcase(place, joined) for place in ("/proc", "/proc/1", "/proc/self")):
+                return f"it changes to {target} (from {folder}), which may be under /proc"
+    return None
+
+
+def _mention_reason(text: str) -> str | None:
+    for target in _CHANGE_DIR.findall(text):
+        if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
+            return f"it changes to {target}, under /proc, where processes keep their environment"
+    folders = _folders(text)
+    reason = _proc_folder_reason(text, folders)
+    if reason is not None:
+        return reason
+    named = {os.path.basename(path) for path in connection_files()}
+    for word in _PATHISH.findall(_BRACE_LIST.sub("*", text)):
+        on_disk = "/" in word or _GLOB.search(word) or len(folders) > 1 or word in named  # a plain word: no syscall
+        reason = _disk_reason(word, folders) if on_disk and not word.startswith("-") else None
+        if reason is not None:
+            return reason
+        if "/" in word or word.startswith(".") or _KEY_FILES.match(word) or _GLOB.search(word):
+            reason = _name_reason(os.path.normpath(os.path.expanduser(word)))
+            if reason is None and re.search(r"/proc/\S*(?:environ|/mem$)", word):
+                reason = "it is a process's environment, which holds the API keys"
+            if reason is not None:
+                return f"it names {word}: {reason}"
+            glob_reason = _glob_reason(word) if _GLOB.search(word) or "$" in word or "{" in word else None
+            if glob_reason is not None:
+                return f"{word}: {glob_reason}"
+    recursive = bool(_RECURSIVE.search(text))
+    for word in _PATHISH.findall(text):
+        reason = _folder_reason(word, folders, recursive=recursive)
+        if reason is not None:
+            return reason
+    if _PROC_ROOT_MENTION.search(text):
+        return "it reads through a process's root or working folder under /proc, which reaches any file it can"
+    if "/proc/" in text and "environ" in text:
+        return "it may read a process's environment, which holds the API keys"
+    if _KERNEL_KEYS.search(text):
+        return "it may read the kernel's connection file or key, which runs code in the kernel"
+    if _ENV_DUMP.search(text):
+        return "it may read the environment, which holds the API keys"
+    for name in _VARIABLE.findall(text):
+        if is_secret_name(name):
+            return f"it names ${name}, a variable named like a secret"
+    return None
+
+
 __all__ = [
+    "HIDDEN_VALUE",
+    "MASK",
+    "MaskedStream",
     "WorkspaceError",
+    "add_secret_value",
     "check_in_workspace",
+    "environment_secrets",
     "expand_path",
+    "is_secret_name",
+    "is_secret_value",
+    "masked",
     "resolve_read_path",
     "resolve_to_cwd",
     "resolve_tool_cwd",
     "resolve_tool_path",
+    "secret_mention_reason",
+    "secret_path_reason",
     "tool_cwd",
+    "tool_environment",
 ]

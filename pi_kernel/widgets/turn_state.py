@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pi_kernel.agent import OPERATION_ABORTED
-from pi_kernel.agent.events import (
+from pi_kernel.agent.types import (
     AgentEndEvent,
     AgentEvent,
     AgentStartEvent,
+    AgentToolResult,
     CompactionEvent,
     MessageEndEvent,
     MessageStartEvent,
@@ -34,7 +35,6 @@ from pi_kernel.agent.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, TextContent, ThinkingContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from pi_kernel.ai.messages import text_of
 from pi_kernel.tools.approval import ApprovalRequest

@@ -53,7 +53,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pi_kernel.agent.events import AgentEndEvent, AgentEvent
+from pi_kernel.agent.types import AgentEndEvent, AgentEvent
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.footer import Footer
 from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html

@@ -25,7 +25,7 @@ from pi_kernel.agent import (
     Agent,
     AgentToolResult,
     BeforeToolCallResult,
-    tool_runner,
+    tool_execution,
 )
 from pi_kernel.ai import TextContent, UserMessage
 
@@ -57,7 +57,7 @@ def test_abort_when_idle_does_nothing() -> None:
 async def test_a_sync_tool_that_honours_an_abort_from_another_thread_keeps_its_result(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(tool_runner, "ABORT_GRACE", 30)  # the tool honours the abort: its own result is kept
+    monkeypatch.setattr(tool_execution, "ABORT_GRACE", 30)  # the tool honours the abort: its own result is kept
     started, saw_abort = threading.Event(), threading.Event()
 
     def working(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:

@@ -32,7 +32,7 @@ from pi_kernel.agent import (
     AgentToolResult,
     BeforeToolCallContext,
     agent_loop,
-    tool_runner,
+    tool_execution,
 )
 from pi_kernel.ai import Context, TextContent
 
@@ -43,7 +43,7 @@ def set_abort_grace(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     Long for a test whose tool honours it (the tool's own result must win, on
     any machine), 0 for one whose tool ignores it (nothing to wait for).
     """
-    monkeypatch.setattr(tool_runner, "ABORT_GRACE", seconds)
+    monkeypatch.setattr(tool_execution, "ABORT_GRACE", seconds)
 
 
 def abort_from_another_thread(controller: AbortController, when: threading.Event) -> threading.Thread:

@@ -19,7 +19,7 @@ from scripted_model import (
 )
 
 from pi_kernel.agent import AgentLoopConfig, agent_loop_continue
-from pi_kernel.agent.llm_messages import DefaultLlmMessages
+from pi_kernel.agent.loop import DefaultLlmMessages
 from pi_kernel.ai import Context
 
 

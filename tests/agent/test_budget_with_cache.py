@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_kernel.agent.usage import Budget, UsageLedger, budget_stop, request_estimate
+from pi_kernel.agent.agent import Budget, UsageLedger, budget_stop, request_estimate
 from pi_kernel.ai import Context, Model, ModelCost, Usage, UserMessage
 
 CLAUDE = ModelCost(3.0, 15.0, 0.3, 3.75)

@@ -13,10 +13,9 @@ from fake_openai import FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_c
 from test_widgets_frontend import WidgetHarness
 
 from pi_kernel.agent import Agent, AgentEndEvent, AgentStartEvent, MessageEndEvent, MessageStartEvent
+from pi_kernel.agent.agent import Budget
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings, estimate_context_tokens
-from pi_kernel.agent.events import CompactionEvent
-from pi_kernel.agent.result_limit import DEFAULT_TOOL_RESULT_CHARS
-from pi_kernel.agent.usage import Budget
+from pi_kernel.agent.types import DEFAULT_TOOL_RESULT_CHARS, CompactionEvent
 from pi_kernel.ai import (
     AssistantMessage,
     Context,

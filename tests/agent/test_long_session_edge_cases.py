@@ -14,8 +14,8 @@ from typing import Any
 from fake_openai import Chunks, FakeOpenAI, HTTPError, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
 
 from pi_kernel.agent import Agent
+from pi_kernel.agent.agent import Budget
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
-from pi_kernel.agent.usage import Budget
 from pi_kernel.ai import AssistantMessage, ImageContent, Model, TextContent, UserMessage
 from pi_kernel.kernel.session import budget, with_context_window
 from pi_kernel.tools import ToolRegistry, tool

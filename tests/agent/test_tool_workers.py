@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from pi_kernel.agent import invoke
-from pi_kernel.agent.invoke import WorkerPool, run_in_worker
+from pi_kernel.agent import tool_execution
+from pi_kernel.agent.tool_execution import WorkerPool, run_in_worker
 
 
 async def test_hung_calls_given_up_on_do_not_starve_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(invoke, "_pool", WorkerPool(max_workers=2))
+    monkeypatch.setattr(tool_execution, "_pool", WorkerPool(max_workers=2))
     release = threading.Event()
     started = threading.Semaphore(0)
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pi_kernel.ai import AssistantMessage, Context, TextContent, ToolCall, ToolResultMessage, UserMessage
+from pi_kernel.ai import AssistantMessage, Context, StreamOptions, TextContent, ToolCall, ToolResultMessage, UserMessage
 from pi_kernel.ai.providers.local_answer import (
     HOLD_TOKENS,
     SEED_MAX_CHARS,
@@ -136,6 +136,25 @@ def test_the_notebook_context_comes_before_the_request_and_the_tool_choice_promp
     assert answer[-1]["content"].endswith("In [1]\n\nSay hello.") and answer[0]["content"].startswith("A long")
     focused = chat_messages(context, focus=True)
     assert "A long agent prompt." not in focused[0]["content"] and "- shout: Shout." in focused[0]["content"]
+
+
+def test_a_forced_tool_choice_prompt_lists_only_the_forced_tool() -> None:
+    """The decision prompt of ``--tool NAME`` is the same whatever other tools a front-end adds (the bridge's)."""
+    from pi_kernel.ai import Tool
+    from pi_kernel.ai.providers.local_prompt import tool_heads
+
+    def tool(name: str, description: str) -> Tool:
+        return Tool(name=name, description=description, parameters={"type": "object", "properties": {}})
+
+    convert, edit = tool("convert", "Convert a temperature."), tool("edit_cell", "Edit a notebook cell.")
+    context = Context(messages=[UserMessage("What is 21 degrees?")], tools=[convert, edit])
+    forced = tool_heads(context, StreamOptions(tool_choice="convert"))
+    focused = chat_messages(context, focus=True, heads=forced)
+    assert "- convert: Convert" in focused[0]["content"] and "edit_cell" not in focused[0]["content"]
+    alone = Context(messages=[UserMessage("What is 21 degrees?")], tools=[convert])
+    assert focused == chat_messages(alone, focus=True, heads=tool_heads(alone, StreamOptions(tool_choice="convert")))
+    auto = chat_messages(context, focus=True, heads=tool_heads(context, StreamOptions()))
+    assert "- convert: Convert" in auto[0]["content"] and "- edit_cell: Edit" in auto[0]["content"]
 
 
 def test_sentence_cut_scans_incrementally_and_finds_what_a_full_scan_finds() -> None:

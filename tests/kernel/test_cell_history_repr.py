@@ -12,7 +12,7 @@ from typing import Any
 
 from IPython.lib.pretty import pretty
 
-from pi_kernel.kernel.cell_history import CellHistory
+from pi_kernel.kernel.notebook_context import CellHistory
 
 
 class LazyQuery:

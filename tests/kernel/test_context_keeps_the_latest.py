@@ -4,8 +4,7 @@ the one that just failed (what "why did that fail? fix it" is about) and the var
 
 from __future__ import annotations
 
-from pi_kernel.kernel.cell_history import CellError, CellHistory, CellRecord
-from pi_kernel.kernel.notebook_context import NotebookContext
+from pi_kernel.kernel.notebook_context import CellError, CellHistory, CellRecord, NotebookContext
 
 
 def test_the_cell_that_just_failed_survives_the_size_limit() -> None:

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from kernel_helpers import KernelDriver, kernel_env
 
-from pi_kernel.kernel.config import settings_from_env
-from pi_kernel.kernel.dotenv import load_dotenv
+from pi_kernel.kernel.config import load_dotenv, settings_from_env
 from pi_kernel.kernel.model_resolution import resolve_model
 
 USER_KEY = "sk-user-deepseek-11111111111111"

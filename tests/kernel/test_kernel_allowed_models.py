@@ -19,8 +19,8 @@ import pytest
 from fake_openai import FakeOpenAI, text_chunks
 from kernel_helpers import FAKE_KEY, REPO, KernelDriver, kernel_env
 
-from pi_kernel.kernel.allowed_models import is_allowed, parse_allowed_models, refusal, restrict_default
-from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
+from pi_kernel.kernel.config import PiSettings, apply_config, parse_allowed_models, settings_from_env
+from pi_kernel.kernel.model_resolution import is_allowed, refusal, restrict_default
 
 EXAMPLE = REPO / "docs" / "examples" / "ipython_kernel_config.py"
 

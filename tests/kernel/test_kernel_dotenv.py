@@ -15,7 +15,7 @@ import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 
-from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, DOTENV_KEYS_ENV, load_dotenv
+from pi_kernel.kernel.config import DOTENV_KEY_ENV, DOTENV_KEYS_ENV, load_dotenv
 
 pytestmark = pytest.mark.kernel
 

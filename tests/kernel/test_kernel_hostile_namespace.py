@@ -144,7 +144,7 @@ def _by_pi():
     import sys
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_filename.endswith(("cell_history.py", "safe_call.py")):
+        if frame.f_code.co_filename.endswith(("notebook_context.py", "safe_call.py")):
             return True
         frame = frame.f_back
     return False

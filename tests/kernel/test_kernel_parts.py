@@ -14,18 +14,17 @@ from kernel_helpers import REPO
 
 from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from pi_kernel.ai.secrets import mask, secret_values
+from pi_kernel.kernel.approval_hook import parse_answer
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
-from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
-from pi_kernel.kernel.dotenv import load_dotenv, parse_dotenv
+from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, parse_dotenv, settings_from_env
 from pi_kernel.kernel.extension import LINE_RUNNER, _await_pi_lines, _pi_cell_magic_call
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
 from pi_kernel.kernel.line_commands import CommandError, allow
 from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.session import CellTurns
-from pi_kernel.kernel.stdin_prompt import parse_answer
 from pi_kernel.tools import ToolDefinition
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 
 
 def _definition(name: str, approval: Any = "auto") -> ToolDefinition:
@@ -375,7 +374,19 @@ def test_pip_installing_the_wheel_registers_the_kernel(tmp_path: Path) -> None:
     built = subprocess.run(build, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr
     wheel = next(dist.glob("pi_kernel-*.whl"))
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile"]
+    # --ignore-installed: pip would otherwise uninstall the environment's own (editable) pi-kernel first,
+    # kernelspec and notebook bridge included, under every later test and `make lab`.
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-index",
+        "--no-compile",
+        "--ignore-installed",
+    ]
     installed = subprocess.run([*pip, "--prefix", str(prefix), str(wheel)], capture_output=True, text=True, timeout=120)
     assert installed.returncode == 0, installed.stderr
     spec = KernelSpecManager(kernel_dirs=[str(prefix / "share" / "jupyter" / "kernels")]).get_kernel_spec("pi")

@@ -135,8 +135,8 @@ def test_hung_sync_tools_given_up_on_do_not_starve_the_next_tool(
     setup = (
         "import pathlib, threading\n"
         "from pi_kernel import tool\n"
-        "from pi_kernel.agent import invoke\n"
-        "invoke._pool = invoke.WorkerPool(max_workers=2)\n"
+        "from pi_kernel.agent import tool_execution\n"
+        "tool_execution._pool = tool_execution.WorkerPool(max_workers=2)\n"
         "release = threading.Event()\n"
         "@tool\n"
         "def hang(name: str) -> str:\n"
@@ -170,4 +170,4 @@ def test_hung_sync_tools_given_up_on_do_not_starve_the_next_tool(
         assert tool_contents(server)[-1] == "quick answer", tool_contents(server)
         assert_one_result_per_call(server.last_body["messages"], expected_calls=3)
     finally:
-        kernel.run("release.set()\ninvoke._pool = None")
+        kernel.run("release.set()\ntool_execution._pool = tool_execution.WorkerPool()")

@@ -24,7 +24,7 @@ import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
 
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 from pi_kernel.tools.builtin import builtin_tools
 
 BUILTINS = {definition.name: definition for definition in builtin_tools()}

@@ -9,12 +9,11 @@ import pytest
 from scripted_model import assistant_message
 from test_widgets_frontend import message_events
 
-from pi_kernel.agent.events import AgentEndEvent, AgentStartEvent
+from pi_kernel.agent.types import AgentEndEvent, AgentStartEvent
 from pi_kernel.ai import StreamOptions, ThinkingContent
 from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options, with_thinking
-from pi_kernel.kernel.config import PiSettings, settings_from_env
-from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, load_dotenv
+from pi_kernel.kernel.config import DOTENV_KEY_ENV, PiSettings, load_dotenv, settings_from_env
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
 from pi_kernel.widgets.static_render import render_static
 from pi_kernel.widgets.turn_state import TurnState

@@ -1,6 +1,6 @@
 """``%pi tools`` shows the approval the gate would decide under the session's mode (issue 23).
 
-The word comes from ``approval_rules.decide`` with the session policy's state, so in ``auto`` mode a tool
+The word comes from ``approval.decide`` with the session policy's state, so in ``auto`` mode a tool
 that asks in ``ask`` mode shows ``runs``, and in ``deny`` / ``read-only`` an always-allowed tool shows
 ``denied``; the header names the mode.
 """
@@ -11,7 +11,7 @@ import re
 
 from pi_kernel.kernel import line_commands
 from pi_kernel.kernel.session import PiSession
-from pi_kernel.tools.approval_rules import decide
+from pi_kernel.tools.approval import decide
 from pi_kernel.tools.decorator import tool
 
 

@@ -212,12 +212,17 @@ def lookups(cell: Any) -> list[tuple[float, float]]:
     return [(float(start), float(end)) for start, end in found]
 
 
+APPROVED = ("auto", "ask")
+"""Approval modes in which the tutorials' calls run: ``auto``, or ``ask`` with a person clicking Approve on
+every card (tests/browser/test_browser_tutorials_run_all.py)."""
+
+
 def check_quickstart(nb: Any, approval: str, workdir: Path) -> None:
-    # 01-13 (--tool): the conversion is called; under PI_APPROVAL=auto it runs and the answer states 69.8 °F,
-    # under deny it is denied and the answer says so.
+    # 01-13 (--tool): the conversion is called; under PI_APPROVAL=auto (or ask, a person clicking Approve:
+    # the browser run) it runs and the answer states 69.8 °F, under deny it is denied and the answer says so.
     ask = cell_after(nb, "What is 21 degrees Celsius")
     call = forced_call(ask, "celsius_to_fahrenheit")
-    if approval == "auto":
+    if approval in APPROVED:
         assert call["status"] == "done" and call["result"]["text"] == "21 °C is 69.8 °F", call
         assert "69.8" in answers(ask)[-1], answers(ask)
     else:
@@ -351,7 +356,7 @@ def check_your_data(nb: Any, approval: str, workdir: Path) -> None:
     fix = cell_after(nb, "Why did that fail?")
     call = forced_call(fix, "python")
     offered = [cell for cell in nb.cells if NEXT_INPUT_TAG in cell.metadata.get("tags", [])]
-    if approval == "auto":
+    if approval in APPROVED:
         assert call["status"] == "done" and "1375" in call["result"]["text"], call
         assert "1375" in answers(fix)[-1], answers(fix)
         [new] = offered

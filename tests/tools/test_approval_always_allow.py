@@ -11,7 +11,7 @@ from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import ADD_TOOL_CELL, KernelDriver, kernel_env
 from test_kernel_commands import run_answered_from_a_console, tool_results
 
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 from pi_kernel.tools.builtin import builtin_tools
 
 BASH = next(d for d in builtin_tools() if d.name == "bash")

@@ -1,4 +1,4 @@
-"""``approval_rules.decide``: each rule of the ordered table, its precedence, and the declared origin."""
+"""``approval.decide``: each rule of the ordered table, its precedence, and the declared origin."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pi_kernel.tools import tool
-from pi_kernel.tools.approval_rules import RULES, OriginKind, PolicyState, decide
+from pi_kernel.tools.approval import RULES, OriginKind, PolicyState, decide
 from pi_kernel.tools.builtin import builtin_tools
 from pi_kernel.tools.definition import ToolDefinition
 
@@ -153,3 +153,18 @@ def test_an_mcp_read_only_hint_counts_only_for_a_trusted_server(trust: bool, ver
         decide(definition, None, {}, _state("ask")).verdict,
         decide(definition, None, {}, _state("read-only")).verdict,
     ) == verdicts
+
+
+def test_run_cells_is_judged_by_the_code_of_the_cells_it_names() -> None:
+    """``run_cells`` declares its ``cells`` argument; ``decide`` reads the code the host found for those refs."""
+    from pi_kernel.tools.builtin.run_cells import RunCellsParams, create_run_cells_tool
+
+    run_cells = create_run_cells_tool()
+    args = RunCellsParams(cells=["#2", "#3"])
+    leak = {"#2": "x = 1", "#3": "print(list(os.environ['OPENAI_API_KEY'].encode()))"}
+    asked = decide(run_cells, None, args, _state("auto"), leak)
+    assert (asked.verdict, asked.rule) == ("ask", "secret-read") and asked.secret is not None
+    assert decide(run_cells, None, args, _state("auto"), {"#2": "x = 1", "#3": "y = 2"}).verdict == "run"
+    assert decide(run_cells, None, args, _state("auto")).verdict == "run"  # no notebook: no code to judge
+    assert decide(run_cells, None, args, _state("ask", run_cells="auto"), leak).verdict == "ask"
+    assert decide(run_cells, None, args, _state("deny", run_cells="auto"), leak).verdict == "deny"

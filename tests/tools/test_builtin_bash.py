@@ -19,9 +19,8 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortController
 from pi_kernel.tools import wrap_tool_definition
 from pi_kernel.tools.builtin import create_bash_tool
-from pi_kernel.tools.builtin.output import OutputSpool
+from pi_kernel.tools.builtin.output import DEFAULT_MAX_BYTES, OutputSpool
 from pi_kernel.tools.paths import WorkspaceError
-from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES
 
 BASH = create_bash_tool()
 

@@ -13,8 +13,8 @@ from PIL import Image
 
 from pi_kernel.ai import ImageContent
 from pi_kernel.tools.builtin import create_read_tool, create_write_tool
+from pi_kernel.tools.builtin.output import DEFAULT_MAX_BYTES
 from pi_kernel.tools.paths import WorkspaceError
-from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES
 
 READ = create_read_tool()
 WRITE = create_write_tool()

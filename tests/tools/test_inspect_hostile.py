@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from pi_kernel.kernel.cell_history import CellHistory
-from pi_kernel.kernel.notebook_context import NotebookContext
+from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
 from pi_kernel.tools.builtin.inspect_tool import run_inspect
 
 

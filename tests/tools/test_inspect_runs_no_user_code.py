@@ -15,8 +15,7 @@ import time
 import types
 from typing import Any
 
-from pi_kernel.kernel.cell_history import CellHistory
-from pi_kernel.kernel.notebook_context import NotebookContext
+from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
 from pi_kernel.tools.builtin.describe import ENVIRON_HIDDEN
 from pi_kernel.tools.builtin.inspect_tool import run_inspect
 

@@ -1,6 +1,6 @@
 """inspect and the process environment: reading the kernel's environment always asks a person.
 
-The project rule (approval_policy / secret_paths, tests/test_kernel_secret_reads.py): python code
+The project rule (approval / tools.paths, tests/test_kernel_secret_reads.py): python code
 `print(os.environ)` asks even in auto mode, so an inspect of "os.environ" asks too (denied in deny mode),
 and inspect itself refuses a path through a module (pd.io.common.os.environ) or to an os.environ mapping,
 so AWS_SECRET_ACCESS_KEY or DATABASE_PASSWORD never reach the model through it; a string variable
@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 from pi_kernel.tools.builtin import builtin_tools
 from pi_kernel.tools.builtin.inspect_tool import run_inspect
 

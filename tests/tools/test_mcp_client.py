@@ -245,7 +245,7 @@ def test_text_block_kinds() -> None:
 
 
 def test_per_server_and_per_tool_policy_patterns() -> None:
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy
 
     policy = ApprovalPolicy()
     policy.apply_spec(["demo__*=auto", "demo__crash=deny", "time__*=deny"])

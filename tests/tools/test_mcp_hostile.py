@@ -10,9 +10,8 @@ import mcp_types
 import pytest
 
 from pi_kernel.ai import ImageContent
-from pi_kernel.kernel.allowed_models import is_allowed
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.model_resolution import model_from_spec
+from pi_kernel.kernel.model_resolution import is_allowed, model_from_spec
 from pi_kernel.tools import ToolDefinition
 from pi_kernel.tools.mcp import McpManager, server_config, to_result
 from pi_kernel.tools.mcp.server import McpServer
@@ -93,7 +92,7 @@ def test_a_deny_for_a_whole_server_is_not_undone_by_a_longer_auto_pattern() -> N
     """docs/mcp.md: ``%pi approve shell__*=deny`` "never run the tools of shell". With another rule
     ``*read_file=auto`` (meant for some other server), the longer pattern wins and
     ``shell__read_file`` runs without asking."""
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy
 
     policy = ApprovalPolicy()
     policy.apply_spec(["shell__*=deny", "*read_file=auto"])
@@ -102,7 +101,7 @@ def test_a_deny_for_a_whole_server_is_not_undone_by_a_longer_auto_pattern() -> N
 
 def test_an_exact_rule_still_wins_over_a_stricter_pattern() -> None:
     """docs/mcp.md: ``docs__*=ask docs__search=auto`` asks for all of docs except its search."""
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy
 
     policy = ApprovalPolicy()
     policy.apply_spec(["docs__*=deny", "docs__search=auto"])
@@ -138,7 +137,7 @@ def test_a_server_name_too_long_for_per_server_rules_is_refused() -> None:
 
 def test_a_per_server_rule_applies_to_the_longest_names_allowed() -> None:
     """The longest server name allowed and a long tool name: the tool name keeps ``<server>__``."""
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy
     from pi_kernel.tools.mcp import tool_name
 
     server = "s" * 40

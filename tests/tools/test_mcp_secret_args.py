@@ -1,6 +1,6 @@
 """Seam: MCP tools vs the secret-read policy.
 
-approval_policy docstring: a call that may read secrets "always asks a person, whatever the mode,
+approval docstring: a call that may read secrets "always asks a person, whatever the mode,
 override or 'always allow' said". ApprovalPolicy.secret_reason only looks at *top-level string*
 arguments of non-built-in tools, so an MCP call whose path sits in a list or a nested object
 (the reference filesystem server's read_multiple_files(paths=[...]) is the common case) runs
@@ -14,7 +14,7 @@ from typing import Any
 import mcp_types
 import pytest
 
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 from pi_kernel.tools.mcp.adapt import tool_definition
 from pi_kernel.tools.mcp.server_config import McpServerConfig
 

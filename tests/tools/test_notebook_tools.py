@@ -9,8 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pi_kernel.kernel.cell_history import CellError, CellHistory, CellRecord
-from pi_kernel.kernel.notebook_context import NotebookContext
+from pi_kernel.kernel.notebook_context import CellError, CellHistory, CellRecord, NotebookContext
 from pi_kernel.tools.builtin.cells import format_cells
 from pi_kernel.tools.builtin.inspect_tool import run_inspect
 

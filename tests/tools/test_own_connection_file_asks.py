@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 from pi_kernel.tools.builtin import builtin_tools
 
 BUILTINS = {d.name: d for d in builtin_tools()}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_kernel.tools.secret_paths import secret_mention_reason
+from pi_kernel.tools.paths import secret_mention_reason
 
 
 @pytest.mark.parametrize(

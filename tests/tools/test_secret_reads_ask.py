@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pi_kernel.ai.secrets import mask
-from pi_kernel.tools.approval_policy import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy
 from pi_kernel.tools.builtin import builtin_tools
 
 BUILTINS = {d.name: d for d in builtin_tools()}
@@ -126,8 +126,9 @@ def test_ordinary_commands_still_run_in_auto_mode(tool: str, text: str) -> None:
     ["echo $AWS_ACCESS_KEY_ID", "echo ${STRIPE_KEY}", "curl -u me:$DB_PWD host", "echo $GOOGLE_CREDENTIALS"],
 )
 def test_a_variable_named_like_a_secret_by_the_one_list_asks(command: str) -> None:
-    """``secret_paths`` kept its own regex of secret-name shapes, narrower than ``ai.secrets.is_secret_name``
-    (the list every other surface uses): ``*ACCESS_KEY*``, a ``KEY`` word, ``*PWD``, ``*CREDENTIAL*`` ran unasked."""
+    """``secret_paths`` (now in ``tools.paths``) kept its own regex of secret-name shapes, narrower than
+    ``ai.secrets.is_secret_name`` (the list every other surface uses): ``*ACCESS_KEY*``, a ``KEY`` word, ``*PWD``,
+    ``*CREDENTIAL*`` ran unasked."""
     policy = ApprovalPolicy(mode="auto")
     assert policy.decide(BUILTINS["bash"], _args("bash", command=command)) == "ask", command
 

@@ -6,7 +6,7 @@ import datetime
 from pathlib import Path
 
 from pi_kernel.tools import ToolDefinition, build_system_prompt
-from pi_kernel.tools.system_prompt import ALWAYS_GUIDELINES, DEFAULT_INTRO, OTHER_TOOLS_NOTE
+from pi_kernel.tools.registry import ALWAYS_GUIDELINES, DEFAULT_INTRO, OTHER_TOOLS_NOTE
 
 
 def definition(name: str, snippet: str | None = None, guidelines: tuple[str, ...] = ()) -> ToolDefinition:

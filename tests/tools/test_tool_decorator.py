@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.ai import TextContent
 from pi_kernel.tools import ToolDefinition, tool, wrap_tool_definition
-from pi_kernel.tools.docstrings import parse_docstring
+from pi_kernel.tools.decorator import parse_docstring
 
 # --------------------------------------------------------------------------- pydantic-model tools
 

@@ -14,7 +14,7 @@ from html import unescape
 import pytest
 from test_widgets_frontend import install_recording_comms
 
-from pi_kernel.kernel.stdin_prompt import question
+from pi_kernel.kernel.approval_hook import question
 from pi_kernel.kernel.text_view import colour_diff
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalPreview, ApprovalRequest
 from pi_kernel.tools.builtin.notebook_edits import cell_diff

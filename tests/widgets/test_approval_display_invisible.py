@@ -19,7 +19,7 @@ from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import KernelDriver, kernel_env
 from test_widgets_frontend import install_recording_comms
 
-from pi_kernel.kernel.stdin_prompt import question
+from pi_kernel.kernel.approval_hook import question
 from pi_kernel.kernel.text_view import WAITING_ARGS_LIMIT, short_json
 from pi_kernel.tools import approval
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest

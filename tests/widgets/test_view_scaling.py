@@ -174,8 +174,7 @@ def test_widget_view_of_a_long_turn_draws_its_recent_part_and_keeps_a_waiting_ca
 ) -> None:
     from test_widgets_frontend import WidgetHarness
 
-    from pi_kernel.agent.events import AgentStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
-    from pi_kernel.agent.types import AgentToolResult
+    from pi_kernel.agent.types import AgentStartEvent, AgentToolResult, ToolExecutionEndEvent, ToolExecutionStartEvent
     from pi_kernel.ai import TextContent
     from pi_kernel.tools.approval import ApprovalRequest
     from pi_kernel.widgets.turn_view import LIVE_BLOCKS

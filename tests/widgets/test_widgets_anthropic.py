@@ -11,7 +11,7 @@ import pytest
 from fake_anthropic import Events, FakeAnthropic, message_events, thinking, tool_use
 from test_widgets_frontend import WidgetHarness
 
-from pi_kernel.agent.events import (
+from pi_kernel.agent.types import (
     AgentEndEvent,
     AgentStartEvent,
     MessageEndEvent,

@@ -202,17 +202,19 @@ async def test_a_click_after_the_request_ended_says_so(monkeypatch) -> None:
     await run.finish()
 
 
-@pytest.mark.parametrize("route", ["frontend", None])
-async def test_a_call_the_policy_denies_shows_as_denied_not_failed(monkeypatch, route: str | None) -> None:
+@pytest.mark.parametrize("answerer", ["widget", None])
+async def test_a_call_the_policy_denies_shows_as_denied_not_failed(monkeypatch, answerer: str | None) -> None:
     """The kernel's gate under ``deny`` (or with nobody to ask) decides without waiting; the card still says so."""
-    from pi_kernel.kernel.approval_hook import ApprovalGate
-    from pi_kernel.tools.approval_policy import ApprovalPolicy
+    from pi_kernel.kernel.approval_hook import ApprovalGate, WaitInBroker
+    from pi_kernel.tools.approval import ApprovalPolicy
 
     broker = ApprovalBroker(timeout=None)
+    if answerer is not None:  # someone could be asked; without one, nobody can
+        broker.register(WaitInBroker(answerer, lambda asking: True))
     run = Run(monkeypatch, broker, _final_answer)
     policy = ApprovalPolicy(mode="deny")
     run.agent.before_tool_call = ApprovalGate(
-        policy=lambda: policy, broker=lambda: broker, definition=lambda _name: None, route=lambda: route
+        policy=lambda: policy, broker=lambda: broker, definition=lambda _name: None
     )
     await run.agent.prompt("clean up")
     assert run.ran == []

@@ -309,7 +309,7 @@ async def message_events(
     the partial message is one object that keeps changing, as with a real provider)."""
     from scripted_model import ScriptedModel
 
-    from pi_kernel.agent.events import MessageEndEvent, MessageStartEvent, MessageUpdateEvent
+    from pi_kernel.agent.types import MessageEndEvent, MessageStartEvent, MessageUpdateEvent
     from pi_kernel.ai import Context, StreamOptions
 
     model = ScriptedModel([message], chunk_chars=chunk_chars, record=False)

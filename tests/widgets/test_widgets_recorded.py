@@ -17,7 +17,7 @@ import pytest
 from fake_openai import FakeOpenAI, needs_recorded_streams, recorded_stream
 from test_widgets_frontend import WidgetHarness
 
-from pi_kernel.agent.events import (
+from pi_kernel.agent.types import (
     AgentEndEvent,
     AgentStartEvent,
     MessageEndEvent,

@@ -12,14 +12,14 @@ import pytest
 from scripted_model import assistant_message, tool_call, tool_call_message
 from test_widgets_frontend import message_events
 
-from pi_kernel.agent.events import (
+from pi_kernel.agent.types import (
     AgentEndEvent,
     AgentStartEvent,
+    AgentToolResult,
     MessageEndEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
 )
-from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import TextContent, ThinkingContent, Usage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest

@@ -21,8 +21,8 @@ import pytest
 from scripted_model import ScriptedModel, text_message, tool_call, tool_call_message
 from test_widgets_frontend import WidgetHarness, message_events, play_message
 
-from pi_kernel.agent import OPERATION_ABORTED, Agent, AgentTool, AgentToolResult, tool_runner
-from pi_kernel.agent.events import AgentEndEvent, AgentStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
+from pi_kernel.agent import OPERATION_ABORTED, Agent, AgentTool, AgentToolResult, tool_execution
+from pi_kernel.agent.types import AgentEndEvent, AgentStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
 from pi_kernel.ai import TextContent
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets import turn_state
@@ -80,7 +80,7 @@ async def test_text_still_waiting_for_its_redraw_is_sent_when_the_turn_ends(monk
 
 
 async def test_a_call_the_loop_aborts_shows_as_interrupted_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tool_runner, "ABORT_GRACE", 0)  # the tool ignores the abort: cancel it at once
+    monkeypatch.setattr(tool_execution, "ABORT_GRACE", 0)  # the tool ignores the abort: cancel it at once
     started = asyncio.Event()
 
     async def execute(call_id: str, params: Any, signal: Any = None, on_update: Any = None) -> AgentToolResult:

@@ -14,15 +14,15 @@ from IPython.display import HTML
 from scripted_model import assistant_message, text_message, tool_call, tool_call_message
 from test_widgets_frontend import PARENT, WidgetHarness, message_events, play_message
 
-from pi_kernel.agent.events import (
+from pi_kernel.agent.types import (
     AgentEndEvent,
     AgentStartEvent,
+    AgentToolResult,
     MessageEndEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
 )
-from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent, ThinkingContent, ToolResultMessage, Usage
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.tools.definition import ToolDefinition

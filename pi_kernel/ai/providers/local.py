@@ -254,7 +254,7 @@ def _decode(
             decision: list[int] = []
             if offer_tools:
                 # Tool choice and arguments are decided on the current turn alone (see ``chat_messages``).
-                focused = chat_messages(context, offer_tools=True, focus=True)
+                focused = chat_messages(context, offer_tools=True, focus=True, heads=heads)
                 decision, _, _ = fit_to_context(engine, focused, max(requested, TOOL_CALL_MAX_TOKENS))
             if len(heads) > 1:
                 head = "".join(

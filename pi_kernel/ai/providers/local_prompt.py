@@ -120,8 +120,16 @@ class _Turn:
         return "\n".join(self.results) + f"\n\nUsing {which}, {ask}"
 
 
-def chat_messages(context: Context, offer_tools: bool = True, focus: bool = False) -> list[dict[str, str]]:
+def chat_messages(
+    context: Context, offer_tools: bool = True, focus: bool = False, heads: list[str] | None = None
+) -> list[dict[str, str]]:
     """The transcript as messages for the GGUF's chat template.
+
+    ``heads`` (the grammar's choices, ``tool_heads``) limits the tool list to
+    the tools the model may call: a forced ``tool_choice`` shows it that one
+    tool only. The other tools cannot be called in this request, and listing
+    them changes what this model writes as arguments (measured: a front-end
+    that adds the notebook tools turned "21 degrees" into ``273.15``).
 
     Tool results are folded into the user's turn, before the question
     (``Tool X returned: ...`` then ``Using that result, answer: <question>``).
@@ -130,8 +138,9 @@ def chat_messages(context: Context, offer_tools: bool = True, focus: bool = Fals
     answer; results first, question last, it answers from them.
     """
     system = (None if focus else context.system_prompt) or "You are a helpful assistant."
-    if context.tools and offer_tools:
-        system = f"{system}\n\n{tools_section(context.tools)}"
+    tools = [tool for tool in context.tools or [] if heads is None or f"functions.{tool.name}:" in heads]
+    if tools and offer_tools:
+        system = f"{system}\n\n{tools_section(tools)}"
     turns = [_Turn("system", system)]
     messages = context.messages
     if focus:

@@ -11,7 +11,7 @@ others ask for approval by default.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pi_kernel.tools.builtin.bash import BashParams, create_bash_tool
@@ -30,29 +30,22 @@ from pi_kernel.tools.builtin.run_cells import create_run_cells_tool
 from pi_kernel.tools.builtin.write import WriteParams, create_write_tool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
-BUILTIN_TOOL_NAMES = (
-    "read",
-    "bash",
-    "edit",
-    "write",
-    "python",
-    "inspect",
-    "cells",
-    "edit_cell",
-    "insert_cells",
-    "run_cells",
-    "delete_cells",
-)
-"""In pi's order (read, bash, edit, write), then ``python``, ``inspect``, ``cells`` and the notebook
-bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``BRIDGE_TOOLS``)."""
-
-
-_BRIDGE_FACTORIES = {
+_FACTORIES: dict[str, Callable[[], ToolDefinition]] = {
+    "read": create_read_tool,
+    "bash": create_bash_tool,
+    "edit": create_edit_tool,
+    "write": create_write_tool,
+    "python": create_python_tool,
+    "inspect": create_inspect_tool,
+    "cells": create_cells_tool,
     "edit_cell": create_edit_cell_tool,
     "insert_cells": create_insert_cells_tool,
     "run_cells": create_run_cells_tool,
     "delete_cells": create_delete_cells_tool,
 }
+BUILTIN_TOOL_NAMES = tuple(_FACTORIES)
+"""In pi's order (read, bash, edit, write), then ``python``, ``inspect``, ``cells`` and the notebook
+bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``BRIDGE_TOOLS``)."""
 
 
 def builtin_tools(
@@ -74,27 +67,11 @@ def builtin_tools(
     if unknown:
         raise ValueError(f"Unknown built-in tool(s): {', '.join(unknown)}. Known: {', '.join(BUILTIN_TOOL_NAMES)}")
     namespace = python_namespace if python_namespace is not None else (ctx.namespace if ctx is not None else None)
-    tools: list[ToolDefinition] = []
-    for name in BUILTIN_TOOL_NAMES:
-        if name not in wanted:
-            continue
-        if name == "read":
-            tools.append(create_read_tool())
-        elif name == "bash":
-            tools.append(create_bash_tool())
-        elif name == "edit":
-            tools.append(create_edit_tool())
-        elif name == "write":
-            tools.append(create_write_tool())
-        elif name == "inspect":
-            tools.append(create_inspect_tool())
-        elif name == "cells":
-            tools.append(create_cells_tool())
-        elif name in _BRIDGE_FACTORIES:
-            tools.append(_BRIDGE_FACTORIES[name]())
-        else:
-            tools.append(create_python_tool(namespace=namespace))
-    return tools
+    return [
+        create_python_tool(namespace=namespace) if name == "python" else factory()
+        for name, factory in _FACTORIES.items()
+        if name in wanted
+    ]
 
 
 __all__ = [

@@ -3,7 +3,7 @@
 Port of pi's ``bash.ts``. The command runs as ``<shell> -c <command>`` (pi's
 choice of shell: ``/bin/bash``, else ``bash`` on PATH, else ``sh``) in the
 context's cwd, with the kernel's environment less every variable holding a
-secret (``secret_names.tool_environment``: ``env``, ``printenv`` and the
+secret (``paths.tool_environment``: ``env``, ``printenv`` and the
 command's own ``/proc/self/environ`` hold no key), in a new session so that it and everything it starts form one
 process group. Output (stdout and stderr through one pipe, so their order is
 kept) streams to ``on_update`` at most ``update_interval`` apart (10 Hz),
@@ -39,11 +39,9 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.builtin.output import OutputSpool
-from pi_kernel.tools.builtin.secret_names import tool_environment
+from pi_kernel.tools.builtin.output import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, OutputSpool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.paths import resolve_tool_cwd
-from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
+from pi_kernel.tools.paths import resolve_tool_cwd, tool_environment
 
 UPDATE_INTERVAL_SECONDS = 0.1
 KILL_GRACE_SECONDS = 1.0
@@ -140,7 +138,7 @@ def create_bash_tool(
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"command": "command"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"command": "command"},  # what of a call may name secrets (approval.secret_reason)
         name="bash",
         label="bash",
         description=(

@@ -9,8 +9,8 @@ the number of cells left out. ``{"cell": ref}`` gives one cell whole.
 
 Without it: the tools layer does not know the kernel: the host puts a ``CellSource``
 (anything with ``recent(last)`` returning ``CellLike`` records, see
-``tools.cell_source``) in ``ctx.cell_history`` (the kernel's
-``cell_history.CellHistory``). The tool only reads, so it never
+``tools.notebook_document``) in ``ctx.cell_history`` (the kernel's
+``notebook_context.CellHistory``). The tool only reads, so it never
 asks for approval and runs in the ``read-only`` approval mode.
 """
 
@@ -23,10 +23,9 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.builtin.describe import clip, describe_limit
-from pi_kernel.tools.builtin.secret_names import environment_secrets, masked
-from pi_kernel.tools.cell_source import CellLike
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import CellInfo, NotebookDocument, resolve_ref
+from pi_kernel.tools.notebook_document import CellInfo, CellLike, NotebookDocument, resolve_ref
+from pi_kernel.tools.paths import environment_secrets, masked
 
 DEFAULT_LAST = 5
 SOURCE_CHARS = 1500

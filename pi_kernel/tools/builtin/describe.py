@@ -12,7 +12,7 @@ millions of tuples), so built-in containers, strings and ints (and their
 subclasses that keep the built-in's ``repr``) are previewed by their first
 items instead. ``os.environ`` met inside a container is not shown. Every
 text is cut to a size limit and has known keys masked; a string held under a
-secret-like name (``db_password``) is never previewed (``secret_names``).
+secret-like name (``db_password``) is never previewed (``paths.is_secret_value``).
 
 pandas DataFrames are summarised from per-column numpy reductions (count,
 mean, min, max) rather than ``describe()`` (whose percentiles sort every
@@ -46,8 +46,8 @@ from pi_kernel.ai.static_read import (
     static_len,
     type_name,
 )
-from pi_kernel.tools.builtin.secret_names import HIDDEN_VALUE, environment_secrets, is_secret_value, masked
 from pi_kernel.tools.definition import ToolContext
+from pi_kernel.tools.paths import HIDDEN_VALUE, environment_secrets, is_secret_value, masked
 
 DEFAULT_LIMIT = 4000
 """Characters of one description or listing (the ``describe_limit`` setting)."""

@@ -164,7 +164,7 @@ def create_edit_tool() -> ToolDefinition:
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"path": "path"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="edit",
         label="edit",
         description=EDIT_DESCRIPTION,

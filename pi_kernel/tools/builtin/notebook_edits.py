@@ -24,8 +24,7 @@ from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
-from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalPreview
-from pi_kernel.tools.approval_rules import SecretKind
+from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalPreview, SecretKind
 from pi_kernel.tools.builtin.edit import ReplaceEdit
 from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
 from pi_kernel.tools.definition import ToolContext, ToolDefinition

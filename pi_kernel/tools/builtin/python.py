@@ -24,8 +24,15 @@ run alone. Output capture is per context, not per process (see
 ``python_capture``), so the kernel's own prints are not swallowed. An abort
 from elsewhere raises ``KeyboardInterrupt`` inside the running code too
 (``PyThreadState_SetAsyncExc``); code blocked in a C call on a worker thread
-notices when that call returns. How the code is stopped (and ``await`` code
-run) lives in ``python_interrupt``.
+notices when that call returns.
+
+**Stopping the code**: ``Interrupter`` turns a kernel interrupt (SIGINT, on the
+main thread) or the turn's abort into ``KeyboardInterrupt`` in the running code;
+once fired, a watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until
+the code returns, so code that swallows the interrupt (a bare ``except:``) is
+stopped too. ``run_coroutine`` runs a cell's top-level ``await`` code on an
+event loop of its own in a separate thread (in a kernel the main thread's loop
+is the caller's); an interrupt cancels it.
 
 What the model gets: stdout, stderr, the text/plain of displayed objects and
 of the result, in order, tail-truncated like ``bash`` (full text in a temp
@@ -41,9 +48,6 @@ execute_result], "truncation": dict | None, "full_output_path": str | None,
 (calls of one message may run in any order: ``%%pi --cells`` replays them in
 this one); ``code`` is the code that ran (after an approval that edited it).
 Updates while running carry ``{"outputs": [...]}`` so far.
-
-Long (about 440 lines): the tool and its run on the kernel's main thread, which an interrupt must reach;
-capture is ``python_capture``'s, the interrupt's ``python_interrupt``'s.
 """
 
 from __future__ import annotations
@@ -52,33 +56,32 @@ import ast
 import asyncio
 import base64
 import builtins
+import contextlib
+import ctypes
 import functools
 import inspect
-import io
 import itertools
 import linecache
+import signal as signals
 import sys
 import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from pi_kernel.agent import OPERATION_ABORTED
-from pi_kernel.agent.invoke import run_in_worker
+from pi_kernel.agent.tool_execution import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
 from pi_kernel.ai.static_read import has_base
 from pi_kernel.tools.builtin.output import OutputSpool
-from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell
-from pi_kernel.tools.builtin.python_interrupt import Interrupter, as_cell_code, run_coroutine
-from pi_kernel.tools.builtin.shell_events import kept_events, removed_note
+from pi_kernel.tools.builtin.python_capture import OutputCapture, capturing, current_shell, kept_events, removed_note
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.images import fit_image
-from pi_kernel.tools.results import display_bundle, image_png_bytes
+from pi_kernel.tools.results import display_bundle, fit_image, image_png_bytes
 from pi_kernel.tools.turn_journal import TurnJournal
 
 MAX_MODEL_IMAGES = 3
@@ -139,7 +142,7 @@ def create_python_tool(
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"code": "code"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"code": "code"},  # what of a call may name secrets (approval.secret_reason)
         name="python",
         label="python",
         description=(
@@ -189,21 +192,12 @@ def run_python(
     ``journal``: the turn's undo journal, told what the code changes (under the run lock, so no other
     call changes the namespace meanwhile).
     """
-    _acquire_run_lock(signal)
     removed_callbacks: list[str] = []
-    try:
+    spool = OutputSpool("pi-python")
+    throttle = _UpdateThrottle(on_update)
+    with _agent_code_run(code, namespace, signal, journal, removed_callbacks):
         run_number = next(_run_numbers)
-        spool = OutputSpool("pi-python")
-        throttle = _UpdateThrottle(on_update)
-        token = journal.before_code(namespace, code) if journal is not None else None
-        try:
-            with kept_events(removed_callbacks):
-                capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
-        finally:
-            if journal is not None:
-                journal.after_code(namespace, token)
-    finally:
-        _RUN_LOCK.release()
+        capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
     note = removed_note(removed_callbacks)
     if note:
         separator = "\n" if spool.last_line_bytes else ""
@@ -221,14 +215,28 @@ def run_python(
     return AgentToolResult([TextContent(text), *images], details=details)
 
 
-def _acquire_run_lock(signal: AbortSignal | None) -> None:
-    """Wait for the previous call to finish; an abort while waiting gives up."""
+@contextlib.contextmanager
+def _agent_code_run(
+    code: str, namespace: dict[str, Any], signal: AbortSignal | None, journal: TurnJournal | None, removed: list[str]
+) -> Iterator[None]:
+    """One run of agent code at a time (``_RUN_LOCK``; an abort while waiting gives up), told to the turn's
+    ``journal`` under the lock (no other call changes the namespace meanwhile), the shell's event callbacks
+    kept (those it added are named in ``removed``)."""
     while not _RUN_LOCK.acquire(timeout=0.05):
         if signal is not None and signal.aborted:
             raise RuntimeError(OPERATION_ABORTED)
-    if signal is not None and signal.aborted:
+    try:
+        if signal is not None and signal.aborted:
+            raise RuntimeError(OPERATION_ABORTED)
+        token = journal.before_code(namespace, code) if journal is not None else None
+        try:
+            with kept_events(removed):
+                yield
+        finally:
+            if journal is not None:
+                journal.after_code(namespace, token)
+    finally:
         _RUN_LOCK.release()
-        raise RuntimeError(OPERATION_ABORTED)
 
 
 def _run_captured(
@@ -289,20 +297,11 @@ def run_notebook_cell(
     """Run ``code`` as a notebook cell would (blocking, one run at a time like ``run_python``, the
     ``journal`` told as there): ``(nbformat outputs, their text for the model, the nbformat error output
     or None)``. An interrupt gives a ``KeyboardInterrupt`` error output."""
-    _acquire_run_lock(signal)
     removed_callbacks: list[str] = []
     errors: list[BaseException] = []
     texts: list[str] = []
-    try:
-        token = journal.before_code(namespace, code) if journal is not None else None
-        try:
-            with capturing(texts.append) as capture, kept_events(removed_callbacks):
-                error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
-        finally:
-            if journal is not None:
-                journal.after_code(namespace, token)
-    finally:
-        _RUN_LOCK.release()
+    with _agent_code_run(code, namespace, signal, journal, removed_callbacks), capturing(texts.append) as capture:
+        error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint, errors)
     outputs = [dict(output) for output in capture.outputs]
     text = "".join(texts)
     note = removed_note(removed_callbacks)
@@ -416,11 +415,9 @@ def _capture_new_figures(capture: OutputCapture, before: set[int], shown: Any) -
         if number in before:
             continue
         figure = pyplot.figure(number)
-        if figure is not shown:
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format="png", bbox_inches="tight")
-            png = base64.b64encode(buffer.getvalue()).decode("ascii")
-            capture.add_display({"image/png": png, "text/plain": repr(figure)})
+        png = image_png_bytes(figure) if figure is not shown else None
+        if png is not None:
+            capture.add_display({"image/png": base64.b64encode(png).decode("ascii"), "text/plain": repr(figure)})
         pyplot.close(figure)
 
 
@@ -440,3 +437,163 @@ def _model_images(outputs: list[dict[str, Any]], limit: int) -> tuple[list[Image
         if fitted is not None:
             images.append(ImageContent(fitted.data, fitted.mime_type))
     return images, left_out
+
+
+# -- stopping the code, and top-level await ----------------------------------------------------------------
+
+_RESEND_SECONDS = 0.1
+_CANCEL_GRACE_SECONDS = 1.0
+
+
+def run_coroutine(coroutine: Any) -> Any:
+    """Run the cell's top-level ``await`` code on its own event loop, in a thread of its own.
+
+    Not on this thread: in a kernel this is the main thread, whose event loop is running (blocked by
+    this call). While it waits, a ``KeyboardInterrupt`` here (SIGINT, an abort) cancels the coroutine
+    (``CancelledError`` at its ``await``) and waits up to ``_CANCEL_GRACE_SECONDS`` for it to end.
+    """
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()
+
+    async def main() -> Any:
+        outcome["task"] = asyncio.current_task()
+        outcome["loop"] = asyncio.get_running_loop()
+        if outcome.get("cancel"):  # interrupted before it started
+            coroutine.close()
+            raise asyncio.CancelledError
+        return await coroutine
+
+    def run() -> None:
+        try:
+            outcome["value"] = asyncio.run(main())
+        except BaseException as exception:  # noqa: BLE001 - re-raised on the calling thread
+            outcome["error"] = exception
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name="pi-python-await", daemon=True).start()
+    # Only lock-free waits here: a KeyboardInterrupt raised inside a lock's acquire (Event.wait) can
+    # leave the lock wedged, and repeated interrupts land wherever this thread is.
+    deadline: float | None = None
+    while not finished.is_set() and (deadline is None or time.monotonic() < deadline):
+        try:
+            time.sleep(0.02)
+        except KeyboardInterrupt:
+            if deadline is None:
+                deadline = time.monotonic() + _CANCEL_GRACE_SECONDS
+                outcome["cancel"] = True
+                loop, task = outcome.get("loop"), outcome.get("task")
+                if loop is not None and task is not None:
+                    loop.call_soon_threadsafe(task.cancel)
+    if deadline is not None:
+        raise KeyboardInterrupt
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def as_cell_code(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, stopped by an interrupt as the cell's own code is (the ``repr`` of the cell's value: the
+    user's code, run by IPython's formatters)."""
+    return fn(*args)
+
+
+def _is_cell_code(frame: Any) -> bool:
+    return str(frame.f_code.co_filename).startswith("<python-tool-")
+
+
+def _runs_cell_code(frame: Any) -> bool:
+    """Whether the cell's code is on the stack from ``frame`` down (it may be calling library code)."""
+    while frame is not None:
+        if _is_cell_code(frame) or frame.f_code in (run_coroutine.__code__, as_cell_code.__code__):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class Interrupter:
+    """While active, an abort raises ``KeyboardInterrupt`` in the thread running the code."""
+
+    def __init__(self, signal: AbortSignal | None, on_sigint: bool = False) -> None:
+        self._signal = signal
+        self._lock = threading.Lock()
+        self._thread_id: int | None = None
+        self.fired = False
+        self._remove: Callable[[], None] | None = None
+        self._on_sigint = on_sigint and threading.current_thread() is threading.main_thread()
+        self._previous_handler: Any = None
+        self._active = False
+        """Read by the SIGINT handler (no lock: it runs on this very thread, between two bytecodes)."""
+        self._done = threading.Event()
+        self._watchdog: threading.Thread | None = None
+
+    def __enter__(self) -> Interrupter:
+        with self._lock:
+            self._thread_id = threading.get_ident()
+        if self._signal is not None:
+            self._remove = self._signal.add_listener(self._interrupt)
+        if self._on_sigint:
+            self._previous_handler = signals.signal(signals.SIGINT, self._sigint)
+            self._active = True
+            self._watchdog = threading.Thread(target=self._resend_sigint, name="pi-python-interrupt", daemon=True)
+            self._watchdog.start()
+        return self
+
+    def _sigint(self, signum: int, frame: Any) -> None:
+        """The previous handler first (the turn's hook schedules the turn's abort), then stop the code.
+
+        Only the first SIGINT goes to the previous handler (the turn is aborted once; the repeats are
+        ours). Code that swallows ``KeyboardInterrupt`` (a bare ``except:`` around a blocking call) is
+        stopped anyway: a watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until the code
+        returns, and a repeat that lands outside the ``try`` ends it. Raised only while the cell's code
+        is on the stack (not while it is compiled or cleaned up after).
+        """
+        previous = self._previous_handler
+        if callable(previous) and not self.fired:
+            try:
+                previous(signum, frame)
+            except KeyboardInterrupt:
+                pass  # ours follows
+        if self._active:
+            self.fired = True
+            if _runs_cell_code(frame):
+                raise KeyboardInterrupt
+
+    def _resend_sigint(self) -> None:
+        """The watchdog (started with the code, as the handler must not start threads): once fired, re-send."""
+        while not self._done.wait(_RESEND_SECONDS):
+            if self.fired:
+                signals.pthread_kill(threading.main_thread().ident or 0, signals.SIGINT)
+
+    def _interrupt(self, _reason: Any) -> None:
+        with self._lock:
+            if self._thread_id is None:
+                return
+            self.fired = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self._thread_id), ctypes.py_object(KeyboardInterrupt)
+            )
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._active = False
+        self._done.set()
+        if self._watchdog is not None:
+            self._watchdog.join()  # a SIGINT it sent lands here, still in our handler (which now ignores it)
+        if self._on_sigint and signals.getsignal(signals.SIGINT) == self._sigint:
+            previous = self._previous_handler
+            signals.signal(signals.SIGINT, previous if previous is not None else signals.default_int_handler)
+        # Stop interrupting before leaving the user's code, and cancel an
+        # interrupt that is scheduled but has not landed yet; one landing
+        # during this very step is caught and the step retried.
+        thread_id = threading.get_ident()
+        while True:
+            try:
+                with self._lock:
+                    self._thread_id = None
+                    if self.fired:
+                        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), None)
+                break
+            except KeyboardInterrupt:
+                self.fired = True
+        if self._remove is not None:
+            self._remove()

@@ -24,11 +24,10 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, ImageContent, TextContent
+from pi_kernel.tools.builtin.output import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head, utf8_len
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.images import IMAGE_OMITTED_NOTE, fit_image
 from pi_kernel.tools.paths import resolve_tool_path
-from pi_kernel.tools.results import image_mime_type
-from pi_kernel.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head, utf8_len
+from pi_kernel.tools.results import IMAGE_OMITTED_NOTE, fit_image, image_mime_type
 
 READ_DESCRIPTION = (
     "Read the contents of a file. Supports text files and images (jpg, png, gif, webp). Images are sent as "
@@ -60,7 +59,7 @@ def create_read_tool(*, auto_resize_images: bool = True) -> ToolDefinition:
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"path": "path"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="read",
         label="read",
         description=READ_DESCRIPTION,

@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from pi_kernel.agent import OPERATION_ABORTED
-from pi_kernel.agent.invoke import run_in_worker
+from pi_kernel.agent.tool_execution import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.approval import ApprovalPreview
@@ -174,6 +174,7 @@ def create_run_cells_tool() -> ToolDefinition:
         approval="ask",
         approval_preview=preview,
         forget_preview=forget_preview,
+        secret_arguments={"cells": "cells"},  # the cells' code is judged as python's (approval.secret_reason)
     )
 
 

@@ -56,7 +56,7 @@ def create_write_tool() -> ToolDefinition:
 
     return ToolDefinition(
         origin="builtin",
-        secret_arguments={"path": "path"},  # what of a call may name secrets (approval_rules.secret_reason)
+        secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="write",
         label="write",
         description=(

@@ -1,6 +1,6 @@
 """MCP tool servers on the official ``mcp`` SDK.
 
-``config.py`` reads the ``mcpServers`` shape; ``stdio.py`` runs a stdio server
+``server_config.py`` reads the ``mcpServers`` shape; ``stdio.py`` runs a stdio server
 in its own process group; ``server.py`` is one connection (start, list tools,
 call, stop); ``adapt.py`` turns an MCP tool into a ``ToolDefinition`` named
 ``<server>__<tool>`` and its results into content; ``manager.py`` owns the

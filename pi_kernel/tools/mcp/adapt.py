@@ -36,8 +36,8 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.ai.sanitize import TooDeepError, clean_data
 from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.tools.images import MODEL_IMAGE_TYPES, fit_image, verified_image_type
 from pi_kernel.tools.mcp.server_config import McpServerConfig
+from pi_kernel.tools.results import MODEL_IMAGE_TYPES, fit_image, verified_image_type
 
 MAX_TOOL_NAME = 64
 SEPARATOR = "__"

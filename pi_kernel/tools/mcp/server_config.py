@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.tools.builtin.secret_names import MASK, add_secret_value, is_secret_name, masked
+from pi_kernel.tools.paths import MASK, add_secret_value, is_secret_name, masked
 
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
@@ -69,7 +69,7 @@ class McpServerConfig:
 
     def describe(self) -> str:
         """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
-        masked (``secret_names.masked``: credentials in a URL, keys, the environment's secrets; a
+        masked (``paths.masked``: credentials in a URL, keys, the environment's secrets; a
         secret in the arguments or the URL's query: ``argument_secrets``)."""
         if self.command:
             return str(masked(_masked_text(" ".join([self.command, *self.args]), argument_secrets(self.args))))

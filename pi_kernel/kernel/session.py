@@ -88,8 +88,9 @@ class PiSession:
         """``%pi context on|off``: each turn starts with what changed in the notebook."""
         self.context_for_local = False
         """``%pi context local``: the local model is told too (by default it is not: SmolLM2-135M repeats it)."""
-        self._notebook_context: NotebookContext | None = None
-        self._turn_journals: TurnJournals | None = None
+        self._notebook_context = NotebookContext(self.cell_history)
+        self.turn_journals = TurnJournals()
+        """Each ``%%pi`` turn's undo journal (``undo``): what ``%pi undo`` reverts."""
         self.undo_news: str | None = None
         """What ``%pi undo`` reverted of a turn: the next turn's prompt tells the model (``prompt_message``)."""
         self.code_cells = False
@@ -176,17 +177,8 @@ class PiSession:
         return message_session(turn.parent) if turn is not None else None
 
     @property
-    def turn_journals(self) -> TurnJournals:
-        """Each ``%%pi`` turn's undo journal (``undo``): what ``%pi undo`` reverts."""
-        if self._turn_journals is None:
-            self._turn_journals = TurnJournals()
-        return self._turn_journals
-
-    @property
     def notebook_context(self) -> NotebookContext:
         """What changed in the notebook since the previous turn (``notebook_context``)."""
-        if self._notebook_context is None:
-            self._notebook_context = NotebookContext(self.cell_history)
         self._notebook_context.enabled = self.context_enabled
         return self._notebook_context
 
@@ -328,12 +320,12 @@ class PiSession:
             self.conversation.keep("%pi reset")
             self._agent.reset()
         self.cell_turns.clear()
-        self._forget_notebook_news()
+        self._notebook_context.forget()  # the next turn is told everything again, as a first turn is
 
     def undo(self, number: int = 1) -> Version:
         """``%pi undo``: bring back the ``number``-th newest kept conversation (``Conversation.undo``)."""
         version = self.conversation.undo(number)
-        self._forget_notebook_news()
+        self._notebook_context.forget()  # what that conversation was told of the notebook is not known
         return version
 
     def interrupt(self) -> None:
@@ -370,13 +362,7 @@ class PiSession:
     ) -> None:
         """``%pi load``: the conversation becomes ``messages`` (``Conversation.replace``)."""
         self.conversation.replace(Version(messages, dict(cells or {}), reason))
-        self._forget_notebook_news()
-
-    def _forget_notebook_news(self) -> None:
-        """Another conversation came in (``%pi undo``, ``load``): what it was told of the notebook is not
-        known, so the next turn is told everything again, as after ``%pi reset``."""
-        if self._notebook_context is not None:
-            self._notebook_context.forget()
+        self._notebook_context.forget()  # what that conversation was told of the notebook is not known
 
 
 def show_notices(session: PiSession, label: str = "pi_kernel warning") -> None:

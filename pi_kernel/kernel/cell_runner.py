@@ -114,15 +114,7 @@ def parse_options(line: str) -> TurnOptions:
     args = parser.parse_args(words)
     if args.tool is not None and args.no_tools:
         raise PiUsageError("%%pi: --tool and --no-tools exclude each other")
-    return TurnOptions(
-        model=args.model,
-        no_tools=args.no_tools,
-        max_turns=args.max_turns,
-        approve=args.approve,
-        cells=args.cells,
-        thinking=args.thinking,
-        tool=args.tool,
-    )
+    return TurnOptions(**vars(args))  # one option per field, by the same name
 
 
 def with_thinking(options: StreamOptions | None, level: str | None) -> StreamOptions | None:

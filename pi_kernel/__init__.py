@@ -10,7 +10,7 @@ one name, one meaning, while ``pi_kernel.agent`` is the agent package.
 The older spelling ``from pi_kernel import agent`` keeps working for notebooks
 already written (the contract promises it): in a session the package's
 ``agent`` attribute stands for the session's agent (see
-``pi_kernel.kernel.agent_proxy``). Elsewhere the name is the
+``pi_kernel.kernel.extension``). Elsewhere the name is the
 ``pi_kernel.agent`` subpackage once anything has imported it (``from
 pi_kernel import tool`` does): Python sets an imported subpackage as an
 attribute of its parent, and the module ``__getattr__`` below is only asked

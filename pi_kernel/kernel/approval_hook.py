@@ -65,8 +65,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.outgoing import masked, restored
+from pi_kernel.kernel.turn import FrontendTracker
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import BeforeToolCallContext, BeforeToolCallResult

@@ -1,21 +1,33 @@
-"""Running one ``%%pi`` cell: a prompt to the session's agent, shown by a turn view.
+"""Running one ``%%pi`` cell: a prompt to the session's agent, shown by a turn view, its code offered as a cell.
 
-A turn runs one way: as a task on the shell's own event loop. In a kernel
-the cell is rewritten into ``await run_pi_cell(body, options)`` (see
-``magics.PiCellRewriter``), so it runs inside ipykernel's event loop: the cell
-stays busy while it awaits, and comm messages (approval buttons) are still
-dispatched meanwhile (ipykernel >= 7.4). ``run_cell_sync`` is the ``%%pi``
-magic's path where no ``await`` was possible: outside a kernel it runs the
-turn to the end on IPython's loop (approvals on stdin only); inside a kernel
-(``%autoawait off``, a cell run from inside ``%%capture``) it says why it
-cannot run and what to do. No private loop, no worker thread.
+A turn runs one way: as a task on the shell's own event loop (``run_turn``, which a ``%%pi`` cell awaits
+once ``extension.PiCellRewriter`` rewrote it), so the cell stays busy while it awaits and comm messages
+(approval buttons) are still dispatched meanwhile (ipykernel >= 7.4). ``run_cell_sync`` is the path where
+no ``await`` was possible (see ``extension``). No private loop, no worker thread.
 
 ``run_turn`` makes the cell's ``Turn`` (``turn.py``) and passes it on: its
 model, turn limit, approval gate, request hook and thinking effort (stream
 options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
-settings are never swapped. ``pi_kernel.ai.models`` (in ``with_thinking``)
-and ``pi_kernel.tools.builtin.notebook_edits`` (in ``first_tool_choice``) are imported lazily:
-they bring pydantic, and this module loads at kernel start.
+settings are never swapped. The turn's tools are the registry's, run with the
+turn's own ``ToolContext`` (``turn_tool``: the session's context with the
+turn's working directory and undo journal), so nothing of the turn is set on
+the session's context (each tool is wrapped once per turn: its ``ToolRetry``
+budget is the turn's).
+
+Code becomes cells: with ``%%pi --cells`` (or ``%pi cells on`` for every
+turn), when the turn ends, the code each successful ``python`` call ran (as
+run: the tool's ``details["code"]``, so an approval that edited the code gives
+the edited code, never the model's refused proposal), in the order the calls
+ran, each headed by a comment line, is offered as the next cell through
+IPython's ``set_next_input`` (the execute reply's ``set_next_input`` payload;
+JupyterLab inserts it as a new cell below). Failed and denied calls are left
+out. Nothing else from a ``%%pi`` cell reaches the front-end as a payload: what
+the agent's own code asked for (``get_ipython().set_next_input(...)``, a pager,
+``exit``) is dropped at the turn's end (``drop_agent_payloads``) and a notice
+says so, so no cell is planted unseen, whatever the approval mode.
+
+``pi_kernel.ai.models`` (in ``with_thinking``) and ``pi_kernel.tools.builtin.notebook_edits`` (in
+``first_tool_choice``) are imported lazily: this module loads at kernel start.
 """
 
 from __future__ import annotations
@@ -28,27 +40,28 @@ import contextvars
 import dataclasses
 import shlex
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_kernel.agent.types import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.kernel import outgoing
-from pi_kernel.kernel.code_cells import drop_agent_payloads, offer_code_cell
 from pi_kernel.kernel.config import THINKING_LEVELS
-from pi_kernel.kernel.frontend import message_session
-from pi_kernel.kernel.interrupt import interrupt_hook
-from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, refusal
 from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
-from pi_kernel.kernel.turn import Turn
+from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
+from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
 from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.paths import environment_secrets
+from pi_kernel.tools.wrapper import wrap_tool_definition
 
 if TYPE_CHECKING:
+    from pi_kernel.ai import Context, Tool
     from pi_kernel.ai.models import StreamOptions
-    from pi_kernel.kernel.session import PiSession
+
+CELL_HEADER = "# pi: python call {index} of {total}"
 
 
 class PiUsageError(Exception):
@@ -102,15 +115,7 @@ def parse_options(line: str) -> TurnOptions:
     args = parser.parse_args(words)
     if args.tool is not None and args.no_tools:
         raise PiUsageError("%%pi: --tool and --no-tools exclude each other")
-    return TurnOptions(
-        model=args.model,
-        no_tools=args.no_tools,
-        max_turns=args.max_turns,
-        approve=args.approve,
-        cells=args.cells,
-        thinking=args.thinking,
-        tool=args.tool,
-    )
+    return TurnOptions(**vars(args))  # one option per field, by the same name
 
 
 def with_thinking(options: StreamOptions | None, level: str | None) -> StreamOptions | None:
@@ -141,15 +146,6 @@ def first_tool_choice(session: PiSession, tool: str | None) -> str | None:
     return tool
 
 
-def _request(session: PiSession) -> dict[str, Any] | None:
-    """The cell's own ``execute_request`` (public ``get_parent``, per cell and subshell); ``None`` outside a kernel."""
-    kernel = session.kernel
-    if kernel is None or not hasattr(kernel, "get_parent"):
-        return None
-    parent = kernel.get_parent("shell")
-    return parent if isinstance(parent, dict) and parent.get("header") else None
-
-
 def _stdin_reader(session: PiSession, request: dict[str, Any] | None) -> tuple[bool, Any]:
     """Whether the running cell may read stdin, and the function that asks."""
     kernel = session.kernel
@@ -168,10 +164,8 @@ def outcome_of(added: list[Message], interrupted: bool) -> TurnOutcome:
     return TurnOutcome("done", added)
 
 
-async def run_turn(
-    session: PiSession, prompt: str, options: TurnOptions, cell_id: str | None = None, *, blocking: bool = False
-) -> TurnOutcome:
-    """Run one turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
+async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blocking: bool = False) -> TurnOutcome:
+    """Run this cell's turn; raises ``PiInterrupted`` / ``PiTurnFailed`` so the cell ends in error like Python does.
 
     ``blocking``: the cell blocks the shell (``run_cell_sync`` outside a kernel), so only stdin can answer approvals.
     """
@@ -194,10 +188,11 @@ async def run_turn(
         with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
             await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
     forced = first_tool_choice(session, options.tool)
+    cell_id = session.current_cell_id()
     loop = asyncio.get_running_loop()
-    request = _request(session)
+    request = shell_request(session.kernel)
     allow_stdin, raw_input = _stdin_reader(session, request)
-    widgets = session.frontend.renders_widgets(message_session(request) if request else None)
+    widgets = session.frontend.renders_widgets(message_session(request))
     turn = Turn(
         options,
         cell_id,
@@ -214,9 +209,10 @@ async def run_turn(
         gate.mark_pi_cell()  # nothing the agent's code writes leaves this cell as a payload (outgoing.PayloadGate)
     session.turn_journals.retire_offer()
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
-    turn.bind_tools(session.tool_context)
+    # relative paths from the cwd of now; what the tools change goes into the turn's journal
+    turn.context = dataclasses.replace(session.tool_context, cwd=Path.cwd(), journal=turn.journal)
     turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
-    replaced = session.begin_turn(cell_id)  # settled by end_turn below, whatever happens
+    replaced = session.conversation.begin(cell_id)  # settled below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
     context = contextvars.copy_context()  # approvals resolved on other threads update the view in this cell
 
@@ -238,18 +234,21 @@ async def run_turn(
     cancelled = False
     try:
         with interrupt_hook(session.interrupt, loop):
-            # inside: a re-run's cut conversation is settled by end_turn
+            # inside: a re-run's cut conversation is settled by ``conversation.settle``
             message = prompt_message(session, prompt, model.provider)
             await asyncio.sleep(0)  # an interrupt pressed while the context was read lands here
             await session.start_mcp()
-            _print_notices(session)
+            show_notices(session, "pi_kernel")  # an MCP server that did not start
             if not turn.interrupted:
                 await agent.prompt(
                     message,
                     model=turn.model,
                     max_turns=turn.max_turns,
-                    before_tool_call=session.approvals.gate(turn),
-                    prepare_next_turn=lambda request: session.prepare_request(request, no_tools=options.no_tools),
+                    # its approval previews resolve paths as its tools do: with the turn's context
+                    before_tool_call=dataclasses.replace(
+                        session.approvals.gate(turn), tool_context=lambda: turn.context
+                    ),
+                    prepare_next_turn=lambda request: prepare_request(session, turn, request),
                     stream_options=with_thinking(agent.stream_options, options.thinking or session.settings.thinking),
                     first_tool_choice=forced,  # %%pi --tool: the turn's first request only
                 )
@@ -257,14 +256,13 @@ async def run_turn(
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_turn(None)
-        session.tool_context.journal = None
         if turn.journal is not None:
             session.turn_journals.end(turn.journal, added)
         unsubscribe_collect()
         unsubscribe_view()
         unsubscribe_approvals()
         outcome = outcome_of(added, turn.interrupted or cancelled)
-        took_effect = session.end_turn(replaced, outcome.messages)
+        took_effect = session.conversation.settle(replaced, outcome.messages)
         view.finish(outcome)
         if turn.journal is not None:
             session.turn_journals.offer(view, turn.journal, session)
@@ -285,7 +283,7 @@ async def run_turn(
         if options.cells or session.code_cells:
             with gate.own() if gate is not None else contextlib.nullcontext():
                 offer_code_cell(session.shell, outcome.messages)
-        _print_notices(session)
+        show_notices(session, "pi_kernel")  # an MCP server that crashed
     if outcome.status == "interrupted":
         raise PiInterrupted
     if outcome.status == "error":
@@ -293,16 +291,22 @@ async def run_turn(
     return outcome
 
 
-def show_notices(session: PiSession) -> None:
-    """Print the session's start-up warnings (bad settings that fell back) if not shown yet."""
-    for notice in session.take_notices():
-        outgoing.print_masked(f"pi_kernel warning: {notice}", sys.stderr)  # stderr may be captured
+def prepare_request(session: PiSession, turn: Turn, request: Context) -> None:
+    """Before each model request of the turn: the session's tools and system prompt (``--no-tools``: none),
+    each tool run with the turn's context."""
+    session.prepare_request(request, no_tools=turn.options.no_tools)
+    request.tools = [turn_tool(turn, tool) for tool in request.tools or ()]
 
 
-def _print_notices(session: PiSession) -> None:
-    """Failures found during the turn (an MCP server that did not start or crashed), once each."""
-    for notice in session.take_notices():
-        outgoing.print_masked(f"pi_kernel: {notice}", sys.stderr)
+def turn_tool(turn: Turn, tool: Tool) -> Tool:
+    """The registry's wrapped ``tool``, run with ``turn.context`` (wrapped once per turn and definition)."""
+    definition = getattr(tool, "definition", None)
+    if definition is None or turn.context is None:
+        return tool
+    bound = turn.tools.get(tool.name)
+    if bound is None or getattr(bound, "definition", None) is not definition:
+        bound = turn.tools[tool.name] = wrap_tool_definition(definition, turn.context)
+    return bound
 
 
 def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserMessage:
@@ -323,12 +327,6 @@ def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserM
     return UserMessage([TextContent(prompt), TextContent(f"\n\n{outgoing.masked(context, environment_secrets())}")])
 
 
-async def run_cell(session: PiSession, body: str, line: str = "") -> None:
-    """A ``%%pi`` cell (``body`` the prompt, ``line`` its options) as one turn of ``session``."""
-    show_notices(session)
-    await run_turn(session, body, parse_options(line), session.current_cell_id())
-
-
 CANNOT_AWAIT = (
     "%%pi runs as a task on the kernel's event loop, and top-level await is off here (%autoawait off), so "
     "this cell would block that loop: run `%autoawait on` (the default) and re-run the cell."
@@ -341,20 +339,76 @@ NESTED = (
 
 
 def run_cell_sync(session: PiSession, body: str, line: str = "", *, autoawait: bool = True) -> None:
-    """The ``%%pi`` magic where the cell was not rewritten to an ``await`` (see ``magics``).
-
-    With no loop running in this thread (IPython outside a kernel, ``%autoawait off``) the turn runs to its
-    end on IPython's own asyncio loop, the one its top-level ``await`` uses, so MCP sessions started by
-    either kind of cell live on one loop; the shell is blocked meanwhile, so only stdin answers approvals
-    (``Turn.blocking``). Where a loop runs (a kernel), that loop is busy with this very cell: a clear
-    ``PiUsageError`` says what to do instead (``CANNOT_AWAIT``, ``NESTED``)."""
+    """The ``%%pi`` magic where the cell was not rewritten to an ``await`` (see ``extension``): with no loop
+    running here, the turn runs to its end on IPython's own loop (the one its top-level ``await`` and so the
+    MCP sessions use), approvals on stdin only (``Turn.blocking``); where one runs, it is busy with this very
+    cell, and a ``PiUsageError`` says what to do instead."""
     options = parse_options(line)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         from IPython.core.async_helpers import get_asyncio_loop
 
-        turn = run_turn(session, body, options, session.current_cell_id(), blocking=True)
+        turn = run_turn(session, body, options, blocking=True)
         get_asyncio_loop().run_until_complete(turn)
         return
     raise PiUsageError(NESTED if autoawait else CANNOT_AWAIT)
+
+
+def code_cell_text(messages: list[Any]) -> str:
+    """The code the successful ``python`` calls among ``messages`` (a turn's) ran (``details["code"]``),
+    in the order they ran (the tool's ``details["run"]``; calls of one message may run in any order),
+    ``""`` when there is none."""
+    runs: list[tuple[int, int, str]] = []
+    for index, message in enumerate(messages):
+        if getattr(message, "role", "") != "assistant":
+            continue
+        results = _results_after(messages, index)  # ids may repeat across requests (some servers count from 0)
+        for call in message.tool_calls:
+            result = results.get(call.id)
+            if call.name != "python" or result is None or result.is_error:
+                continue
+            details = result.details if isinstance(result.details, dict) else {}
+            code = details.get("code")  # what ran (an approval may have edited the model's code), not the proposal
+            run = details.get("run")
+            if not isinstance(code, str) or not isinstance(run, int):
+                continue  # not run by the python tool (denied, refused, or a result without its code)
+            runs.append((run, len(runs), code.strip("\n")))
+    codes = [code for _run, _position, code in sorted(runs)]
+    total = len(codes)
+    return "\n\n".join(f"{CELL_HEADER.format(index=i, total=total)}\n{code}" for i, code in enumerate(codes, 1))
+
+
+def _results_after(messages: list[Any], index: int) -> dict[str, Any]:
+    """The tool results answering the assistant message at ``index`` (up to the next assistant message)."""
+    results: dict[str, Any] = {}
+    for message in messages[index + 1 :]:
+        role = getattr(message, "role", "")
+        if role == "assistant":
+            break
+        if role == "tool_result":
+            results.setdefault(message.tool_call_id, message)
+    return results
+
+
+def drop_agent_payloads(shell: Any) -> list[str]:
+    """Remove the payloads written while the turn ran (the agent's code: ``set_next_input``, pager, exit);
+    returns their sources. Called at the turn's end, before ``offer_code_cell`` adds pi's own."""
+    manager = getattr(shell, "payload_manager", None)
+    if manager is None:
+        return []
+    payloads = manager.read_payload() or []
+    sources = [str(payload.get("source", "?")) if isinstance(payload, dict) else "?" for payload in payloads]
+    if sources:
+        manager.clear_payload()
+    return sources
+
+
+def offer_code_cell(shell: Any, messages: list[Any]) -> bool:
+    """Put the turn's code in the next cell (``set_next_input``); whether there was any."""
+    text = code_cell_text(messages)
+    setter = getattr(shell, "set_next_input", None)
+    if not text or setter is None:
+        return False
+    setter(text, replace=False)
+    return True

@@ -10,40 +10,30 @@ Ordinary cells run as Python; ``%%pi`` cells go to the session's agent (see
     c.PiKernel.builtin_tools = ["read", "bash", "python"]
     c.PiKernel.mcp_servers = {"time": {"command": "uvx", "args": ["mcp-server-time"]}}
 
-``pi_kernel.kernel.extension`` (the session, and with it ``pi_kernel.ai`` and
-pydantic) is imported lazily, when a ``PiKernel`` is made: importing this
-module costs what a stock kernel's does.
-
 Traitlets win over the environment (``PI_MODEL``, ``PI_APPROVAL``, ...), which
 wins over a ``.env`` file. Every setting is an untyped trait checked by
-``config.apply_config`` rather than by traitlets: a ``TraitError`` in
-``__init__`` would kill the kernel (JupyterLab restarts it forever), while a
-bad value there (``c.PiKernel.max_turns = "many"``) only falls back to the
-default, with a warning in the session's first ``%pi`` output.
+``config.apply_config``, not by traitlets: a ``TraitError`` in ``__init__``
+would kill the kernel (JupyterLab restarts it forever), while a bad value
+there only falls back to the default, with a warning in the first ``%pi``
+output.
 
 Busy status while a ``%%pi`` cell waits: ipykernel wraps every control request
-and every request handled on a subshell in ``status: busy`` / ``status: idle``
-messages parented by that request (ipykernel issue #799, jupyter_client issue
-#838). JupyterLab's status bar takes any ``status`` as the kernel's state
-(except for message types listed in the server's
-``MappingKernelManager.untracked_message_types``), and it sends such requests
-while a cell runs: a ``create_subshell_request`` on the control channel when
-the first comm of a target opens (``commsOverSubshells``; once per cell, as the
-view closes its widgets at the end), and any request of a console attached to
-a subshell (``%pi allow ID`` typed there, say). Each ends with an ``idle`` that
-made the status bar read "Idle" while the cell waited for an approval (its
-``[*]`` still busy). (The widgets' own ``comm_msg`` clicks do not: ipykernel
-7.4 routes them back to the shell the comm last sent from, the cell's, and
-dispatches them concurrently with no status.) So after each control request
-and each shell request not dispatched concurrently, ``PiKernel`` sends
-``status: busy`` again with the running turn's ``execute_request`` as parent:
-the state is true, clients that track a request by its ``idle`` are not
-affected, and the lock in ``PiSession.reassert_busy`` orders it before the
-cell's own final ``idle``. Only public pieces are used: ``dispatch_control`` /
-``dispatch_shell`` are overridden without depending on their arguments (only
-an optional ``concurrent`` keyword is read), and the status goes out through
-``session.send`` on ``iopub_socket``. Outside ``%%pi`` turns (a long Python
-cell) ipykernel's behaviour is unchanged.
+and every request handled on a subshell in ``status: busy`` / ``idle``
+messages parented by that request (ipykernel #799, jupyter_client #838), and
+JupyterLab's status bar takes any ``status`` as the kernel's state. JupyterLab
+sends such requests while a cell runs (a ``create_subshell_request`` when the
+first comm of a target opens; any request of a console attached to a
+subshell, ``%pi allow ID`` typed there), and their ``idle`` made the status bar
+read "Idle" while the cell waited for an approval. (Widget clicks do not:
+ipykernel 7.4 dispatches those ``comm_msg`` concurrently, with no status.) So
+after each control request and each shell request not dispatched
+concurrently, ``PiKernel`` sends ``status: busy`` again, parented by the
+running turn's ``execute_request``; the lock in ``PiSession.reassert_busy``
+orders it before the cell's own final ``idle``. Only public pieces are used
+(``dispatch_control`` / ``dispatch_shell`` are overridden without depending on
+their arguments, except an optional ``concurrent`` keyword; the status goes
+out through ``session.send`` on ``iopub_socket``). Outside ``%%pi`` turns
+ipykernel's behaviour is unchanged.
 """
 
 from __future__ import annotations
@@ -55,11 +45,7 @@ from ipykernel.ipkernel import IPythonKernel
 
 from pi_kernel import __version__
 from pi_kernel.kernel.config import CONFIG_NAMES, SETTINGS
-
-
-def setting_trait(help: str) -> Any:
-    """A ``c.PiKernel.<name>`` setting: any value, checked by ``config.apply_config`` (see above)."""
-    return traitlets.Any(None, allow_none=True, help=help).tag(config=True)
+from pi_kernel.kernel.extension import attach
 
 
 class PiKernel(IPythonKernel):
@@ -69,13 +55,11 @@ class PiKernel(IPythonKernel):
 
     # One trait per setting of ``config.SETTINGS`` (``c.PiKernel.<name>``); the class namespace is a dict here.
     for _setting in SETTINGS:
-        locals()[_setting.name] = setting_trait(_setting.help)
+        locals()[_setting.name] = traitlets.Any(None, allow_none=True, help=_setting.help).tag(config=True)
     del _setting
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from pi_kernel.kernel.extension import attach
-
         overrides = {name: getattr(self, name) for name in CONFIG_NAMES}
         self.pi_session = attach(self.shell, overrides, kernel=self)
 

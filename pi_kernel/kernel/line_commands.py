@@ -38,9 +38,8 @@ import shlex
 from collections.abc import Callable
 
 from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
-from pi_kernel.kernel import long_session
+from pi_kernel.kernel import session as long_session
 from pi_kernel.kernel.config import thinking_level
-from pi_kernel.kernel.frontend import request_session
 from pi_kernel.kernel.model_resolution import (
     DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
@@ -56,6 +55,7 @@ from pi_kernel.kernel.outgoing import masked
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.session import McpUnavailable, PiSession
 from pi_kernel.kernel.text_view import render_messages
+from pi_kernel.kernel.turn import request_session
 from pi_kernel.kernel.undo import undo_turn
 from pi_kernel.tools.approval import decide
 
@@ -605,7 +605,7 @@ def run_line_command(session: PiSession, line: str) -> str:
 
 
 async def run_line_command_async(session: PiSession, line: str) -> str:
-    """``run_line_command`` for a ``%pi`` line awaited on the shell's loop (``magics.AWAITED_LINES``)."""
+    """``run_line_command`` for a ``%pi`` line awaited on the shell's loop (``extension.AWAITED_LINES``)."""
     name, args = _words(line)
     command = ASYNC_COMMANDS.get(name)
     if command is None:

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pi_kernel.kernel.frontend import comm_manager, message_session
+from pi_kernel.kernel.turn import comm_manager, message_session
 
 if TYPE_CHECKING:
     from pi_kernel.tools.notebook_document import BridgeGone, CellInfo

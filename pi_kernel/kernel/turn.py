@@ -1,38 +1,80 @@
-"""``Turn``: one ``%%pi`` cell's run, made at its start and passed to what acts for it.
+"""One ``%%pi`` turn and its two ends: the ``Turn``, the front-end it answers, the interrupt that stops it.
 
-The ``PiSession`` lives as long as the kernel: the agent, the tool registry,
-the settings, the conversation and its kept versions. A ``Turn`` lives as long
-as one cell and holds what is true only for it: its options, the model and
-turn limit it runs with (given to ``Agent.prompt`` as per-run overrides, never
-set on the agent), its view, who can answer its approvals (``widgets``,
-``raw_input``, ``blocking``), the ``execute_request`` it answers (``parent``)
-and its cancel flag (``cancel``; the session's ``interrupt`` also aborts the
-agent's run and denies waiting approvals).
+This module owns what holds for one cell and what a turn needs to know of
+who is on the other end; ``cell_runner.run_turn`` runs it.
 
-``cell_runner.run_turn`` makes it and hands it on explicitly: to the approval
-gate (``SessionApprovals.gate(turn)``), to the request hook (``no_tools``),
-to the tools' context (``bind_tools``). The session knows only which turn runs
-now (``PiSession.turn``), for an interrupt and for commands that must wait.
+**The Turn.** The ``PiSession`` lives as long as the kernel (agent, tool
+registry, settings, conversation). A ``Turn`` lives as long as one cell:
+its options, the model and turn limit it runs with (per-run overrides of
+``Agent.prompt``, never set on the agent), its view, who can answer its
+approvals (``widgets``, ``stdin``, ``blocking``), the ``execute_request`` it
+answers (``parent``), its cancel flag, and the ``ToolContext`` its tools get
+(``context``: the session's, with this turn's working directory and undo
+journal). ``run_turn`` makes it and hands it on explicitly: to the approval
+gate, to the request hook, to the tools of this run. The session knows only
+which turn runs now (``PiSession.turn``), for an interrupt and for commands
+that must wait; nothing of a turn is left on the session when it ends.
 
-How a per-turn service reaches the tools (the turn's undo journal, say): it
-is a field of the ``Turn``, made by ``run_turn``; ``bind_tools`` sets it on
-the session's ``ToolContext`` (a typed field there, ``None`` between turns)
-as the turn starts, and ``run_turn``'s ``finally`` sets ``None`` back. A tool
-reads ``ctx.journal``; nothing outlives the turn. (The registry's wrapped
-tools hold the session's one ``ToolContext``: a copy per turn would mean
-re-wrapping every tool each turn, and resetting their retry budgets.)
+**Front-ends** (``FrontendTracker``). Widgets: JupyterLab's and Notebook 7's
+widget manager (ipywidgets 8) opens a ``jupyter.widget.control`` comm when it
+connects; nbclient, papermill and consoles never do. The tracker registers a
+target for it that notes the fact and hands the comm to ipywidgets' own
+handler (importing ipywidgets only then, so the kernel starts without it).
+Importing ipywidgets re-registers its handler over ours, so ``ensure_targets``
+puts ours back (cheap; run before each cell). ``PI_WIDGETS=0/1`` overrides
+detection. Several front-ends may share one kernel (JupyterLab and ``jupyter
+console --existing``), so widgets are decided per request: every client
+stamps its messages with its own ``header.session``, the tracker remembers the
+sessions that opened the control comm, and ``renders_widgets(session_id)``
+answers for the client that sent a cell (a session stays known until the
+kernel restarts: the widget manager closes the control comm right away).
+
+Approvals: a front-end without widgets (a test client, another tool) opens a
+``pi.approval`` comm. The kernel sends it every approval request and
+resolution (``{"event": "requested" | "resolved", "request": {...}}``) and
+takes decisions from it::
+
+    {"action": "resolve", "tool_call_id": ID, "decision": "approve" | "always" | "deny",
+     "reason": "...", "args": {...}}
+    {"action": "pending"}     -> {"event": "pending", "requests": [...]}
+
+Each message is answered with ``{"event": "ack", "tool_call_id": ID, "ok": bool}``
+(``ok`` false: nothing was waiting under that id).
+
+**Interrupts** (``interrupt_hook``). ipykernel runs an async cell under its
+own SIGINT handler, which cancels the cell's task from a callback
+(``ipkernel._cancel_on_sigint``). Two problems for an agent turn: cancelling
+mid-flight loses the bookkeeping that gives every tool call exactly one
+result, and the callback is added without waking the event loop, so an
+interrupt during a pending ``await`` lands only when something else wakes the
+loop (ipykernel issue #881). While a turn runs, ``interrupt_hook`` replaces
+that handler: the first SIGINT schedules ``on_interrupt`` (abort the agent,
+deny pending approvals) on the loop with ``call_soon_threadsafe``, which also
+wakes it; the turn then ends on its own with an "aborted" message. A second
+SIGINT falls back to the previous handler (ipykernel's cancel) for a turn that
+does not stop. The handler only schedules work: a signal handler runs between
+two bytecodes of whatever the main thread was doing.
+
+This module loads at kernel start: the agent and tool layers are named for
+types only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
+import asyncio
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.views import TurnOptions, TurnView
 
 if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
+    from pi_kernel.agent.types import AgentTool
     from pi_kernel.ai import Model
     from pi_kernel.tools.definition import ToolContext
     from pi_kernel.tools.turn_journal import TurnJournal
@@ -62,6 +104,10 @@ class Turn:
     interrupted: bool = False
     journal: TurnJournal | None = None
     """The turn's undo journal (``undo``): the tools record what they change into it."""
+    context: ToolContext | None = None
+    """What this turn's tools are given: the session's ``ToolContext`` with this turn's ``cwd`` and ``journal``."""
+    tools: dict[str, AgentTool] = field(default_factory=dict)
+    """The registry's tools as this turn runs them (with ``context``), by name (``cell_runner.turn_tool``)."""
 
     def cancel(self) -> None:
         """An interrupt reached this turn (the session also aborts the agent and denies waiting approvals)."""
@@ -72,7 +118,176 @@ class Turn:
         """Who asks on stdin for this turn, if anyone may."""
         return self.raw_input if self.allow_stdin else None
 
-    def bind_tools(self, ctx: ToolContext) -> None:
-        """The turn starts: the tools' context gets this turn's state (relative paths from the cwd of now)."""
-        ctx.cwd = Path.cwd()
-        ctx.journal = self.journal
+
+# ---------------------------------------------------------------- interrupts
+
+
+def _wake() -> None:
+    """Nothing: scheduling it thread-safely is what wakes the selector."""
+
+
+@contextmanager
+def interrupt_hook(on_interrupt: Callable[[], None], loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Route SIGINT to ``on_interrupt`` (run on ``loop``) while the block runs.
+
+    Outside the main thread (a subshell) signals cannot be handled: the hook is a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    interrupts = 0
+
+    def handler(signum: int, frame: FrameType | None) -> Any:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            loop.call_soon_threadsafe(on_interrupt)
+            return None
+        try:
+            if callable(previous):
+                return previous(signum, frame)
+            raise KeyboardInterrupt
+        finally:
+            loop.call_soon_threadsafe(_wake)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is handler:
+            signal.signal(signal.SIGINT, previous)
+
+
+# ---------------------------------------------------------------- front-ends
+
+WIDGET_CONTROL_TARGET = "jupyter.widget.control"
+APPROVAL_TARGET = "pi.approval"
+
+Resolver = Callable[[str, dict[str, Any]], bool]
+"""``resolver(tool_call_id, decision_fields) -> resolved?``"""
+PendingLister = Callable[[], list[dict[str, Any]]]
+
+
+def message_session(message: dict[str, Any] | None) -> str | None:
+    """The client session that sent ``message`` (``header.session``), if it says."""
+    header = (message or {}).get("header") or {}
+    session_id = header.get("session")
+    return str(session_id) if session_id else None
+
+
+def shell_request(kernel: Any) -> dict[str, Any] | None:
+    """The shell request the kernel handles now (public ``get_parent``, per cell and subshell): a ``%%pi``
+    cell's own ``execute_request``; ``None`` outside a kernel."""
+    parent = kernel.get_parent("shell") if hasattr(kernel, "get_parent") else None
+    return parent if isinstance(parent, dict) and parent.get("header") else None
+
+
+def request_session(kernel: Any) -> str | None:
+    """The client session of the shell request the kernel is handling now (``None`` outside a kernel)."""
+    return message_session(shell_request(kernel))
+
+
+def comm_manager() -> Any:
+    try:
+        from comm import get_comm_manager
+    except ImportError:
+        return None
+    return get_comm_manager()
+
+
+class FrontendTracker:
+    """Registers the comm targets and remembers what opened them (see the module docstring).
+
+    Its comm handlers run on the shell's thread; the set and dict it keeps are read and changed one call at a
+    time (atomic under the GIL), so it needs no lock."""
+
+    def __init__(self, resolver: Resolver, pending: PendingLister, widgets_override: bool | None = None) -> None:
+        self.resolver = resolver
+        self.pending = pending
+        self.widgets_override = widgets_override
+        """``True``/``False`` from ``PI_WIDGETS`` or config; ``None``: detect."""
+        self.widget_control_opened = False
+        """A widget manager connected (``jupyter.widget.control`` was opened)."""
+        self.widget_sessions: set[str] = set()
+        """The client sessions (``header.session``) whose widget manager opened the control comm."""
+        self._approval_comms: dict[str, Any] = {}
+
+    @property
+    def widgets(self) -> bool:
+        """Whether widgets render in some connected front-end (see ``renders_widgets`` for one request)."""
+        return self.widgets_override if self.widgets_override is not None else self.widget_control_opened
+
+    def renders_widgets(self, session_id: str | None) -> bool:
+        """Whether widgets render in the client whose messages carry ``session_id``.
+
+        ``None`` (no request to ask, as in a terminal IPython): whether any widget manager connected.
+        """
+        if self.widgets_override is not None or session_id is None:
+            return self.widgets
+        return session_id in self.widget_sessions
+
+    @property
+    def approval_clients(self) -> int:
+        return len(self._approval_comms)
+
+    def broadcast(self, data: dict[str, Any]) -> None:
+        """Send ``data`` to every open ``pi.approval`` comm."""
+        for comm in list(self._approval_comms.values()):
+            try:
+                comm.send(data)
+            except Exception:  # noqa: BLE001 - a closed client must not break a turn
+                self._forget(comm)
+
+    def _targets(self) -> dict[str, Callable[[Any, dict[str, Any]], None]]:
+        return {WIDGET_CONTROL_TARGET: self._open_widget_control, APPROVAL_TARGET: self._open_approval}
+
+    def ensure_targets(self) -> None:
+        manager = comm_manager()
+        if manager is None or not hasattr(manager, "register_target"):
+            return
+        registered = getattr(manager, "targets", {})
+        for name, handler in self._targets().items():
+            if registered.get(name) != handler:  # ``==``: a bound method is a new object at each access
+                manager.register_target(name, handler)
+
+    def remove_targets(self) -> None:
+        registered = getattr(comm_manager(), "targets", None)
+        if not isinstance(registered, dict):
+            return
+        for name, handler in self._targets().items():
+            if registered.get(name) == handler:
+                del registered[name]
+
+    def _open_widget_control(self, comm: Any, msg: dict[str, Any]) -> None:
+        session_id = message_session(msg)
+        if session_id is not None:
+            self.widget_sessions.add(session_id)
+        self.widget_control_opened = True
+        import ipywidgets  # registers ipywidgets' own targets (over ours: put ours back)
+
+        self.ensure_targets()
+        ipywidgets.Widget.handle_control_comm_opened(comm, msg)
+
+    def _open_approval(self, comm: Any, msg: dict[str, Any]) -> None:
+        outgoing.claim_comm(comm.comm_id)  # pi's comm: what it sends is masked
+        self._approval_comms[comm.comm_id] = comm
+        comm.on_msg(lambda message: self._on_approval_message(comm, message))
+        comm.on_close(lambda _message: self._forget(comm))
+        comm.send({"event": "pending", "requests": self.pending()})
+
+    def _forget(self, comm: Any) -> None:
+        self._approval_comms.pop(getattr(comm, "comm_id", ""), None)
+
+    def _on_approval_message(self, comm: Any, message: dict[str, Any]) -> None:
+        data = message.get("content", {}).get("data", {}) or {}
+        if data.get("action", "resolve") == "pending":
+            comm.send({"event": "pending", "requests": self.pending()})
+            return
+        tool_call_id = str(data.get("tool_call_id", ""))
+        reply: dict[str, Any] = {"event": "ack", "tool_call_id": tool_call_id}
+        try:
+            reply["ok"] = self.resolver(tool_call_id, data)
+        except (ValueError, TypeError) as problem:
+            reply.update(ok=False, error=str(problem))
+        comm.send(reply)

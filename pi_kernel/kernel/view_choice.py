@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.frontend import FrontendTracker
 from pi_kernel.kernel.text_view import TextTurnView
+from pi_kernel.kernel.turn import FrontendTracker
 from pi_kernel.kernel.views import TurnOptions, TurnView, TurnViewFactory, ViewHost
 
 

@@ -38,7 +38,9 @@ policy (``approval.decide``) may override it per tool or for all."""
 class ToolContext:
     """What a running tool may know of where it runs (pi's ExtensionContext).
 
-    The host (the kernel's session) fills in what it has; every service is ``None`` where there is none.
+    The host (the kernel's session) fills in what it has; every service is ``None`` where there is none. A
+    ``%%pi`` turn gives the tools of its run a copy of the session's (``dataclasses.replace``) with its own
+    ``cwd`` and ``journal``: nothing of a turn is set on the session's context.
     """
 
     cwd: Path = field(default_factory=Path.cwd)

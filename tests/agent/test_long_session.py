@@ -28,7 +28,7 @@ from pi_kernel.ai import (
 )
 from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
-from pi_kernel.kernel.long_session import with_context_window
+from pi_kernel.kernel.session import with_context_window
 from pi_kernel.tools import ToolRegistry, tool
 from pi_kernel.widgets.footer import Footer
 from pi_kernel.widgets.kit import WidgetKit

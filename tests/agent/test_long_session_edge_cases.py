@@ -17,7 +17,7 @@ from pi_kernel.agent import Agent
 from pi_kernel.agent.agent import Budget
 from pi_kernel.agent.compaction import SUMMARY_PROMPT, CompactionSettings
 from pi_kernel.ai import AssistantMessage, ImageContent, Model, TextContent, UserMessage
-from pi_kernel.kernel.long_session import budget, with_context_window
+from pi_kernel.kernel.session import budget, with_context_window
 from pi_kernel.tools import ToolRegistry, tool
 
 OVERFLOW = {

@@ -13,8 +13,7 @@ from scripted_model import SCRIPTED_MODEL
 
 from pi_kernel.kernel.approval_hook import SessionApprovals, blocked_cell, nobody_to_ask
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.frontend import FrontendTracker
-from pi_kernel.kernel.turn import Turn
+from pi_kernel.kernel.turn import FrontendTracker, Turn
 from pi_kernel.kernel.views import TurnOptions
 from pi_kernel.tools.approval import ApprovalBroker
 
@@ -136,3 +135,23 @@ def test_a_denied_calls_preview_is_forgotten_and_an_approved_ones_kept_for_the_c
         results.append(asyncio.run(gate(ctx)))
     assert results[0].block and (results[1] is None or not results[1].block), results
     assert forgotten == ["denied"]
+
+
+def test_the_comm_targets_are_registered_once_and_removed_on_detach() -> None:
+    """The tracker's handlers are bound methods, a new object at each access: compared by ``is``, every
+    ``ensure_targets`` registered them again and ``remove_targets`` (``%unload_ext``) never removed them."""
+    from pi_kernel.kernel.turn import APPROVAL_TARGET, WIDGET_CONTROL_TARGET, comm_manager
+
+    manager = comm_manager()
+    saved = dict(manager.targets)
+    try:
+        tracker = FrontendTracker(lambda *args: False, list)
+        tracker.ensure_targets()
+        approval = manager.targets[APPROVAL_TARGET]
+        tracker.ensure_targets()
+        assert manager.targets[APPROVAL_TARGET] is approval  # already ours: left as it was
+        tracker.remove_targets()
+        assert APPROVAL_TARGET not in manager.targets and WIDGET_CONTROL_TARGET not in manager.targets
+    finally:
+        manager.targets.clear()
+        manager.targets.update(saved)

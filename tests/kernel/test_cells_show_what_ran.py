@@ -2,7 +2,7 @@
 
 A person approves a python call with edited arguments (the approval panel's edit, or a
 before_tool_call hook that rewrites code). The edited code runs; the code cell offered
-through set_next_input must carry that code (code_cells.code_cell_text
+through set_next_input must carry that code (cell_runner.code_cell_text
 must not read the assistant message's ToolCall.arguments), else the user would run a cell that
 does what they explicitly refused. The python tool records the code it ran in details["code"].
 """
@@ -14,7 +14,7 @@ from typing import Any
 from scripted_model import ScriptedModel, run_loop, text_message, tool_call, tool_call_message, user
 
 from pi_kernel.agent import BeforeToolCallContext, BeforeToolCallResult
-from pi_kernel.kernel.code_cells import code_cell_text
+from pi_kernel.kernel.cell_runner import code_cell_text
 from pi_kernel.tools.builtin import create_python_tool
 from pi_kernel.tools.definition import ToolContext
 from pi_kernel.tools.wrapper import wrap_tool_definition

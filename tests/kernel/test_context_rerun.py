@@ -1,7 +1,7 @@
 """Re-running a %%pi cell and hostile objects in the namespace (review of issue 12).
 
 - A re-run of a %%pi cell cuts the conversation back to where the cell's turn began; a turn that then
-  fails (here: while building its notebook context) must give that conversation back (end_turn), and
+  fails (here: while building its notebook context) must give that conversation back (conversation.settle), and
   an object whose attribute access raises must not break the turn at all.
 - That cut also removes the notebook context the cell's previous turn carried, so the re-run is told
   it again: the fix-it loop (run "why did that fail?", edit the prompt, run the same cell again) keeps
@@ -69,8 +69,8 @@ def test_a_hostile_object_neither_breaks_the_turn_nor_loses_the_conversation_on_
     kernel: KernelDriver, server: FakeOpenAI
 ) -> None:
     """cell_runner.run_turn calls prompt_message() (-> NotebookContext.take -> is_user_variable reads
-    value.__module__ outside any try) AFTER session.begin_turn() has cut the conversation for a re-run and
-    OUTSIDE the try/finally that calls end_turn(): the turn fails, and the cut-off turns are gone for good
+    value.__module__ outside any try) AFTER session.conversation.begin() has cut the conversation for a re-run and
+    OUTSIDE the try/finally that calls conversation.settle(): the turn fails, and the cut-off turns are gone for good
     (not restored, not kept for %pi undo)."""
     server.enqueue(text_chunks("First answer."))
     assert kernel.run("%%pi\nfirst", cell_id="first").status == "ok"

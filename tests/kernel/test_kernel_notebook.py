@@ -164,7 +164,7 @@ def test_the_offered_code_cell_is_the_code_that_ran_even_with_url_credentials(
 
 def test_code_cell_follows_the_order_the_calls_ran() -> None:
     from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMessage
-    from pi_kernel.kernel.code_cells import code_cell_text
+    from pi_kernel.kernel.cell_runner import code_cell_text
 
     calls = [ToolCall("a", "python", {"code": "second = 2"}), ToolCall("b", "python", {"code": "first = 1"})]
     messages = [

@@ -16,13 +16,13 @@ from pi_kernel.ai import AssistantMessage, TextContent, ToolCall, ToolResultMess
 from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.approval_hook import parse_answer
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options
-from pi_kernel.kernel.cell_turns import CellTurns
 from pi_kernel.kernel.config import PiSettings, apply_config, load_dotenv, parse_dotenv, settings_from_env
+from pi_kernel.kernel.extension import LINE_RUNNER, _await_pi_lines, _pi_cell_magic_call
 from pi_kernel.kernel.kernelspec import kernel_spec_dict
 from pi_kernel.kernel.line_commands import CommandError, allow
-from pi_kernel.kernel.magics import LINE_RUNNER, _await_pi_lines, _pi_cell_magic_call
 from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
+from pi_kernel.kernel.session import CellTurns
 from pi_kernel.tools import ToolDefinition
 from pi_kernel.tools.approval import ApprovalPolicy
 

@@ -226,7 +226,7 @@ def test_the_local_models_numbers_read_like_the_other_settings(
     no number warns and keeps the default."""
     from pi_kernel.ai.models import Model
     from pi_kernel.ai.providers.local_engine import DEFAULT_CONTEXT_TOKENS, default_threads
-    from pi_kernel.kernel.long_session import with_context_window
+    from pi_kernel.kernel.session import with_context_window
 
     local = Model(id="smollm2", provider="local")
     monkeypatch.setenv("PI_LOCAL_CONTEXT", "8k")

@@ -121,7 +121,7 @@ def test_pi_price_takes_cache_prices_and_lists_them() -> None:
 
     from pi_kernel.ai.messages import Usage
     from pi_kernel.ai.models import KNOWN_COSTS, known_cost
-    from pi_kernel.kernel.long_session import price
+    from pi_kernel.kernel.session import price
 
     try:
         shown = price(cast(Any, None), ["my-claude", "3", "15", "0.3", "3.75"])

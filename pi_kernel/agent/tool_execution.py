@@ -1,85 +1,42 @@
-"""Running the tool calls of one assistant message, as pi does: the batch, each call's phases,
+"""Running the tool calls of one assistant message, as pi does: the batch, each call's three phases,
 the calls running at once, the bound on what the model gets back, and calling user code.
 
-The batch (``execute_tool_calls``). Preflight (``prepare_tool_call``) is
-always one call at a time in source order, and ``tool_execution_start`` is
-emitted for every call there; an outcome decided there gets its
-``tool_execution_end`` at once. In parallel mode every prepared call then runs
-at once (``run_prepared_tool_calls``), ``tool_execution_end`` follows
-completion order and the tool-result messages follow source order after the
-batch. In sequential mode (by config, or because a tool of the batch is marked
-``sequential``) each call runs and gets its result message before the next one
-is prepared. A message cut off by the output token limit runs none of its calls.
-Every tool call gets exactly one
-``tool_execution_end`` and one result message, whatever happens: unknown tool,
-bad arguments, a hook or the tool raising, a block, an abort (``Operation
-aborted``). The batch asks the loop to stop only when every result asks to
-``terminate``.
+The batch (``execute_tool_calls``): preflight runs one call at a time in source order and emits
+every call's ``tool_execution_start``; an outcome decided there (unknown tool, bad arguments, a
+block, an abort) gets its ``tool_execution_end`` at once. In parallel mode the prepared calls then
+run at once, their ``tool_execution_end`` in completion order and the result messages in source
+order after the batch. In sequential mode (by config, or a tool of the batch marked
+``sequential``) each call gets its result message before the next one is prepared. Every call
+gets exactly one ``tool_execution_end`` and one result message, whatever happens. The batch asks
+the loop to stop only when every result asks to ``terminate``.
 
-Each call goes through three phases, each one small function:
+The phases: ``prepare_tool_call`` (look the tool up, ``prepare_arguments``, validate,
+``before_tool_call``, which may block or edit the arguments), ``execute_prepared_tool_call`` (an
+exception becomes an error result), ``finalize_executed_tool_call`` (``after_tool_call`` patches).
 
-``prepare_tool_call``   (preflight) look the tool up, ``prepare_arguments``,
-                        validate, ``ask_before_tool_call`` (may block or edit
-                        the arguments). Returns a ``PreparedToolCall``, or the
-                        ``FinalizedToolCall`` of a call that will not run.
-``execute_prepared_tool_call``  runs ``execute`` (sync tools on a worker
-                        thread); an exception becomes an error result.
-``finalize_executed_tool_call`` ``after_tool_call`` patches the result.
+Running at once (``run_prepared_tool_calls``): each call is a task, and one coroutine emits all
+their events, so listeners never see two at once. It reads one inbox that gets, in the order they
+happened: ``on_update`` partials (from a sync tool's worker thread through
+``call_soon_threadsafe``, so they come before its completion; dropped once ``execute`` returned),
+completions, and the abort. After an abort the calls still running get ``ABORT_GRACE`` seconds to
+settle on their own, as pi waits for its tools (what they return then is their result, bash's
+``Command aborted`` with the output so far); the others are cancelled with ``Operation aborted``,
+in source order, and get ``ABORT_CLEANUP_GRACE`` seconds for their ``finally`` blocks. A sync
+tool's thread cannot be stopped: what it returns later is dropped.
 
-Running at once: one coroutine, ``run_prepared_tool_calls``, emits every event
-of the running calls, so listeners never see two events at once. Each call
-runs as an asyncio task (execute, then ``after_tool_call``); everything the
-calls report reaches that coroutine through one inbox queue, in the order it
-happened:
+The result message (``create_tool_result_message``) is where every tool's result enters the
+transcript: keys are masked there, and its text is bounded for every tool. The built-ins cut their
+own output; a user tool may return a 20 MB string, which sent whole fails the request and every
+later one. So the text is cut to ``max_chars`` with a note saying how to ask for less, and images
+to ``MAX_RESULT_IMAGES`` / ``MAX_RESULT_IMAGE_BYTES``. Only the message is cut: the
+``tool_execution_end`` event keeps the whole result for the notebook (``_pi_results``).
 
-- ``on_update(partial)`` → a ``tool_execution_update`` event. Sync tools call
-  it from their worker thread, so it is handed over with
-  ``call_soon_threadsafe``. As in pi, updates stop counting once ``execute``
-  has returned (or raised): later calls, from ``after_tool_call`` or a thread
-  the tool left behind, are dropped.
-- a task finishing → its ``tool_execution_end`` (completion order). A sync
-  tool's updates are queued before its completion (both travel through the
-  loop's FIFO of thread-safe callbacks), so they always come first.
-- the abort signal (from any thread) → the calls still running get up to
-  ``ABORT_GRACE`` seconds to honour it and settle on their own, as pi waits
-  for its tools: what a call returns or raises then is its result (a tool
-  that sees ``signal.aborted`` and returns partial output, bash's own
-  ``Command aborted`` with the output so far). Calls still running after the
-  grace are cancelled and get ``Operation aborted``, in source order; the
-  cancelled async tools then get up to ``ABORT_CLEANUP_GRACE`` seconds to run
-  their ``finally`` blocks. A sync tool's thread cannot be stopped: it runs on,
-  and whatever it returns after that is dropped.
-
-The result message (``create_tool_result_message``) is where every tool's
-result enters the transcript: key values are masked there, and its text is
-bounded for every tool (built-in, user ``@tool``, any ``AgentTool``). The
-built-in tools cut their own output (pi's ``truncate`` limits, with a path to
-the full output); a user tool may return anything, and a 20 MB string sent
-whole fails the request and every later one. So the text of each tool result
-message is cut to ``max_chars`` characters, keeping the start, with a note
-that says how much was left out and how to ask for less. Only the message is
-cut: the ``tool_execution_end`` event still carries the whole result, so the
-notebook (the turn's output, ``_pi_results`` in a kernel) keeps the full value.
-Images: each is bounded where it is made (``read``, ``python``, a ``@tool``
-returning a picture), and a result keeps at most ``MAX_RESULT_IMAGES`` of
-them, ``MAX_RESULT_IMAGE_BYTES`` of base64 in all; the others are left out
-with a note.
-
-Calling user code: tools and hooks may be sync or async. A hook is called on
-the loop thread and its result awaited when it is awaitable (``call_hook``); a
-wait on one can be raced against the abort signal (``await_unless_aborted``).
-A tool whose ``execute`` is not an async function runs on a worker thread
-(``run_in_worker``), so the event loop stays responsive. Why not
-``asyncio.to_thread``: the loop's default executor has ``min(32, cpus + 4)``
-workers (6 on a 2-core machine), so eight sync tools of one batch would not
-all run at once. And why not a ``ThreadPoolExecutor``: its threads are joined
-at interpreter exit, so a sync tool left running after an abort would keep a
-kernel from shutting down. These workers are daemon threads; they start on
-demand, up to ``max_workers``, and then wait for more work. A call whose
-awaiting task gave up on it (an abort cancelled it) while it still runs (a
-sync tool hung in a C call) no longer counts: its thread leaves the pool and
-ends when the call returns, and a new worker takes its place, so hung tools
-never starve the calls after them.
+Calling user code: hooks run on the loop thread, their result awaited when awaitable
+(``call_hook``). A tool whose ``execute`` is not an async function runs on a ``WorkerPool`` daemon
+thread, not ``asyncio.to_thread``: the default executor has ``min(32, cpus + 4)`` workers (eight
+sync calls of one batch would queue) and its threads are joined at exit, so a tool left running
+after an abort would keep a kernel from shutting down. A worker whose call was given up on (an
+abort) leaves the pool and a new one takes its place, so hung tools never starve later calls.
 """
 
 from __future__ import annotations
@@ -145,9 +102,6 @@ def tool_not_found_text(tool_name: str, tools: Sequence[Tool] | None) -> str:
     return f"Tool {tool_name} not found. " + (f"Available tools: {names}" if names else "No tools are available.")
 
 
-# ---------------------------------------------------------------- outcomes
-
-
 @dataclass(slots=True)
 class PreparedToolCall:
     """Preflight passed: the call will run with ``args``."""
@@ -168,15 +122,15 @@ class FinalizedToolCall:
     is_error: bool
 
 
-# ---------------------------------------------------------------- the batch
-
-
 @dataclass(slots=True)
 class ToolBatchResult:
     messages: list[ToolResultMessage]
     """One result message per tool call, in source order."""
     terminate: bool
     """Every result of the batch asked to stop."""
+
+
+# ---------------------------------------------------------------- the batch
 
 
 async def execute_tool_calls(
@@ -186,63 +140,50 @@ async def execute_tool_calls(
     signal: AbortSignal,
     emit: Emit,
 ) -> ToolBatchResult:
-    """Preflight each call in source order, run them (one at a time when sequential), and emit their
-    result messages in source order (each right after its call when sequential).
+    """Preflight each call in source order, run them, and emit their result messages in source order.
 
-    A message cut off by the output token limit (``length``) runs none of its calls: no lookup, no
-    validation, no hooks (a truncated call's arguments can parse and validate and still be incomplete);
-    each gets the truncation error.
+    A message cut off by the output token limit (``length``) runs none of its calls, one after the
+    other: no lookup, no validation, no hooks (a truncated call's arguments can parse and validate
+    and still be incomplete); each gets the truncation error.
     """
     tool_calls = assistant_message.tool_calls
-    sequential = config.tool_execution == "sequential" or any(
-        getattr(find_tool(context.tools, call.name), "execution_mode", None) == "sequential" for call in tool_calls
+    truncated = assistant_message.stop_reason == "length"
+    sequential = (
+        truncated
+        or config.tool_execution == "sequential"
+        or any(getattr(find_tool(context.tools, c.name), "execution_mode", None) == "sequential" for c in tool_calls)
     )
+
+    async def preflight(tool_call: ToolCall) -> PreparedToolCall | FinalizedToolCall:
+        await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+        outcome: PreparedToolCall | FinalizedToolCall
+        if truncated:
+            outcome = failed_call(tool_call, truncated_call_text(tool_call.name))
+        elif signal.aborted:
+            outcome = failed_call(tool_call)
+        else:
+            outcome = await prepare_tool_call(context, assistant_message, tool_call, config, signal)
+        if isinstance(outcome, FinalizedToolCall):
+            await emit_tool_execution_end(outcome, emit)
+        return outcome
+
+    async def run(outcomes: list[PreparedToolCall | FinalizedToolCall]) -> list[FinalizedToolCall]:
+        prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
+        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
+        return [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
+
     limit = config.max_tool_result_chars
     finalized: list[FinalizedToolCall] = []
     messages: list[ToolResultMessage] = []
-    if assistant_message.stop_reason == "length":
+    if sequential:
         for tool_call in tool_calls:
-            await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
-            finalized.append(failed_call(tool_call, truncated_call_text(tool_call.name)))
-            await emit_tool_execution_end(finalized[-1], emit)
+            finalized += await run([await preflight(tool_call)])
             messages.append(await emit_tool_result_message(finalized[-1], limit, emit))
-    elif sequential:
-        for tool_call in tool_calls:
-            outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
-            if isinstance(outcome, PreparedToolCall):
-                [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
-            finalized.append(outcome)
-            messages.append(await emit_tool_result_message(outcome, limit, emit))
     else:
-        outcomes = [await _preflight(context, assistant_message, call, config, signal, emit) for call in tool_calls]
-        prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
-        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
-        finalized = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
+        finalized = await run([await preflight(tool_call) for tool_call in tool_calls])
         messages = [await emit_tool_result_message(item, limit, emit) for item in finalized]
     terminate = bool(finalized) and all(item.result.terminate is True for item in finalized)
     return ToolBatchResult(messages, terminate)
-
-
-async def _preflight(
-    context: Context,
-    assistant_message: AssistantMessage,
-    tool_call: ToolCall,
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> PreparedToolCall | FinalizedToolCall:
-    """Emit the call's start, prepare it; an outcome decided here gets its end at once."""
-    await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
-    if signal.aborted:
-        outcome: PreparedToolCall | FinalizedToolCall = failed_call(tool_call)
-    else:
-        outcome = await prepare_tool_call(context, assistant_message, tool_call, config, signal)
-    if isinstance(outcome, FinalizedToolCall):
-        await emit_tool_execution_end(outcome, emit)
-    return outcome
-
-
-# ---------------------------------------------------------------- helpers
 
 
 def error_text(error: BaseException) -> str:
@@ -396,26 +337,21 @@ async def finalize_executed_tool_call(
     config: AgentLoopConfig,
     signal: AbortSignal,
 ) -> FinalizedToolCall:
+    if config.after_tool_call is None:
+        return executed
     result, is_error = executed.result, executed.is_error
-    if config.after_tool_call is not None:
-        hook_context = AfterToolCallContext(
-            assistant_message, prepared.tool_call, prepared.args, result, is_error, context
-        )
-        try:
-            patch = await call_hook(config.after_tool_call, hook_context, signal)
-        except Exception as error:  # noqa: BLE001 - a failing hook is a result the model reads
-            return failed_call(prepared.tool_call, error_text(error))
-        if patch is not None:
-            # Field by field: None keeps, a given value replaces the field whole.
-            result = dataclasses.replace(
-                result,
-                content=result.content if patch.content is None else patch.content,
-                details=result.details if patch.details is None else patch.details,
-                usage=result.usage if patch.usage is None else patch.usage,
-                terminate=result.terminate if patch.terminate is None else patch.terminate,
-            )
-            is_error = is_error if patch.is_error is None else patch.is_error
-    return FinalizedToolCall(prepared.tool_call, result, is_error)
+    hook_context = AfterToolCallContext(assistant_message, prepared.tool_call, prepared.args, result, is_error, context)
+    try:
+        patch = await call_hook(config.after_tool_call, hook_context, signal)
+    except Exception as error:  # noqa: BLE001 - a failing hook is a result the model reads
+        return failed_call(prepared.tool_call, error_text(error))
+    if patch is None:
+        return executed
+    # Field by field: a value that is not None replaces the field whole.
+    fields = ("content", "details", "usage", "terminate")
+    given = {name: value for name in fields if (value := getattr(patch, name)) is not None}
+    is_error = is_error if patch.is_error is None else patch.is_error
+    return FinalizedToolCall(prepared.tool_call, dataclasses.replace(result, **given), is_error)
 
 
 # ---------------------------------------------------------------- running at once
@@ -449,41 +385,32 @@ def _report_done(inbox: asyncio.Queue[InboxItem], index: int, task: asyncio.Task
     inbox.put_nowait((_DONE, index, None))
 
 
+@dataclass(eq=False)
 class _RunningCall:
-    """One prepared call while it runs: its task, whether ``execute`` is still
-    running, and whether its end was emitted."""
+    """One prepared call while it runs."""
 
-    __slots__ = ("executing", "finished", "inbox", "index", "loop", "loop_thread", "prepared", "task")
-
-    def __init__(self, index: int, prepared: PreparedToolCall, inbox: asyncio.Queue[InboxItem]) -> None:
-        self.index = index
-        self.prepared = prepared
-        self.inbox = inbox
-        self.loop = asyncio.get_running_loop()
-        self.loop_thread = threading.get_ident()
-        self.executing = True
-        self.finished = False
-        self.task: asyncio.Task[FinalizedToolCall] | None = None
+    index: int
+    prepared: PreparedToolCall
+    inbox: asyncio.Queue[InboxItem]
+    loop: asyncio.AbstractEventLoop
+    executing: bool = True
+    """Until ``execute`` returned: later updates are dropped."""
+    finished: bool = False
+    """Its ``tool_execution_end`` was emitted."""
+    task: asyncio.Task[FinalizedToolCall] | None = None
 
     async def run(
         self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
     ) -> FinalizedToolCall:
         """Phases 2 and 3: ``execute``, then ``after_tool_call`` (the call's task)."""
         executed = await execute_prepared_tool_call(self.prepared, signal, self.on_update)
-        # A sync tool's updates were posted before its result (one FIFO of
-        # thread-safe callbacks), so they are in the inbox already.
-        self.executing = False
+        self.executing = False  # its updates were posted before this point: they are in the inbox first
         return await finalize_executed_tool_call(context, assistant_message, self.prepared, executed, config, signal)
 
     def on_update(self, partial_result: AgentToolResult) -> None:
         """The ``on_update`` the tool receives; callable from any thread."""
-        if not self.executing or self.finished:
-            return
-        item = (_UPDATE, self.index, partial_result)
-        if threading.get_ident() == self.loop_thread:
-            self.inbox.put_nowait(item)
-        else:
-            _post(self.loop, self.inbox, item)
+        if self.executing and not self.finished:
+            _post(self.loop, self.inbox, (_UPDATE, self.index, partial_result))
 
     def outcome(self) -> FinalizedToolCall:
         """The finished task's result (a cancelled task counts as aborted)."""
@@ -491,7 +418,7 @@ class _RunningCall:
         if self.task.cancelled():
             return failed_call(self.prepared.tool_call)
         error = self.task.exception()
-        if error is not None:  # run() catches everything; this is a safety net
+        if error is not None:  # run() catches what tools and hooks raise; this is a safety net
             return failed_call(self.prepared.tool_call, error_text(error))
         return self.task.result()
 
@@ -503,10 +430,9 @@ class _Batch:
         self.loop = asyncio.get_running_loop()
         self.inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
         self.emit = emit
-        self.calls = [_RunningCall(index, prepared, self.inbox) for index, prepared in enumerate(prepared_calls)]
+        self.calls = [_RunningCall(i, prepared, self.inbox, self.loop) for i, prepared in enumerate(prepared_calls)]
         self.outcomes: dict[int, FinalizedToolCall] = {}
         """By call index; every call has one once the batch is settled (``cancel_unsettled``)."""
-        self.remaining = len(self.calls)
 
     def start(
         self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
@@ -517,15 +443,13 @@ class _Batch:
 
     async def drain(self, until: int) -> None:
         """Handle reports until every call has ended or an item of kind ``until`` arrives."""
-        while self.remaining:
+        while len(self.outcomes) < len(self.calls):
             kind, index, payload = await self.inbox.get()
             if kind == until:
                 return
-            if kind not in (_UPDATE, _DONE):
-                continue  # a second abort, a stale timer
+            if kind not in (_UPDATE, _DONE) or self.calls[index].finished:
+                continue  # a second abort, a stale timer, a late report
             call = self.calls[index]
-            if call.finished:
-                continue
             if kind == _UPDATE:
                 tool_call = call.prepared.tool_call
                 await self.emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
@@ -534,7 +458,6 @@ class _Batch:
 
     async def _end(self, call: _RunningCall, finalized: FinalizedToolCall) -> None:
         call.finished = True  # from here on its updates are dropped
-        self.remaining -= 1
         self.outcomes[call.index] = finalized
         await emit_tool_execution_end(finalized, self.emit)
 
@@ -544,7 +467,7 @@ class _Batch:
         The deadline arrives as an inbox item (not a timeout around ``get``), so
         no report can be lost to it.
         """
-        if not self.remaining:
+        if len(self.outcomes) == len(self.calls):
             return
         timer = self.loop.call_later(grace, self.inbox.put_nowait, (_GRACE_OVER, -1, None))
         try:
@@ -584,7 +507,7 @@ async def run_prepared_tool_calls(
 
     Emits ``tool_execution_update`` and ``tool_execution_end`` events for them.
     """
-    if signal.aborted:
+    if signal.aborted or not prepared_calls:
         skipped = [failed_call(prepared.tool_call) for prepared in prepared_calls]
         for finalized in skipped:
             await emit_tool_execution_end(finalized, emit)
@@ -639,8 +562,8 @@ def bound_images(content: list[TextContent | ImageContent]) -> list[TextContent 
 
 
 def bound_content(content: list[TextContent | ImageContent], max_chars: int | None) -> list[TextContent | ImageContent]:
-    """``content`` with its text cut to ``max_chars`` characters in all, with a note, and its images
-    bounded (``bound_images``); the same list when nothing changed."""
+    """``content`` with its text cut to ``max_chars`` characters in all, with a note after the last text
+    kept, and its images bounded (``bound_images``); the same list when nothing changed."""
     if max_chars is None or max_chars <= 0:
         return content
     content = bound_images(content)
@@ -649,15 +572,15 @@ def bound_content(content: list[TextContent | ImageContent], max_chars: int | No
         return content
     room = max_chars
     bounded: list[TextContent | ImageContent] = []
+    last_text = 0  # set by the first text block at the latest: it is always kept (``room`` starts above 0)
     for block in content:
-        if not isinstance(block, TextContent):
-            bounded.append(block)
-            continue
-        if room <= 0:
-            continue
-        text = block.text[:room]
-        room -= len(text)
-        bounded.append(TextContent(text))
+        if isinstance(block, TextContent):
+            if room <= 0:
+                continue
+            block = TextContent(block.text[:room])
+            room -= len(block.text)
+            last_text = len(bounded)
+        bounded.append(block)
     kept = max_chars - room
     note = (
         f"\n\n[Tool result cut: showing the first {kept:,} of {total:,} characters "
@@ -665,13 +588,7 @@ def bound_content(content: list[TextContent | ImageContent], max_chars: int | No
         "To see other parts, call the tool again asking for less: a filter, a range or slice, "
         "fewer rows, or a summary.]"
     )
-    last_text = next((i for i in range(len(bounded) - 1, -1, -1) if isinstance(bounded[i], TextContent)), None)
-    if last_text is None:
-        bounded.append(TextContent(note.lstrip()))
-    else:
-        block = bounded[last_text]
-        assert isinstance(block, TextContent)
-        bounded[last_text] = TextContent(block.text + note)
+    bounded[last_text] = TextContent(cast(TextContent, bounded[last_text]).text + note)
     return bounded
 
 
@@ -702,6 +619,8 @@ TOOL_WORKERS = 32
 
 
 class WorkerPool:
+    """Daemon worker threads, started on demand up to ``max_workers``, waiting for more work after."""
+
     def __init__(self, max_workers: int = TOOL_WORKERS, name: str = "pi-tool") -> None:
         self.max_workers = max_workers
         self._name = name
@@ -823,21 +742,10 @@ async def await_unless_aborted(awaitable: Awaitable[Any], signal: AbortSignal) -
     if signal.aborted:
         task.cancel()
         return True, None
-    loop = asyncio.get_running_loop()
-    abort_seen: asyncio.Future[None] = loop.create_future()
-
-    def settle() -> None:
-        if not abort_seen.done():
-            abort_seen.set_result(None)
-
-    def on_abort(_reason: Any) -> None:
-        loop.call_soon_threadsafe(settle)
-
-    remove = signal.add_listener(on_abort)
+    abort_seen = asyncio.ensure_future(signal.wait())
     try:
         await asyncio.wait((task, abort_seen), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        remove()
         abort_seen.cancel()
         if not task.done():
             task.cancel()

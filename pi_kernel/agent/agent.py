@@ -86,7 +86,6 @@ from pi_kernel.ai import (
     ToolResultMessage,
     Usage,
     UserMessage,
-    stream,
 )
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.providers.request_task import masked_error
@@ -429,17 +428,16 @@ class Agent:
         try:
             snapshot = list(state.messages)
             context = Context(state.system_prompt, list(snapshot), list(state.tools))
-            stream_fn = self.stream_fn or stream
-            settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+            compaction = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+            config = AgentLoopConfig(
+                model, stream_fn=self.stream_fn, stream_options=self.stream_options, compaction=compaction
+            )
             return await compact_context(
                 context,
-                model,
-                settings,
+                config,
                 "manual",
                 self._process_event,
-                stream_fn,
                 active.controller.signal,
-                self.stream_options,
                 still_current=lambda: state.messages == snapshot,
             )
         finally:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pi_kernel.agent.tool_execution import call_hook
-from pi_kernel.agent.types import CompactionEvent, CompactionSettings
+from pi_kernel.agent.types import AgentLoopConfig, CompactionEvent, CompactionSettings
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
@@ -42,6 +42,7 @@ from pi_kernel.ai import (
     ThinkingContent,
     ToolCall,
     UserMessage,
+    stream,
 )
 
 CompactionReason = Literal["threshold", "overflow", "manual"]
@@ -246,19 +247,17 @@ def fallback_summary(messages: Sequence[Any], max_chars: int = 8_000) -> str:
 
 async def compact_context(
     context: Context,
-    model: Model,
-    settings: CompactionSettings,
+    config: AgentLoopConfig,
     reason: CompactionReason,
     emit: Any,
-    stream_fn: Any,
     signal: AbortSignal | None = None,
-    options: StreamOptions | None = None,
     still_current: Callable[[], bool] | None = None,
 ) -> CompactionEvent | None:
-    """Summarise the older part of ``context.messages`` with ``model``, assign the new list and emit the
-    ``compaction`` event (which is returned); ``None`` (nothing changed) when there was nothing to compact,
-    the run was aborted, or ``still_current`` says the conversation changed while the summary was written
-    (the result would drop what was added)."""
+    """Summarise the older part of ``context.messages`` with ``config.model`` (``config.compaction``'s
+    settings), assign the new list and emit the ``compaction`` event (which is returned); ``None`` (nothing
+    changed) when there was nothing to compact, the run was aborted, or ``still_current`` says the
+    conversation changed while the summary was written (the result would drop what was added)."""
+    model, settings = config.model, config.compaction or CompactionSettings()
     messages = context.messages
     before = estimate_context_tokens(context)
     window = model.resolved_context_window
@@ -281,10 +280,9 @@ async def compact_context(
     request = Context(
         SUMMARY_PROMPT, [UserMessage([TextContent(f"The conversation to summarise:\n\n{transcript}")])], []
     )
-    request_options = dataclasses.replace(
-        options or StreamOptions(), signal=signal, max_tokens=answer_tokens, tool_choice=None
-    )
-    response = await call_hook(stream_fn, model, request, request_options)
+    options = config.stream_options or StreamOptions()
+    request_options = dataclasses.replace(options, signal=signal, max_tokens=answer_tokens, tool_choice=None)
+    response = await call_hook(config.stream_fn or stream, model, request, request_options)
     answer: AssistantMessage = await response.result()
     if signal is not None and signal.aborted:
         return None

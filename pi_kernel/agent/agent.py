@@ -31,10 +31,11 @@ done is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -171,8 +172,8 @@ class Agent:
         self.steering_mode: QueueMode = steering_mode
         """``one-at-a-time``: each turn takes the oldest steering message; ``all``: every queued one."""
         self.follow_up_mode: QueueMode = follow_up_mode
-        self._steering = MessageQueue()
-        self._follow_ups = MessageQueue()
+        self._steering: deque[Message] = deque()  # filled from any thread: deque appends are atomic
+        self._follow_ups: deque[Message] = deque()
         self._listeners: tuple[Listener, ...] = ()
         self._active: _ActiveRun | None = None
 
@@ -207,11 +208,11 @@ class Agent:
 
     def steer(self, message: Message | str) -> None:
         """Queue a message for the next turn (after the current tool batch); any thread."""
-        self._steering.enqueue(_as_message(message))
+        self._steering.append(_as_message(message))
 
     def follow_up(self, message: Message | str) -> None:
         """Queue a message for when the agent would stop; any thread."""
-        self._follow_ups.enqueue(_as_message(message))
+        self._follow_ups.append(_as_message(message))
 
     def clear_steering_queue(self) -> None:
         self._steering.clear()
@@ -224,7 +225,7 @@ class Agent:
         self._follow_ups.clear()
 
     def has_queued_messages(self) -> bool:
-        return bool(len(self._steering) or len(self._follow_ups))
+        return bool(self._steering or self._follow_ups)
 
     # ------------------------------------------------------------ control
 
@@ -240,10 +241,13 @@ class Agent:
         if active is not None:
             await asyncio.shield(active.done)
 
+    def _check_idle(self, doing: str) -> None:
+        if self._active is not None:
+            raise RuntimeError(f"Agent is already processing. Wait for completion before {doing}.")
+
     def reset(self) -> None:
         """Clear the transcript, run-time state and queues."""
-        if self._active is not None:
-            raise RuntimeError("Agent is already processing. Wait for completion before resetting.")
+        self._check_idle("resetting")
         self._state.messages = []
         self._state.error_message = None
         self.usage.clear()
@@ -293,17 +297,16 @@ class Agent:
         overrides = RunOverrides(
             model, max_turns, before_tool_call, prepare_next_turn, stream_options, first_tool_choice
         )
-        if self._active is not None:
-            raise RuntimeError("Agent is already processing. Wait for completion before continuing.")
+        self._check_idle("continuing")
         messages = self._state.messages
         if not messages:
             raise ValueError("No messages to continue from")
         if getattr(messages[-1], "role", None) == "assistant":
-            steering = self._steering.drain(self.steering_mode)
+            steering = _drain(self._steering, self.steering_mode)
             if steering:
                 await self._run(steering, overrides, skip_initial_steering_poll=True)
                 return
-            follow_ups = self._follow_ups.drain(self.follow_up_mode)
+            follow_ups = _drain(self._follow_ups, self.follow_up_mode)
             if follow_ups:
                 await self._run(follow_ups, overrides)
                 return
@@ -318,32 +321,35 @@ class Agent:
         model = overrides.model or self._state.model
         if model is None:
             raise ValueError("No model configured")
-        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future(), overrides.model)
-        self._active = active  # before any await: a second prompt() sees it
         state = self._state
-        state.is_streaming = True
-        state.streaming_message = None
-        state.error_message = None
-        signal = active.controller.signal
+        with self._busy(overrides.model) as active:
+            state.is_streaming, state.streaming_message, state.error_message = True, None, None
+            signal = active.controller.signal
+            try:
+                context = Context(state.system_prompt, list(state.messages), list(state.tools))
+                config = self._loop_config(model, overrides, skip_initial_steering_poll)
+                await run_agent_loop(prompts, context, config, self._process_event, signal)
+            except asyncio.CancelledError:
+                # Cancelled from outside (a kernel interrupt cancels the cell's task):
+                # tools see the abort, and every tool call keeps exactly one result.
+                active.controller.abort()
+                await self._close_cancelled_run(active.ended_calls)
+                raise
+            except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
+                await self._report_failure(error, model, signal.aborted)
+            finally:
+                state.is_streaming, state.streaming_message, state.pending_tool_calls = False, None, set()
+
+    @contextlib.contextmanager
+    def _busy(self, model: Model | None = None) -> Iterator[_ActiveRun]:
+        """The agent is busy while the block runs (set before any await: a second ``prompt()`` sees it)."""
+        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future(), model)
+        self._active = active
         try:
-            context = Context(state.system_prompt, list(state.messages), list(state.tools))
-            config = self._loop_config(model, overrides, skip_initial_steering_poll)
-            await run_agent_loop(prompts, context, config, self._process_event, signal)
-        except asyncio.CancelledError:
-            # Cancelled from outside (a kernel interrupt cancels the cell's task):
-            # tools see the abort, and every tool call keeps exactly one result.
-            active.controller.abort()
-            await self._close_cancelled_run(active.ended_calls)
-            raise
-        except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
-            await self._report_failure(error, model, signal.aborted)
+            yield active
         finally:
-            state.is_streaming = False
-            state.streaming_message = None
-            state.pending_tool_calls = set()
             self._active = None
-            if not active.done.done():
-                active.done.set_result(None)
+            active.done.set_result(None)
 
     def _loop_config(self, model: Model, overrides: RunOverrides, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         skip = skip_initial_steering_poll
@@ -353,7 +359,7 @@ class Agent:
             if skip:
                 skip = False
                 return []
-            return self._steering.drain(self.steering_mode)
+            return _drain(self._steering, self.steering_mode)
 
         hook = overrides.prepare_next_turn or self.prepare_next_turn
 
@@ -373,7 +379,7 @@ class Agent:
             after_tool_call=self.after_tool_call,
             tool_execution=self.tool_execution,
             get_steering_messages=get_steering_messages,
-            get_follow_up_messages=lambda: self._follow_ups.drain(self.follow_up_mode),
+            get_follow_up_messages=lambda: _drain(self._follow_ups, self.follow_up_mode),
             should_stop_after_turn=self.should_stop_after_turn,
             prepare_next_turn=prepare_next_turn,
             stream_options=overrides.stream_options or self.stream_options,
@@ -413,8 +419,7 @@ class Agent:
         its own: ``prompt()`` meanwhile raises, ``abort()`` stops the summary request (nothing changes), and
         the result applies only to the conversation it summarised.
         """
-        if self._active is not None:
-            raise RuntimeError("Agent is already processing. Wait for completion before compacting.")
+        self._check_idle("compacting")
         model = self._state.model
         if model is None:
             raise ValueError("No model configured")
@@ -422,16 +427,14 @@ class Agent:
         stop = self._check_budget(Context(self._state.system_prompt, list(self._state.messages), []))
         if stop:
             raise BudgetExceeded(stop)
-        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future())
-        self._active = active  # before any await: a prompt() meanwhile is refused
         state = self._state
-        try:
-            snapshot = list(state.messages)
-            context = Context(state.system_prompt, list(snapshot), list(state.tools))
-            compaction = dataclasses.replace(self.compaction, keep_recent_tokens=0)
-            config = AgentLoopConfig(
-                model, stream_fn=self.stream_fn, stream_options=self.stream_options, compaction=compaction
-            )
+        snapshot = list(state.messages)
+        context = Context(state.system_prompt, list(snapshot), list(state.tools))
+        compaction = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+        config = AgentLoopConfig(
+            model, stream_fn=self.stream_fn, stream_options=self.stream_options, compaction=compaction
+        )
+        with self._busy() as active:
             return await compact_context(
                 context,
                 config,
@@ -440,10 +443,6 @@ class Agent:
                 active.controller.signal,
                 still_current=lambda: state.messages == snapshot,
             )
-        finally:
-            self._active = None
-            if not active.done.done():
-                active.done.set_result(None)
 
     async def _process_event(self, event: AgentEvent) -> None:
         reduce_agent_state(self._state, event)
@@ -563,33 +562,10 @@ def closing_events_for_cancelled_run(
 # ---------------------------------------------------------------- queues
 
 
-class MessageQueue:
-    """Steering or follow-up messages waiting for the loop; safe to fill from any thread."""
-
-    def __init__(self) -> None:
-        self._items: list[Any] = []
-        self._lock = threading.Lock()
-
-    def enqueue(self, message: Any) -> None:
-        with self._lock:
-            self._items.append(message)
-
-    def drain(self, mode: QueueMode) -> list[Any]:
-        """``all``: every queued message; ``one-at-a-time``: the oldest one."""
-        with self._lock:
-            if not self._items:
-                return []
-            if mode == "all":
-                drained, self._items = self._items, []
-                return drained
-            return [self._items.pop(0)]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items = []
-
-    def __len__(self) -> int:
-        return len(self._items)
+def _drain(queue: deque[Message], mode: QueueMode) -> list[Message]:
+    """``all``: every queued message; ``one-at-a-time``: the oldest one (only the loop takes from a queue)."""
+    count = len(queue) if mode == "all" else min(len(queue), 1)
+    return [queue.popleft() for _ in range(count)]
 
 
 # ---------------------------------------------------------------- usage and budget

@@ -49,7 +49,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from queue import SimpleQueue
 from typing import Any, cast
 
@@ -397,7 +397,7 @@ class _RunningCall:
     """Until ``execute`` returned: later updates are dropped."""
     finished: bool = False
     """Its ``tool_execution_end`` was emitted."""
-    task: asyncio.Task[FinalizedToolCall] | None = None
+    task: asyncio.Task[FinalizedToolCall] = field(init=False)
 
     async def run(
         self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
@@ -414,85 +414,12 @@ class _RunningCall:
 
     def outcome(self) -> FinalizedToolCall:
         """The finished task's result (a cancelled task counts as aborted)."""
-        assert self.task is not None
         if self.task.cancelled():
             return failed_call(self.prepared.tool_call)
         error = self.task.exception()
         if error is not None:  # run() catches what tools and hooks raise; this is a safety net
             return failed_call(self.prepared.tool_call, error_text(error))
         return self.task.result()
-
-
-class _Batch:
-    """The running calls of one batch, the inbox they report to, and their outcomes."""
-
-    def __init__(self, prepared_calls: Sequence[PreparedToolCall], emit: Emit) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
-        self.emit = emit
-        self.calls = [_RunningCall(i, prepared, self.inbox, self.loop) for i, prepared in enumerate(prepared_calls)]
-        self.outcomes: dict[int, FinalizedToolCall] = {}
-        """By call index; every call has one once the batch is settled (``cancel_unsettled``)."""
-
-    def start(
-        self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
-    ) -> None:
-        for call in self.calls:
-            call.task = self.loop.create_task(call.run(context, assistant_message, config, signal))
-            call.task.add_done_callback(functools.partial(_report_done, self.inbox, call.index))
-
-    async def drain(self, until: int) -> None:
-        """Handle reports until every call has ended or an item of kind ``until`` arrives."""
-        while len(self.outcomes) < len(self.calls):
-            kind, index, payload = await self.inbox.get()
-            if kind == until:
-                return
-            if kind not in (_UPDATE, _DONE) or self.calls[index].finished:
-                continue  # a second abort, a stale timer, a late report
-            call = self.calls[index]
-            if kind == _UPDATE:
-                tool_call = call.prepared.tool_call
-                await self.emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
-            else:
-                await self._end(call, call.outcome())
-
-    async def _end(self, call: _RunningCall, finalized: FinalizedToolCall) -> None:
-        call.finished = True  # from here on its updates are dropped
-        self.outcomes[call.index] = finalized
-        await emit_tool_execution_end(finalized, self.emit)
-
-    async def settle(self, grace: float) -> None:
-        """After an abort: the running calls may still end on their own, for ``grace`` seconds.
-
-        The deadline arrives as an inbox item (not a timeout around ``get``), so
-        no report can be lost to it.
-        """
-        if len(self.outcomes) == len(self.calls):
-            return
-        timer = self.loop.call_later(grace, self.inbox.put_nowait, (_GRACE_OVER, -1, None))
-        try:
-            await self.drain(until=_GRACE_OVER)
-        finally:
-            timer.cancel()
-
-    async def cancel_unsettled(self, cleanup: float) -> None:
-        """Cancel the calls that ignored the abort; each gets ``Operation aborted``, in source order."""
-        unsettled = [call for call in self.calls if not call.finished]
-        for call in unsettled:
-            assert call.task is not None
-            call.task.cancel()
-            await self._end(call, failed_call(call.prepared.tool_call))
-        if unsettled:
-            # Let cancelled async tools run their cleanup before the run goes on,
-            # but never wait long for one that ignores the cancellation.
-            await asyncio.wait([call.task for call in unsettled if call.task], timeout=cleanup)
-
-    def close(self) -> None:
-        """However the run ends (even cancelled): no late update counts, no task runs on."""
-        for call in self.calls:
-            call.finished = True
-            if call.task is not None and not call.task.done():
-                call.task.cancel()
 
 
 async def run_prepared_tool_calls(
@@ -503,27 +430,63 @@ async def run_prepared_tool_calls(
     signal: AbortSignal,
     emit: Emit,
 ) -> list[FinalizedToolCall]:
-    """Run every call at once; returns their outcomes in the given order.
-
-    Emits ``tool_execution_update`` and ``tool_execution_end`` events for them.
-    """
+    """Run every call at once, emitting their ``tool_execution_update`` and ``_end`` events; returns their
+    outcomes in the given order."""
     if signal.aborted or not prepared_calls:
         skipped = [failed_call(prepared.tool_call) for prepared in prepared_calls]
         for finalized in skipped:
             await emit_tool_execution_end(finalized, emit)
         return skipped
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
+    calls = [_RunningCall(index, prepared, inbox, loop) for index, prepared in enumerate(prepared_calls)]
+    outcomes: dict[int, FinalizedToolCall] = {}
 
-    batch = _Batch(prepared_calls, emit)
-    batch.start(context, assistant_message, config, signal)
-    remove_abort_listener = signal.add_listener(lambda _reason: _post(batch.loop, batch.inbox, (_ABORT, -1, None)))
+    async def end(call: _RunningCall, finalized: FinalizedToolCall) -> None:
+        call.finished = True  # from here on its updates are dropped
+        outcomes[call.index] = finalized
+        await emit_tool_execution_end(finalized, emit)
+
+    async def drain(until: int) -> None:
+        """Handle reports until every call has ended or an item of kind ``until`` arrives."""
+        while len(outcomes) < len(calls):
+            kind, index, payload = await inbox.get()
+            if kind == until:
+                return
+            if kind not in (_UPDATE, _DONE) or calls[index].finished:
+                continue  # a second abort, a stale timer, a late report
+            call = calls[index]
+            if kind == _DONE:
+                await end(call, call.outcome())
+            else:
+                tool_call = call.prepared.tool_call
+                await emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
+
+    for call in calls:
+        call.task = loop.create_task(call.run(context, assistant_message, config, signal))
+        call.task.add_done_callback(functools.partial(_report_done, inbox, call.index))
+    remove_abort_listener = signal.add_listener(lambda _reason: _post(loop, inbox, (_ABORT, -1, None)))
     try:
-        await batch.drain(until=_ABORT)
-        await batch.settle(ABORT_GRACE)  # nothing left to settle unless the abort came
-        await batch.cancel_unsettled(ABORT_CLEANUP_GRACE)
+        await drain(until=_ABORT)
+        if len(outcomes) < len(calls):  # the abort came: the calls still running may settle on their own
+            # The deadline arrives as an inbox item (not a timeout around ``get``): no report is lost to it.
+            timer = loop.call_later(ABORT_GRACE, inbox.put_nowait, (_GRACE_OVER, -1, None))
+            try:
+                await drain(until=_GRACE_OVER)
+            finally:
+                timer.cancel()
+        unsettled = [call for call in calls if not call.finished]
+        for call in unsettled:  # they ignored the abort
+            call.task.cancel()
+            await end(call, failed_call(call.prepared.tool_call))
+        if unsettled:  # their cleanup may run, but never for long
+            await asyncio.wait([call.task for call in unsettled], timeout=ABORT_CLEANUP_GRACE)
     finally:
         remove_abort_listener()
-        batch.close()
-    return [batch.outcomes[call.index] for call in batch.calls]
+        for call in calls:  # however the run ends (even cancelled): no late update counts, no task runs on
+            call.finished = True
+            call.task.cancel()
+    return [outcomes[index] for index in range(len(calls))]
 
 
 # ---------------------------------------------------------------- the result message

@@ -1,31 +1,20 @@
-"""``Agent``: the loop with a transcript, listeners, queues and abort, as pi's ``agent.ts``; with
-the events that close a cancelled run, the steering and follow-up queues, and the usage ledger and
-budget the agent keeps.
+"""``Agent``: the loop with a transcript, listeners, queues and abort (pi's ``agent.ts``), the events
+that close a cancelled run, and the usage ledger and budget the agent keeps.
 
-One run at a time: ``prompt()`` and ``continue_()`` start a run and return
-when it is over and every listener has handled ``agent_end``. While a run is
-active, ``steer()`` queues a message for the next turn and ``follow_up()`` one
-for when the agent would stop; ``abort()`` (safe from any thread) ends it.
+One run at a time: ``prompt()`` and ``continue_()`` start a run and return when it is over and
+every listener has handled ``agent_end``; their keywords override the agent's own for that run (the
+agent's attributes are never swapped). While a run is active, ``steer()`` queues a message for the
+next turn and ``follow_up()`` one for when the agent would stop; ``abort()`` (any thread) ends it.
 
-Listeners (``subscribe``) may be sync or async. Each event is applied to
-``state`` first, then handed to every listener in subscription order; async
-ones are awaited, and the loop waits for all of them before it goes on. A
-listener that raises is logged and does not disturb the run.
+Listeners (``subscribe``) may be sync or async. Each event is applied to ``state`` first, then
+handed to every listener in subscription order; the loop waits for all of them before it goes on.
+A listener that raises is logged and does not disturb the run.
 
-Approval plugs in as ``before_tool_call`` (``BeforeToolCallResult``): an async
-hook may wait for a person; the wait ends at once on ``abort()``. ``prompt()``
-and ``continue_()`` take per-run overrides (``RunOverrides``); the agent's
-attributes are never swapped.
-
-Long sessions: ``compaction`` (on by default; see ``compaction``), ``budget``
-and the ``usage`` ledger are the agent's. ``UsageLedger`` adds up every
-assistant message's ``Usage`` (and the summary requests of compaction) as the
-agent sees them, so the totals survive compaction, which removes the old
-messages from the conversation. ``Budget`` (US dollars and/or tokens) is
-checked before each model request (``budget_stop``): a request whose estimated
-cost (cache reads and writes at their own prices) would take the session past
-it is not sent, and the run ends with a message saying so; nothing already
-done is lost.
+Long sessions: ``compaction`` is on by default. ``UsageLedger`` adds up the ``Usage`` of every
+assistant message and summary request, so the totals survive compaction. ``Budget`` (US dollars
+and/or tokens) is checked before each model request (``budget_stop``): a request whose estimated
+cost (cache reads and writes at their own prices) would take the session past it is not sent, and
+the run ends with a message saying so.
 """
 
 from __future__ import annotations
@@ -301,17 +290,14 @@ class Agent:
         messages = self._state.messages
         if not messages:
             raise ValueError("No messages to continue from")
-        if getattr(messages[-1], "role", None) == "assistant":
-            steering = _drain(self._steering, self.steering_mode)
-            if steering:
-                await self._run(steering, overrides, skip_initial_steering_poll=True)
-                return
-            follow_ups = _drain(self._follow_ups, self.follow_up_mode)
-            if follow_ups:
-                await self._run(follow_ups, overrides)
-                return
+        if getattr(messages[-1], "role", None) != "assistant":
+            await self._run([], overrides)  # from the transcript as it is
+        elif steering := _drain(self._steering, self.steering_mode):
+            await self._run(steering, overrides, skip_initial_steering_poll=True)
+        elif follow_ups := _drain(self._follow_ups, self.follow_up_mode):
+            await self._run(follow_ups, overrides)
+        else:
             raise ValueError("Cannot continue from message role: assistant")
-        await self._run([], overrides)  # continue from the transcript as it is
 
     # ------------------------------------------------------------ the run
 

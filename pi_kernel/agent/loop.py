@@ -110,12 +110,9 @@ STREAM_ENDED_EARLY = "Stream ended without a done or error event"
 class DefaultLlmMessages:
     """The default ``convert_to_llm``: keep user, assistant and tool-result messages.
 
-    As pi's filter, but incremental: when every message is an LLM message (the
-    usual case) it returns the given list itself and, on the next turn, looks
-    only at the messages appended since. A different list, or a shorter one,
-    is checked from the start again. That relies on the list only growing at
-    its end between turns, which the loop guarantees for its own list but not
-    for one a ``transform_context`` edits in place and returns: with
+    As pi's filter, but incremental: when every message is an LLM message (the usual case) it returns
+    the given list itself and next time looks only at the messages appended since (a different or
+    shorter list is checked from the start). A ``transform_context`` may edit the list in place: with
     ``incremental=False`` every call checks the whole list.
     """
 
@@ -363,10 +360,7 @@ class AgentEventStream:
         self._messages: list[Message] | None = None
         self._started = False
 
-    def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncGenerator[AgentEvent, None]:
+    async def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
         if self._started:
             raise RuntimeError("An agent event stream can be iterated only once")
         self._started = True

@@ -16,27 +16,16 @@ A port of pi's ``agent-loop.ts``. The turn structure::
       when the agent would stop, follow-up messages start more turns
     agent_end(messages this run added)
 
-How a run ends:
-
-- the assistant message ended in ``error`` or ``aborted``: its tool calls are
-  not run and get no results (the provider layer drops such messages when it
-  replays the history); ``turn_end`` then ``agent_end``.
-- ``stop_reason == "length"``: no tool call of that message runs; each gets the
-  truncation error result and the model is asked again.
-- every result of a tool batch asks to ``terminate`` (a blocking
-  ``before_tool_call`` may ask too).
-- ``should_stop_after_turn(ctx, signal)`` returns True (``ctx``: the turn's
-  message and results, the context so far and the run's new messages).
-- ``max_turns`` model requests were made. The last assistant message's tool
-  calls have run, so the transcript ends with their results and
-  ``agent_loop_continue`` (``Agent.continue_()``) resumes it.
-- the signal was aborted: during streaming the provider ends the message as
-  ``aborted``; during tools every call still gets one result (``Operation
-  aborted`` for those that did not settle within the abort grace, see
-  ``tool_execution``) and no further model request is made. An abort that
-  lands between turns (while steering is polled, say) is seen before the
-  next request: that request is not sent and the turn gets an empty
-  ``aborted`` assistant message instead.
+How a run ends: the assistant message ended in ``error`` or ``aborted`` (its tool calls are not
+run and get no results; providers drop such messages when they replay the history); every result
+of a tool batch asks to ``terminate`` (a blocking ``before_tool_call`` may ask too);
+``should_stop_after_turn`` returns True; ``max_turns`` requests were made (the last message's tool
+calls have run, so ``agent_loop_continue`` / ``Agent.continue_()`` resumes); or the signal was
+aborted. An abort during streaming ends the message as ``aborted``; during tools every call still
+gets one result (``tool_execution``); between turns it is seen before the next request, which is
+not sent (the turn gets an empty ``aborted`` assistant message). A message cut off by the output
+token limit (``length``) runs none of its tool calls: each gets the truncation error, and the model
+is asked again.
 
 The assistant message joins the context once it is complete (pi inserts the
 partial one at ``start``; the provider may still be reading the message list

@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -305,14 +304,10 @@ async def ask_before_tool_call(
 async def execute_prepared_tool_call(
     prepared: PreparedToolCall, signal: AbortSignal, on_update: ToolUpdateCallback
 ) -> FinalizedToolCall:
-    """Phase 2: what ``execute`` returned, or what it raised as an error result. Async tools run on the
-    loop, sync ones on a worker thread; an awaitable a sync one returns (a wrapper around a coroutine) is
-    awaited back on the loop.
-
-    ``SystemExit`` / ``KeyboardInterrupt`` are results too (``as_tool_error``).
-    ``CancelledError`` is not caught: the call's task is being
-    cancelled (an abort's grace ran out, the run itself was cancelled), or the
-    tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
+    """Phase 2: what ``execute`` returned, or what it raised (``SystemExit`` and ``KeyboardInterrupt``
+    too) as an error result. Async tools run on the loop, sync ones on a worker thread; an awaitable a
+    sync one returns is awaited on the loop. ``CancelledError`` is not caught: the call's task is being
+    cancelled, or the tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
     """
     try:
         execute, call_args = prepared.tool.execute, (prepared.tool_call.id, prepared.args, signal, on_update)
@@ -379,12 +374,6 @@ def _post(loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[InboxItem], item
         pass
 
 
-def _report_done(inbox: asyncio.Queue[InboxItem], index: int, task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # mark it retrieved: a task cancelled by an abort may still fail later
-    inbox.put_nowait((_DONE, index, None))
-
-
 @dataclass(eq=False)
 class _RunningCall:
     """One prepared call while it runs."""
@@ -411,6 +400,11 @@ class _RunningCall:
         """The ``on_update`` the tool receives; callable from any thread."""
         if self.executing and not self.finished:
             _post(self.loop, self.inbox, (_UPDATE, self.index, partial_result))
+
+    def report_done(self, task: asyncio.Task[FinalizedToolCall]) -> None:
+        if not task.cancelled():
+            task.exception()  # mark it retrieved: a task cancelled by an abort may still fail later
+        self.inbox.put_nowait((_DONE, self.index, None))
 
     def outcome(self) -> FinalizedToolCall:
         """The finished task's result (a cancelled task counts as aborted)."""
@@ -464,7 +458,7 @@ async def run_prepared_tool_calls(
 
     for call in calls:
         call.task = loop.create_task(call.run(context, assistant_message, config, signal))
-        call.task.add_done_callback(functools.partial(_report_done, inbox, call.index))
+        call.task.add_done_callback(call.report_done)
     remove_abort_listener = signal.add_listener(lambda _reason: _post(loop, inbox, (_ABORT, -1, None)))
     try:
         await drain(until=_ABORT)
@@ -646,13 +640,10 @@ class WorkerPool:
 def as_tool_error(error: BaseException) -> Exception:
     """A tool's exception as one the loop can turn into a result.
 
-    ``SystemExit`` / ``KeyboardInterrupt`` raised by a tool (sync or async)
-    must not reach the event loop as such: asyncio re-raises them from the
-    loop, which would stop it (the kernel). They become a ``RuntimeError``
-    named after them (``SystemExit: 3``). A sync tool's
-    ``signal.throw_if_aborted()`` (``CancelledError``) becomes a plain error
-    with its message (``Operation aborted``): in a worker thread it cancels
-    nothing.
+    ``SystemExit`` / ``KeyboardInterrupt`` must not reach the event loop, which would re-raise them
+    and stop (the kernel): they become a ``RuntimeError`` named after them (``SystemExit: 3``). A sync
+    tool's ``signal.throw_if_aborted()`` becomes a plain error with its message: in a worker thread
+    it cancels nothing.
     """
     if isinstance(error, Exception):
         return error

@@ -123,11 +123,9 @@ class BeforeToolCallResult:
     block: bool = False
     reason: str | None = None
     terminate: bool = False
-    """With ``block=True`` only (as in pi): the blocked call's result asks the
-    loop to stop after this batch, as a tool result's ``terminate`` does.
-    Without a block it is ignored: the call runs and its own result (and
-    ``after_tool_call``) decide; a hook that wants to stop after an approved
-    call returns ``AfterToolCallResult(terminate=True)`` from ``after_tool_call``."""
+    """With ``block=True`` only (as in pi): the blocked call's result asks the loop to stop after this
+    batch. Without a block it is ignored; to stop after an approved call, ``after_tool_call`` returns
+    ``AfterToolCallResult(terminate=True)``."""
     args: Any = None
 
 

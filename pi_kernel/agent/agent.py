@@ -104,9 +104,9 @@ class RunOverrides:
 @dataclass(slots=True)
 class _ActiveRun:
     controller: AbortController
-    done: asyncio.Future[None]
     model: Model | None = None
     """The model this run was given (``RunOverrides.model``); ``None``: ``state.model``."""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
     ended_calls: dict[str, ToolExecutionEndEvent] = field(default_factory=dict)
     """This turn's ``tool_execution_end`` events: if the run is cancelled before
     their result messages, those calls keep their real results."""
@@ -197,11 +197,11 @@ class Agent:
 
     def steer(self, message: Message | str) -> None:
         """Queue a message for the next turn (after the current tool batch); any thread."""
-        self._steering.append(_as_message(message))
+        self._steering.extend(_prompt_messages(message, None))
 
     def follow_up(self, message: Message | str) -> None:
         """Queue a message for when the agent would stop; any thread."""
-        self._follow_ups.append(_as_message(message))
+        self._follow_ups.extend(_prompt_messages(message, None))
 
     def clear_steering_queue(self) -> None:
         self._steering.clear()
@@ -228,7 +228,7 @@ class Agent:
         """Return when the active run and its listeners are done (at once when idle)."""
         active = self._active
         if active is not None:
-            await asyncio.shield(active.done)
+            await active.done.wait()
 
     def _check_idle(self, doing: str) -> None:
         if self._active is not None:
@@ -329,13 +329,13 @@ class Agent:
     @contextlib.contextmanager
     def _busy(self, model: Model | None = None) -> Iterator[_ActiveRun]:
         """The agent is busy while the block runs (set before any await: a second ``prompt()`` sees it)."""
-        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future(), model)
+        active = _ActiveRun(AbortController(), model)
         self._active = active
         try:
             yield active
         finally:
             self._active = None
-            active.done.set_result(None)
+            active.done.set()
 
     def _loop_config(self, model: Model, overrides: RunOverrides, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         skip = skip_initial_steering_poll
@@ -474,10 +474,6 @@ class Agent:
             AgentEndEvent([message]),
         ):
             await self._process_event(event)
-
-
-def _as_message(message: Message | str) -> Message:
-    return UserMessage([TextContent(message)]) if isinstance(message, str) else message
 
 
 def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None) -> list[Message]:

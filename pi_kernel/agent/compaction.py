@@ -10,16 +10,12 @@ compacts first. When the provider still answers with a context-length error
 ``Agent.compact()`` (``%pi compact``) compacts on demand.
 
 How (``compact_context``): the newest messages worth ``keep_recent_tokens``
-stay verbatim; the cut never falls between an assistant message and its tool
-results (it is always at a user or assistant message, so a tool call and its
-result stay together). The older part is written out as text and sent to the
-model with ``SUMMARY_PROMPT`` (what was done, which files and variables were
-touched, what is pending). The answer becomes one user message starting with
-the visible marker ``[compacted N turns]`` (``summary_text``); it replaces the
-older part, so saved sessions keep the summary and the marker. A previous
-summary is part of the older part and is folded into the new one. If the
-summary request fails, a plain list of the older prompts and tool calls stands
-in for it: the conversation keeps working either way.
+stay verbatim (``find_cut`` never parts a tool call from its result). The older
+part is written out as text and sent to the model with ``SUMMARY_PROMPT``. The
+answer becomes one user message starting with the visible marker
+``[compacted N turns]`` (``summary_text``) that replaces the older part, so saved
+sessions keep it; a previous summary is folded into the new one. If the summary
+request fails, a plain list of the older prompts and tool calls stands in for it.
 """
 
 from __future__ import annotations

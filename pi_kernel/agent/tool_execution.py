@@ -6,37 +6,28 @@ every call's ``tool_execution_start``; an outcome decided there (unknown tool, b
 block, an abort) gets its ``tool_execution_end`` at once. In parallel mode the prepared calls then
 run at once, their ``tool_execution_end`` in completion order and the result messages in source
 order after the batch. In sequential mode (by config, or a tool of the batch marked
-``sequential``) each call gets its result message before the next one is prepared. Every call
-gets exactly one ``tool_execution_end`` and one result message, whatever happens. The batch asks
-the loop to stop only when every result asks to ``terminate``.
-
-The phases: ``prepare_tool_call`` (look the tool up, ``prepare_arguments``, validate,
-``before_tool_call``, which may block or edit the arguments), ``execute_prepared_tool_call`` (an
-exception becomes an error result), ``finalize_executed_tool_call`` (``after_tool_call`` patches).
+``sequential``) each call gets its result message before the next one is prepared. Every call gets
+exactly one ``tool_execution_end`` and one result message, whatever happens.
 
 Running at once (``run_prepared_tool_calls``): each call is a task, and one coroutine emits all
 their events, so listeners never see two at once. It reads one inbox that gets, in the order they
-happened: ``on_update`` partials (from a sync tool's worker thread through
-``call_soon_threadsafe``, so they come before its completion; dropped once ``execute`` returned),
-completions, and the abort. After an abort the calls still running get ``ABORT_GRACE`` seconds to
-settle on their own, as pi waits for its tools (what they return then is their result, bash's
-``Command aborted`` with the output so far); the others are cancelled with ``Operation aborted``,
-in source order, and get ``ABORT_CLEANUP_GRACE`` seconds for their ``finally`` blocks. A sync
-tool's thread cannot be stopped: what it returns later is dropped.
+happened, ``on_update`` partials (a sync tool's from its worker thread, through
+``call_soon_threadsafe``, so before its completion; dropped once ``execute`` returned),
+completions and the abort. After an abort the calls still running get ``ABORT_GRACE`` seconds to
+settle on their own, as pi waits for its tools (bash returns ``Command aborted`` with the output
+so far); the others are cancelled with ``Operation aborted`` and get ``ABORT_CLEANUP_GRACE``
+seconds for their ``finally`` blocks. A sync tool's thread cannot be stopped: its late result is dropped.
 
 The result message (``create_tool_result_message``) is where every tool's result enters the
-transcript: keys are masked there, and its text is bounded for every tool. The built-ins cut their
-own output; a user tool may return a 20 MB string, which sent whole fails the request and every
-later one. So the text is cut to ``max_chars`` with a note saying how to ask for less, and images
-to ``MAX_RESULT_IMAGES`` / ``MAX_RESULT_IMAGE_BYTES``. Only the message is cut: the
-``tool_execution_end`` event keeps the whole result for the notebook (``_pi_results``).
+transcript: keys are masked there, and text and images are bounded for every tool (a user tool may
+return a 20 MB string, which sent whole fails the request and every later one). Only the message is
+cut: the ``tool_execution_end`` event keeps the whole result for the notebook (``_pi_results``).
 
-Calling user code: hooks run on the loop thread, their result awaited when awaitable
-(``call_hook``). A tool whose ``execute`` is not an async function runs on a ``WorkerPool`` daemon
-thread, not ``asyncio.to_thread``: the default executor has ``min(32, cpus + 4)`` workers (eight
-sync calls of one batch would queue) and its threads are joined at exit, so a tool left running
-after an abort would keep a kernel from shutting down. A worker whose call was given up on (an
-abort) leaves the pool and a new one takes its place, so hung tools never starve later calls.
+Sync tools run on ``WorkerPool`` daemon threads, not ``asyncio.to_thread``: the default executor has
+``min(32, cpus + 4)`` workers (eight sync calls of one batch would queue) and its threads are joined
+at exit, so a tool left running after an abort would keep a kernel from shutting down. A worker
+whose call was given up on leaves the pool and a new one takes its place, so hung tools never
+starve later calls.
 """
 
 from __future__ import annotations
@@ -491,15 +482,6 @@ MAX_RESULT_IMAGE_BYTES = int(4.5 * 1024 * 1024)
 """Most base64 of images one tool result gives the model (one image at the size ``read`` allows)."""
 
 
-def image_note(left_out: int) -> str:
-    plural = "image" if left_out == 1 else "images"
-    return (
-        f"[{left_out} {plural} left out: a tool result gives the model at most {MAX_RESULT_IMAGES} images, "
-        f"{MAX_RESULT_IMAGE_BYTES / (1024 * 1024):.1f} MB of base64 in all. The user sees them all. To see others, "
-        "call the tool again asking for fewer or smaller images.]"
-    )
-
-
 def bound_images(content: list[TextContent | ImageContent]) -> list[TextContent | ImageContent]:
     """``content`` with at most ``MAX_RESULT_IMAGES`` images, ``MAX_RESULT_IMAGE_BYTES`` of base64 in all (the
     first that fit are kept) after a note saying how many were left out; the same list when all fit."""
@@ -515,7 +497,12 @@ def bound_images(content: list[TextContent | ImageContent]) -> list[TextContent 
         kept.append(block)
     if not left_out:
         return content
-    return [TextContent(image_note(left_out)), *kept]
+    note = (
+        f"[{left_out} {'image' if left_out == 1 else 'images'} left out: a tool result gives the model at most "
+        f"{MAX_RESULT_IMAGES} images, {MAX_RESULT_IMAGE_BYTES / (1024 * 1024):.1f} MB of base64 in all. The user "
+        "sees them all. To see others, call the tool again asking for fewer or smaller images.]"
+    )
+    return [TextContent(note), *kept]
 
 
 def bound_content(content: list[TextContent | ImageContent], max_chars: int | None) -> list[TextContent | ImageContent]:
@@ -578,9 +565,8 @@ TOOL_WORKERS = 32
 class WorkerPool:
     """Daemon worker threads, started on demand up to ``max_workers``, waiting for more work after."""
 
-    def __init__(self, max_workers: int = TOOL_WORKERS, name: str = "pi-tool") -> None:
+    def __init__(self, max_workers: int = TOOL_WORKERS) -> None:
         self.max_workers = max_workers
-        self._name = name
         self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
@@ -615,7 +601,7 @@ class WorkerPool:
                 return
             self._threads += 1
             number = self._threads
-        threading.Thread(target=self._serve, name=f"{self._name}-{number}", daemon=True).start()
+        threading.Thread(target=self._serve, name=f"pi-tool-{number}", daemon=True).start()
 
     def _serve(self) -> None:
         while True:

@@ -452,11 +452,8 @@ class Agent:
                 logger.exception("Agent listener %r failed on a %s event", listener, event.type)
 
     async def _close_cancelled_run(self, ended_calls: dict[str, ToolExecutionEndEvent]) -> None:
-        """Answer the calls a cancelled run left open, then tell the listeners.
-
-        The state gets the results at once; the events follow, as far as a
-        further cancellation lets them.
-        """
+        """Answer the calls a cancelled run left open: the state at once, then the listeners, as far as a
+        further cancellation lets them."""
         events = closing_events_for_cancelled_run(self._state, ended_calls, OPERATION_ABORTED, self.tool_result_limit())
         for event in events:
             reduce_agent_state(self._state, event)
@@ -505,16 +502,12 @@ def closing_events_for_cancelled_run(
     state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str, max_chars: int | None = None
 ) -> list[AgentEvent]:
     """The events that close a run cancelled from outside (the task awaiting ``prompt()`` was cancelled),
-    for the state and the listeners, so the transcript still gives every tool call one result.
+    so the transcript still gives every tool call one result.
 
-    An assistant message cut off while streaming ends as ``aborted`` with what
-    had streamed (as when the signal aborts a stream), closing its turn.
-    Every tool call of the last assistant message that has no result message
-    gets one: a call that had finished (its ``tool_execution_end`` in
-    ``ended_calls``) keeps its real result, since its side effects happened;
-    the others get ``text`` as an error, and a ``tool_execution_end`` when they
-    were still pending. Then ``agent_end``. Each result message is made as every
-    tool result message is (``create_tool_result_message``: masked, bounded to ``max_chars``).
+    A message cut off while streaming ends as ``aborted`` with what had streamed, closing its turn.
+    Every unanswered call of the last assistant message gets a result message (masked and bounded as
+    any): a call that had finished (in ``ended_calls``) keeps its real result, since its side effects
+    happened; the others get ``text`` as an error (and a ``tool_execution_end`` if pending). Then ``agent_end``.
     """
     events: list[AgentEvent] = []
     streaming = state.streaming_message

@@ -135,13 +135,9 @@ async def run_agent_loop(
     emit: Callable[[AgentEvent], Any],
     signal: AbortSignal | None = None,
 ) -> list[Message]:
-    """Run the loop with new prompt messages; events go to ``emit`` (awaited).
-
-    ``context`` is not changed: the loop works on a copy of its message list.
-    Without a ``signal`` the run gets one that never fires, so tools and hooks
-    always receive an ``AbortSignal``. Returns the messages this run added
-    (the prompts first).
-    """
+    """Run the loop with new prompt messages; events go to ``emit`` (awaited). Returns the messages this
+    run added, its prompts first. ``context`` is not changed (the loop works on a copy of its message
+    list). Without a ``signal`` the run gets one that never fires: tools and hooks always get one."""
     emit = _as_async_emit(emit)
     new_messages: list[Message] = list(prompts)
     current = Context(context.system_prompt, [*context.messages, *prompts], context.tools)

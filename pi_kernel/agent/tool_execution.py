@@ -642,12 +642,8 @@ _pool = WorkerPool()
 
 
 async def run_in_worker(fn: Callable[..., Any], *args: Any) -> Any:
-    """``await fn(*args)`` run on a tool worker thread, with the caller's contextvars.
-
-    The event loop stays free while it runs. Cancelling the awaiting task stops
-    the wait at once; the thread itself runs on until ``fn`` returns (Python
-    cannot stop a thread), and its result is then dropped.
-    """
+    """``await fn(*args)`` run on a tool worker thread, with the caller's contextvars. Cancelling the
+    awaiting task stops the wait at once; the thread runs on until ``fn`` returns, its result dropped."""
     context = contextvars.copy_context()
     pool = _pool
     future = pool.submit(lambda: context.run(fn, *args))
@@ -672,12 +668,8 @@ async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
 
 
 async def await_unless_aborted(awaitable: Awaitable[Any], signal: AbortSignal) -> tuple[bool, Any]:
-    """Await ``awaitable`` unless ``signal`` fires first: ``(aborted, value)``.
-
-    On abort the awaitable is cancelled and not waited for, so a hook that
-    swallows the cancellation cannot hold the loop (an approval prompt that
-    nobody answers ends at once on abort).
-    """
+    """Await ``awaitable`` unless ``signal`` fires first: ``(aborted, value)``. On abort it is cancelled and
+    not waited for, so a hook that swallows the cancellation (an unanswered approval) cannot hold the loop."""
     task = asyncio.ensure_future(awaitable)
     if signal.aborted:
         task.cancel()

@@ -155,7 +155,7 @@ class Agent:
         self.compaction = compaction if compaction is not None else CompactionSettings()
         """Compaction settings (on by default; ``enabled=False`` turns it off)."""
         self.budget = budget if budget is not None else Budget()
-        """Checked before every model request (``usage.budget_stop``)."""
+        """Checked before every model request (``budget_stop``)."""
         self.usage = UsageLedger()
         """What the agent spent, per model (survives compaction; ``reset`` starts it over)."""
         self.steering_mode: QueueMode = steering_mode
@@ -309,7 +309,9 @@ class Agent:
             raise ValueError("No model configured")
         state = self._state
         with self._busy(overrides.model) as active:
-            state.is_streaming, state.streaming_message, state.error_message = True, None, None
+            state.is_streaming = True
+            state.streaming_message = None
+            state.error_message = None
             signal = active.controller.signal
             try:
                 context = Context(state.system_prompt, list(state.messages), list(state.tools))
@@ -324,7 +326,9 @@ class Agent:
             except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
                 await self._report_failure(error, model, signal.aborted)
             finally:
-                state.is_streaming, state.streaming_message, state.pending_tool_calls = False, None, set()
+                state.is_streaming = False
+                state.streaming_message = None
+                state.pending_tool_calls = set()
 
     @contextlib.contextmanager
     def _busy(self, model: Model | None = None) -> Iterator[_ActiveRun]:
@@ -538,9 +542,12 @@ def closing_events_for_cancelled_run(
 
 
 def _drain(queue: deque[Message], mode: QueueMode) -> list[Message]:
-    """``all``: every queued message; ``one-at-a-time``: the oldest one (only the loop takes from a queue)."""
-    count = len(queue) if mode == "all" else min(len(queue), 1)
-    return [queue.popleft() for _ in range(count)]
+    """``all``: every queued message; ``one-at-a-time``: the oldest one."""
+    taken: list[Message] = []
+    with contextlib.suppress(IndexError):  # cleared from another thread meanwhile
+        for _ in range(len(queue) if mode == "all" else min(len(queue), 1)):
+            taken.append(queue.popleft())
+    return taken
 
 
 # ---------------------------------------------------------------- usage and budget

@@ -278,11 +278,9 @@ async def _request_with_room(
 async def stream_assistant_response(
     context: Context, config: AgentLoopConfig, signal: AbortSignal, emit: Emit, retry_on_overflow: bool = False
 ) -> AssistantMessage | None:
-    """One model request; streams ``message_*`` events and appends the final message to the context.
-
-    With ``retry_on_overflow``, a context-length error that arrives before the message started returns
-    ``None`` with nothing emitted or appended (the caller compacts and asks again).
-    """
+    """One model request; streams ``message_*`` events and appends the final message to the context. With
+    ``retry_on_overflow``, a context-length error before the message started returns ``None``, nothing
+    emitted or appended (the caller compacts and asks again)."""
     if signal.aborted:
         return await _refuse_request(context, config, emit, OPERATION_ABORTED, aborted=True)
     messages: list[Any] = context.messages
@@ -396,10 +394,7 @@ def agent_loop(
 def agent_loop_continue(
     context: Context, config: AgentLoopConfig, signal: AbortSignal | None = None
 ) -> AgentEventStream:
-    """Continue from ``context`` without a new message (retries, resumed runs).
-
-    Raises ``ValueError`` at once when the context is empty or ends with an
-    assistant message (the provider would reject such a request).
-    """
+    """Continue from ``context`` without a new message (retries, resumed runs). Raises ``ValueError`` at once
+    when the context is empty or ends with an assistant message (the provider would reject the request)."""
     check_can_continue(context)
-    return AgentEventStream(lambda emit: run_agent_loop_continue(context, config, emit, signal))
+    return AgentEventStream(lambda emit: run_agent_loop([], context, config, emit, signal))

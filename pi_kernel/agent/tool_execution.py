@@ -262,9 +262,7 @@ async def ask_before_tool_call(
     signal: AbortSignal,
 ) -> PreparedToolCall | FinalizedToolCall:
     """``before_tool_call`` decides: run as is, block (maybe asking to terminate), or run edited arguments.
-
-    An async hook (an approval waiting for a person) is raced against the abort signal.
-    """
+    An async hook (an approval waiting for a person) is raced against the abort signal."""
     hook = config.before_tool_call
     if hook is None:
         return prepared

@@ -1,40 +1,30 @@
-"""``Agent``: the loop with a transcript, listeners, queues and abort, as pi's ``agent.ts``; with
-the events that close a cancelled run, the steering and follow-up queues, and the usage ledger and
-budget the agent keeps.
+"""``Agent``: the loop with a transcript, listeners, queues and abort (pi's ``agent.ts``), the events
+that close a cancelled run, and the usage ledger and budget the agent keeps.
 
-One run at a time: ``prompt()`` and ``continue_()`` start a run and return
-when it is over and every listener has handled ``agent_end``. While a run is
-active, ``steer()`` queues a message for the next turn and ``follow_up()`` one
-for when the agent would stop; ``abort()`` (safe from any thread) ends it.
+One run at a time: ``prompt()`` and ``continue_()`` start a run and return when it is over and
+every listener has handled ``agent_end``; their keywords override the agent's own for that run (the
+agent's attributes are never swapped). While a run is active, ``steer()`` queues a message for the
+next turn and ``follow_up()`` one for when the agent would stop; ``abort()`` (any thread) ends it.
 
-Listeners (``subscribe``) may be sync or async. Each event is applied to
-``state`` first, then handed to every listener in subscription order; async
-ones are awaited, and the loop waits for all of them before it goes on. A
-listener that raises is logged and does not disturb the run.
+Listeners (``subscribe``) may be sync or async. Each event is applied to ``state`` first, then
+handed to every listener in subscription order; the loop waits for all of them before it goes on.
+A listener that raises is logged and does not disturb the run.
 
-Approval plugs in as ``before_tool_call`` (``BeforeToolCallResult``): an async
-hook may wait for a person; the wait ends at once on ``abort()``. ``prompt()``
-and ``continue_()`` take per-run overrides (``RunOverrides``); the agent's
-attributes are never swapped.
-
-Long sessions: ``compaction`` (on by default; see ``compaction``), ``budget``
-and the ``usage`` ledger are the agent's. ``UsageLedger`` adds up every
-assistant message's ``Usage`` (and the summary requests of compaction) as the
-agent sees them, so the totals survive compaction, which removes the old
-messages from the conversation. ``Budget`` (US dollars and/or tokens) is
-checked before each model request (``budget_stop``): a request whose estimated
-cost (cache reads and writes at their own prices) would take the session past
-it is not sent, and the run ends with a message saying so; nothing already
-done is lost.
+Long sessions: ``compaction`` is on by default. ``UsageLedger`` adds up the ``Usage`` of every
+assistant message and summary request, so the totals survive compaction. ``Budget`` (US dollars
+and/or tokens) is checked before each model request (``budget_stop``): a request whose estimated
+cost (cache reads and writes at their own prices) would take the session past it is not sent, and
+the run ends with a message saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -86,7 +76,6 @@ from pi_kernel.ai import (
     ToolResultMessage,
     Usage,
     UserMessage,
-    stream,
 )
 from pi_kernel.ai.models import ToolChoice, error_message
 from pi_kernel.ai.providers.remote import masked_error
@@ -114,9 +103,9 @@ class RunOverrides:
 @dataclass(slots=True)
 class _ActiveRun:
     controller: AbortController
-    done: asyncio.Future[None]
     model: Model | None = None
     """The model this run was given (``RunOverrides.model``); ``None``: ``state.model``."""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
     ended_calls: dict[str, ToolExecutionEndEvent] = field(default_factory=dict)
     """This turn's ``tool_execution_end`` events: if the run is cancelled before
     their result messages, those calls keep their real results."""
@@ -165,14 +154,14 @@ class Agent:
         self.compaction = compaction if compaction is not None else CompactionSettings()
         """Compaction settings (on by default; ``enabled=False`` turns it off)."""
         self.budget = budget if budget is not None else Budget()
-        """Checked before every model request (``usage.budget_stop``)."""
+        """Checked before every model request (``budget_stop``)."""
         self.usage = UsageLedger()
         """What the agent spent, per model (survives compaction; ``reset`` starts it over)."""
         self.steering_mode: QueueMode = steering_mode
         """``one-at-a-time``: each turn takes the oldest steering message; ``all``: every queued one."""
         self.follow_up_mode: QueueMode = follow_up_mode
-        self._steering = MessageQueue()
-        self._follow_ups = MessageQueue()
+        self._steering: deque[Message] = deque()  # filled from any thread: deque appends are atomic
+        self._follow_ups: deque[Message] = deque()
         self._listeners: tuple[Listener, ...] = ()
         self._active: _ActiveRun | None = None
 
@@ -207,11 +196,11 @@ class Agent:
 
     def steer(self, message: Message | str) -> None:
         """Queue a message for the next turn (after the current tool batch); any thread."""
-        self._steering.enqueue(_as_message(message))
+        self._steering.extend(_prompt_messages(message, None))
 
     def follow_up(self, message: Message | str) -> None:
         """Queue a message for when the agent would stop; any thread."""
-        self._follow_ups.enqueue(_as_message(message))
+        self._follow_ups.extend(_prompt_messages(message, None))
 
     def clear_steering_queue(self) -> None:
         self._steering.clear()
@@ -224,7 +213,7 @@ class Agent:
         self._follow_ups.clear()
 
     def has_queued_messages(self) -> bool:
-        return bool(len(self._steering) or len(self._follow_ups))
+        return bool(self._steering or self._follow_ups)
 
     # ------------------------------------------------------------ control
 
@@ -238,12 +227,15 @@ class Agent:
         """Return when the active run and its listeners are done (at once when idle)."""
         active = self._active
         if active is not None:
-            await asyncio.shield(active.done)
+            await active.done.wait()
+
+    def _check_idle(self, doing: str) -> None:
+        if self._active is not None:
+            raise RuntimeError(f"Agent is already processing. Wait for completion before {doing}.")
 
     def reset(self) -> None:
         """Clear the transcript, run-time state and queues."""
-        if self._active is not None:
-            raise RuntimeError("Agent is already processing. Wait for completion before resetting.")
+        self._check_idle("resetting")
         self._state.messages = []
         self._state.error_message = None
         self.usage.clear()
@@ -293,22 +285,18 @@ class Agent:
         overrides = RunOverrides(
             model, max_turns, before_tool_call, prepare_next_turn, stream_options, first_tool_choice
         )
-        if self._active is not None:
-            raise RuntimeError("Agent is already processing. Wait for completion before continuing.")
+        self._check_idle("continuing")
         messages = self._state.messages
         if not messages:
             raise ValueError("No messages to continue from")
-        if getattr(messages[-1], "role", None) == "assistant":
-            steering = self._steering.drain(self.steering_mode)
-            if steering:
-                await self._run(steering, overrides, skip_initial_steering_poll=True)
-                return
-            follow_ups = self._follow_ups.drain(self.follow_up_mode)
-            if follow_ups:
-                await self._run(follow_ups, overrides)
-                return
+        if getattr(messages[-1], "role", None) != "assistant":
+            await self._run([], overrides)  # from the transcript as it is
+        elif steering := _drain(self._steering, self.steering_mode):
+            await self._run(steering, overrides, skip_initial_steering_poll=True)
+        elif follow_ups := _drain(self._follow_ups, self.follow_up_mode):
+            await self._run(follow_ups, overrides)
+        else:
             raise ValueError("Cannot continue from message role: assistant")
-        await self._run([], overrides)  # continue from the transcript as it is
 
     # ------------------------------------------------------------ the run
 
@@ -318,32 +306,39 @@ class Agent:
         model = overrides.model or self._state.model
         if model is None:
             raise ValueError("No model configured")
-        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future(), overrides.model)
-        self._active = active  # before any await: a second prompt() sees it
         state = self._state
-        state.is_streaming = True
-        state.streaming_message = None
-        state.error_message = None
-        signal = active.controller.signal
-        try:
-            context = Context(state.system_prompt, list(state.messages), list(state.tools))
-            config = self._loop_config(model, overrides, skip_initial_steering_poll)
-            await run_agent_loop(prompts, context, config, self._process_event, signal)
-        except asyncio.CancelledError:
-            # Cancelled from outside (a kernel interrupt cancels the cell's task):
-            # tools see the abort, and every tool call keeps exactly one result.
-            active.controller.abort()
-            await self._close_cancelled_run(active.ended_calls)
-            raise
-        except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
-            await self._report_failure(error, model, signal.aborted)
-        finally:
-            state.is_streaming = False
+        with self._busy(overrides.model) as active:
+            state.is_streaming = True
             state.streaming_message = None
-            state.pending_tool_calls = set()
+            state.error_message = None
+            signal = active.controller.signal
+            try:
+                context = Context(state.system_prompt, list(state.messages), list(state.tools))
+                config = self._loop_config(model, overrides, skip_initial_steering_poll)
+                await run_agent_loop(prompts, context, config, self._process_event, signal)
+            except asyncio.CancelledError:
+                # Cancelled from outside (a kernel interrupt cancels the cell's task):
+                # tools see the abort, and every tool call keeps exactly one result.
+                active.controller.abort()
+                await self._close_cancelled_run(active.ended_calls)
+                raise
+            except Exception as error:  # noqa: BLE001 - reported as a failed assistant message, as pi does
+                await self._report_failure(error, model, signal.aborted)
+            finally:
+                state.is_streaming = False
+                state.streaming_message = None
+                state.pending_tool_calls = set()
+
+    @contextlib.contextmanager
+    def _busy(self, model: Model | None = None) -> Iterator[_ActiveRun]:
+        """The agent is busy while the block runs (set before any await: a second ``prompt()`` sees it)."""
+        active = _ActiveRun(AbortController(), model)
+        self._active = active
+        try:
+            yield active
+        finally:
             self._active = None
-            if not active.done.done():
-                active.done.set_result(None)
+            active.done.set()
 
     def _loop_config(self, model: Model, overrides: RunOverrides, skip_initial_steering_poll: bool) -> AgentLoopConfig:
         skip = skip_initial_steering_poll
@@ -353,7 +348,7 @@ class Agent:
             if skip:
                 skip = False
                 return []
-            return self._steering.drain(self.steering_mode)
+            return _drain(self._steering, self.steering_mode)
 
         hook = overrides.prepare_next_turn or self.prepare_next_turn
 
@@ -373,7 +368,7 @@ class Agent:
             after_tool_call=self.after_tool_call,
             tool_execution=self.tool_execution,
             get_steering_messages=get_steering_messages,
-            get_follow_up_messages=lambda: self._follow_ups.drain(self.follow_up_mode),
+            get_follow_up_messages=lambda: _drain(self._follow_ups, self.follow_up_mode),
             should_stop_after_turn=self.should_stop_after_turn,
             prepare_next_turn=prepare_next_turn,
             stream_options=overrides.stream_options or self.stream_options,
@@ -413,8 +408,7 @@ class Agent:
         its own: ``prompt()`` meanwhile raises, ``abort()`` stops the summary request (nothing changes), and
         the result applies only to the conversation it summarised.
         """
-        if self._active is not None:
-            raise RuntimeError("Agent is already processing. Wait for completion before compacting.")
+        self._check_idle("compacting")
         model = self._state.model
         if model is None:
             raise ValueError("No model configured")
@@ -422,29 +416,22 @@ class Agent:
         stop = self._check_budget(Context(self._state.system_prompt, list(self._state.messages), []))
         if stop:
             raise BudgetExceeded(stop)
-        active = _ActiveRun(AbortController(), asyncio.get_running_loop().create_future())
-        self._active = active  # before any await: a prompt() meanwhile is refused
         state = self._state
-        try:
-            snapshot = list(state.messages)
-            context = Context(state.system_prompt, list(snapshot), list(state.tools))
-            stream_fn = self.stream_fn or stream
-            settings = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+        snapshot = list(state.messages)
+        context = Context(state.system_prompt, list(snapshot), list(state.tools))
+        compaction = dataclasses.replace(self.compaction, keep_recent_tokens=0)
+        config = AgentLoopConfig(
+            model, stream_fn=self.stream_fn, stream_options=self.stream_options, compaction=compaction
+        )
+        with self._busy() as active:
             return await compact_context(
                 context,
-                model,
-                settings,
+                config,
                 "manual",
                 self._process_event,
-                stream_fn,
                 active.controller.signal,
-                self.stream_options,
                 still_current=lambda: state.messages == snapshot,
             )
-        finally:
-            self._active = None
-            if not active.done.done():
-                active.done.set_result(None)
 
     async def _process_event(self, event: AgentEvent) -> None:
         reduce_agent_state(self._state, event)
@@ -468,11 +455,8 @@ class Agent:
                 logger.exception("Agent listener %r failed on a %s event", listener, event.type)
 
     async def _close_cancelled_run(self, ended_calls: dict[str, ToolExecutionEndEvent]) -> None:
-        """Answer the calls a cancelled run left open, then tell the listeners.
-
-        The state gets the results at once; the events follow, as far as a
-        further cancellation lets them.
-        """
+        """Answer the calls a cancelled run left open: the state at once, then the listeners, as far as a
+        further cancellation lets them."""
         events = closing_events_for_cancelled_run(self._state, ended_calls, OPERATION_ABORTED, self.tool_result_limit())
         for event in events:
             reduce_agent_state(self._state, event)
@@ -490,10 +474,6 @@ class Agent:
             AgentEndEvent([message]),
         ):
             await self._process_event(event)
-
-
-def _as_message(message: Message | str) -> Message:
-    return UserMessage([TextContent(message)]) if isinstance(message, str) else message
 
 
 def _prompt_messages(prompt: PromptInput, images: Sequence[ImageContent] | None) -> list[Message]:
@@ -525,16 +505,12 @@ def closing_events_for_cancelled_run(
     state: AgentState, ended_calls: dict[str, ToolExecutionEndEvent], text: str, max_chars: int | None = None
 ) -> list[AgentEvent]:
     """The events that close a run cancelled from outside (the task awaiting ``prompt()`` was cancelled),
-    for the state and the listeners, so the transcript still gives every tool call one result.
+    so the transcript still gives every tool call one result.
 
-    An assistant message cut off while streaming ends as ``aborted`` with what
-    had streamed (as when the signal aborts a stream), closing its turn.
-    Every tool call of the last assistant message that has no result message
-    gets one: a call that had finished (its ``tool_execution_end`` in
-    ``ended_calls``) keeps its real result, since its side effects happened;
-    the others get ``text`` as an error, and a ``tool_execution_end`` when they
-    were still pending. Then ``agent_end``. Each result message is made as every
-    tool result message is (``create_tool_result_message``: masked, bounded to ``max_chars``).
+    A message cut off while streaming ends as ``aborted`` with what had streamed, closing its turn.
+    Every unanswered call of the last assistant message gets a result message (masked and bounded as
+    any): a call that had finished (in ``ended_calls``) keeps its real result, since its side effects
+    happened; the others get ``text`` as an error (and a ``tool_execution_end`` if pending). Then ``agent_end``.
     """
     events: list[AgentEvent] = []
     streaming = state.streaming_message
@@ -564,33 +540,13 @@ def closing_events_for_cancelled_run(
 # ---------------------------------------------------------------- queues
 
 
-class MessageQueue:
-    """Steering or follow-up messages waiting for the loop; safe to fill from any thread."""
-
-    def __init__(self) -> None:
-        self._items: list[Any] = []
-        self._lock = threading.Lock()
-
-    def enqueue(self, message: Any) -> None:
-        with self._lock:
-            self._items.append(message)
-
-    def drain(self, mode: QueueMode) -> list[Any]:
-        """``all``: every queued message; ``one-at-a-time``: the oldest one."""
-        with self._lock:
-            if not self._items:
-                return []
-            if mode == "all":
-                drained, self._items = self._items, []
-                return drained
-            return [self._items.pop(0)]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items = []
-
-    def __len__(self) -> int:
-        return len(self._items)
+def _drain(queue: deque[Message], mode: QueueMode) -> list[Message]:
+    """``all``: every queued message; ``one-at-a-time``: the oldest one."""
+    taken: list[Message] = []
+    with contextlib.suppress(IndexError):  # cleared from another thread meanwhile
+        for _ in range(len(queue) if mode == "all" else min(len(queue), 1)):
+            taken.append(queue.popleft())
+    return taken
 
 
 # ---------------------------------------------------------------- usage and budget

@@ -10,16 +10,12 @@ compacts first. When the provider still answers with a context-length error
 ``Agent.compact()`` (``%pi compact``) compacts on demand.
 
 How (``compact_context``): the newest messages worth ``keep_recent_tokens``
-stay verbatim; the cut never falls between an assistant message and its tool
-results (it is always at a user or assistant message, so a tool call and its
-result stay together). The older part is written out as text and sent to the
-model with ``SUMMARY_PROMPT`` (what was done, which files and variables were
-touched, what is pending). The answer becomes one user message starting with
-the visible marker ``[compacted N turns]`` (``summary_text``); it replaces the
-older part, so saved sessions keep the summary and the marker. A previous
-summary is part of the older part and is folded into the new one. If the
-summary request fails, a plain list of the older prompts and tool calls stands
-in for it: the conversation keeps working either way.
+stay verbatim (``find_cut`` never parts a tool call from its result). The older
+part is written out as text and sent to the model with ``SUMMARY_PROMPT``. The
+answer becomes one user message starting with the visible marker
+``[compacted N turns]`` (``summary_text``) that replaces the older part, so saved
+sessions keep it; a previous summary is folded into the new one. If the summary
+request fails, a plain list of the older prompts and tool calls stands in for it.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pi_kernel.agent.tool_execution import call_hook
-from pi_kernel.agent.types import CompactionEvent, CompactionSettings
+from pi_kernel.agent.types import AgentLoopConfig, CompactionEvent, CompactionSettings
 from pi_kernel.ai import (
     AbortSignal,
     AssistantMessage,
@@ -42,6 +38,7 @@ from pi_kernel.ai import (
     ThinkingContent,
     ToolCall,
     UserMessage,
+    stream,
 )
 
 CompactionReason = Literal["threshold", "overflow", "manual"]
@@ -246,19 +243,17 @@ def fallback_summary(messages: Sequence[Any], max_chars: int = 8_000) -> str:
 
 async def compact_context(
     context: Context,
-    model: Model,
-    settings: CompactionSettings,
+    config: AgentLoopConfig,
     reason: CompactionReason,
     emit: Any,
-    stream_fn: Any,
     signal: AbortSignal | None = None,
-    options: StreamOptions | None = None,
     still_current: Callable[[], bool] | None = None,
 ) -> CompactionEvent | None:
-    """Summarise the older part of ``context.messages`` with ``model``, assign the new list and emit the
-    ``compaction`` event (which is returned); ``None`` (nothing changed) when there was nothing to compact,
-    the run was aborted, or ``still_current`` says the conversation changed while the summary was written
-    (the result would drop what was added)."""
+    """Summarise the older part of ``context.messages`` with ``config.model`` (``config.compaction``'s
+    settings), assign the new list and emit the ``compaction`` event (which is returned); ``None`` (nothing
+    changed) when there was nothing to compact, the run was aborted, or ``still_current`` says the
+    conversation changed while the summary was written (the result would drop what was added)."""
+    model, settings = config.model, config.compaction or CompactionSettings()
     messages = context.messages
     before = estimate_context_tokens(context)
     window = model.resolved_context_window
@@ -281,10 +276,9 @@ async def compact_context(
     request = Context(
         SUMMARY_PROMPT, [UserMessage([TextContent(f"The conversation to summarise:\n\n{transcript}")])], []
     )
-    request_options = dataclasses.replace(
-        options or StreamOptions(), signal=signal, max_tokens=answer_tokens, tool_choice=None
-    )
-    response = await call_hook(stream_fn, model, request, request_options)
+    options = config.stream_options or StreamOptions()
+    request_options = dataclasses.replace(options, signal=signal, max_tokens=answer_tokens, tool_choice=None)
+    response = await call_hook(config.stream_fn or stream, model, request, request_options)
     answer: AssistantMessage = await response.result()
     if signal is not None and signal.aborted:
         return None

@@ -16,40 +16,26 @@ A port of pi's ``agent-loop.ts``. The turn structure::
       when the agent would stop, follow-up messages start more turns
     agent_end(messages this run added)
 
-How a run ends:
-
-- the assistant message ended in ``error`` or ``aborted``: its tool calls are
-  not run and get no results (the provider layer drops such messages when it
-  replays the history); ``turn_end`` then ``agent_end``.
-- ``stop_reason == "length"``: no tool call of that message runs; each gets the
-  truncation error result and the model is asked again.
-- every result of a tool batch asks to ``terminate`` (a blocking
-  ``before_tool_call`` may ask too).
-- ``should_stop_after_turn(ctx, signal)`` returns True (``ctx``: the turn's
-  message and results, the context so far and the run's new messages).
-- ``max_turns`` model requests were made. The last assistant message's tool
-  calls have run, so the transcript ends with their results and
-  ``agent_loop_continue`` (``Agent.continue_()``) resumes it.
-- the signal was aborted: during streaming the provider ends the message as
-  ``aborted``; during tools every call still gets one result (``Operation
-  aborted`` for those that did not settle within the abort grace, see
-  ``tool_execution``) and no further model request is made. An abort that
-  lands between turns (while steering is polled, say) is seen before the
-  next request: that request is not sent and the turn gets an empty
-  ``aborted`` assistant message instead.
+How a run ends: the assistant message ended in ``error`` or ``aborted`` (its tool calls are not
+run and get no results; providers drop such messages when they replay the history); every result
+of a tool batch asks to ``terminate`` (a blocking ``before_tool_call`` may ask too);
+``should_stop_after_turn`` returns True; ``max_turns`` requests were made (the last message's tool
+calls have run, so ``agent_loop_continue`` / ``Agent.continue_()`` resumes); or the signal was
+aborted. An abort during streaming ends the message as ``aborted``; during tools every call still
+gets one result (``tool_execution``); between turns it is seen before the next request, which is
+not sent (the turn gets an empty ``aborted`` assistant message). A message cut off by the output
+token limit (``length``) runs none of its tool calls: each gets the truncation error, and the model
+is asked again.
 
 The assistant message joins the context once it is complete (pi inserts the
-partial one at ``start``; nothing here reads the context during a request, and
-the provider may still be reading the message list then).
+partial one at ``start``; the provider may still be reading the message list
+during the request).
 
 Cost per turn: nothing proportional to the history except what the provider
 needs to build its request. The default ``convert_to_llm`` (``DefaultLlmMessages``)
-checks only the messages added since the last request (all of them when a
-``transform_context`` is set: it may edit the list in place) and hands the
-loop's own message list to ``stream_fn`` (no copy): a stream function must
-read ``context.messages`` during the request and copy it if it keeps it.
-``prepare_next_turn`` may replace ``context.messages`` but must not edit it
-in place.
+checks only the messages added since the last request and hands the loop's own
+list to ``stream_fn`` (no copy): a stream function must read ``context.messages``
+during the request and copy it if it keeps it.
 """
 
 from __future__ import annotations
@@ -77,11 +63,10 @@ from pi_kernel.agent.types import (
     MessageUpdateEvent,
     ShouldStopAfterTurn,
     ShouldStopAfterTurnContext,
-    StreamFn,
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions, stream
+from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions, ToolResultMessage, stream
 from pi_kernel.ai.messages import clean_message
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
@@ -114,12 +99,9 @@ STREAM_ENDED_EARLY = "Stream ended without a done or error event"
 class DefaultLlmMessages:
     """The default ``convert_to_llm``: keep user, assistant and tool-result messages.
 
-    As pi's filter, but incremental: when every message is an LLM message (the
-    usual case) it returns the given list itself and, on the next turn, looks
-    only at the messages appended since. A different list, or a shorter one,
-    is checked from the start again. That relies on the list only growing at
-    its end between turns, which the loop guarantees for its own list but not
-    for one a ``transform_context`` edits in place and returns: with
+    As pi's filter, but incremental: when every message is an LLM message (the usual case) it returns
+    the given list itself and next time looks only at the messages appended since (a different or
+    shorter list is checked from the start). A ``transform_context`` may edit the list in place: with
     ``incremental=False`` every call checks the whole list.
     """
 
@@ -153,13 +135,9 @@ async def run_agent_loop(
     emit: Callable[[AgentEvent], Any],
     signal: AbortSignal | None = None,
 ) -> list[Message]:
-    """Run the loop with new prompt messages; events go to ``emit`` (awaited).
-
-    ``context`` is not changed: the loop works on a copy of its message list.
-    Without a ``signal`` the run gets one that never fires, so tools and hooks
-    always receive an ``AbortSignal``. Returns the messages this run added
-    (the prompts first).
-    """
+    """Run the loop with new prompt messages; events go to ``emit`` (awaited). Returns the messages this
+    run added, its prompts first. ``context`` is not changed (the loop works on a copy of its message
+    list). Without a ``signal`` the run gets one that never fires: tools and hooks always get one."""
     emit = _as_async_emit(emit)
     new_messages: list[Message] = list(prompts)
     current = Context(context.system_prompt, [*context.messages, *prompts], context.tools)
@@ -194,160 +172,123 @@ async def _run_turns(
     context: Context, new_messages: list[Message], config: AgentLoopConfig, signal: AbortSignal, emit: Emit
 ) -> None:
     options = dataclasses.replace(config.stream_options or StreamOptions(), signal=signal)
-    stream_fn = config.stream_fn or stream
-    # The default filter is incremental unless a ``transform_context`` may edit the list in place.
-    to_llm = config.convert_to_llm or DefaultLlmMessages(incremental=config.transform_context is None)
+    config = dataclasses.replace(
+        config,
+        # The default filter is incremental unless a ``transform_context`` may edit the list in place.
+        convert_to_llm=config.convert_to_llm or DefaultLlmMessages(incremental=config.transform_context is None),
+        stream_options=options,
+    )
+    first = config  # the run's first request alone gets ``first_tool_choice``
+    if config.first_tool_choice is not None:
+        first = dataclasses.replace(
+            config, stream_options=dataclasses.replace(options, tool_choice=config.first_tool_choice)
+        )
     requests = 0
-    first_turn = True
     pending: list[Any] = await _poll(config.get_steering_messages)
-    while True:  # one pass per batch of follow-up messages
-        has_more_tool_calls = True
-        while has_more_tool_calls or pending:
-            if not first_turn:
-                await emit(TurnStartEvent())
-            first_turn = False
-            for message in pending:
-                await emit(MessageStartEvent(message))
-                await emit(MessageEndEvent(message))
-                context.messages.append(message)
-                new_messages.append(message)
-            pending = []
-
-            if config.prepare_next_turn is not None:
-                replacement = await call_hook(config.prepare_next_turn, context)
-                if isinstance(replacement, Context):
-                    context = replacement
-            forced = requests == 0 and config.first_tool_choice is not None
-            request_options = dataclasses.replace(options, tool_choice=config.first_tool_choice) if forced else options
-            message = await _request_with_room(context, config, signal, emit, stream_fn, to_llm, request_options)
-            requests += 1
+    while True:
+        if requests:
+            await emit(TurnStartEvent())
+        for message in pending:
+            await emit(MessageStartEvent(message))
+            await emit(MessageEndEvent(message))
+            context.messages.append(message)
             new_messages.append(message)
-            if message.stop_reason in ("error", "aborted"):
-                # As in pi: the message's tool calls (perhaps half written) never run and get no
-                # result; providers leave the whole message out of the replayed history.
-                await emit(TurnEndEvent(message, []))
-                await emit(AgentEndEvent(new_messages))
-                return
-
-            tool_calls = message.tool_calls
-            tool_results = []
-            has_more_tool_calls = False
-            if tool_calls:
-                batch = await execute_tool_calls(context, message, config, signal, emit)
-                tool_results = batch.messages
-                has_more_tool_calls = not batch.terminate
-                context.messages.extend(tool_results)
-                new_messages.extend(tool_results)
-
-            await emit(TurnEndEvent(message, tool_results))
-            if (
-                signal.aborted
-                or (config.max_turns is not None and requests >= config.max_turns)
-                or await _should_stop_after_turn(
-                    config.should_stop_after_turn, message, tool_results, context, new_messages, signal
-                )
-            ):
-                await emit(AgentEndEvent(new_messages))
-                return
-            pending = await _poll(config.get_steering_messages)
-
-        follow_ups = await _poll(config.get_follow_up_messages)
-        if not follow_ups:
+        if config.prepare_next_turn is not None:
+            replacement = await call_hook(config.prepare_next_turn, context)
+            if isinstance(replacement, Context):
+                context = replacement
+        message = await _request_with_room(context, config if requests else first, signal, emit)
+        requests += 1
+        new_messages.append(message)
+        if message.stop_reason in ("error", "aborted"):
+            # As in pi: the message's tool calls (perhaps half written) never run and get no
+            # result; providers leave the whole message out of the replayed history.
+            await emit(TurnEndEvent(message, []))
             break
-        pending = follow_ups
+        tool_results: list[ToolResultMessage] = []
+        has_more_tool_calls = False
+        if message.tool_calls:
+            batch = await execute_tool_calls(context, message, config, signal, emit)
+            tool_results, has_more_tool_calls = batch.messages, not batch.terminate
+            context.messages.extend(tool_results)
+            new_messages.extend(tool_results)
+        await emit(TurnEndEvent(message, tool_results))
+        turn = ShouldStopAfterTurnContext(message, list(tool_results), context, new_messages)
+        if (
+            signal.aborted
+            or (config.max_turns is not None and requests >= config.max_turns)
+            or await _should_stop_after_turn(config.should_stop_after_turn, turn, signal)
+        ):
+            break
+        pending = await _poll(config.get_steering_messages)
+        if not has_more_tool_calls and not pending:  # the agent would stop here
+            pending = await _poll(config.get_follow_up_messages)
+            if not pending:
+                break
     await emit(AgentEndEvent(new_messages))
 
 
 async def _should_stop_after_turn(
-    hook: ShouldStopAfterTurn | None,
-    message: AssistantMessage,
-    tool_results: list[Any],
-    context: Context,
-    new_messages: list[Message],
-    signal: AbortSignal,
+    hook: ShouldStopAfterTurn | None, turn: ShouldStopAfterTurnContext, signal: AbortSignal
 ) -> bool:
     if hook is None:
         return False
-    ctx = ShouldStopAfterTurnContext(message, list(tool_results), context, new_messages)
     try:
-        inspect.signature(hook).bind(ctx, signal)
+        inspect.signature(hook).bind(turn, signal)
     except TypeError:  # the one-parameter form
-        return bool(await call_hook(hook, ctx))
+        return bool(await call_hook(hook, turn))
     except ValueError:  # no signature to read (some builtins): the documented form
         pass
-    return bool(await call_hook(hook, ctx, signal))
+    return bool(await call_hook(hook, turn, signal))
 
 
 async def _request_with_room(
-    context: Context,
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-    stream_fn: StreamFn,
-    to_llm: Callable[[list[Any]], Any],
-    options: StreamOptions,
+    context: Context, config: AgentLoopConfig, signal: AbortSignal, emit: Emit
 ) -> AssistantMessage:
-    """One model request that fits: ``before_request`` may stop it (a budget); then, with ``compaction``, the
-    history is compacted first when the request would not fit the window, and once more, with one
-    retry, when the provider answers with a context-length error. ``before_request`` is asked before every
-    request it sends: the first, a summary request, and the request after a compaction."""
+    """One model request that fits. ``before_request`` is asked before every request it sends (the first,
+    a summary request, the request after a compaction) and may stop it (a budget): the turn then ends
+    with its text as an error. With ``compaction``, the history is compacted first when the request would
+    not fit the window, and once more, with one retry, when the provider answers with a context-length error."""
 
-    async def refusal() -> str | None:
+    async def refused() -> AssistantMessage | None:
         if config.before_request is None or signal.aborted:
             return None
         stop = await call_hook(config.before_request, context)
-        return str(stop) if stop else None
+        return await _refuse_request(context, config, emit, str(stop)) if stop else None
 
-    stop = await refusal()  # first: a summary request costs too
-    if stop:
-        return await _refuse_request(context, config, emit, stop)
-    settings = config.compaction
-    if settings is not None and settings.enabled and not signal.aborted:
-        if needs_compaction(context, config.model, settings):
-            compacted = await compact_context(
-                context, config.model, settings, "threshold", emit, stream_fn, signal, options
-            )
-            stop = await refusal() if compacted is not None else None  # the summary request was paid
-            if stop:
-                return await _refuse_request(context, config, emit, stop)
-    retry = settings is not None and settings.enabled
-    message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options, retry)
+    settings = config.compaction if config.compaction is not None and config.compaction.enabled else None
+    if refusal := await refused():  # first: a summary request costs too
+        return refusal
+    if settings is not None and not signal.aborted and needs_compaction(context, config.model, settings):
+        compacted = await compact_context(context, config, "threshold", emit, signal)
+        if compacted is not None and (refusal := await refused()):  # the summary request was paid
+            return refusal
+    message = await stream_assistant_response(context, config, signal, emit, retry_on_overflow=settings is not None)
     if message is None:  # the provider said the request was too long; nothing was emitted
-        assert settings is not None
-        stop = await refusal()
-        if not stop:
-            await compact_context(context, config.model, settings, "overflow", emit, stream_fn, signal, options)
-            stop = await refusal()
-        if stop:
-            return await _refuse_request(context, config, emit, stop)
-        message = await stream_assistant_response(context, config, signal, emit, stream_fn, to_llm, options)
+        if refusal := await refused():
+            return refusal
+        await compact_context(context, config, "overflow", emit, signal)
+        if refusal := await refused():
+            return refusal
+        message = await stream_assistant_response(context, config, signal, emit)
     assert message is not None
     return message
 
 
 async def stream_assistant_response(
-    context: Context,
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-    stream_fn: StreamFn,
-    to_llm: Callable[[list[Any]], Any],
-    options: StreamOptions,
-    retry_on_overflow: bool = False,
+    context: Context, config: AgentLoopConfig, signal: AbortSignal, emit: Emit, retry_on_overflow: bool = False
 ) -> AssistantMessage | None:
-    """One model request; streams ``message_*`` events and appends the final message to the context.
-
-    With ``retry_on_overflow``, a context-length error that arrives before the message started returns
-    ``None`` with nothing emitted or appended (the caller compacts and asks again).
-    """
+    """One model request; streams ``message_*`` events and appends the final message to the context. With
+    ``retry_on_overflow``, a context-length error before the message started returns ``None``, nothing
+    emitted or appended (the caller compacts and asks again)."""
     if signal.aborted:
         return await _refuse_request(context, config, emit, OPERATION_ABORTED, aborted=True)
     messages: list[Any] = context.messages
     if config.transform_context is not None:
         messages = await call_hook(config.transform_context, messages, signal)
-    llm_messages = await call_hook(to_llm, messages)
-    request = Context(context.system_prompt, llm_messages, context.tools)
-    response = await call_hook(stream_fn, config.model, request, options)
+    to_llm = config.convert_to_llm or DefaultLlmMessages(incremental=False)  # ``_run_turns`` sets its own
+    request = Context(context.system_prompt, await call_hook(to_llm, messages), context.tools)
+    response = await call_hook(config.stream_fn or stream, config.model, request, config.stream_options)
 
     final: AssistantMessage | None = None
     started = False
@@ -402,10 +343,7 @@ class AgentEventStream:
         self._messages: list[Message] | None = None
         self._started = False
 
-    def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncGenerator[AgentEvent, None]:
+    async def __aiter__(self) -> AsyncGenerator[AgentEvent, None]:
         if self._started:
             raise RuntimeError("An agent event stream can be iterated only once")
         self._started = True
@@ -456,10 +394,7 @@ def agent_loop(
 def agent_loop_continue(
     context: Context, config: AgentLoopConfig, signal: AbortSignal | None = None
 ) -> AgentEventStream:
-    """Continue from ``context`` without a new message (retries, resumed runs).
-
-    Raises ``ValueError`` at once when the context is empty or ends with an
-    assistant message (the provider would reject such a request).
-    """
+    """Continue from ``context`` without a new message (retries, resumed runs). Raises ``ValueError`` at once
+    when the context is empty or ends with an assistant message (the provider would reject the request)."""
     check_can_continue(context)
-    return AgentEventStream(lambda emit: run_agent_loop_continue(context, config, emit, signal))
+    return AgentEventStream(lambda emit: run_agent_loop([], context, config, emit, signal))

@@ -1,85 +1,33 @@
-"""Running the tool calls of one assistant message, as pi does: the batch, each call's phases,
+"""Running the tool calls of one assistant message, as pi does: the batch, each call's three phases,
 the calls running at once, the bound on what the model gets back, and calling user code.
 
-The batch (``execute_tool_calls``). Preflight (``prepare_tool_call``) is
-always one call at a time in source order, and ``tool_execution_start`` is
-emitted for every call there; an outcome decided there gets its
-``tool_execution_end`` at once. In parallel mode every prepared call then runs
-at once (``run_prepared_tool_calls``), ``tool_execution_end`` follows
-completion order and the tool-result messages follow source order after the
-batch. In sequential mode (by config, or because a tool of the batch is marked
-``sequential``) each call runs and gets its result message before the next one
-is prepared. A message cut off by the output token limit runs none of its calls.
-Every tool call gets exactly one
-``tool_execution_end`` and one result message, whatever happens: unknown tool,
-bad arguments, a hook or the tool raising, a block, an abort (``Operation
-aborted``). The batch asks the loop to stop only when every result asks to
-``terminate``.
+The batch (``execute_tool_calls``): preflight runs one call at a time in source order and emits
+every call's ``tool_execution_start``; an outcome decided there (unknown tool, bad arguments, a
+block, an abort) gets its ``tool_execution_end`` at once. In parallel mode the prepared calls then
+run at once, their ``tool_execution_end`` in completion order and the result messages in source
+order after the batch. In sequential mode (by config, or a tool of the batch marked
+``sequential``) each call gets its result message before the next one is prepared. Every call gets
+exactly one ``tool_execution_end`` and one result message, whatever happens.
 
-Each call goes through three phases, each one small function:
+Running at once (``run_prepared_tool_calls``): each call is a task, and one coroutine emits all
+their events, so listeners never see two at once. It reads one inbox that gets, in the order they
+happened, ``on_update`` partials (a sync tool's from its worker thread, through
+``call_soon_threadsafe``, so before its completion; dropped once ``execute`` returned),
+completions and the abort. After an abort the calls still running get ``ABORT_GRACE`` seconds to
+settle on their own, as pi waits for its tools (bash returns ``Command aborted`` with the output
+so far); the others are cancelled with ``Operation aborted`` and get ``ABORT_CLEANUP_GRACE``
+seconds for their ``finally`` blocks. A sync tool's thread cannot be stopped: its late result is dropped.
 
-``prepare_tool_call``   (preflight) look the tool up, ``prepare_arguments``,
-                        validate, ``ask_before_tool_call`` (may block or edit
-                        the arguments). Returns a ``PreparedToolCall``, or the
-                        ``FinalizedToolCall`` of a call that will not run.
-``execute_prepared_tool_call``  runs ``execute`` (sync tools on a worker
-                        thread); an exception becomes an error result.
-``finalize_executed_tool_call`` ``after_tool_call`` patches the result.
+The result message (``create_tool_result_message``) is where every tool's result enters the
+transcript: keys are masked there, and text and images are bounded for every tool (a user tool may
+return a 20 MB string, which sent whole fails the request and every later one). Only the message is
+cut: the ``tool_execution_end`` event keeps the whole result for the notebook (``_pi_results``).
 
-Running at once: one coroutine, ``run_prepared_tool_calls``, emits every event
-of the running calls, so listeners never see two events at once. Each call
-runs as an asyncio task (execute, then ``after_tool_call``); everything the
-calls report reaches that coroutine through one inbox queue, in the order it
-happened:
-
-- ``on_update(partial)`` → a ``tool_execution_update`` event. Sync tools call
-  it from their worker thread, so it is handed over with
-  ``call_soon_threadsafe``. As in pi, updates stop counting once ``execute``
-  has returned (or raised): later calls, from ``after_tool_call`` or a thread
-  the tool left behind, are dropped.
-- a task finishing → its ``tool_execution_end`` (completion order). A sync
-  tool's updates are queued before its completion (both travel through the
-  loop's FIFO of thread-safe callbacks), so they always come first.
-- the abort signal (from any thread) → the calls still running get up to
-  ``ABORT_GRACE`` seconds to honour it and settle on their own, as pi waits
-  for its tools: what a call returns or raises then is its result (a tool
-  that sees ``signal.aborted`` and returns partial output, bash's own
-  ``Command aborted`` with the output so far). Calls still running after the
-  grace are cancelled and get ``Operation aborted``, in source order; the
-  cancelled async tools then get up to ``ABORT_CLEANUP_GRACE`` seconds to run
-  their ``finally`` blocks. A sync tool's thread cannot be stopped: it runs on,
-  and whatever it returns after that is dropped.
-
-The result message (``create_tool_result_message``) is where every tool's
-result enters the transcript: key values are masked there, and its text is
-bounded for every tool (built-in, user ``@tool``, any ``AgentTool``). The
-built-in tools cut their own output (pi's ``truncate`` limits, with a path to
-the full output); a user tool may return anything, and a 20 MB string sent
-whole fails the request and every later one. So the text of each tool result
-message is cut to ``max_chars`` characters, keeping the start, with a note
-that says how much was left out and how to ask for less. Only the message is
-cut: the ``tool_execution_end`` event still carries the whole result, so the
-notebook (the turn's output, ``_pi_results`` in a kernel) keeps the full value.
-Images: each is bounded where it is made (``read``, ``python``, a ``@tool``
-returning a picture), and a result keeps at most ``MAX_RESULT_IMAGES`` of
-them, ``MAX_RESULT_IMAGE_BYTES`` of base64 in all; the others are left out
-with a note.
-
-Calling user code: tools and hooks may be sync or async. A hook is called on
-the loop thread and its result awaited when it is awaitable (``call_hook``); a
-wait on one can be raced against the abort signal (``await_unless_aborted``).
-A tool whose ``execute`` is not an async function runs on a worker thread
-(``run_in_worker``), so the event loop stays responsive. Why not
-``asyncio.to_thread``: the loop's default executor has ``min(32, cpus + 4)``
-workers (6 on a 2-core machine), so eight sync tools of one batch would not
-all run at once. And why not a ``ThreadPoolExecutor``: its threads are joined
-at interpreter exit, so a sync tool left running after an abort would keep a
-kernel from shutting down. These workers are daemon threads; they start on
-demand, up to ``max_workers``, and then wait for more work. A call whose
-awaiting task gave up on it (an abort cancelled it) while it still runs (a
-sync tool hung in a C call) no longer counts: its thread leaves the pool and
-ends when the call returns, and a new worker takes its place, so hung tools
-never starve the calls after them.
+Sync tools run on ``WorkerPool`` daemon threads, not ``asyncio.to_thread``: the default executor has
+``min(32, cpus + 4)`` workers (eight sync calls of one batch would queue) and its threads are joined
+at exit, so a tool left running after an abort would keep a kernel from shutting down. A worker
+whose call was given up on leaves the pool and a new one takes its place, so hung tools never
+starve later calls.
 """
 
 from __future__ import annotations
@@ -87,12 +35,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from queue import SimpleQueue
 from typing import Any, cast
 
@@ -145,9 +92,6 @@ def tool_not_found_text(tool_name: str, tools: Sequence[Tool] | None) -> str:
     return f"Tool {tool_name} not found. " + (f"Available tools: {names}" if names else "No tools are available.")
 
 
-# ---------------------------------------------------------------- outcomes
-
-
 @dataclass(slots=True)
 class PreparedToolCall:
     """Preflight passed: the call will run with ``args``."""
@@ -168,15 +112,15 @@ class FinalizedToolCall:
     is_error: bool
 
 
-# ---------------------------------------------------------------- the batch
-
-
 @dataclass(slots=True)
 class ToolBatchResult:
     messages: list[ToolResultMessage]
     """One result message per tool call, in source order."""
     terminate: bool
     """Every result of the batch asked to stop."""
+
+
+# ---------------------------------------------------------------- the batch
 
 
 async def execute_tool_calls(
@@ -186,63 +130,50 @@ async def execute_tool_calls(
     signal: AbortSignal,
     emit: Emit,
 ) -> ToolBatchResult:
-    """Preflight each call in source order, run them (one at a time when sequential), and emit their
-    result messages in source order (each right after its call when sequential).
+    """Preflight each call in source order, run them, and emit their result messages in source order.
 
-    A message cut off by the output token limit (``length``) runs none of its calls: no lookup, no
-    validation, no hooks (a truncated call's arguments can parse and validate and still be incomplete);
-    each gets the truncation error.
+    A message cut off by the output token limit (``length``) runs none of its calls, one after the
+    other: no lookup, no validation, no hooks (a truncated call's arguments can parse and validate
+    and still be incomplete); each gets the truncation error.
     """
     tool_calls = assistant_message.tool_calls
-    sequential = config.tool_execution == "sequential" or any(
-        getattr(find_tool(context.tools, call.name), "execution_mode", None) == "sequential" for call in tool_calls
+    truncated = assistant_message.stop_reason == "length"
+    sequential = (
+        truncated
+        or config.tool_execution == "sequential"
+        or any(getattr(find_tool(context.tools, c.name), "execution_mode", None) == "sequential" for c in tool_calls)
     )
+
+    async def preflight(tool_call: ToolCall) -> PreparedToolCall | FinalizedToolCall:
+        await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
+        outcome: PreparedToolCall | FinalizedToolCall
+        if truncated:
+            outcome = failed_call(tool_call, truncated_call_text(tool_call.name))
+        elif signal.aborted:
+            outcome = failed_call(tool_call)
+        else:
+            outcome = await prepare_tool_call(context, assistant_message, tool_call, config, signal)
+        if isinstance(outcome, FinalizedToolCall):
+            await emit_tool_execution_end(outcome, emit)
+        return outcome
+
+    async def run(outcomes: list[PreparedToolCall | FinalizedToolCall]) -> list[FinalizedToolCall]:
+        prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
+        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
+        return [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
+
     limit = config.max_tool_result_chars
     finalized: list[FinalizedToolCall] = []
     messages: list[ToolResultMessage] = []
-    if assistant_message.stop_reason == "length":
+    if sequential:
         for tool_call in tool_calls:
-            await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
-            finalized.append(failed_call(tool_call, truncated_call_text(tool_call.name)))
-            await emit_tool_execution_end(finalized[-1], emit)
+            finalized += await run([await preflight(tool_call)])
             messages.append(await emit_tool_result_message(finalized[-1], limit, emit))
-    elif sequential:
-        for tool_call in tool_calls:
-            outcome = await _preflight(context, assistant_message, tool_call, config, signal, emit)
-            if isinstance(outcome, PreparedToolCall):
-                [outcome] = await run_prepared_tool_calls([outcome], context, assistant_message, config, signal, emit)
-            finalized.append(outcome)
-            messages.append(await emit_tool_result_message(outcome, limit, emit))
     else:
-        outcomes = [await _preflight(context, assistant_message, call, config, signal, emit) for call in tool_calls]
-        prepared = [item for item in outcomes if isinstance(item, PreparedToolCall)]
-        ran = iter(await run_prepared_tool_calls(prepared, context, assistant_message, config, signal, emit))
-        finalized = [next(ran) if isinstance(item, PreparedToolCall) else item for item in outcomes]
+        finalized = await run([await preflight(tool_call) for tool_call in tool_calls])
         messages = [await emit_tool_result_message(item, limit, emit) for item in finalized]
     terminate = bool(finalized) and all(item.result.terminate is True for item in finalized)
     return ToolBatchResult(messages, terminate)
-
-
-async def _preflight(
-    context: Context,
-    assistant_message: AssistantMessage,
-    tool_call: ToolCall,
-    config: AgentLoopConfig,
-    signal: AbortSignal,
-    emit: Emit,
-) -> PreparedToolCall | FinalizedToolCall:
-    """Emit the call's start, prepare it; an outcome decided here gets its end at once."""
-    await emit(ToolExecutionStartEvent(tool_call.id, tool_call.name, tool_call.arguments))
-    if signal.aborted:
-        outcome: PreparedToolCall | FinalizedToolCall = failed_call(tool_call)
-    else:
-        outcome = await prepare_tool_call(context, assistant_message, tool_call, config, signal)
-    if isinstance(outcome, FinalizedToolCall):
-        await emit_tool_execution_end(outcome, emit)
-    return outcome
-
-
-# ---------------------------------------------------------------- helpers
 
 
 def error_text(error: BaseException) -> str:
@@ -331,9 +262,7 @@ async def ask_before_tool_call(
     signal: AbortSignal,
 ) -> PreparedToolCall | FinalizedToolCall:
     """``before_tool_call`` decides: run as is, block (maybe asking to terminate), or run edited arguments.
-
-    An async hook (an approval waiting for a person) is raced against the abort signal.
-    """
+    An async hook (an approval waiting for a person) is raced against the abort signal."""
     hook = config.before_tool_call
     if hook is None:
         return prepared
@@ -364,14 +293,10 @@ async def ask_before_tool_call(
 async def execute_prepared_tool_call(
     prepared: PreparedToolCall, signal: AbortSignal, on_update: ToolUpdateCallback
 ) -> FinalizedToolCall:
-    """Phase 2: what ``execute`` returned, or what it raised as an error result. Async tools run on the
-    loop, sync ones on a worker thread; an awaitable a sync one returns (a wrapper around a coroutine) is
-    awaited back on the loop.
-
-    ``SystemExit`` / ``KeyboardInterrupt`` are results too (``as_tool_error``).
-    ``CancelledError`` is not caught: the call's task is being
-    cancelled (an abort's grace ran out, the run itself was cancelled), or the
-    tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
+    """Phase 2: what ``execute`` returned, or what it raised (``SystemExit`` and ``KeyboardInterrupt``
+    too) as an error result. Async tools run on the loop, sync ones on a worker thread; an awaitable a
+    sync one returns is awaited on the loop. ``CancelledError`` is not caught: the call's task is being
+    cancelled, or the tool called ``signal.throw_if_aborted()``; either way it ends as aborted.
     """
     try:
         execute, call_args = prepared.tool.execute, (prepared.tool_call.id, prepared.args, signal, on_update)
@@ -396,26 +321,21 @@ async def finalize_executed_tool_call(
     config: AgentLoopConfig,
     signal: AbortSignal,
 ) -> FinalizedToolCall:
+    if config.after_tool_call is None:
+        return executed
     result, is_error = executed.result, executed.is_error
-    if config.after_tool_call is not None:
-        hook_context = AfterToolCallContext(
-            assistant_message, prepared.tool_call, prepared.args, result, is_error, context
-        )
-        try:
-            patch = await call_hook(config.after_tool_call, hook_context, signal)
-        except Exception as error:  # noqa: BLE001 - a failing hook is a result the model reads
-            return failed_call(prepared.tool_call, error_text(error))
-        if patch is not None:
-            # Field by field: None keeps, a given value replaces the field whole.
-            result = dataclasses.replace(
-                result,
-                content=result.content if patch.content is None else patch.content,
-                details=result.details if patch.details is None else patch.details,
-                usage=result.usage if patch.usage is None else patch.usage,
-                terminate=result.terminate if patch.terminate is None else patch.terminate,
-            )
-            is_error = is_error if patch.is_error is None else patch.is_error
-    return FinalizedToolCall(prepared.tool_call, result, is_error)
+    hook_context = AfterToolCallContext(assistant_message, prepared.tool_call, prepared.args, result, is_error, context)
+    try:
+        patch = await call_hook(config.after_tool_call, hook_context, signal)
+    except Exception as error:  # noqa: BLE001 - a failing hook is a result the model reads
+        return failed_call(prepared.tool_call, error_text(error))
+    if patch is None:
+        return executed
+    # Field by field: a value that is not None replaces the field whole.
+    fields = ("content", "details", "usage", "terminate")
+    given = {name: value for name in fields if (value := getattr(patch, name)) is not None}
+    is_error = is_error if patch.is_error is None else patch.is_error
+    return FinalizedToolCall(prepared.tool_call, dataclasses.replace(result, **given), is_error)
 
 
 # ---------------------------------------------------------------- running at once
@@ -443,133 +363,46 @@ def _post(loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[InboxItem], item
         pass
 
 
-def _report_done(inbox: asyncio.Queue[InboxItem], index: int, task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # mark it retrieved: a task cancelled by an abort may still fail later
-    inbox.put_nowait((_DONE, index, None))
-
-
+@dataclass(eq=False)
 class _RunningCall:
-    """One prepared call while it runs: its task, whether ``execute`` is still
-    running, and whether its end was emitted."""
+    """One prepared call while it runs."""
 
-    __slots__ = ("executing", "finished", "inbox", "index", "loop", "loop_thread", "prepared", "task")
-
-    def __init__(self, index: int, prepared: PreparedToolCall, inbox: asyncio.Queue[InboxItem]) -> None:
-        self.index = index
-        self.prepared = prepared
-        self.inbox = inbox
-        self.loop = asyncio.get_running_loop()
-        self.loop_thread = threading.get_ident()
-        self.executing = True
-        self.finished = False
-        self.task: asyncio.Task[FinalizedToolCall] | None = None
+    index: int
+    prepared: PreparedToolCall
+    inbox: asyncio.Queue[InboxItem]
+    loop: asyncio.AbstractEventLoop
+    executing: bool = True
+    """Until ``execute`` returned: later updates are dropped."""
+    finished: bool = False
+    """Its ``tool_execution_end`` was emitted."""
+    task: asyncio.Task[FinalizedToolCall] = field(init=False)
 
     async def run(
         self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
     ) -> FinalizedToolCall:
         """Phases 2 and 3: ``execute``, then ``after_tool_call`` (the call's task)."""
         executed = await execute_prepared_tool_call(self.prepared, signal, self.on_update)
-        # A sync tool's updates were posted before its result (one FIFO of
-        # thread-safe callbacks), so they are in the inbox already.
-        self.executing = False
+        self.executing = False  # its updates were posted before this point: they are in the inbox first
         return await finalize_executed_tool_call(context, assistant_message, self.prepared, executed, config, signal)
 
     def on_update(self, partial_result: AgentToolResult) -> None:
         """The ``on_update`` the tool receives; callable from any thread."""
-        if not self.executing or self.finished:
-            return
-        item = (_UPDATE, self.index, partial_result)
-        if threading.get_ident() == self.loop_thread:
-            self.inbox.put_nowait(item)
-        else:
-            _post(self.loop, self.inbox, item)
+        if self.executing and not self.finished:
+            _post(self.loop, self.inbox, (_UPDATE, self.index, partial_result))
+
+    def report_done(self, task: asyncio.Task[FinalizedToolCall]) -> None:
+        if not task.cancelled():
+            task.exception()  # mark it retrieved: a task cancelled by an abort may still fail later
+        self.inbox.put_nowait((_DONE, self.index, None))
 
     def outcome(self) -> FinalizedToolCall:
         """The finished task's result (a cancelled task counts as aborted)."""
-        assert self.task is not None
         if self.task.cancelled():
             return failed_call(self.prepared.tool_call)
         error = self.task.exception()
-        if error is not None:  # run() catches everything; this is a safety net
+        if error is not None:  # run() catches what tools and hooks raise; this is a safety net
             return failed_call(self.prepared.tool_call, error_text(error))
         return self.task.result()
-
-
-class _Batch:
-    """The running calls of one batch, the inbox they report to, and their outcomes."""
-
-    def __init__(self, prepared_calls: Sequence[PreparedToolCall], emit: Emit) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
-        self.emit = emit
-        self.calls = [_RunningCall(index, prepared, self.inbox) for index, prepared in enumerate(prepared_calls)]
-        self.outcomes: dict[int, FinalizedToolCall] = {}
-        """By call index; every call has one once the batch is settled (``cancel_unsettled``)."""
-        self.remaining = len(self.calls)
-
-    def start(
-        self, context: Context, assistant_message: AssistantMessage, config: AgentLoopConfig, signal: AbortSignal
-    ) -> None:
-        for call in self.calls:
-            call.task = self.loop.create_task(call.run(context, assistant_message, config, signal))
-            call.task.add_done_callback(functools.partial(_report_done, self.inbox, call.index))
-
-    async def drain(self, until: int) -> None:
-        """Handle reports until every call has ended or an item of kind ``until`` arrives."""
-        while self.remaining:
-            kind, index, payload = await self.inbox.get()
-            if kind == until:
-                return
-            if kind not in (_UPDATE, _DONE):
-                continue  # a second abort, a stale timer
-            call = self.calls[index]
-            if call.finished:
-                continue
-            if kind == _UPDATE:
-                tool_call = call.prepared.tool_call
-                await self.emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
-            else:
-                await self._end(call, call.outcome())
-
-    async def _end(self, call: _RunningCall, finalized: FinalizedToolCall) -> None:
-        call.finished = True  # from here on its updates are dropped
-        self.remaining -= 1
-        self.outcomes[call.index] = finalized
-        await emit_tool_execution_end(finalized, self.emit)
-
-    async def settle(self, grace: float) -> None:
-        """After an abort: the running calls may still end on their own, for ``grace`` seconds.
-
-        The deadline arrives as an inbox item (not a timeout around ``get``), so
-        no report can be lost to it.
-        """
-        if not self.remaining:
-            return
-        timer = self.loop.call_later(grace, self.inbox.put_nowait, (_GRACE_OVER, -1, None))
-        try:
-            await self.drain(until=_GRACE_OVER)
-        finally:
-            timer.cancel()
-
-    async def cancel_unsettled(self, cleanup: float) -> None:
-        """Cancel the calls that ignored the abort; each gets ``Operation aborted``, in source order."""
-        unsettled = [call for call in self.calls if not call.finished]
-        for call in unsettled:
-            assert call.task is not None
-            call.task.cancel()
-            await self._end(call, failed_call(call.prepared.tool_call))
-        if unsettled:
-            # Let cancelled async tools run their cleanup before the run goes on,
-            # but never wait long for one that ignores the cancellation.
-            await asyncio.wait([call.task for call in unsettled if call.task], timeout=cleanup)
-
-    def close(self) -> None:
-        """However the run ends (even cancelled): no late update counts, no task runs on."""
-        for call in self.calls:
-            call.finished = True
-            if call.task is not None and not call.task.done():
-                call.task.cancel()
 
 
 async def run_prepared_tool_calls(
@@ -580,27 +413,63 @@ async def run_prepared_tool_calls(
     signal: AbortSignal,
     emit: Emit,
 ) -> list[FinalizedToolCall]:
-    """Run every call at once; returns their outcomes in the given order.
-
-    Emits ``tool_execution_update`` and ``tool_execution_end`` events for them.
-    """
-    if signal.aborted:
+    """Run every call at once, emitting their ``tool_execution_update`` and ``_end`` events; returns their
+    outcomes in the given order."""
+    if signal.aborted or not prepared_calls:
         skipped = [failed_call(prepared.tool_call) for prepared in prepared_calls]
         for finalized in skipped:
             await emit_tool_execution_end(finalized, emit)
         return skipped
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
+    calls = [_RunningCall(index, prepared, inbox, loop) for index, prepared in enumerate(prepared_calls)]
+    outcomes: dict[int, FinalizedToolCall] = {}
 
-    batch = _Batch(prepared_calls, emit)
-    batch.start(context, assistant_message, config, signal)
-    remove_abort_listener = signal.add_listener(lambda _reason: _post(batch.loop, batch.inbox, (_ABORT, -1, None)))
+    async def end(call: _RunningCall, finalized: FinalizedToolCall) -> None:
+        call.finished = True  # from here on its updates are dropped
+        outcomes[call.index] = finalized
+        await emit_tool_execution_end(finalized, emit)
+
+    async def drain(until: int) -> None:
+        """Handle reports until every call has ended or an item of kind ``until`` arrives."""
+        while len(outcomes) < len(calls):
+            kind, index, payload = await inbox.get()
+            if kind == until:
+                return
+            if kind not in (_UPDATE, _DONE) or calls[index].finished:
+                continue  # a second abort, a stale timer, a late report
+            call = calls[index]
+            if kind == _DONE:
+                await end(call, call.outcome())
+            else:
+                tool_call = call.prepared.tool_call
+                await emit(ToolExecutionUpdateEvent(tool_call.id, tool_call.name, tool_call.arguments, payload))
+
+    for call in calls:
+        call.task = loop.create_task(call.run(context, assistant_message, config, signal))
+        call.task.add_done_callback(call.report_done)
+    remove_abort_listener = signal.add_listener(lambda _reason: _post(loop, inbox, (_ABORT, -1, None)))
     try:
-        await batch.drain(until=_ABORT)
-        await batch.settle(ABORT_GRACE)  # nothing left to settle unless the abort came
-        await batch.cancel_unsettled(ABORT_CLEANUP_GRACE)
+        await drain(until=_ABORT)
+        if len(outcomes) < len(calls):  # the abort came: the calls still running may settle on their own
+            # The deadline arrives as an inbox item (not a timeout around ``get``): no report is lost to it.
+            timer = loop.call_later(ABORT_GRACE, inbox.put_nowait, (_GRACE_OVER, -1, None))
+            try:
+                await drain(until=_GRACE_OVER)
+            finally:
+                timer.cancel()
+        unsettled = [call for call in calls if not call.finished]
+        for call in unsettled:  # they ignored the abort
+            call.task.cancel()
+            await end(call, failed_call(call.prepared.tool_call))
+        if unsettled:  # their cleanup may run, but never for long
+            await asyncio.wait([call.task for call in unsettled], timeout=ABORT_CLEANUP_GRACE)
     finally:
         remove_abort_listener()
-        batch.close()
-    return [batch.outcomes[call.index] for call in batch.calls]
+        for call in calls:  # however the run ends (even cancelled): no late update counts, no task runs on
+            call.finished = True
+            call.task.cancel()
+    return [outcomes[index] for index in range(len(calls))]
 
 
 # ---------------------------------------------------------------- the result message
@@ -609,15 +478,6 @@ MAX_RESULT_IMAGES = 8
 """Most images one tool result gives the model."""
 MAX_RESULT_IMAGE_BYTES = int(4.5 * 1024 * 1024)
 """Most base64 of images one tool result gives the model (one image at the size ``read`` allows)."""
-
-
-def image_note(left_out: int) -> str:
-    plural = "image" if left_out == 1 else "images"
-    return (
-        f"[{left_out} {plural} left out: a tool result gives the model at most {MAX_RESULT_IMAGES} images, "
-        f"{MAX_RESULT_IMAGE_BYTES / (1024 * 1024):.1f} MB of base64 in all. The user sees them all. To see others, "
-        "call the tool again asking for fewer or smaller images.]"
-    )
 
 
 def bound_images(content: list[TextContent | ImageContent]) -> list[TextContent | ImageContent]:
@@ -635,12 +495,17 @@ def bound_images(content: list[TextContent | ImageContent]) -> list[TextContent 
         kept.append(block)
     if not left_out:
         return content
-    return [TextContent(image_note(left_out)), *kept]
+    note = (
+        f"[{left_out} {'image' if left_out == 1 else 'images'} left out: a tool result gives the model at most "
+        f"{MAX_RESULT_IMAGES} images, {MAX_RESULT_IMAGE_BYTES / (1024 * 1024):.1f} MB of base64 in all. The user "
+        "sees them all. To see others, call the tool again asking for fewer or smaller images.]"
+    )
+    return [TextContent(note), *kept]
 
 
 def bound_content(content: list[TextContent | ImageContent], max_chars: int | None) -> list[TextContent | ImageContent]:
-    """``content`` with its text cut to ``max_chars`` characters in all, with a note, and its images
-    bounded (``bound_images``); the same list when nothing changed."""
+    """``content`` with its text cut to ``max_chars`` characters in all, with a note after the last text
+    kept, and its images bounded (``bound_images``); the same list when nothing changed."""
     if max_chars is None or max_chars <= 0:
         return content
     content = bound_images(content)
@@ -649,15 +514,15 @@ def bound_content(content: list[TextContent | ImageContent], max_chars: int | No
         return content
     room = max_chars
     bounded: list[TextContent | ImageContent] = []
+    last_text = 0  # set by the first text block at the latest: it is always kept (``room`` starts above 0)
     for block in content:
-        if not isinstance(block, TextContent):
-            bounded.append(block)
-            continue
-        if room <= 0:
-            continue
-        text = block.text[:room]
-        room -= len(text)
-        bounded.append(TextContent(text))
+        if isinstance(block, TextContent):
+            if room <= 0:
+                continue
+            block = TextContent(block.text[:room])
+            room -= len(block.text)
+            last_text = len(bounded)
+        bounded.append(block)
     kept = max_chars - room
     note = (
         f"\n\n[Tool result cut: showing the first {kept:,} of {total:,} characters "
@@ -665,13 +530,7 @@ def bound_content(content: list[TextContent | ImageContent], max_chars: int | No
         "To see other parts, call the tool again asking for less: a filter, a range or slice, "
         "fewer rows, or a summary.]"
     )
-    last_text = next((i for i in range(len(bounded) - 1, -1, -1) if isinstance(bounded[i], TextContent)), None)
-    if last_text is None:
-        bounded.append(TextContent(note.lstrip()))
-    else:
-        block = bounded[last_text]
-        assert isinstance(block, TextContent)
-        bounded[last_text] = TextContent(block.text + note)
+    bounded[last_text] = TextContent(cast(TextContent, bounded[last_text]).text + note)
     return bounded
 
 
@@ -702,9 +561,10 @@ TOOL_WORKERS = 32
 
 
 class WorkerPool:
-    def __init__(self, max_workers: int = TOOL_WORKERS, name: str = "pi-tool") -> None:
+    """Daemon worker threads, started on demand up to ``max_workers``, waiting for more work after."""
+
+    def __init__(self, max_workers: int = TOOL_WORKERS) -> None:
         self.max_workers = max_workers
-        self._name = name
         self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
@@ -739,7 +599,7 @@ class WorkerPool:
                 return
             self._threads += 1
             number = self._threads
-        threading.Thread(target=self._serve, name=f"{self._name}-{number}", daemon=True).start()
+        threading.Thread(target=self._serve, name=f"pi-tool-{number}", daemon=True).start()
 
     def _serve(self) -> None:
         while True:
@@ -764,13 +624,10 @@ class WorkerPool:
 def as_tool_error(error: BaseException) -> Exception:
     """A tool's exception as one the loop can turn into a result.
 
-    ``SystemExit`` / ``KeyboardInterrupt`` raised by a tool (sync or async)
-    must not reach the event loop as such: asyncio re-raises them from the
-    loop, which would stop it (the kernel). They become a ``RuntimeError``
-    named after them (``SystemExit: 3``). A sync tool's
-    ``signal.throw_if_aborted()`` (``CancelledError``) becomes a plain error
-    with its message (``Operation aborted``): in a worker thread it cancels
-    nothing.
+    ``SystemExit`` / ``KeyboardInterrupt`` must not reach the event loop, which would re-raise them
+    and stop (the kernel): they become a ``RuntimeError`` named after them (``SystemExit: 3``). A sync
+    tool's ``signal.throw_if_aborted()`` becomes a plain error with its message: in a worker thread
+    it cancels nothing.
     """
     if isinstance(error, Exception):
         return error
@@ -783,12 +640,8 @@ _pool = WorkerPool()
 
 
 async def run_in_worker(fn: Callable[..., Any], *args: Any) -> Any:
-    """``await fn(*args)`` run on a tool worker thread, with the caller's contextvars.
-
-    The event loop stays free while it runs. Cancelling the awaiting task stops
-    the wait at once; the thread itself runs on until ``fn`` returns (Python
-    cannot stop a thread), and its result is then dropped.
-    """
+    """``await fn(*args)`` run on a tool worker thread, with the caller's contextvars. Cancelling the
+    awaiting task stops the wait at once; the thread runs on until ``fn`` returns, its result dropped."""
     context = contextvars.copy_context()
     pool = _pool
     future = pool.submit(lambda: context.run(fn, *args))
@@ -813,31 +666,16 @@ async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
 
 
 async def await_unless_aborted(awaitable: Awaitable[Any], signal: AbortSignal) -> tuple[bool, Any]:
-    """Await ``awaitable`` unless ``signal`` fires first: ``(aborted, value)``.
-
-    On abort the awaitable is cancelled and not waited for, so a hook that
-    swallows the cancellation cannot hold the loop (an approval prompt that
-    nobody answers ends at once on abort).
-    """
+    """Await ``awaitable`` unless ``signal`` fires first: ``(aborted, value)``. On abort it is cancelled and
+    not waited for, so a hook that swallows the cancellation (an unanswered approval) cannot hold the loop."""
     task = asyncio.ensure_future(awaitable)
     if signal.aborted:
         task.cancel()
         return True, None
-    loop = asyncio.get_running_loop()
-    abort_seen: asyncio.Future[None] = loop.create_future()
-
-    def settle() -> None:
-        if not abort_seen.done():
-            abort_seen.set_result(None)
-
-    def on_abort(_reason: Any) -> None:
-        loop.call_soon_threadsafe(settle)
-
-    remove = signal.add_listener(on_abort)
+    abort_seen = asyncio.ensure_future(signal.wait())
     try:
         await asyncio.wait((task, abort_seen), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        remove()
         abort_seen.cancel()
         if not task.done():
             task.cancel()

@@ -2,23 +2,9 @@
 configuration, the event union, and the agent's state with the reducer that keeps it in step.
 
 Each hook's contract is written beside its type, as pi does. Hooks and tools
-may be sync or async; a sync tool runs in a worker thread.
-
-Events are a tagged union on ``type``, as pi emits them. Order within one run::
-
-    agent_start
-      turn_start
-        message_start/end            (each prompt, steering or follow-up message)
-        message_start, message_update*, message_end   (the assistant's answer)
-        tool_execution_start*        (every call, in source order, at preflight)
-        tool_execution_update*
-        tool_execution_end*          (in completion order)
-        message_start/end*           (tool results, in source order)
-      turn_end
-      ...
-    agent_end
-
-``compaction`` comes before a model request whose history was summarised (see ``compaction``).
+may be sync or async; a sync tool runs in a worker thread. Events are a tagged
+union on ``type``, as pi emits them, in the order ``loop``'s docstring draws
+(the tool events' order: ``tool_execution``'s).
 """
 
 from __future__ import annotations
@@ -86,14 +72,6 @@ ToolUpdateCallback = Callable[[AgentToolResult], None]
 ``tool_execution_update`` event. Calls after the tool finished are ignored."""
 
 
-class _NotGiven:
-    def __repr__(self) -> str:
-        return "<execute not given>"
-
-
-_NOT_GIVEN: Any = _NotGiven()
-
-
 @dataclass(eq=False)
 class AgentTool(Tool):
     """A ``Tool`` that can run.
@@ -111,15 +89,15 @@ class AgentTool(Tool):
     before validation. Returning ``None`` (or the same object) keeps them."""
     execution_mode: ToolExecutionMode = "parallel"
     """``sequential``: a batch holding this tool runs one call at a time."""
-    execute: Any = _NOT_GIVEN
+    execute: Any = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.label:
             self.label = self.name
-        if self.execute is _NOT_GIVEN:
+        if self.execute is None:
             del self.execute  # let a subclass's ``execute`` method show through
-            if type(self).execute is _NOT_GIVEN:
+            if type(self).execute is None:
                 raise TypeError(f'AgentTool "{self.name}" needs an execute function')
 
 
@@ -145,11 +123,9 @@ class BeforeToolCallResult:
     block: bool = False
     reason: str | None = None
     terminate: bool = False
-    """With ``block=True`` only (as in pi): the blocked call's result asks the
-    loop to stop after this batch, as a tool result's ``terminate`` does.
-    Without a block it is ignored: the call runs and its own result (and
-    ``after_tool_call``) decide; a hook that wants to stop after an approved
-    call returns ``AfterToolCallResult(terminate=True)`` from ``after_tool_call``."""
+    """With ``block=True`` only (as in pi): the blocked call's result asks the loop to stop after this
+    batch. Without a block it is ignored; to stop after an approved call, ``after_tool_call`` returns
+    ``AfterToolCallResult(terminate=True)``."""
     args: Any = None
 
 

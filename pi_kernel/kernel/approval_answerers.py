@@ -16,7 +16,7 @@ autoawait back on rather than wait out the timeout.
 The broker (``tools.approval.ApprovalBroker``) asks them in order; the first that
 can answer takes the request. ``asking`` is the running ``Turn`` (``None``: a run
 started from code). Nothing here imports the tool layer at load time (the kernel
-loads this module at start): ``pi_kernel.kernel.view_choice`` and
+loads this module at start): ``pi_kernel.kernel.text_view`` and
 ``pi_kernel.kernel.stdin_prompt`` (which pull in the tool layer) are imported
 lazily, inside the functions that use them.
 """
@@ -156,7 +156,7 @@ def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any],
     """The kernel's answerers in order: widget, comm, stdin, nobody (see the module docstring)."""
 
     def widgets(asking: Any) -> bool:
-        from pi_kernel.kernel.view_choice import widget_view_factory
+        from pi_kernel.kernel.text_view import widget_view_factory
 
         shown = asking.widgets if asking is not None else frontend.widgets
         return bool(shown) and (view_factory() is not None or widget_view_factory() is not None)

@@ -41,8 +41,8 @@ from pi_kernel.kernel.interrupt import interrupt_hook
 from pi_kernel.kernel.long_session import with_context_window
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec
 from pi_kernel.kernel.payload_gate import install_payload_gate, payload_gate
+from pi_kernel.kernel.text_view import make_turn_view
 from pi_kernel.kernel.turn import Turn
-from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import ApprovalRequest
 from pi_kernel.tools.approval_policy import SESSION_MODES

@@ -281,7 +281,7 @@ def describe_budget(session: LongSession) -> str:
 def usage(session: LongSession, words: list[str]) -> str:
     """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
     from pi_kernel.ai.messages import Usage as TokenUsage
-    from pi_kernel.widgets.footer import cache_note, context_meter
+    from pi_kernel.widgets.render import cache_note, context_meter
 
     ledger = session.agent.usage
     if not ledger.by_model:

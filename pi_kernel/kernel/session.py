@@ -88,7 +88,7 @@ class PiSession:
         """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
         self.notebook.subscribe(self._notebook_connected)
         self.view_factory: TurnViewFactory | None = None
-        """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
+        """Overrides ``text_view.make_turn_view`` (tests, other front-ends)."""
         self.turn: Turn | None = None
         """The ``%%pi`` turn running now; set and cleared under ``turn_lock`` (``set_turn``)."""
         self.turn_lock = threading.Lock()

@@ -1,21 +1,29 @@
-"""The plain-text view of a turn: a live display while it runs, the static rendering when it ends.
+"""How the kernel shows a turn: the choice of view, and the plain-text view with its bounded previews.
 
-Used where widgets do not render: terminal consoles, nbclient/papermill, a
-notebook without a widget manager. While the turn runs, one display output
-is updated in place (throttled: at most ``1 / interval`` updates a second; a
-per-token update floods the front-end, see the field notes; only a new
-approval request is drawn at once) with the recent part of the turn: the
-last ``LIVE_BLOCKS`` blocks (the assistant's text as its last
-``TEXT_TAIL_CHARS`` characters, each tool call with its status, a bounded
-preview of its arguments and a tail of its output), a line counting the
-earlier ones, and every call still waiting for approval with how to answer
-it. A redraw costs the size of what it shows (blocks keep their rendered
-rows until their ``version`` changes; previews never serialize a whole
-value), so a turn of thousands of tool calls or a streamed argument of
-megabytes costs time and iopub bytes linear in its size.
+**The choice** (``make_turn_view``): ``session.view_factory`` when set, else
+the widget view where widgets render in the front-end that sent the cell,
+else the plain-text view, the one fallback for every front-end.
+``pi_kernel.widgets.factory`` is imported lazily, inside
+``widget_view_factory``: it is optional for a front-end without widgets, and
+costs time a kernel should not spend at start.
+
+**The plain-text view** (``TextTurnView``) is used where widgets do not
+render: terminal consoles, nbclient/papermill, a notebook without a widget
+manager. While the turn runs, one display output is updated in place
+(throttled: at most ``1 / interval`` updates a second; a per-token update
+floods the front-end, see the field notes; only a new approval request is
+drawn at once) with the recent part of the turn: the last ``LIVE_BLOCKS``
+blocks (the assistant's text as its last ``TEXT_TAIL_CHARS`` characters,
+each tool call with its status, a bounded preview of its arguments and a
+tail of its output), a line counting the earlier ones, and every call still
+waiting for approval with how to answer it. A redraw costs the size of what
+it shows (blocks keep their rendered rows until their ``version`` changes;
+previews never serialize a whole value), so a turn of thousands of tool
+calls or a streamed argument of megabytes costs time and iopub bytes linear
+in its size.
 
 When the turn ends the live display is replaced by a fresh ``display_data``
-holding ``pi_kernel.widgets.static_render.render_static`` of the turn:
+holding ``pi_kernel.widgets.render.render_static`` of the turn:
 ``text/html``, ``text/markdown``, ``text/plain`` and the structured
 ``metadata["pi_kernel"]`` (no secrets), the same bundle the widget view
 leaves. It is preceded by ``clear_output(wait=True)``, so a notebook
@@ -25,19 +33,22 @@ flicker and no stale copy of the live display, while a terminal console
 first state of the live display) prints the final text. The clear also
 removes anything else the cell printed during the turn (a tool's own
 ``print``, JupyterLab's echo of a stdin answer); the final output records
-the tool results and approval decisions instead.
+the tool results and approval decisions instead. Outside a kernel (IPython
+in a terminal) nothing is shown live; the final text is printed once.
+``render_messages`` is the static transcript of ``%pi history``.
 
-Outside a kernel (IPython in a terminal) nothing is shown live; the final
-text is printed once. ``render_messages`` is the static transcript of
-``%pi history``.
+**Bounded previews** (``preview_json``): JSON (the layout of ``json.dumps``)
+of at most about ``limit + SLACK`` characters: strings are cut, containers
+stop at the budget, nesting deeper than ``PREVIEW_DEPTH`` shows as ``…`` (no
+recursion on model-controlled depth).
 
-Keys: every message is masked on its way out (``outgoing``). The turn's text,
-notices and tool results were masked as they entered the view model
-(``TurnState``'s blocks); what this view cuts itself is masked first through
-the kernel's hook (``outgoing.masked``): arguments and a value cut to a length
-(the cut may fall inside a key, leaving a piece too short to be recognised)
-and live output still arriving (``partial=True``: its end may be the
-beginning of a key, left out until it is whole).
+Keys: every message is masked on its way out (``outgoing``). The view draws
+from the view model (``TurnState``), whose text, tool arguments, live output
+and results were masked as they entered it. What this module cuts of other
+text (a transcript's arguments for ``%pi history``, a value given to
+``preview_json``) is masked first through the kernel's hook
+(``outgoing.masked``), with ``SLACK`` characters past the cut, so a key the
+cut would split is still found whole.
 """
 
 from __future__ import annotations
@@ -47,15 +58,17 @@ import json
 import logging
 import reprlib
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pi_kernel.kernel.outgoing import key_values, masked
+from pi_kernel.kernel.config import PiSettings
+from pi_kernel.kernel.frontend import FrontendTracker
+from pi_kernel.kernel.outgoing import masked
 from pi_kernel.kernel.stdin_prompt import preview_text
-from pi_kernel.kernel.text_preview import preview_json, text_tail
-from pi_kernel.kernel.views import TurnOptions, TurnOutcome, ViewHost
+from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
 from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.widgets.static_render import StaticOutput, render_static
+from pi_kernel.widgets.render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 
 if TYPE_CHECKING:
@@ -208,7 +221,6 @@ class TextTurnView:
     def render(self) -> str:
         """The live text: the recent part of the turn (see the module docstring)."""
         rows = [f"π {self.state.model or '?'}"]
-        secrets = key_values()
         blocks = self.state.blocks
         recent = blocks[-LIVE_BLOCKS:]
         if len(blocks) > len(recent):
@@ -218,21 +230,20 @@ class TextTurnView:
                 if call.status != "waiting":
                     del self._waiting[call.id]
                 elif id(call) not in shown:
-                    rows.extend(self._block_rows(call, secrets))
+                    rows.extend(self._block_rows(call))
         for block in recent:
-            rows.extend(self._block_rows(block, secrets))
+            rows.extend(self._block_rows(block))
         if not blocks:
             rows.append("…")
-        return "\n".join(rows)  # each part masked where it was made; the whole again on its way out (outgoing)
+        return "\n".join(rows)  # drawn from masked text; the whole masked again on its way out (outgoing)
 
-    def _block_rows(self, block: Block, secrets: list[str]) -> list[str]:
+    def _block_rows(self, block: Block) -> list[str]:
         """A block's rows, drawn again only when its version changed."""
         cached = self._rows.get(id(block))
         if cached is not None and cached[0] == block.version:
             return cached[1]
         version = block.version
         if isinstance(block, TextBlock):
-            # Masked as it entered the view model (``TextBlock``: what may begin a key waits there).
             text = text_tail(block.buffer.tail(TEXT_TAIL_CHARS + 1), TEXT_TAIL_CHARS)
             if not text.strip():
                 rows = []
@@ -241,18 +252,18 @@ class TextTurnView:
             else:
                 rows = [indent(tail(text, 3), "  ~ ")]
         elif isinstance(block, ToolCallBlock):
-            rows = self._render_tool(block, secrets)
+            rows = self._render_tool(block)
         else:
             rows = [f"[{block.kind}: {block.text}]"]
         self._rows[id(block)] = (version, rows)
         return rows
 
-    def _render_tool(self, block: ToolCallBlock, secrets: list[str]) -> list[str]:
+    def _render_tool(self, block: ToolCallBlock) -> list[str]:
         mark = STATUS_MARKS.get(block.status, "…")
         if block.status == "waiting":  # a person reads it to decide: whole, or its head and tail
-            arguments = short_json(plain_arguments(block.arguments), WAITING_ARGS_LIMIT)  # masks before it cuts
+            arguments = short_json(plain_arguments(block.shown_arguments()), WAITING_ARGS_LIMIT)
         else:
-            arguments = preview_json(block.arguments, ARGS_LIMIT, secrets, partial=block.status == "streaming")
+            arguments = preview_json(block.shown_arguments(), ARGS_LIMIT, ())  # masked in the view model
         rows = [f"{mark} {block.name} {arguments}"]
         if block.status == "waiting":
             if block.request is not None and block.request.warning:
@@ -265,7 +276,7 @@ class TextTurnView:
         elif block.result is not None:
             output = block.result_text()  # once per version: the rows are kept
         else:
-            output = masked(block.output[-OUTPUT_TAIL_CHARS:], secrets, partial=True)
+            output = block.output[-OUTPUT_TAIL_CHARS:]
         if output.strip():
             rows.append(indent(tail(output)))
         return rows
@@ -341,3 +352,131 @@ def render_messages(messages: list[Any]) -> str:
             mark = "✗" if message.is_error else "✓"
             rows.append(f"[tool {message.tool_name} {mark}] {tail(result_text(message), 3)}")
     return "\n".join(rows) if rows else "(no conversation yet)"  # printed, so masked on its way out (outgoing)
+
+
+# ---------------------------------------------------------------------- bounded previews
+
+SLACK = 1024
+"""Characters written past the cut, so masking sees whole any key the cut would split."""
+PREVIEW_DEPTH = 24
+
+
+def preview_json(value: Any, limit: int, secrets: Sequence[str], *, partial: bool = False) -> str:
+    """``value`` as JSON, masked, cut to ``limit`` characters (``…`` where cut).
+
+    ``partial``: the value is still being streamed (its strings may end in the first characters of a key).
+    """
+    writer = _Writer(limit + SLACK, secrets, partial)
+    writer.walk(value, 0)
+    text = masked("".join(writer.parts), secrets)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Writer:
+    def __init__(self, budget: int, secrets: Sequence[str], partial: bool) -> None:
+        self.budget = budget
+        self.secrets = secrets
+        self.partial = partial
+        self.parts: list[str] = []
+        self.used = 0
+
+    def emit(self, text: str) -> None:
+        self.parts.append(text)
+        self.used += len(text)
+
+    @property
+    def full(self) -> bool:
+        return self.used > self.budget
+
+    def walk(self, value: Any, depth: int) -> None:
+        if self.full:
+            return
+        if hasattr(value, "model_dump") and not isinstance(value, type):
+            value = dict(value)  # a validated pydantic model: its fields, shallow (nested ones walked below)
+        if isinstance(value, str):
+            text = value[: self.budget - self.used + 1]
+            if self.partial:
+                text = masked(text, self.secrets, partial=True)
+            self.emit(json.dumps(text, ensure_ascii=False))
+        elif isinstance(value, dict):
+            self._container("{", "}", value.items(), depth, keyed=True)
+        elif isinstance(value, (list, tuple)):
+            self._container("[", "]", ((None, item) for item in value), depth, keyed=False)
+        elif value is None or isinstance(value, (bool, int, float)):
+            self.emit(json.dumps(value))
+        else:
+            self.emit(json.dumps(str(value)[: self.budget - self.used + 1], ensure_ascii=False))
+
+    def _container(self, open_: str, close: str, items: Any, depth: int, *, keyed: bool) -> None:
+        if depth >= PREVIEW_DEPTH:
+            self.emit(open_ + "…" + close)
+            return
+        self.emit(open_)
+        for index, (key, item) in enumerate(items):
+            if self.full:
+                break
+            if index:
+                self.emit(", ")
+            if keyed:
+                self.emit(json.dumps(str(key)[: self.budget], ensure_ascii=False) + ": ")
+            self.walk(item, depth + 1)
+        self.emit(close)
+
+
+def text_tail(text: str, chars: int) -> str:
+    """The end of ``text`` (at most ``chars`` characters), starting at a line start when it is cut."""
+    if len(text) <= chars:
+        return text
+    cut = text[-chars:]
+    newline = cut.find("\n")
+    if 0 <= newline < len(cut) - 1:
+        cut = cut[newline + 1 :]
+    return "… (earlier text not shown live)\n" + cut
+
+
+# ---------------------------------------------------------------------- the choice of view
+
+
+class ViewChooser(ViewHost, Protocol):
+    """What the choice reads of the session (``PiSession`` has it)."""
+
+    @property
+    def view_factory(self) -> TurnViewFactory | None: ...
+
+    @property
+    def frontend(self) -> FrontendTracker: ...
+
+    @property
+    def settings(self) -> PiSettings:
+        """``save_thinking``: whether the view's saved output keeps the model's thinking."""
+
+
+def widget_view_factory() -> TurnViewFactory | None:
+    """``pi_kernel.widgets.make_widget_view`` when the widgets package provides it, else ``None``."""
+    try:
+        from pi_kernel.widgets.factory import make_widget_view
+    except ImportError:
+        return None
+    return make_widget_view
+
+
+def make_turn_view(session: ViewChooser, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
+    """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
+
+    ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).
+    A factory returns ``None`` where its view cannot work (the widgets' with no kernel request to attach
+    to, say): the text view is chosen here, the one fallback for every front-end.
+    """
+    view: TurnView | None = None
+    if session.view_factory is not None:
+        view = session.view_factory(session, prompt, options)
+    elif session.frontend.widgets if widgets is None else widgets:
+        factory = widget_view_factory()
+        if factory is not None:
+            view = factory(session, prompt, options)
+    if view is None:
+        view = TextTurnView(session, prompt, options)
+    state, settings = getattr(view, "state", None), getattr(session, "settings", None)
+    if state is not None and settings is not None and hasattr(state, "saves_thinking"):
+        state.saves_thinking = settings.save_thinking
+    return view

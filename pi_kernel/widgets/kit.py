@@ -21,7 +21,7 @@ import traitlets
 from ipywidgets.widgets.widget_button import ButtonStyle
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
 
-from pi_kernel.widgets.turn_blocks import masked
+from pi_kernel.widgets.turn_state import masked
 
 CARD_LAYOUT = {
     "border": "1px solid rgba(127,127,127,.35)",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pi_kernel.widgets.turn_blocks import MaskedStream
+from pi_kernel.widgets.turn_state import MaskedStream, appended
 
 _TOPICS = {
     "stream": b"stream.stdout",
@@ -128,7 +128,7 @@ class StreamOutput:
         """
         if text == self._source:
             return
-        added = _appended(self._source, text)
+        added = appended(self._source, text)
         if added is not None and (self._limit is None or self._shown + len(added) <= self._limit):
             self.append(added)
         else:
@@ -156,19 +156,3 @@ class StreamOutput:
         self._send(self._masked.flush())
         if self._router.active is self.widget:
             self._router.release()
-
-
-ANCHOR_CHARS = 256
-
-
-def _appended(old: str, new: str) -> str | None:
-    """What ``new`` adds after ``old``, when ``new`` is ``old`` (or a tail of it) plus more; else ``None``."""
-    if new.startswith(old):
-        return new[len(old) :]
-    anchor = old[-ANCHOR_CHARS:]
-    if len(anchor) < ANCHOR_CHARS:
-        return None
-    position = new.find(anchor)
-    if position < 0 or new.rfind(anchor) != position:
-        return None  # not found, or ambiguous (repetitive output): rewrite rather than guess
-    return new[position + len(anchor) :]

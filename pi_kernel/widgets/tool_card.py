@@ -14,8 +14,8 @@ from typing import Any
 
 from pi_kernel.tools.approval import ApprovalDecision
 from pi_kernel.widgets.approval_panel import ApprovalPanel
+from pi_kernel.widgets.render import call_html, header_html, result_html
 from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
-from pi_kernel.widgets.tool_render import call_html, header_html, result_html
 from pi_kernel.widgets.turn_state import ToolCallBlock
 
 ARGUMENTS_PREVIEW_INTERVAL = 0.2

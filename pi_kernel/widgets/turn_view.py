@@ -55,15 +55,21 @@ from typing import Any, Protocol
 
 from pi_kernel.agent.events import AgentEndEvent, AgentEvent
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
-from pi_kernel.widgets.footer import Footer
-from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.static_render import StaticOutput, render_static
+from pi_kernel.widgets.render import (
+    MUTED,
+    DefinitionLookup,
+    Footer,
+    StaticOutput,
+    badge,
+    escape,
+    markdown_html,
+    render_static,
+)
 from pi_kernel.widgets.steer_box import SteerBox
 from pi_kernel.widgets.stream_output import IopubSender, OutputRouter, StreamOutput
 from pi_kernel.widgets.throttle import Scheduler, Throttle
 from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
-from pi_kernel.widgets.tool_render import DefinitionLookup
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 from pi_kernel.widgets.undo_offer import UndoOffer
 

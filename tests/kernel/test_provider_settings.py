@@ -16,7 +16,7 @@ from pi_kernel.kernel.cell_runner import PiUsageError, parse_options, with_think
 from pi_kernel.kernel.config import PiSettings, settings_from_env
 from pi_kernel.kernel.dotenv import DOTENV_KEY_ENV, load_dotenv
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
-from pi_kernel.widgets.static_render import render_static
+from pi_kernel.widgets.render import render_static
 from pi_kernel.widgets.turn_state import TurnState
 
 ANTHROPIC_KEY = "sk-ant-api03-user-1111111111111111"

@@ -196,9 +196,10 @@ class TextTurnView:
     def finish(self, outcome: TurnOutcome) -> None:
         if self.static is not None:
             return
-        if self._scheduled is not None:
+        if self._scheduled is not None:  # the last change lands live before the final output replaces it
             self._scheduled.cancel()
             self._scheduled = None
+            self._flush()
         if outcome.status == "interrupted":
             self.state.aborted = True
         if outcome.status == "error" and not any(
@@ -322,6 +323,10 @@ class TextTurnView:
 
         text = self.render()
         if text == self._shown:
+            if self._handle is not None:
+                # Nothing to send, but the next render waits a whole interval too: the redraws of a
+                # streamed argument whose preview does not move would otherwise run at every delta.
+                self._last_flush = time.monotonic()
             return
         data = {"text/plain": text}
         if self._handle is None:

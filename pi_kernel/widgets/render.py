@@ -61,6 +61,7 @@ from pi_kernel.ai import ImageContent, TextContent, Usage
 from pi_kernel.ai.sanitize import map_strings
 from pi_kernel.tools.approval import (
     ApprovalDecision,
+    cut_middle,
     hidden_marker,
     invisible_warning,
     reveal_invisible,
@@ -603,7 +604,13 @@ def _warning_line(text: str) -> str:
 
 
 def call_text(block: ToolCallBlock, definition: Any = None) -> tuple[str, str]:
-    """``(text, language)`` of the call, for markdown and plain text (``language`` may be ``""``)."""
+    """``(text, language)`` of the call, for markdown and plain text (``language`` may be ``""``), beyond
+    ``FINAL_ARGUMENTS_CHARS`` as its head and tail around the "characters hidden" warning, as in HTML."""
+    text, language = _call_text(block, definition)
+    return cut_middle(text, FINAL_ARGUMENTS_CHARS), language
+
+
+def _call_text(block: ToolCallBlock, definition: Any) -> tuple[str, str]:
     hook = getattr(definition, "render_call", None)
     if hook is not None:
         rendered = _run_hook(hook, block.arguments)

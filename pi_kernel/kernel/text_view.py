@@ -7,48 +7,32 @@ else the plain-text view, the one fallback for every front-end.
 ``widget_view_factory``: it is optional for a front-end without widgets, and
 costs time a kernel should not spend at start.
 
-**The plain-text view** (``TextTurnView``) is used where widgets do not
-render: terminal consoles, nbclient/papermill, a notebook without a widget
-manager. While the turn runs, one display output is updated in place
-(throttled: at most ``1 / interval`` updates a second; a per-token update
-floods the front-end, see the field notes; only a new approval request is
-drawn at once) with the recent part of the turn: the last ``LIVE_BLOCKS``
-blocks (the assistant's text as its last ``TEXT_TAIL_CHARS`` characters,
-each tool call with its status, a bounded preview of its arguments and a
-tail of its output), a line counting the earlier ones, and every call still
-waiting for approval with how to answer it. A redraw costs the size of what
-it shows (blocks keep their rendered rows until their ``version`` changes;
-previews never serialize a whole value), so a turn of thousands of tool
-calls or a streamed argument of megabytes costs time and iopub bytes linear
-in its size.
-
-When the turn ends the live display is replaced by a fresh ``display_data``
-holding ``pi_kernel.widgets.render.render_static`` of the turn:
-``text/html``, ``text/markdown``, ``text/plain`` and the structured
-``metadata["pi_kernel"]`` (no secrets), the same bundle the widget view
-leaves. It is preceded by ``clear_output(wait=True)``, so a notebook
-front-end (JupyterLab, nbclient) keeps only the final output, with no
-flicker and no stale copy of the live display, while a terminal console
-(``jupyter console`` ignores ``update_display_data``, so it saw only the
-first state of the live display) prints the final text. The clear also
-removes anything else the cell printed during the turn (a tool's own
-``print``, JupyterLab's echo of a stdin answer); the final output records
-the tool results and approval decisions instead. Outside a kernel (IPython
-in a terminal) nothing is shown live; the final text is printed once.
+**The plain-text view** (``TextTurnView``) is what terminal consoles,
+nbclient/papermill and a notebook without a widget manager get. While the
+turn runs, one display output is updated in place, throttled to ``1 /
+interval`` updates a second (a per-token update floods the front-end, see the
+field notes; a new approval request is drawn at once), with the recent part
+of the turn (``render``). A redraw costs the size of what it shows (blocks
+keep their rows until their ``version`` changes; previews never serialize a
+whole value), so a turn of thousands of tool calls or a streamed argument of
+megabytes costs time and iopub bytes linear in its size. When the turn ends,
+``clear_output(wait=True)`` and a fresh ``display_data`` of
+``pi_kernel.widgets.render.render_static`` replace the live display: a
+notebook keeps only the final output (the clear also removes what the cell
+printed meanwhile, which the final output records as tool results and
+decisions), and a terminal console, which ignores ``update_display_data``,
+prints the final text. Outside a kernel the final text is printed once.
 ``render_messages`` is the static transcript of ``%pi history``.
 
-**Bounded previews** (``preview_json``): JSON (the layout of ``json.dumps``)
-of at most about ``limit + SLACK`` characters: strings are cut, containers
-stop at the budget, nesting deeper than ``PREVIEW_DEPTH`` shows as ``…`` (no
-recursion on model-controlled depth).
+**Bounded previews** (``preview_json``): JSON of at most about ``limit +
+SLACK`` characters, whatever the value's size or depth.
 
-Keys: every message is masked on its way out (``outgoing``). The view draws
-from the view model (``TurnState``), whose text, tool arguments, live output
-and results were masked as they entered it. What this module cuts of other
-text (a transcript's arguments for ``%pi history``, a value given to
-``preview_json``) is masked first through the kernel's hook
-(``outgoing.masked``), with ``SLACK`` characters past the cut, so a key the
-cut would split is still found whole.
+Keys: every message is masked on its way out (``outgoing``), and the view
+draws from the view model, whose text, arguments, live output and results
+were masked as they entered it. Other text this module cuts (a transcript's
+arguments, a value given to ``preview_json``) is masked first through the
+kernel's hook (``outgoing.masked``), ``SLACK`` characters past the cut, so a
+key the cut would split is still found whole.
 """
 
 from __future__ import annotations
@@ -220,7 +204,9 @@ class TextTurnView:
     # -- rendering ----------------------------------------------------------------------------
 
     def render(self) -> str:
-        """The live text: the recent part of the turn (see the module docstring)."""
+        """The live text: the last ``LIVE_BLOCKS`` blocks (text as its last ``TEXT_TAIL_CHARS`` characters, each
+        call with its status, a bounded preview of its arguments and a tail of its output), a line counting the
+        earlier ones, and every call still waiting for approval with how to answer it."""
         rows = [f"π {self.state.model or '?'}"]
         blocks = self.state.blocks
         recent = blocks[-LIVE_BLOCKS:]

@@ -136,16 +136,25 @@ def hidden_note(count: int) -> str:
 
 
 def pre(text: str, *, limit: int | None = None, tail: bool = False, style: str = "", middle: bool = False) -> str:
-    """Escaped preformatted text, bounded; the note says what was left out (``middle``: both ends kept)."""
+    """Escaped preformatted text, bounded (see ``bounded_pre``)."""
+    return bounded_pre(strip_ansi(text), escape, limit=limit, tail=tail, middle=middle, style=style)
+
+
+def bounded_pre(
+    text: str, draw: Callable[[str], str], *, limit: int | None, tail: bool, middle: bool, style: str = ""
+) -> str:
+    """``text`` drawn by ``draw`` in a ``<pre>``, bounded to ``limit``: its two ends around the "characters
+    hidden" warning (``middle``, see ``middle_cut``), else its end (``tail``) or start, with a note of what was
+    left out."""
     if middle:
-        head, end, hidden = middle_cut(strip_ansi(text), limit)
-        body = escape(head) + (hidden_note(hidden) + escape(end) if hidden else "")
-        return f'<pre style="{PRE_STYLE}{style}">{body}</pre>'
-    shown, omitted = truncate(strip_ansi(text), limit, tail=tail)
-    body = escape(shown)
-    if omitted:
-        note = f'<span style="{MUTED}">{escape(omitted_note(omitted, before=tail))}</span>'
-        body = f"{note}\n{body}" if tail else f"{body}\n{note}"
+        head, end, hidden = middle_cut(text, limit)
+        body = draw(head) + (hidden_note(hidden) + draw(end) if hidden else "")
+    else:
+        shown, omitted = truncate(text, limit, tail=tail)
+        body = draw(shown)
+        if omitted:
+            note = f'<span style="{MUTED}">{escape(omitted_note(omitted, before=tail))}</span>'
+            body = f"{note}\n{body}" if tail else f"{body}\n{note}"
     return f'<pre style="{PRE_STYLE}{style}">{body}</pre>'
 
 
@@ -194,27 +203,15 @@ def _lexer(language: str) -> Any:
 
 
 def highlight(code: str, language: str, *, limit: int | None = None, tail: bool = False, middle: bool = False) -> str:
-    """Syntax-highlighted code in a ``<pre>``; ``language`` is a lexer name or a file name (``middle``: a
-    long text keeps both ends, see ``middle_cut``)."""
-    shown, omitted = truncate(code, limit, tail=tail)
+    """Syntax-highlighted code in a ``<pre>``, bounded (see ``bounded_pre``); ``language`` is a lexer name or a
+    file name."""
     formatter = _formatter()
     lexer = _lexer(language) if formatter is not None and language else None
     if formatter is None or lexer is None:
         return pre(code, limit=limit, tail=tail, middle=middle)
     from pygments import highlight as run_highlight
 
-    if middle:
-        head, end, hidden = middle_cut(code, limit)
-        body = run_highlight(head, lexer, formatter)
-        if hidden:
-            body += hidden_note(hidden) + run_highlight(end, lexer, formatter)
-        return f'<pre style="{PRE_STYLE}">{body}</pre>'
-
-    body = run_highlight(shown, lexer, formatter)
-    if omitted:
-        note = f'<span style="{MUTED}">{escape(omitted_note(omitted, before=tail))}</span>'
-        body = f"{note}\n{body}" if tail else f"{body}\n{note}"
-    return f'<pre style="{PRE_STYLE}">{body}</pre>'
+    return bounded_pre(code, lambda part: run_highlight(part, lexer, formatter), limit=limit, tail=tail, middle=middle)
 
 
 def unified_diff(old: str, new: str, path: str = "") -> str:
@@ -261,7 +258,7 @@ def diff_html(diff: str, *, limit: int | None = None, tail: bool = False, middle
 
 
 @lru_cache(maxsize=1)
-def _markdown_renderer() -> Any:
+def _markdown() -> Any:
     try:
         import mistune
     except ImportError:
@@ -290,7 +287,7 @@ _TABLE_TAGS = re.compile("|".join(re.escape(tag) for tag in _TABLE_STYLES))
 
 def markdown_html(text: str) -> str:
     """The model's markdown as HTML, with raw HTML escaped (no markdown library: wrapped text)."""
-    render = _markdown_renderer()
+    render = _markdown()
     if render is None:
         return f'<div style="white-space:pre-wrap">{escape(text)}</div>'
     # Raw HTML in ``text`` is escaped, so these tags can only be the renderer's own.
@@ -328,36 +325,23 @@ def mime_html(bundle: Mapping[str, Any], *, limit: int | None = 20_000) -> str:
 
 
 def mime_bundle_of(value: Any) -> dict[str, Any]:
-    """A MIME bundle for a render hook's return value (a str, or an IPython display object)."""
+    """A MIME bundle for a render hook's return value (a str, or an IPython display object: IPython's own
+    formatters, images as base64)."""
     if isinstance(value, str):
         return {"text/plain": value}
     if isinstance(value, Mapping):
         return dict(value)
-    bundle: dict[str, Any] = {}
-    method = getattr(value, "_repr_mimebundle_", None)
-    if callable(method):
-        produced = method()
-        data = produced[0] if isinstance(produced, tuple) else produced
-        if isinstance(data, Mapping):
-            bundle.update(data)
-    for mime, name in (
-        ("text/html", "_repr_html_"),
-        ("text/markdown", "_repr_markdown_"),
-        ("image/svg+xml", "_repr_svg_"),
-        ("image/png", "_repr_png_"),
-        ("image/jpeg", "_repr_jpeg_"),
-        ("text/latex", "_repr_latex_"),
-    ):
-        if mime in bundle or not callable(getattr(value, name, None)):
-            continue
-        data = getattr(value, name)()
-        if isinstance(data, tuple):
-            data = data[0]
-        if data is None:
-            continue
-        bundle[mime] = base64.b64encode(data).decode("ascii") if isinstance(data, bytes) else data
-    bundle.setdefault("text/plain", repr(value))
-    return bundle
+    data, _ = _display_formatter().format(value)
+    return {
+        mime: base64.b64encode(item).decode("ascii") if isinstance(item, bytes) else item for mime, item in data.items()
+    }
+
+
+@lru_cache(maxsize=1)
+def _display_formatter() -> Any:
+    from IPython.core.formatters import DisplayFormatter
+
+    return DisplayFormatter()
 
 
 def outputs_html(outputs: list[Any], *, limit: int = 20_000) -> str:
@@ -803,11 +787,8 @@ class StaticOutput:
 
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
     lookup: Callable[[str], Any] = definitions or (lambda _name: None)
-    data = {
-        "text/html": _html(state, lookup),
-        "text/markdown": _markdown(state, lookup),
-        "text/plain": _plain(state, lookup),
-    }
+    markdown, plain = _texts(state, lookup)
+    data = {"text/html": _html(state, lookup), "text/markdown": markdown, "text/plain": plain}
     return StaticOutput(data, {METADATA_KEY: turn_metadata(state, lookup)})
 
 
@@ -876,7 +857,7 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
         elif isinstance(block, ToolCallBlock):
             parts.append(_card_html(block, lookup(block.name), state))
         else:
-            parts.append(_notice_html(block))
+            parts.append(notice_html(block))
     parts.append(footer_html(_summary(state)))
     return f'<div style="{_TURN_STYLE}">{"".join(parts)}</div>'
 
@@ -899,7 +880,8 @@ def _is_short(block: ToolCallBlock, definition: Any) -> bool:
     return len(text) <= OPEN_CARD_CHARS and text.count("\n") < OPEN_CARD_LINES
 
 
-def _notice_html(block: NoticeBlock) -> str:
+def notice_html(block: NoticeBlock) -> str:
+    """A notice between blocks: an error or interruption with its badge, a steering message or compaction muted."""
     if block.kind in ("user", "compaction"):
         return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(block.text)}</div>'
     status = "error" if block.kind == "error" else "interrupted"
@@ -909,49 +891,36 @@ def _notice_html(block: NoticeBlock) -> str:
 # ---------------------------------------------------------------------- markdown and plain text
 
 
-def _markdown(state: TurnState, lookup: Callable[[str], Any]) -> str:
-    parts = []
+def _texts(state: TurnState, lookup: Callable[[str], Any]) -> tuple[str, str]:
+    """The turn as markdown and as plain text (what a terminal console shows), in one pass."""
+    markdown, plain = [], []
     for block in _shown_blocks(state):
         if isinstance(block, TextBlock) and block.kind == "thinking":
-            parts.append("\n".join("> " + line for line in ["*Thinking*", "", *block.text.splitlines()]))
+            markdown.append("\n".join("> " + line for line in ["*Thinking*", "", *block.text.splitlines()]))
+            plain.append("[thinking]\n" + _indent(block.text))
         elif isinstance(block, TextBlock):
-            parts.append(block.text)
+            markdown.append(block.text)
+            plain.append(block.text)
         elif isinstance(block, ToolCallBlock):
             definition = lookup(block.name)
             code, language = call_text(block, definition)
-            lines = [f"**{_md_escape(block.label or block.name)}** `{block.name}` — {_status_line(block, state)}", ""]
-            lines.append(_fence(code, language))
+            status = _status_line(block, state)
+            md = [f"**{_md_escape(block.label or block.name)}** `{block.name}` — {status}", "", _fence(code, language)]
+            text = [f"── {block.label or block.name} ({block.name}) · {status}", _indent(code)]
             if block.result is not None:
-                lines += ["", _fence(rendered_result_text(block, definition), "")]
-            parts.append("\n".join(lines))
+                result = rendered_result_text(block, definition)
+                md += ["", _fence(result, "")]
+                text += ["  →", _indent(result)]
+            markdown.append("\n".join(md))
+            plain.append("\n".join(text))
         else:
-            parts.append(f"*{_md_escape(_notice_text(block))}*")
+            markdown.append(f"*{_md_escape(_notice_text(block))}*")
+            plain.append(f"[{_notice_text(block)}]")
     summary = _summary(state)
     if summary:
-        parts.append(f"*{_md_escape(summary)}*")
-    return "\n\n".join(part for part in parts if part)
-
-
-def _plain(state: TurnState, lookup: Callable[[str], Any]) -> str:
-    parts = []
-    for block in _shown_blocks(state):
-        if isinstance(block, TextBlock) and block.kind == "thinking":
-            parts.append("[thinking]\n" + _indent(block.text))
-        elif isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ToolCallBlock):
-            definition = lookup(block.name)
-            code, _ = call_text(block, definition)
-            lines = [f"── {block.label or block.name} ({block.name}) · {_status_line(block, state)}", _indent(code)]
-            if block.result is not None:
-                lines += ["  →", _indent(rendered_result_text(block, definition))]
-            parts.append("\n".join(lines))
-        else:
-            parts.append(f"[{_notice_text(block)}]")
-    summary = _summary(state)
-    if summary:
-        parts.append(f"── {summary}")
-    return "\n\n".join(part for part in parts if part)
+        markdown.append(f"*{_md_escape(summary)}*")
+        plain.append(f"── {summary}")
+    return "\n\n".join(part for part in markdown if part), "\n\n".join(part for part in plain if part)
 
 
 def _shown_blocks(state: TurnState) -> list[Any]:

@@ -19,7 +19,7 @@ call's arguments reach a view only through ``ToolCallBlock.shown_arguments``
 tail, ``live_tail``, with what may begin a key left out). So escaping,
 highlighting and cutting in the views never see a key. This is the widgets'
 one door to ``pi_kernel.ai.secrets``: ``masked``, ``MaskedStream``,
-``restored`` (arguments a person edited) and ``keys_read_once``.
+and ``restored`` (arguments a person edited).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from pi_kernel.agent.events import (
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AssistantMessage, TextContent, ThinkingContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from pi_kernel.ai.messages import text_of
-from pi_kernel.ai.secrets import MaskedStream, secret_values, secrets_read_once, unmask
+from pi_kernel.ai.secrets import MaskedStream, secret_values, unmask
 from pi_kernel.ai.secrets import mask as masked
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 
@@ -295,10 +295,6 @@ def restored(edited: Any, original: Any) -> Any:
     return unmask(edited, original)
 
 
-keys_read_once = secrets_read_once
-"""Within it, every ``masked`` call reuses one reading of the keys (a turn of thousands of calls)."""
-
-
 def json_default(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
@@ -392,7 +388,6 @@ class TurnState:
     blocks: list[Block] = field(default_factory=list)
     tool_calls: dict[str, ToolCallBlock] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
-    usage_version: int = 0
     context_window: int | None = None
     """The model's context window (tokens), for the footer's meter; ``None``: no meter."""
     context_tokens: int = 0
@@ -416,9 +411,10 @@ class TurnState:
     def apply(self, event: AgentEvent) -> None:
         match event:
             case AgentStartEvent():
-                self._on_agent_start(event)
+                self.started = True
+                self.started_at = self.clock()
             case AgentEndEvent():
-                self._on_agent_end(event)
+                self.finish()
             case MessageStartEvent():
                 self._on_message_start(event)
             case MessageUpdateEvent():
@@ -435,13 +431,6 @@ class TurnState:
                 self._on_tool_execution_end(event)
             case TurnStartEvent() | TurnEndEvent():
                 pass  # a turn of the loop (one model request) draws nothing of its own
-
-    def _on_agent_start(self, event: AgentStartEvent) -> None:
-        self.started = True
-        self.started_at = self.clock()
-
-    def _on_agent_end(self, event: AgentEndEvent) -> None:
-        self.finish()
 
     def _on_message_start(self, event: MessageStartEvent) -> None:
         message = event.message
@@ -514,7 +503,6 @@ class TurnState:
     def _end_assistant_message(self, message: AssistantMessage) -> None:
         self._note_model(message)
         self.usage = self.usage.add(message.usage)
-        self.usage_version += 1
         if message.usage.prompt_tokens:
             self.context_tokens = message.usage.prompt_tokens + message.usage.output
         self.stop_reason = message.stop_reason
@@ -544,7 +532,6 @@ class TurnState:
         self._add(NoticeBlock("compaction", text))
         if event.usage is not None:
             self.usage = self.usage.add(event.usage)
-            self.usage_version += 1
 
     def _on_tool_execution_start(self, event: ToolExecutionStartEvent) -> None:
         block = self._tool_block(event.tool_call_id, event.tool_name)

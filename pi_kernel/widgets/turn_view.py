@@ -61,9 +61,8 @@ from pi_kernel.widgets.render import (
     DefinitionLookup,
     Footer,
     StaticOutput,
-    badge,
-    escape,
     markdown_html,
+    notice_html,
     render_static,
 )
 from pi_kernel.widgets.steer_box import SteerBox
@@ -134,12 +133,7 @@ class _NoticeView:
 
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
-        text = escape(block.text)  # masked as it entered the view model (``NoticeBlock``)
-        if block.kind in ("user", "compaction"):
-            mark = "⇣" if block.kind == "compaction" else "↳"
-            self.widget.value = f'<div style="{MUTED}">{mark} {text}</div>'
-        else:
-            self.widget.value = f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {text}</div>"
+        self.widget.value = notice_html(block)  # masked as it entered the view model (``NoticeBlock``)
 
 
 class WidgetTurnView:

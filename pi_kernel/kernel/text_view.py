@@ -154,8 +154,6 @@ class TextTurnView:
         """In a kernel the turn is shown live; a terminal gets the final text once."""
         self._rows: dict[int, tuple[int, list[str]]] = {}
         """``id(block)`` → (its version when drawn, its rows)."""
-        self._waiting: dict[str, ToolCallBlock] = {}
-        """Calls waiting for approval: shown even when older than the live window."""
 
     # -- TurnView -----------------------------------------------------------------------------
 
@@ -169,13 +167,8 @@ class TextTurnView:
         if self.static is not None:
             return
         block = self.state.apply_approval(kind, request)
-        if block is None:
-            return
-        if block.status == "waiting":
-            self._waiting[block.id] = block
-        else:
-            self._waiting.pop(block.id, None)
-        self._request_flush(immediate=block.status == "waiting")
+        if block is not None:
+            self._request_flush(immediate=block.status == "waiting")
 
     def finish(self, outcome: TurnOutcome) -> None:
         if self.static is not None:
@@ -209,16 +202,10 @@ class TextTurnView:
         earlier ones, and every call still waiting for approval with how to answer it."""
         rows = [f"π {self.state.model or '?'}"]
         blocks = self.state.blocks
-        recent = blocks[-LIVE_BLOCKS:]
+        recent, waiting = self.state.live_window(LIVE_BLOCKS)
         if len(blocks) > len(recent):
             rows.append(f"… {len(blocks) - len(recent)} earlier item(s) of this turn (all shown when it ends)")
-            shown = {id(block) for block in recent}
-            for call in list(self._waiting.values()):
-                if call.status != "waiting":
-                    del self._waiting[call.id]
-                elif id(call) not in shown:
-                    rows.extend(self._block_rows(call))
-        for block in recent:
+        for block in [*waiting, *recent]:
             rows.extend(self._block_rows(block))
         if not blocks:
             rows.append("…")

@@ -10,7 +10,7 @@ an error and decides nothing.
 
 The editor shows the arguments with secrets masked; a value left masked in the
 edit keeps its original (so editing one argument does not turn a key in
-another into ``***``; ``turn_blocks.restored``, which the approval hook
+another into ``***``; ``turn_state.restored``, which the approval hook
 also applies to arguments edited on stdin, a comm or ``%pi allow --args``).
 """
 

@@ -1,7 +1,7 @@
 """One card per tool call: name and label, status with elapsed time, arguments, approval, output, result.
 
 The card redraws from its ``ToolCallBlock`` when the view flushes. Arguments
-are an HTML preview while they stream (bounded, see ``tool_render``) and the
+are an HTML preview while they stream (bounded, see ``render``) and the
 definition's ``render_call`` once complete. Live output from ``on_update``
 goes append-only into an ``Output`` widget (``StreamOutput``); when the call
 ends, the result replaces it.

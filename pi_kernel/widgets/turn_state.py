@@ -401,6 +401,8 @@ class TurnState:
     stop_reason: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    waiting: dict[str, ToolCallBlock] = field(default_factory=dict)
+    """Calls that were waiting for approval when last told (``live_window`` drops those no longer waiting)."""
     _message_count: int = 0
     _user_messages: int = 0
     _streaming: dict[tuple[int, int], Block] = field(default_factory=dict)
@@ -583,6 +585,7 @@ class TurnState:
         if event == "requested" and request.decision is None and not block.finished:
             block.status = "waiting"
             block.waiting_since = self.clock()
+            self.waiting[block.id] = block
         elif request.decision is not None:
             block.decision = request.decision
             if request.decision.args is not None:
@@ -615,6 +618,13 @@ class TurnState:
                 block.version += 1
 
     # ------------------------------------------------------------------ helpers
+
+    def live_window(self, size: int) -> tuple[list[Block], list[ToolCallBlock]]:
+        """What a live view draws: the last ``size`` blocks, and the calls before them waiting for approval."""
+        window = self.blocks[-size:]
+        self.waiting = {key: call for key, call in self.waiting.items() if call.status == "waiting"}
+        in_window = {id(block) for block in window}
+        return window, [call for call in self.waiting.values() if id(call) not in in_window]
 
     def text(self) -> str:
         """The assistant's text of the whole turn, blocks joined by blank lines."""

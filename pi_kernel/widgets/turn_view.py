@@ -162,7 +162,6 @@ class WidgetTurnView:
         self._shown: list[Block] = []
         self._live: dict[int, tuple[Block, Any]] = {}
         """``id(block)`` → (block, view) for the blocks drawn live now."""
-        self._waiting: dict[str, ToolCallBlock] = {}
         self._earlier: Any = None
         """The line counting blocks no longer drawn live (made when the first one scrolls out)."""
         self.footer = Footer(self._kit)
@@ -221,12 +220,7 @@ class WidgetTurnView:
         """A broker notification (``requested`` / ``resolved``), on the event loop's thread."""
         if self.finished:
             return
-        block = self.state.apply_approval(kind, request)
-        if block is not None:
-            if block.status == "waiting":
-                self._waiting[block.id] = block
-            else:
-                self._waiting.pop(block.id, None)
+        if self.state.apply_approval(kind, request) is not None:
             self._throttle.request()
 
     def finish(self, outcome: TurnEnding | None = None) -> StaticOutput:
@@ -318,12 +312,7 @@ class WidgetTurnView:
     def _arrange(self) -> None:
         """Make views for the blocks to draw live, drop the others; the box changes only when they do."""
         blocks = self.state.blocks
-        window = blocks[-LIVE_BLOCKS:]
-        in_window = {id(block) for block in window}
-        for call_id, call in list(self._waiting.items()):
-            if call.status != "waiting":
-                del self._waiting[call_id]
-        pinned = [call for call in self._waiting.values() if id(call) not in in_window]
+        window, pinned = self.state.live_window(LIVE_BLOCKS)
         wanted = [*pinned, *window]
         if [id(block) for block in wanted] == [id(block) for block in self._shown]:
             return

@@ -53,7 +53,7 @@ from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewF
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.render import StaticOutput, render_static
-from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
+from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState, content_text
 
 if TYPE_CHECKING:
     from pi_kernel.agent.events import AgentEvent
@@ -110,17 +110,6 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
     shown = rows[-lines:]
     prefix = [f"… ({len(rows) - lines} more lines)"] if len(rows) > lines else []
     return "\n".join(prefix + shown)
-
-
-def result_text(result: Any) -> str:
-    """The text blocks of a tool result (``AgentToolResult`` or ``ToolResultMessage``)."""
-    parts = []
-    for block in getattr(result, "content", None) or []:
-        if getattr(block, "type", "") == "text":
-            parts.append(block.text)
-        elif getattr(block, "type", "") == "image":
-            parts.append(f"[image {block.mime_type}]")
-    return "\n".join(parts)
 
 
 def indent(text: str, prefix: str = "    ") -> str:
@@ -316,9 +305,7 @@ def render_messages(messages: list[Any]) -> str:
     for message in messages:
         role = getattr(message, "role", "")
         if role == "user":
-            content = message.content
-            text = content if isinstance(content, str) else result_text(message)
-            rows.append(f"[user] {text}")
+            rows.append(f"[user] {content_text(message.content)}")
         elif role == "assistant":
             body = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
             calls = [f"{block.name} {short_json(block.arguments)}" for block in message.tool_calls]
@@ -328,7 +315,7 @@ def render_messages(messages: list[Any]) -> str:
                 rows.append(f"    ({message.stop_reason}: {message.error_message})")
         elif role == "tool_result":
             mark = "✗" if message.is_error else "✓"
-            rows.append(f"[tool {message.tool_name} {mark}] {tail(result_text(message), 3)}")
+            rows.append(f"[tool {message.tool_name} {mark}] {tail(content_text(message.content), 3)}")
     return "\n".join(rows) if rows else "(no conversation yet)"  # printed, so masked on its way out (outgoing)
 
 

@@ -72,6 +72,7 @@ from pi_kernel.widgets.turn_state import (
     TextBlock,
     ToolCallBlock,
     TurnState,
+    content_text,
     joined_text,
     json_default,
     masked,
@@ -637,12 +638,7 @@ def rendered_result_text(block: ToolCallBlock, definition: Any = None, *, limit:
     outputs = details.get("outputs")
     if isinstance(outputs, list) and outputs:
         return _bounded(outputs_text(outputs), limit, block.name)
-    parts = [
-        item.text if isinstance(item, TextContent) else f"[{item.mime_type} image]"
-        for item in result.content
-        if isinstance(item, (TextContent, ImageContent))
-    ]
-    return _bounded("\n".join(parts), limit, block.name)
+    return _bounded(content_text(result.content), limit, block.name)
 
 
 # ---------------------------------------------------------------------- defaults

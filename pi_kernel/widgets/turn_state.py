@@ -52,7 +52,16 @@ from pi_kernel.agent.events import (
     TurnStartEvent,
 )
 from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.ai import AssistantMessage, TextContent, ThinkingContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from pi_kernel.ai import (
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from pi_kernel.ai.messages import text_of
 from pi_kernel.ai.secrets import MaskedStream, secret_values, unmask
 from pi_kernel.ai.secrets import mask as masked
@@ -262,6 +271,17 @@ def masked_result(result: AgentToolResult) -> AgentToolResult:
         for item in result.content
     ]
     return dataclasses.replace(result, content=content, details=masked(result.details, secrets))
+
+
+def content_text(content: str | list[Any]) -> str:
+    """The text of a message's or a tool result's content, each image named by its type (``[image/png image]``)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        item.text if isinstance(item, TextContent) else f"[{item.mime_type} image]"
+        for item in content
+        if isinstance(item, (TextContent, ImageContent))
+    )
 
 
 def live_output_text(partial: AgentToolResult) -> str:

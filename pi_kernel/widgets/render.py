@@ -465,10 +465,8 @@ class Footer:
     def __init__(self, kit: Any) -> None:
         self.widget = kit.html("")
 
-    def update(self, state: Any) -> None:
-        window, tokens = state.context_window, state.context_tokens
-        context = (tokens, window) if window and tokens else None
-        self.widget.value = footer_html(usage_summary(state.model, state.provider, state.usage, context=context))
+    def update(self, state: TurnState) -> None:
+        self.widget.value = footer_html(turn_summary(state))
 
 
 # ---------------------------------------------------------------------- tool calls
@@ -854,7 +852,7 @@ def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
             parts.append(_card_html(block, lookup(block.name), state))
         else:
             parts.append(notice_html(block))
-    parts.append(footer_html(_summary(state)))
+    parts.append(footer_html(turn_summary(state)))
     return f'<div style="{_TURN_STYLE}">{"".join(parts)}</div>'
 
 
@@ -912,7 +910,7 @@ def _texts(state: TurnState, lookup: Callable[[str], Any]) -> tuple[str, str]:
         else:
             markdown.append(f"*{_md_escape(_notice_text(block))}*")
             plain.append(f"[{_notice_text(block)}]")
-    summary = _summary(state)
+    summary = turn_summary(state)
     if summary:
         markdown.append(f"*{_md_escape(summary)}*")
         plain.append(f"── {summary}")
@@ -937,7 +935,7 @@ def _status_line(block: ToolCallBlock, state: TurnState) -> str:
     return " · ".join(parts)
 
 
-def _summary(state: TurnState) -> str:
+def turn_summary(state: TurnState) -> str:
     """The footer line: usage, cost, the context meter (when the window is known) and the duration."""
     window, tokens = state.context_window, state.context_tokens
     context = (tokens, window) if window and tokens else None

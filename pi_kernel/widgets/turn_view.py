@@ -118,9 +118,8 @@ class _TextView:
             # Masked as it entered the view model (``TextBlock``), before highlighting could cut a key into spans.
             self.stream.show({"text/html": markdown_html(block.text)})
             self._rendered = True
-        elif block.buffer.length > self._sent:
-            self.stream.append(block.text[self._sent :])
-            self._sent = block.buffer.length
+        else:
+            self.drain(block)
         if block.final:
             self._rendered = True
             self.stream.done()

@@ -51,20 +51,19 @@ class KernelIopub:
         self._parent = parent
 
     @classmethod
+    def of(cls, kernel: Any) -> KernelIopub | None:
+        """``kernel``'s iopub under the request it is executing, if any."""
+        parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
+        return cls(kernel, parent) if parent and parent.get("header", {}).get("msg_id") else None
+
+    @classmethod
     def current(cls) -> KernelIopub | None:
         """The kernel this code runs in and the request being executed, if any."""
         try:
             from IPython import get_ipython
         except ImportError:
             return None
-        shell = get_ipython()
-        kernel = getattr(shell, "kernel", None)
-        if kernel is None or not hasattr(kernel, "get_parent"):
-            return None
-        parent = kernel.get_parent()
-        if not parent or not parent.get("header", {}).get("msg_id"):
-            return None
-        return cls(kernel, parent)
+        return cls.of(getattr(get_ipython(), "kernel", None))
 
     @property
     def parent_msg_id(self) -> str:

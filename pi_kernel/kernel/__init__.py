@@ -20,7 +20,7 @@ _LAZY = {
     "Turn": ("pi_kernel.kernel.turn", "Turn"),
     "get_session": ("pi_kernel.kernel.extension", "get_session"),
     "install_kernel_spec": ("pi_kernel.kernel.kernelspec", "install"),
-    "make_turn_view": ("pi_kernel.kernel.view_choice", "make_turn_view"),
+    "make_turn_view": ("pi_kernel.kernel.text_view", "make_turn_view"),
     "TurnView": ("pi_kernel.kernel.views", "TurnView"),
     "TurnOptions": ("pi_kernel.kernel.views", "TurnOptions"),
     "TurnOutcome": ("pi_kernel.kernel.views", "TurnOutcome"),

@@ -50,8 +50,8 @@ from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, refusal
 from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
 from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
+from pi_kernel.kernel.text_view import make_turn_view
 from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
-from pi_kernel.kernel.view_choice import make_turn_view
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.paths import environment_secrets

@@ -102,7 +102,7 @@ class PiSession:
         """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
         self.notebook.subscribe(self._notebook_connected)
         self.view_factory: TurnViewFactory | None = None
-        """Overrides ``view_choice.make_turn_view`` (tests, other front-ends)."""
+        """Overrides ``text_view.make_turn_view`` (tests, other front-ends)."""
         self.turn: Turn | None = None
         """The ``%%pi`` turn running now; set and cleared under ``turn_lock`` (``set_turn``)."""
         self.turn_lock = threading.Lock()
@@ -698,7 +698,7 @@ def describe_budget(session: PiSession) -> str:
 def usage(session: PiSession, words: list[str]) -> str:
     """``%pi usage``: the session's totals per model (compacted turns included), cost and context use."""
     from pi_kernel.ai.messages import Usage as TokenUsage
-    from pi_kernel.widgets.footer import cache_note, context_meter
+    from pi_kernel.widgets.render import cache_note, context_meter
 
     ledger = session.agent.usage
     if not ledger.by_model:

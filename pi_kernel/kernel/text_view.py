@@ -1,43 +1,38 @@
-"""The plain-text view of a turn: a live display while it runs, the static rendering when it ends.
+"""How the kernel shows a turn: the choice of view, and the plain-text view with its bounded previews.
 
-Used where widgets do not render: terminal consoles, nbclient/papermill, a
-notebook without a widget manager. While the turn runs, one display output
-is updated in place (throttled: at most ``1 / interval`` updates a second; a
-per-token update floods the front-end, see the field notes; only a new
-approval request is drawn at once) with the recent part of the turn: the
-last ``LIVE_BLOCKS`` blocks (the assistant's text as its last
-``TEXT_TAIL_CHARS`` characters, each tool call with its status, a bounded
-preview of its arguments and a tail of its output), a line counting the
-earlier ones, and every call still waiting for approval with how to answer
-it. A redraw costs the size of what it shows (blocks keep their rendered
-rows until their ``version`` changes; previews never serialize a whole
-value), so a turn of thousands of tool calls or a streamed argument of
-megabytes costs time and iopub bytes linear in its size.
+**The choice** (``make_turn_view``): ``session.view_factory`` when set, else
+the widget view where widgets render in the front-end that sent the cell,
+else the plain-text view, the one fallback for every front-end.
+``pi_kernel.widgets.factory`` is imported lazily, inside
+``widget_view_factory``: it is optional for a front-end without widgets, and
+costs time a kernel should not spend at start.
 
-When the turn ends the live display is replaced by a fresh ``display_data``
-holding ``pi_kernel.widgets.static_render.render_static`` of the turn:
-``text/html``, ``text/markdown``, ``text/plain`` and the structured
-``metadata["pi_kernel"]`` (no secrets), the same bundle the widget view
-leaves. It is preceded by ``clear_output(wait=True)``, so a notebook
-front-end (JupyterLab, nbclient) keeps only the final output, with no
-flicker and no stale copy of the live display, while a terminal console
-(``jupyter console`` ignores ``update_display_data``, so it saw only the
-first state of the live display) prints the final text. The clear also
-removes anything else the cell printed during the turn (a tool's own
-``print``, JupyterLab's echo of a stdin answer); the final output records
-the tool results and approval decisions instead.
+**The plain-text view** (``TextTurnView``) is what terminal consoles,
+nbclient/papermill and a notebook without a widget manager get. While the
+turn runs, one display output is updated in place, throttled to ``1 /
+interval`` updates a second (a per-token update floods the front-end, see the
+field notes; a new approval request is drawn at once), with the recent part
+of the turn (``render``). A redraw costs the size of what it shows (blocks
+keep their rows until their ``version`` changes; previews never serialize a
+whole value), so a turn of thousands of tool calls or a streamed argument of
+megabytes costs time and iopub bytes linear in its size. When the turn ends,
+``clear_output(wait=True)`` and a fresh ``display_data`` of
+``pi_kernel.widgets.render.render_static`` replace the live display: a
+notebook keeps only the final output (the clear also removes what the cell
+printed meanwhile, which the final output records as tool results and
+decisions), and a terminal console, which ignores ``update_display_data``,
+prints the final text. Outside a kernel the final text is printed once.
+``render_messages`` is the static transcript of ``%pi history``.
 
-Outside a kernel (IPython in a terminal) nothing is shown live; the final
-text is printed once. ``render_messages`` is the static transcript of
-``%pi history``.
+**Bounded previews** (``preview_json``): JSON of at most about ``limit +
+SLACK`` characters, whatever the value's size or depth.
 
-Keys: every message is masked on its way out (``outgoing``). The turn's text,
-notices and tool results were masked as they entered the view model
-(``TurnState``'s blocks); what this view cuts itself is masked first through
-the kernel's hook (``outgoing.masked``): arguments and a value cut to a length
-(the cut may fall inside a key, leaving a piece too short to be recognised)
-and live output still arriving (``partial=True``: its end may be the
-beginning of a key, left out until it is whole).
+Keys: every message is masked on its way out (``outgoing``), and the view
+draws from the view model, whose text, arguments, live output and results
+were masked as they entered it. Other text this module cuts (a transcript's
+arguments, a value given to ``preview_json``) is masked first through the
+kernel's hook (``outgoing.masked``), ``SLACK`` characters past the cut, so a
+key the cut would split is still found whole.
 """
 
 from __future__ import annotations
@@ -47,16 +42,18 @@ import json
 import logging
 import reprlib
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pi_kernel.kernel.approval_hook import preview_text
-from pi_kernel.kernel.outgoing import key_values, masked
-from pi_kernel.kernel.text_preview import preview_json, text_tail
-from pi_kernel.kernel.views import TurnOptions, TurnOutcome, ViewHost
+from pi_kernel.kernel.config import PiSettings
+from pi_kernel.kernel.outgoing import masked
+from pi_kernel.kernel.turn import FrontendTracker
+from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
 from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.widgets.static_render import StaticOutput, render_static
-from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
+from pi_kernel.widgets.render import StaticOutput, render_static
+from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState, content_text
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import AgentEvent
@@ -115,17 +112,6 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(prefix + shown)
 
 
-def result_text(result: Any) -> str:
-    """The text blocks of a tool result (``AgentToolResult`` or ``ToolResultMessage``)."""
-    parts = []
-    for block in getattr(result, "content", None) or []:
-        if getattr(block, "type", "") == "text":
-            parts.append(block.text)
-        elif getattr(block, "type", "") == "image":
-            parts.append(f"[image {block.mime_type}]")
-    return "\n".join(parts)
-
-
 def indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
@@ -157,8 +143,6 @@ class TextTurnView:
         """In a kernel the turn is shown live; a terminal gets the final text once."""
         self._rows: dict[int, tuple[int, list[str]]] = {}
         """``id(block)`` → (its version when drawn, its rows)."""
-        self._waiting: dict[str, ToolCallBlock] = {}
-        """Calls waiting for approval: shown even when older than the live window."""
 
     # -- TurnView -----------------------------------------------------------------------------
 
@@ -172,20 +156,16 @@ class TextTurnView:
         if self.static is not None:
             return
         block = self.state.apply_approval(kind, request)
-        if block is None:
-            return
-        if block.status == "waiting":
-            self._waiting[block.id] = block
-        else:
-            self._waiting.pop(block.id, None)
-        self._request_flush(immediate=block.status == "waiting")
+        if block is not None:
+            self._request_flush(immediate=block.status == "waiting")
 
     def finish(self, outcome: TurnOutcome) -> None:
         if self.static is not None:
             return
-        if self._scheduled is not None:
+        if self._scheduled is not None:  # the last change lands live before the final output replaces it
             self._scheduled.cancel()
             self._scheduled = None
+            self._flush()
         if outcome.status == "interrupted":
             self.state.aborted = True
         if outcome.status == "error" and not any(
@@ -206,33 +186,27 @@ class TextTurnView:
     # -- rendering ----------------------------------------------------------------------------
 
     def render(self) -> str:
-        """The live text: the recent part of the turn (see the module docstring)."""
+        """The live text: the last ``LIVE_BLOCKS`` blocks (text as its last ``TEXT_TAIL_CHARS`` characters, each
+        call with its status, a bounded preview of its arguments and a tail of its output), a line counting the
+        earlier ones, and every call still waiting for approval with how to answer it."""
         rows = [f"π {self.state.model or '?'}"]
-        secrets = key_values()
         blocks = self.state.blocks
-        recent = blocks[-LIVE_BLOCKS:]
+        recent, waiting = self.state.live_window(LIVE_BLOCKS)
         if len(blocks) > len(recent):
             rows.append(f"… {len(blocks) - len(recent)} earlier item(s) of this turn (all shown when it ends)")
-            shown = {id(block) for block in recent}
-            for call in list(self._waiting.values()):
-                if call.status != "waiting":
-                    del self._waiting[call.id]
-                elif id(call) not in shown:
-                    rows.extend(self._block_rows(call, secrets))
-        for block in recent:
-            rows.extend(self._block_rows(block, secrets))
+        for block in [*waiting, *recent]:
+            rows.extend(self._block_rows(block))
         if not blocks:
             rows.append("…")
-        return "\n".join(rows)  # each part masked where it was made; the whole again on its way out (outgoing)
+        return "\n".join(rows)  # drawn from masked text; the whole masked again on its way out (outgoing)
 
-    def _block_rows(self, block: Block, secrets: list[str]) -> list[str]:
+    def _block_rows(self, block: Block) -> list[str]:
         """A block's rows, drawn again only when its version changed."""
         cached = self._rows.get(id(block))
         if cached is not None and cached[0] == block.version:
             return cached[1]
         version = block.version
         if isinstance(block, TextBlock):
-            # Masked as it entered the view model (``TextBlock``: what may begin a key waits there).
             text = text_tail(block.buffer.tail(TEXT_TAIL_CHARS + 1), TEXT_TAIL_CHARS)
             if not text.strip():
                 rows = []
@@ -241,18 +215,18 @@ class TextTurnView:
             else:
                 rows = [indent(tail(text, 3), "  ~ ")]
         elif isinstance(block, ToolCallBlock):
-            rows = self._render_tool(block, secrets)
+            rows = self._render_tool(block)
         else:
             rows = [f"[{block.kind}: {block.text}]"]
         self._rows[id(block)] = (version, rows)
         return rows
 
-    def _render_tool(self, block: ToolCallBlock, secrets: list[str]) -> list[str]:
+    def _render_tool(self, block: ToolCallBlock) -> list[str]:
         mark = STATUS_MARKS.get(block.status, "…")
         if block.status == "waiting":  # a person reads it to decide: whole, or its head and tail
-            arguments = short_json(plain_arguments(block.arguments), WAITING_ARGS_LIMIT)  # masks before it cuts
+            arguments = short_json(plain_arguments(block.shown_arguments()), WAITING_ARGS_LIMIT)
         else:
-            arguments = preview_json(block.arguments, ARGS_LIMIT, secrets, partial=block.status == "streaming")
+            arguments = preview_json(block.shown_arguments(), ARGS_LIMIT, ())  # masked in the view model
         rows = [f"{mark} {block.name} {arguments}"]
         if block.status == "waiting":
             if block.request is not None and block.request.warning:
@@ -265,7 +239,7 @@ class TextTurnView:
         elif block.result is not None:
             output = block.result_text()  # once per version: the rows are kept
         else:
-            output = masked(block.output[-OUTPUT_TAIL_CHARS:], secrets, partial=True)
+            output = block.output[-OUTPUT_TAIL_CHARS:]
         if output.strip():
             rows.append(indent(tail(output)))
         return rows
@@ -311,6 +285,10 @@ class TextTurnView:
 
         text = self.render()
         if text == self._shown:
+            if self._handle is not None:
+                # Nothing to send, but the next render waits a whole interval too: the redraws of a
+                # streamed argument whose preview does not move would otherwise run at every delta.
+                self._last_flush = time.monotonic()
             return
         data = {"text/plain": text}
         if self._handle is None:
@@ -327,9 +305,7 @@ def render_messages(messages: list[Any]) -> str:
     for message in messages:
         role = getattr(message, "role", "")
         if role == "user":
-            content = message.content
-            text = content if isinstance(content, str) else result_text(message)
-            rows.append(f"[user] {text}")
+            rows.append(f"[user] {content_text(message.content)}")
         elif role == "assistant":
             body = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
             calls = [f"{block.name} {short_json(block.arguments)}" for block in message.tool_calls]
@@ -339,5 +315,133 @@ def render_messages(messages: list[Any]) -> str:
                 rows.append(f"    ({message.stop_reason}: {message.error_message})")
         elif role == "tool_result":
             mark = "✗" if message.is_error else "✓"
-            rows.append(f"[tool {message.tool_name} {mark}] {tail(result_text(message), 3)}")
+            rows.append(f"[tool {message.tool_name} {mark}] {tail(content_text(message.content), 3)}")
     return "\n".join(rows) if rows else "(no conversation yet)"  # printed, so masked on its way out (outgoing)
+
+
+# ---------------------------------------------------------------------- bounded previews
+
+SLACK = 1024
+"""Characters written past the cut, so masking sees whole any key the cut would split."""
+PREVIEW_DEPTH = 24
+
+
+def preview_json(value: Any, limit: int, secrets: Sequence[str], *, partial: bool = False) -> str:
+    """``value`` as JSON, masked, cut to ``limit`` characters (``…`` where cut).
+
+    ``partial``: the value is still being streamed (its strings may end in the first characters of a key).
+    """
+    writer = _Writer(limit + SLACK, secrets, partial)
+    writer.walk(value, 0)
+    text = masked("".join(writer.parts), secrets)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Writer:
+    def __init__(self, budget: int, secrets: Sequence[str], partial: bool) -> None:
+        self.budget = budget
+        self.secrets = secrets
+        self.partial = partial
+        self.parts: list[str] = []
+        self.used = 0
+
+    def emit(self, text: str) -> None:
+        self.parts.append(text)
+        self.used += len(text)
+
+    @property
+    def full(self) -> bool:
+        return self.used > self.budget
+
+    def walk(self, value: Any, depth: int) -> None:
+        if self.full:
+            return
+        if hasattr(value, "model_dump") and not isinstance(value, type):
+            value = dict(value)  # a validated pydantic model: its fields, shallow (nested ones walked below)
+        if isinstance(value, str):
+            text = value[: self.budget - self.used + 1]
+            if self.partial:
+                text = masked(text, self.secrets, partial=True)
+            self.emit(json.dumps(text, ensure_ascii=False))
+        elif isinstance(value, dict):
+            self._container("{", "}", value.items(), depth, keyed=True)
+        elif isinstance(value, (list, tuple)):
+            self._container("[", "]", ((None, item) for item in value), depth, keyed=False)
+        elif value is None or isinstance(value, (bool, int, float)):
+            self.emit(json.dumps(value))
+        else:
+            self.emit(json.dumps(str(value)[: self.budget - self.used + 1], ensure_ascii=False))
+
+    def _container(self, open_: str, close: str, items: Any, depth: int, *, keyed: bool) -> None:
+        if depth >= PREVIEW_DEPTH:
+            self.emit(open_ + "…" + close)
+            return
+        self.emit(open_)
+        for index, (key, item) in enumerate(items):
+            if self.full:
+                break
+            if index:
+                self.emit(", ")
+            if keyed:
+                self.emit(json.dumps(str(key)[: self.budget], ensure_ascii=False) + ": ")
+            self.walk(item, depth + 1)
+        self.emit(close)
+
+
+def text_tail(text: str, chars: int) -> str:
+    """The end of ``text`` (at most ``chars`` characters), starting at a line start when it is cut."""
+    if len(text) <= chars:
+        return text
+    cut = text[-chars:]
+    newline = cut.find("\n")
+    if 0 <= newline < len(cut) - 1:
+        cut = cut[newline + 1 :]
+    return "… (earlier text not shown live)\n" + cut
+
+
+# ---------------------------------------------------------------------- the choice of view
+
+
+class ViewChooser(ViewHost, Protocol):
+    """What the choice reads of the session (``PiSession`` has it)."""
+
+    @property
+    def view_factory(self) -> TurnViewFactory | None: ...
+
+    @property
+    def frontend(self) -> FrontendTracker: ...
+
+    @property
+    def settings(self) -> PiSettings:
+        """``save_thinking``: whether the view's saved output keeps the model's thinking."""
+
+
+def widget_view_factory() -> TurnViewFactory | None:
+    """``pi_kernel.widgets.make_widget_view`` when the widgets package provides it, else ``None``."""
+    try:
+        from pi_kernel.widgets.factory import make_widget_view
+    except ImportError:
+        return None
+    return make_widget_view
+
+
+def make_turn_view(session: ViewChooser, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
+    """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
+
+    ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).
+    A factory returns ``None`` where its view cannot work (the widgets' with no kernel request to attach
+    to, say): the text view is chosen here, the one fallback for every front-end.
+    """
+    view: TurnView | None = None
+    if session.view_factory is not None:
+        view = session.view_factory(session, prompt, options)
+    elif session.frontend.widgets if widgets is None else widgets:
+        factory = widget_view_factory()
+        if factory is not None:
+            view = factory(session, prompt, options)
+    if view is None:
+        view = TextTurnView(session, prompt, options)
+    state, settings = getattr(view, "state", None), getattr(session, "settings", None)
+    if state is not None and settings is not None and hasattr(state, "saves_thinking"):
+        state.saves_thinking = settings.save_thinking
+    return view

@@ -5,7 +5,7 @@ The cell runner calls a view from the event loop's thread only:
 its listeners), ``handle_approval`` when a tool call starts or stops waiting
 for a person, and ``finish`` once with the outcome.
 
-``view_choice.make_turn_view`` picks the widget view when widgets render in the
+``text_view.make_turn_view`` picks the widget view when widgets render in the
 front-end that sent the cell (``widgets``, decided per request by
 ``FrontendTracker.renders_widgets``) and ``pi_kernel.widgets`` provides
 ``make_turn_view``; otherwise the plain-text view (``text_view``), which ends

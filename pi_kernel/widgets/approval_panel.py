@@ -10,7 +10,7 @@ an error and decides nothing.
 
 The editor shows the arguments with secrets masked; a value left masked in the
 edit keeps its original (so editing one argument does not turn a key in
-another into ``***``; ``turn_blocks.restored``, which the approval hook
+another into ``***``; ``turn_state.restored``, which the approval hook
 also applies to arguments edited on stdin, a comm or ``%pi allow --args``).
 """
 
@@ -26,10 +26,15 @@ from pi_kernel.tools.approval import (
     DecisionKind,
     reveal_invisible,
 )
-from pi_kernel.widgets.html_render import STATUS_COLORS, diff_html, escape
-from pi_kernel.widgets.json_view import jsonable, parse_arguments, pretty_json
-from pi_kernel.widgets.tool_render import decision_text
-from pi_kernel.widgets.turn_blocks import masked, restored
+from pi_kernel.widgets.render import (
+    STATUS_COLORS,
+    decision_text,
+    diff_html,
+    escape,
+    parse_arguments,
+    pretty_json,
+)
+from pi_kernel.widgets.turn_state import jsonable, masked, restored
 
 Resolve = Callable[[ApprovalDecision], bool]
 

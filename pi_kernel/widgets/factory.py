@@ -71,7 +71,7 @@ def make_widget_view(
     session: ViewSession, prompt: str = "", options: ViewOptions | None = None, *, interval: float = 0.05
 ) -> WidgetTurnView | None:
     """A displayed live view of the turn, or ``None`` where widgets cannot work (the caller falls back)."""
-    sender = _sender(session)
+    sender = KernelIopub.of(session.kernel) or KernelIopub.current()
     if sender is None or not _ipywidgets_importable():
         return None
     from pi_kernel.widgets.turn_view import WidgetTurnView
@@ -91,15 +91,6 @@ def make_widget_view(
     view.state.context_window = model.resolved_context_window if model is not None else None
     view.display()
     return view
-
-
-def _sender(session: ViewSession) -> KernelIopub | None:
-    kernel = session.kernel
-    if kernel is not None and hasattr(kernel, "get_parent"):
-        parent = kernel.get_parent()
-        if parent and parent.get("header", {}).get("msg_id"):
-            return KernelIopub(kernel, parent)
-    return KernelIopub.current()
 
 
 def _ipywidgets_importable() -> bool:

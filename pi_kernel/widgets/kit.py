@@ -6,7 +6,7 @@ more comms (about 1.4 KB of setup per widget, measured); the kit shares one
 module of the package that imports ipywidgets at import time.
 
 Its ``HTML`` widgets mask secrets in every value they are given
-(``turn_blocks.masked``, the widgets' one door to masking), whichever view set it, so the widget's own
+(``turn_state.masked``, the widgets' one door to masking), whichever view set it, so the widget's own
 state (what code reading ``.value`` sees) never holds a key; every comm
 message is masked again on its way out (``pi_kernel.kernel.outgoing``).
 """
@@ -21,7 +21,7 @@ import traitlets
 from ipywidgets.widgets.widget_button import ButtonStyle
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
 
-from pi_kernel.widgets.turn_blocks import masked
+from pi_kernel.widgets.turn_state import masked
 
 CARD_LAYOUT = {
     "border": "1px solid rgba(127,127,127,.35)",

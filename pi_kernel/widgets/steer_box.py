@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.widgets.html_render import MUTED, escape
 from pi_kernel.widgets.kit import WidgetKit
+from pi_kernel.widgets.render import MUTED, escape
 
 PLACEHOLDER = "Message to the agent: Enter steers it (seen after the running tool calls)"
 

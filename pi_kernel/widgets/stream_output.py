@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pi_kernel.widgets.turn_blocks import MaskedStream
+from pi_kernel.widgets.turn_state import MaskedStream, appended
 
 _TOPICS = {
     "stream": b"stream.stdout",
@@ -51,20 +51,19 @@ class KernelIopub:
         self._parent = parent
 
     @classmethod
+    def of(cls, kernel: Any) -> KernelIopub | None:
+        """``kernel``'s iopub under the request it is executing, if any."""
+        parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
+        return cls(kernel, parent) if parent and parent.get("header", {}).get("msg_id") else None
+
+    @classmethod
     def current(cls) -> KernelIopub | None:
         """The kernel this code runs in and the request being executed, if any."""
         try:
             from IPython import get_ipython
         except ImportError:
             return None
-        shell = get_ipython()
-        kernel = getattr(shell, "kernel", None)
-        if kernel is None or not hasattr(kernel, "get_parent"):
-            return None
-        parent = kernel.get_parent()
-        if not parent or not parent.get("header", {}).get("msg_id"):
-            return None
-        return cls(kernel, parent)
+        return cls.of(getattr(get_ipython(), "kernel", None))
 
     @property
     def parent_msg_id(self) -> str:
@@ -128,7 +127,7 @@ class StreamOutput:
         """
         if text == self._source:
             return
-        added = _appended(self._source, text)
+        added = appended(self._source, text)
         if added is not None and (self._limit is None or self._shown + len(added) <= self._limit):
             self.append(added)
         else:
@@ -156,19 +155,3 @@ class StreamOutput:
         self._send(self._masked.flush())
         if self._router.active is self.widget:
             self._router.release()
-
-
-ANCHOR_CHARS = 256
-
-
-def _appended(old: str, new: str) -> str | None:
-    """What ``new`` adds after ``old``, when ``new`` is ``old`` (or a tail of it) plus more; else ``None``."""
-    if new.startswith(old):
-        return new[len(old) :]
-    anchor = old[-ANCHOR_CHARS:]
-    if len(anchor) < ANCHOR_CHARS:
-        return None
-    position = new.find(anchor)
-    if position < 0 or new.rfind(anchor) != position:
-        return None  # not found, or ambiguous (repetitive output): rewrite rather than guess
-    return new[position + len(anchor) :]

@@ -1,7 +1,7 @@
 """One card per tool call: name and label, status with elapsed time, arguments, approval, output, result.
 
 The card redraws from its ``ToolCallBlock`` when the view flushes. Arguments
-are an HTML preview while they stream (bounded, see ``tool_render``) and the
+are an HTML preview while they stream (bounded, see ``render``) and the
 definition's ``render_call`` once complete. Live output from ``on_update``
 goes append-only into an ``Output`` widget (``StreamOutput``); when the call
 ends, the result replaces it.
@@ -14,8 +14,8 @@ from typing import Any
 
 from pi_kernel.tools.approval import ApprovalDecision
 from pi_kernel.widgets.approval_panel import ApprovalPanel
+from pi_kernel.widgets.render import call_html, header_html, result_html
 from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
-from pi_kernel.widgets.tool_render import call_html, header_html, result_html
 from pi_kernel.widgets.turn_state import ToolCallBlock
 
 ARGUMENTS_PREVIEW_INTERVAL = 0.2

@@ -1,23 +1,40 @@
-"""What a turn looks like, built from agent events: the state every view renders.
-
-``TurnState`` folds the agent's events (and the approval broker's) into an
-ordered list of blocks: text, thinking, tool calls and notices, plus the usage
-and the model. It holds no loop logic and no widgets: the live widget view,
-the static rendering of a finished turn and the kernel's text view all read
-it. The block types are in ``turn_blocks``; every block carries a ``version``
-that grows on each change, so a view redraws only what changed since it last
-looked.
+"""The view model of a turn: the blocks it is drawn from, folded from agent events, with keys masked.
 
 A "turn" here is one ``%%pi`` cell: everything between ``agent_start`` and
-``agent_end``, however many model requests it takes.
+``agent_end``, however many model requests it takes. ``TurnState`` folds the
+agent's events (and the approval broker's) into an ordered list of blocks:
+text, thinking (``TextBlock``), tool calls (``ToolCallBlock``) and notices
+(``NoticeBlock``), plus the usage and the model. It holds no loop logic and no
+widgets: the live widget view, the static rendering of a finished turn
+(``render``) and the kernel's text view all read it. Every block carries a
+``version`` that grows on each change, so a view redraws only what changed
+since it last looked.
+
+Keys are masked here, where text enters the view model, never where it is
+drawn: streamed text and live tool output pass one ``MaskedStream`` per
+block as they arrive (what may be the start of a key waits for the next
+piece), notices and tool results are masked as they are set, and a tool
+call's arguments reach a view only through ``ToolCallBlock.shown_arguments``
+/ ``shown_raw``, masked once per version (while they stream: their bounded
+tail, ``live_tail``, with what may begin a key left out). So escaping,
+highlighting and cutting in the views never see a key. This is the widgets'
+one door to ``pi_kernel.ai.secrets``: ``masked``, ``MaskedStream``,
+and ``restored`` (arguments a person edited).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import json
+import re
+import reprlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from pi_kernel.agent import OPERATION_ABORTED
 from pi_kernel.agent.types import (
@@ -35,13 +52,348 @@ from pi_kernel.agent.types import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from pi_kernel.ai import AssistantMessage, TextContent, ThinkingContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from pi_kernel.ai import (
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from pi_kernel.ai.messages import text_of
-from pi_kernel.tools.approval import ApprovalRequest
-from pi_kernel.widgets.turn_blocks import Block, NoticeBlock, TextBlock, ToolCallBlock, live_output_text
+from pi_kernel.ai.secrets import MaskedStream, secret_values, unmask
+from pi_kernel.ai.secrets import mask as masked
+from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 
-__all__ = ["Block", "NoticeBlock", "TextBlock", "ToolCallBlock", "TurnState"]
-"""The block types live in ``turn_blocks``; the views import them from here, beside the state."""
+ToolStatus = Literal["streaming", "pending", "waiting", "running", "done", "error", "denied", "interrupted"]
+"""``streaming``: the model is still writing the arguments; ``pending``: written, not started;
+``waiting``: waiting for approval; the rest as named."""
+
+FINAL_STATUSES: frozenset[str] = frozenset({"done", "error", "denied", "interrupted"})
+RAW_ARGUMENTS_TAIL = 8192
+"""Characters of the raw streamed argument text kept (for a preview of invalid JSON)."""
+LIVE_STRING_KEEP = 3_024
+"""Characters of each string of streaming arguments kept for their preview (its end: the part being written;
+the widgets show the last 2,000)."""
+LIVE_ITEMS_KEEP = 200
+LIVE_DEPTH = 24
+OUTPUT_KEEP = 65_536
+"""Characters of a call's live output kept (its end; the result, when it comes, has it all)."""
+ANCHOR_CHARS = 256
+
+
+class TextBuffer:
+    """Text that grows by appends, joined only when read (a 40 KB answer arrives in 10,000 pieces).
+
+    With ``keep``, only about the last ``keep`` characters are kept (trimmed when twice that
+    accumulates, so an append stays O(1) amortized).
+    """
+
+    __slots__ = ("_joined", "_parts", "keep", "length")
+
+    def __init__(self, text: str = "", keep: int | None = None) -> None:
+        self._parts: list[str] = [text] if text else []
+        self._joined: str | None = text
+        self.length = len(text)
+        self.keep = keep
+
+    def append(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+            self.length += len(text)
+            self._joined = None
+            if self.keep is not None and self.length > 2 * self.keep:
+                self.replace(self.text[-self.keep :])
+
+    def replace(self, text: str) -> None:
+        self._parts = [text] if text else []
+        self._joined = text
+        self.length = len(text)
+
+    @property
+    def text(self) -> str:
+        if self._joined is None:
+            self._joined = "".join(self._parts)
+            self._parts = [self._joined]
+        return self._joined
+
+    def tail(self, chars: int) -> str:
+        """The last ``chars`` characters (all if fewer), without joining the whole text: a live view's
+        redraw costs the size of what it shows, not of what has arrived."""
+        if self._joined is not None:
+            return self._joined[-chars:] if chars > 0 else ""
+        picked: list[str] = []
+        size = 0
+        for part in reversed(self._parts):
+            if size >= chars:
+                break
+            picked.append(part)
+            size += len(part)
+        text = "".join(reversed(picked))
+        return text[-chars:] if chars > 0 else ""
+
+
+@dataclass(eq=False)
+class TextBlock:
+    """The assistant's text or thinking, one content block of one message."""
+
+    kind: Literal["text", "thinking"]
+    buffer: TextBuffer = field(default_factory=TextBuffer)
+    final: bool = False
+    """The block ended (its text is the provider's final text)."""
+    version: int = 0
+    _masking: MaskedStream = field(default_factory=MaskedStream, repr=False)
+    """Streamed pieces pass it once as they enter: the buffer holds masked text (what may be the start of a
+    key waits for the next piece)."""
+
+    @property
+    def text(self) -> str:
+        return self.buffer.text
+
+    def append(self, delta: str) -> None:
+        """A streamed piece, masked as it enters."""
+        self.buffer.append(self._masking.feed(delta))
+
+    def settle(self, text: str | None) -> bool:
+        """The block ended: ``text`` is the provider's final text (``None``: what streamed), masked. Whether the
+        block changed (it was not final yet, or its text differs)."""
+        held = self._masking.flush()
+        final = self.buffer.text + held if text is None else masked(text)
+        changed = not self.final or final != self.buffer.text
+        if final != self.buffer.text:
+            self.buffer.replace(final)
+        self.final = True
+        return changed
+
+
+@dataclass(eq=False)
+class ToolCallBlock:
+    """One tool call, from its first streamed byte to its result."""
+
+    id: str
+    name: str
+    label: str = ""
+    arguments: Any = None
+    """The latest arguments: the partial parse while streaming, then the final ones."""
+    raw: TextBuffer = field(default_factory=lambda: TextBuffer(keep=RAW_ARGUMENTS_TAIL))
+    """The end of the streamed argument text (shown while it does not parse yet)."""
+    status: ToolStatus = "streaming"
+    request: ApprovalRequest | None = None
+    decision: ApprovalDecision | None = None
+    started_at: float | None = None
+    """Clock time of ``tool_execution_start`` (reset when an approval lets it run)."""
+    waiting_since: float | None = None
+    ended_at: float | None = None
+    output: str = ""
+    """Live output, masked: the end of the text of the latest ``tool_execution_update`` (``set_output``)."""
+    output_updates: int = 0
+    result: AgentToolResult | None = None
+    is_error: bool = False
+    version: int = 0
+    _output_source: str = field(default="", repr=False)
+    _output_masking: MaskedStream = field(default_factory=MaskedStream, repr=False)
+    _shown: tuple[Any, ...] = field(default=(), repr=False)
+    """(arguments, streaming, version, what ``shown_arguments`` made of them)."""
+    _shown_raw: tuple[int, str] = field(default=(-1, ""), repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    def elapsed(self, now: float) -> float | None:
+        """Seconds in the current state (waiting) or since the call started (running, finished)."""
+        if self.status == "waiting" and self.waiting_since is not None:
+            return now - self.waiting_since
+        if self.started_at is None:
+            return None
+        return (self.ended_at if self.ended_at is not None else now) - self.started_at
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A result is masked as it enters the view model (once, not at every redraw): a tool's own text,
+        # its details (notebook outputs, a diff) and what a ``render_result`` hook is given.
+        object.__setattr__(self, name, masked_result(value) if name == "result" and value is not None else value)
+
+    def result_text(self) -> str:
+        return text_of(self.result.content) if self.result is not None else ""
+
+    def shown_arguments(self) -> Any:
+        """The arguments as plain JSON data, masked, once per version: while they stream, their ``live_tail``
+        with what may begin a key left out (a redraw costs the same for a 5 MB argument as for a short one)."""
+        streaming = self.status == "streaming"
+        arguments, shown = self.arguments, self._shown
+        if shown and shown[0] is arguments and shown[1] == streaming and (not streaming or shown[2] == self.version):
+            return shown[3]
+        value = live_tail(arguments) if streaming else arguments
+        data = masked(jsonable(value) if value is not None else {}, partial=streaming)
+        self._shown = (arguments, streaming, self.version, data)
+        return data
+
+    def shown_raw(self) -> str:
+        """The end of the streamed argument text, masked (what may begin a key left out)."""
+        if self._shown_raw[0] != self.raw.length:
+            self._shown_raw = (self.raw.length, masked(self.raw.text, partial=True))
+        return self._shown_raw[1]
+
+    def set_output(self, text: str) -> None:
+        """The whole live output so far: what it adds passes the block's ``MaskedStream`` (a rewrite, or a
+        rolling tail that cannot be matched, starts it again); ``output`` keeps the end."""
+        added = appended(self._output_source, text)
+        if added is None:
+            self._output_masking.reset()
+            self.output = self._output_masking.feed(text)
+        else:
+            self.output += self._output_masking.feed(added)
+        if len(self.output) > 2 * OUTPUT_KEEP:
+            self.output = self.output[-OUTPUT_KEEP:]  # masked text: a cut cannot uncover a key
+        self._output_source = text
+
+
+def appended(old: str, new: str) -> str | None:
+    """What ``new`` adds after ``old``, when ``new`` is ``old`` (or a tail of it) plus more; else ``None``."""
+    if new.startswith(old):
+        return new[len(old) :]
+    anchor = old[-ANCHOR_CHARS:]
+    if len(anchor) < ANCHOR_CHARS:
+        return None
+    position = new.find(anchor)
+    if position < 0 or new.rfind(anchor) != position:
+        return None  # not found, or ambiguous (repetitive output): rewrite rather than guess
+    return new[position + len(anchor) :]
+
+
+def masked_result(result: AgentToolResult) -> AgentToolResult:
+    """``result`` with keys masked in its text blocks and its details (read once for all of them)."""
+    secrets = secret_values()
+    content = [
+        dataclasses.replace(item, text=masked(item.text, secrets)) if isinstance(item, TextContent) else item
+        for item in result.content
+    ]
+    return dataclasses.replace(result, content=content, details=masked(result.details, secrets))
+
+
+def content_text(content: str | list[Any]) -> str:
+    """The text of a message's or a tool result's content, each image named by its type (``[image/png image]``)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        item.text if isinstance(item, TextContent) else f"[{item.mime_type} image]"
+        for item in content
+        if isinstance(item, (TextContent, ImageContent))
+    )
+
+
+def live_output_text(partial: AgentToolResult) -> str:
+    """The text of a partial result: its text blocks, else its notebook outputs (the ``python`` tool's)."""
+    text = text_of(partial.content)
+    details = partial.details if isinstance(partial.details, dict) else {}
+    outputs = details.get("outputs")
+    if not text and isinstance(outputs, list):
+        return outputs_text(outputs)
+    return text
+
+
+@dataclass(eq=False)
+class NoticeBlock:
+    """Something the person should see between blocks: an error, an interruption, a steering message."""
+
+    kind: Literal["error", "interrupted", "user", "compaction"]
+    text: str
+    version: int = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # An error may quote a key: masked as it enters the view model, never where it is drawn.
+        object.__setattr__(self, name, masked(value) if name == "text" else value)
+
+
+Block = TextBlock | ToolCallBlock | NoticeBlock
+
+
+def restored(edited: Any, original: Any) -> Any:
+    """Arguments a person edited, with every ``***`` they left as it was turned back into the value it hid."""
+    return unmask(edited, original)
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return str(value)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data (dicts, lists, str, numbers, bools, None)."""
+    try:
+        return json.loads(json.dumps(value, default=json_default))
+    except (TypeError, ValueError, RecursionError):
+        return reprlib.repr(value)
+
+
+def live_tail(value: Any, depth: int = 0) -> Any:
+    """Streaming arguments cut for their live preview, whatever their size: each long string keeps its
+    last ``LIVE_STRING_KEEP`` characters, each long container its last ``LIVE_ITEMS_KEEP`` items, and
+    nesting deeper than ``LIVE_DEPTH`` shows as ``…`` (no recursion on the model's depth)."""
+    if isinstance(value, str):
+        return value if len(value) <= LIVE_STRING_KEEP else "…" + value[-LIVE_STRING_KEEP:]
+    if hasattr(value, "model_dump") and not isinstance(value, type):
+        value = dict(value)
+    if isinstance(value, (dict, list, tuple)) and depth >= LIVE_DEPTH:
+        return "…"
+    if isinstance(value, dict):
+        items = list(itertools.islice(reversed(value.items()), LIVE_ITEMS_KEEP))[::-1]
+        return {
+            live_tail(key, depth + 1) if isinstance(key, str) else key: live_tail(item, depth + 1)
+            for key, item in items
+        }
+    if isinstance(value, (list, tuple)):
+        return [live_tail(item, depth + 1) for item in value[-LIVE_ITEMS_KEEP:]]
+    return value
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def mime_text(bundle: Mapping[str, Any]) -> str:
+    """The plainest readable text of a MIME bundle."""
+    for mime in ("text/plain", "text/markdown", "text/latex"):
+        if mime in bundle:
+            return strip_ansi(joined_text(bundle[mime]))
+    kinds = ", ".join(sorted(bundle))
+    return f"[{kinds}]"
+
+
+def outputs_text(outputs: list[Any]) -> str:
+    parts = []
+    for output in outputs:
+        if not isinstance(output, Mapping):
+            continue
+        kind = output.get("output_type")
+        if kind == "stream":
+            parts.append(strip_ansi(joined_text(output.get("text", ""))))
+        elif kind in ("display_data", "execute_result"):
+            parts.append(mime_text(output.get("data") or {}))
+        elif kind == "error":
+            parts.append(
+                strip_ansi("\n".join(output.get("traceback") or [])) or f"{output.get('ename')}: {output.get('evalue')}"
+            )
+    return "\n".join(part.rstrip("\n") for part in parts)
+
+
+def joined_text(value: Any) -> str:
+    """nbformat allows multi-line strings as lists of lines."""
+    if isinstance(value, list):
+        return "".join(str(item) for item in value)
+    return value if isinstance(value, str) else str(value)
 
 
 @dataclass(eq=False)
@@ -56,7 +408,6 @@ class TurnState:
     blocks: list[Block] = field(default_factory=list)
     tool_calls: dict[str, ToolCallBlock] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
-    usage_version: int = 0
     context_window: int | None = None
     """The model's context window (tokens), for the footer's meter; ``None``: no meter."""
     context_tokens: int = 0
@@ -70,6 +421,8 @@ class TurnState:
     stop_reason: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    waiting: dict[str, ToolCallBlock] = field(default_factory=dict)
+    """Calls that were waiting for approval when last told (``live_window`` drops those no longer waiting)."""
     _message_count: int = 0
     _user_messages: int = 0
     _streaming: dict[tuple[int, int], Block] = field(default_factory=dict)
@@ -80,9 +433,10 @@ class TurnState:
     def apply(self, event: AgentEvent) -> None:
         match event:
             case AgentStartEvent():
-                self._on_agent_start(event)
+                self.started = True
+                self.started_at = self.clock()
             case AgentEndEvent():
-                self._on_agent_end(event)
+                self.finish()
             case MessageStartEvent():
                 self._on_message_start(event)
             case MessageUpdateEvent():
@@ -99,13 +453,6 @@ class TurnState:
                 self._on_tool_execution_end(event)
             case TurnStartEvent() | TurnEndEvent():
                 pass  # a turn of the loop (one model request) draws nothing of its own
-
-    def _on_agent_start(self, event: AgentStartEvent) -> None:
-        self.started = True
-        self.started_at = self.clock()
-
-    def _on_agent_end(self, event: AgentEndEvent) -> None:
-        self.finish()
 
     def _on_message_start(self, event: MessageStartEvent) -> None:
         message = event.message
@@ -178,7 +525,6 @@ class TurnState:
     def _end_assistant_message(self, message: AssistantMessage) -> None:
         self._note_model(message)
         self.usage = self.usage.add(message.usage)
-        self.usage_version += 1
         if message.usage.prompt_tokens:
             self.context_tokens = message.usage.prompt_tokens + message.usage.output
         self.stop_reason = message.stop_reason
@@ -208,7 +554,6 @@ class TurnState:
         self._add(NoticeBlock("compaction", text))
         if event.usage is not None:
             self.usage = self.usage.add(event.usage)
-            self.usage_version += 1
 
     def _on_tool_execution_start(self, event: ToolExecutionStartEvent) -> None:
         block = self._tool_block(event.tool_call_id, event.tool_name)
@@ -222,7 +567,7 @@ class TurnState:
         block = self._tool_block(event.tool_call_id, event.tool_name)
         if block.finished:
             return
-        block.output = live_output_text(event.partial_result)
+        block.set_output(live_output_text(event.partial_result))
         block.output_updates += 1
         block.version += 1
 
@@ -260,6 +605,7 @@ class TurnState:
         if event == "requested" and request.decision is None and not block.finished:
             block.status = "waiting"
             block.waiting_since = self.clock()
+            self.waiting[block.id] = block
         elif request.decision is not None:
             block.decision = request.decision
             if request.decision.args is not None:
@@ -292,6 +638,13 @@ class TurnState:
                 block.version += 1
 
     # ------------------------------------------------------------------ helpers
+
+    def live_window(self, size: int) -> tuple[list[Block], list[ToolCallBlock]]:
+        """What a live view draws: the last ``size`` blocks, and the calls before them waiting for approval."""
+        window = self.blocks[-size:]
+        self.waiting = {key: call for key, call in self.waiting.items() if call.status == "waiting"}
+        in_window = {id(block) for block in window}
+        return window, [call for call in self.waiting.values() if id(call) not in in_window]
 
     def text(self) -> str:
         """The assistant's text of the whole turn, blocks joined by blank lines."""

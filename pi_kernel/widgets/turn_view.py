@@ -55,15 +55,20 @@ from typing import Any, Protocol
 
 from pi_kernel.agent.types import AgentEndEvent, AgentEvent
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest
-from pi_kernel.widgets.footer import Footer
-from pi_kernel.widgets.html_render import MUTED, badge, escape, markdown_html
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.static_render import StaticOutput, render_static
+from pi_kernel.widgets.render import (
+    MUTED,
+    DefinitionLookup,
+    Footer,
+    StaticOutput,
+    markdown_html,
+    notice_html,
+    render_static,
+)
 from pi_kernel.widgets.steer_box import SteerBox
 from pi_kernel.widgets.stream_output import IopubSender, OutputRouter, StreamOutput
 from pi_kernel.widgets.throttle import Scheduler, Throttle
 from pi_kernel.widgets.tool_card import ARGUMENTS_PREVIEW_INTERVAL, ToolCard
-from pi_kernel.widgets.tool_render import DefinitionLookup
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState
 from pi_kernel.widgets.undo_offer import UndoOffer
 
@@ -113,9 +118,8 @@ class _TextView:
             # Masked as it entered the view model (``TextBlock``), before highlighting could cut a key into spans.
             self.stream.show({"text/html": markdown_html(block.text)})
             self._rendered = True
-        elif block.buffer.length > self._sent:
-            self.stream.append(block.text[self._sent :])
-            self._sent = block.buffer.length
+        else:
+            self.drain(block)
         if block.final:
             self._rendered = True
             self.stream.done()
@@ -128,12 +132,7 @@ class _NoticeView:
 
     def update(self, block: NoticeBlock) -> None:
         self.version = block.version
-        text = escape(block.text)  # masked as it entered the view model (``NoticeBlock``)
-        if block.kind in ("user", "compaction"):
-            mark = "⇣" if block.kind == "compaction" else "↳"
-            self.widget.value = f'<div style="{MUTED}">{mark} {text}</div>'
-        else:
-            self.widget.value = f"<div>{badge('error' if block.kind == 'error' else 'interrupted')} {text}</div>"
+        self.widget.value = notice_html(block)  # masked as it entered the view model (``NoticeBlock``)
 
 
 class WidgetTurnView:
@@ -162,7 +161,6 @@ class WidgetTurnView:
         self._shown: list[Block] = []
         self._live: dict[int, tuple[Block, Any]] = {}
         """``id(block)`` → (block, view) for the blocks drawn live now."""
-        self._waiting: dict[str, ToolCallBlock] = {}
         self._earlier: Any = None
         """The line counting blocks no longer drawn live (made when the first one scrolls out)."""
         self.footer = Footer(self._kit)
@@ -221,12 +219,7 @@ class WidgetTurnView:
         """A broker notification (``requested`` / ``resolved``), on the event loop's thread."""
         if self.finished:
             return
-        block = self.state.apply_approval(kind, request)
-        if block is not None:
-            if block.status == "waiting":
-                self._waiting[block.id] = block
-            else:
-                self._waiting.pop(block.id, None)
+        if self.state.apply_approval(kind, request) is not None:
             self._throttle.request()
 
     def finish(self, outcome: TurnEnding | None = None) -> StaticOutput:
@@ -318,12 +311,7 @@ class WidgetTurnView:
     def _arrange(self) -> None:
         """Make views for the blocks to draw live, drop the others; the box changes only when they do."""
         blocks = self.state.blocks
-        window = blocks[-LIVE_BLOCKS:]
-        in_window = {id(block) for block in window}
-        for call_id, call in list(self._waiting.items()):
-            if call.status != "waiting":
-                del self._waiting[call_id]
-        pinned = [call for call in self._waiting.values() if id(call) not in in_window]
+        window, pinned = self.state.live_window(LIVE_BLOCKS)
         wanted = [*pinned, *window]
         if [id(block) for block in wanted] == [id(block) for block in self._shown]:
             return

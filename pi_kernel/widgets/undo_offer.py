@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pi_kernel.widgets.html_render import MUTED
 from pi_kernel.widgets.kit import WidgetKit
+from pi_kernel.widgets.render import MUTED
 from pi_kernel.widgets.stream_output import IopubSender
 
 logger = logging.getLogger("pi_kernel.widgets")

@@ -30,9 +30,8 @@ from pi_kernel.ai.overflow import is_context_overflow
 from pi_kernel.kernel.config import PiSettings, apply_config, settings_from_env
 from pi_kernel.kernel.session import with_context_window
 from pi_kernel.tools import ToolRegistry, tool
-from pi_kernel.widgets.footer import Footer
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.static_render import render_static
+from pi_kernel.widgets.render import Footer, render_static
 from pi_kernel.widgets.turn_state import TurnState
 
 TWENTY_MB = 20 * 1024 * 1024

@@ -22,7 +22,7 @@ from pi_kernel.ai.messages import (
 )
 from pi_kernel.ai.secrets import mask
 from pi_kernel.kernel.text_view import short_json
-from pi_kernel.widgets.json_view import bound_strings, parse_arguments, pretty_json
+from pi_kernel.widgets.render import bound_strings, parse_arguments, pretty_json
 
 
 def nested(depth: int) -> list:

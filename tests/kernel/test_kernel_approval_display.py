@@ -20,8 +20,8 @@ from test_widgets_frontend import install_recording_comms
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.tool_render import call_html
-from pi_kernel.widgets.turn_blocks import ToolCallBlock
+from pi_kernel.widgets.render import call_html
+from pi_kernel.widgets.turn_state import ToolCallBlock
 
 TAIL = "rm -rf ~/DANGER_TAIL"
 PADDED = "echo start " + "harmless " * 4_000 + "; " + TAIL

@@ -15,7 +15,7 @@ from pi_kernel.ai.secrets import mask, secret_values
 from pi_kernel.kernel.cell_runner import PiUsageError, parse_options, with_thinking
 from pi_kernel.kernel.config import DOTENV_KEY_ENV, PiSettings, load_dotenv, settings_from_env
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model
-from pi_kernel.widgets.static_render import render_static
+from pi_kernel.widgets.render import render_static
 from pi_kernel.widgets.turn_state import TurnState
 
 ANTHROPIC_KEY = "sk-ant-api03-user-1111111111111111"

@@ -19,8 +19,8 @@ from pi_kernel.kernel.text_view import colour_diff
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalPreview, ApprovalRequest
 from pi_kernel.tools.builtin.notebook_edits import cell_diff
 from pi_kernel.widgets.approval_panel import ApprovalPanel
-from pi_kernel.widgets.html_render import ADDED_BG, REMOVED_BG
 from pi_kernel.widgets.kit import WidgetKit
+from pi_kernel.widgets.render import ADDED_BG, REMOVED_BG
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 TITLE = "edit cell #2 (code) y = x +* 2"

@@ -25,8 +25,8 @@ from pi_kernel.tools import approval
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.tool_render import call_html
-from pi_kernel.widgets.turn_blocks import ToolCallBlock
+from pi_kernel.widgets.render import call_html
+from pi_kernel.widgets.turn_state import ToolCallBlock
 
 INVISIBLE = ["\u202e", "\u2066", "\u2067", "\u2069", "\u200b", "\u200f", "\u2028", "\x1b", "\U000e0041", "\ufe0f"]
 COMMAND = (

@@ -23,8 +23,8 @@ from kernel_helpers import (
     kernel_env,
 )
 
-from pi_kernel.kernel.text_preview import preview_json
-from pi_kernel.widgets.turn_blocks import TextBuffer
+from pi_kernel.kernel.text_view import preview_json
+from pi_kernel.widgets.turn_state import TextBuffer
 
 SETUP = '''
 import asyncio
@@ -207,8 +207,8 @@ def test_secrets_read_once_answers_from_one_reading_of_the_environment(monkeypat
 
 
 def test_widget_preview_of_streaming_arguments_is_made_from_their_cut_end() -> None:
-    from pi_kernel.widgets.tool_render import LIVE_STRING_KEEP, call_html, live_tail
-    from pi_kernel.widgets.turn_blocks import ToolCallBlock
+    from pi_kernel.widgets.render import call_html
+    from pi_kernel.widgets.turn_state import LIVE_STRING_KEEP, ToolCallBlock, live_tail
 
     deep: Any = "bottom"
     for _ in range(100_000):  # json.dumps inside the preview would raise RecursionError

@@ -22,9 +22,8 @@ from pi_kernel.kernel.persistence import save_conversation
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.static_render import render_static
+from pi_kernel.widgets.render import call_html, render_static, result_html
 from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
-from pi_kernel.widgets.tool_render import call_html, result_html
 from pi_kernel.widgets.turn_state import NoticeBlock, ToolCallBlock, TurnState
 
 KEY = "sk-live-Zq8Lm2Np4Rt6Vx8Bq0Wc"

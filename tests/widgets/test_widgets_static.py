@@ -23,7 +23,7 @@ from pi_kernel.agent.types import (
 from pi_kernel.ai import TextContent, ThinkingContent, Usage
 from pi_kernel.ai.secrets import mask
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
-from pi_kernel.widgets.static_render import METADATA_RESULT_CHARS, render_static
+from pi_kernel.widgets.render import METADATA_RESULT_CHARS, render_static
 from pi_kernel.widgets.turn_state import TurnState
 
 SECRET = "sk-proj-SECRETSECRETSECRET0123456789"
@@ -127,7 +127,7 @@ def test_scrub_keeps_ordinary_text() -> None:
 
 def test_static_rendering_does_not_import_ipywidgets() -> None:
     code = (
-        "import sys; import pi_kernel.widgets.static_render, pi_kernel.widgets.turn_state; "
+        "import sys; import pi_kernel.widgets.render, pi_kernel.widgets.turn_state; "
         "assert 'ipywidgets' not in sys.modules, 'ipywidgets imported'"
     )
     env = {**os.environ, "PYTHONPATH": os.getcwd()}

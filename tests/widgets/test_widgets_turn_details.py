@@ -26,9 +26,7 @@ from pi_kernel.agent.types import AgentEndEvent, AgentStartEvent, ToolExecutionE
 from pi_kernel.ai import TextContent
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets import turn_state
-from pi_kernel.widgets.html_render import ADDED_BG
-from pi_kernel.widgets.static_render import render_static
-from pi_kernel.widgets.tool_render import call_html, call_text
+from pi_kernel.widgets.render import ADDED_BG, call_html, call_text, render_static
 from pi_kernel.widgets.turn_state import ToolCallBlock, TurnState
 
 WIDGETS = Path(turn_state.__file__).parent
@@ -184,8 +182,7 @@ def test_the_widgets_never_import_the_kernel() -> None:
 
 
 def test_without_a_kernel_request_the_widgets_factory_declines_and_the_kernel_shows_text() -> None:
-    from pi_kernel.kernel.text_view import TextTurnView
-    from pi_kernel.kernel.view_choice import make_turn_view
+    from pi_kernel.kernel.text_view import TextTurnView, make_turn_view
     from pi_kernel.kernel.views import TurnOptions
     from pi_kernel.widgets import make_widget_view
 

@@ -26,7 +26,7 @@ from pi_kernel.agent.types import (
 from pi_kernel.ai import ImageContent, TextContent, ThinkingContent, ToolResultMessage, Usage
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.widgets.tool_render import LIVE_PREVIEW_CHARS
+from pi_kernel.widgets.render import LIVE_PREVIEW_CHARS
 from pi_kernel.widgets.turn_view import WidgetTurnView
 
 ANSWER = "# Results\n\nThe file has **three** lines:\n\n- one\n- two\n"

@@ -23,6 +23,7 @@ callable like the function: ``my_tool(city="Paris")`` in a cell calls it.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import re
 import sys
@@ -83,11 +84,7 @@ class FunctionTool(ToolDefinition):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.fn is not None:
-            self.__wrapped__ = self.fn
-            self.__name__ = getattr(self.fn, "__name__", self.name)
-            self.__qualname__ = getattr(self.fn, "__qualname__", self.name)
-            self.__module__ = getattr(self.fn, "__module__", __name__)
-            self.__doc__ = self.fn.__doc__
+            functools.update_wrapper(self, self.fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fn is None:
@@ -163,56 +160,42 @@ def tool(
     ``set_default_registry``; ``False``: nowhere). Redefining a tool with the
     same name replaces the old one.
     """
+    options = dict(locals())  # the parameters as given
+    target = options.pop("registry")
+    options.pop("fn")
+    if isinstance(guidelines, str):
+        options["guidelines"] = [guidelines]
     # Names visible where the decorator is used, for string annotations of a function
     # defined inside another function (``from __future__ import annotations``).
     caller_namespace = sys._getframe(1).f_locals
 
     def decorate(function: Callable[..., Any]) -> FunctionTool:
-        definition = function_tool(
-            function,
-            name=name,
-            label=label,
-            description=description,
-            snippet=snippet,
-            guidelines=[guidelines] if isinstance(guidelines, str) else list(guidelines),
-            execution_mode=execution_mode,
-            approval=approval,
-            read_only=read_only,
-            max_retries=max_retries,
-            render_call=render_call,
-            render_result=render_result,
-            prepare_arguments=prepare_arguments,
-            constrained_sampling=constrained_sampling,
-            local_namespace=caller_namespace,
-        )
-        target = get_default_registry() if registry is None else registry
-        if target is not False and target is not None:
-            target.add(definition)
+        definition = _function_tool(function, caller_namespace, **options)
+        where = get_default_registry() if target is None else target
+        if where is not False and where is not None:
+            where.add(definition)
         return definition
 
     return decorate(fn) if fn is not None else decorate
 
 
-def function_tool(
+def _function_tool(
     fn: Callable[..., Any],
+    local_namespace: dict[str, Any],
     *,
-    name: str | None = None,
-    description: str | None = None,
-    snippet: str | None = None,
-    guidelines: Sequence[str] = (),
-    local_namespace: dict[str, Any] | None = None,
+    name: str | None,
+    description: str | None,
+    snippet: str | None,
+    guidelines: Sequence[str],
     **options: Any,
 ) -> FunctionTool:
-    """Build the ``FunctionTool`` for ``fn`` without registering it (``@tool`` minus the registry).
-
-    ``local_namespace`` resolves string annotations that ``fn``'s globals do not.
-    """
+    """The ``FunctionTool`` for ``fn``; ``local_namespace`` resolves string annotations its globals do not."""
     tool_name: str = name or str(getattr(fn, "__name__", ""))
     if not _TOOL_NAME.match(tool_name):
         raise ValueError(
             f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (pass @tool(name=...))"
         )
-    check_approval_option(options.get("approval", "auto"), tool_name)
+    check_approval_option(options["approval"], tool_name)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise TypeError(f'@tool "{tool_name}": generator functions are not supported; return the result instead')
     docs = parse_docstring(inspect.getdoc(fn))

@@ -23,25 +23,22 @@ object with ``_repr_mimebundle_``,     text for the model (markdown, else plain 
 anything else                          ``str(value)``
 =====================================  ==========================================================
 
-Images are bounded as ``read`` and ``python`` bound theirs
-(``fit_image``: 2000x2000 pixels, 4.5 MB of base64): a
-larger one is scaled down and preceded by a text block with pi's dimension
-note, one that cannot be brought under the limits becomes a text note.
-Content blocks and ``AgentToolResult`` values pass through untouched: a tool
-that builds them has chosen exactly what the model receives.
-
 The display convention, for the widgets: ``details["display"]`` is a MIME
 bundle (a dict of MIME type → data, as IPython's ``display_data`` carries) or a
 list of them, to be shown in order. Text types hold ``str``; image types hold
 base64 ``str``. The model never sees ``details``.
 
-**Images for the model** are bounded in pixels and bytes (pi's ``image-resize.ts``
-limits). An image goes to the model as it is when it fits (at most 2000x2000
-pixels and under 4.5 MB of base64). A larger one is scaled down with Pillow when
-Pillow is installed (PNG and JPEG at falling quality are tried, then smaller
-sizes), and the model is told the original size so it can map coordinates.
-Without Pillow the dimensions cannot be checked; an image over the byte
-limit is then left out with a note.
+**Images for the model** are bounded as ``read`` and ``python`` bound theirs
+(``fit_image``, pi's ``image-resize.ts`` limits): a provider rejects a request
+whose image is too large, and every later request of the run repeats it. An
+image goes as it is when it fits (at most 2000x2000 pixels and under 4.5 MB of
+base64). A larger one is scaled down with Pillow when Pillow is installed (PNG
+and JPEG at falling quality are tried, then smaller sizes) and preceded by pi's
+dimension note, so the model can map coordinates; one that cannot be brought
+under the limits becomes a text note. Without Pillow the dimensions cannot be
+checked; an image over the byte limit is then left out with a note. Content
+blocks and ``AgentToolResult`` values pass through untouched: a tool that
+builds them has chosen exactly what the model receives.
 """
 
 from __future__ import annotations
@@ -54,10 +51,8 @@ import io
 import json
 import reprlib
 import sys
-import uuid
 from collections.abc import Mapping
 from decimal import Decimal
-from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel
@@ -204,14 +199,7 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
 
 
 def _image_result(data: bytes, mime_type: str) -> AgentToolResult:
-    """The image bounded as ``read`` and ``python`` bound theirs (``fit_image``).
-
-    A provider rejects a request whose image is too large, and every later
-    request of the run repeats it, so an unbounded image from a ``@tool``
-    would break the conversation. A scaled image comes after pi's dimension
-    note (so the model can map coordinates); one that cannot be brought under
-    the limits is replaced by a note.
-    """
+    """The image bounded (``fit_image``), after pi's dimension note when scaled; a note when it cannot be."""
     fitted = fit_image(data, mime_type)
     if fitted is None:
         return AgentToolResult([TextContent(IMAGE_OMITTED_NOTE)])
@@ -366,6 +354,4 @@ def _json_default(value: Any) -> Any:
         return value.value
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=repr)
-    if isinstance(value, (Decimal, uuid.UUID, PurePath)):
-        return str(value)
-    return str(value)
+    return str(value)  # Decimal, UUID, paths and the rest

@@ -125,7 +125,7 @@ class Call:
 class Rule:
     name: str
     applies: Callable[[Call], bool]
-    verdict: Callable[[Call], Verdict]
+    verdict: Verdict | Callable[[Call], Verdict]
     doc: str
 
 
@@ -135,24 +135,24 @@ def _mode_refuses(call: Call) -> bool:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", lambda c: "deny", "a cell's --approve deny denies all"),
-    Rule("tool-deny", lambda c: c.override == "deny", lambda c: "deny", "a per-tool deny"),
+    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", "deny", "a cell's --approve deny denies all"),
+    Rule("tool-deny", lambda c: c.override == "deny", "deny", "a per-tool deny"),
     Rule(
         "read-only",
         lambda c: c.override is None and c.state.effective_mode == "read-only" and not c.read_only,
-        lambda c: "deny",
+        "deny",
         "read-only mode denies tools that are not read-only",
     ),
     Rule(
         "own-deny",
         lambda c: c.override is None and c.state.effective_mode != "auto" and c.own == "deny",
-        lambda c: "deny",
+        "deny",
         "the tool's own approval denies",
     ),
     Rule(
         "deny-mode",
         lambda c: c.override is None and c.state.effective_mode == "deny" and c.own == "ask",
-        lambda c: "deny",
+        "deny",
         "deny mode denies what would ask",
     ),
     Rule(
@@ -161,15 +161,15 @@ RULES: tuple[Rule, ...] = (
         lambda c: "deny" if c.state.effective_mode == "deny" else "ask",
         "a call that may read secrets asks in every mode (refused in deny mode)",
     ),
-    Rule("tool-auto", lambda c: c.override == "auto", lambda c: "run", "a per-tool auto runs"),
-    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", lambda c: "run", "auto runs"),
+    Rule("tool-auto", lambda c: c.override == "auto", "run", "a per-tool auto runs"),
+    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", "run", "auto runs"),
     Rule(
         "always-allowed",
         lambda c: c.name in c.state.always_allowed and not _mode_refuses(c),
-        lambda c: "run",
+        "run",
         '"always allow" answers the question; it never lifts a deny or a stricter mode',
     ),
-    Rule("tool-ask", lambda c: c.override == "ask", lambda c: "ask", "a per-tool ask asks"),
+    Rule("tool-ask", lambda c: c.override == "ask", "ask", "a per-tool ask asks"),
     Rule("own-rule", lambda c: True, lambda c: c.own, "the tool's own approval option"),
 )
 """The ordered rule table ``decide`` walks; the first rule that applies decides."""
@@ -192,7 +192,7 @@ def decide(
     )
     for rule in RULES:
         if rule.applies(call):
-            verdict = rule.verdict(call)
+            verdict = rule.verdict if isinstance(rule.verdict, str) else rule.verdict(call)
             reason = deny_reason(state, tool_name, call.secret) if verdict == "deny" else None
             return Decision(verdict, rule.name, reason, call.secret)
     raise AssertionError("the last rule always applies")  # pragma: no cover
@@ -233,19 +233,14 @@ def is_read_only(tool: Any, name: str) -> bool:
     return name in READ_ONLY_BUILTINS and origin_of(tool) == "builtin"
 
 
-def inspect_path_reason(name: Any) -> str | None:
-    """Why an ``inspect`` of this dotted path may read the environment (``os.environ``), or ``None``."""
-    if not isinstance(name, str):
-        return None
-    parts = set(name.strip().split("."))
-    if parts & {"environ", "getenv", "__globals__", "__dict__", "__builtins__"}:
-        return "it may read the environment, which holds the API keys"
-    return None
+_ENVIRONMENT_ATTRIBUTES = frozenset({"environ", "getenv", "__globals__", "__dict__", "__builtins__"})
+"""Parts of an ``inspect`` path that may reach the environment (``os.environ``)."""
 
 
 def _argument_reason(kind: str, value: Any, cells: Mapping[str, str]) -> str | None:
     if kind == "attribute":
-        return inspect_path_reason(value)
+        reaches = isinstance(value, str) and _ENVIRONMENT_ATTRIBUTES.intersection(value.strip().split("."))
+        return "it may read the environment, which holds the API keys" if reaches else None
     if kind == "cells":  # the code of the cells it names, read from the notebook by the host
         value = [cells[ref] for ref in value if ref in cells] if isinstance(value, list) else None
     if kind in ("command", "code", "cells"):
@@ -361,9 +356,7 @@ def approval_verdict(definition: Any, args: Any) -> Verdict:
         return "ask"
     if isinstance(answer, str):
         return _ANSWERS.get(answer, "ask")
-    if _is_boolean(answer):
-        return "run" if bool(answer) else "ask"
-    return "ask"
+    return "run" if _is_boolean(answer) and bool(answer) else "ask"
 
 
 def needs_approval(definition: Any, args: Any) -> bool:
@@ -479,6 +472,7 @@ def cut_middle(text: str, limit: int) -> str:
 
 
 _SHOWN_AS_IS = "\n\t"
+_SHOWN_AS_SPACES = str.maketrans(_SHOWN_AS_IS, "  ")
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 """Controls (ESC, CR), format characters (bidi overrides and isolates, zero-width characters, tag
 characters), line and paragraph separators, surrogates, private and unassigned code points."""
@@ -494,14 +488,6 @@ def _is_invisible(char: str) -> bool:
     if char in _INVISIBLE_EXTRA:
         return True
     return not char.isprintable() and char not in _SHOWN_AS_IS and unicodedata.category(char) in _INVISIBLE_CATEGORIES
-
-
-def _printable_apart_from_shown_as_is(text: str) -> bool:
-    if text.isprintable():
-        return True
-    for char in _SHOWN_AS_IS:
-        text = text.replace(char, " ")
-    return text.isprintable()
 
 
 def _escape(char: str, json_text: bool) -> str:
@@ -524,17 +510,11 @@ def reveal_invisible(text: str, *, json_text: bool = False) -> tuple[str, int]:
     many there were: what a person approves must look like what runs (Trojan Source: a bidi override
     shows ``curl … | sh`` as harmless text). ``json_text``: ``text`` is JSON, its escapes stay valid JSON
     (the characters only occur inside strings, so parsing it gives back the same value)."""
-    if _printable_apart_from_shown_as_is(text) and not _INVISIBLE_EXTRA.intersection(text):
+    printable = text.isprintable() or text.translate(_SHOWN_AS_SPACES).isprintable()
+    if printable and not _INVISIBLE_EXTRA.intersection(text):
         return text, 0  # the common case, also for text of many lines, without a step per character
-    count = 0
-    parts = []
-    for char in text:
-        if _is_invisible(char):
-            count += 1
-            parts.append(_escape(char, json_text))
-        else:
-            parts.append(char)
-    return "".join(parts), count
+    parts = [_escape(char, json_text) if _is_invisible(char) else char for char in text]
+    return "".join(parts), sum(len(part) > 1 for part in parts)
 
 
 def reveal_invisible_data(value: Any) -> tuple[Any, int]:

@@ -68,9 +68,13 @@ from typing import Any, Protocol
 
 from jupyter_core.paths import jupyter_runtime_dir
 
-from pi_kernel.ai.secrets import MASK, MaskedStream, add_secret_value, is_secret_name, without_secrets
-from pi_kernel.ai.secrets import mask as masked
-from pi_kernel.ai.secrets import secret_values as environment_secrets
+from pi_kernel.ai.secrets import MASK as MASK
+from pi_kernel.ai.secrets import MaskedStream as MaskedStream
+from pi_kernel.ai.secrets import add_secret_value as add_secret_value
+from pi_kernel.ai.secrets import is_secret_name, mask, secret_values, without_secrets
+
+masked = mask
+environment_secrets = secret_values
 
 HIDDEN_VALUE = "<hidden: the name looks like a secret>"
 
@@ -512,26 +516,3 @@ def _mention_reason(text: str) -> str | None:
         if is_secret_name(name):
             return f"it names ${name}, a variable named like a secret"
     return None
-
-
-__all__ = [
-    "HIDDEN_VALUE",
-    "MASK",
-    "MaskedStream",
-    "WorkspaceError",
-    "add_secret_value",
-    "check_in_workspace",
-    "environment_secrets",
-    "expand_path",
-    "is_secret_name",
-    "is_secret_value",
-    "masked",
-    "resolve_read_path",
-    "resolve_to_cwd",
-    "resolve_tool_cwd",
-    "resolve_tool_path",
-    "secret_mention_reason",
-    "secret_path_reason",
-    "tool_cwd",
-    "tool_environment",
-]

@@ -64,28 +64,15 @@ ALWAYS_GUIDELINES: tuple[str, ...] = (
 
 def normalize_snippet(text: str | None) -> str | None:
     """One line: newlines and runs of whitespace become single spaces; blank → None."""
-    if not text:
-        return None
-    one_line = " ".join(text.split())
-    return one_line or None
-
-
-def _dedup_key(text: str) -> str:
-    # "Use write only for new files." and "use write only for new files" are one guideline.
-    return " ".join(text.split()).rstrip(".").casefold()
+    return " ".join((text or "").split()) or None
 
 
 def unique_guidelines(guidelines: Iterable[str]) -> list[str]:
-    """Trimmed, blank ones dropped, duplicates dropped (first wording and position kept).
-
-    Two guidelines are duplicates when they differ only in case, spacing or a
-    final period.
-    """
+    """Trimmed, blank ones dropped, duplicates (differing only in case, spacing or a final period) dropped."""
     seen: dict[str, str] = {}
     for guideline in guidelines:
-        text = guideline.strip()
-        if text:
-            seen.setdefault(_dedup_key(text), text)
+        if text := guideline.strip():
+            seen.setdefault(" ".join(text.split()).rstrip(".").casefold(), text)
     return list(seen.values())
 
 
@@ -134,10 +121,8 @@ def format_date(date: str | datetime.date | None) -> str:
     if date is None:
         return datetime.date.today().isoformat()
     if isinstance(date, datetime.datetime):
-        return date.date().isoformat()
-    if isinstance(date, datetime.date):
-        return date.isoformat()
-    return date
+        date = date.date()
+    return date if isinstance(date, str) else date.isoformat()
 
 
 def build_system_prompt(

@@ -10,12 +10,9 @@ session mode, per-tool rules, "always allow", the cell's ``--approve``) and the
 code of the cells the call names (read by the host): it walks the ordered rule
 table ``RULES`` (first match wins; the precedence is documented in
 docs/security.md, "Approvals") and returns ``run``, ``ask`` or ``deny``, the
-rule that decided and, for a denial, what the model is told. A per-tool rule
-the cell's mode overrides is not in force: a cell's stricter ``--approve``
-(anything but ``auto``) ignores per-tool ``auto``, and its ``read-only`` also
-``ask``. Read-only tools: a tool's declared ``read_only``; else only the
-built-in ``read``; an MCP tool's ``readOnlyHint`` counts only for a server the
-user trusts (the MCP wrapper sets ``read_only`` then).
+rule that decided and, for a denial, what the model is told. An MCP tool's
+``readOnlyHint`` counts only for a server the user trusts (the MCP wrapper sets
+``read_only`` then).
 
 **The policy** (``ApprovalPolicy``): the session's mode, ``ask`` (a person
 decides), ``auto`` (everything runs), ``deny`` (risky calls are denied, for
@@ -41,10 +38,8 @@ order: the first whose ``can_answer(asking)`` is true takes the request
 ``kernel.approval_hook``). ``asking`` is the host's record of who started the
 call (the kernel's ``Turn``), passed through.
 
-**What a person sees** of a call is the same in every front-end (widgets,
-text, stdin): its arguments as JSON-ready data (``plain_arguments``), cut in
-the middle and never at one end (``cut_middle``), with characters that hide or
-reorder text made visible (``reveal_invisible``).
+What a person sees of a call (``plain_arguments``, ``cut_middle``,
+``reveal_invisible``) is the same in every front-end.
 """
 
 from __future__ import annotations

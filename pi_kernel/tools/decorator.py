@@ -230,31 +230,30 @@ def _parameters_model(
         hints = typing.get_type_hints(fn, localns=local_namespace, include_extras=True)
     except Exception as error:  # any failure to resolve hints gets the same clear message
         raise TypeError(f'@tool "{tool_name}": cannot resolve the type hints: {error}') from error
-    exposed: list[inspect.Parameter] = []
-    arguments: list[_Argument] = []
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(
                 f'@tool "{tool_name}": *{parameter.name} / **{parameter.name} cannot be described to the model; '
                 "declare each argument explicitly"
             )
-        positional = parameter.kind is parameter.POSITIONAL_ONLY
-        if parameter.name in INJECTED_PARAMETERS:
-            arguments.append(_Argument(parameter.name, parameter.name, positional))
-        else:
-            exposed.append(parameter)
-    if len(exposed) == 1 and _is_model_class(hints.get(exposed[0].name)):
-        only = exposed[0]
-        arguments.append(_Argument(only.name, "*model", only.kind is only.POSITIONAL_ONLY))
-        return hints[only.name], _in_signature_order(arguments, signature)
+    exposed = [name for name in signature.parameters if name not in INJECTED_PARAMETERS]
+    whole_model = len(exposed) == 1 and _is_model_class(hints.get(exposed[0]))
+    arguments: list[_Argument] = []
     fields: dict[str, Any] = {}
     taken = set(signature.parameters)
-    for parameter in exposed:
-        field_name = _field_name(parameter.name, taken)
-        taken.add(field_name)
-        annotation = hints.get(parameter.name, Any)
-        fields[field_name] = (annotation, _field_info(parameter, annotation, field_name, param_docs))
-        arguments.append(_Argument(parameter.name, field_name, parameter.kind is parameter.POSITIONAL_ONLY))
+    for parameter in signature.parameters.values():
+        if parameter.name in INJECTED_PARAMETERS:
+            source = parameter.name
+        elif whole_model:
+            source = "*model"
+        else:
+            source = _field_name(parameter.name, taken)
+            taken.add(source)
+            annotation = hints.get(parameter.name, Any)
+            fields[source] = (annotation, _field_info(parameter, annotation, source, param_docs))
+        arguments.append(_Argument(parameter.name, source, parameter.kind is parameter.POSITIONAL_ONLY))
+    if whole_model:
+        return hints[exposed[0]], arguments
     try:
         model = create_model(_model_name(tool_name), **fields)
         model.model_json_schema()
@@ -263,16 +262,11 @@ def _parameters_model(
             f'@tool "{tool_name}": its parameters cannot be described as JSON schema ({error}). '
             "Use JSON-friendly types (str, int, float, bool, list, dict, Literal, pydantic models)."
         ) from error
-    return model, _in_signature_order(arguments, signature)
+    return model, arguments
 
 
 def _is_model_class(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-def _in_signature_order(arguments: list[_Argument], signature: inspect.Signature) -> list[_Argument]:
-    order = {name: index for index, name in enumerate(signature.parameters)}
-    return sorted(arguments, key=lambda argument: order[argument.parameter])
 
 
 def _field_name(parameter: str, taken: set[str]) -> str:
@@ -319,13 +313,13 @@ def _model_name(tool_name: str) -> str:
 def _make_execute(fn: Callable[..., Any], model: type[BaseModel], arguments: list[_Argument]) -> Callable[..., Any]:
     """``execute(tool_call_id, params, signal, on_update, ctx)``: sync for a sync ``fn``, async for async."""
 
-    def bind(
+    def call(
         tool_call_id: str,
         params: Any,
-        signal: AbortSignal | None,
-        on_update: Callable[[AgentToolResult], None] | None,
-        ctx: ToolContext | None,
-    ) -> tuple[list[Any], dict[str, Any]]:
+        signal: AbortSignal | None = None,
+        on_update: Callable[[AgentToolResult], None] | None = None,
+        ctx: ToolContext | None = None,
+    ) -> Any:
         if not isinstance(params, model):
             params = model.model_validate(params)
 
@@ -340,30 +334,21 @@ def _make_execute(fn: Callable[..., Any], model: type[BaseModel], arguments: lis
             "ctx": ctx if ctx is not None else ToolContext(),
             "*model": params,
         }
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for argument in arguments:
-            value = injected[argument.source] if argument.source in injected else getattr(params, argument.source)
-            if argument.positional:
-                args.append(value)
-            else:
-                kwargs[argument.parameter] = value
-        return args, kwargs
+        values = {
+            arg.parameter: injected[arg.source] if arg.source in injected else getattr(params, arg.source)
+            for arg in arguments
+        }
+        positional = [values.pop(arg.parameter) for arg in arguments if arg.positional]
+        return fn(*positional, **values)
 
     if is_async_callable(fn):
 
-        async def execute_async(
-            tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None, ctx: Any = None
-        ) -> AgentToolResult:
-            args, kwargs = bind(tool_call_id, params, signal, on_update, ctx)
-            return to_agent_tool_result(await fn(*args, **kwargs))
+        async def execute_async(*args: Any, **kwargs: Any) -> AgentToolResult:
+            return to_agent_tool_result(await call(*args, **kwargs))
 
         return execute_async
 
-    def execute(
-        tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None, ctx: Any = None
-    ) -> AgentToolResult:
-        args, kwargs = bind(tool_call_id, params, signal, on_update, ctx)
-        return to_agent_tool_result(fn(*args, **kwargs))
+    def execute(*args: Any, **kwargs: Any) -> AgentToolResult:
+        return to_agent_tool_result(call(*args, **kwargs))
 
     return execute

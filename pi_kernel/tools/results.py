@@ -93,12 +93,9 @@ def _as_is(data: bytes, mime_type: str) -> FittedImage | None:
 
 
 def verified_image_type(data: bytes) -> str | None:
-    """The type of ``data`` when Pillow decodes it as one of ``MODEL_IMAGE_TYPES``, else None.
-
-    For images from untrusted sources (MCP servers): bytes that are not such an
-    image would make the provider refuse every later request of the conversation.
-    Without Pillow nothing can be verified, so the answer is None.
-    """
+    """The type of ``data`` when Pillow decodes it as one of ``MODEL_IMAGE_TYPES``, else None (also without
+    Pillow). For images from untrusted sources (MCP servers): bytes that are not such an image would make the
+    provider refuse every later request of the conversation."""
     try:
         from PIL import Image
     except ImportError:
@@ -229,11 +226,8 @@ def _bytes_result(data: bytes) -> AgentToolResult:
 
 def image_png_bytes(value: Any) -> bytes | None:
     """PNG bytes of a PIL image, a matplotlib figure or axes, or a ``_repr_png_`` object; else None.
-
-    PIL and matplotlib are looked up in ``sys.modules`` only: a value of their
-    types cannot exist unless they were imported, and importing them here
-    would cost every tool call.
-    """
+    PIL and matplotlib are looked up in ``sys.modules`` only: a value of their types cannot exist unless
+    they were imported."""
     pil_image = sys.modules.get("PIL.Image")
     if pil_image is not None and isinstance(value, pil_image.Image):
         image = value if value.mode in ("1", "L", "LA", "I", "P", "RGB", "RGBA") else value.convert("RGBA")
@@ -329,10 +323,7 @@ _DEEP_REPR.maxstring = _DEEP_REPR.maxother = 200
 
 
 def to_json_text(value: Any) -> str:
-    """JSON text for the model; pydantic models through their own serializer.
-
-    A value nested deeper than the serializer recurses gets a depth-bounded ``repr`` instead.
-    """
+    """JSON text for the model (a value nested deeper than the serializer recurses: a bounded ``repr``)."""
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:

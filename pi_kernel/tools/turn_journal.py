@@ -70,11 +70,10 @@ FIRST = "\x00first"
 
 
 class NotebookEditor(Protocol):
-    """The part of ``NotebookDocument`` that undo uses."""
+    """The part of ``NotebookDocument`` that undo uses (``read``, when it has it, places a cell put back)."""
 
     def edit(self, cell_id: str, expected: str, new: str) -> Awaitable[None]: ...
     def insert(self, index: int, cells: list[tuple[str, str]]) -> Awaitable[list[str]]: ...
-    # ``read(max_chars=0)`` (optional): the cells' ids in order, to put a deleted cell back after its neighbour
     def delete(self, cell_ids: list[str], expected: list[str]) -> Awaitable[None]: ...
 
 
@@ -94,7 +93,7 @@ class _FileRecord:
     before: bytes | None
     """``None``: the file did not exist."""
     after: str | None = None
-    """sha256 of the content at the turn's end (``""``: it did not exist then)."""
+    """``_digest`` at the turn's end."""
 
 
 @dataclass
@@ -151,7 +150,6 @@ class TurnJournal:
         self._files[path] = _FileRecord(before)
 
     def record_notebook_change(self, change: NotebookChange) -> None:
-        """After a notebook change was applied."""
         self._notebook.append(change)
 
     def note(self, key: str, text: str) -> None:
@@ -327,7 +325,6 @@ class TurnJournal:
         self._copies[name] = _Copy(value, copied, size)
 
     def _keep_fingerprint(self, kept: _Copy) -> None:
-        """Note the state the turn left ``kept.original`` in, so that undo sees a later change by the user."""
         kind = _kind(type(kept.original))
         try:
             if kind == "ndarray":
@@ -344,7 +341,6 @@ class TurnJournal:
             kept.after = _MISSING
 
     def _left_as_the_turn_left_it(self, kept: _Copy) -> bool:
-        """``kept.original`` is as the turn left it (no user code is called to tell)."""
         if kept.after is None:  # finish() did not run (the turn is still running): nothing after it
             return True
         if kept.after is _MISSING:
@@ -524,8 +520,7 @@ def _kind(kind: type) -> str | None:
 
 
 def _copy(value: Any) -> Any:
-    """A shallow copy of a builtin container, a copy of an array; a copy-on-write copy of a frame where
-    pandas is copy-on-write (it shares the data until either side is written), else a deep one."""
+    """The copy the module docstring describes (copy-on-write for a frame where pandas is)."""
     if _kind(type(value)) in ("DataFrame", "Series"):
         return value.copy(deep=not _pandas_is_cow())
     return value.copy()
@@ -600,6 +595,7 @@ def _frame_unchanged(original: Any, copied: Any) -> bool:
 
 
 def _digest(path: Path) -> str:
+    """sha256 of the file's content; ``""``: it does not exist."""
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:

@@ -238,12 +238,9 @@ def _argument_reason(kind: str, value: Any, cells: Mapping[str, str]) -> str | N
         return "it may read the environment, which holds the API keys" if reaches else None
     if kind == "cells":  # the code of the cells it names, read from the notebook by the host
         value = [cells[ref] for ref in value if ref in cells] if isinstance(value, list) else None
-    if kind in ("command", "code", "cells"):
-        if isinstance(value, str):
-            return secret_mention_reason(value)
-        # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
-        return next((reason for text in _strings(value) if (reason := secret_mention_reason(text)) is not None), None)
-    return next((r for text in _strings(value) if (r := secret_path_reason(text)) is not None), None)
+    # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
+    judge = secret_mention_reason if kind in ("command", "code", "cells") else secret_path_reason
+    return next((reason for text in _strings(value) if (reason := judge(text)) is not None), None)
 
 
 def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:
@@ -254,28 +251,23 @@ def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:
 def secret_reason(tool: Any, args: Any, tool_name: str, cells: Mapping[str, str] | None = None) -> str | None:
     """Why this call may read secrets (see ``tools.paths``), or ``None``.
 
-    A built-in tool is judged by the arguments it declares (``secret_arguments``: a command or code by its
-    text, a path as a path, an attribute path by its parts, cell references by the code of those cells,
-    ``cells``); any other tool (and a built-in that declares none) by every string in its arguments,
-    however nested: one that names a file holding secrets asks; for an MCP tool (whose strings may be
-    commands run elsewhere) one that reads the environment or names such a file in a command asks too.
+    A built-in tool is judged by the arguments it declares (``SecretKind``); any other tool (and a built-in
+    that declares none) by every string in its arguments, however nested: one that names a file holding
+    secrets asks; for an MCP tool (whose strings may be commands run elsewhere) one that reads the
+    environment or names such a file in a command asks too.
     """
     values = args.model_dump() if hasattr(args, "model_dump") else args
     if not isinstance(values, dict):
         return None
     declared = declared_secret_arguments(tool)
     if declared:
-        for argument, kind in declared.items():
-            reason = _argument_reason(kind, values.get(argument), cells or {})
-            if reason is not None:
-                return reason
-        return None
-    commands = origin_of(tool) == "mcp"
-    for text in _strings(values):
-        reason = secret_path_reason(text) or (secret_mention_reason(text) if commands else None)
-        if reason is not None:
-            return reason
-    return None
+        reasons = (_argument_reason(kind, values.get(argument), cells or {}) for argument, kind in declared.items())
+    else:
+        commands = origin_of(tool) == "mcp"
+        reasons = (
+            secret_path_reason(text) or (secret_mention_reason(text) if commands else None) for text in _strings(values)
+        )
+    return next((reason for reason in reasons if reason is not None), None)
 
 
 def deny_reason(state: PolicyState, tool_name: str, secret: str | None = None) -> str:

@@ -125,18 +125,6 @@ def _give_up(key: str, waiter: _Waiter) -> None:
         _release(key)
 
 
-async def _acquire_async(key: str) -> None:
-    waiter = _acquire_or_wait(key, asyncio.get_running_loop())
-    if waiter is None:
-        return
-    assert waiter.future is not None
-    try:
-        await waiter.future
-    except BaseException:
-        _give_up(key, waiter)
-        raise
-
-
 @overload
 async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[], Awaitable[T]]) -> T: ...
 @overload
@@ -149,12 +137,21 @@ async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[]
     ``fn`` runs.
     """
     key = mutation_queue_key(path)
-    await _acquire_async(key)
+    waiter = _acquire_or_wait(key, asyncio.get_running_loop())
+    if waiter is not None and waiter.future is not None:
+        try:
+            await waiter.future
+        except BaseException:
+            _give_up(key, waiter)
+            raise
     release_here = True
     try:
         if inspect.iscoroutinefunction(fn):
             return await fn()
-        work = _start_in_thread(fn)
+        # On the loop's default executor with the caller's contextvars (as ``asyncio.to_thread``), kept as a
+        # future so that a cancelled caller can still learn when the thread really ends.
+        context = contextvars.copy_context()
+        work = asyncio.get_running_loop().run_in_executor(None, functools.partial(context.run, fn))
         try:
             # Shielded: cancelling this caller must not pretend the thread stopped.
             value = await asyncio.shield(work)
@@ -173,16 +170,6 @@ async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[]
             _release(key)
 
 
-def _start_in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
-    """``fn()`` on the loop's default executor, with the caller's contextvars (as ``asyncio.to_thread``).
-
-    Returned as a future, not awaited, so that a cancelled caller can still
-    learn when the thread really ends.
-    """
-    context = contextvars.copy_context()
-    return asyncio.get_running_loop().run_in_executor(None, functools.partial(context.run, fn))
-
-
 @contextmanager
 def hold_file_mutation_queue(path: str | os.PathLike[str]) -> Iterator[None]:
     """The blocking form for thread code: ``with hold_file_mutation_queue(p): ...``.
@@ -192,8 +179,7 @@ def hold_file_mutation_queue(path: str | os.PathLike[str]) -> Iterator[None]:
     """
     key = mutation_queue_key(path)
     waiter = _acquire_or_wait(key, None)
-    if waiter is not None:
-        assert waiter.event is not None
+    if waiter is not None and waiter.event is not None:
         waiter.event.wait()
     try:
         yield

@@ -36,12 +36,9 @@ while the masking of key values in every tool result
 (``agent.tool_execution``; also their hex and base64 forms) is the net under
 it.
 
-**Secrets in the notebook's variables.** A notebook keeps a secret out of its
-cell sources with ``getpass()`` or by reading it from the environment; the
-value then lives in a variable such as ``db_password``. Whether a name looks
-like a secret is ``pi_kernel.ai.secrets.is_secret_name``, the one list of
-secret names every surface uses (environment variables too): a string value
-held under such a name is never previewed (``is_secret_value``).
+**Secrets in the notebook's variables** (``db_password = getpass()``): a string
+held under a name ``pi_kernel.ai.secrets.is_secret_name`` calls secret (the one
+list every surface uses) is never previewed (``is_secret_value``).
 ``tool_environment`` is the environment of the processes tools start, without
 the secret variables.
 
@@ -262,13 +259,11 @@ def _name_reason(real: str) -> str | None:
     name = os.path.basename(real)
     if name in _SECRET_NAMES or name.startswith(".env."):
         return f"{name} files hold keys and passwords"
-    parts = real.split(os.sep)
     for folder in _SECRET_DIRS:
-        for index in range(len(parts) - len(folder)):
-            if tuple(parts[index : index + len(folder)]) == folder:
-                if folder == (".ssh",) and _PUBLIC.search(name):
-                    return None
-                return f"files under {os.sep.join(folder)} hold credentials"
+        if os.sep + os.sep.join(folder) + os.sep in os.sep + real:
+            if folder == (".ssh",) and _PUBLIC.search(name):
+                return None
+            return f"files under {os.sep.join(folder)} hold credentials"
     if _KEY_FILES.match(name):
         return f"{name} looks like a private key"
     if _JUPYTER_SECRETS.match(name):

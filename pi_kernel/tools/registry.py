@@ -77,12 +77,8 @@ def unique_guidelines(guidelines: Iterable[str]) -> list[str]:
 
 
 def tool_dependent_guidelines(tools: Sequence[ToolDefinition]) -> list[str]:
-    """pi's defaults that depend on which built-in tools are active.
-
-    A default about one tool applies only when that tool brings no guidelines
-    of its own (its own replace pi's texts for it); defaults about a
-    combination of tools always apply.
-    """
+    """pi's defaults that depend on which built-in tools are active: one about a single tool only when that
+    tool brings no guidelines of its own (they replace pi's), one about a combination always."""
     own = {tool.name: any(line.strip() for line in _guideline_lines(tool)) for tool in tools}
 
     def bare(name: str) -> bool:
@@ -222,10 +218,7 @@ class ToolRegistry:
     # -- the tool set -------------------------------------------------------------------------
 
     def add(self, definition: ToolDefinition, *, enabled: bool | None = None) -> ToolDefinition:
-        """Add ``definition``, replacing a tool of the same name in place.
-
-        ``enabled=None`` keeps a replaced tool's state (a new tool starts enabled).
-        """
+        """Add ``definition``, replacing a tool of the same name in place (``enabled=None``: keeping its state)."""
         with self._lock:
             previous = self._entries.get(definition.name)
             state = enabled if enabled is not None else (previous.enabled if previous else True)
@@ -312,10 +305,7 @@ class ToolRegistry:
         self._notify("context", None)
 
     def active_tools(self, ctx: ToolContext | None = None) -> builtins.list[AgentTool]:
-        """The enabled tools, wrapped; the same list until the registry changes.
-
-        Passing ``ctx`` sets the registry's context first (see ``set_context``).
-        """
+        """The enabled tools, wrapped; the same list until the registry changes (``ctx``: ``set_context`` first)."""
         if ctx is not None:
             self.set_context(ctx)
         with self._lock:

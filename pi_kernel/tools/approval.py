@@ -666,10 +666,8 @@ class ApprovalBroker:
 
     def deny_all(self, reason: str = INTERRUPTED, source: str = "interrupt") -> int:
         """Deny every waiting request (kernel interrupt); returns how many."""
-        count = 0
-        for request in self.pending():
-            count += self.resolve(request.tool_call_id, ApprovalDecision("deny", reason, source=source))
-        return count
+        denied = ApprovalDecision("deny", reason, source=source)
+        return sum(self.resolve(request.tool_call_id, denied) for request in self.pending())
 
     def _notify(self, event: str, request: ApprovalRequest) -> None:
         for listener in list(self._listeners):

@@ -308,13 +308,13 @@ class TurnJournal:
             return
         if _kind(kind) is None:
             self._notes.setdefault(
-                f"copy:{name}", f"{name} ({_type_name(kind)}): not copied; any change made to it in place stays"
+                f"copy:{name}", f"{name} (a {simple_name(kind)}): not copied; any change made to it in place stays"
             )
             return
         size = _size_of(value)
         if size is None or self.held + size > self.memory_budget:
             shown = _size(size) if size is not None else "of unknown size"
-            self._over_budget.setdefault(name, f"{_type_name(kind)}, {shown}")
+            self._over_budget.setdefault(name, f"a {simple_name(kind)}, {shown}")
             return
         try:
             copied = _copy(value)
@@ -343,14 +343,7 @@ class TurnJournal:
     def _left_as_the_turn_left_it(self, kept: _Copy) -> bool:
         if kept.after is None:  # finish() did not run (the turn is still running): nothing after it
             return True
-        if kept.after is _MISSING:
-            return False
-        if isinstance(kept.after, str):
-            try:
-                return _array_digest(kept.original) == kept.after
-            except Exception:  # noqa: BLE001
-                return False
-        return _unchanged(kept.original, kept.after)
+        return kept.after is not _MISSING and _unchanged(kept.original, kept.after)
 
     def _changed_variables(self) -> dict[str, list[Any]]:
         return {name: record for name, record in self._variables.items() if record[0] is not record[1]}
@@ -449,16 +442,12 @@ def _calls_out(func: ast.expr, namespace: dict[str, Any]) -> bool:
     a copied kind of object (``df['x'].sum()``), a data library's function; writers (``to_csv``) always."""
     if isinstance(func, ast.Name):
         return func.id not in _SAFE_BUILTINS or func.id in namespace
-    if not isinstance(func, ast.Attribute):
-        return True
-    if func.attr.startswith(_WRITERS):
+    if not isinstance(func, ast.Attribute) or func.attr.startswith(_WRITERS):
         return True
     root: ast.expr = func.value
     while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
         root = root.func if isinstance(root, ast.Call) else root.value
-    if not isinstance(root, ast.Name):
-        return True
-    target = namespace.get(root.id, _MISSING)
+    target = namespace.get(root.id, _MISSING) if isinstance(root, ast.Name) else _MISSING
     if target is _MISSING:
         return True
     if type(target) is types.ModuleType:
@@ -558,9 +547,12 @@ def _restore_in_place(original: Any, copied: Any) -> Any:
 
 
 def _unchanged(original: Any, copied: Any) -> bool:
-    """Whether ``original`` still equals its copy, decided without user code (else: assume it changed)."""
+    """Whether ``original`` still equals its copy (or an array its digest), decided without user code (else:
+    assume it changed)."""
     kind = type(original)
     try:
+        if isinstance(copied, str):
+            return _array_digest(original) == copied
         if _one_of(kind, (list, bytearray, set)):
             return len(original) == len(copied) and all(a is b for a, b in zip(original, copied, strict=True))
         if kind is dict:
@@ -607,10 +599,6 @@ def _digest(path: Path) -> str:
 def _one_of(kind: type, kinds: tuple[type, ...]) -> bool:
     """``kind in kinds`` by identity (``in`` would call a metaclass's ``__eq__``)."""
     return any(kind is one for one in kinds)
-
-
-def _type_name(kind: type) -> str:
-    return f"a {simple_name(kind)}"
 
 
 def _count(number: int, noun: str) -> str:

@@ -246,8 +246,6 @@ def image_png_bytes(value: Any) -> bytes | None:
     if isinstance(value, type):
         return None
     data = _call_repr(value, "_repr_png_")
-    if isinstance(data, tuple):  # IPython allows (data, metadata)
-        data = data[0]
     if isinstance(data, str):
         return base64.b64decode(data)
     if isinstance(data, (bytes, bytearray)):
@@ -271,15 +269,12 @@ def _rich_result(value: Any) -> AgentToolResult | None:
 def display_bundle(value: Any) -> dict[str, Any] | None:
     """The MIME bundle of an object with ``_repr_mimebundle_`` / ``_repr_markdown_`` / ``_repr_html_``."""
     bundle: dict[str, Any] = {}
-    produced = _call_repr(value, "_repr_mimebundle_", include=None, exclude=None)
-    data = produced[0] if isinstance(produced, tuple) else produced
+    data = _call_repr(value, "_repr_mimebundle_", include=None, exclude=None)
     if isinstance(data, Mapping):
         bundle.update(data)
     for mime, method in (("text/markdown", "_repr_markdown_"), ("text/html", "_repr_html_")):
         if mime not in bundle:
             text = _call_repr(value, method)
-            if isinstance(text, tuple):  # IPython allows (data, metadata)
-                text = text[0]
             if isinstance(text, str):
                 bundle[mime] = text
     if not bundle.keys() & {"text/markdown", "text/html"} and not any(key.startswith("image/") for key in bundle):
@@ -288,14 +283,16 @@ def display_bundle(value: Any) -> dict[str, Any] | None:
 
 
 def _call_repr(value: Any, method_name: str, **kwargs: Any) -> Any:
-    """Call an IPython ``_repr_*_`` method; a missing or failing one gives None, as in IPython."""
+    """Call an IPython ``_repr_*_`` method (its data when it gives ``(data, metadata)``); a missing or failing
+    one gives None, as in IPython."""
     method = getattr(value, method_name, None)
     if not callable(method):
         return None
     try:
-        return method(**kwargs)
+        produced = method(**kwargs)
     except Exception:  # noqa: BLE001 - a broken rich repr falls back to plain text, as IPython does
         return None
+    return produced[0] if isinstance(produced, tuple) else produced
 
 
 def truncate_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:

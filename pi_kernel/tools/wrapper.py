@@ -49,11 +49,6 @@ class ToolRetryError(ToolRetry):
     """What the wrapper raises in place of a ``ToolRetry``: the agent loop turns its message, hint
     included, into the error result the model reads."""
 
-    def __init__(self, message: str, *, exhausted: bool) -> None:
-        super().__init__(message)
-        self.exhausted = exhausted
-        """True when the retry budget is spent and the model is told to stop."""
-
 
 def retry_hint(tool_name: str, message: str, attempt: int, max_retries: int) -> str:
     """The error text for the ``attempt``-th ``ToolRetry`` in a row."""
@@ -95,7 +90,7 @@ class RetryBudget:
                 self.failures += 1
                 attempt = self.failures
             text = retry_hint(self.tool_name, str(retry) or "Invalid arguments.", attempt, self.max_retries)
-            raise ToolRetryError(text, exhausted=attempt > self.max_retries) from retry
+            raise ToolRetryError(text) from retry
         with self._lock:
             self.failures = 0
 

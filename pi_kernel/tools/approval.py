@@ -379,15 +379,6 @@ class ApprovalPolicy:
         """``decide``'s verdict under this policy; ``mode``: the cell's ``--approve``."""
         return decide(definition, name, args, self.state(mode)).verdict
 
-    def secret_reason(self, definition: Any, args: Any, tool_name: str) -> str | None:
-        return secret_reason(definition, args, tool_name)
-
-    def deny_reason(self, tool_name: str, mode: str | None = None, secret: str | None = None) -> str:
-        return deny_reason(self.state(mode), tool_name, secret)
-
-    def override_for(self, tool_name: str) -> str | None:
-        return override_for(self.overrides, tool_name)
-
     def allow_always(self, tool_name: str) -> None:
         self.always_allowed.add(tool_name)
 

@@ -15,22 +15,18 @@ the same file must not interleave. Each operation runs inside
   of files ever touched).
 
 Unlike pi's per-process promise chain, the queue here is a FIFO lock that
-works across threads and event loops: the waiting side is an asyncio future
-(woken with ``call_soon_threadsafe``) for async callers, or a
-``threading.Event`` for thread code (``hold_file_mutation_queue``). Tools
-run partly on worker threads and a notebook may run a second loop, and all of
-them must see the same queue.
+works across threads and event loops (tools run partly on worker threads, a
+notebook may run a second loop): an async caller waits on an asyncio future
+woken with ``call_soon_threadsafe``, thread code on a ``threading.Event``
+(``hold_file_mutation_queue``).
 
-``fn`` (decided): a zero-argument callable. An ``async def`` function (or any
-callable returning an awaitable) is awaited on the caller's loop; a plain
-function runs on a worker thread (the loop's default executor, as ``asyncio.to_thread``) so its blocking file
-I/O does not stall the loop. Either way the queue is held until it finishes.
-
-Cancelling a caller whose ``fn`` runs on a worker thread cannot stop that
-thread, which may be half-way through writing the file. The caller's
-``CancelledError`` propagates at once, but the turn passes to the next
-caller only when the thread has ended; otherwise a cancelled ``edit`` and the
-next ``write`` of the same file would overlap.
+``fn`` is a zero-argument callable: an ``async def`` function (or any callable
+returning an awaitable) is awaited on the caller's loop, a plain function runs
+on a worker thread so its blocking file I/O does not stall the loop. Cancelling
+a caller cannot stop that thread, which may be half-way through writing the
+file: the ``CancelledError`` propagates at once, but the turn passes on only
+when the thread has ended (else a cancelled ``edit`` and the next ``write`` of
+the same file would overlap).
 """
 
 from __future__ import annotations

@@ -48,21 +48,19 @@ T = TypeVar("T")
 class _Waiter:
     """One caller waiting for its turn on a key."""
 
-    __slots__ = ("event", "future", "granted", "loop")
+    __slots__ = ("event", "future", "granted")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self.granted = False
         """Set (under the registry lock) when the turn is handed to this waiter."""
-        self.loop = loop
         self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
         self.event: threading.Event | None = None if loop is not None else threading.Event()
 
     def wake(self) -> bool:
         """Tell the waiter its turn came; False when its event loop is gone."""
-        if self.future is not None and self.loop is not None:
-            future = self.future
+        if self.future is not None:
             try:
-                self.loop.call_soon_threadsafe(_resolve, future)
+                self.future.get_loop().call_soon_threadsafe(_resolve, self.future)
             except RuntimeError:  # the loop was closed while the waiter sat in line
                 return False
         elif self.event is not None:

@@ -323,14 +323,8 @@ class ToolRegistry:
         config = self.prompt
         cwd = config.cwd if config.cwd is not None else (self.context.cwd if self.context else None)
         left_out = set(exclude)
-        return build_system_prompt(
-            [definition for definition in self.active_definitions() if definition.name not in left_out],
-            custom_prompt=config.custom_prompt,
-            append_prompt=config.append_prompt,
-            cwd=cwd,
-            date=config.date,
-            guidelines=config.guidelines,
-        )
+        tools = [definition for definition in self.active_definitions() if definition.name not in left_out]
+        return build_system_prompt(tools, **{**vars(config), "cwd": cwd})  # PromptConfig's fields are its options
 
     def configure_prompt(self, **changes: Any) -> PromptConfig:
         """Change ``PromptConfig`` fields by name (``append_prompt="..."``); unknown names raise."""

@@ -184,11 +184,9 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
         return AgentToolResult(list(value))
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _bytes_result(bytes(value))
-    png = image_png_bytes(value)
-    if png is not None:
+    if (png := image_png_bytes(value)) is not None:
         return _image_result(png, "image/png")
-    rich = _rich_result(value)
-    if rich is not None:
+    if (rich := _rich_result(value)) is not None:
         return rich
     if _is_json_like(value):
         return AgentToolResult([TextContent(to_json_text(value))])
@@ -215,8 +213,7 @@ def image_mime_type(data: bytes) -> str | None:
 
 
 def _bytes_result(data: bytes) -> AgentToolResult:
-    mime = image_mime_type(data)
-    if mime is not None:
+    if (mime := image_mime_type(data)) is not None:
         return _image_result(data, mime)
     try:
         return AgentToolResult([TextContent(data.decode("utf-8"))])

@@ -111,11 +111,7 @@ class WorkspaceError(PermissionError):
 def expand_path(path: str) -> str:
     """``@`` prefix dropped, odd spaces normalised, ``~`` expanded (as pi's ``expandPath``)."""
     normalized = _UNICODE_SPACES.sub(" ", path[1:] if path.startswith("@") else path)
-    if normalized == "~":
-        return os.path.expanduser("~")
-    if normalized.startswith("~/"):
-        return os.path.expanduser("~") + normalized[1:]
-    return normalized
+    return os.path.expanduser(normalized) if normalized == "~" or normalized.startswith("~/") else normalized
 
 
 def resolve_to_cwd(path: str, cwd: str | os.PathLike[str]) -> str:

@@ -51,7 +51,7 @@ import io
 import json
 import reprlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -144,21 +144,18 @@ def fit_image(data: bytes, mime_type: str) -> FittedImage | None:
         target_height = max(1, int(target_height * 0.75))
 
 
-def _encodings(image: object) -> list[tuple[bytes, str]]:
-    """PNG, then JPEG at each quality step (JPEG needs RGB)."""
-    from PIL import Image
-
-    assert isinstance(image, Image.Image)
-    out: list[tuple[bytes, str]] = []
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    out.append((buffer.getvalue(), "image/png"))
+def _encodings(image: Any) -> Iterator[tuple[bytes, str]]:
+    """A Pillow image as PNG, then as JPEG at each quality step (JPEG needs RGB)."""
+    yield _encoded(image, "PNG"), "image/png"
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     for quality in _JPEG_QUALITIES:
-        buffer = io.BytesIO()
-        rgb.save(buffer, format="JPEG", quality=quality)
-        out.append((buffer.getvalue(), "image/jpeg"))
-    return out
+        yield _encoded(rgb, "JPEG", quality=quality), "image/jpeg"
+
+
+def _encoded(image: Any, image_format: str, **options: Any) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=image_format, **options)
+    return buffer.getvalue()
 
 
 MAX_SUMMARY_CHARS = 20_000
@@ -228,9 +225,7 @@ def image_png_bytes(value: Any) -> bytes | None:
     pil_image = sys.modules.get("PIL.Image")
     if pil_image is not None and isinstance(value, pil_image.Image):
         image = value if value.mode in ("1", "L", "LA", "I", "P", "RGB", "RGBA") else value.convert("RGBA")
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
-        return buffer.getvalue()
+        return _encoded(image, "PNG")
     figure_module = sys.modules.get("matplotlib.figure")
     if figure_module is not None:
         axes_module = sys.modules.get("matplotlib.axes")

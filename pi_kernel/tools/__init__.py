@@ -1,14 +1,5 @@
-"""Tools as the product knows them: definitions from notebook cells, the registry, the system prompt.
-
-``@tool`` turns a function into a ``ToolDefinition``; ``wrap_tool_definition``
-adapts one to the agent's ``AgentTool``; ``ToolRegistry`` holds the notebook's
-tools and rebuilds both channels (API ``tools`` array and system prompt) every
-turn (``build_system_prompt`` writes the text channel); ``needs_approval`` and
-``approval_verdict`` evaluate a tool's own ``approval`` option for a call. The
-built-in tools (``read``, ``bash``, ``edit``, ``write``, ``python``) and the
-file mutation queue are re-exported from ``pi_kernel.tools.builtin`` /
-``file_queue``.
-"""
+"""Tools as the product knows them: definitions from notebook cells (``@tool``), the registry and the
+system prompt, approvals, the built-in tools; the names a notebook uses, re-exported from their modules."""
 
 from pi_kernel.tools.approval import ApprovalBroker, ApprovalDecision, ApprovalRequest, approval_verdict, needs_approval
 from pi_kernel.tools.builtin import (

@@ -10,12 +10,9 @@ session mode, per-tool rules, "always allow", the cell's ``--approve``) and the
 code of the cells the call names (read by the host): it walks the ordered rule
 table ``RULES`` (first match wins; the precedence is documented in
 docs/security.md, "Approvals") and returns ``run``, ``ask`` or ``deny``, the
-rule that decided and, for a denial, what the model is told. A per-tool rule
-the cell's mode overrides is not in force: a cell's stricter ``--approve``
-(anything but ``auto``) ignores per-tool ``auto``, and its ``read-only`` also
-``ask``. Read-only tools: a tool's declared ``read_only``; else only the
-built-in ``read``; an MCP tool's ``readOnlyHint`` counts only for a server the
-user trusts (the MCP wrapper sets ``read_only`` then).
+rule that decided and, for a denial, what the model is told. An MCP tool's
+``readOnlyHint`` counts only for a server the user trusts (the MCP wrapper sets
+``read_only`` then).
 
 **The policy** (``ApprovalPolicy``): the session's mode, ``ask`` (a person
 decides), ``auto`` (everything runs), ``deny`` (risky calls are denied, for
@@ -41,10 +38,8 @@ order: the first whose ``can_answer(asking)`` is true takes the request
 ``kernel.approval_hook``). ``asking`` is the host's record of who started the
 call (the kernel's ``Turn``), passed through.
 
-**What a person sees** of a call is the same in every front-end (widgets,
-text, stdin): its arguments as JSON-ready data (``plain_arguments``), cut in
-the middle and never at one end (``cut_middle``), with characters that hide or
-reorder text made visible (``reveal_invisible``).
+What a person sees of a call (``plain_arguments``, ``cut_middle``,
+``reveal_invisible``) is the same in every front-end.
 """
 
 from __future__ import annotations
@@ -125,7 +120,7 @@ class Call:
 class Rule:
     name: str
     applies: Callable[[Call], bool]
-    verdict: Callable[[Call], Verdict]
+    verdict: Verdict | Callable[[Call], Verdict]
     doc: str
 
 
@@ -135,24 +130,24 @@ def _mode_refuses(call: Call) -> bool:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", lambda c: "deny", "a cell's --approve deny denies all"),
-    Rule("tool-deny", lambda c: c.override == "deny", lambda c: "deny", "a per-tool deny"),
+    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", "deny", "a cell's --approve deny denies all"),
+    Rule("tool-deny", lambda c: c.override == "deny", "deny", "a per-tool deny"),
     Rule(
         "read-only",
         lambda c: c.override is None and c.state.effective_mode == "read-only" and not c.read_only,
-        lambda c: "deny",
+        "deny",
         "read-only mode denies tools that are not read-only",
     ),
     Rule(
         "own-deny",
         lambda c: c.override is None and c.state.effective_mode != "auto" and c.own == "deny",
-        lambda c: "deny",
+        "deny",
         "the tool's own approval denies",
     ),
     Rule(
         "deny-mode",
         lambda c: c.override is None and c.state.effective_mode == "deny" and c.own == "ask",
-        lambda c: "deny",
+        "deny",
         "deny mode denies what would ask",
     ),
     Rule(
@@ -161,15 +156,15 @@ RULES: tuple[Rule, ...] = (
         lambda c: "deny" if c.state.effective_mode == "deny" else "ask",
         "a call that may read secrets asks in every mode (refused in deny mode)",
     ),
-    Rule("tool-auto", lambda c: c.override == "auto", lambda c: "run", "a per-tool auto runs"),
-    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", lambda c: "run", "auto runs"),
+    Rule("tool-auto", lambda c: c.override == "auto", "run", "a per-tool auto runs"),
+    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", "run", "auto runs"),
     Rule(
         "always-allowed",
         lambda c: c.name in c.state.always_allowed and not _mode_refuses(c),
-        lambda c: "run",
+        "run",
         '"always allow" answers the question; it never lifts a deny or a stricter mode',
     ),
-    Rule("tool-ask", lambda c: c.override == "ask", lambda c: "ask", "a per-tool ask asks"),
+    Rule("tool-ask", lambda c: c.override == "ask", "ask", "a per-tool ask asks"),
     Rule("own-rule", lambda c: True, lambda c: c.own, "the tool's own approval option"),
 )
 """The ordered rule table ``decide`` walks; the first rule that applies decides."""
@@ -192,7 +187,7 @@ def decide(
     )
     for rule in RULES:
         if rule.applies(call):
-            verdict = rule.verdict(call)
+            verdict = rule.verdict if isinstance(rule.verdict, str) else rule.verdict(call)
             reason = deny_reason(state, tool_name, call.secret) if verdict == "deny" else None
             return Decision(verdict, rule.name, reason, call.secret)
     raise AssertionError("the last rule always applies")  # pragma: no cover
@@ -233,27 +228,19 @@ def is_read_only(tool: Any, name: str) -> bool:
     return name in READ_ONLY_BUILTINS and origin_of(tool) == "builtin"
 
 
-def inspect_path_reason(name: Any) -> str | None:
-    """Why an ``inspect`` of this dotted path may read the environment (``os.environ``), or ``None``."""
-    if not isinstance(name, str):
-        return None
-    parts = set(name.strip().split("."))
-    if parts & {"environ", "getenv", "__globals__", "__dict__", "__builtins__"}:
-        return "it may read the environment, which holds the API keys"
-    return None
+_ENVIRONMENT_ATTRIBUTES = frozenset({"environ", "getenv", "__globals__", "__dict__", "__builtins__"})
+"""Parts of an ``inspect`` path that may reach the environment (``os.environ``)."""
 
 
 def _argument_reason(kind: str, value: Any, cells: Mapping[str, str]) -> str | None:
     if kind == "attribute":
-        return inspect_path_reason(value)
+        reaches = isinstance(value, str) and _ENVIRONMENT_ATTRIBUTES.intersection(value.strip().split("."))
+        return "it may read the environment, which holds the API keys" if reaches else None
     if kind == "cells":  # the code of the cells it names, read from the notebook by the host
         value = [cells[ref] for ref in value if ref in cells] if isinstance(value, list) else None
-    if kind in ("command", "code", "cells"):
-        if isinstance(value, str):
-            return secret_mention_reason(value)
-        # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
-        return next((reason for text in _strings(value) if (reason := secret_mention_reason(text)) is not None), None)
-    return next((r for text in _strings(value) if (r := secret_path_reason(text)) is not None), None)
+    # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
+    judge = secret_mention_reason if kind in ("command", "code", "cells") else secret_path_reason
+    return next((reason for text in _strings(value) if (reason := judge(text)) is not None), None)
 
 
 def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:
@@ -264,28 +251,23 @@ def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:
 def secret_reason(tool: Any, args: Any, tool_name: str, cells: Mapping[str, str] | None = None) -> str | None:
     """Why this call may read secrets (see ``tools.paths``), or ``None``.
 
-    A built-in tool is judged by the arguments it declares (``secret_arguments``: a command or code by its
-    text, a path as a path, an attribute path by its parts, cell references by the code of those cells,
-    ``cells``); any other tool (and a built-in that declares none) by every string in its arguments,
-    however nested: one that names a file holding secrets asks; for an MCP tool (whose strings may be
-    commands run elsewhere) one that reads the environment or names such a file in a command asks too.
+    A built-in tool is judged by the arguments it declares (``SecretKind``); any other tool (and a built-in
+    that declares none) by every string in its arguments, however nested: one that names a file holding
+    secrets asks; for an MCP tool (whose strings may be commands run elsewhere) one that reads the
+    environment or names such a file in a command asks too.
     """
     values = args.model_dump() if hasattr(args, "model_dump") else args
     if not isinstance(values, dict):
         return None
     declared = declared_secret_arguments(tool)
     if declared:
-        for argument, kind in declared.items():
-            reason = _argument_reason(kind, values.get(argument), cells or {})
-            if reason is not None:
-                return reason
-        return None
-    commands = origin_of(tool) == "mcp"
-    for text in _strings(values):
-        reason = secret_path_reason(text) or (secret_mention_reason(text) if commands else None)
-        if reason is not None:
-            return reason
-    return None
+        reasons = (_argument_reason(kind, values.get(argument), cells or {}) for argument, kind in declared.items())
+    else:
+        commands = origin_of(tool) == "mcp"
+        reasons = (
+            secret_path_reason(text) or (secret_mention_reason(text) if commands else None) for text in _strings(values)
+        )
+    return next((reason for reason in reasons if reason is not None), None)
 
 
 def deny_reason(state: PolicyState, tool_name: str, secret: str | None = None) -> str:
@@ -361,9 +343,7 @@ def approval_verdict(definition: Any, args: Any) -> Verdict:
         return "ask"
     if isinstance(answer, str):
         return _ANSWERS.get(answer, "ask")
-    if _is_boolean(answer):
-        return "run" if bool(answer) else "ask"
-    return "ask"
+    return "run" if _is_boolean(answer) and bool(answer) else "ask"
 
 
 def needs_approval(definition: Any, args: Any) -> bool:
@@ -398,15 +378,6 @@ class ApprovalPolicy:
     def decide(self, definition: Any, args: Any, name: str | None = None, mode: str | None = None) -> Verdict:
         """``decide``'s verdict under this policy; ``mode``: the cell's ``--approve``."""
         return decide(definition, name, args, self.state(mode)).verdict
-
-    def secret_reason(self, definition: Any, args: Any, tool_name: str) -> str | None:
-        return secret_reason(definition, args, tool_name)
-
-    def deny_reason(self, tool_name: str, mode: str | None = None, secret: str | None = None) -> str:
-        return deny_reason(self.state(mode), tool_name, secret)
-
-    def override_for(self, tool_name: str) -> str | None:
-        return override_for(self.overrides, tool_name)
 
     def allow_always(self, tool_name: str) -> None:
         self.always_allowed.add(tool_name)
@@ -479,6 +450,7 @@ def cut_middle(text: str, limit: int) -> str:
 
 
 _SHOWN_AS_IS = "\n\t"
+_SHOWN_AS_SPACES = str.maketrans(_SHOWN_AS_IS, "  ")
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 """Controls (ESC, CR), format characters (bidi overrides and isolates, zero-width characters, tag
 characters), line and paragraph separators, surrogates, private and unassigned code points."""
@@ -494,14 +466,6 @@ def _is_invisible(char: str) -> bool:
     if char in _INVISIBLE_EXTRA:
         return True
     return not char.isprintable() and char not in _SHOWN_AS_IS and unicodedata.category(char) in _INVISIBLE_CATEGORIES
-
-
-def _printable_apart_from_shown_as_is(text: str) -> bool:
-    if text.isprintable():
-        return True
-    for char in _SHOWN_AS_IS:
-        text = text.replace(char, " ")
-    return text.isprintable()
 
 
 def _escape(char: str, json_text: bool) -> str:
@@ -524,17 +488,11 @@ def reveal_invisible(text: str, *, json_text: bool = False) -> tuple[str, int]:
     many there were: what a person approves must look like what runs (Trojan Source: a bidi override
     shows ``curl … | sh`` as harmless text). ``json_text``: ``text`` is JSON, its escapes stay valid JSON
     (the characters only occur inside strings, so parsing it gives back the same value)."""
-    if _printable_apart_from_shown_as_is(text) and not _INVISIBLE_EXTRA.intersection(text):
+    printable = text.isprintable() or text.translate(_SHOWN_AS_SPACES).isprintable()
+    if printable and not _INVISIBLE_EXTRA.intersection(text):
         return text, 0  # the common case, also for text of many lines, without a step per character
-    count = 0
-    parts = []
-    for char in text:
-        if _is_invisible(char):
-            count += 1
-            parts.append(_escape(char, json_text))
-        else:
-            parts.append(char)
-    return "".join(parts), count
+    parts = [_escape(char, json_text) if _is_invisible(char) else char for char in text]
+    return "".join(parts), sum(len(part) > 1 for part in parts)
 
 
 def reveal_invisible_data(value: Any) -> tuple[Any, int]:
@@ -699,10 +657,8 @@ class ApprovalBroker:
 
     def deny_all(self, reason: str = INTERRUPTED, source: str = "interrupt") -> int:
         """Deny every waiting request (kernel interrupt); returns how many."""
-        count = 0
-        for request in self.pending():
-            count += self.resolve(request.tool_call_id, ApprovalDecision("deny", reason, source=source))
-        return count
+        denied = ApprovalDecision("deny", reason, source=source)
+        return sum(self.resolve(request.tool_call_id, denied) for request in self.pending())
 
     def _notify(self, event: str, request: ApprovalRequest) -> None:
         for listener in list(self._listeners):

@@ -23,6 +23,7 @@ callable like the function: ``my_tool(city="Paris")`` in a cell calls it.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import re
 import sys
@@ -83,11 +84,7 @@ class FunctionTool(ToolDefinition):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.fn is not None:
-            self.__wrapped__ = self.fn
-            self.__name__ = getattr(self.fn, "__name__", self.name)
-            self.__qualname__ = getattr(self.fn, "__qualname__", self.name)
-            self.__module__ = getattr(self.fn, "__module__", __name__)
-            self.__doc__ = self.fn.__doc__
+            functools.update_wrapper(self, self.fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fn is None:
@@ -163,56 +160,42 @@ def tool(
     ``set_default_registry``; ``False``: nowhere). Redefining a tool with the
     same name replaces the old one.
     """
+    options = dict(locals())  # the parameters as given
+    target = options.pop("registry")
+    options.pop("fn")
+    if isinstance(guidelines, str):
+        options["guidelines"] = [guidelines]
     # Names visible where the decorator is used, for string annotations of a function
     # defined inside another function (``from __future__ import annotations``).
     caller_namespace = sys._getframe(1).f_locals
 
     def decorate(function: Callable[..., Any]) -> FunctionTool:
-        definition = function_tool(
-            function,
-            name=name,
-            label=label,
-            description=description,
-            snippet=snippet,
-            guidelines=[guidelines] if isinstance(guidelines, str) else list(guidelines),
-            execution_mode=execution_mode,
-            approval=approval,
-            read_only=read_only,
-            max_retries=max_retries,
-            render_call=render_call,
-            render_result=render_result,
-            prepare_arguments=prepare_arguments,
-            constrained_sampling=constrained_sampling,
-            local_namespace=caller_namespace,
-        )
-        target = get_default_registry() if registry is None else registry
-        if target is not False and target is not None:
-            target.add(definition)
+        definition = _function_tool(function, caller_namespace, **options)
+        where = get_default_registry() if target is None else target
+        if where is not False and where is not None:
+            where.add(definition)
         return definition
 
     return decorate(fn) if fn is not None else decorate
 
 
-def function_tool(
+def _function_tool(
     fn: Callable[..., Any],
+    local_namespace: dict[str, Any],
     *,
-    name: str | None = None,
-    description: str | None = None,
-    snippet: str | None = None,
-    guidelines: Sequence[str] = (),
-    local_namespace: dict[str, Any] | None = None,
+    name: str | None,
+    description: str | None,
+    snippet: str | None,
+    guidelines: Sequence[str],
     **options: Any,
 ) -> FunctionTool:
-    """Build the ``FunctionTool`` for ``fn`` without registering it (``@tool`` minus the registry).
-
-    ``local_namespace`` resolves string annotations that ``fn``'s globals do not.
-    """
+    """The ``FunctionTool`` for ``fn``; ``local_namespace`` resolves string annotations its globals do not."""
     tool_name: str = name or str(getattr(fn, "__name__", ""))
     if not _TOOL_NAME.match(tool_name):
         raise ValueError(
             f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (pass @tool(name=...))"
         )
-    check_approval_option(options.get("approval", "auto"), tool_name)
+    check_approval_option(options["approval"], tool_name)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise TypeError(f'@tool "{tool_name}": generator functions are not supported; return the result instead')
     docs = parse_docstring(inspect.getdoc(fn))
@@ -247,31 +230,30 @@ def _parameters_model(
         hints = typing.get_type_hints(fn, localns=local_namespace, include_extras=True)
     except Exception as error:  # any failure to resolve hints gets the same clear message
         raise TypeError(f'@tool "{tool_name}": cannot resolve the type hints: {error}') from error
-    exposed: list[inspect.Parameter] = []
-    arguments: list[_Argument] = []
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(
                 f'@tool "{tool_name}": *{parameter.name} / **{parameter.name} cannot be described to the model; '
                 "declare each argument explicitly"
             )
-        positional = parameter.kind is parameter.POSITIONAL_ONLY
-        if parameter.name in INJECTED_PARAMETERS:
-            arguments.append(_Argument(parameter.name, parameter.name, positional))
-        else:
-            exposed.append(parameter)
-    if len(exposed) == 1 and _is_model_class(hints.get(exposed[0].name)):
-        only = exposed[0]
-        arguments.append(_Argument(only.name, "*model", only.kind is only.POSITIONAL_ONLY))
-        return hints[only.name], _in_signature_order(arguments, signature)
+    exposed = [name for name in signature.parameters if name not in INJECTED_PARAMETERS]
+    whole_model = len(exposed) == 1 and _is_model_class(hints.get(exposed[0]))
+    arguments: list[_Argument] = []
     fields: dict[str, Any] = {}
     taken = set(signature.parameters)
-    for parameter in exposed:
-        field_name = _field_name(parameter.name, taken)
-        taken.add(field_name)
-        annotation = hints.get(parameter.name, Any)
-        fields[field_name] = (annotation, _field_info(parameter, annotation, field_name, param_docs))
-        arguments.append(_Argument(parameter.name, field_name, parameter.kind is parameter.POSITIONAL_ONLY))
+    for parameter in signature.parameters.values():
+        if parameter.name in INJECTED_PARAMETERS:
+            source = parameter.name
+        elif whole_model:
+            source = "*model"
+        else:
+            source = _field_name(parameter.name, taken)
+            taken.add(source)
+            annotation = hints.get(parameter.name, Any)
+            fields[source] = (annotation, _field_info(parameter, annotation, source, param_docs))
+        arguments.append(_Argument(parameter.name, source, parameter.kind is parameter.POSITIONAL_ONLY))
+    if whole_model:
+        return hints[exposed[0]], arguments
     try:
         model = create_model(_model_name(tool_name), **fields)
         model.model_json_schema()
@@ -280,16 +262,11 @@ def _parameters_model(
             f'@tool "{tool_name}": its parameters cannot be described as JSON schema ({error}). '
             "Use JSON-friendly types (str, int, float, bool, list, dict, Literal, pydantic models)."
         ) from error
-    return model, _in_signature_order(arguments, signature)
+    return model, arguments
 
 
 def _is_model_class(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-def _in_signature_order(arguments: list[_Argument], signature: inspect.Signature) -> list[_Argument]:
-    order = {name: index for index, name in enumerate(signature.parameters)}
-    return sorted(arguments, key=lambda argument: order[argument.parameter])
 
 
 def _field_name(parameter: str, taken: set[str]) -> str:
@@ -336,13 +313,13 @@ def _model_name(tool_name: str) -> str:
 def _make_execute(fn: Callable[..., Any], model: type[BaseModel], arguments: list[_Argument]) -> Callable[..., Any]:
     """``execute(tool_call_id, params, signal, on_update, ctx)``: sync for a sync ``fn``, async for async."""
 
-    def bind(
+    def call(
         tool_call_id: str,
         params: Any,
-        signal: AbortSignal | None,
-        on_update: Callable[[AgentToolResult], None] | None,
-        ctx: ToolContext | None,
-    ) -> tuple[list[Any], dict[str, Any]]:
+        signal: AbortSignal | None = None,
+        on_update: Callable[[AgentToolResult], None] | None = None,
+        ctx: ToolContext | None = None,
+    ) -> Any:
         if not isinstance(params, model):
             params = model.model_validate(params)
 
@@ -357,30 +334,21 @@ def _make_execute(fn: Callable[..., Any], model: type[BaseModel], arguments: lis
             "ctx": ctx if ctx is not None else ToolContext(),
             "*model": params,
         }
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        for argument in arguments:
-            value = injected[argument.source] if argument.source in injected else getattr(params, argument.source)
-            if argument.positional:
-                args.append(value)
-            else:
-                kwargs[argument.parameter] = value
-        return args, kwargs
+        values = {
+            arg.parameter: injected[arg.source] if arg.source in injected else getattr(params, arg.source)
+            for arg in arguments
+        }
+        positional = [values.pop(arg.parameter) for arg in arguments if arg.positional]
+        return fn(*positional, **values)
 
     if is_async_callable(fn):
 
-        async def execute_async(
-            tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None, ctx: Any = None
-        ) -> AgentToolResult:
-            args, kwargs = bind(tool_call_id, params, signal, on_update, ctx)
-            return to_agent_tool_result(await fn(*args, **kwargs))
+        async def execute_async(*args: Any, **kwargs: Any) -> AgentToolResult:
+            return to_agent_tool_result(await call(*args, **kwargs))
 
         return execute_async
 
-    def execute(
-        tool_call_id: str, params: Any, signal: Any = None, on_update: Any = None, ctx: Any = None
-    ) -> AgentToolResult:
-        args, kwargs = bind(tool_call_id, params, signal, on_update, ctx)
-        return to_agent_tool_result(fn(*args, **kwargs))
+    def execute(*args: Any, **kwargs: Any) -> AgentToolResult:
+        return to_agent_tool_result(call(*args, **kwargs))
 
     return execute

@@ -15,22 +15,18 @@ the same file must not interleave. Each operation runs inside
   of files ever touched).
 
 Unlike pi's per-process promise chain, the queue here is a FIFO lock that
-works across threads and event loops: the waiting side is an asyncio future
-(woken with ``call_soon_threadsafe``) for async callers, or a
-``threading.Event`` for thread code (``hold_file_mutation_queue``). Tools
-run partly on worker threads and a notebook may run a second loop, and all of
-them must see the same queue.
+works across threads and event loops (tools run partly on worker threads, a
+notebook may run a second loop): an async caller waits on an asyncio future
+woken with ``call_soon_threadsafe``, thread code on a ``threading.Event``
+(``hold_file_mutation_queue``).
 
-``fn`` (decided): a zero-argument callable. An ``async def`` function (or any
-callable returning an awaitable) is awaited on the caller's loop; a plain
-function runs on a worker thread (the loop's default executor, as ``asyncio.to_thread``) so its blocking file
-I/O does not stall the loop. Either way the queue is held until it finishes.
-
-Cancelling a caller whose ``fn`` runs on a worker thread cannot stop that
-thread, which may be half-way through writing the file. The caller's
-``CancelledError`` propagates at once, but the turn passes to the next
-caller only when the thread has ended; otherwise a cancelled ``edit`` and the
-next ``write`` of the same file would overlap.
+``fn`` is a zero-argument callable: an ``async def`` function (or any callable
+returning an awaitable) is awaited on the caller's loop, a plain function runs
+on a worker thread so its blocking file I/O does not stall the loop. Cancelling
+a caller cannot stop that thread, which may be half-way through writing the
+file: the ``CancelledError`` propagates at once, but the turn passes on only
+when the thread has ended (else a cancelled ``edit`` and the next ``write`` of
+the same file would overlap).
 """
 
 from __future__ import annotations
@@ -52,21 +48,19 @@ T = TypeVar("T")
 class _Waiter:
     """One caller waiting for its turn on a key."""
 
-    __slots__ = ("event", "future", "granted", "loop")
+    __slots__ = ("event", "future", "granted")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self.granted = False
         """Set (under the registry lock) when the turn is handed to this waiter."""
-        self.loop = loop
         self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
         self.event: threading.Event | None = None if loop is not None else threading.Event()
 
     def wake(self) -> bool:
         """Tell the waiter its turn came; False when its event loop is gone."""
-        if self.future is not None and self.loop is not None:
-            future = self.future
+        if self.future is not None:
             try:
-                self.loop.call_soon_threadsafe(_resolve, future)
+                self.future.get_loop().call_soon_threadsafe(_resolve, self.future)
             except RuntimeError:  # the loop was closed while the waiter sat in line
                 return False
         elif self.event is not None:
@@ -125,18 +119,6 @@ def _give_up(key: str, waiter: _Waiter) -> None:
         _release(key)
 
 
-async def _acquire_async(key: str) -> None:
-    waiter = _acquire_or_wait(key, asyncio.get_running_loop())
-    if waiter is None:
-        return
-    assert waiter.future is not None
-    try:
-        await waiter.future
-    except BaseException:
-        _give_up(key, waiter)
-        raise
-
-
 @overload
 async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[], Awaitable[T]]) -> T: ...
 @overload
@@ -149,12 +131,21 @@ async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[]
     ``fn`` runs.
     """
     key = mutation_queue_key(path)
-    await _acquire_async(key)
+    waiter = _acquire_or_wait(key, asyncio.get_running_loop())
+    if waiter is not None and waiter.future is not None:
+        try:
+            await waiter.future
+        except BaseException:
+            _give_up(key, waiter)
+            raise
     release_here = True
     try:
         if inspect.iscoroutinefunction(fn):
             return await fn()
-        work = _start_in_thread(fn)
+        # On the loop's default executor with the caller's contextvars (as ``asyncio.to_thread``), kept as a
+        # future so that a cancelled caller can still learn when the thread really ends.
+        context = contextvars.copy_context()
+        work = asyncio.get_running_loop().run_in_executor(None, functools.partial(context.run, fn))
         try:
             # Shielded: cancelling this caller must not pretend the thread stopped.
             value = await asyncio.shield(work)
@@ -173,16 +164,6 @@ async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[]
             _release(key)
 
 
-def _start_in_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
-    """``fn()`` on the loop's default executor, with the caller's contextvars (as ``asyncio.to_thread``).
-
-    Returned as a future, not awaited, so that a cancelled caller can still
-    learn when the thread really ends.
-    """
-    context = contextvars.copy_context()
-    return asyncio.get_running_loop().run_in_executor(None, functools.partial(context.run, fn))
-
-
 @contextmanager
 def hold_file_mutation_queue(path: str | os.PathLike[str]) -> Iterator[None]:
     """The blocking form for thread code: ``with hold_file_mutation_queue(p): ...``.
@@ -192,8 +173,7 @@ def hold_file_mutation_queue(path: str | os.PathLike[str]) -> Iterator[None]:
     """
     key = mutation_queue_key(path)
     waiter = _acquire_or_wait(key, None)
-    if waiter is not None:
-        assert waiter.event is not None
+    if waiter is not None and waiter.event is not None:
         waiter.event.wait()
     try:
         yield

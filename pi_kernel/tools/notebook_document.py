@@ -1,18 +1,10 @@
 """The notebook as the tools see it: the live document (``NotebookDocument``, ``CellInfo``, its errors, cell
 refs) and the executed cells (``CellSource``).
 
-The tools layer does not know how the document is reached: the kernel's
-``notebook_bridge`` implements ``NotebookDocument`` over the ``pi.notebook``
-comm of a front-end extension and puts it in ``ToolContext.notebook`` (``None``
-where no front-end connected). Every error is a ``NotebookError`` whose text
-the model (or the user) can act on.
-
-A cell ``ref`` is a cell id or ``#N`` (1-based position, as on screen);
-``resolve_ref`` turns one into a ``CellInfo`` of a given reading.
-
-What the ``cells`` tool reads of the notebook's executed cells is a ``CellSource`` of ``CellLike`` records:
-the kernel's ``notebook_context.CellHistory`` has this shape and is given to the tools as
-``ToolContext.cell_history``.
+The kernel implements both: ``notebook_bridge`` over the ``pi.notebook`` comm of a front-end extension
+(``ToolContext.notebook``, ``None`` where no front-end connected), ``notebook_context.CellHistory``
+(``ToolContext.cell_history``). Every error is a ``NotebookError`` whose text the model (or the user) can act
+on. A cell ``ref`` is a cell id or ``#N`` (1-based position, as on screen).
 """
 
 from __future__ import annotations

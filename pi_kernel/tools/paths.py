@@ -36,12 +36,9 @@ while the masking of key values in every tool result
 (``agent.tool_execution``; also their hex and base64 forms) is the net under
 it.
 
-**Secrets in the notebook's variables.** A notebook keeps a secret out of its
-cell sources with ``getpass()`` or by reading it from the environment; the
-value then lives in a variable such as ``db_password``. Whether a name looks
-like a secret is ``pi_kernel.ai.secrets.is_secret_name``, the one list of
-secret names every surface uses (environment variables too): a string value
-held under such a name is never previewed (``is_secret_value``).
+**Secrets in the notebook's variables** (``db_password = getpass()``): a string
+held under a name ``pi_kernel.ai.secrets.is_secret_name`` calls secret (the one
+list every surface uses) is never previewed (``is_secret_value``).
 ``tool_environment`` is the environment of the processes tools start, without
 the secret variables.
 
@@ -68,9 +65,13 @@ from typing import Any, Protocol
 
 from jupyter_core.paths import jupyter_runtime_dir
 
-from pi_kernel.ai.secrets import MASK, MaskedStream, add_secret_value, is_secret_name, without_secrets
-from pi_kernel.ai.secrets import mask as masked
-from pi_kernel.ai.secrets import secret_values as environment_secrets
+from pi_kernel.ai.secrets import MASK as MASK
+from pi_kernel.ai.secrets import MaskedStream as MaskedStream
+from pi_kernel.ai.secrets import add_secret_value as add_secret_value
+from pi_kernel.ai.secrets import is_secret_name, mask, secret_values, without_secrets
+
+masked = mask
+environment_secrets = secret_values
 
 HIDDEN_VALUE = "<hidden: the name looks like a secret>"
 
@@ -110,11 +111,7 @@ class WorkspaceError(PermissionError):
 def expand_path(path: str) -> str:
     """``@`` prefix dropped, odd spaces normalised, ``~`` expanded (as pi's ``expandPath``)."""
     normalized = _UNICODE_SPACES.sub(" ", path[1:] if path.startswith("@") else path)
-    if normalized == "~":
-        return os.path.expanduser("~")
-    if normalized.startswith("~/"):
-        return os.path.expanduser("~") + normalized[1:]
-    return normalized
+    return os.path.expanduser(normalized) if normalized == "~" or normalized.startswith("~/") else normalized
 
 
 def resolve_to_cwd(path: str, cwd: str | os.PathLike[str]) -> str:
@@ -258,13 +255,11 @@ def _name_reason(real: str) -> str | None:
     name = os.path.basename(real)
     if name in _SECRET_NAMES or name.startswith(".env."):
         return f"{name} files hold keys and passwords"
-    parts = real.split(os.sep)
     for folder in _SECRET_DIRS:
-        for index in range(len(parts) - len(folder)):
-            if tuple(parts[index : index + len(folder)]) == folder:
-                if folder == (".ssh",) and _PUBLIC.search(name):
-                    return None
-                return f"files under {os.sep.join(folder)} hold credentials"
+        if os.sep + os.sep.join(folder) + os.sep in os.sep + real:
+            if folder == (".ssh",) and _PUBLIC.search(name):
+                return None
+            return f"files under {os.sep.join(folder)} hold credentials"
     if _KEY_FILES.match(name):
         return f"{name} looks like a private key"
     if _JUPYTER_SECRETS.match(name):
@@ -512,26 +507,3 @@ def _mention_reason(text: str) -> str | None:
         if is_secret_name(name):
             return f"it names ${name}, a variable named like a secret"
     return None
-
-
-__all__ = [
-    "HIDDEN_VALUE",
-    "MASK",
-    "MaskedStream",
-    "WorkspaceError",
-    "add_secret_value",
-    "check_in_workspace",
-    "environment_secrets",
-    "expand_path",
-    "is_secret_name",
-    "is_secret_value",
-    "masked",
-    "resolve_read_path",
-    "resolve_to_cwd",
-    "resolve_tool_cwd",
-    "resolve_tool_path",
-    "secret_mention_reason",
-    "secret_path_reason",
-    "tool_cwd",
-    "tool_environment",
-]

@@ -64,38 +64,21 @@ ALWAYS_GUIDELINES: tuple[str, ...] = (
 
 def normalize_snippet(text: str | None) -> str | None:
     """One line: newlines and runs of whitespace become single spaces; blank → None."""
-    if not text:
-        return None
-    one_line = " ".join(text.split())
-    return one_line or None
-
-
-def _dedup_key(text: str) -> str:
-    # "Use write only for new files." and "use write only for new files" are one guideline.
-    return " ".join(text.split()).rstrip(".").casefold()
+    return " ".join((text or "").split()) or None
 
 
 def unique_guidelines(guidelines: Iterable[str]) -> list[str]:
-    """Trimmed, blank ones dropped, duplicates dropped (first wording and position kept).
-
-    Two guidelines are duplicates when they differ only in case, spacing or a
-    final period.
-    """
+    """Trimmed, blank ones dropped, duplicates (differing only in case, spacing or a final period) dropped."""
     seen: dict[str, str] = {}
     for guideline in guidelines:
-        text = guideline.strip()
-        if text:
-            seen.setdefault(_dedup_key(text), text)
+        if text := guideline.strip():
+            seen.setdefault(" ".join(text.split()).rstrip(".").casefold(), text)
     return list(seen.values())
 
 
 def tool_dependent_guidelines(tools: Sequence[ToolDefinition]) -> list[str]:
-    """pi's defaults that depend on which built-in tools are active.
-
-    A default about one tool applies only when that tool brings no guidelines
-    of its own (its own replace pi's texts for it); defaults about a
-    combination of tools always apply.
-    """
+    """pi's defaults that depend on which built-in tools are active: one about a single tool only when that
+    tool brings no guidelines of its own (they replace pi's), one about a combination always."""
     own = {tool.name: any(line.strip() for line in _guideline_lines(tool)) for tool in tools}
 
     def bare(name: str) -> bool:
@@ -134,10 +117,8 @@ def format_date(date: str | datetime.date | None) -> str:
     if date is None:
         return datetime.date.today().isoformat()
     if isinstance(date, datetime.datetime):
-        return date.date().isoformat()
-    if isinstance(date, datetime.date):
-        return date.isoformat()
-    return date
+        date = date.date()
+    return date if isinstance(date, str) else date.isoformat()
 
 
 def build_system_prompt(
@@ -237,10 +218,7 @@ class ToolRegistry:
     # -- the tool set -------------------------------------------------------------------------
 
     def add(self, definition: ToolDefinition, *, enabled: bool | None = None) -> ToolDefinition:
-        """Add ``definition``, replacing a tool of the same name in place.
-
-        ``enabled=None`` keeps a replaced tool's state (a new tool starts enabled).
-        """
+        """Add ``definition``, replacing a tool of the same name in place (``enabled=None``: keeping its state)."""
         with self._lock:
             previous = self._entries.get(definition.name)
             state = enabled if enabled is not None else (previous.enabled if previous else True)
@@ -327,10 +305,7 @@ class ToolRegistry:
         self._notify("context", None)
 
     def active_tools(self, ctx: ToolContext | None = None) -> builtins.list[AgentTool]:
-        """The enabled tools, wrapped; the same list until the registry changes.
-
-        Passing ``ctx`` sets the registry's context first (see ``set_context``).
-        """
+        """The enabled tools, wrapped; the same list until the registry changes (``ctx``: ``set_context`` first)."""
         if ctx is not None:
             self.set_context(ctx)
         with self._lock:
@@ -348,14 +323,8 @@ class ToolRegistry:
         config = self.prompt
         cwd = config.cwd if config.cwd is not None else (self.context.cwd if self.context else None)
         left_out = set(exclude)
-        return build_system_prompt(
-            [definition for definition in self.active_definitions() if definition.name not in left_out],
-            custom_prompt=config.custom_prompt,
-            append_prompt=config.append_prompt,
-            cwd=cwd,
-            date=config.date,
-            guidelines=config.guidelines,
-        )
+        tools = [definition for definition in self.active_definitions() if definition.name not in left_out]
+        return build_system_prompt(tools, **{**vars(config), "cwd": cwd})  # PromptConfig's fields are its options
 
     def configure_prompt(self, **changes: Any) -> PromptConfig:
         """Change ``PromptConfig`` fields by name (``append_prompt="..."``); unknown names raise."""

@@ -23,25 +23,22 @@ object with ``_repr_mimebundle_``,     text for the model (markdown, else plain 
 anything else                          ``str(value)``
 =====================================  ==========================================================
 
-Images are bounded as ``read`` and ``python`` bound theirs
-(``fit_image``: 2000x2000 pixels, 4.5 MB of base64): a
-larger one is scaled down and preceded by a text block with pi's dimension
-note, one that cannot be brought under the limits becomes a text note.
-Content blocks and ``AgentToolResult`` values pass through untouched: a tool
-that builds them has chosen exactly what the model receives.
-
 The display convention, for the widgets: ``details["display"]`` is a MIME
 bundle (a dict of MIME type → data, as IPython's ``display_data`` carries) or a
 list of them, to be shown in order. Text types hold ``str``; image types hold
 base64 ``str``. The model never sees ``details``.
 
-**Images for the model** are bounded in pixels and bytes (pi's ``image-resize.ts``
-limits). An image goes to the model as it is when it fits (at most 2000x2000
-pixels and under 4.5 MB of base64). A larger one is scaled down with Pillow when
-Pillow is installed (PNG and JPEG at falling quality are tried, then smaller
-sizes), and the model is told the original size so it can map coordinates.
-Without Pillow the dimensions cannot be checked; an image over the byte
-limit is then left out with a note.
+**Images for the model** are bounded as ``read`` and ``python`` bound theirs
+(``fit_image``, pi's ``image-resize.ts`` limits): a provider rejects a request
+whose image is too large, and every later request of the run repeats it. An
+image goes as it is when it fits (at most 2000x2000 pixels and under 4.5 MB of
+base64). A larger one is scaled down with Pillow when Pillow is installed (PNG
+and JPEG at falling quality are tried, then smaller sizes) and preceded by pi's
+dimension note, so the model can map coordinates; one that cannot be brought
+under the limits becomes a text note. Without Pillow the dimensions cannot be
+checked; an image over the byte limit is then left out with a note. Content
+blocks and ``AgentToolResult`` values pass through untouched: a tool that
+builds them has chosen exactly what the model receives.
 """
 
 from __future__ import annotations
@@ -54,10 +51,8 @@ import io
 import json
 import reprlib
 import sys
-import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
-from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel
@@ -98,12 +93,9 @@ def _as_is(data: bytes, mime_type: str) -> FittedImage | None:
 
 
 def verified_image_type(data: bytes) -> str | None:
-    """The type of ``data`` when Pillow decodes it as one of ``MODEL_IMAGE_TYPES``, else None.
-
-    For images from untrusted sources (MCP servers): bytes that are not such an
-    image would make the provider refuse every later request of the conversation.
-    Without Pillow nothing can be verified, so the answer is None.
-    """
+    """The type of ``data`` when Pillow decodes it as one of ``MODEL_IMAGE_TYPES``, else None (also without
+    Pillow). For images from untrusted sources (MCP servers): bytes that are not such an image would make the
+    provider refuse every later request of the conversation."""
     try:
         from PIL import Image
     except ImportError:
@@ -152,21 +144,18 @@ def fit_image(data: bytes, mime_type: str) -> FittedImage | None:
         target_height = max(1, int(target_height * 0.75))
 
 
-def _encodings(image: object) -> list[tuple[bytes, str]]:
-    """PNG, then JPEG at each quality step (JPEG needs RGB)."""
-    from PIL import Image
-
-    assert isinstance(image, Image.Image)
-    out: list[tuple[bytes, str]] = []
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    out.append((buffer.getvalue(), "image/png"))
+def _encodings(image: Any) -> Iterator[tuple[bytes, str]]:
+    """A Pillow image as PNG, then as JPEG at each quality step (JPEG needs RGB)."""
+    yield _encoded(image, "PNG"), "image/png"
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     for quality in _JPEG_QUALITIES:
-        buffer = io.BytesIO()
-        rgb.save(buffer, format="JPEG", quality=quality)
-        out.append((buffer.getvalue(), "image/jpeg"))
-    return out
+        yield _encoded(rgb, "JPEG", quality=quality), "image/jpeg"
+
+
+def _encoded(image: Any, image_format: str, **options: Any) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=image_format, **options)
+    return buffer.getvalue()
 
 
 MAX_SUMMARY_CHARS = 20_000
@@ -192,11 +181,9 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
         return AgentToolResult(list(value))
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _bytes_result(bytes(value))
-    png = image_png_bytes(value)
-    if png is not None:
+    if (png := image_png_bytes(value)) is not None:
         return _image_result(png, "image/png")
-    rich = _rich_result(value)
-    if rich is not None:
+    if (rich := _rich_result(value)) is not None:
         return rich
     if _is_json_like(value):
         return AgentToolResult([TextContent(to_json_text(value))])
@@ -204,14 +191,7 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
 
 
 def _image_result(data: bytes, mime_type: str) -> AgentToolResult:
-    """The image bounded as ``read`` and ``python`` bound theirs (``fit_image``).
-
-    A provider rejects a request whose image is too large, and every later
-    request of the run repeats it, so an unbounded image from a ``@tool``
-    would break the conversation. A scaled image comes after pi's dimension
-    note (so the model can map coordinates); one that cannot be brought under
-    the limits is replaced by a note.
-    """
+    """The image bounded (``fit_image``), after pi's dimension note when scaled; a note when it cannot be."""
     fitted = fit_image(data, mime_type)
     if fitted is None:
         return AgentToolResult([TextContent(IMAGE_OMITTED_NOTE)])
@@ -230,8 +210,7 @@ def image_mime_type(data: bytes) -> str | None:
 
 
 def _bytes_result(data: bytes) -> AgentToolResult:
-    mime = image_mime_type(data)
-    if mime is not None:
+    if (mime := image_mime_type(data)) is not None:
         return _image_result(data, mime)
     try:
         return AgentToolResult([TextContent(data.decode("utf-8"))])
@@ -241,17 +220,12 @@ def _bytes_result(data: bytes) -> AgentToolResult:
 
 def image_png_bytes(value: Any) -> bytes | None:
     """PNG bytes of a PIL image, a matplotlib figure or axes, or a ``_repr_png_`` object; else None.
-
-    PIL and matplotlib are looked up in ``sys.modules`` only: a value of their
-    types cannot exist unless they were imported, and importing them here
-    would cost every tool call.
-    """
+    PIL and matplotlib are looked up in ``sys.modules`` only: a value of their types cannot exist unless
+    they were imported."""
     pil_image = sys.modules.get("PIL.Image")
     if pil_image is not None and isinstance(value, pil_image.Image):
         image = value if value.mode in ("1", "L", "LA", "I", "P", "RGB", "RGBA") else value.convert("RGBA")
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
-        return buffer.getvalue()
+        return _encoded(image, "PNG")
     figure_module = sys.modules.get("matplotlib.figure")
     if figure_module is not None:
         axes_module = sys.modules.get("matplotlib.axes")
@@ -264,8 +238,6 @@ def image_png_bytes(value: Any) -> bytes | None:
     if isinstance(value, type):
         return None
     data = _call_repr(value, "_repr_png_")
-    if isinstance(data, tuple):  # IPython allows (data, metadata)
-        data = data[0]
     if isinstance(data, str):
         return base64.b64decode(data)
     if isinstance(data, (bytes, bytearray)):
@@ -289,15 +261,12 @@ def _rich_result(value: Any) -> AgentToolResult | None:
 def display_bundle(value: Any) -> dict[str, Any] | None:
     """The MIME bundle of an object with ``_repr_mimebundle_`` / ``_repr_markdown_`` / ``_repr_html_``."""
     bundle: dict[str, Any] = {}
-    produced = _call_repr(value, "_repr_mimebundle_", include=None, exclude=None)
-    data = produced[0] if isinstance(produced, tuple) else produced
+    data = _call_repr(value, "_repr_mimebundle_", include=None, exclude=None)
     if isinstance(data, Mapping):
         bundle.update(data)
     for mime, method in (("text/markdown", "_repr_markdown_"), ("text/html", "_repr_html_")):
         if mime not in bundle:
             text = _call_repr(value, method)
-            if isinstance(text, tuple):  # IPython allows (data, metadata)
-                text = text[0]
             if isinstance(text, str):
                 bundle[mime] = text
     if not bundle.keys() & {"text/markdown", "text/html"} and not any(key.startswith("image/") for key in bundle):
@@ -306,14 +275,16 @@ def display_bundle(value: Any) -> dict[str, Any] | None:
 
 
 def _call_repr(value: Any, method_name: str, **kwargs: Any) -> Any:
-    """Call an IPython ``_repr_*_`` method; a missing or failing one gives None, as in IPython."""
+    """Call an IPython ``_repr_*_`` method (its data when it gives ``(data, metadata)``); a missing or failing
+    one gives None, as in IPython."""
     method = getattr(value, method_name, None)
     if not callable(method):
         return None
     try:
-        return method(**kwargs)
+        produced = method(**kwargs)
     except Exception:  # noqa: BLE001 - a broken rich repr falls back to plain text, as IPython does
         return None
+    return produced[0] if isinstance(produced, tuple) else produced
 
 
 def truncate_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
@@ -341,10 +312,7 @@ _DEEP_REPR.maxstring = _DEEP_REPR.maxother = 200
 
 
 def to_json_text(value: Any) -> str:
-    """JSON text for the model; pydantic models through their own serializer.
-
-    A value nested deeper than the serializer recurses gets a depth-bounded ``repr`` instead.
-    """
+    """JSON text for the model (a value nested deeper than the serializer recurses: a bounded ``repr``)."""
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:
@@ -366,6 +334,4 @@ def _json_default(value: Any) -> Any:
         return value.value
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=repr)
-    if isinstance(value, (Decimal, uuid.UUID, PurePath)):
-        return str(value)
-    return str(value)
+    return str(value)  # Decimal, UUID, paths and the rest

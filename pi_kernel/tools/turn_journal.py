@@ -29,10 +29,10 @@ import hashlib
 import os
 import sys
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 from pi_kernel.ai.user_objects import class_name, has_base, simple_name
 from pi_kernel.tools.files import write_file_atomic
@@ -70,11 +70,10 @@ FIRST = "\x00first"
 
 
 class NotebookEditor(Protocol):
-    """The part of ``NotebookDocument`` that undo uses."""
+    """The part of ``NotebookDocument`` that undo uses (``read``, when it has it, places a cell put back)."""
 
     def edit(self, cell_id: str, expected: str, new: str) -> Awaitable[None]: ...
     def insert(self, index: int, cells: list[tuple[str, str]]) -> Awaitable[list[str]]: ...
-    # ``read(max_chars=0)`` (optional): the cells' ids in order, to put a deleted cell back after its neighbour
     def delete(self, cell_ids: list[str], expected: list[str]) -> Awaitable[None]: ...
 
 
@@ -94,7 +93,7 @@ class _FileRecord:
     before: bytes | None
     """``None``: the file did not exist."""
     after: str | None = None
-    """sha256 of the content at the turn's end (``""``: it did not exist then)."""
+    """``_digest`` at the turn's end."""
 
 
 @dataclass
@@ -105,11 +104,6 @@ class _Copy:
     after: Any = None
     """A fingerprint of the object as the turn left it (``finish``): a shallow copy of a builtin container,
     a copy-on-write copy of a frame, a digest of an array's buffer; ``_MISSING``: none could be kept."""
-
-
-@dataclass
-class _CodeToken:
-    names: dict[str, Any]
 
 
 class TurnJournal:
@@ -156,7 +150,6 @@ class TurnJournal:
         self._files[path] = _FileRecord(before)
 
     def record_notebook_change(self, change: NotebookChange) -> None:
-        """After a notebook change was applied."""
         self._notebook.append(change)
 
     def note(self, key: str, text: str) -> None:
@@ -181,13 +174,13 @@ class TurnJournal:
                 f"code `{shown}`: effects outside the variables it names — through called functions, files, "
                 "databases — are not undone"
             )
-        return _CodeToken(dict(namespace))
+        return dict(namespace)
 
     def after_code(self, namespace: dict[str, Any], token: object) -> None:
         """After the code ran (also after an error): note the names it created, rebound or deleted."""
-        if not isinstance(token, _CodeToken):
+        if not isinstance(token, dict):
             return
-        before = token.names
+        before = token
         for name in before.keys() | namespace.keys():
             old, new = before.get(name, _MISSING), namespace.get(name, _MISSING)
             if old is new or (name.startswith("__") and name.endswith("__")):
@@ -313,19 +306,18 @@ class TurnJournal:
         kind = type(value)
         if _one_of(kind, _IMMUTABLE) or has_base(value, *_NOT_DATA):  # identity and type(): no user code
             return
-        copier = _copier(kind)
-        if copier is None:
+        if _kind(kind) is None:
             self._notes.setdefault(
-                f"copy:{name}", f"{name} ({_type_name(kind)}): not copied; any change made to it in place stays"
+                f"copy:{name}", f"{name} (a {simple_name(kind)}): not copied; any change made to it in place stays"
             )
             return
         size = _size_of(value)
         if size is None or self.held + size > self.memory_budget:
             shown = _size(size) if size is not None else "of unknown size"
-            self._over_budget.setdefault(name, f"{_type_name(kind)}, {shown}")
+            self._over_budget.setdefault(name, f"a {simple_name(kind)}, {shown}")
             return
         try:
-            copied = copier(value)
+            copied = _copy(value)
         except Exception as error:  # noqa: BLE001 - an object that cannot be copied is named, never fatal
             self._notes.setdefault(f"copy:{name}", f"{name}: could not be copied ({class_name(type(error))})")
             return
@@ -333,38 +325,25 @@ class TurnJournal:
         self._copies[name] = _Copy(value, copied, size)
 
     def _keep_fingerprint(self, kept: _Copy) -> None:
-        """Note the state the turn left ``kept.original`` in, so that undo sees a later change by the user."""
-        kind = type(kept.original)
+        kind = _kind(type(kept.original))
         try:
-            if simple_name(kind) == "ndarray" and _is_from("numpy", kind):
+            if kind == "ndarray":
                 kept.after = _array_digest(kept.original)
                 return
-            if _one_of(kind, (list, dict, set, bytearray)) or _pandas_is_cow():
-                size = sys.getsizeof(kept.original) if _one_of(kind, (list, dict, set, bytearray)) else 0
-            else:
-                size = _size_of(kept.original) or 0
-            copier = _copier(kind)
-            if copier is None or self.held + size > self.memory_budget:
+            size = 0 if kind != "builtin" and _pandas_is_cow() else (_size_of(kept.original) or 0)
+            if kind is None or self.held + size > self.memory_budget:
                 kept.after = _MISSING
                 return
-            kept.after = copier(kept.original)
+            kept.after = _copy(kept.original)
             self.held += size
             kept.size += size
         except Exception:  # noqa: BLE001 - no fingerprint: undo refuses rather than overwrite
             kept.after = _MISSING
 
     def _left_as_the_turn_left_it(self, kept: _Copy) -> bool:
-        """``kept.original`` is as the turn left it (no user code is called to tell)."""
         if kept.after is None:  # finish() did not run (the turn is still running): nothing after it
             return True
-        if kept.after is _MISSING:
-            return False
-        if isinstance(kept.after, str):
-            try:
-                return _array_digest(kept.original) == kept.after
-            except Exception:  # noqa: BLE001
-                return False
-        return _unchanged(kept.original, kept.after)
+        return kept.after is not _MISSING and _unchanged(kept.original, kept.after)
 
     def _changed_variables(self) -> dict[str, list[Any]]:
         return {name: record for name, record in self._variables.items() if record[0] is not record[1]}
@@ -463,21 +442,17 @@ def _calls_out(func: ast.expr, namespace: dict[str, Any]) -> bool:
     a copied kind of object (``df['x'].sum()``), a data library's function; writers (``to_csv``) always."""
     if isinstance(func, ast.Name):
         return func.id not in _SAFE_BUILTINS or func.id in namespace
-    if not isinstance(func, ast.Attribute):
-        return True
-    if func.attr.startswith(_WRITERS):
+    if not isinstance(func, ast.Attribute) or func.attr.startswith(_WRITERS):
         return True
     root: ast.expr = func.value
     while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
         root = root.func if isinstance(root, ast.Call) else root.value
-    if not isinstance(root, ast.Name):
-        return True
-    target = namespace.get(root.id, _MISSING)
+    target = namespace.get(root.id, _MISSING) if isinstance(root, ast.Name) else _MISSING
     if target is _MISSING:
         return True
     if type(target) is types.ModuleType:
         return str(getattr(target, "__name__", "")).split(".")[0] not in _PURE_MODULES
-    return _copier(type(target)) is None
+    return _kind(type(target)) is None
 
 
 def _globals_read(code: types.CodeType, depth: int = 0) -> set[str]:
@@ -508,13 +483,8 @@ def _array_digest(array: Any) -> str:
     return digest.hexdigest()
 
 
-def _pandas_copy(value: Any) -> Any:
-    """A copy-on-write copy (shallow: it shares the data until either side is written) where pandas is
-    copy-on-write (always from pandas 3, an option in 2.x), else a deep copy."""
-    return value.copy(deep=not _pandas_is_cow())
-
-
 def _pandas_is_cow() -> bool:
+    """Whether pandas is copy-on-write (always from pandas 3, an option in 2.x)."""
     pandas = sys.modules.get("pandas")
     major = str(getattr(pandas, "__version__", "0")).split(".")[0]
     if major.isdigit() and int(major) >= 3:
@@ -524,33 +494,38 @@ def _pandas_is_cow() -> bool:
     return False
 
 
-def _copier(kind: type) -> Callable[[Any], Any] | None:
-    if _one_of(kind, (list, dict, set, bytearray)):
-        return cast(Any, kind).copy
-    if simple_name(kind) in ("DataFrame", "Series") and _is_from("pandas", kind):
-        return _pandas_copy
-    if simple_name(kind) == "ndarray" and _is_from("numpy", kind):
-        return lambda value: value.copy()
-    return None
+_BUILTIN = (list, dict, set, bytearray)
+_LIBRARY_KINDS = {"ndarray": "numpy", "DataFrame": "pandas", "Series": "pandas"}
 
 
-def _is_from(module: str, kind: type) -> bool:
-    """``kind`` is the very class of that (already imported) library, not a look-alike."""
-    loaded = sys.modules.get(module)
-    return loaded is not None and getattr(loaded, simple_name(kind), None) is kind
+def _kind(kind: type) -> str | None:
+    """``builtin``, ``ndarray``, ``DataFrame`` or ``Series`` for a kind the journal copies (the library's
+    very class, already imported, not a look-alike), else ``None``."""
+    if _one_of(kind, _BUILTIN):
+        return "builtin"
+    name = simple_name(kind)
+    loaded = sys.modules.get(_LIBRARY_KINDS.get(name, ""))
+    return name if loaded is not None and getattr(loaded, name, None) is kind else None
+
+
+def _copy(value: Any) -> Any:
+    """The copy the module docstring describes (copy-on-write for a frame where pandas is)."""
+    if _kind(type(value)) in ("DataFrame", "Series"):
+        return value.copy(deep=not _pandas_is_cow())
+    return value.copy()
 
 
 def _size_of(value: Any) -> int | None:
     """Bytes a copy costs, read without calling the object's own Python code (library types only)."""
-    kind = type(value)
+    kind = _kind(type(value))
     try:
-        if _one_of(kind, (list, dict, set, bytearray)):
+        if kind == "builtin":
             return sys.getsizeof(value)
-        if simple_name(kind) == "ndarray" and _is_from("numpy", kind):  # the library's class, not a look-alike
+        if kind == "ndarray":
             return int(value.nbytes)
-        if simple_name(kind) == "DataFrame" and _is_from("pandas", kind):
+        if kind == "DataFrame":
             return int(value.memory_usage(index=True, deep=False).sum())
-        if simple_name(kind) == "Series" and _is_from("pandas", kind):
+        if kind == "Series":
             return int(value.memory_usage(index=True, deep=False))
     except Exception:  # noqa: BLE001 - unknown size: not copied, and named
         return None
@@ -572,18 +547,21 @@ def _restore_in_place(original: Any, copied: Any) -> Any:
 
 
 def _unchanged(original: Any, copied: Any) -> bool:
-    """Whether ``original`` still equals its copy, decided without user code (else: assume it changed)."""
+    """Whether ``original`` still equals its copy (or an array its digest), decided without user code (else:
+    assume it changed)."""
     kind = type(original)
     try:
+        if isinstance(copied, str):
+            return _array_digest(original) == copied
         if _one_of(kind, (list, bytearray, set)):
             return len(original) == len(copied) and all(a is b for a, b in zip(original, copied, strict=True))
         if kind is dict:
             return len(original) == len(copied) and all(
                 a is c and b is d for (a, b), (c, d) in zip(original.items(), copied.items(), strict=True)
             )
-        if simple_name(kind) == "ndarray":
+        if _kind(kind) == "ndarray":
             return original.dtype.kind != "O" and original.shape == copied.shape and bool((original == copied).all())
-        if simple_name(kind) in ("DataFrame", "Series"):
+        if _kind(kind) in ("DataFrame", "Series"):
             return _frame_unchanged(original, copied)
     except Exception:  # noqa: BLE001 - could not tell: keep the copy
         return False
@@ -609,6 +587,7 @@ def _frame_unchanged(original: Any, copied: Any) -> bool:
 
 
 def _digest(path: Path) -> str:
+    """sha256 of the file's content; ``""``: it does not exist."""
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:
@@ -622,19 +601,17 @@ def _one_of(kind: type, kinds: tuple[type, ...]) -> bool:
     return any(kind is one for one in kinds)
 
 
-def _type_name(kind: type) -> str:
-    return f"a {simple_name(kind)}"
-
-
 def _count(number: int, noun: str) -> str:
     if not number:
         return ""
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _size(size: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
+def _size(size: float) -> str:
+    if size < 1024:
+        return f"{size:.0f} bytes"
+    for unit in ("KB", "MB", "GB"):
+        size /= 1024
         if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024  # type: ignore[assignment]
-    return f"{size} bytes"
+            break
+    return f"{size:.1f} {unit}"

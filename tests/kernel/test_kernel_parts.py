@@ -24,7 +24,7 @@ from pi_kernel.kernel.model_resolution import resolve_model
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.session import CellTurns
 from pi_kernel.tools import ToolDefinition
-from pi_kernel.tools.approval import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy, deny_reason
 
 
 def _definition(name: str, approval: Any = "auto") -> ToolDefinition:
@@ -173,7 +173,7 @@ def test_read_only_mode_runs_only_read_only_tools() -> None:
     assert verdicts == {**expected, "inspect": "run", "cells": "run", **notebook}
     assert [policy.decide(d, {}) for d in (impostor, declared, _definition("calc", "auto"))] == ["deny", "run", "deny"]
     assert policy.decide(careful, {}) == "ask"  # read-only never allows more than ask
-    assert "read-only" in policy.deny_reason("calc")
+    assert "read-only" in deny_reason(policy.state(), "calc")
     policy.apply_spec(["calc=auto"])  # a per-tool override lets one more tool run
     assert policy.decide(_definition("calc", "auto"), {}) == "run"
 
@@ -186,7 +186,7 @@ def test_a_cells_deny_denies_every_call_even_an_always_allowed_one() -> None:
     tools = [_definition("celsius", "ask"), _definition("calc", "auto"), _definition("safe", "auto")]
     assert [policy.decide(d, {}) for d in tools] == ["run", "run", "run"]
     assert [policy.decide(d, {}, mode="deny") for d in tools] == ["deny", "deny", "deny"]
-    assert "--approve deny" in policy.deny_reason("celsius", "deny")
+    assert "--approve deny" in deny_reason(policy.state("deny"), "celsius")
     policy.set_mode("deny")  # a session-mode deny keeps the per-tool rules; "always allow" never lifts a deny
     assert [policy.decide(d, {}) for d in tools] == ["deny", "run", "run"]
     assert policy.decide(_definition("risky", "ask"), {}) == "deny"
@@ -252,7 +252,7 @@ def test_policy_overrides_always_and_callables() -> None:
     assert policy.decide(judged, {"path": "/etc"}, mode="auto") == "run"
     refusing, broken = _definition("nuke", "deny"), _definition("flaky", lambda args: 1 / 0)
     assert [policy.decide(refusing, {}), policy.decide(broken, {})] == ["deny", "ask"]  # a failing rule asks
-    assert policy.deny_reason("nuke") == 'Tool "nuke" refused this call: its own approval rule denies it.'
+    assert deny_reason(policy.state(), "nuke") == 'Tool "nuke" refused this call: its own approval rule denies it.'
     with pytest.raises(ValueError):
         policy.apply_spec(["bash=sometimes"])
 

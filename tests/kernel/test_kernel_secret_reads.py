@@ -17,7 +17,7 @@ import pytest
 from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
 
-from pi_kernel.tools.approval import ApprovalPolicy
+from pi_kernel.tools.approval import ApprovalPolicy, deny_reason, secret_reason
 from pi_kernel.tools.builtin import builtin_tools
 
 BUILTINS = {definition.name: definition for definition in builtin_tools()}
@@ -62,8 +62,8 @@ def test_reading_secrets_is_refused_in_deny_mode() -> None:
     policy = ApprovalPolicy(mode="deny")
     args = _args("read", path="/proc/self/environ")
     assert policy.decide(BUILTINS["read"], args) == "deny"
-    secret = policy.secret_reason(BUILTINS["read"], args, "read")
-    assert "environment" in policy.deny_reason("read", None, secret)
+    secret = secret_reason(BUILTINS["read"], args, "read")
+    assert "environment" in deny_reason(policy.state(None), "read", secret)
 
 
 # -- through the real kernel -----------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def test_text_block_kinds() -> None:
 
 
 def test_per_server_and_per_tool_policy_patterns() -> None:
-    from pi_kernel.tools.approval import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy, deny_reason
 
     policy = ApprovalPolicy()
     policy.apply_spec(["demo__*=auto", "demo__crash=deny", "time__*=deny"])
@@ -253,7 +253,7 @@ def test_per_server_and_per_tool_policy_patterns() -> None:
     assert policy.decide(None, {}, name="demo__crash") == "deny"
     assert policy.decide(None, {}, name="time__get_current_time") == "deny"
     assert policy.decide(None, {}, name="other__echo") == "ask"
-    assert "disabled by the approval policy" in policy.deny_reason("time__convert_time")
+    assert "disabled by the approval policy" in deny_reason(policy.state(), "time__convert_time")
 
 
 def test_servers_answer_only_on_the_loop_they_live_on(loop: asyncio.AbstractEventLoop, manager: McpManager) -> None:

@@ -101,12 +101,12 @@ def test_a_deny_for_a_whole_server_is_not_undone_by_a_longer_auto_pattern() -> N
 
 def test_an_exact_rule_still_wins_over_a_stricter_pattern() -> None:
     """docs/mcp.md: ``docs__*=ask docs__search=auto`` asks for all of docs except its search."""
-    from pi_kernel.tools.approval import ApprovalPolicy
+    from pi_kernel.tools.approval import ApprovalPolicy, override_for
 
     policy = ApprovalPolicy()
     policy.apply_spec(["docs__*=deny", "docs__search=auto"])
-    assert policy.override_for("docs__search") == "auto"
-    assert policy.override_for("docs__fetch") == "deny"
+    assert override_for(policy.overrides, "docs__search") == "auto"
+    assert override_for(policy.overrides, "docs__fetch") == "deny"
 
 
 def test_mcp_list_never_shows_credentials_written_into_a_server_url() -> None:

@@ -58,7 +58,7 @@ from functools import lru_cache
 from typing import Any
 
 from pi_kernel.ai import ImageContent, TextContent, Usage
-from pi_kernel.ai.sanitize import map_strings
+from pi_kernel.ai.messages import map_strings
 from pi_kernel.tools.approval import (
     ApprovalDecision,
     cut_middle,

@@ -376,7 +376,7 @@ def pretty_json(value: Any) -> str:
 
 def bound_strings(value: Any, limit: int) -> Any:
     """JSON data with every string longer than ``limit`` cut, saying how much was cut (iterative; data
-    nested deeper than ``sanitize.MAX_DEPTH`` is shown as a mark)."""
+    nested deeper than ``messages.MAX_DEPTH`` is shown as a mark)."""
 
     def cut(text: str) -> str:
         return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit:,} more characters]"

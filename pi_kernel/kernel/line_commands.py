@@ -1,31 +1,19 @@
 """The ``%pi`` line commands: each takes the session and its words and returns text to print.
 
-Words are split like a shell's, except free text a person types while a call
-waits: the REASON of ``deny ID REASON`` (an apostrophe is no unclosed quote)
-and the JSON after ``allow ID --args`` (shlex would strip its quotes, turning
-``{"a": 1}`` into ``{a: 1}``) are kept as typed (see ``split_line``).
+Words are split like a shell's, except free text typed while a call waits: the REASON of ``deny ID
+REASON`` (an apostrophe is no unclosed quote) and the JSON after ``allow ID --args`` (shlex would strip
+its quotes) are kept as typed (``split_line``). A command that cannot be done raises ``CommandError``:
+IPython prints it as a usage error, without a traceback, keys masked (it may be captured before
+``outgoing`` sees it). A command's logic beyond its words and reply lives in its concept's module
+(``long_session``, ``undo``).
 
-A command that cannot be done raises ``CommandError``: IPython prints it as a usage error, without a
-traceback, keys masked (it may be captured before ``outgoing`` sees it).
-
-Long (about 560 lines): one small function per command and the one table that dispatches them; a
-command's logic that is more than its words and reply lives in its concept's module (``long_session``,
-``undo``).
-
-**MCP** (``%pi mcp``, see ``HELP``). A server added here starts at once, so the answer shows its tools or why it
-did not start; servers from the configuration start before the first ``%%pi``
-turn. Starting and stopping wait on the loop the servers live on (the
-kernel's, see ``tools.mcp.manager``): ``add``, ``remove`` and ``restart`` are
-coroutines (``mcp_async``), awaited where such a line is a cell of its own
-(``magics.AWAITED_LINES``). Elsewhere (inside other code, ``%autoawait off``)
-the synchronous ``mcp`` runs them to the end when no loop runs (IPython
-outside a kernel) and otherwise says to run the line as a cell of its own.
-``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":
-true`` (see ``docs/mcp.md``).
-
-``pi_kernel.tools.mcp`` is imported lazily, once the session's MCP manager
-exists: it needs the optional ``mcp`` SDK, whose absence ``session.mcp``
-reports as ``McpUnavailable``.
+**MCP** (``%pi mcp``, see ``HELP``). A server added here starts at once, so the answer shows its tools
+or why it did not start. Starting and stopping wait on the kernel's loop, where the servers live
+(``tools.mcp.manager``): ``mcp_async`` is awaited where the line is a cell of its own
+(``magics.AWAITED_LINES``); elsewhere the synchronous ``mcp`` runs it to the end when no loop runs
+(IPython outside a kernel) and otherwise says to run the line as a cell of its own.
+``pi_kernel.tools.mcp`` is imported lazily: it needs the optional ``mcp`` SDK, whose absence
+``session.mcp`` reports as ``McpUnavailable``.
 """
 
 from __future__ import annotations
@@ -35,7 +23,8 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
 from pi_kernel.kernel import long_session
@@ -138,6 +127,16 @@ def model(session: PiSession, words: list[str]) -> str:
     return f"model: {describe_model(current)}" if current else NO_MODEL_HELP
 
 
+KEYED_MODELS = {
+    "OPENAI_API_KEY": ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"],
+    "DEEPSEEK_API_KEY": [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"],
+    "ANTHROPIC_API_KEY": ["anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5", "anthropic:claude-haiku-4-5"],
+    "GEMINI_API_KEY": ["gemini:gemini-2.5-flash", "gemini:gemini-2.5-pro", "gemini:gemini-2.5-flash-lite"],
+    "OPENROUTER_API_KEY": ["openrouter:openai/gpt-4o-mini", "openrouter:anthropic/claude-sonnet-4.5"],
+}
+"""What ``%pi models`` offers for each key set (OpenAI's not when the model is on a base URL)."""
+
+
 def models(session: PiSession, words: list[str]) -> str:
     current = session.model
     choices: list[str] = []
@@ -145,16 +144,9 @@ def models(session: PiSession, words: list[str]) -> str:
         choices += [
             f"{current.provider}:{name}" for name in list_server_models(current.base_url, current.resolved_api_key_env)
         ]
-    if os.environ.get("OPENAI_API_KEY") and not (current and current.base_url):
-        choices += ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"]
-    if os.environ.get("DEEPSEEK_API_KEY"):
-        choices += [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"]
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        choices += ["anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5", "anthropic:claude-haiku-4-5"]
-    if os.environ.get("GEMINI_API_KEY"):
-        choices += ["gemini:gemini-2.5-flash", "gemini:gemini-2.5-pro", "gemini:gemini-2.5-flash-lite"]
-    if os.environ.get("OPENROUTER_API_KEY"):
-        choices += ["openrouter:openai/gpt-4o-mini", "openrouter:anthropic/claude-sonnet-4.5"]
+    for env, names in KEYED_MODELS.items():
+        if os.environ.get(env) and not (current and current.base_url and env == "OPENAI_API_KEY"):
+            choices += names
     if local_model_installed():
         choices.append(f"local:{LOCAL_MODEL_ID}")
     allowed = session.settings.allowed_models
@@ -423,17 +415,15 @@ MCP_WAITS = (
 def mcp(session: PiSession, words: list[str]) -> str:
     """``%pi mcp ...`` from the synchronous magic (see the module docstring)."""
     try:
-        if not words:
-            return session.mcp.describe()
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            from IPython.core.async_helpers import get_asyncio_loop
+        asyncio.get_running_loop()
+    except RuntimeError:
+        from IPython.core.async_helpers import get_asyncio_loop
 
-            return get_asyncio_loop().run_until_complete(_mcp(session, words))
-        if words[0] in ("add", "remove", "restart"):
-            raise CommandError(MCP_WAITS.format(action=words[0]))
-        raise CommandError(MCP_USAGE)
+        return get_asyncio_loop().run_until_complete(mcp_async(session, words))
+    if words:
+        raise CommandError(MCP_WAITS.format(action=words[0]) if words[0] in ("add", "remove", "restart") else MCP_USAGE)
+    try:
+        return session.mcp.describe()
     except McpUnavailable as error:
         raise CommandError(str(error)) from None
 
@@ -596,12 +586,8 @@ def run_line_command(session: PiSession, line: str) -> str:
     if command is None:
         raise CommandError(f"unknown command %pi {name} (see %pi help)")
     refuse_during_turn(session, name, args)
-    try:
+    with _one_line(name):
         return command(session, args)
-    except CommandError:
-        raise
-    except Exception as error:  # noqa: BLE001 - every failure of a command is one clear line, never a traceback
-        raise CommandError(f"%pi {name}: {failure_text(error)}") from None
 
 
 async def run_line_command_async(session: PiSession, line: str) -> str:
@@ -610,11 +596,18 @@ async def run_line_command_async(session: PiSession, line: str) -> str:
     command = ASYNC_COMMANDS.get(name)
     if command is None:
         return run_line_command(session, line)
-    try:
+    with _one_line(name):
         return await command(session, args)
+
+
+@contextmanager
+def _one_line(name: str) -> Iterator[None]:
+    """Every failure of a command is one clear line, never a traceback."""
+    try:
+        yield
     except CommandError:
         raise
-    except Exception as error:  # noqa: BLE001 - as run_line_command
+    except Exception as error:  # noqa: BLE001
         raise CommandError(f"%pi {name}: {failure_text(error)}") from None
 
 

@@ -1,55 +1,26 @@
 """A kernel session's approvals: the ``before_tool_call`` gate, and who can answer when it asks.
 
-This module is the session's one home for approvals: ``SessionApprovals``
-builds the broker (with its answerers) and the policy on first use, takes
-decisions from comm messages and magics (``resolve_fields``) and tells
-``pi.approval`` comms of every request and decision; ``ApprovalGate`` is the
-hook itself. A ``%%pi`` cell passes its ``Turn`` (``gate(turn)``, a per-run
-override of the agent's hook); the agent's own hook (``gate()``) serves runs
-started from code, with no turn.
+``SessionApprovals`` builds the broker (with its answerers) and the policy on first use, takes decisions
+from comm messages and magics (``resolve_fields``) and tells ``pi.approval`` comms of every request and
+decision; ``ApprovalGate`` is the hook (``gate(turn)`` for a ``%%pi`` cell, ``gate()`` for runs started
+from code). The decision is ``pi_kernel.tools.approval.decide`` (docs/security.md "Approvals"); the gate
+only reads for it the code of the notebook cells a call names. Every wait ends: a decision, the broker's
+timeout, or an interrupt (``deny_all``).
 
-Arguments were validated by the loop before the gate runs, so a malformed
-call never reaches a person. The decision is ``pi_kernel.tools.approval.decide``
-(one pure function over an ordered rule table, docs/security.md
-"Approvals"); the gate only reads for it the code of the notebook cells a
-call names (a built-in's ``cells`` arguments: ``run_cells``). Every wait
-ends: a decision, the broker's timeout, or an interrupt (the signal's abort
-and ``deny_all`` resolve it as denied).
+Who can answer: the first of the session's answerers that can answer the turn now:
+``widget`` (an Approve / Deny card), ``comm`` (a client holds a ``pi.approval`` comm), ``stdin`` (a
+question through ipykernel's ``raw_input``; a comm may still answer meanwhile), ``nobody`` (nbclient,
+papermill: denied at once, with a reason saying how to allow such calls). A blocking cell
+(``Turn.blocking``: ``%autoawait off`` outside a kernel) blocks the shell, so only stdin can answer it.
 
-Who can answer is the list of answerers the session registers with the
-broker, in order; the first that can answer the turn now takes the request:
+The stdin question runs in a worker thread, so the loop keeps running while the person types; when the
+approval is settled another way the worker is stopped by raising ``KeyboardInterrupt`` in it, which
+``raw_input``'s poll loop handles by returning. The arguments are masked before they are cut (a cut key
+would escape the mask on the way out).
 
-1. ``widget``: the front-end that sent the cell renders widgets (an Approve /
-   Deny card); the request waits in the broker for a click;
-2. ``comm``: a client holds a ``pi.approval`` comm (``frontend``); the request
-   waits for its message;
-3. ``stdin``: the cell's request allows stdin: a question through ipykernel's
-   ``raw_input`` (answers can also still come from a comm meanwhile);
-4. ``nobody`` (nbclient, papermill without stdin): denied at once, with a
-   reason that says how to allow such calls.
-
-A blocking cell (``Turn.blocking``: ``%autoawait off`` outside a kernel) runs
-to its end on IPython's loop and blocks the shell, so no click or comm message
-can reach it: only stdin can answer, and ``nobody`` says to turn autoawait back
-on rather than wait out the timeout. (In a kernel such a cell does not run:
-``cell_runner.run_cell_sync``.)
-
-The stdin question goes through ipykernel's own ``raw_input`` (an
-``input_request`` to the client of the running cell) in a worker thread, so
-the event loop keeps running while the person types. ``raw_input`` polls its
-socket until a reply comes; when the approval is settled another way (a comm,
-a timeout, an interrupt) the worker is stopped by raising ``KeyboardInterrupt``
-in it, which that poll loop handles by returning: it checks for interrupts
-every 10 ms. The arguments in the question are masked before they are cut (a
-cut key would escape the mask every stdin message gets on its way out,
-``outgoing``).
-
-``pi_kernel.tools`` (the broker, the policy, the decision, how a call is
-shown, the notebook reader), ``pi_kernel.agent`` (the hook's result type) and
-``pi_kernel.widgets`` (whether its card can be drawn) are imported lazily,
-inside the functions that use them: this module loads with the kernel, and
-each of them pulls in the whole tool and agent layers (about 100 ms of a
-kernel's start), which a kernel that never prompts the agent should not pay.
+``pi_kernel.tools``, ``pi_kernel.agent`` and ``pi_kernel.widgets`` are imported lazily, inside the
+functions that use them: this module loads with the kernel, and each pulls in whole layers (about 100 ms
+of a kernel's start).
 """
 
 from __future__ import annotations

@@ -1,51 +1,32 @@
 """Settings of a Pi session: traitlets, the environment and a ``.env`` file.
 
-Precedence, highest first: ``%pi`` magics at run time, traitlets config
-(``c.PiKernel.model = ...``), the environment (``PI_MODEL``, ``PI_APPROVAL``,
-...), a ``.env`` file in the working directory (``load_dotenv``; it only fills variables that
-are not set already), built-in defaults.
+Precedence, highest first: ``%pi`` magics, traitlets config (``c.PiKernel.model = ...``), the
+environment (``PI_MODEL``, ...), a ``.env`` in the working directory (``load_dotenv``: it only fills
+variables not set already), built-in defaults. Keys are never copied into settings: a ``Model`` names
+the variable that holds its key. A warning about a bad value masks any key in it.
 
-Keys are never copied into settings: a ``Model`` names the environment
-variable that holds its key and the provider reads it when it sends a request.
-A warning about a bad value masks any key in it (the kernel's hook, ``outgoing.masked``).
+Every setting is one field of ``PiSettings`` made by ``setting`` (default, parser, help, environment
+variable); ``SETTINGS`` lists them, ``settings_from_env`` and ``apply_config`` read them, ``PiKernel``
+makes a trait of each. Of MCP servers only the outer ``mcpServers`` shape is read here (no ``mcp`` SDK
+at kernel start); ``tools.mcp.server_config`` checks each entry at first use. Allowed models are read
+here and applied by ``model_resolution``.
 
-Every setting is written once, as a field of ``PiSettings`` made by ``setting``: its default, parser, help
-and environment variable. ``SETTINGS`` lists those rows; ``settings_from_env`` and ``apply_config`` read
-them, ``PiKernel`` makes a trait of each. The model is ``model_resolution``'s. (Long: one table row per
-setting, each with its help text, is the point of the module.)
+**The ``.env`` file.** A notebook folder cloned from someone else can carry one, so it only supplies
+what is missing, never weakens safety or sends an existing key elsewhere:
 
-MCP servers (``c.PiKernel.mcp_servers``, ``PI_MCP_CONFIG``): only the outer ``mcpServers`` shape is read
-here (at kernel start, without importing the ``mcp`` SDK or the tools); each entry is checked when the
-session first uses its servers (``pi_kernel.tools.mcp.server_config.parse_servers``).
+- only the project's own names are taken (``DOTENV_NAMES``); anything else (``BASH_ENV``,
+  ``LD_PRELOAD``, ...) is ignored and named in the session's first notice;
+- a variable already set is never overridden;
+- ``PI_APPROVAL`` only when stricter than ``ask`` (``deny``, ``read-only``);
+- a base URL and the key sent to it come from the same source: the ``.env``'s ``OPENAI_BASE_URL`` is
+  ignored when any key is set in the environment; the key sent to it is the ``.env``'s own
+  ``OPENAI_API_KEY`` (kept under ``DOTENV_KEY_ENV``, so a key set later never reaches that server),
+  and that key is ignored when ``OPENAI_BASE_URL`` is set in the environment;
+- a ``.env``'s key never switches the user's provider: the default model prefers a key of the
+  environment (``DOTENV_KEYS_ENV``), and such a ``.env`` cannot choose the model (``PI_MODEL``,
+  ``PI_PROVIDER``).
 
-Allowed models (``c.PiKernel.allowed_models``, ``PI_ALLOWED_MODELS``): read here
-(``parse_allowed_models``), applied by ``model_resolution``.
-
-**The ``.env`` file** (``load_dotenv``). A notebook folder cloned from someone else can carry a ``.env``, so it is
-trusted only to supply what is missing, never to weaken safety or to send an
-existing key elsewhere:
-
-- only the project's own names are taken (``DOTENV_NAMES``); anything else
-  (``BASH_ENV``, ``PYTHONPATH``, ``LD_PRELOAD``, ...) is ignored and named in
-  the session's first notice;
-- a variable already set in the environment is never overridden;
-- ``PI_APPROVAL`` is taken only when it is stricter than the default ``ask``
-  (``deny`` or ``read-only``);
-- a base URL and the key sent to it come from the same source: the ``.env``'s
-  ``OPENAI_BASE_URL`` is ignored when any key is set in the environment, the
-  key sent to it is the ``.env``'s own ``OPENAI_API_KEY`` (kept under
-  ``DOTENV_KEY_ENV``, so a key set later in the notebook never reaches that
-  server), and the ``.env``'s ``OPENAI_API_KEY`` is ignored when
-  ``OPENAI_BASE_URL`` is set in the environment (other providers' keys go to
-  their own URLs);
-- a ``.env``'s key never switches the user's provider: when the environment
-  holds a key, the default model uses it (the ``.env``'s keys are recorded in
-  ``DOTENV_KEYS_ENV``, and the session's notice names them), and a ``.env``
-  that brings a key cannot choose the model (``PI_MODEL``, ``PI_PROVIDER``).
-
-The ``.env``'s base URL is returned, not exported: the settings carry it (and
-that it came from a ``.env``); keys go to the environment, where providers
-and masking read them, never into settings.
+The ``.env``'s base URL is returned, not exported: the settings carry it.
 """
 
 from __future__ import annotations

@@ -1,38 +1,19 @@
 """The kernel side of the ``pi.notebook`` comm: ``NotebookBridge`` implements ``NotebookDocument`` over it.
 
-A front-end extension (JupyterLab 4, Notebook 7; or the scripted front-end of
-the tests) opens a ``pi.notebook`` comm when its notebook's kernel is ready,
-with ``{"protocol": 1, "frontend": ..., "path": ...}``. The kernel registers
-the target at start (the Pi kernel) or at ``%load_ext pi_kernel``, where it
-also opens a ``pi.notebook.hello`` comm so a front-end already open connects
-(it answers by opening ``pi.notebook``).
+A front-end extension (JupyterLab 4, Notebook 7, or the tests' scripted front-end) opens a
+``pi.notebook`` comm when its kernel is ready. The kernel registers the target at start or at
+``%load_ext pi_kernel``, where it also opens ``pi.notebook.hello`` so a front-end already open connects.
+Requests go out as ``{"request": ID, "op": ...}``; replies come back as ``{"reply_to": ID, "ok": ...}``
+(docs/notebook.md), maybe on another thread (subshells), so futures are settled with
+``call_soon_threadsafe``. Nothing waits for a front-end that is not there: without an open comm a
+request fails at once (``BridgeGone``), each request has a time limit, and a comm closed while requests
+wait fails them all. For a change (``CHANGES``) that is ``OutcomeUnknown``: the front-end may have
+applied it, and the bridge keeps a note (``uncertain``) that undo can consult. Replies are untrusted: a
+malformed one fails its request with ``MALFORMED``, never a Python error text. With several front-ends,
+requests go to the client that sent the running cell, else the newest.
 
-Requests go out as ``{"request": ID, "op": ..., ...}``; replies come back as
-``{"reply_to": ID, "ok": true, ...}`` or ``{"reply_to": ID, "ok": false,
-"error": "stale" | "not_found" | "bad_request" | "failed", "message": ...}``
-(the protocol: docs/notebook.md). A reply may arrive on another thread
-(JupyterLab routes comms to subshells), so each request's future is resolved
-with ``loop.call_soon_threadsafe``. Nothing waits for a front-end that is not
-there: without an open comm a request fails at once (``BridgeGone``), each
-request has a time limit, and a comm closed while requests wait fails them
-all with ``BridgeGone``. For a change (``edit``, ``insert``, ``delete``,
-``set_outputs``) that is ``OutcomeUnknown``: the front-end may have applied
-it before it went quiet, so the model is told the outcome is unknown, and the
-bridge keeps a note (``uncertain``: op, cells, and the reply if it comes
-late) that undo can consult.
-
-Replies are untrusted: a reply that is not an object, or whose fields have the
-wrong types or sizes, fails its request with "the notebook front-end sent a
-malformed reply" (``cell_from_json``, ``_ids_from_reply``) rather than a
-Python error text.
-
-With several front-ends connected (two browser tabs), requests go to the
-comm of the client that sent the running cell when it opened one, else to
-the newest.
-
-``pi_kernel.tools.notebook_document`` (its errors and ``CellInfo``) is imported
-lazily, inside the functions that use it: the session makes the bridge at kernel start,
-where the tools layer (with pydantic) would cost about 100 ms.
+``pi_kernel.tools.notebook_document`` is imported lazily: the bridge is made at kernel start, where the
+tools layer (with pydantic) would cost about 100 ms.
 """
 
 from __future__ import annotations
@@ -42,7 +23,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pi_kernel.kernel.frontend import comm_manager, message_session
 
@@ -347,41 +328,33 @@ def cell_from_json(data: Any) -> CellInfo:
     """One cell of a ``read`` reply; a field of the wrong type or size is a clear ``NotebookError``."""
     from pi_kernel.tools.notebook_document import CellInfo, NotebookError
 
-    def bad(field: str) -> NotebookError:
-        return NotebookError(f"{MALFORMED} to read (a cell's {field} is not valid).")
-
     if not isinstance(data, dict):
         raise NotebookError(f"{MALFORMED} to read (a cell is not an object).")
-    cell_id, index, kind = data.get("id"), data.get("index"), data.get("type")
-    source, outputs, count = data.get("source", ""), data.get("outputs", ""), data.get("execution_count")
-    length, truncated = data.get("source_length"), data.get("truncated", False)
-    if not isinstance(cell_id, str) or not _is_id(cell_id):
-        raise bad("id")
-    if type(index) is not int or not 0 <= index < MAX_CELLS:
-        raise bad("index")
-    if kind not in ("code", "markdown", "raw"):
-        raise bad("type")
-    if not isinstance(source, str) or len(source) > MAX_TEXT:
-        raise bad("source")
-    if outputs is None:
-        outputs = ""
-    if not isinstance(outputs, str) or len(outputs) > MAX_TEXT:
-        raise bad("outputs")
-    if count is not None and (type(count) is not int or count < 0):
-        raise bad("execution_count")
-    if length is None:
+    source, outputs, count = data.get("source", ""), data.get("outputs"), data.get("execution_count")
+    truncated, length = data.get("truncated", False), data.get("source_length")
+    outputs = "" if outputs is None else outputs
+    if length is None and isinstance(source, str):
         length = len(source)
-    if type(length) is not int or not len(source) <= length:
-        raise bad("source_length")
-    if not isinstance(truncated, bool):
-        raise bad("truncated")
+    valid = {
+        "id": _is_id(data.get("id")),
+        "index": type(data.get("index")) is int and 0 <= data["index"] < MAX_CELLS,
+        "type": data.get("type") in ("code", "markdown", "raw"),
+        "source": isinstance(source, str) and len(source) <= MAX_TEXT,
+        "outputs": isinstance(outputs, str) and len(outputs) <= MAX_TEXT,
+        "execution_count": count is None or (type(count) is int and count >= 0),
+        "source_length": isinstance(source, str) and type(length) is int and len(source) <= length,
+        "truncated": isinstance(truncated, bool),
+    }
+    bad = next((field for field, ok in valid.items() if not ok), None)
+    if bad is not None:
+        raise NotebookError(f"{MALFORMED} to read (a cell's {bad} is not valid).")
     return CellInfo(
-        id=cell_id,
-        index=index,
-        type=kind,
+        id=data["id"],
+        index=data["index"],
+        type=data["type"],
         source=source,
         execution_count=count,
         outputs=outputs,
-        source_length=length,
+        source_length=cast(int, length),
         truncated=truncated,
     )

@@ -1,43 +1,24 @@
 """What the agent sees of the notebook's executed cells: their history (``CellHistory``, for the ``cells``
 tool) and the automatic notebook context of each turn (``NotebookContext``).
 
-**History.** ``CellHistory`` listens to IPython's ``post_run_cell``: each cell run (not
-silent ones, not ``%%pi`` cells, which are already in the conversation) is
-kept with its execution count, source, a one-line summary of its result and,
-for a cell that raised, the exception's type, message and the last frames of
-its traceback (plain text, IPython's own frames left out). It keeps the
-latest ``MAX_CELLS``; ``seq`` counts every cell ever recorded, so the
-notebook context can ask for "the cells since mark N".
+**History.** ``CellHistory`` listens to ``post_run_cell``: each cell run (not silent ones, not ``%%pi``
+cells, already in the conversation) is kept with its execution count, source, a one-line summary of its
+result and, for a cell that raised, the exception's type, message and last frames (IPython's own left
+out); the latest ``MAX_CELLS``, numbered by ``seq``. It is wired up at kernel start, so only the standard
+library and IPython's pretty printer load with this module (``tools.builtin.describe`` is imported
+lazily, in the context's functions). A result's summary is what IPython's pretty printer shows, cut:
+never a full ``repr`` IPython did not run. It, an exception's ``str()`` and reading the traceback are the
+user's code, so they run with a time limit (``SafeCaller``, one second); nothing else of the exception
+runs (no ``__bool__``, no ``__getattribute__``). The hook never raises.
 
-The history is wired up at kernel start, which must stay as fast as a stock kernel's: only the standard
-library and IPython's pretty printer load with this module; ``pi_kernel.tools.builtin.describe`` (the
-context's variable summaries, with the tools layer) is imported lazily, in the functions of the context. A
-result's summary is what IPython's pretty printer shows (``_repr_pretty_``,
-the first items of a big container), cut short: never a full ``repr`` that
-IPython did not run; it and an exception's ``str()`` are the user's code, so
-they run with a time limit (``SafeCaller``, one second), as does reading the
-traceback; nothing else of the exception runs (no ``__bool__``, no
-``__getattribute__``). The hook never raises (an exception whose ``str()``
-fails is recorded by its type).
-
-**Context.** The first model request of each ``%%pi`` turn carries it: the turn's user
-message is the prompt as written, then a second text part (``Notebook
-context ...``); a reader of the first part (a transcript, a test) still
-finds the prompt there. It is part of the conversation, so the
-transcript, ``%pi history`` and saved sessions show what the model was told.
-What it says (within ``CONTEXT_LIMIT`` characters, filled from the newest cell
-back, with room kept for the variables): the cells run since the previous turn
-(execution count and shortened source), the error of any that raised (type
-and message), and the variables that are new or were rebound or changed shape
-since then (type, shape, a DataFrame's columns). Nothing changed: no context
-part. The first turn of a session (and the first after
-``%pi reset``) sees everything so far. Re-running a ``%%pi`` cell cuts its
-previous turn (and the context it carried) out of the conversation, so the
-re-run is told the same news again; a turn that never reached the
-conversation (or a re-run that was undone) leaves the news for the next one.
-
-On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, or
-``PI_NOTEBOOK_CONTEXT=0`` switch it.
+**Context.** The first model request of each ``%%pi`` turn carries it, as a second text part of the
+turn's user message (``Notebook context ...``), so the transcript, ``%pi history`` and saved sessions
+show what the model was told. Within ``CONTEXT_LIMIT`` characters (filled from the newest cell back,
+room kept for the variables): the cells run since the previous turn, the error of any that raised, and
+the variables new, rebound or changed in shape. Nothing changed: no context part. The first turn (and
+the first after ``%pi reset``) sees everything so far; a re-run ``%%pi`` cell, whose previous turn is
+cut out, is told the same news again; a turn that never reached the conversation leaves its news for the
+next. On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, ``PI_NOTEBOOK_CONTEXT=0``.
 """
 
 from __future__ import annotations

@@ -1,73 +1,39 @@
 """What leaves the kernel: its messages masked (``OutgoingMask``), execute-reply payloads gated
 (``PayloadGate``), and its memory closed to the commands it starts (``make_undumpable``).
 
-**Messages.** What the kernel sends for pi is masked (``ai.secrets.mask``): ``install_outgoing_mask``
-wraps the kernel's ``Session.send`` (the one call
-every iopub and stdin message goes through: ``print`` in a cell, ``display``,
-widget comms, ``input()`` prompts; also the reply to a cell, which repeats its
-error), in the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``;
-``remove_outgoing_mask`` (``%unload_ext``) puts it back. IPython without a
-kernel has no messages: there ``sys.stdout`` and ``sys.stderr`` mask what they
-are given while a pi cell runs (IPython prints displays and tracebacks there).
-So whatever pi shows goes out with keys masked, with no mask call in the code
-that composes it. Masking earlier is still needed in three cases, and only there:
-output a cell can capture before it is sent (``%%capture``, ``redirect_stdout``:
-the ``%pi`` printer, usage errors and notices mask as they print), text sent in pieces (a key cut across
-two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers; here
-too, each pi request's stdout and stderr go through one ``MaskedStream``, so
-a key printed in 10-character pieces, each its own message, is masked whole:
-what may begin a key waits for the next piece, and is sent before any other
-output of that request and before its ``idle`` status) and
-text that is escaped, highlighted or cut to a length before it leaves (the
-key would no longer be found: the views mask first and say so).
+**Messages.** ``install_outgoing_mask`` wraps the kernel's ``Session.send``, the one call every iopub and
+stdin message goes through (``print``, ``display``, widget comms, ``input()`` prompts, a cell's reply),
+in the Pi kernel and after ``%load_ext pi_kernel``; ``remove_outgoing_mask`` puts it back. IPython
+without a kernel masks ``sys.stdout`` and ``sys.stderr`` while a pi cell runs (``TerminalMask``). So
+code that composes what pi shows calls no mask, except in three cases: output a cell can capture before
+it is sent (``%%capture``: the ``%pi`` printer, usage errors and notices mask as they print, ``masked``);
+text sent in pieces (each pi request's stdout and stderr go through one ``MaskedStream``, so a key
+printed in 10-character pieces is masked whole: what may begin a key waits for the next piece, and goes
+out before any other output of that request); and text escaped, highlighted or cut before it leaves
+(the views mask first).
 
-Masked: the iopub and stdin messages of a pi cell, and of a request whose
-parent is no cell seen (a click on a widget, a silent request). A cell is pi's
-when its code names ``%pi`` or ``pi_kernel`` (judged from the
-``execute_input`` message that announces it, sent before anything the cell
-prints) or when pi runs in it (``claim_request``: the ``%pi`` / ``%%pi`` magic
-and ``run_pi_cell`` call it as they start, so a helper function, an alias or
-``%run`` of a notebook count too). Of a pi cell's ``execute_reply`` only what
-shows an error (``REPLY_ERROR_FIELDS``): its payload carries the code cell
-``%%pi --cells`` offers, which must be the code as it ran. Comm messages are
-masked for pi's comms only: those opened under a pi cell, the ``pi.approval``
-comms (``claim_comm``), and any comm message a pi cell or a message on one of
-pi's comms causes; on the widget manager's control comm, pi's widgets' states.
+Masked: the iopub and stdin messages of a pi cell, and of a request whose parent is no cell seen (a
+widget click, a silent request). A cell is pi's when its code names ``%pi`` or ``pi_kernel`` (judged
+from its ``execute_input``, sent before anything it prints) or when pi runs in it (``claim_request``,
+called by the magics and ``run_pi_cell``, so a helper function, an alias or ``%run`` count too). Of a pi
+cell's ``execute_reply`` only the error (``REPLY_ERROR_FIELDS``): its payload carries the code cell
+``%%pi --cells`` offers, which must be the code as it ran. Comm messages are masked for pi's comms only
+(opened under a pi cell, ``pi.approval`` comms via ``claim_comm``, and any message a pi cell or pi's
+comm causes); on the widget manager's control comm, pi's widgets' states. The user's own cells and comms
+are left alone (``print(os.environ[...])`` prints what it was asked for).
 
-Left alone: the messages of the user's own Python cells (``print(os.environ[...])``
-prints what it was asked for) and of the user's own comms and widgets.
+**Payloads** (``install_payload_gate``). Code the agent ran could write an execute-reply payload
+(``set_next_input``, the pager) out of sight: from a ``post_run_cell`` callback, a thread or a loop
+callback between cells. The gate wraps the payload manager's ``write_payload`` and ``read_payload`` and
+lets a payload through only when pi writes it (``PayloadGate.own``: the ``%%pi --cells`` cell), or when
+it is written on the thread of a user's cell running now that ran no ``%%pi`` turn (``mark_pi_cell``).
+Everything else is dropped; its ``source`` is kept for ``take_dropped`` (the turn's notice).
 
-**Payloads** (``install_payload_gate``). An execute reply's payloads come from
-``shell.payload_manager``: whatever called
-``write_payload`` (``set_next_input``, the pager, ``exit``) before the kernel read
-them at the cell's end. Code the agent ran could write one later, out of sight:
-from a ``post_run_cell`` callback it registered (which fires after the ``%%pi``
-cell's turn and in every later cell; the ``python`` tool also removes such
-callbacks, see ``tools.builtin.python_capture``), from a thread (``threading.Timer``)
-or from a callback on the event loop between cells. So the gate wraps the
-payload manager's ``write_payload`` and ``read_payload`` of the shell and lets a
-payload through only when
-
-- pi itself writes it (``PayloadGate.own``: the ``%%pi --cells`` cell), or
-- it is written on the thread of a user's cell that is running now (between
-  that cell's ``pre_run_cell`` and the kernel's reading of its payloads) and
-  that cell ran no ``%%pi`` turn (``mark_pi_cell``).
-
-Everything else is dropped; its ``source`` is kept for ``take_dropped`` (the
-turn's notice says what the agent's code asked for).
-
-**Memory** (``make_undumpable``, at kernel start). The kernel holds the API keys in its environment
-and memory. On Linux any
-process of the same user may read ``/proc/<pid>/environ`` and ``/proc/<pid>/mem``
-of another, so a ``bash`` call could read the kernel's (``/proc/$PPID/environ``)
-however the command is spelled. ``prctl(PR_SET_DUMPABLE, 0)`` makes those files
-the property of root: a non-root child process (the bash tool's commands, MCP
-servers) gets "Permission denied". The kernel itself still reads its own
-``/proc/self/...``; a new program a child ``exec``s is dumpable again (its own
-files stay readable), and core dumps of the kernel are off.
-
-Honest limits: root (a container's default user, CI) and processes with
-``CAP_SYS_PTRACE`` still read everything; other systems have no such switch.
+**Memory** (``make_undumpable``, at kernel start). On Linux a process of the same user may read
+``/proc/<pid>/environ`` and ``/mem`` of another, so a ``bash`` call could read the kernel's keys.
+``prctl(PR_SET_DUMPABLE, 0)`` makes those files root's: a non-root child (bash commands, MCP servers)
+gets "Permission denied"; core dumps are off. Root and ``CAP_SYS_PTRACE`` still read everything; other
+systems have no such switch.
 """
 
 from __future__ import annotations

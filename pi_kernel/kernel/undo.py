@@ -1,31 +1,21 @@
 """What ``%pi undo`` reverts: a turn's effects (``TurnJournals``), else a replaced conversation
 (``ConversationVersions``).
 
-**Turns.** Each ``%%pi`` turn gets a ``TurnJournal`` (``begin``, given to the tools as
-``ToolContext.journal``); at its end
-(``end``) the journal notes the files' final state and names what it cannot revert: the calls of
-tools that keep no journal (``bash``, MCP and the user's own tools). ``%pi undo`` reverts the newest
-turn whose effects were not undone yet (``undo_turn``): its variables, objects changed in place and
-files at once, its notebook changes through the notebook bridge (asynchronously: the bridge answers on
-the event loop the magic runs on, so the report is updated when they are done). Only when no turn
-has anything left to undo does ``%pi undo`` bring back a replaced conversation.
+**Turns.** Each ``%%pi`` turn gets a ``TurnJournal`` (``begin``, the tools' ``ToolContext.journal``); at
+its end the journal notes the files' final state and names what it cannot revert (``bash``, MCP and the
+user's tools). ``%pi undo`` reverts the newest turn not undone yet (``undo_turn``): variables, objects
+changed in place and files at once, notebook changes through the bridge (asynchronously, the report
+updated when done). Memory: all journals' copies count against ``PI_UNDO_MEMORY``; a new turn drops the
+oldest journals' copies until they hold at most half of it; the newest ``LIMIT`` journals are kept.
 
-Memory: every journal's copies count against ``PI_UNDO_MEMORY``; a new turn drops the copies of the
-oldest journals until the older ones hold at most half of it (their objects are then named as not
-restored); the newest ``LIMIT`` journals are kept.
+**Conversations.** Only when no turn has anything left to undo does ``%pi undo`` bring back a
+conversation that something replaced (a re-run cell, a compaction, ``%pi reset``, ``load``, ``undo``
+itself: ``ConversationVersions.keep``); ``%pi undo N`` the N-th newest, ``%pi undo list`` shows them.
+The conversation it replaces is kept in turn. Versions share their message objects with the
+conversation.
 
-**Conversations.** Whatever drops messages from the conversation keeps the conversation as it
-was first (``ConversationVersions.keep``): a re-run ``%%pi`` cell that
-replaced its turn and the later ones, a compaction (``%pi compact``, or the
-automatic one during a turn), ``%pi reset``, ``%pi load`` and ``%pi undo``
-itself. ``%pi undo`` brings back the newest kept version (``%pi
-undo N``: the N-th newest, ``%pi undo list`` shows them); the conversation it
-replaces is kept in turn, so an undo is never a loss either. The newest
-``LIMIT`` versions are kept (they share their message objects with the
-conversation: a version costs a list, not a copy of every message).
-
-``pi_kernel.tools.turn_journal`` is imported lazily (in ``TurnJournals.begin``): the session loads this module
-at kernel start, where the tools layer (with pydantic) would cost about 100 ms.
+``pi_kernel.tools.turn_journal`` is imported lazily (``TurnJournals.begin``): the tools layer would cost
+about 100 ms of kernel start.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ tool) and the automatic notebook context of each turn (``NotebookContext``).
 cells, already in the conversation) is kept with its execution count, source, a one-line summary of its
 result and, for a cell that raised, the exception's type, message and last frames (IPython's own left
 out); the latest ``MAX_CELLS``, numbered by ``seq``. It is wired up at kernel start, so only the standard
-library and IPython's pretty printer load with this module (``tools.builtin.describe`` is imported
+library and IPython's pretty printer load with this module (``pi_kernel.tools.builtin.describe`` is imported
 lazily, in the context's functions). A result's summary is what IPython's pretty printer shows, cut:
 never a full ``repr`` IPython did not run. It, an exception's ``str()`` and reading the traceback are the
 user's code, so they run with a time limit (``SafeCaller``, one second); nothing else of the exception

@@ -31,8 +31,8 @@ from pi_kernel.kernel import long_session
 from pi_kernel.kernel.config import thinking_level
 from pi_kernel.kernel.frontend import request_session
 from pi_kernel.kernel.model_resolution import (
-    DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
+    PROVIDER_MODELS,
     allowed_specs,
     concrete_entries,
     describe_model,
@@ -127,16 +127,6 @@ def model(session: PiSession, words: list[str]) -> str:
     return f"model: {describe_model(current)}" if current else NO_MODEL_HELP
 
 
-KEYED_MODELS = {
-    "OPENAI_API_KEY": ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"],
-    "DEEPSEEK_API_KEY": [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"],
-    "ANTHROPIC_API_KEY": ["anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5", "anthropic:claude-haiku-4-5"],
-    "GEMINI_API_KEY": ["gemini:gemini-2.5-flash", "gemini:gemini-2.5-pro", "gemini:gemini-2.5-flash-lite"],
-    "OPENROUTER_API_KEY": ["openrouter:openai/gpt-4o-mini", "openrouter:anthropic/claude-sonnet-4.5"],
-}
-"""What ``%pi models`` offers for each key set (OpenAI's not when the model is on a base URL)."""
-
-
 def models(session: PiSession, words: list[str]) -> str:
     current = session.model
     choices: list[str] = []
@@ -144,9 +134,9 @@ def models(session: PiSession, words: list[str]) -> str:
         choices += [
             f"{current.provider}:{name}" for name in list_server_models(current.base_url, current.resolved_api_key_env)
         ]
-    for env, names in KEYED_MODELS.items():
-        if os.environ.get(env) and not (current and current.base_url and env == "OPENAI_API_KEY"):
-            choices += names
+    for provider, (key, names) in PROVIDER_MODELS.items():  # OpenAI's not when the model is on a base URL
+        if os.environ.get(key) and not (current and current.base_url and provider == "openai"):
+            choices += [f"{provider}:{name}" for name in names]
     if local_model_installed():
         choices.append(f"local:{LOCAL_MODEL_ID}")
     allowed = session.settings.allowed_models

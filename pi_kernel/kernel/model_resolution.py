@@ -1,26 +1,16 @@
 """Which model a session uses: from its settings, the keys and base URL in the environment, else the
 local model (``resolve_model``); ``%pi model NAME`` under the same base-URL rules (``model_from_spec``).
-
 A ``.env``'s base URL only ever gets that file's own key (``config.DOTENV_KEY_ENV``), and a ``.env``'s key
 is the default only when the environment has none (``config.DOTENV_KEYS_ENV``).
-``pi_kernel.ai.providers.local_engine`` is imported lazily, inside the functions that use it: this module
-loads at kernel start, where the local engine would cost about 5 ms (the rest of ``pi_kernel.ai`` loads
-there anyway).
+``pi_kernel.ai.providers.local_engine`` is imported lazily: this module loads at kernel start.
 
 **Allowed models** (``restrict_default``, ``refusal``): the models a site lets ``%pi model`` and
-``%%pi --model`` choose, set by an administrator (``c.PiKernel.allowed_models`` in a site-wide kernel
-config, or ``PI_ALLOWED_MODELS`` in the spawner's environment; see
-docs/jupyterhub.md). Unset or empty: every model is allowed.
-
-Each entry is a model id (``gpt-4o-mini``: that id from any provider or
-server) or ``provider:id`` (``deepseek:deepseek-chat``, ``ollama:qwen3:8b``),
-and may hold shell-style wildcards (``gpt-4o*``, ``ollama:*``). An entry
-holding ``:`` is compared, case-sensitively, with ``provider:id`` only (so
-``deepseek:*`` never allows ``openrouter:deepseek:r1``); an entry without one
-with the model's ``id``, so ``gpt-4o-mini`` also allows it behind an
-OpenAI-compatible base URL (where the provider is ``openai-compatible``). An
-id that holds ``:`` itself is named with its provider (``ollama:qwen3:8b``,
-or ``*:qwen3:8b`` for any provider).
+``%%pi --model`` choose (``c.PiKernel.allowed_models`` or ``PI_ALLOWED_MODELS``, docs/jupyterhub.md);
+unset or empty: any. Each entry is a model id (``gpt-4o-mini``: from any provider or server, so also
+behind an OpenAI-compatible base URL) or ``provider:id`` (``ollama:qwen3:8b``), shell-style wildcards
+allowed. An entry holding ``:`` is compared, case-sensitively, with ``provider:id`` only (``deepseek:*``
+never allows ``openrouter:deepseek:r1``); an id holding ``:`` itself is named with its provider
+(``*:qwen3:8b`` for any).
 """
 
 from __future__ import annotations
@@ -37,14 +27,13 @@ from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, detect_provider, parse_m
 from pi_kernel.kernel.config import DOTENV_KEY_ENV, DOTENV_KEYS_ENV, PiSettings
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
-DEFAULT_MODELS = {
-    # provider: (its default model, the variable holding its key); a key found picks its provider
-    "openai": (DEFAULT_OPENAI_MODEL, "OPENAI_API_KEY"),
-    "deepseek": (DEFAULT_DEEPSEEK_MODEL, "DEEPSEEK_API_KEY"),
-    "anthropic": ("claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
-    "gemini": ("gemini-2.5-flash", "GEMINI_API_KEY"),
-    "openrouter": ("openai/gpt-4o-mini", "OPENROUTER_API_KEY"),
+PROVIDER_MODELS = {
+    # provider: (the variable holding its key, what %pi models offers, its default first); a key found picks it
+    "openai": ("OPENAI_API_KEY", [DEFAULT_OPENAI_MODEL, "gpt-4o", "gpt-4.1-mini", "gpt-4.1"]),
+    "deepseek": ("DEEPSEEK_API_KEY", ["deepseek-chat", "deepseek-reasoner"]),
+    "anthropic": ("ANTHROPIC_API_KEY", ["claude-sonnet-4-5", "claude-opus-4-5", "claude-haiku-4-5"]),
+    "gemini": ("GEMINI_API_KEY", ["gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.5-flash-lite"]),
+    "openrouter": ("OPENROUTER_API_KEY", ["openai/gpt-4o-mini", "anthropic/claude-sonnet-4.5"]),
 }
 
 NO_MODEL_HELP = """No model is configured for %%pi. Any one of these works:
@@ -119,10 +108,10 @@ def resolve_model(settings: PiSettings, environ: Mapping[str, str] | None = None
     if settings.provider == "local":  # an explicit choice outranks keys found in the environment
         return Model(id=LOCAL_MODEL_ID, provider="local")
     if settings.provider:
-        default = DEFAULT_MODELS.get(settings.provider, (DEFAULT_OPENAI_MODEL, None))[0]
+        default = PROVIDER_MODELS.get(settings.provider, (None, [DEFAULT_OPENAI_MODEL]))[1][0]
         return parse_model_spec(default, settings.provider)
     from_dotenv = set(env.get(DOTENV_KEYS_ENV, "").split(","))
-    by_key = {key: (model_id, provider) for provider, (model_id, key) in DEFAULT_MODELS.items()}
+    by_key = {key: (models[0], provider) for provider, (key, models) in PROVIDER_MODELS.items()}
     present = [name for name in by_key if env.get(name)]
     present.sort(key=lambda name: name in from_dotenv)  # a key of the real environment before a .env's
     if present:

@@ -222,14 +222,15 @@ def _blocking(asking: Any) -> bool:
 @dataclass
 class WaitInBroker:
     """An answerer whose answer comes from outside (a widget's button, a comm message, a magic): the request
-    waits in the broker. ``when(asking)`` says whether that outside can answer now."""
+    waits in the broker. ``when(asking)`` says whether that outside can answer now. Not a ``person``: the
+    last answerer, ``NOBODY``, whose call is denied with ``refusal``."""
 
     name: str
     when: Callable[[Any], bool]
     person: bool = True
 
     def can_answer(self, asking: Any) -> bool:
-        return not _blocking(asking) and self.when(asking)
+        return not (self.person and _blocking(asking)) and self.when(asking)
 
     async def answer(
         self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
@@ -237,7 +238,7 @@ class WaitInBroker:
         return await broker.request(request, signal)
 
     def refusal(self, tool_name: str, asking: Any) -> str:
-        return nobody_to_ask(tool_name)
+        return blocked_cell(tool_name) if _blocking(asking) else nobody_to_ask(tool_name)
 
 
 class StdinAnswerer(WaitInBroker):
@@ -276,26 +277,7 @@ class StdinAnswerer(WaitInBroker):
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
 
 
-@dataclass
-class Nobody:
-    """The last answerer: nobody can be asked, so the call is denied with a reason saying what to do."""
-
-    name: str = "nobody"
-    person: bool = False
-
-    def can_answer(self, asking: Any) -> bool:
-        return True
-
-    async def answer(
-        self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
-    ) -> ApprovalDecision:
-        raise RuntimeError("nobody answers: the gate denies with refusal()")  # pragma: no cover
-
-    def refusal(self, tool_name: str, asking: Any) -> str:
-        return blocked_cell(tool_name) if _blocking(asking) else nobody_to_ask(tool_name)
-
-
-NOBODY = Nobody()
+NOBODY = WaitInBroker("nobody", lambda asking: True, person=False)
 
 
 def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any]) -> list[Answerer]:

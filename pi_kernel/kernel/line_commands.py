@@ -19,6 +19,7 @@ or why it did not start. Starting and stopping wait on the kernel's loop, where 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import re
@@ -185,27 +186,16 @@ _RULE_NOTES = {
 }
 
 
-class _AsksByItself:
-    """A tool as the table judges it when its approval is a callable: the callable (a user's code, which
-    may hang or have effects) is not called to draw a table; it reads as ``ask``, as the gate reads a
-    callable that cannot decide."""
-
-    approval = "ask"
-
-    def __init__(self, definition: object) -> None:
-        self._definition = definition
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._definition, name)
-
-
 def approval_of(session: PiSession, name: str) -> str:
     """A tool's approval in a word or two, from the decision the gate makes (``approval.decide``)
     under the session's policy for a call without arguments; a call that may read secrets still asks
     (decided per call, so not shown here)."""
     definition = session.registry.get(name)
     own = getattr(definition, "approval", "ask")
-    judged = definition if isinstance(own, str) else _AsksByItself(definition)  # a user's callable is not called
+    judged = definition
+    if definition is not None and not isinstance(own, str):  # a user's callable (it may hang or have effects)
+        judged = copy.copy(definition)  # is not called to draw a table: it reads as ``ask``, as the gate reads
+        judged.approval = "ask"  # a callable that cannot decide
     decision = decide(judged, name, {}, session.policy.state(None))
     if decision.rule in ("own-rule", "own-deny", "deny-mode") and not isinstance(own, str):
         return "its own rule"  # a callable decides per call, and these rules follow its answer

@@ -162,15 +162,16 @@ class TurnJournals:
     def end(self, journal: TurnJournal, messages: list[Any]) -> None:
         """The turn ended: note the files' state and the calls no journal covers; an empty journal goes."""
         journal.finish()
-        for call in _tool_calls(messages):
-            if call.name in JOURNALED_TOOLS:
-                continue
-            if call.name == "bash":
+        for message in messages:
+            for call in message.content if isinstance(message, AssistantMessage) else []:
+                if not isinstance(call, ToolCall) or call.name in JOURNALED_TOOLS:
+                    continue
                 command = str(call.arguments.get("command", ""))
                 shown = command if len(command) <= 60 else command[:57] + "..."
-                journal.note(f"call:{call.id}", f"bash `{shown}`: what a command did is not undone")
-            else:
-                journal.note(f"call:{call.id}", f"{call.name}: what this tool did is not undone")
+                what = (
+                    f"bash `{shown}`: what a command did" if call.name == "bash" else f"{call.name}: what this tool did"
+                )
+                journal.note(f"call:{call.id}", f"{what} is not undone")
         if journal.is_empty() and journal in self._journals:
             self._journals.remove(journal)
 
@@ -233,11 +234,3 @@ def undo_journal(
 
     loop.create_task(notebook_part())
     return ""
-
-
-def _tool_calls(messages: list[Any]) -> list[ToolCall]:
-    calls: list[ToolCall] = []
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            calls += [part for part in message.content if isinstance(part, ToolCall)]
-    return calls

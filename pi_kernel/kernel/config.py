@@ -285,23 +285,21 @@ def mcp_servers_file(path: str) -> dict[str, Any]:
 
 _T = TypeVar("_T")
 _ROW = "pi_kernel.setting"
-"""The ``field(metadata=...)`` key of a setting's row (what ``setting`` stores)."""
+"""The ``field(metadata=...)`` key of a setting's ``Setting`` row."""
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: its ``PiSettings`` field (and ``c.PiKernel.<name>``), how a value is read, its help."""
+    """One setting: its ``PiSettings`` field (and ``c.PiKernel.<name>``), how a value is read, its help.
+    ``parse`` raises ``ValueError`` saying what is wrong; ``env_parse`` reads the environment's text when
+    ``parse`` does not; ``merge``: a mapping that adds to (by name replaces) a lower layer's."""
 
     name: str
     parse: Callable[[Any], Any]
-    """A config value (or the environment's text) as the setting wants it; ``ValueError`` saying what is wrong."""
     help: str
     env: str | None = None
-    """The environment variable that sets it, if any."""
     env_parse: Callable[[str], Any] | None = None
-    """How the environment's text is read, when not as ``parse`` reads it."""
     merge: bool = False
-    """A mapping that adds to (and by name replaces) what a lower layer gave, instead of replacing it."""
 
 
 def setting(
@@ -313,9 +311,8 @@ def setting(
     env_parse: Callable[[str], _T] | None = None,
     merge: bool = False,
 ) -> _T:
-    """A ``PiSettings`` field that is a setting: its default and ``Setting`` row (a dict default is copied
-    for each ``PiSettings``)."""
-    row = {_ROW: {"parse": parse, "help": help, "env": env, "env_parse": env_parse, "merge": merge}}
+    """A ``PiSettings`` field that is a setting (a dict default is copied for each ``PiSettings``)."""
+    row = {_ROW: Setting("", parse, help, env, env_parse, merge)}
     if isinstance(default, dict):
         return cast(_T, field(default_factory=default.copy, metadata=row))
     return field(default=default, metadata=row)
@@ -431,17 +428,13 @@ class PiSettings:
 
 
 SETTINGS: tuple[Setting, ...] = tuple(
-    Setting(item.name, **item.metadata[_ROW]) for item in fields(PiSettings) if _ROW in item.metadata
+    replace(item.metadata[_ROW], name=item.name) for item in fields(PiSettings) if _ROW in item.metadata
 )
 """Every setting once, in ``PiSettings`` order: read from the environment (``settings_from_env``) and
 from ``c.PiKernel`` (``apply_config``); ``PiKernel`` makes one trait of each."""
 
 CONFIG_NAMES = tuple(row.name for row in SETTINGS)
 """Settings that ``c.PiKernel.<name>`` may set."""
-
-
-def _fallback(settings: PiSettings, row: Setting) -> str:
-    return "no MCP servers from that file" if row.merge else _using(settings, row.name)
 
 
 def settings_from_env(
@@ -458,7 +451,8 @@ def settings_from_env(
         try:
             value = (row.env_parse or row.parse)(text)
         except Exception as error:  # noqa: BLE001 - whatever the environment holds, the kernel must start
-            _report(problems, f"{row.env}: {masked(str(error), environ=env)}; {_fallback(settings, row)}.")
+            fallback = "no MCP servers from that file" if row.merge else _using(settings, row.name)
+            _report(problems, f"{row.env}: {masked(str(error), environ=env)}; {fallback}.")
             continue
         if row.merge:
             value = {**getattr(settings, row.name), **value}

@@ -106,10 +106,6 @@ def status(session: PiSession, words: list[str]) -> str:
     return "\n".join(lines)
 
 
-def show_help(session: PiSession, words: list[str]) -> str:
-    return HELP
-
-
 def model(session: PiSession, words: list[str]) -> str:
     words, window = long_session.context_flag(words)
     if len(words) > 1:  # a model name has no spaces: "fake-model extra words" is a slip, not a name
@@ -305,10 +301,6 @@ def show_later(text: str) -> Callable[[str], None]:
     return update
 
 
-def history(session: PiSession, words: list[str]) -> str:
-    return render_messages(session.agent.state.messages)
-
-
 def save(session: PiSession, words: list[str]) -> str:
     if len(words) != 1:
         raise CommandError("%pi save PATH")
@@ -331,10 +323,6 @@ def load(session: PiSession, words: list[str]) -> str:
         raise CommandError(str(error)) from None
     session.replace_conversation(saved.messages, cells=saved.cells)
     return f"Loaded {len(saved.messages)} messages from {words[0]} (saved with {saved.model or 'an unknown model'})"
-
-
-def system(session: PiSession, words: list[str]) -> str:
-    return session.registry.system_prompt()
 
 
 def _on_off(words: list[str], usage: str) -> bool | None:
@@ -474,7 +462,7 @@ def _mcp_report(session: PiSession, name: str) -> str:
 COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "": status,
     "status": status,
-    "help": show_help,
+    "help": lambda session, words: HELP,
     "model": model,
     "models": models,
     "tools": tools,
@@ -483,11 +471,11 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "deny": deny,
     "reset": reset,
     "undo": undo,
-    "history": history,
+    "history": lambda session, words: render_messages(session.agent.state.messages),
     "usage": long_session.usage,
     "save": save,
     "load": load,
-    "system": system,
+    "system": lambda session, words: session.registry.system_prompt(),
     "compact": long_session.compact,
     "price": long_session.price,
     "budget": long_session.budget,

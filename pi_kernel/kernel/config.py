@@ -86,8 +86,7 @@ def _folder(value: str) -> str:
 
 
 def _report(problems: list[str] | None, message: str) -> None:
-    """Note a bad setting that fell back (a kernel must start whatever its environment holds: the
-    session shows ``problems`` in its first ``%pi`` output); without a list to collect it, raise."""
+    """Note a bad setting that fell back (a kernel must start whatever its environment holds); no list: raise."""
     if problems is None:
         raise ValueError(message)
     problems.append(message)
@@ -245,8 +244,7 @@ def _tool_names(value: Any) -> tuple[str, ...]:
 
 
 def parse_allowed_models(value: Any) -> tuple[str, ...]:
-    """A list of entries from a config value: a list of strings, a JSON list, or one string of entries
-    separated by commas or white space. ``ValueError`` saying what is wrong otherwise."""
+    """Entries from a list of strings, a JSON list, or one string separated by commas or white space."""
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
@@ -262,8 +260,7 @@ def parse_allowed_models(value: Any) -> tuple[str, ...]:
 
 
 def mcp_servers(value: Any) -> dict[str, Any]:
-    """The ``name → entry`` mapping of a ``{"mcpServers": {...}}`` document, of the inner mapping, or of
-    either as JSON text (entries are checked later: see the module docstring)."""
+    """The ``name → entry`` mapping of ``{"mcpServers": {...}}``, of the inner mapping, or of their JSON."""
     value = _json(value)
     if isinstance(value, Mapping) and "mcpServers" in value:
         value = value["mcpServers"]
@@ -430,18 +427,15 @@ class PiSettings:
 SETTINGS: tuple[Setting, ...] = tuple(
     replace(item.metadata[_ROW], name=item.name) for item in fields(PiSettings) if _ROW in item.metadata
 )
-"""Every setting once, in ``PiSettings`` order: read from the environment (``settings_from_env``) and
-from ``c.PiKernel`` (``apply_config``); ``PiKernel`` makes one trait of each."""
+"""Every setting once, in ``PiSettings`` order."""
 
 CONFIG_NAMES = tuple(row.name for row in SETTINGS)
-"""Settings that ``c.PiKernel.<name>`` may set."""
 
 
 def settings_from_env(
     environ: Mapping[str, str] | None = None, base: PiSettings | None = None, problems: list[str] | None = None
 ) -> PiSettings:
-    """``base`` (defaults) with what the environment sets. A bad value keeps ``base``'s and is reported
-    in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
+    """``base`` (defaults) with what the environment sets; a bad value keeps ``base``'s (``_report``)."""
     env = os.environ if environ is None else environ
     settings = replace(base) if base is not None else PiSettings()
     for row in SETTINGS:
@@ -463,8 +457,7 @@ def settings_from_env(
 
 
 def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list[str] | None = None) -> PiSettings:
-    """``settings`` with every known, non-``None`` value of ``values`` applied. A bad value keeps
-    ``settings``' and is reported in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
+    """``settings`` with every known, non-``None`` value of ``values``; a bad one keeps the old (``_report``)."""
     changes: dict[str, Any] = {}
     for row in SETTINGS:
         if values.get(row.name) is None:
@@ -525,14 +518,12 @@ DOTENV_KEYS_ENV = "PI_DOTENV_KEYS"
 
 @dataclass
 class DotenvResult:
-    """What a ``.env`` supplied."""
+    """What a ``.env`` supplied: the names set in the environment, its ``OPENAI_BASE_URL`` when used (not
+    exported), and one line per ignored entry or group, for the session's notice."""
 
     added: list[str] = field(default_factory=list)
-    """Names set in the environment."""
     base_url: str | None = None
-    """The ``.env``'s ``OPENAI_BASE_URL`` when it is used (not exported; see the module doc)."""
     ignored: list[str] = field(default_factory=list)
-    """One line per ignored entry or group, for the session's notice."""
 
 
 def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | None = None) -> DotenvResult:

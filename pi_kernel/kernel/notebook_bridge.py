@@ -65,8 +65,7 @@ class _Waiting:
 
 @dataclass
 class UncertainChange:
-    """A change whose reply never came (a time-out or a disconnect): what was asked, and the late reply,
-    ``None`` until (unless) it arrives. Undo can tell from it that the notebook may differ from its journal."""
+    """A change whose reply never came (a time-out or a disconnect), and its late reply if it arrives."""
 
     request: str
     op: str
@@ -81,8 +80,6 @@ class UncertainChange:
 
 
 class NotebookBridge:
-    """``NotebookDocument`` over the ``pi.notebook`` comm (see the module docstring)."""
-
     def __init__(
         self,
         running_cell: Callable[[], str | None] = lambda: None,

@@ -65,8 +65,7 @@ class CellRecord:
 
 
 def output_summary(value: Any) -> str:
-    """The result as IPython's pretty printer shows it (``_repr_pretty_``, at most ``SUMMARY_ITEMS`` items of a
-    container), so recording it costs no more than showing it did; one line, cut."""
+    """The result as IPython's pretty printer shows it (costs no more than showing it did); one line, cut."""
     try:
         text = _CALLER.call(lambda: exact_text(pretty(value, max_seq_length=SUMMARY_ITEMS)))
     except CallTimeout:
@@ -120,7 +119,6 @@ class CellHistory:
         self._lock = threading.Lock()
 
     def post_run_cell(self, result: Any) -> None:
-        """IPython's ``post_run_cell`` event."""
         info = getattr(result, "info", None)
         source = getattr(info, "raw_cell", None) or ""
         if getattr(info, "silent", False) or not source.strip() or source.lstrip().startswith("%%pi"):
@@ -193,8 +191,7 @@ class NotebookContext:
         self._mark, self._snapshot = state
 
     def take(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> str | None:
-        """The context text for the turn starting now (``None``: off or nothing changed); the cells
-        it mentions are not mentioned again."""
+        """The context text for the turn starting now (``None``: off or nothing changed)."""
         from pi_kernel.tools.builtin.describe import clip
 
         cells = self.history.since(self._mark)

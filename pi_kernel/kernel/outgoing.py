@@ -70,8 +70,7 @@ MASKED_TYPES = frozenset(
 _PI_CELL = re.compile(r"%pi\b|\bpi_kernel\b|_magic\(\s*['\"]pi['\"]")
 """A cell that talks to pi (``%pi``, ``%%pi``, IPython's translation of them, ``pi_kernel`` code)."""
 KEEP_CELLS = 1000
-"""Cells remembered (the oldest forgotten: a user's cell's late output is then masked). Pi's comms are kept
-until they close."""
+"""Cells remembered (the oldest forgotten: a user's cell's late output is then masked)."""
 REPLY_ERROR_FIELDS = ("ename", "evalue", "traceback")
 """What a cell's ``execute_reply`` shows of an error: the only part of it masked."""
 
@@ -88,8 +87,7 @@ class OutgoingMask:
         """The ids of pi's comms (opened under a pi cell, or a ``pi.*`` target): their messages are masked."""
         self._send: Callable[..., Any] = session.send
         self._streams: dict[tuple[str, str], tuple[MaskedStream, tuple[Any, ...]]] = {}
-        """(request id, stream name) → its mask, and how its messages are sent (socket, parent, built or not,
-        the other arguments)."""
+        """(request id, stream name) → its mask, and how its messages are sent."""
         self._streams_lock = threading.RLock()
 
     def install(self) -> None:
@@ -223,8 +221,7 @@ class MaskedWriter:
 
 
 class TerminalMask:
-    """IPython without a kernel: while a cell that talks to pi runs, ``sys.stdout`` and ``sys.stderr`` mask
-    what is written (IPython prints displays and tracebacks there too); other cells write unmasked."""
+    """IPython without a kernel: ``sys.stdout`` and ``sys.stderr`` mask while a cell that talks to pi runs."""
 
     def __init__(self) -> None:
         self._saved: tuple[Any, Any] | None = None
@@ -256,8 +253,7 @@ _installed: OutgoingMask | TerminalMask | None = None
 
 
 def install_outgoing_mask(kernel: Any, shell: Any) -> None:
-    """Mask what leaves from now on: ``kernel``'s messages, or the terminal's output of pi's cells without one
-    (once per process: a second call replaces the first)."""
+    """Mask what leaves from now on: ``kernel``'s messages, or without one the terminal's (a second call replaces)."""
     global _installed
     remove_outgoing_mask(shell)
     if kernel is not None and getattr(kernel, "session", None) is not None:
@@ -273,8 +269,7 @@ def install_outgoing_mask(kernel: Any, shell: Any) -> None:
 
 
 def claim_request() -> None:
-    """Pi runs in the current cell (a ``%pi`` / ``%%pi`` magic or ``run_pi_cell`` starts): mask what it sends,
-    whatever its code names."""
+    """Pi runs in the current cell (a magic or ``run_pi_cell`` starts): mask what it sends."""
     if _installed is not None:
         _installed.claim_request()
 
@@ -286,7 +281,6 @@ def claim_comm(comm_id: str) -> None:
 
 
 def remove_outgoing_mask(shell: Any) -> None:
-    """Undo ``install_outgoing_mask``."""
     global _installed
     if _installed is None:
         return
@@ -407,8 +401,7 @@ def _source(payload: Any) -> str:
 
 
 def install_payload_gate(shell: Any) -> PayloadGate | None:
-    """The gate of ``shell``'s payload manager, installed on first call (``None``: the shell has none).
-    The calling thread counts as running a user's cell (``%load_ext pi_kernel`` runs in one)."""
+    """The gate of ``shell``'s payload manager, installed on first call; the calling thread runs a user's cell."""
     gate, manager = payload_gate(shell), getattr(shell, "payload_manager", None)
     if gate is not None:
         gate.rewrap()

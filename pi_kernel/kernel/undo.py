@@ -80,8 +80,7 @@ class ConversationVersions:
 
 
 def was_compacted(before: list[Any] | None, after: list[Any], replaced: int) -> bool:
-    """Whether ``after`` (a summary, then the kept messages) is ``before`` with its first ``replaced``
-    messages summarised: then ``before`` is the conversation the compaction replaced."""
+    """Whether ``after`` (a summary, then kept messages) is ``before`` with its first ``replaced`` summarised."""
     if before is None:
         return False
     kept = after[1:]
@@ -116,8 +115,7 @@ class TurnJournals:
         """The newest turn's "Undo this turn" button (a widget view's ``UndoOffer``) and its journal."""
 
     def offer(self, view: object, journal: TurnJournal, host: UndoHost) -> None:
-        """Show ``view``'s Undo button for the turn of ``journal`` (widget views have one); the previous
-        turn's button becomes a line naming ``%pi undo``."""
+        """Show ``view``'s Undo button for ``journal``'s turn; the previous one becomes a line naming ``%pi undo``."""
         self.retire_offer()
         offer_undo = getattr(view, "offer_undo", None)
         if not callable(offer_undo) or journal not in self._journals or journal.undone:
@@ -189,8 +187,7 @@ class TurnJournals:
 def undo_turn(
     host: UndoHost, journal: TurnJournal | None, show_later: Callable[[str], Callable[[str], None]]
 ) -> str | None:
-    """Undo the turn of ``journal`` (``None``: the newest with effects left, as ``%pi undo``) with
-    ``undo_journal``; ``None`` when there is none. The next turn's prompt will say what was undone."""
+    """Undo the turn of ``journal`` (``None``: the newest with effects left); ``None`` when there is none."""
     journal = journal or host.turn_journals.newest()
     if journal is None:
         return None

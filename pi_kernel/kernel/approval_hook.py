@@ -117,15 +117,13 @@ class ApprovalGate:
         decision = decide(definition, name, ctx.args, policy.state(self.mode_override()), cells)
         if decision.verdict == "run":
             return None
-        schema = None
-        if definition is not None and isinstance(definition.parameters, dict):
-            schema = definition.parameters
+        parameters = getattr(definition, "parameters", None)
         request = ApprovalRequest(
             tool_call_id=ctx.tool_call.id,
             tool_name=name,
             args=plain_arguments(ctx.args),
             label=definition.label if definition is not None else name,
-            schema=schema,
+            schema=parameters if isinstance(parameters, dict) else None,
         )
         if decision.secret is not None:
             request.warning = f"This call may read secrets: {decision.secret}."
@@ -222,15 +220,16 @@ def _blocking(asking: Any) -> bool:
 @dataclass
 class WaitInBroker:
     """An answerer whose answer comes from outside (a widget's button, a comm message, a magic): the request
-    waits in the broker. ``when(asking)`` says whether that outside can answer now. Not a ``person``: the
-    last answerer, ``NOBODY``, whose call is denied with ``refusal``."""
+    waits in the broker. ``when(asking)`` says whether that outside can answer now; ``blocking``: also in a
+    blocking turn. Not a ``person``: the last answerer, ``NOBODY``, whose call is denied with ``refusal``."""
 
     name: str
     when: Callable[[Any], bool]
     person: bool = True
+    blocking: bool = False
 
     def can_answer(self, asking: Any) -> bool:
-        return not (self.person and _blocking(asking)) and self.when(asking)
+        return (self.blocking or not _blocking(asking)) and self.when(asking)
 
     async def answer(
         self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
@@ -242,16 +241,12 @@ class WaitInBroker:
 
 
 class StdinAnswerer(WaitInBroker):
-    """Asks on the turn's stdin while the request waits in the broker (a comm may still answer first); a
-    blocking turn too."""
+    """Asks on the turn's stdin while the request waits in the broker (a comm may still answer first)."""
 
     def __init__(self) -> None:
-        super().__init__("stdin", lambda asking: getattr(asking, "stdin", None) is not None)
+        super().__init__("stdin", lambda asking: getattr(asking, "stdin", None) is not None, blocking=True)
         self._turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         """One stdin question at a time (parallel tool calls); a lock per loop."""
-
-    def can_answer(self, asking: Any) -> bool:
-        return self.when(asking)
 
     async def answer(
         self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
@@ -277,7 +272,7 @@ class StdinAnswerer(WaitInBroker):
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
 
 
-NOBODY = WaitInBroker("nobody", lambda asking: True, person=False)
+NOBODY = WaitInBroker("nobody", lambda asking: True, person=False, blocking=True)
 
 
 def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any]) -> list[Answerer]:

@@ -118,22 +118,20 @@ class OutgoingMask:
         body = msg_or_type.get("content") if built else content
         parent_header = msg_or_type.get("parent_header") if built else parent
         msg_id = _msg_id(parent_header)
-        if msg_type == "stream" and isinstance(body, dict) and isinstance(body.get("text"), str):
-            if not self._cells.get(msg_id, False):  # a pi request: its streams go through one mask each
-                text = self._stream_text(msg_id, body, (stream, parent_header, built, args, kwargs))
-                if not text:
-                    return None  # all of it may begin a key: it waits for the next piece (or the request's end)
-                if built:
-                    return self._send(stream, {**msg_or_type, "content": {**body, "text": text}}, *args, **kwargs)
-                return self._send(stream, msg_or_type, {**body, "text": text}, parent, *args, **kwargs)
-        elif not msg_type.endswith("_reply"):
-            self._flush_streams(msg_id, None)  # what a stream holds back goes out first
-        if built:
-            masked = self._masked(msg_type, body, parent_header)
-            if masked is not body:
-                msg_or_type = {**msg_or_type, "content": masked}
+        stream_text = msg_type == "stream" and isinstance(body, dict) and isinstance(body.get("text"), str)
+        if stream_text and not self._cells.get(msg_id, False):  # a pi request: its streams go through one mask each
+            text = self._stream_text(msg_id, body, (stream, parent_header, built, args, kwargs))
+            if not text:
+                return None  # all of it may begin a key: it waits for the next piece (or the request's end)
+            masked = {**body, "text": text}
         else:
-            content = self._masked(msg_or_type, content, parent)
+            if not stream_text and not msg_type.endswith("_reply"):
+                self._flush_streams(msg_id, None)  # what a stream holds back goes out first
+            masked = self._masked(msg_type, body, parent_header)
+        if not built:
+            content = masked
+        elif masked is not body:
+            msg_or_type = {**msg_or_type, "content": masked}
         return self._send(stream, msg_or_type, content, parent, *args, **kwargs)
 
     def _stream_text(self, msg_id: str, body: dict[str, Any], how: tuple[Any, ...]) -> str:

@@ -218,9 +218,8 @@ def _one_of(choices: tuple[str, ...], value: Any) -> str:
     return str(word)
 
 
-def thinking_level(value: Any) -> str:
-    """A thinking effort: one of ``THINKING_LEVELS`` (any case); ``ValueError`` otherwise."""
-    return _one_of(THINKING_LEVELS, value)
+thinking_level = partial(_one_of, THINKING_LEVELS)
+"""A thinking effort: one of ``THINKING_LEVELS`` (any case); ``ValueError`` otherwise."""
 
 
 def _boolean(value: Any) -> bool:

@@ -249,12 +249,8 @@ class NotebookBridge:
         raise NotebookError(f"The notebook front-end could not {op}: {message}")
 
     async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]:
-        fields: dict[str, Any] = {}
-        if cell_ids is not None:
-            fields["cell_ids"] = list(cell_ids)
-        if max_chars is not None:
-            fields["max_chars"] = int(max_chars)
-        reply = await self.request("read", **fields)
+        given = {"cell_ids": cell_ids, "max_chars": max_chars}
+        reply = await self.request("read", **{name: value for name, value in given.items() if value is not None})
         cells = reply.get("cells")
         if not isinstance(cells, list) or len(cells) > MAX_CELLS:
             from pi_kernel.tools.notebook_document import NotebookError

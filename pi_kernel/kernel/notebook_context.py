@@ -201,12 +201,9 @@ class NotebookContext:
         changed = self._changed_variables(namespace or {}, hidden)
         if not cells and not changed:
             return None
-        variables: list[str] = []
-        if changed:
-            variables.append("New or changed variables:")
-            variables.extend(changed[:MAX_VARIABLES])
-            if len(changed) > MAX_VARIABLES:
-                variables.append(f"... and {len(changed) - MAX_VARIABLES} more (inspect lists them)")
+        more = len(changed) - MAX_VARIABLES
+        variables = ["New or changed variables:", *changed[:MAX_VARIABLES]] if changed else []
+        variables += [f"... and {more} more (inspect lists them)"] if more > 0 else []
         variable_text = clip("\n".join(variables), self.limit // 3) if variables else ""
         room = self.limit - len(CONTEXT_HEADER) - len(variable_text) - 2
         parts = [CONTEXT_HEADER, *_cell_lines(cells, room), variable_text]

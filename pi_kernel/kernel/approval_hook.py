@@ -344,14 +344,13 @@ def question(tool_name: str, args: Any, warning: str | None = None, preview: App
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(args)
-    shown = masked(shown)  # before the cut: a cut key would no longer be found
-    shown, invisible = reveal_invisible(shown, json_text=True)  # bidi overrides, zero-width: visible
+    shown, invisible = reveal_invisible(masked(shown), json_text=True)  # masked before the cut; bidi, zero-width shown
     notes = [warning] if warning else []
     notes += [invisible_warning(invisible)] if invisible else []
     note = "".join(f"[{text}] " for text in notes)
-    if preview is not None:  # the change as a diff; the arguments, shorter, below it
-        return f"{preview_text(preview)}{note}Allow {tool_name} {cut_middle(shown, 300)}? {ANSWERS_HELP}: "
-    return f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: "
+    # with a preview: the change as a diff, the arguments, shorter, below it
+    head, limit = (preview_text(preview), 300) if preview is not None else ("", QUESTION_ARGS_CHARS)
+    return f"{head}{note}Allow {tool_name} {cut_middle(shown, limit)}? {ANSWERS_HELP}: "
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:
@@ -400,10 +399,8 @@ def _in_background(awaitable: Any) -> None:
     """Run a cosmetic front-end request (a highlight) on its own; its failure never changes the approval."""
 
     async def quietly() -> None:
-        try:
+        with contextlib.suppress(Exception):  # a gone or slow front-end: the card still shows the change
             await awaitable
-        except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
-            pass
 
     task = asyncio.ensure_future(quietly())
     _background.add(task)

@@ -272,10 +272,8 @@ def mcp_servers_file(path: str) -> dict[str, Any]:
     """``PI_MCP_CONFIG``: the servers of a JSON file in the ``mcpServers`` shape."""
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as error:
-        raise ValueError(f"cannot read {path!r} ({error.strerror or error})") from None
-    except RuntimeError as error:  # ``~user`` naming nobody
-        raise ValueError(f"cannot read {path!r} ({error})") from None
+    except (OSError, RuntimeError) as error:  # RuntimeError: ``~user`` naming nobody
+        raise ValueError(f"cannot read {path!r} ({getattr(error, 'strerror', None) or error})") from None
     return mcp_servers(text)
 
 
@@ -475,17 +473,11 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
 def parse_dotenv(text: str) -> dict[str, str]:
     """``KEY=value`` lines (``export`` prefix, quotes and ``#`` comments allowed)."""
     values: dict[str, str] = {}
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line or line.startswith("#"):
+    for line in text.splitlines():
+        found = re.fullmatch(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)", line.strip())
+        if found is None:  # a blank line, a comment, or no NAME=
             continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        name, sep, value = line.partition("=")
-        name = name.strip()
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            continue
-        value = value.strip()
+        name, value = found.group(1), found.group(2).strip()
         if value[:1] in ("'", '"'):
             quote = value[0]
             end = value.find(quote, 1)

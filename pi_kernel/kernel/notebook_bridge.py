@@ -22,6 +22,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -148,8 +149,8 @@ class NotebookBridge:
             self._clients.pop(comm_id, None)
             self.connected = bool(self._clients)
             lost = [key for key, waiting in self._waiting.items() if waiting.comm_id == comm_id]
-            entries = [self._waiting.pop(key) for key in lost]
-        for key, waiting in zip(lost, entries, strict=True):
+            entries = {key: self._waiting.pop(key) for key in lost}
+        for key, waiting in entries.items():
             _settle(waiting, self._lost(key, waiting, f"disconnected before answering {waiting.op}"))
         self._notify()
 
@@ -170,10 +171,8 @@ class NotebookBridge:
     def _notify(self) -> None:
         connected = self.connected
         for listener in list(self._listeners):
-            try:
+            with suppress(Exception):  # a broken listener must not break the comm
                 listener(connected)
-            except Exception:  # noqa: BLE001 - a broken listener must not break the comm
-                pass
 
     def _client(self) -> _Client | None:
         wanted = self._client_session()
@@ -191,10 +190,8 @@ class NotebookBridge:
         """
         try:
             content = msg.get("content") if isinstance(msg, dict) else None
-            data = content.get("data") if isinstance(content, dict) else None
-            if not isinstance(data, dict):
-                return
-            key = data.get("reply_to")
+            data: Any = content.get("data") if isinstance(content, dict) else None
+            key = data.get("reply_to") if isinstance(data, dict) else None
             if not isinstance(key, str):
                 return
             with self._lock:
@@ -284,10 +281,8 @@ def _settle(waiting: _Waiting, value: dict[str, Any] | BaseException) -> None:
         else:
             waiting.future.set_result(value)
 
-    try:
+    with suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
         waiting.loop.call_soon_threadsafe(settle)
-    except RuntimeError:  # the loop closed meanwhile: nobody waits any more
-        pass
 
 
 def _cells_of(fields: dict[str, Any]) -> tuple[str, ...]:

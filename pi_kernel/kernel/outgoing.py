@@ -45,7 +45,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from pi_kernel.ai.secrets import MaskedStream, add_secret_value, mask, secret_values, unmask
@@ -285,10 +285,8 @@ def remove_outgoing_mask(shell: Any) -> None:
     _installed.remove()
     if isinstance(_installed, TerminalMask):
         for event, callback in (("pre_run_cell", _installed.note_cell), ("post_run_cell", _installed.cell_done)):
-            try:
+            with suppress(ValueError):
                 shell.events.unregister(event, callback)
-            except ValueError:
-                pass
     _installed = None
 
 
@@ -367,13 +365,11 @@ class PayloadGate:
         ident = threading.get_ident()
         with self._lock:
             allowed = ident in self._own or self._cells.get(ident) is False
-            if not allowed:
-                self._dropped.append(_source(data))
-            else:
+            if allowed:
                 self._passed.append(data)
-        if allowed:
-            return self._write(data, *args, **kwargs)
-        return None
+            else:
+                self._dropped.append(_source(data))
+        return self._write(data, *args, **kwargs) if allowed else None
 
     def read_payload(self, *args: Any, **kwargs: Any) -> Any:
         """The kernel reads the cell's payloads at its end: the cell on this thread is over."""

@@ -1,26 +1,18 @@
 """A kernel session's approvals: the ``before_tool_call`` gate, and who can answer when it asks.
 
-``SessionApprovals`` builds the broker (with its answerers) and the policy on first use, takes decisions
-from comm messages and magics (``resolve_fields``) and tells ``pi.approval`` comms of every request and
-decision; ``ApprovalGate`` is the hook (``gate(turn)`` for a ``%%pi`` cell, ``gate()`` for runs started
-from code). The decision is ``pi_kernel.tools.approval.decide`` (docs/security.md "Approvals"); the gate
-only reads for it the code of the notebook cells a call names. Every wait ends: a decision, the broker's
-timeout, or an interrupt (``deny_all``).
+``SessionApprovals`` builds the broker and the policy on first use, takes decisions from comm messages and
+magics, and tells ``pi.approval`` comms of every request and decision; ``ApprovalGate`` is the hook. The
+decision is ``pi_kernel.tools.approval.decide`` (docs/security.md "Approvals"). Every wait ends: a
+decision, the broker's timeout, or an interrupt (``deny_all``).
 
-Who can answer: the first of the session's answerers that can answer the turn now:
-``widget`` (an Approve / Deny card), ``comm`` (a client holds a ``pi.approval`` comm), ``stdin`` (a
-question through ipykernel's ``raw_input``; a comm may still answer meanwhile), ``nobody`` (nbclient,
-papermill: denied at once, with a reason saying how to allow such calls). A blocking cell
-(``Turn.blocking``: ``%autoawait off`` outside a kernel) blocks the shell, so only stdin can answer it.
-
-The stdin question runs in a worker thread, so the loop keeps running while the person types; when the
-approval is settled another way the worker is stopped by raising ``KeyboardInterrupt`` in it, which
-``raw_input``'s poll loop handles by returning. The arguments are masked before they are cut (a cut key
-would escape the mask on the way out).
+Who can answer: the first answerer that can answer the turn now: ``widget`` (an Approve / Deny card),
+``comm`` (a ``pi.approval`` client), ``stdin`` (ipykernel's ``raw_input``, in a worker thread so the loop
+keeps running; when the approval is settled another way, a ``KeyboardInterrupt`` raised in the worker
+ends ``raw_input``'s poll), ``nobody`` (nbclient, papermill: denied at once, saying how to allow such
+calls). A blocking cell (``%autoawait off`` outside a kernel) blocks the shell: only stdin can answer it.
 
 ``pi_kernel.tools``, ``pi_kernel.agent`` and ``pi_kernel.widgets`` are imported lazily, inside the
-functions that use them: this module loads with the kernel, and each pulls in whole layers (about 100 ms
-of a kernel's start).
+functions that use them: each pulls in whole layers (about 100 ms of a kernel's start).
 """
 
 from __future__ import annotations
@@ -281,10 +273,9 @@ def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any])
     def widgets(asking: Any) -> bool:
         if not (asking.widgets if asking is not None else frontend.widgets):
             return False
-        if view_factory() is not None:
-            return True
-        try:  # the widgets package draws the card (``view_choice.widget_view_factory``)
-            from pi_kernel.widgets.factory import make_widget_view  # noqa: F401
+        try:  # without views of the session's own, the widgets package draws the card
+            if view_factory() is None:
+                from pi_kernel.widgets.factory import make_widget_view  # noqa: F401
         except ImportError:
             return False
         return True

@@ -1,15 +1,11 @@
 """Settings of a Pi session: traitlets, the environment and a ``.env`` file.
 
 Precedence, highest first: ``%pi`` magics, traitlets config (``c.PiKernel.model = ...``), the
-environment (``PI_MODEL``, ...), a ``.env`` in the working directory (``load_dotenv``: it only fills
-variables not set already), built-in defaults. Keys are never copied into settings: a ``Model`` names
-the variable that holds its key. A warning about a bad value masks any key in it.
-
-Every setting is one field of ``PiSettings`` made by ``setting`` (default, parser, help, environment
-variable); ``SETTINGS`` lists them, ``settings_from_env`` and ``apply_config`` read them, ``PiKernel``
-makes a trait of each. Of MCP servers only the outer ``mcpServers`` shape is read here (no ``mcp`` SDK
-at kernel start); ``tools.mcp.server_config`` checks each entry at first use. Allowed models are read
-here and applied by ``model_resolution``.
+environment (``PI_MODEL``, ...), a ``.env`` in the working directory (``load_dotenv``), defaults. Keys are
+never copied into settings: a ``Model`` names the variable that holds its key. A warning about a bad
+value masks any key in it. Every setting is one field of ``PiSettings`` made by ``setting``;
+``PiKernel`` makes a trait of each. Of MCP servers only the outer ``mcpServers`` shape is read here (no
+``mcp`` SDK at kernel start); ``tools.mcp.server_config`` checks each entry at first use.
 
 **The ``.env`` file.** A notebook folder cloned from someone else can carry one, so it only supplies
 what is missing, never weakens safety or sends an existing key elsewhere:
@@ -25,8 +21,6 @@ what is missing, never weakens safety or sends an existing key elsewhere:
 - a ``.env``'s key never switches the user's provider: the default model prefers a key of the
   environment (``DOTENV_KEYS_ENV``), and such a ``.env`` cannot choose the model (``PI_MODEL``,
   ``PI_PROVIDER``).
-
-The ``.env``'s base URL is returned, not exported: the settings carry it.
 """
 
 from __future__ import annotations

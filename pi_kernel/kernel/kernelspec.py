@@ -24,9 +24,7 @@ def kernel_spec_dict(executable: str | None = None, env: Mapping[str, str] | Non
     """The ``kernel.json`` content, with ``argv[0]`` = ``executable`` (default: the shipped ``python``)."""
     spec: dict[str, Any] = json.loads((RESOURCES / "kernel.json").read_text())
     if executable:
-        argv = list(spec["argv"])
-        argv[0] = executable
-        spec["argv"] = argv
+        spec["argv"] = [executable, *spec["argv"][1:]]
     if env:
         spec["env"] = dict(env)
     return spec

@@ -1,19 +1,15 @@
 """The ``%pi`` line commands: each takes the session and its words and returns text to print.
 
-Words are split like a shell's, except free text typed while a call waits: the REASON of ``deny ID
-REASON`` (an apostrophe is no unclosed quote) and the JSON after ``allow ID --args`` (shlex would strip
-its quotes) are kept as typed (``split_line``). A command that cannot be done raises ``CommandError``:
-IPython prints it as a usage error, without a traceback, keys masked (it may be captured before
-``outgoing`` sees it). A command's logic beyond its words and reply lives in its concept's module
-(``long_session``, ``undo``).
+Words are split like a shell's, except free text typed while a call waits (``split_line``): the REASON
+of ``deny ID REASON`` and the JSON after ``allow ID --args`` are kept as typed. A command that cannot be
+done raises ``CommandError``: a usage error without a traceback, keys masked (it may be captured before
+``outgoing`` sees it). Logic beyond words and reply lives in its concept's module.
 
-**MCP** (``%pi mcp``, see ``HELP``). A server added here starts at once, so the answer shows its tools
-or why it did not start. Starting and stopping wait on the kernel's loop, where the servers live
-(``tools.mcp.manager``): ``mcp_async`` is awaited where the line is a cell of its own
-(``magics.AWAITED_LINES``); elsewhere the synchronous ``mcp`` runs it to the end when no loop runs
-(IPython outside a kernel) and otherwise says to run the line as a cell of its own.
-``pi_kernel.tools.mcp`` is imported lazily: it needs the optional ``mcp`` SDK, whose absence
-``session.mcp`` reports as ``McpUnavailable``.
+**MCP** (``%pi mcp``). A server added here starts at once, so the answer shows its tools or why it did
+not start. The servers live on the kernel's loop: ``mcp_async`` is awaited where the line is a cell of
+its own (``magics.AWAITED_LINES``); elsewhere ``mcp`` runs it when no loop runs and otherwise says to run
+the line as a cell of its own. ``pi_kernel.tools.mcp`` is imported lazily: it needs the optional ``mcp``
+SDK, whose absence ``session.mcp`` reports as ``McpUnavailable``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """The kernel side of the ``pi.notebook`` comm: ``NotebookBridge`` implements ``NotebookDocument`` over it.
 
-A front-end extension (JupyterLab 4, Notebook 7, or the tests' scripted front-end) opens a
-``pi.notebook`` comm when its kernel is ready. The kernel registers the target at start or at
-``%load_ext pi_kernel``, where it also opens ``pi.notebook.hello`` so a front-end already open connects.
-Requests go out as ``{"request": ID, "op": ...}``; replies come back as ``{"reply_to": ID, "ok": ...}``
-(docs/notebook.md), maybe on another thread (subshells), so futures are settled with
-``call_soon_threadsafe``. Nothing waits for a front-end that is not there: without an open comm a
-request fails at once (``BridgeGone``), each request has a time limit, and a comm closed while requests
-wait fails them all. For a change (``CHANGES``) that is ``OutcomeUnknown``: the front-end may have
-applied it, and the bridge keeps a note (``uncertain``) that undo can consult. Replies are untrusted: a
-malformed one fails its request with ``MALFORMED``, never a Python error text. With several front-ends,
-requests go to the client that sent the running cell, else the newest.
+A front-end extension (JupyterLab 4, Notebook 7) opens ``pi.notebook`` when its kernel is ready; at
+``%load_ext pi_kernel`` the kernel opens ``pi.notebook.hello`` so a front-end already open connects.
+Requests and replies: docs/notebook.md. A reply may arrive on another thread (subshells), so futures are
+settled with ``call_soon_threadsafe``. Nothing waits for a front-end that is not there: no open comm, a
+time limit, or a comm closed meanwhile fails the request (``BridgeGone``); for a change (``CHANGES``) the
+outcome is unknown (``OutcomeUnknown``, noted in ``uncertain`` for undo). Replies are untrusted: a
+malformed one fails with ``MALFORMED``. With several front-ends, requests go to the client that sent the
+running cell, else the newest.
 
 ``pi_kernel.tools.notebook_document`` is imported lazily: the bridge is made at kernel start, where the
 tools layer (with pydantic) would cost about 100 ms.

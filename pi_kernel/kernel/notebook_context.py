@@ -1,24 +1,21 @@
 """What the agent sees of the notebook's executed cells: their history (``CellHistory``, for the ``cells``
 tool) and the automatic notebook context of each turn (``NotebookContext``).
 
-**History.** ``CellHistory`` listens to ``post_run_cell``: each cell run (not silent ones, not ``%%pi``
-cells, already in the conversation) is kept with its execution count, source, a one-line summary of its
-result and, for a cell that raised, the exception's type, message and last frames (IPython's own left
-out); the latest ``MAX_CELLS``, numbered by ``seq``. It is wired up at kernel start, so only the standard
-library and IPython's pretty printer load with this module (``pi_kernel.tools.builtin.describe`` is imported
-lazily, in the context's functions). A result's summary is what IPython's pretty printer shows, cut:
-never a full ``repr`` IPython did not run. It, an exception's ``str()`` and reading the traceback are the
-user's code, so they run with a time limit (``SafeCaller``, one second); nothing else of the exception
-runs (no ``__bool__``, no ``__getattribute__``). The hook never raises.
+**History.** Each cell run (not silent ones, not ``%%pi`` cells) is kept with its execution count,
+source, a one-line summary of its result and, for a cell that raised, the exception's type, message and
+last frames. It is wired up at kernel start, so only the standard library and IPython's pretty printer
+load with this module (``pi_kernel.tools.builtin.describe`` is imported lazily, in the context's
+functions). A result's summary is what IPython's pretty printer shows, never a full ``repr``. It, an
+exception's ``str()`` and its traceback are the user's code: they run with a time limit
+(``SafeCaller``); nothing else of the exception runs. The hook never raises.
 
 **Context.** The first model request of each ``%%pi`` turn carries it, as a second text part of the
-turn's user message (``Notebook context ...``), so the transcript, ``%pi history`` and saved sessions
-show what the model was told. Within ``CONTEXT_LIMIT`` characters (filled from the newest cell back,
-room kept for the variables): the cells run since the previous turn, the error of any that raised, and
-the variables new, rebound or changed in shape. Nothing changed: no context part. The first turn (and
-the first after ``%pi reset``) sees everything so far; a re-run ``%%pi`` cell, whose previous turn is
-cut out, is told the same news again; a turn that never reached the conversation leaves its news for the
-next. On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, ``PI_NOTEBOOK_CONTEXT=0``.
+turn's user message, so transcripts and saved sessions show what the model was told: within
+``CONTEXT_LIMIT``, the cells run since the previous turn (newest first to fit), their errors, and the
+variables new, rebound or changed in shape. The first turn (and the first after ``%pi reset``) sees
+everything; a re-run ``%%pi`` cell is told its news again; a turn that never reached the conversation
+leaves its news for the next. ``%pi context on|off``, ``c.PiKernel.notebook_context``,
+``PI_NOTEBOOK_CONTEXT=0``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """What ``%pi undo`` reverts: a turn's effects (``TurnJournals``), else a replaced conversation
 (``ConversationVersions``).
 
-**Turns.** Each ``%%pi`` turn gets a ``TurnJournal`` (``begin``, the tools' ``ToolContext.journal``); at
-its end the journal notes the files' final state and names what it cannot revert (``bash``, MCP and the
-user's tools). ``%pi undo`` reverts the newest turn not undone yet (``undo_turn``): variables, objects
-changed in place and files at once, notebook changes through the bridge (asynchronously, the report
-updated when done). Memory: all journals' copies count against ``PI_UNDO_MEMORY``; a new turn drops the
-oldest journals' copies until they hold at most half of it; the newest ``LIMIT`` journals are kept.
+**Turns.** Each ``%%pi`` turn gets a ``TurnJournal`` (the tools' ``ToolContext.journal``); at its end it
+notes the files' state and names what it cannot revert (``bash``, MCP and the user's tools). ``%pi undo``
+reverts the newest turn not undone yet: variables, objects and files at once, notebook changes through
+the bridge (the report updated when done). All journals' copies share ``PI_UNDO_MEMORY``: a new turn
+drops the oldest journals' copies until they hold at most half of it.
 
-**Conversations.** Only when no turn has anything left to undo does ``%pi undo`` bring back a
-conversation that something replaced (a re-run cell, a compaction, ``%pi reset``, ``load``, ``undo``
-itself: ``ConversationVersions.keep``); ``%pi undo N`` the N-th newest, ``%pi undo list`` shows them.
-The conversation it replaces is kept in turn. Versions share their message objects with the
-conversation.
+**Conversations.** When no turn is left to undo, ``%pi undo`` brings back a conversation something
+replaced (a re-run cell, a compaction, ``%pi reset``, ``load``, ``undo`` itself); the one it replaces is
+kept in turn. Versions share their message objects with the conversation.
 
 ``pi_kernel.tools.turn_journal`` is imported lazily (``TurnJournals.begin``): the tools layer would cost
 about 100 ms of kernel start.

@@ -480,8 +480,7 @@ class SessionApprovals:
 
     def _announce(self, event: str, request: ApprovalRequest) -> None:
         message: dict[str, Any] = {"event": event, "request": request_fields(request)}
-        if request.decision is not None:
-            decision = request.decision
+        if (decision := request.decision) is not None:
             message["decision"] = {"kind": decision.kind, "reason": decision.reason, "source": decision.source}
         self._session.frontend.broadcast(message)
 

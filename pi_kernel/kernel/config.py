@@ -408,11 +408,9 @@ class PiSettings:
     )
 
     base_url_from_env: bool = False
-    """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to
-    OpenAI-style providers, not to, say, an explicit ``deepseek:`` model)."""
+    """From ``OPENAI_BASE_URL``: then it only applies to OpenAI-style providers (not an explicit ``deepseek:``)."""
     base_url_from_dotenv: bool = False
-    """Whether ``base_url`` came from a ``.env`` file: then the only key sent there is that file's own
-    (``DOTENV_KEY_ENV``), never one set in the environment or later in the notebook."""
+    """From a ``.env`` file: then the only key sent there is that file's own (``DOTENV_KEY_ENV``)."""
 
 
 SETTINGS: tuple[Setting, ...] = tuple(

@@ -111,15 +111,11 @@ def resolve_model(settings: PiSettings, environ: Mapping[str, str] | None = None
         default = PROVIDER_MODELS.get(settings.provider, (None, [DEFAULT_OPENAI_MODEL]))[1][0]
         return parse_model_spec(default, settings.provider)
     from_dotenv = set(env.get(DOTENV_KEYS_ENV, "").split(","))
-    by_key = {key: (models[0], provider) for provider, (key, models) in PROVIDER_MODELS.items()}
-    present = [name for name in by_key if env.get(name)]
-    present.sort(key=lambda name: name in from_dotenv)  # a key of the real environment before a .env's
+    present = [provider for provider, (key, _models) in PROVIDER_MODELS.items() if env.get(key)]
+    present.sort(key=lambda provider: PROVIDER_MODELS[provider][0] in from_dotenv)  # the environment's key first
     if present:
-        model_id, provider = by_key[present[0]]
-        return Model(id=model_id, provider=provider)
-    if local_model_installed():
-        return Model(id=LOCAL_MODEL_ID, provider="local")
-    return None
+        return Model(id=PROVIDER_MODELS[present[0]][1][0], provider=present[0])
+    return Model(id=LOCAL_MODEL_ID, provider="local") if local_model_installed() else None
 
 
 def model_from_spec(spec: str, settings: PiSettings) -> Model:

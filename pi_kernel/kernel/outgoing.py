@@ -120,7 +120,7 @@ class OutgoingMask:
         msg_id = _msg_id(parent_header)
         stream_text = msg_type == "stream" and isinstance(body, dict) and isinstance(body.get("text"), str)
         if stream_text and not self._cells.get(msg_id, False):  # a pi request: its streams go through one mask each
-            text = self._stream_text(msg_id, body, (stream, parent_header, built, args, kwargs))
+            text = self._stream_text(msg_id, body, (stream, parent_header, args, kwargs))
             if not text:
                 return None  # all of it may begin a key: it waits for the next piece (or the request's end)
             masked = {**body, "text": text}
@@ -148,15 +148,10 @@ class OutgoingMask:
         """Send what the request's streams hold back (but ``keep``'s), as their own messages were sent."""
         with self._streams_lock:
             for key in [key for key in self._streams if key[0] == msg_id and key[1] != keep]:
-                masked, (socket, parent, built, args, kwargs) = self._streams.pop(key)
+                masked, (socket, parent, args, kwargs) = self._streams.pop(key)
                 rest = masked.flush()
-                if not rest:
-                    continue
-                content = {"name": key[1], "text": rest}
-                if built:
-                    self._send(socket, self.session.msg("stream", content, parent=parent), *args, **kwargs)
-                else:
-                    self._send(socket, "stream", content, parent, *args, **kwargs)
+                if rest:  # a message of its own (``Session.send`` builds it, whichever form the first came in)
+                    self._send(socket, "stream", {"name": key[1], "text": rest}, parent, *args, **kwargs)
 
     def _masked(self, msg_type: str, content: Any, parent: Any) -> Any:
         """``content`` as it may leave: masked, left alone, or (a cell's reply, the widget states) in part."""

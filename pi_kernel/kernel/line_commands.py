@@ -168,9 +168,7 @@ def tools(session: PiSession, words: list[str]) -> str:
 _APPROVAL_WORDS = {"run": "runs", "ask": "asks", "deny": "denied"}
 _OWN_VERDICTS = {"auto": "run", "ask": "ask", "deny": "deny"}
 _RULE_NOTES = {
-    "tool-deny": "%pi approve",
-    "tool-auto": "%pi approve",
-    "tool-ask": "%pi approve",
+    **dict.fromkeys(("tool-deny", "tool-auto", "tool-ask"), "%pi approve"),
     "always-allowed": "always allowed",
     "read-only": "read-only mode",
     "deny-mode": "deny mode",

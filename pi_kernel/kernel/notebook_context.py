@@ -125,13 +125,8 @@ class CellHistory:
             error = getattr(result, "error_before_exec", None)
         value = getattr(result, "result", None)
         output = output_summary(value) if value is not None else ""
-        record = CellRecord(
-            getattr(result, "execution_count", None),
-            source,
-            output,
-            cell_error(error) if isinstance(error, BaseException) else None,
-        )
-        self.add(record)
+        failure = cell_error(error) if isinstance(error, BaseException) else None
+        self.add(CellRecord(getattr(result, "execution_count", None), source, output, failure))
 
     def add(self, record: CellRecord) -> None:
         with self._lock:

@@ -2,32 +2,26 @@
 (``PayloadGate``), and its memory closed to the commands it starts (``make_undumpable``).
 
 **Messages.** ``install_outgoing_mask`` wraps the kernel's ``Session.send``, the one call every iopub and
-stdin message goes through (``print``, ``display``, widget comms, ``input()`` prompts, a cell's reply),
-in the Pi kernel and after ``%load_ext pi_kernel``; ``remove_outgoing_mask`` puts it back. IPython
-without a kernel masks ``sys.stdout`` and ``sys.stderr`` while a pi cell runs (``TerminalMask``). So
-code that composes what pi shows calls no mask, except in three cases: output a cell can capture before
-it is sent (``%%capture``: the ``%pi`` printer, usage errors and notices mask as they print, ``masked``);
-text sent in pieces (each pi request's stdout and stderr go through one ``MaskedStream``, so a key
-printed in 10-character pieces is masked whole: what may begin a key waits for the next piece, and goes
-out before any other output of that request); and text escaped, highlighted or cut before it leaves
-(the views mask first).
+stdin message goes through (in the Pi kernel and after ``%load_ext pi_kernel``); without a kernel,
+``TerminalMask`` masks ``sys.stdout`` and ``sys.stderr`` while a pi cell runs. So code that composes what
+pi shows calls no mask, except for output a cell can capture before it is sent (``%%capture``: the
+``%pi`` printer, usage errors and notices use ``masked``), and text escaped or cut before it leaves (the
+views mask first). Text sent in pieces is masked whole: each pi request's stdout and stderr go through
+one ``MaskedStream``, which holds back what may begin a key until the next piece.
 
-Masked: the iopub and stdin messages of a pi cell, and of a request whose parent is no cell seen (a
-widget click, a silent request). A cell is pi's when its code names ``%pi`` or ``pi_kernel`` (judged
-from its ``execute_input``, sent before anything it prints) or when pi runs in it (``claim_request``,
-called by the magics and ``run_pi_cell``, so a helper function, an alias or ``%run`` count too). Of a pi
-cell's ``execute_reply`` only the error (``REPLY_ERROR_FIELDS``): its payload carries the code cell
-``%%pi --cells`` offers, which must be the code as it ran. Comm messages are masked for pi's comms only
-(opened under a pi cell, ``pi.approval`` comms via ``claim_comm``, and any message a pi cell or pi's
-comm causes); on the widget manager's control comm, pi's widgets' states. The user's own cells and comms
-are left alone (``print(os.environ[...])`` prints what it was asked for).
+Masked: the messages of a pi cell, and of a request whose parent is no cell seen (a widget click). A
+cell is pi's when its code names ``%pi`` or ``pi_kernel`` (judged from its ``execute_input``) or when pi
+runs in it (``claim_request``: a helper function, an alias or ``%run`` count too). Of a pi cell's
+``execute_reply`` only the error: its payload carries the code ``%%pi --cells`` offers, as it ran. Comm
+messages are masked for pi's comms only (opened under a pi cell, ``claim_comm``, or caused by a pi
+cell's or comm's message), and on the widget manager's control comm pi's widgets' states. The user's
+own cells and comms are left alone (``print(os.environ[...])`` prints what it was asked for).
 
 **Payloads** (``install_payload_gate``). Code the agent ran could write an execute-reply payload
 (``set_next_input``, the pager) out of sight: from a ``post_run_cell`` callback, a thread or a loop
-callback between cells. The gate wraps the payload manager's ``write_payload`` and ``read_payload`` and
-lets a payload through only when pi writes it (``PayloadGate.own``: the ``%%pi --cells`` cell), or when
-it is written on the thread of a user's cell running now that ran no ``%%pi`` turn (``mark_pi_cell``).
-Everything else is dropped; its ``source`` is kept for ``take_dropped`` (the turn's notice).
+callback. The gate lets a payload through only when pi writes it (``PayloadGate.own``), or when it is
+written on the thread of a user's cell running now that ran no ``%%pi`` turn; the rest is dropped, its
+``source`` kept for the turn's notice (``take_dropped``).
 
 **Memory** (``make_undumpable``, at kernel start). On Linux a process of the same user may read
 ``/proc/<pid>/environ`` and ``/mem`` of another, so a ``bash`` call could read the kernel's keys.

@@ -74,8 +74,7 @@ def result_of(
     if decision.kind == "always":
         policy.allow_always(tool_name)
     if decision.args is not None:
-        args = restored(decision.args, original) if original is not None else decision.args
-        return BeforeToolCallResult(args=args)
+        return BeforeToolCallResult(args=restored(decision.args, original) if original is not None else decision.args)
     return None
 
 

@@ -172,12 +172,8 @@ def concrete_entries(allowed: Sequence[str]) -> list[str]:
 def restrict_default(
     model: M | None, allowed: Sequence[str], resolve: Callable[[str], M]
 ) -> tuple[M | None, str | None]:
-    """The session's default model under ``allowed``, and a notice when it had to change.
-
-    A default that is not allowed (``PI_MODEL`` or a key found in the
-    environment, say) gives way to the first allowed entry that names one
-    model; with none, there is no default model.
-    """
+    """The session's default model under ``allowed`` and a notice when it had to change: a default not
+    allowed gives way to the first allowed entry that names one model, else there is none."""
     if model is None or is_allowed(model, allowed):
         return model, None
     concrete = concrete_entries(allowed)

@@ -180,11 +180,8 @@ class NotebookBridge:
         return next((client for client in reversed(clients) if wanted and client.session == wanted), clients[-1])
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
-        """A front-end message: the reply it names settles that request; anything else is dropped.
-
-        Never raises: ipykernel fires ``pre_execute`` before a comm handler and skips ``post_execute``
-        when the handler raises, so a raising handler would leave other listeners of those events unpaired.
-        """
+        """A front-end message: the reply it names settles that request. Never raises: ipykernel skips
+        ``post_execute`` when a comm handler raises, leaving listeners of ``pre_execute`` unpaired."""
         try:
             content = msg.get("content") if isinstance(msg, dict) else None
             data: Any = content.get("data") if isinstance(content, dict) else None
@@ -233,8 +230,7 @@ class NotebookBridge:
             return reply
         if reply.get("ok") is not False:
             raise NotebookError(f"{MALFORMED} to {op} (no ok: true/false).")
-        given = reply.get("message")
-        kind = reply.get("error")
+        given, kind = reply.get("message"), reply.get("error")
         message = _clip(given if isinstance(given, str) else kind if isinstance(kind, str) else "the front-end refused")
         if kind == "stale":
             raise StaleCell(STALE_TEXT)
@@ -333,13 +329,4 @@ def cell_from_json(data: Any) -> CellInfo:
     bad = next((field for field, ok in valid.items() if not ok), None)
     if bad is not None:
         raise NotebookError(f"{MALFORMED} to read (a cell's {bad} is not valid).")
-    return CellInfo(
-        id=data["id"],
-        index=data["index"],
-        type=data["type"],
-        source=source,
-        execution_count=count,
-        outputs=outputs,
-        source_length=cast(int, length),
-        truncated=truncated,
-    )
+    return CellInfo(data["id"], data["index"], data["type"], source, count, outputs, cast(int, length), truncated)

@@ -282,11 +282,8 @@ def remove_outgoing_mask(shell: Any) -> None:
 def masked(
     value: Any, secrets: Sequence[str] | None = None, *, partial: bool = False, environ: Mapping[str, str] | None = None
 ) -> Any:
-    """The kernel's one hook for text that enters what pi shows before it is sent: the ``%pi`` printer,
-    usage errors, notices, stdin prompts and the text view (captured by ``%%capture``, escaped or cut to a
-    length on the way, where the net above would no longer find a key). ``partial``: text still growing
-    (its end may be the start of a key, left out until it is whole); ``environ``: whose keys (default: the
-    process's)."""
+    """The kernel's hook for text masked before it is sent (see the module docstring). ``partial``: text still
+    growing (a possible start of a key is left out); ``environ``: whose keys (default: the process's)."""
     return mask(value, secret_values(environ) if environ is not None else secrets, partial=partial)
 
 

@@ -72,9 +72,6 @@ class ConversationVersions:
         rows = [f"{number}: {version.describe()}" for number, version in enumerate(reversed(self._versions), 1)]
         return "\n".join(rows) if rows else "nothing to undo"
 
-    def __len__(self) -> int:
-        return len(self._versions)
-
 
 def was_compacted(before: list[Any] | None, after: list[Any], replaced: int) -> bool:
     """Whether ``after`` (a summary, then kept messages) is ``before`` with its first ``replaced`` summarised."""
@@ -201,12 +198,9 @@ def undo_journal(
     notebook: NotebookEditor | None,
     show_later: Callable[[str], Callable[[str], None]],
 ) -> str:
-    """Undo one turn's effects; returns the report on variables and files.
-
-    Notebook changes need the bridge's answers, so they are undone by a task on the running event
-    loop: ``show_later(text)`` shows a line now and returns how to replace it with the final report
-    (the return value is then ``""``).
-    """
+    """Undo one turn's effects; returns the report. Notebook changes need the bridge's answers: a task on the
+    running loop undoes them, and ``show_later(text)`` shows a line now and returns how to replace it
+    with the final report (the return value is then ``""``)."""
     head = f"Undid the turn {journal.label!r}."
     if journal.undone:
         return f"The turn {journal.label!r} was undone already."

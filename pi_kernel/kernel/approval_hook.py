@@ -146,9 +146,8 @@ class ApprovalGate:
         return result
 
     async def _named_cells(self, definition: ToolDefinition | None, args: Any) -> dict[str, str]:
-        """The code of the notebook cells a built-in's ``cells`` arguments name, by reference (read as its
-        approval card reads them), for ``decide``; a notebook that cannot be read: none (the card's preview
-        then fails the call)."""
+        """The code of the cells a built-in's ``cells`` arguments name, for ``decide`` (unreadable: none, and
+        the card's preview then fails the call)."""
         from pi_kernel.tools.approval import declared_secret_arguments
         from pi_kernel.tools.builtin.notebook_edits import read_refs
 

@@ -177,9 +177,8 @@ _RULE_NOTES = {
 
 
 def approval_of(session: PiSession, name: str) -> str:
-    """A tool's approval in a word or two, from the decision the gate makes (``approval.decide``)
-    under the session's policy for a call without arguments; a call that may read secrets still asks
-    (decided per call, so not shown here)."""
+    """A tool's approval in a word or two: the gate's decision (``approval.decide``) for a call without
+    arguments (one that may read secrets still asks, decided per call)."""
     definition = session.registry.get(name)
     own = getattr(definition, "approval", "ask")
     judged = definition

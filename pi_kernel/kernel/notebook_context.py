@@ -96,11 +96,8 @@ def _message(error: BaseException) -> str:
 
 
 def cell_error(error: BaseException) -> CellError:
-    """Type, message, the cell's own frame and the traceback's last frames (IPython's own frames left out).
-
-    The type is read statically, the traceback through ``BaseException``'s own descriptor (never the
-    class's ``__getattribute__``); ``str(error)`` and the frames (reading a source line may ask a
-    module's loader) are the user's code, run on the ``SafeCaller``."""
+    """Type (read statically), message and frames; the traceback is read through ``BaseException``'s own
+    descriptor, ``str(error)`` and the frames (a module's loader) are the user's code: on the ``SafeCaller``."""
     try:
         frames = list(_CALLER.call(lambda: _frames(error)))
     except BaseException:  # noqa: BLE001 - a hostile exception: its type and message are still news
@@ -168,9 +165,8 @@ class NotebookContext:
         """Cell id → the mark and snapshot before that cell's turn (a re-run is told the same news again)."""
 
     def begin(self, cell_id: str | None, rerun: bool) -> ContextState:
-        """A turn starts for ``cell_id``; ``rerun``: the session cut the cell's previous turn (and the context it
-        carried) out of the conversation, so the mark and snapshot go back to where that turn began. Returns
-        the state before, for ``restore`` when the turn does not take its place."""
+        """A turn starts for ``cell_id`` (``rerun``: its previous turn was cut out, so the mark goes back to where
+        it began); returns the state before, for ``restore``."""
         before = (self._mark, self._snapshot)
         if rerun and cell_id in self._starts:
             self._mark, self._snapshot = self._starts[cell_id]

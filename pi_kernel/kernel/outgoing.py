@@ -393,8 +393,7 @@ def install_payload_gate(shell: Any) -> PayloadGate | None:
 
 def payload_gate(shell: Any) -> PayloadGate | None:
     """The gate installed on ``shell``'s payload manager, or ``None``."""
-    manager = getattr(shell, "payload_manager", None)
-    gate = getattr(manager, "__dict__", {}).get("pi_payload_gate") if manager is not None else None
+    gate = getattr(getattr(shell, "payload_manager", None), "__dict__", {}).get("pi_payload_gate")
     return gate if isinstance(gate, PayloadGate) else None
 
 

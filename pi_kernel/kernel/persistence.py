@@ -59,12 +59,9 @@ def save_conversation(
 
 
 def load_conversation(path: str | Path) -> SavedConversation:
-    """Read a file written by ``save_conversation``; ``ValueError`` names the first bad line.
-
-    The whole file is checked first (``message_problem``; as many messages as the header's ``count``, so
-    a file cut short is refused), and every message is made sendable (``clean_message``), so a loaded
-    conversation can never break the turns that follow.
-    """
+    """Read a file written by ``save_conversation``; ``ValueError`` names the first bad line. The whole file
+    is checked first (``message_problem``, the header's ``count``), and every message made sendable
+    (``clean_message``), so a loaded conversation can never break the turns that follow."""
     source = Path(path).expanduser()
     text = source.read_bytes().decode("utf-8", "replace")
     # Records end at "\n" only: ``str.splitlines`` would also cut at U+2028/U+2029/U+0085, which

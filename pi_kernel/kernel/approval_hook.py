@@ -58,8 +58,7 @@ def decision_from_fields(fields: dict[str, Any], source: str) -> ApprovalDecisio
     args = fields.get("args")
     if args is not None and not isinstance(args, dict):
         raise ValueError("args must be a JSON object")
-    reason = fields.get("reason")
-    return ApprovalDecision(kind, str(reason) if reason else None, args, source=source)
+    return ApprovalDecision(kind, str(fields["reason"]) if fields.get("reason") else None, args, source=source)
 
 
 def result_of(
@@ -399,11 +398,8 @@ def _in_background(awaitable: Any) -> None:
 class ApprovalHost(Protocol):
     """What ``SessionApprovals`` reads of its session (``PiSession``), each time it needs it."""
 
-    @property
-    def settings(self) -> PiSettings: ...
-
-    @property
-    def frontend(self) -> FrontendTracker: ...
+    settings: PiSettings
+    frontend: FrontendTracker
 
     @property
     def view_factory(self) -> Callable[..., Any] | None: ...

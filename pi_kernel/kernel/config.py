@@ -39,8 +39,7 @@ from pi_kernel.kernel.outgoing import masked
 
 APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
-"""Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval`` has the same, but
-importing it here would cost a quarter of a second at every kernel start."""
+"""Per-tool modes, as ``pi_kernel.tools.approval``'s (importing it would cost 0.25 s at kernel start)."""
 DEFAULT_BUILTIN_TOOLS = (
     "read",
     "write",
@@ -483,8 +482,7 @@ def parse_dotenv(text: str) -> dict[str, str]:
 
 
 KEY_NAMES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
-"""Keys a ``.env`` may supply (each goes to its own provider's URL; a ``.env`` sets no provider's URL but
-``OPENAI_BASE_URL``, under the rule above: ``ANTHROPIC_BASE_URL`` is not among ``DOTENV_NAMES``)."""
+"""Keys a ``.env`` may supply, each sent to its own provider's URL (a ``.env`` sets none but ``OPENAI_BASE_URL``)."""
 DOTENV_NAMES = frozenset(
     {*KEY_NAMES, "OPENAI_BASE_URL", "PI_MODEL", "PI_PROVIDER", "PI_APPROVAL", "PI_APPROVAL_TIMEOUT", "PI_WIDGETS"}
     | {"PI_WORKSPACE_ROOT"}
@@ -495,8 +493,7 @@ STRICTER_APPROVALS = ("deny", "read-only")
 DOTENV_KEY_ENV = "PI_DOTENV_OPENAI_API_KEY"
 """Where the ``.env``'s ``OPENAI_API_KEY`` is kept when its ``OPENAI_BASE_URL`` is used: the only key sent there."""
 DOTENV_KEYS_ENV = "PI_DOTENV_KEYS"
-"""Names of the keys a ``.env`` added (comma-separated): the default model prefers a key of the real environment
-(``model_resolution.resolve_model``), so a ``.env``'s key never switches the user's provider."""
+"""Names of the keys a ``.env`` added (comma-separated): the default model prefers the environment's."""
 
 
 @dataclass
@@ -557,9 +554,8 @@ def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | N
                 result.ignored.append(
                     f"{name} ignored: the .env also brings its own key, and {own_keys[0]} is set in the environment"
                 )
-    for name, value in wanted.items():
-        environ[name] = value
-        result.added.append(name)
+    environ.update(wanted)
+    result.added += wanted
     if added_keys:
         environ[DOTENV_KEYS_ENV] = ",".join(added_keys)
     return result

@@ -58,11 +58,9 @@ def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) 
         from_environment = settings.base_url_from_env or settings.base_url_from_dotenv
         if from_environment and model.provider not in served_there:
             return model  # OPENAI_BASE_URL (or a .env's) is not the URL of an explicitly named other provider
-        key_env = _key_env_for_base_url(settings, model.api_key_env)
-        return model.with_(base_url=settings.base_url, api_key_env=key_env)
-    provider = detect_provider(settings.base_url)
+        return model.with_(base_url=settings.base_url, api_key_env=_key_env_for_base_url(settings, model.api_key_env))
     key_env = _key_env_for_base_url(settings, model.api_key_env or "OPENAI_API_KEY")
-    return model.with_(provider=provider, base_url=settings.base_url, api_key_env=key_env)
+    return model.with_(provider=detect_provider(settings.base_url), base_url=settings.base_url, api_key_env=key_env)
 
 
 def list_server_models(base_url: str, api_key_env: str | None = "OPENAI_API_KEY", timeout: float = 5.0) -> list[str]:

@@ -143,7 +143,6 @@ class CellHistory:
 
 
 CONTEXT_LIMIT = 2000
-"""Characters of the context part (about 2 KB)."""
 CONTEXT_HEADER = "Notebook context (what changed in the notebook since your previous turn):"
 SOURCE_CHARS = 300
 MAX_VARIABLES = 30
@@ -207,8 +206,7 @@ class NotebookContext:
 
     def forget(self) -> None:
         """The conversation was reset: the next turn is told everything again, as a first turn is."""
-        self._mark = 0
-        self._snapshot = None
+        self._mark, self._snapshot = 0, None
         self._starts.clear()
 
     def _changed_variables(self, namespace: Mapping[str, Any], hidden: Iterable[str]) -> list[str]:

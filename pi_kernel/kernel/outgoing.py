@@ -66,7 +66,6 @@ _PI_CELL = re.compile(r"%pi\b|\bpi_kernel\b|_magic\(\s*['\"]pi['\"]")
 KEEP_CELLS = 1000
 """Cells remembered (the oldest forgotten: a user's cell's late output is then masked)."""
 REPLY_ERROR_FIELDS = ("ename", "evalue", "traceback")
-"""What a cell's ``execute_reply`` shows of an error: the only part of it masked."""
 
 
 class OutgoingMask:

@@ -172,10 +172,8 @@ class TurnJournals:
         return next((journal for journal in reversed(self._journals) if not journal.undone), None)
 
     def describe(self) -> str:
-        rows = [
-            f"turn {journal.label!r}: {journal.summary()}" for journal in reversed(self._journals) if not journal.undone
-        ]
-        return "\n".join(rows)
+        newest_first = [journal for journal in reversed(self._journals) if not journal.undone]
+        return "\n".join(f"turn {journal.label!r}: {journal.summary()}" for journal in newest_first)
 
 
 def undo_turn(

@@ -208,9 +208,8 @@ def _blocking(asking: Any) -> bool:
 
 @dataclass
 class WaitInBroker:
-    """An answerer whose answer comes from outside (a widget's button, a comm message, a magic): the request
-    waits in the broker. ``when(asking)`` says whether that outside can answer now; ``blocking``: also in a
-    blocking turn. Not a ``person``: the last answerer, ``NOBODY``, whose call is denied with ``refusal``."""
+    """An answerer whose answer comes from outside (a button, a comm message, a magic) while the request waits
+    in the broker, when ``when(asking)``; ``blocking``: also in a blocking turn. ``NOBODY`` is no ``person``."""
 
     name: str
     when: Callable[[Any], bool]

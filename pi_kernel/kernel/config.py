@@ -277,9 +277,8 @@ _ROW = "pi_kernel.setting"
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: its ``PiSettings`` field (and ``c.PiKernel.<name>``), how a value is read, its help.
-    ``parse`` raises ``ValueError`` saying what is wrong; ``env_parse`` reads the environment's text when
-    ``parse`` does not; ``merge``: a mapping that adds to (by name replaces) a lower layer's."""
+    """One setting: its field (and ``c.PiKernel.<name>``), its parser (``ValueError`` saying what is wrong), help,
+    variable, the environment text's own parser, and ``merge``: a mapping that adds to a lower layer's."""
 
     name: str
     parse: Callable[[Any], Any]

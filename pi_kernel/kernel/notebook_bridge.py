@@ -113,14 +113,12 @@ class NotebookBridge:
 
     def ensure_target(self) -> None:
         manager = comm_manager()
-        if manager is None or not hasattr(manager, "register_target"):
-            return
-        if getattr(manager, "targets", {}).get(NOTEBOOK_TARGET) is not self._open:
+        registered = getattr(manager, "targets", {}).get(NOTEBOOK_TARGET)
+        if hasattr(manager, "register_target") and registered is not self._open:
             manager.register_target(NOTEBOOK_TARGET, self._open)
 
     def remove_target(self) -> None:
-        manager = comm_manager()
-        targets = getattr(manager, "targets", None)
+        targets = getattr(comm_manager(), "targets", None)
         if isinstance(targets, dict) and targets.get(NOTEBOOK_TARGET) is self._open:
             del targets[NOTEBOOK_TARGET]
 

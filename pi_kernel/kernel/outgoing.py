@@ -93,8 +93,7 @@ class OutgoingMask:
     def claim_request(self) -> None:
         """The request the kernel handles now is pi's (pi runs in it, whatever its code says)."""
         get_parent = getattr(self.kernel, "get_parent", None)
-        parent = get_parent("shell") if get_parent is not None else None
-        msg_id = _msg_id(parent)
+        msg_id = _msg_id(get_parent("shell") if get_parent is not None else None)
         if msg_id:
             self._remember(self._cells, msg_id, False)
 

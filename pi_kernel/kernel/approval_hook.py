@@ -1,55 +1,18 @@
 """A kernel session's approvals: the ``before_tool_call`` gate, and who can answer when it asks.
 
-This module is the session's one home for approvals: ``SessionApprovals``
-builds the broker (with its answerers) and the policy on first use, takes
-decisions from comm messages and magics (``resolve_fields``) and tells
-``pi.approval`` comms of every request and decision; ``ApprovalGate`` is the
-hook itself. A ``%%pi`` cell passes its ``Turn`` (``gate(turn)``, a per-run
-override of the agent's hook); the agent's own hook (``gate()``) serves runs
-started from code, with no turn.
+``SessionApprovals`` builds the broker and the policy on first use, takes decisions from comm messages and
+magics, and tells ``pi.approval`` comms of every request and decision; ``ApprovalGate`` is the hook. The
+decision is ``pi_kernel.tools.approval.decide`` (docs/security.md "Approvals"). Every wait ends: a
+decision, the broker's timeout, or an interrupt (``deny_all``).
 
-Arguments were validated by the loop before the gate runs, so a malformed
-call never reaches a person. The decision is ``pi_kernel.tools.approval.decide``
-(one pure function over an ordered rule table, docs/security.md
-"Approvals"); the gate only reads for it the code of the notebook cells a
-call names (a built-in's ``cells`` arguments: ``run_cells``). Every wait
-ends: a decision, the broker's timeout, or an interrupt (the signal's abort
-and ``deny_all`` resolve it as denied).
+Who can answer: the first answerer that can answer the turn now: ``widget`` (an Approve / Deny card),
+``comm`` (a ``pi.approval`` client), ``stdin`` (ipykernel's ``raw_input``, in a worker thread so the loop
+keeps running; when the approval is settled another way, a ``KeyboardInterrupt`` raised in the worker
+ends ``raw_input``'s poll), ``nobody`` (nbclient, papermill: denied at once, saying how to allow such
+calls). A blocking cell (``%autoawait off`` outside a kernel) blocks the shell: only stdin can answer it.
 
-Who can answer is the list of answerers the session registers with the
-broker, in order; the first that can answer the turn now takes the request:
-
-1. ``widget``: the front-end that sent the cell renders widgets (an Approve /
-   Deny card); the request waits in the broker for a click;
-2. ``comm``: a client holds a ``pi.approval`` comm (``frontend``); the request
-   waits for its message;
-3. ``stdin``: the cell's request allows stdin: a question through ipykernel's
-   ``raw_input`` (answers can also still come from a comm meanwhile);
-4. ``nobody`` (nbclient, papermill without stdin): denied at once, with a
-   reason that says how to allow such calls.
-
-A blocking cell (``Turn.blocking``: ``%autoawait off`` outside a kernel) runs
-to its end on IPython's loop and blocks the shell, so no click or comm message
-can reach it: only stdin can answer, and ``nobody`` says to turn autoawait back
-on rather than wait out the timeout. (In a kernel such a cell does not run:
-``cell_runner.run_cell_sync``.)
-
-The stdin question goes through ipykernel's own ``raw_input`` (an
-``input_request`` to the client of the running cell) in a worker thread, so
-the event loop keeps running while the person types. ``raw_input`` polls its
-socket until a reply comes; when the approval is settled another way (a comm,
-a timeout, an interrupt) the worker is stopped by raising ``KeyboardInterrupt``
-in it, which that poll loop handles by returning: it checks for interrupts
-every 10 ms. The arguments in the question are masked before they are cut (a
-cut key would escape the mask every stdin message gets on its way out,
-``outgoing``).
-
-``pi_kernel.tools`` (the broker, the policy, the decision, how a call is
-shown, the notebook reader), ``pi_kernel.agent`` (the hook's result type) and
-``pi_kernel.widgets`` (whether its card can be drawn) are imported lazily,
-inside the functions that use them: this module loads with the kernel, and
-each of them pulls in the whole tool and agent layers (about 100 ms of a
-kernel's start), which a kernel that never prompts the agent should not pay.
+``pi_kernel.tools``, ``pi_kernel.agent`` and ``pi_kernel.widgets`` are imported lazily, inside the
+functions that use them: each pulls in whole layers (about 100 ms of a kernel's start).
 """
 
 from __future__ import annotations
@@ -95,8 +58,7 @@ def decision_from_fields(fields: dict[str, Any], source: str) -> ApprovalDecisio
     args = fields.get("args")
     if args is not None and not isinstance(args, dict):
         raise ValueError("args must be a JSON object")
-    reason = fields.get("reason")
-    return ApprovalDecision(kind, str(reason) if reason else None, args, source=source)
+    return ApprovalDecision(kind, str(fields["reason"]) if fields.get("reason") else None, args, source=source)
 
 
 def result_of(
@@ -111,8 +73,7 @@ def result_of(
     if decision.kind == "always":
         policy.allow_always(tool_name)
     if decision.args is not None:
-        args = restored(decision.args, original) if original is not None else decision.args
-        return BeforeToolCallResult(args=args)
+        return BeforeToolCallResult(args=restored(decision.args, original) if original is not None else decision.args)
     return None
 
 
@@ -146,15 +107,13 @@ class ApprovalGate:
         decision = decide(definition, name, ctx.args, policy.state(self.mode_override()), cells)
         if decision.verdict == "run":
             return None
-        schema = None
-        if definition is not None and isinstance(definition.parameters, dict):
-            schema = definition.parameters
+        parameters = getattr(definition, "parameters", None)
         request = ApprovalRequest(
             tool_call_id=ctx.tool_call.id,
             tool_name=name,
             args=plain_arguments(ctx.args),
             label=definition.label if definition is not None else name,
-            schema=schema,
+            schema=parameters if isinstance(parameters, dict) else None,
         )
         if decision.secret is not None:
             request.warning = f"This call may read secrets: {decision.secret}."
@@ -186,9 +145,8 @@ class ApprovalGate:
         return result
 
     async def _named_cells(self, definition: ToolDefinition | None, args: Any) -> dict[str, str]:
-        """The code of the notebook cells a built-in's ``cells`` arguments name, by reference (read as its
-        approval card reads them), for ``decide``; a notebook that cannot be read: none (the card's preview
-        then fails the call)."""
+        """The code of the cells a built-in's ``cells`` arguments name, for ``decide`` (unreadable: none, and
+        the card's preview then fails the call)."""
         from pi_kernel.tools.approval import declared_secret_arguments
         from pi_kernel.tools.builtin.notebook_edits import read_refs
 
@@ -250,15 +208,16 @@ def _blocking(asking: Any) -> bool:
 
 @dataclass
 class WaitInBroker:
-    """An answerer whose answer comes from outside (a widget's button, a comm message, a magic): the request
-    waits in the broker. ``when(asking)`` says whether that outside can answer now."""
+    """An answerer whose answer comes from outside (a button, a comm message, a magic) while the request waits
+    in the broker, when ``when(asking)``; ``blocking``: also in a blocking turn. ``NOBODY`` is no ``person``."""
 
     name: str
     when: Callable[[Any], bool]
     person: bool = True
+    blocking: bool = False
 
     def can_answer(self, asking: Any) -> bool:
-        return not _blocking(asking) and self.when(asking)
+        return (self.blocking or not _blocking(asking)) and self.when(asking)
 
     async def answer(
         self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
@@ -266,20 +225,16 @@ class WaitInBroker:
         return await broker.request(request, signal)
 
     def refusal(self, tool_name: str, asking: Any) -> str:
-        return nobody_to_ask(tool_name)
+        return blocked_cell(tool_name) if _blocking(asking) else nobody_to_ask(tool_name)
 
 
 class StdinAnswerer(WaitInBroker):
-    """Asks on the turn's stdin while the request waits in the broker (a comm may still answer first); a
-    blocking turn too."""
+    """Asks on the turn's stdin while the request waits in the broker (a comm may still answer first)."""
 
     def __init__(self) -> None:
-        super().__init__("stdin", lambda asking: getattr(asking, "stdin", None) is not None)
+        super().__init__("stdin", lambda asking: getattr(asking, "stdin", None) is not None, blocking=True)
         self._turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         """One stdin question at a time (parallel tool calls); a lock per loop."""
-
-    def can_answer(self, asking: Any) -> bool:
-        return self.when(asking)
 
     async def answer(
         self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
@@ -305,26 +260,7 @@ class StdinAnswerer(WaitInBroker):
             broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
 
 
-@dataclass
-class Nobody:
-    """The last answerer: nobody can be asked, so the call is denied with a reason saying what to do."""
-
-    name: str = "nobody"
-    person: bool = False
-
-    def can_answer(self, asking: Any) -> bool:
-        return True
-
-    async def answer(
-        self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
-    ) -> ApprovalDecision:
-        raise RuntimeError("nobody answers: the gate denies with refusal()")  # pragma: no cover
-
-    def refusal(self, tool_name: str, asking: Any) -> str:
-        return blocked_cell(tool_name) if _blocking(asking) else nobody_to_ask(tool_name)
-
-
-NOBODY = Nobody()
+NOBODY = WaitInBroker("nobody", lambda asking: True, person=False, blocking=True)
 
 
 def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any]) -> list[Answerer]:
@@ -333,10 +269,9 @@ def kernel_answerers(frontend: FrontendTracker, view_factory: Callable[[], Any])
     def widgets(asking: Any) -> bool:
         if not (asking.widgets if asking is not None else frontend.widgets):
             return False
-        if view_factory() is not None:
-            return True
-        try:  # the widgets package draws the card (``view_choice.widget_view_factory``)
-            from pi_kernel.widgets.factory import make_widget_view  # noqa: F401
+        try:  # without views of the session's own, the widgets package draws the card
+            if view_factory() is None:
+                from pi_kernel.widgets.factory import make_widget_view  # noqa: F401
         except ImportError:
             return False
         return True
@@ -396,14 +331,13 @@ def question(tool_name: str, args: Any, warning: str | None = None, preview: App
         shown = json.dumps(args, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(args)
-    shown = masked(shown)  # before the cut: a cut key would no longer be found
-    shown, invisible = reveal_invisible(shown, json_text=True)  # bidi overrides, zero-width: visible
+    shown, invisible = reveal_invisible(masked(shown), json_text=True)  # masked before the cut; bidi, zero-width shown
     notes = [warning] if warning else []
     notes += [invisible_warning(invisible)] if invisible else []
     note = "".join(f"[{text}] " for text in notes)
-    if preview is not None:  # the change as a diff; the arguments, shorter, below it
-        return f"{preview_text(preview)}{note}Allow {tool_name} {cut_middle(shown, 300)}? {ANSWERS_HELP}: "
-    return f"{note}Allow {tool_name} {cut_middle(shown, QUESTION_ARGS_CHARS)}? {ANSWERS_HELP}: "
+    # with a preview: the change as a diff, the arguments, shorter, below it
+    head, limit = (preview_text(preview), 300) if preview is not None else ("", QUESTION_ARGS_CHARS)
+    return f"{head}{note}Allow {tool_name} {cut_middle(shown, limit)}? {ANSWERS_HELP}: "
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:
@@ -452,10 +386,8 @@ def _in_background(awaitable: Any) -> None:
     """Run a cosmetic front-end request (a highlight) on its own; its failure never changes the approval."""
 
     async def quietly() -> None:
-        try:
+        with contextlib.suppress(Exception):  # a gone or slow front-end: the card still shows the change
             await awaitable
-        except Exception:  # noqa: BLE001 - a gone or slow front-end: the card still shows the change
-            pass
 
     task = asyncio.ensure_future(quietly())
     _background.add(task)
@@ -465,11 +397,8 @@ def _in_background(awaitable: Any) -> None:
 class ApprovalHost(Protocol):
     """What ``SessionApprovals`` reads of its session (``PiSession``), each time it needs it."""
 
-    @property
-    def settings(self) -> PiSettings: ...
-
-    @property
-    def frontend(self) -> FrontendTracker: ...
+    settings: PiSettings
+    frontend: FrontendTracker
 
     @property
     def view_factory(self) -> Callable[..., Any] | None: ...
@@ -544,8 +473,7 @@ class SessionApprovals:
 
     def _announce(self, event: str, request: ApprovalRequest) -> None:
         message: dict[str, Any] = {"event": event, "request": request_fields(request)}
-        if request.decision is not None:
-            decision = request.decision
+        if (decision := request.decision) is not None:
             message["decision"] = {"kind": decision.kind, "reason": decision.reason, "source": decision.source}
         self._session.frontend.broadcast(message)
 

@@ -1,51 +1,26 @@
 """Settings of a Pi session: traitlets, the environment and a ``.env`` file.
 
-Precedence, highest first: ``%pi`` magics at run time, traitlets config
-(``c.PiKernel.model = ...``), the environment (``PI_MODEL``, ``PI_APPROVAL``,
-...), a ``.env`` file in the working directory (``load_dotenv``; it only fills variables that
-are not set already), built-in defaults.
+Precedence, highest first: ``%pi`` magics, traitlets config (``c.PiKernel.model = ...``), the
+environment (``PI_MODEL``, ...), a ``.env`` in the working directory (``load_dotenv``), defaults. Keys are
+never copied into settings: a ``Model`` names the variable that holds its key. A warning about a bad
+value masks any key in it. Every setting is one field of ``PiSettings`` made by ``setting``;
+``PiKernel`` makes a trait of each. Of MCP servers only the outer ``mcpServers`` shape is read here (no
+``mcp`` SDK at kernel start); ``tools.mcp.server_config`` checks each entry at first use.
 
-Keys are never copied into settings: a ``Model`` names the environment
-variable that holds its key and the provider reads it when it sends a request.
-A warning about a bad value masks any key in it (the kernel's hook, ``outgoing.masked``).
+**The ``.env`` file.** A notebook folder cloned from someone else can carry one, so it only supplies
+what is missing, never weakens safety or sends an existing key elsewhere:
 
-Every setting is written once, as a field of ``PiSettings`` made by ``setting``: its default, parser, help
-and environment variable. ``SETTINGS`` lists those rows; ``settings_from_env`` and ``apply_config`` read
-them, ``PiKernel`` makes a trait of each. The model is ``model_resolution``'s. (Long: one table row per
-setting, each with its help text, is the point of the module.)
-
-MCP servers (``c.PiKernel.mcp_servers``, ``PI_MCP_CONFIG``): only the outer ``mcpServers`` shape is read
-here (at kernel start, without importing the ``mcp`` SDK or the tools); each entry is checked when the
-session first uses its servers (``pi_kernel.tools.mcp.server_config.parse_servers``).
-
-Allowed models (``c.PiKernel.allowed_models``, ``PI_ALLOWED_MODELS``): read here
-(``parse_allowed_models``), applied by ``model_resolution``.
-
-**The ``.env`` file** (``load_dotenv``). A notebook folder cloned from someone else can carry a ``.env``, so it is
-trusted only to supply what is missing, never to weaken safety or to send an
-existing key elsewhere:
-
-- only the project's own names are taken (``DOTENV_NAMES``); anything else
-  (``BASH_ENV``, ``PYTHONPATH``, ``LD_PRELOAD``, ...) is ignored and named in
-  the session's first notice;
-- a variable already set in the environment is never overridden;
-- ``PI_APPROVAL`` is taken only when it is stricter than the default ``ask``
-  (``deny`` or ``read-only``);
-- a base URL and the key sent to it come from the same source: the ``.env``'s
-  ``OPENAI_BASE_URL`` is ignored when any key is set in the environment, the
-  key sent to it is the ``.env``'s own ``OPENAI_API_KEY`` (kept under
-  ``DOTENV_KEY_ENV``, so a key set later in the notebook never reaches that
-  server), and the ``.env``'s ``OPENAI_API_KEY`` is ignored when
-  ``OPENAI_BASE_URL`` is set in the environment (other providers' keys go to
-  their own URLs);
-- a ``.env``'s key never switches the user's provider: when the environment
-  holds a key, the default model uses it (the ``.env``'s keys are recorded in
-  ``DOTENV_KEYS_ENV``, and the session's notice names them), and a ``.env``
-  that brings a key cannot choose the model (``PI_MODEL``, ``PI_PROVIDER``).
-
-The ``.env``'s base URL is returned, not exported: the settings carry it (and
-that it came from a ``.env``); keys go to the environment, where providers
-and masking read them, never into settings.
+- only the project's own names are taken (``DOTENV_NAMES``); anything else (``BASH_ENV``,
+  ``LD_PRELOAD``, ...) is ignored and named in the session's first notice;
+- a variable already set is never overridden;
+- ``PI_APPROVAL`` only when stricter than ``ask`` (``deny``, ``read-only``);
+- a base URL and the key sent to it come from the same source: the ``.env``'s ``OPENAI_BASE_URL`` is
+  ignored when any key is set in the environment; the key sent to it is the ``.env``'s own
+  ``OPENAI_API_KEY`` (kept under ``DOTENV_KEY_ENV``, so a key set later never reaches that server),
+  and that key is ignored when ``OPENAI_BASE_URL`` is set in the environment;
+- a ``.env``'s key never switches the user's provider: the default model prefers a key of the
+  environment (``DOTENV_KEYS_ENV``), and such a ``.env`` cannot choose the model (``PI_MODEL``,
+  ``PI_PROVIDER``).
 """
 
 from __future__ import annotations
@@ -64,8 +39,7 @@ from pi_kernel.kernel.outgoing import masked
 
 APPROVAL_MODES = ("ask", "auto", "deny", "read-only")
 TOOL_APPROVAL_MODES = ("ask", "auto", "deny")
-"""Per-tool modes (``approval_overrides``); ``pi_kernel.tools.approval`` has the same, but
-importing it here would cost a quarter of a second at every kernel start."""
+"""Per-tool modes, as ``pi_kernel.tools.approval``'s (importing it would cost 0.25 s at kernel start)."""
 DEFAULT_BUILTIN_TOOLS = (
     "read",
     "write",
@@ -105,8 +79,7 @@ def _folder(value: str) -> str:
 
 
 def _report(problems: list[str] | None, message: str) -> None:
-    """Note a bad setting that fell back (a kernel must start whatever its environment holds: the
-    session shows ``problems`` in its first ``%pi`` output); without a list to collect it, raise."""
+    """Note a bad setting that fell back (a kernel must start whatever its environment holds); no list: raise."""
     if problems is None:
         raise ValueError(message)
     problems.append(message)
@@ -238,9 +211,8 @@ def _one_of(choices: tuple[str, ...], value: Any) -> str:
     return str(word)
 
 
-def thinking_level(value: Any) -> str:
-    """A thinking effort: one of ``THINKING_LEVELS`` (any case); ``ValueError`` otherwise."""
-    return _one_of(THINKING_LEVELS, value)
+thinking_level = partial(_one_of, THINKING_LEVELS)
+"""A thinking effort: one of ``THINKING_LEVELS`` (any case); ``ValueError`` otherwise."""
 
 
 def _boolean(value: Any) -> bool:
@@ -264,8 +236,7 @@ def _tool_names(value: Any) -> tuple[str, ...]:
 
 
 def parse_allowed_models(value: Any) -> tuple[str, ...]:
-    """A list of entries from a config value: a list of strings, a JSON list, or one string of entries
-    separated by commas or white space. ``ValueError`` saying what is wrong otherwise."""
+    """Entries from a list of strings, a JSON list, or one string separated by commas or white space."""
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
@@ -281,8 +252,7 @@ def parse_allowed_models(value: Any) -> tuple[str, ...]:
 
 
 def mcp_servers(value: Any) -> dict[str, Any]:
-    """The ``name → entry`` mapping of a ``{"mcpServers": {...}}`` document, of the inner mapping, or of
-    either as JSON text (entries are checked later: see the module docstring)."""
+    """The ``name → entry`` mapping of ``{"mcpServers": {...}}``, of the inner mapping, or of their JSON."""
     value = _json(value)
     if isinstance(value, Mapping) and "mcpServers" in value:
         value = value["mcpServers"]
@@ -295,32 +265,27 @@ def mcp_servers_file(path: str) -> dict[str, Any]:
     """``PI_MCP_CONFIG``: the servers of a JSON file in the ``mcpServers`` shape."""
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as error:
-        raise ValueError(f"cannot read {path!r} ({error.strerror or error})") from None
-    except RuntimeError as error:  # ``~user`` naming nobody
-        raise ValueError(f"cannot read {path!r} ({error})") from None
+    except (OSError, RuntimeError) as error:  # RuntimeError: ``~user`` naming nobody
+        raise ValueError(f"cannot read {path!r} ({getattr(error, 'strerror', None) or error})") from None
     return mcp_servers(text)
 
 
 _T = TypeVar("_T")
 _ROW = "pi_kernel.setting"
-"""The ``field(metadata=...)`` key of a setting's row (what ``setting`` stores)."""
+"""The ``field(metadata=...)`` key of a setting's ``Setting`` row."""
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: its ``PiSettings`` field (and ``c.PiKernel.<name>``), how a value is read, its help."""
+    """One setting: its field (and ``c.PiKernel.<name>``), its parser (``ValueError`` saying what is wrong), help,
+    variable, the environment text's own parser, and ``merge``: a mapping that adds to a lower layer's."""
 
     name: str
     parse: Callable[[Any], Any]
-    """A config value (or the environment's text) as the setting wants it; ``ValueError`` saying what is wrong."""
     help: str
     env: str | None = None
-    """The environment variable that sets it, if any."""
     env_parse: Callable[[str], Any] | None = None
-    """How the environment's text is read, when not as ``parse`` reads it."""
     merge: bool = False
-    """A mapping that adds to (and by name replaces) what a lower layer gave, instead of replacing it."""
 
 
 def setting(
@@ -332,9 +297,8 @@ def setting(
     env_parse: Callable[[str], _T] | None = None,
     merge: bool = False,
 ) -> _T:
-    """A ``PiSettings`` field that is a setting: its default and ``Setting`` row (a dict default is copied
-    for each ``PiSettings``)."""
-    row = {_ROW: {"parse": parse, "help": help, "env": env, "env_parse": env_parse, "merge": merge}}
+    """A ``PiSettings`` field that is a setting (a dict default is copied for each ``PiSettings``)."""
+    row = {_ROW: Setting("", parse, help, env, env_parse, merge)}
     if isinstance(default, dict):
         return cast(_T, field(default_factory=default.copy, metadata=row))
     return field(default=default, metadata=row)
@@ -442,32 +406,23 @@ class PiSettings:
     )
 
     base_url_from_env: bool = False
-    """Whether ``base_url`` came from ``OPENAI_BASE_URL`` (then it only applies to
-    OpenAI-style providers, not to, say, an explicit ``deepseek:`` model)."""
+    """From ``OPENAI_BASE_URL``: then it only applies to OpenAI-style providers (not an explicit ``deepseek:``)."""
     base_url_from_dotenv: bool = False
-    """Whether ``base_url`` came from a ``.env`` file: then the only key sent there is that file's own
-    (``DOTENV_KEY_ENV``), never one set in the environment or later in the notebook."""
+    """From a ``.env`` file: then the only key sent there is that file's own (``DOTENV_KEY_ENV``)."""
 
 
 SETTINGS: tuple[Setting, ...] = tuple(
-    Setting(item.name, **item.metadata[_ROW]) for item in fields(PiSettings) if _ROW in item.metadata
+    replace(item.metadata[_ROW], name=item.name) for item in fields(PiSettings) if _ROW in item.metadata
 )
-"""Every setting once, in ``PiSettings`` order: read from the environment (``settings_from_env``) and
-from ``c.PiKernel`` (``apply_config``); ``PiKernel`` makes one trait of each."""
+"""Every setting once, in ``PiSettings`` order."""
 
 CONFIG_NAMES = tuple(row.name for row in SETTINGS)
-"""Settings that ``c.PiKernel.<name>`` may set."""
-
-
-def _fallback(settings: PiSettings, row: Setting) -> str:
-    return "no MCP servers from that file" if row.merge else _using(settings, row.name)
 
 
 def settings_from_env(
     environ: Mapping[str, str] | None = None, base: PiSettings | None = None, problems: list[str] | None = None
 ) -> PiSettings:
-    """``base`` (defaults) with what the environment sets. A bad value keeps ``base``'s and is reported
-    in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
+    """``base`` (defaults) with what the environment sets; a bad value keeps ``base``'s (``_report``)."""
     env = os.environ if environ is None else environ
     settings = replace(base) if base is not None else PiSettings()
     for row in SETTINGS:
@@ -477,7 +432,8 @@ def settings_from_env(
         try:
             value = (row.env_parse or row.parse)(text)
         except Exception as error:  # noqa: BLE001 - whatever the environment holds, the kernel must start
-            _report(problems, f"{row.env}: {masked(str(error), environ=env)}; {_fallback(settings, row)}.")
+            fallback = "no MCP servers from that file" if row.merge else _using(settings, row.name)
+            _report(problems, f"{row.env}: {masked(str(error), environ=env)}; {fallback}.")
             continue
         if row.merge:
             value = {**getattr(settings, row.name), **value}
@@ -488,8 +444,7 @@ def settings_from_env(
 
 
 def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list[str] | None = None) -> PiSettings:
-    """``settings`` with every known, non-``None`` value of ``values`` applied. A bad value keeps
-    ``settings``' and is reported in ``problems`` (``ValueError`` when ``problems`` is ``None``)."""
+    """``settings`` with every known, non-``None`` value of ``values``; a bad one keeps the old (``_report``)."""
     changes: dict[str, Any] = {}
     for row in SETTINGS:
         if values.get(row.name) is None:
@@ -508,17 +463,11 @@ def apply_config(settings: PiSettings, values: Mapping[str, Any], problems: list
 def parse_dotenv(text: str) -> dict[str, str]:
     """``KEY=value`` lines (``export`` prefix, quotes and ``#`` comments allowed)."""
     values: dict[str, str] = {}
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line or line.startswith("#"):
+    for line in text.splitlines():
+        found = re.fullmatch(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)", line.strip())
+        if found is None:  # a blank line, a comment, or no NAME=
             continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        name, sep, value = line.partition("=")
-        name = name.strip()
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            continue
-        value = value.strip()
+        name, value = found.group(1), found.group(2).strip()
         if value[:1] in ("'", '"'):
             quote = value[0]
             end = value.find(quote, 1)
@@ -532,8 +481,7 @@ def parse_dotenv(text: str) -> dict[str, str]:
 
 
 KEY_NAMES = ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
-"""Keys a ``.env`` may supply (each goes to its own provider's URL; a ``.env`` sets no provider's URL but
-``OPENAI_BASE_URL``, under the rule above: ``ANTHROPIC_BASE_URL`` is not among ``DOTENV_NAMES``)."""
+"""Keys a ``.env`` may supply, each sent to its own provider's URL (a ``.env`` sets none but ``OPENAI_BASE_URL``)."""
 DOTENV_NAMES = frozenset(
     {*KEY_NAMES, "OPENAI_BASE_URL", "PI_MODEL", "PI_PROVIDER", "PI_APPROVAL", "PI_APPROVAL_TIMEOUT", "PI_WIDGETS"}
     | {"PI_WORKSPACE_ROOT"}
@@ -544,20 +492,17 @@ STRICTER_APPROVALS = ("deny", "read-only")
 DOTENV_KEY_ENV = "PI_DOTENV_OPENAI_API_KEY"
 """Where the ``.env``'s ``OPENAI_API_KEY`` is kept when its ``OPENAI_BASE_URL`` is used: the only key sent there."""
 DOTENV_KEYS_ENV = "PI_DOTENV_KEYS"
-"""Names of the keys a ``.env`` added (comma-separated): the default model prefers a key of the real environment
-(``model_resolution.resolve_model``), so a ``.env``'s key never switches the user's provider."""
+"""Names of the keys a ``.env`` added (comma-separated): the default model prefers the environment's."""
 
 
 @dataclass
 class DotenvResult:
-    """What a ``.env`` supplied."""
+    """What a ``.env`` supplied: the names set in the environment, its ``OPENAI_BASE_URL`` when used (not
+    exported), and one line per ignored entry or group, for the session's notice."""
 
     added: list[str] = field(default_factory=list)
-    """Names set in the environment."""
     base_url: str | None = None
-    """The ``.env``'s ``OPENAI_BASE_URL`` when it is used (not exported; see the module doc)."""
     ignored: list[str] = field(default_factory=list)
-    """One line per ignored entry or group, for the session's notice."""
 
 
 def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | None = None) -> DotenvResult:
@@ -608,9 +553,8 @@ def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | N
                 result.ignored.append(
                     f"{name} ignored: the .env also brings its own key, and {own_keys[0]} is set in the environment"
                 )
-    for name, value in wanted.items():
-        environ[name] = value
-        result.added.append(name)
+    environ.update(wanted)
+    result.added += wanted
     if added_keys:
         environ[DOTENV_KEYS_ENV] = ",".join(added_keys)
     return result

@@ -1,11 +1,8 @@
 """The ``pi`` kernelspec: where its files live and how to install it.
 
-The wheel ships ``resources/`` as ``share/jupyter/kernels/pi`` (pyproject's
-shared-data), so ``pip install`` alone registers the kernel; there ``argv``
-starts with a bare ``python``, which jupyter_client replaces with its own
-``sys.executable`` (right when Jupyter and pi-kernel share an environment).
-``install`` writes the running interpreter's full path instead, so a Jupyter
-installed elsewhere still starts the kernel in this environment.
+The wheel ships ``resources/`` as ``share/jupyter/kernels/pi``, so ``pip install`` alone registers the
+kernel, with a bare ``python`` that jupyter_client replaces by its own ``sys.executable``. ``install``
+writes the running interpreter's path instead, so a Jupyter installed elsewhere still starts this one.
 """
 
 from __future__ import annotations
@@ -27,9 +24,7 @@ def kernel_spec_dict(executable: str | None = None, env: Mapping[str, str] | Non
     """The ``kernel.json`` content, with ``argv[0]`` = ``executable`` (default: the shipped ``python``)."""
     spec: dict[str, Any] = json.loads((RESOURCES / "kernel.json").read_text())
     if executable:
-        argv = list(spec["argv"])
-        argv[0] = executable
-        spec["argv"] = argv
+        spec["argv"] = [executable, *spec["argv"][1:]]
     if env:
         spec["env"] = dict(env)
     return spec

@@ -1,48 +1,34 @@
 """The ``%pi`` line commands: each takes the session and its words and returns text to print.
 
-Words are split like a shell's, except free text a person types while a call
-waits: the REASON of ``deny ID REASON`` (an apostrophe is no unclosed quote)
-and the JSON after ``allow ID --args`` (shlex would strip its quotes, turning
-``{"a": 1}`` into ``{a: 1}``) are kept as typed (see ``split_line``).
+Words are split like a shell's, except free text typed while a call waits (``split_line``): the REASON
+of ``deny ID REASON`` and the JSON after ``allow ID --args`` are kept as typed. A command that cannot be
+done raises ``CommandError``: a usage error without a traceback, keys masked (it may be captured before
+``outgoing`` sees it). Logic beyond words and reply lives in its concept's module.
 
-A command that cannot be done raises ``CommandError``: IPython prints it as a usage error, without a
-traceback, keys masked (it may be captured before ``outgoing`` sees it).
-
-Long (about 560 lines): one small function per command and the one table that dispatches them; a
-command's logic that is more than its words and reply lives in its concept's module (``long_session``,
-``undo``).
-
-**MCP** (``%pi mcp``, see ``HELP``). A server added here starts at once, so the answer shows its tools or why it
-did not start; servers from the configuration start before the first ``%%pi``
-turn. Starting and stopping wait on the loop the servers live on (the
-kernel's, see ``tools.mcp.manager``): ``add``, ``remove`` and ``restart`` are
-coroutines (``mcp_async``), awaited where such a line is a cell of its own
-(``magics.AWAITED_LINES``). Elsewhere (inside other code, ``%autoawait off``)
-the synchronous ``mcp`` runs them to the end when no loop runs (IPython
-outside a kernel) and otherwise says to run the line as a cell of its own.
-``--trust-read-only`` is the configuration's ``"trustReadOnlyHint":
-true`` (see ``docs/mcp.md``).
-
-``pi_kernel.tools.mcp`` is imported lazily, once the session's MCP manager
-exists: it needs the optional ``mcp`` SDK, whose absence ``session.mcp``
-reports as ``McpUnavailable``.
+**MCP** (``%pi mcp``). A server added here starts at once, so the answer shows its tools or why it did
+not start. The servers live on the kernel's loop: ``mcp_async`` is awaited where the line is a cell of
+its own (``magics.AWAITED_LINES``); elsewhere ``mcp`` runs it when no loop runs and otherwise says to run
+the line as a cell of its own. ``pi_kernel.tools.mcp`` is imported lazily: it needs the optional ``mcp``
+SDK, whose absence ``session.mcp`` reports as ``McpUnavailable``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from pi_kernel.ai.providers.local_engine import LOCAL_MODEL_ID
 from pi_kernel.kernel import session as long_session
 from pi_kernel.kernel.config import thinking_level
 from pi_kernel.kernel.model_resolution import (
-    DEFAULT_DEEPSEEK_MODEL,
     NO_MODEL_HELP,
+    PROVIDER_MODELS,
     allowed_specs,
     concrete_entries,
     describe_model,
@@ -116,10 +102,6 @@ def status(session: PiSession, words: list[str]) -> str:
     return "\n".join(lines)
 
 
-def show_help(session: PiSession, words: list[str]) -> str:
-    return HELP
-
-
 def model(session: PiSession, words: list[str]) -> str:
     words, window = long_session.context_flag(words)
     if len(words) > 1:  # a model name has no spaces: "fake-model extra words" is a slip, not a name
@@ -145,16 +127,9 @@ def models(session: PiSession, words: list[str]) -> str:
         choices += [
             f"{current.provider}:{name}" for name in list_server_models(current.base_url, current.resolved_api_key_env)
         ]
-    if os.environ.get("OPENAI_API_KEY") and not (current and current.base_url):
-        choices += ["openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"]
-    if os.environ.get("DEEPSEEK_API_KEY"):
-        choices += [f"deepseek:{DEFAULT_DEEPSEEK_MODEL}", "deepseek:deepseek-reasoner"]
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        choices += ["anthropic:claude-sonnet-4-5", "anthropic:claude-opus-4-5", "anthropic:claude-haiku-4-5"]
-    if os.environ.get("GEMINI_API_KEY"):
-        choices += ["gemini:gemini-2.5-flash", "gemini:gemini-2.5-pro", "gemini:gemini-2.5-flash-lite"]
-    if os.environ.get("OPENROUTER_API_KEY"):
-        choices += ["openrouter:openai/gpt-4o-mini", "openrouter:anthropic/claude-sonnet-4.5"]
+    for provider, (key, names) in PROVIDER_MODELS.items():  # OpenAI's not when the model is on a base URL
+        if os.environ.get(key) and not (current and current.base_url and provider == "openai"):
+            choices += [f"{provider}:{name}" for name in names]
     if local_model_installed():
         choices.append(f"local:{LOCAL_MODEL_ID}")
     allowed = session.settings.allowed_models
@@ -193,9 +168,7 @@ def tools(session: PiSession, words: list[str]) -> str:
 _APPROVAL_WORDS = {"run": "runs", "ask": "asks", "deny": "denied"}
 _OWN_VERDICTS = {"auto": "run", "ask": "ask", "deny": "deny"}
 _RULE_NOTES = {
-    "tool-deny": "%pi approve",
-    "tool-auto": "%pi approve",
-    "tool-ask": "%pi approve",
+    **dict.fromkeys(("tool-deny", "tool-auto", "tool-ask"), "%pi approve"),
     "always-allowed": "always allowed",
     "read-only": "read-only mode",
     "deny-mode": "deny mode",
@@ -203,27 +176,15 @@ _RULE_NOTES = {
 }
 
 
-class _AsksByItself:
-    """A tool as the table judges it when its approval is a callable: the callable (a user's code, which
-    may hang or have effects) is not called to draw a table; it reads as ``ask``, as the gate reads a
-    callable that cannot decide."""
-
-    approval = "ask"
-
-    def __init__(self, definition: object) -> None:
-        self._definition = definition
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._definition, name)
-
-
 def approval_of(session: PiSession, name: str) -> str:
-    """A tool's approval in a word or two, from the decision the gate makes (``approval.decide``)
-    under the session's policy for a call without arguments; a call that may read secrets still asks
-    (decided per call, so not shown here)."""
+    """A tool's approval in a word or two: the gate's decision (``approval.decide``) for a call without
+    arguments (one that may read secrets still asks, decided per call)."""
     definition = session.registry.get(name)
     own = getattr(definition, "approval", "ask")
-    judged = definition if isinstance(own, str) else _AsksByItself(definition)  # a user's callable is not called
+    judged = definition
+    if definition is not None and not isinstance(own, str):  # a user's callable (it may hang or have effects)
+        judged = copy.copy(definition)  # is not called to draw a table: it reads as ``ask``, as the gate reads
+        judged.approval = "ask"  # a callable that cannot decide
     decision = decide(judged, name, {}, session.policy.state(None))
     if decision.rule in ("own-rule", "own-deny", "deny-mode") and not isinstance(own, str):
         return "its own rule"  # a callable decides per call, and these rules follow its answer
@@ -333,10 +294,6 @@ def show_later(text: str) -> Callable[[str], None]:
     return update
 
 
-def history(session: PiSession, words: list[str]) -> str:
-    return render_messages(session.agent.state.messages)
-
-
 def save(session: PiSession, words: list[str]) -> str:
     if len(words) != 1:
         raise CommandError("%pi save PATH")
@@ -359,10 +316,6 @@ def load(session: PiSession, words: list[str]) -> str:
         raise CommandError(str(error)) from None
     session.replace_conversation(saved.messages, cells=saved.cells)
     return f"Loaded {len(saved.messages)} messages from {words[0]} (saved with {saved.model or 'an unknown model'})"
-
-
-def system(session: PiSession, words: list[str]) -> str:
-    return session.registry.system_prompt()
 
 
 def _on_off(words: list[str], usage: str) -> bool | None:
@@ -423,17 +376,15 @@ MCP_WAITS = (
 def mcp(session: PiSession, words: list[str]) -> str:
     """``%pi mcp ...`` from the synchronous magic (see the module docstring)."""
     try:
-        if not words:
-            return session.mcp.describe()
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            from IPython.core.async_helpers import get_asyncio_loop
+        asyncio.get_running_loop()
+    except RuntimeError:
+        from IPython.core.async_helpers import get_asyncio_loop
 
-            return get_asyncio_loop().run_until_complete(_mcp(session, words))
-        if words[0] in ("add", "remove", "restart"):
-            raise CommandError(MCP_WAITS.format(action=words[0]))
-        raise CommandError(MCP_USAGE)
+        return get_asyncio_loop().run_until_complete(mcp_async(session, words))
+    if words:
+        raise CommandError(MCP_WAITS.format(action=words[0]) if words[0] in ("add", "remove", "restart") else MCP_USAGE)
+    try:
+        return session.mcp.describe()
     except McpUnavailable as error:
         raise CommandError(str(error)) from None
 
@@ -504,7 +455,7 @@ def _mcp_report(session: PiSession, name: str) -> str:
 COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "": status,
     "status": status,
-    "help": show_help,
+    "help": lambda session, words: HELP,
     "model": model,
     "models": models,
     "tools": tools,
@@ -513,11 +464,11 @@ COMMANDS: dict[str, Callable[[PiSession, list[str]], str]] = {
     "deny": deny,
     "reset": reset,
     "undo": undo,
-    "history": history,
+    "history": lambda session, words: render_messages(session.agent.state.messages),
     "usage": long_session.usage,
     "save": save,
     "load": load,
-    "system": system,
+    "system": lambda session, words: session.registry.system_prompt(),
     "compact": long_session.compact,
     "price": long_session.price,
     "budget": long_session.budget,
@@ -596,12 +547,8 @@ def run_line_command(session: PiSession, line: str) -> str:
     if command is None:
         raise CommandError(f"unknown command %pi {name} (see %pi help)")
     refuse_during_turn(session, name, args)
-    try:
+    with _one_line(name):
         return command(session, args)
-    except CommandError:
-        raise
-    except Exception as error:  # noqa: BLE001 - every failure of a command is one clear line, never a traceback
-        raise CommandError(f"%pi {name}: {failure_text(error)}") from None
 
 
 async def run_line_command_async(session: PiSession, line: str) -> str:
@@ -610,11 +557,18 @@ async def run_line_command_async(session: PiSession, line: str) -> str:
     command = ASYNC_COMMANDS.get(name)
     if command is None:
         return run_line_command(session, line)
-    try:
+    with _one_line(name):
         return await command(session, args)
+
+
+@contextmanager
+def _one_line(name: str) -> Iterator[None]:
+    """Every failure of a command is one clear line, never a traceback."""
+    try:
+        yield
     except CommandError:
         raise
-    except Exception as error:  # noqa: BLE001 - as run_line_command
+    except Exception as error:  # noqa: BLE001
         raise CommandError(f"%pi {name}: {failure_text(error)}") from None
 
 

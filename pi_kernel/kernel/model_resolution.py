@@ -1,26 +1,16 @@
 """Which model a session uses: from its settings, the keys and base URL in the environment, else the
 local model (``resolve_model``); ``%pi model NAME`` under the same base-URL rules (``model_from_spec``).
-
 A ``.env``'s base URL only ever gets that file's own key (``config.DOTENV_KEY_ENV``), and a ``.env``'s key
 is the default only when the environment has none (``config.DOTENV_KEYS_ENV``).
-``pi_kernel.ai.providers.local_engine`` is imported lazily, inside the functions that use it: this module
-loads at kernel start, where the local engine would cost about 5 ms (the rest of ``pi_kernel.ai`` loads
-there anyway).
+``pi_kernel.ai.providers.local_engine`` is imported lazily: this module loads at kernel start.
 
 **Allowed models** (``restrict_default``, ``refusal``): the models a site lets ``%pi model`` and
-``%%pi --model`` choose, set by an administrator (``c.PiKernel.allowed_models`` in a site-wide kernel
-config, or ``PI_ALLOWED_MODELS`` in the spawner's environment; see
-docs/jupyterhub.md). Unset or empty: every model is allowed.
-
-Each entry is a model id (``gpt-4o-mini``: that id from any provider or
-server) or ``provider:id`` (``deepseek:deepseek-chat``, ``ollama:qwen3:8b``),
-and may hold shell-style wildcards (``gpt-4o*``, ``ollama:*``). An entry
-holding ``:`` is compared, case-sensitively, with ``provider:id`` only (so
-``deepseek:*`` never allows ``openrouter:deepseek:r1``); an entry without one
-with the model's ``id``, so ``gpt-4o-mini`` also allows it behind an
-OpenAI-compatible base URL (where the provider is ``openai-compatible``). An
-id that holds ``:`` itself is named with its provider (``ollama:qwen3:8b``,
-or ``*:qwen3:8b`` for any provider).
+``%%pi --model`` choose (``c.PiKernel.allowed_models`` or ``PI_ALLOWED_MODELS``, docs/jupyterhub.md);
+unset or empty: any. Each entry is a model id (``gpt-4o-mini``: from any provider or server, so also
+behind an OpenAI-compatible base URL) or ``provider:id`` (``ollama:qwen3:8b``), shell-style wildcards
+allowed. An entry holding ``:`` is compared, case-sensitively, with ``provider:id`` only (``deepseek:*``
+never allows ``openrouter:deepseek:r1``); an id holding ``:`` itself is named with its provider
+(``*:qwen3:8b`` for any).
 """
 
 from __future__ import annotations
@@ -37,14 +27,13 @@ from pi_kernel.ai.models import KNOWN_PROVIDERS, Model, detect_provider, parse_m
 from pi_kernel.kernel.config import DOTENV_KEY_ENV, DOTENV_KEYS_ENV, PiSettings
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-DEFAULT_DEEPSEEK_MODEL = "deepseek-chat"
-DEFAULT_MODELS = {
-    # provider: (its default model, the variable holding its key); a key found picks its provider
-    "openai": (DEFAULT_OPENAI_MODEL, "OPENAI_API_KEY"),
-    "deepseek": (DEFAULT_DEEPSEEK_MODEL, "DEEPSEEK_API_KEY"),
-    "anthropic": ("claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
-    "gemini": ("gemini-2.5-flash", "GEMINI_API_KEY"),
-    "openrouter": ("openai/gpt-4o-mini", "OPENROUTER_API_KEY"),
+PROVIDER_MODELS = {
+    # provider: (the variable holding its key, what %pi models offers, its default first); a key found picks it
+    "openai": ("OPENAI_API_KEY", [DEFAULT_OPENAI_MODEL, "gpt-4o", "gpt-4.1-mini", "gpt-4.1"]),
+    "deepseek": ("DEEPSEEK_API_KEY", ["deepseek-chat", "deepseek-reasoner"]),
+    "anthropic": ("ANTHROPIC_API_KEY", ["claude-sonnet-4-5", "claude-opus-4-5", "claude-haiku-4-5"]),
+    "gemini": ("GEMINI_API_KEY", ["gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.5-flash-lite"]),
+    "openrouter": ("OPENROUTER_API_KEY", ["openai/gpt-4o-mini", "anthropic/claude-sonnet-4.5"]),
 }
 
 NO_MODEL_HELP = """No model is configured for %%pi. Any one of these works:
@@ -69,11 +58,9 @@ def _with_base_url(model: Model, settings: PiSettings, provider_explicit: bool) 
         from_environment = settings.base_url_from_env or settings.base_url_from_dotenv
         if from_environment and model.provider not in served_there:
             return model  # OPENAI_BASE_URL (or a .env's) is not the URL of an explicitly named other provider
-        key_env = _key_env_for_base_url(settings, model.api_key_env)
-        return model.with_(base_url=settings.base_url, api_key_env=key_env)
-    provider = detect_provider(settings.base_url)
+        return model.with_(base_url=settings.base_url, api_key_env=_key_env_for_base_url(settings, model.api_key_env))
     key_env = _key_env_for_base_url(settings, model.api_key_env or "OPENAI_API_KEY")
-    return model.with_(provider=provider, base_url=settings.base_url, api_key_env=key_env)
+    return model.with_(provider=detect_provider(settings.base_url), base_url=settings.base_url, api_key_env=key_env)
 
 
 def list_server_models(base_url: str, api_key_env: str | None = "OPENAI_API_KEY", timeout: float = 5.0) -> list[str]:
@@ -119,18 +106,14 @@ def resolve_model(settings: PiSettings, environ: Mapping[str, str] | None = None
     if settings.provider == "local":  # an explicit choice outranks keys found in the environment
         return Model(id=LOCAL_MODEL_ID, provider="local")
     if settings.provider:
-        default = DEFAULT_MODELS.get(settings.provider, (DEFAULT_OPENAI_MODEL, None))[0]
+        default = PROVIDER_MODELS.get(settings.provider, (None, [DEFAULT_OPENAI_MODEL]))[1][0]
         return parse_model_spec(default, settings.provider)
     from_dotenv = set(env.get(DOTENV_KEYS_ENV, "").split(","))
-    by_key = {key: (model_id, provider) for provider, (model_id, key) in DEFAULT_MODELS.items()}
-    present = [name for name in by_key if env.get(name)]
-    present.sort(key=lambda name: name in from_dotenv)  # a key of the real environment before a .env's
+    present = [provider for provider, (key, _models) in PROVIDER_MODELS.items() if env.get(key)]
+    present.sort(key=lambda provider: PROVIDER_MODELS[provider][0] in from_dotenv)  # the environment's key first
     if present:
-        model_id, provider = by_key[present[0]]
-        return Model(id=model_id, provider=provider)
-    if local_model_installed():
-        return Model(id=LOCAL_MODEL_ID, provider="local")
-    return None
+        return Model(id=PROVIDER_MODELS[present[0]][1][0], provider=present[0])
+    return Model(id=LOCAL_MODEL_ID, provider="local") if local_model_installed() else None
 
 
 def model_from_spec(spec: str, settings: PiSettings) -> Model:
@@ -187,12 +170,8 @@ def concrete_entries(allowed: Sequence[str]) -> list[str]:
 def restrict_default(
     model: M | None, allowed: Sequence[str], resolve: Callable[[str], M]
 ) -> tuple[M | None, str | None]:
-    """The session's default model under ``allowed``, and a notice when it had to change.
-
-    A default that is not allowed (``PI_MODEL`` or a key found in the
-    environment, say) gives way to the first allowed entry that names one
-    model; with none, there is no default model.
-    """
+    """The session's default model under ``allowed`` and a notice when it had to change: a default not
+    allowed gives way to the first allowed entry that names one model, else there is none."""
     if model is None or is_allowed(model, allowed):
         return model, None
     concrete = concrete_entries(allowed)

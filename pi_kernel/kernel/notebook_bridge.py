@@ -1,38 +1,16 @@
 """The kernel side of the ``pi.notebook`` comm: ``NotebookBridge`` implements ``NotebookDocument`` over it.
 
-A front-end extension (JupyterLab 4, Notebook 7; or the scripted front-end of
-the tests) opens a ``pi.notebook`` comm when its notebook's kernel is ready,
-with ``{"protocol": 1, "frontend": ..., "path": ...}``. The kernel registers
-the target at start (the Pi kernel) or at ``%load_ext pi_kernel``, where it
-also opens a ``pi.notebook.hello`` comm so a front-end already open connects
-(it answers by opening ``pi.notebook``).
+A front-end extension (JupyterLab 4, Notebook 7) opens ``pi.notebook`` when its kernel is ready; at
+``%load_ext pi_kernel`` the kernel opens ``pi.notebook.hello`` so a front-end already open connects.
+Requests and replies: docs/notebook.md. A reply may arrive on another thread (subshells), so futures are
+settled with ``call_soon_threadsafe``. Nothing waits for a front-end that is not there: no open comm, a
+time limit, or a comm closed meanwhile fails the request (``BridgeGone``); for a change (``CHANGES``) the
+outcome is unknown (``OutcomeUnknown``, noted in ``uncertain`` for undo). Replies are untrusted: a
+malformed one fails with ``MALFORMED``. With several front-ends, requests go to the client that sent the
+running cell, else the newest.
 
-Requests go out as ``{"request": ID, "op": ..., ...}``; replies come back as
-``{"reply_to": ID, "ok": true, ...}`` or ``{"reply_to": ID, "ok": false,
-"error": "stale" | "not_found" | "bad_request" | "failed", "message": ...}``
-(the protocol: docs/notebook.md). A reply may arrive on another thread
-(JupyterLab routes comms to subshells), so each request's future is resolved
-with ``loop.call_soon_threadsafe``. Nothing waits for a front-end that is not
-there: without an open comm a request fails at once (``BridgeGone``), each
-request has a time limit, and a comm closed while requests wait fails them
-all with ``BridgeGone``. For a change (``edit``, ``insert``, ``delete``,
-``set_outputs``) that is ``OutcomeUnknown``: the front-end may have applied
-it before it went quiet, so the model is told the outcome is unknown, and the
-bridge keeps a note (``uncertain``: op, cells, and the reply if it comes
-late) that undo can consult.
-
-Replies are untrusted: a reply that is not an object, or whose fields have the
-wrong types or sizes, fails its request with "the notebook front-end sent a
-malformed reply" (``cell_from_json``, ``_ids_from_reply``) rather than a
-Python error text.
-
-With several front-ends connected (two browser tabs), requests go to the
-comm of the client that sent the running cell when it opened one, else to
-the newest.
-
-``pi_kernel.tools.notebook_document`` (its errors and ``CellInfo``) is imported
-lazily, inside the functions that use it: the session makes the bridge at kernel start,
-where the tools layer (with pydantic) would cost about 100 ms.
+``pi_kernel.tools.notebook_document`` is imported lazily: the bridge is made at kernel start, where the
+tools layer (with pydantic) would cost about 100 ms.
 """
 
 from __future__ import annotations
@@ -41,8 +19,9 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pi_kernel.kernel.turn import comm_manager, message_session
 
@@ -84,8 +63,7 @@ class _Waiting:
 
 @dataclass
 class UncertainChange:
-    """A change whose reply never came (a time-out or a disconnect): what was asked, and the late reply,
-    ``None`` until (unless) it arrives. Undo can tell from it that the notebook may differ from its journal."""
+    """A change whose reply never came (a time-out or a disconnect), and its late reply if it arrives."""
 
     request: str
     op: str
@@ -100,8 +78,6 @@ class UncertainChange:
 
 
 class NotebookBridge:
-    """``NotebookDocument`` over the ``pi.notebook`` comm (see the module docstring)."""
-
     def __init__(
         self,
         running_cell: Callable[[], str | None] = lambda: None,
@@ -137,14 +113,12 @@ class NotebookBridge:
 
     def ensure_target(self) -> None:
         manager = comm_manager()
-        if manager is None or not hasattr(manager, "register_target"):
-            return
-        if getattr(manager, "targets", {}).get(NOTEBOOK_TARGET) is not self._open:
+        registered = getattr(manager, "targets", {}).get(NOTEBOOK_TARGET)
+        if hasattr(manager, "register_target") and registered is not self._open:
             manager.register_target(NOTEBOOK_TARGET, self._open)
 
     def remove_target(self) -> None:
-        manager = comm_manager()
-        targets = getattr(manager, "targets", None)
+        targets = getattr(comm_manager(), "targets", None)
         if isinstance(targets, dict) and targets.get(NOTEBOOK_TARGET) is self._open:
             del targets[NOTEBOOK_TARGET]
 
@@ -170,8 +144,8 @@ class NotebookBridge:
             self._clients.pop(comm_id, None)
             self.connected = bool(self._clients)
             lost = [key for key, waiting in self._waiting.items() if waiting.comm_id == comm_id]
-            entries = [self._waiting.pop(key) for key in lost]
-        for key, waiting in zip(lost, entries, strict=True):
+            entries = {key: self._waiting.pop(key) for key in lost}
+        for key, waiting in entries.items():
             _settle(waiting, self._lost(key, waiting, f"disconnected before answering {waiting.op}"))
         self._notify()
 
@@ -192,10 +166,8 @@ class NotebookBridge:
     def _notify(self) -> None:
         connected = self.connected
         for listener in list(self._listeners):
-            try:
+            with suppress(Exception):  # a broken listener must not break the comm
                 listener(connected)
-            except Exception:  # noqa: BLE001 - a broken listener must not break the comm
-                pass
 
     def _client(self) -> _Client | None:
         wanted = self._client_session()
@@ -206,17 +178,12 @@ class NotebookBridge:
         return next((client for client in reversed(clients) if wanted and client.session == wanted), clients[-1])
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
-        """A front-end message: the reply it names settles that request; anything else is dropped.
-
-        Never raises: ipykernel fires ``pre_execute`` before a comm handler and skips ``post_execute``
-        when the handler raises, so a raising handler would leave other listeners of those events unpaired.
-        """
+        """A front-end message: the reply it names settles that request. Never raises: ipykernel skips
+        ``post_execute`` when a comm handler raises, leaving listeners of ``pre_execute`` unpaired."""
         try:
             content = msg.get("content") if isinstance(msg, dict) else None
-            data = content.get("data") if isinstance(content, dict) else None
-            if not isinstance(data, dict):
-                return
-            key = data.get("reply_to")
+            data: Any = content.get("data") if isinstance(content, dict) else None
+            key = data.get("reply_to") if isinstance(data, dict) else None
             if not isinstance(key, str):
                 return
             with self._lock:
@@ -261,8 +228,7 @@ class NotebookBridge:
             return reply
         if reply.get("ok") is not False:
             raise NotebookError(f"{MALFORMED} to {op} (no ok: true/false).")
-        given = reply.get("message")
-        kind = reply.get("error")
+        given, kind = reply.get("message"), reply.get("error")
         message = _clip(given if isinstance(given, str) else kind if isinstance(kind, str) else "the front-end refused")
         if kind == "stale":
             raise StaleCell(STALE_TEXT)
@@ -271,12 +237,8 @@ class NotebookBridge:
         raise NotebookError(f"The notebook front-end could not {op}: {message}")
 
     async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]:
-        fields: dict[str, Any] = {}
-        if cell_ids is not None:
-            fields["cell_ids"] = list(cell_ids)
-        if max_chars is not None:
-            fields["max_chars"] = int(max_chars)
-        reply = await self.request("read", **fields)
+        given = {"cell_ids": cell_ids, "max_chars": max_chars}
+        reply = await self.request("read", **{name: value for name, value in given.items() if value is not None})
         cells = reply.get("cells")
         if not isinstance(cells, list) or len(cells) > MAX_CELLS:
             from pi_kernel.tools.notebook_document import NotebookError
@@ -310,10 +272,8 @@ def _settle(waiting: _Waiting, value: dict[str, Any] | BaseException) -> None:
         else:
             waiting.future.set_result(value)
 
-    try:
+    with suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
         waiting.loop.call_soon_threadsafe(settle)
-    except RuntimeError:  # the loop closed meanwhile: nobody waits any more
-        pass
 
 
 def _cells_of(fields: dict[str, Any]) -> tuple[str, ...]:
@@ -347,41 +307,24 @@ def cell_from_json(data: Any) -> CellInfo:
     """One cell of a ``read`` reply; a field of the wrong type or size is a clear ``NotebookError``."""
     from pi_kernel.tools.notebook_document import CellInfo, NotebookError
 
-    def bad(field: str) -> NotebookError:
-        return NotebookError(f"{MALFORMED} to read (a cell's {field} is not valid).")
-
     if not isinstance(data, dict):
         raise NotebookError(f"{MALFORMED} to read (a cell is not an object).")
-    cell_id, index, kind = data.get("id"), data.get("index"), data.get("type")
-    source, outputs, count = data.get("source", ""), data.get("outputs", ""), data.get("execution_count")
-    length, truncated = data.get("source_length"), data.get("truncated", False)
-    if not isinstance(cell_id, str) or not _is_id(cell_id):
-        raise bad("id")
-    if type(index) is not int or not 0 <= index < MAX_CELLS:
-        raise bad("index")
-    if kind not in ("code", "markdown", "raw"):
-        raise bad("type")
-    if not isinstance(source, str) or len(source) > MAX_TEXT:
-        raise bad("source")
-    if outputs is None:
-        outputs = ""
-    if not isinstance(outputs, str) or len(outputs) > MAX_TEXT:
-        raise bad("outputs")
-    if count is not None and (type(count) is not int or count < 0):
-        raise bad("execution_count")
-    if length is None:
+    source, outputs, count = data.get("source", ""), data.get("outputs"), data.get("execution_count")
+    truncated, length = data.get("truncated", False), data.get("source_length")
+    outputs = "" if outputs is None else outputs
+    if length is None and isinstance(source, str):
         length = len(source)
-    if type(length) is not int or not len(source) <= length:
-        raise bad("source_length")
-    if not isinstance(truncated, bool):
-        raise bad("truncated")
-    return CellInfo(
-        id=cell_id,
-        index=index,
-        type=kind,
-        source=source,
-        execution_count=count,
-        outputs=outputs,
-        source_length=length,
-        truncated=truncated,
-    )
+    valid = {
+        "id": _is_id(data.get("id")),
+        "index": type(data.get("index")) is int and 0 <= data["index"] < MAX_CELLS,
+        "type": data.get("type") in ("code", "markdown", "raw"),
+        "source": isinstance(source, str) and len(source) <= MAX_TEXT,
+        "outputs": isinstance(outputs, str) and len(outputs) <= MAX_TEXT,
+        "execution_count": count is None or (type(count) is int and count >= 0),
+        "source_length": isinstance(source, str) and type(length) is int and len(source) <= length,
+        "truncated": isinstance(truncated, bool),
+    }
+    bad = next((field for field, ok in valid.items() if not ok), None)
+    if bad is not None:
+        raise NotebookError(f"{MALFORMED} to read (a cell's {bad} is not valid).")
+    return CellInfo(data["id"], data["index"], data["type"], source, count, outputs, cast(int, length), truncated)

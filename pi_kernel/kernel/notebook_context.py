@@ -1,43 +1,21 @@
 """What the agent sees of the notebook's executed cells: their history (``CellHistory``, for the ``cells``
 tool) and the automatic notebook context of each turn (``NotebookContext``).
 
-**History.** ``CellHistory`` listens to IPython's ``post_run_cell``: each cell run (not
-silent ones, not ``%%pi`` cells, which are already in the conversation) is
-kept with its execution count, source, a one-line summary of its result and,
-for a cell that raised, the exception's type, message and the last frames of
-its traceback (plain text, IPython's own frames left out). It keeps the
-latest ``MAX_CELLS``; ``seq`` counts every cell ever recorded, so the
-notebook context can ask for "the cells since mark N".
+**History.** Each cell run (not silent ones, not ``%%pi`` cells) is kept with its execution count,
+source, a one-line summary of its result and, for a cell that raised, the exception's type, message and
+last frames. It is wired up at kernel start, so only the standard library and IPython's pretty printer
+load with this module (``pi_kernel.tools.builtin.describe`` is imported lazily, in the context's
+functions). A result's summary is what IPython's pretty printer shows, never a full ``repr``. It, an
+exception's ``str()`` and its traceback are the user's code: they run with a time limit
+(``SafeCaller``); nothing else of the exception runs. The hook never raises.
 
-The history is wired up at kernel start, which must stay as fast as a stock kernel's: only the standard
-library and IPython's pretty printer load with this module; ``pi_kernel.tools.builtin.describe`` (the
-context's variable summaries, with the tools layer) is imported lazily, in the functions of the context. A
-result's summary is what IPython's pretty printer shows (``_repr_pretty_``,
-the first items of a big container), cut short: never a full ``repr`` that
-IPython did not run; it and an exception's ``str()`` are the user's code, so
-they run with a time limit (``SafeCaller``, one second), as does reading the
-traceback; nothing else of the exception runs (no ``__bool__``, no
-``__getattribute__``). The hook never raises (an exception whose ``str()``
-fails is recorded by its type).
-
-**Context.** The first model request of each ``%%pi`` turn carries it: the turn's user
-message is the prompt as written, then a second text part (``Notebook
-context ...``); a reader of the first part (a transcript, a test) still
-finds the prompt there. It is part of the conversation, so the
-transcript, ``%pi history`` and saved sessions show what the model was told.
-What it says (within ``CONTEXT_LIMIT`` characters, filled from the newest cell
-back, with room kept for the variables): the cells run since the previous turn
-(execution count and shortened source), the error of any that raised (type
-and message), and the variables that are new or were rebound or changed shape
-since then (type, shape, a DataFrame's columns). Nothing changed: no context
-part. The first turn of a session (and the first after
-``%pi reset``) sees everything so far. Re-running a ``%%pi`` cell cuts its
-previous turn (and the context it carried) out of the conversation, so the
-re-run is told the same news again; a turn that never reached the
-conversation (or a re-run that was undone) leaves the news for the next one.
-
-On by default; ``%pi context on|off``, ``c.PiKernel.notebook_context``, or
-``PI_NOTEBOOK_CONTEXT=0`` switch it.
+**Context.** The first model request of each ``%%pi`` turn carries it, as a second text part of the
+turn's user message, so transcripts and saved sessions show what the model was told: within
+``CONTEXT_LIMIT``, the cells run since the previous turn (newest first to fit), their errors, and the
+variables new, rebound or changed in shape. The first turn (and the first after ``%pi reset``) sees
+everything; a re-run ``%%pi`` cell is told its news again; a turn that never reached the conversation
+leaves its news for the next. ``%pi context on|off``, ``c.PiKernel.notebook_context``,
+``PI_NOTEBOOK_CONTEXT=0``.
 """
 
 from __future__ import annotations
@@ -83,8 +61,7 @@ class CellRecord:
 
 
 def output_summary(value: Any) -> str:
-    """The result as IPython's pretty printer shows it (``_repr_pretty_``, at most ``SUMMARY_ITEMS`` items of a
-    container), so recording it costs no more than showing it did; one line, cut."""
+    """The result as IPython's pretty printer shows it (costs no more than showing it did); one line, cut."""
     try:
         text = _CALLER.call(lambda: exact_text(pretty(value, max_seq_length=SUMMARY_ITEMS)))
     except CallTimeout:
@@ -118,11 +95,8 @@ def _message(error: BaseException) -> str:
 
 
 def cell_error(error: BaseException) -> CellError:
-    """Type, message, the cell's own frame and the traceback's last frames (IPython's own frames left out).
-
-    The type is read statically, the traceback through ``BaseException``'s own descriptor (never the
-    class's ``__getattribute__``); ``str(error)`` and the frames (reading a source line may ask a
-    module's loader) are the user's code, run on the ``SafeCaller``."""
+    """Type (read statically), message and frames; the traceback is read through ``BaseException``'s own
+    descriptor, ``str(error)`` and the frames (a module's loader) are the user's code: on the ``SafeCaller``."""
     try:
         frames = list(_CALLER.call(lambda: _frames(error)))
     except BaseException:  # noqa: BLE001 - a hostile exception: its type and message are still news
@@ -138,7 +112,6 @@ class CellHistory:
         self._lock = threading.Lock()
 
     def post_run_cell(self, result: Any) -> None:
-        """IPython's ``post_run_cell`` event."""
         info = getattr(result, "info", None)
         source = getattr(info, "raw_cell", None) or ""
         if getattr(info, "silent", False) or not source.strip() or source.lstrip().startswith("%%pi"):
@@ -148,13 +121,8 @@ class CellHistory:
             error = getattr(result, "error_before_exec", None)
         value = getattr(result, "result", None)
         output = output_summary(value) if value is not None else ""
-        record = CellRecord(
-            getattr(result, "execution_count", None),
-            source,
-            output,
-            cell_error(error) if isinstance(error, BaseException) else None,
-        )
-        self.add(record)
+        failure = cell_error(error) if isinstance(error, BaseException) else None
+        self.add(CellRecord(getattr(result, "execution_count", None), source, output, failure))
 
     def add(self, record: CellRecord) -> None:
         with self._lock:
@@ -174,7 +142,6 @@ class CellHistory:
 
 
 CONTEXT_LIMIT = 2000
-"""Characters of the context part (about 2 KB)."""
 CONTEXT_HEADER = "Notebook context (what changed in the notebook since your previous turn):"
 SOURCE_CHARS = 300
 MAX_VARIABLES = 30
@@ -196,9 +163,8 @@ class NotebookContext:
         """Cell id → the mark and snapshot before that cell's turn (a re-run is told the same news again)."""
 
     def begin(self, cell_id: str | None, rerun: bool) -> ContextState:
-        """A turn starts for ``cell_id``; ``rerun``: the session cut the cell's previous turn (and the context it
-        carried) out of the conversation, so the mark and snapshot go back to where that turn began. Returns
-        the state before, for ``restore`` when the turn does not take its place."""
+        """A turn starts for ``cell_id`` (``rerun``: its previous turn was cut out, so the mark goes back to where
+        it began); returns the state before, for ``restore``."""
         before = (self._mark, self._snapshot)
         if rerun and cell_id in self._starts:
             self._mark, self._snapshot = self._starts[cell_id]
@@ -211,8 +177,7 @@ class NotebookContext:
         self._mark, self._snapshot = state
 
     def take(self, namespace: Mapping[str, Any] | None, hidden: Iterable[str] = ()) -> str | None:
-        """The context text for the turn starting now (``None``: off or nothing changed); the cells
-        it mentions are not mentioned again."""
+        """The context text for the turn starting now (``None``: off or nothing changed)."""
         from pi_kernel.tools.builtin.describe import clip
 
         cells = self.history.since(self._mark)
@@ -222,12 +187,9 @@ class NotebookContext:
         changed = self._changed_variables(namespace or {}, hidden)
         if not cells and not changed:
             return None
-        variables: list[str] = []
-        if changed:
-            variables.append("New or changed variables:")
-            variables.extend(changed[:MAX_VARIABLES])
-            if len(changed) > MAX_VARIABLES:
-                variables.append(f"... and {len(changed) - MAX_VARIABLES} more (inspect lists them)")
+        more = len(changed) - MAX_VARIABLES
+        variables = ["New or changed variables:", *changed[:MAX_VARIABLES]] if changed else []
+        variables += [f"... and {more} more (inspect lists them)"] if more > 0 else []
         variable_text = clip("\n".join(variables), self.limit // 3) if variables else ""
         room = self.limit - len(CONTEXT_HEADER) - len(variable_text) - 2
         parts = [CONTEXT_HEADER, *_cell_lines(cells, room), variable_text]
@@ -243,8 +205,7 @@ class NotebookContext:
 
     def forget(self) -> None:
         """The conversation was reset: the next turn is told everything again, as a first turn is."""
-        self._mark = 0
-        self._snapshot = None
+        self._mark, self._snapshot = 0, None
         self._starts.clear()
 
     def _changed_variables(self, namespace: Mapping[str, Any], hidden: Iterable[str]) -> list[str]:

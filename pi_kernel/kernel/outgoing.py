@@ -1,73 +1,33 @@
 """What leaves the kernel: its messages masked (``OutgoingMask``), execute-reply payloads gated
 (``PayloadGate``), and its memory closed to the commands it starts (``make_undumpable``).
 
-**Messages.** What the kernel sends for pi is masked (``ai.secrets.mask``): ``install_outgoing_mask``
-wraps the kernel's ``Session.send`` (the one call
-every iopub and stdin message goes through: ``print`` in a cell, ``display``,
-widget comms, ``input()`` prompts; also the reply to a cell, which repeats its
-error), in the Pi kernel and in a stock kernel after ``%load_ext pi_kernel``;
-``remove_outgoing_mask`` (``%unload_ext``) puts it back. IPython without a
-kernel has no messages: there ``sys.stdout`` and ``sys.stderr`` mask what they
-are given while a pi cell runs (IPython prints displays and tracebacks there).
-So whatever pi shows goes out with keys masked, with no mask call in the code
-that composes it. Masking earlier is still needed in three cases, and only there:
-output a cell can capture before it is sent (``%%capture``, ``redirect_stdout``:
-the ``%pi`` printer, usage errors and notices mask as they print), text sent in pieces (a key cut across
-two ``stream`` messages: ``secrets.MaskedStream`` in the stream writers; here
-too, each pi request's stdout and stderr go through one ``MaskedStream``, so
-a key printed in 10-character pieces, each its own message, is masked whole:
-what may begin a key waits for the next piece, and is sent before any other
-output of that request and before its ``idle`` status) and
-text that is escaped, highlighted or cut to a length before it leaves (the
-key would no longer be found: the views mask first and say so).
+**Messages.** ``install_outgoing_mask`` wraps the kernel's ``Session.send``, the one call every iopub and
+stdin message goes through (in the Pi kernel and after ``%load_ext pi_kernel``); without a kernel,
+``TerminalMask`` masks ``sys.stdout`` and ``sys.stderr`` while a pi cell runs. So code that composes what
+pi shows calls no mask, except for output a cell can capture before it is sent (``%%capture``: the
+``%pi`` printer, usage errors and notices use ``masked``), and text escaped or cut before it leaves (the
+views mask first). Text sent in pieces is masked whole: each pi request's stdout and stderr go through
+one ``MaskedStream``, which holds back what may begin a key until the next piece.
 
-Masked: the iopub and stdin messages of a pi cell, and of a request whose
-parent is no cell seen (a click on a widget, a silent request). A cell is pi's
-when its code names ``%pi`` or ``pi_kernel`` (judged from the
-``execute_input`` message that announces it, sent before anything the cell
-prints) or when pi runs in it (``claim_request``: the ``%pi`` / ``%%pi`` magic
-and ``run_pi_cell`` call it as they start, so a helper function, an alias or
-``%run`` of a notebook count too). Of a pi cell's ``execute_reply`` only what
-shows an error (``REPLY_ERROR_FIELDS``): its payload carries the code cell
-``%%pi --cells`` offers, which must be the code as it ran. Comm messages are
-masked for pi's comms only: those opened under a pi cell, the ``pi.approval``
-comms (``claim_comm``), and any comm message a pi cell or a message on one of
-pi's comms causes; on the widget manager's control comm, pi's widgets' states.
+Masked: the messages of a pi cell, and of a request whose parent is no cell seen (a widget click). A
+cell is pi's when its code names ``%pi`` or ``pi_kernel`` (judged from its ``execute_input``) or when pi
+runs in it (``claim_request``: a helper function, an alias or ``%run`` count too). Of a pi cell's
+``execute_reply`` only the error: its payload carries the code ``%%pi --cells`` offers, as it ran. Comm
+messages are masked for pi's comms only (opened under a pi cell, ``claim_comm``, or caused by a pi
+cell's or comm's message), and on the widget manager's control comm pi's widgets' states. The user's
+own cells and comms are left alone (``print(os.environ[...])`` prints what it was asked for).
 
-Left alone: the messages of the user's own Python cells (``print(os.environ[...])``
-prints what it was asked for) and of the user's own comms and widgets.
+**Payloads** (``install_payload_gate``). Code the agent ran could write an execute-reply payload
+(``set_next_input``, the pager) out of sight: from a ``post_run_cell`` callback, a thread or a loop
+callback. The gate lets a payload through only when pi writes it (``PayloadGate.own``), or when it is
+written on the thread of a user's cell running now that ran no ``%%pi`` turn; the rest is dropped, its
+``source`` kept for the turn's notice (``take_dropped``).
 
-**Payloads** (``install_payload_gate``). An execute reply's payloads come from
-``shell.payload_manager``: whatever called
-``write_payload`` (``set_next_input``, the pager, ``exit``) before the kernel read
-them at the cell's end. Code the agent ran could write one later, out of sight:
-from a ``post_run_cell`` callback it registered (which fires after the ``%%pi``
-cell's turn and in every later cell; the ``python`` tool also removes such
-callbacks, see ``tools.builtin.python_capture``), from a thread (``threading.Timer``)
-or from a callback on the event loop between cells. So the gate wraps the
-payload manager's ``write_payload`` and ``read_payload`` of the shell and lets a
-payload through only when
-
-- pi itself writes it (``PayloadGate.own``: the ``%%pi --cells`` cell), or
-- it is written on the thread of a user's cell that is running now (between
-  that cell's ``pre_run_cell`` and the kernel's reading of its payloads) and
-  that cell ran no ``%%pi`` turn (``mark_pi_cell``).
-
-Everything else is dropped; its ``source`` is kept for ``take_dropped`` (the
-turn's notice says what the agent's code asked for).
-
-**Memory** (``make_undumpable``, at kernel start). The kernel holds the API keys in its environment
-and memory. On Linux any
-process of the same user may read ``/proc/<pid>/environ`` and ``/proc/<pid>/mem``
-of another, so a ``bash`` call could read the kernel's (``/proc/$PPID/environ``)
-however the command is spelled. ``prctl(PR_SET_DUMPABLE, 0)`` makes those files
-the property of root: a non-root child process (the bash tool's commands, MCP
-servers) gets "Permission denied". The kernel itself still reads its own
-``/proc/self/...``; a new program a child ``exec``s is dumpable again (its own
-files stay readable), and core dumps of the kernel are off.
-
-Honest limits: root (a container's default user, CI) and processes with
-``CAP_SYS_PTRACE`` still read everything; other systems have no such switch.
+**Memory** (``make_undumpable``, at kernel start). On Linux a process of the same user may read
+``/proc/<pid>/environ`` and ``/mem`` of another, so a ``bash`` call could read the kernel's keys.
+``prctl(PR_SET_DUMPABLE, 0)`` makes those files root's: a non-root child (bash commands, MCP servers)
+gets "Permission denied"; core dumps are off. Root and ``CAP_SYS_PTRACE`` still read everything; other
+systems have no such switch.
 """
 
 from __future__ import annotations
@@ -79,7 +39,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from pi_kernel.ai.secrets import MaskedStream, add_secret_value, mask, secret_values, unmask
@@ -104,10 +64,8 @@ MASKED_TYPES = frozenset(
 _PI_CELL = re.compile(r"%pi\b|\bpi_kernel\b|_magic\(\s*['\"]pi['\"]")
 """A cell that talks to pi (``%pi``, ``%%pi``, IPython's translation of them, ``pi_kernel`` code)."""
 KEEP_CELLS = 1000
-"""Cells remembered (the oldest forgotten: a user's cell's late output is then masked). Pi's comms are kept
-until they close."""
+"""Cells remembered (the oldest forgotten: a user's cell's late output is then masked)."""
 REPLY_ERROR_FIELDS = ("ename", "evalue", "traceback")
-"""What a cell's ``execute_reply`` shows of an error: the only part of it masked."""
 
 
 class OutgoingMask:
@@ -122,8 +80,7 @@ class OutgoingMask:
         """The ids of pi's comms (opened under a pi cell, or a ``pi.*`` target): their messages are masked."""
         self._send: Callable[..., Any] = session.send
         self._streams: dict[tuple[str, str], tuple[MaskedStream, tuple[Any, ...]]] = {}
-        """(request id, stream name) → its mask, and how its messages are sent (socket, parent, built or not,
-        the other arguments)."""
+        """(request id, stream name) → its mask, and how its messages are sent."""
         self._streams_lock = threading.RLock()
 
     def install(self) -> None:
@@ -136,8 +93,7 @@ class OutgoingMask:
     def claim_request(self) -> None:
         """The request the kernel handles now is pi's (pi runs in it, whatever its code says)."""
         get_parent = getattr(self.kernel, "get_parent", None)
-        parent = get_parent("shell") if get_parent is not None else None
-        msg_id = _msg_id(parent)
+        msg_id = _msg_id(get_parent("shell") if get_parent is not None else None)
         if msg_id:
             self._remember(self._cells, msg_id, False)
 
@@ -154,22 +110,20 @@ class OutgoingMask:
         body = msg_or_type.get("content") if built else content
         parent_header = msg_or_type.get("parent_header") if built else parent
         msg_id = _msg_id(parent_header)
-        if msg_type == "stream" and isinstance(body, dict) and isinstance(body.get("text"), str):
-            if not self._cells.get(msg_id, False):  # a pi request: its streams go through one mask each
-                text = self._stream_text(msg_id, body, (stream, parent_header, built, args, kwargs))
-                if not text:
-                    return None  # all of it may begin a key: it waits for the next piece (or the request's end)
-                if built:
-                    return self._send(stream, {**msg_or_type, "content": {**body, "text": text}}, *args, **kwargs)
-                return self._send(stream, msg_or_type, {**body, "text": text}, parent, *args, **kwargs)
-        elif not msg_type.endswith("_reply"):
-            self._flush_streams(msg_id, None)  # what a stream holds back goes out first
-        if built:
-            masked = self._masked(msg_type, body, parent_header)
-            if masked is not body:
-                msg_or_type = {**msg_or_type, "content": masked}
+        stream_text = msg_type == "stream" and isinstance(body, dict) and isinstance(body.get("text"), str)
+        if stream_text and not self._cells.get(msg_id, False):  # a pi request: its streams go through one mask each
+            text = self._stream_text(msg_id, body, (stream, parent_header, args, kwargs))
+            if not text:
+                return None  # all of it may begin a key: it waits for the next piece (or the request's end)
+            masked = {**body, "text": text}
         else:
-            content = self._masked(msg_or_type, content, parent)
+            if not stream_text and not msg_type.endswith("_reply"):
+                self._flush_streams(msg_id, None)  # what a stream holds back goes out first
+            masked = self._masked(msg_type, body, parent_header)
+        if not built:
+            content = masked
+        elif masked is not body:
+            msg_or_type = {**msg_or_type, "content": masked}
         return self._send(stream, msg_or_type, content, parent, *args, **kwargs)
 
     def _stream_text(self, msg_id: str, body: dict[str, Any], how: tuple[Any, ...]) -> str:
@@ -186,15 +140,10 @@ class OutgoingMask:
         """Send what the request's streams hold back (but ``keep``'s), as their own messages were sent."""
         with self._streams_lock:
             for key in [key for key in self._streams if key[0] == msg_id and key[1] != keep]:
-                masked, (socket, parent, built, args, kwargs) = self._streams.pop(key)
+                masked, (socket, parent, args, kwargs) = self._streams.pop(key)
                 rest = masked.flush()
-                if not rest:
-                    continue
-                content = {"name": key[1], "text": rest}
-                if built:
-                    self._send(socket, self.session.msg("stream", content, parent=parent), *args, **kwargs)
-                else:
-                    self._send(socket, "stream", content, parent, *args, **kwargs)
+                if rest:  # a message of its own (``Session.send`` builds it, whichever form the first came in)
+                    self._send(socket, "stream", {"name": key[1], "text": rest}, parent, *args, **kwargs)
 
     def _masked(self, msg_type: str, content: Any, parent: Any) -> Any:
         """``content`` as it may leave: masked, left alone, or (a cell's reply, the widget states) in part."""
@@ -257,8 +206,7 @@ class MaskedWriter:
 
 
 class TerminalMask:
-    """IPython without a kernel: while a cell that talks to pi runs, ``sys.stdout`` and ``sys.stderr`` mask
-    what is written (IPython prints displays and tracebacks there too); other cells write unmasked."""
+    """IPython without a kernel: ``sys.stdout`` and ``sys.stderr`` mask while a cell that talks to pi runs."""
 
     def __init__(self) -> None:
         self._saved: tuple[Any, Any] | None = None
@@ -290,8 +238,7 @@ _installed: OutgoingMask | TerminalMask | None = None
 
 
 def install_outgoing_mask(kernel: Any, shell: Any) -> None:
-    """Mask what leaves from now on: ``kernel``'s messages, or the terminal's output of pi's cells without one
-    (once per process: a second call replaces the first)."""
+    """Mask what leaves from now on: ``kernel``'s messages, or without one the terminal's (a second call replaces)."""
     global _installed
     remove_outgoing_mask(shell)
     if kernel is not None and getattr(kernel, "session", None) is not None:
@@ -307,8 +254,7 @@ def install_outgoing_mask(kernel: Any, shell: Any) -> None:
 
 
 def claim_request() -> None:
-    """Pi runs in the current cell (a ``%pi`` / ``%%pi`` magic or ``run_pi_cell`` starts): mask what it sends,
-    whatever its code names."""
+    """Pi runs in the current cell (a magic or ``run_pi_cell`` starts): mask what it sends."""
     if _installed is not None:
         _installed.claim_request()
 
@@ -320,28 +266,22 @@ def claim_comm(comm_id: str) -> None:
 
 
 def remove_outgoing_mask(shell: Any) -> None:
-    """Undo ``install_outgoing_mask``."""
     global _installed
     if _installed is None:
         return
     _installed.remove()
     if isinstance(_installed, TerminalMask):
         for event, callback in (("pre_run_cell", _installed.note_cell), ("post_run_cell", _installed.cell_done)):
-            try:
+            with suppress(ValueError):
                 shell.events.unregister(event, callback)
-            except ValueError:
-                pass
     _installed = None
 
 
 def masked(
     value: Any, secrets: Sequence[str] | None = None, *, partial: bool = False, environ: Mapping[str, str] | None = None
 ) -> Any:
-    """The kernel's one hook for text that enters what pi shows before it is sent: the ``%pi`` printer,
-    usage errors, notices, stdin prompts and the text view (captured by ``%%capture``, escaped or cut to a
-    length on the way, where the net above would no longer find a key). ``partial``: text still growing
-    (its end may be the start of a key, left out until it is whole); ``environ``: whose keys (default: the
-    process's)."""
+    """The kernel's hook for text masked before it is sent (see the module docstring). ``partial``: text still
+    growing (a possible start of a key is left out); ``environ``: whose keys (default: the process's)."""
     return mask(value, secret_values(environ) if environ is not None else secrets, partial=partial)
 
 
@@ -409,13 +349,11 @@ class PayloadGate:
         ident = threading.get_ident()
         with self._lock:
             allowed = ident in self._own or self._cells.get(ident) is False
-            if not allowed:
-                self._dropped.append(_source(data))
-            else:
+            if allowed:
                 self._passed.append(data)
-        if allowed:
-            return self._write(data, *args, **kwargs)
-        return None
+            else:
+                self._dropped.append(_source(data))
+        return self._write(data, *args, **kwargs) if allowed else None
 
     def read_payload(self, *args: Any, **kwargs: Any) -> Any:
         """The kernel reads the cell's payloads at its end: the cell on this thread is over."""
@@ -441,8 +379,7 @@ def _source(payload: Any) -> str:
 
 
 def install_payload_gate(shell: Any) -> PayloadGate | None:
-    """The gate of ``shell``'s payload manager, installed on first call (``None``: the shell has none).
-    The calling thread counts as running a user's cell (``%load_ext pi_kernel`` runs in one)."""
+    """The gate of ``shell``'s payload manager, installed on first call; the calling thread runs a user's cell."""
     gate, manager = payload_gate(shell), getattr(shell, "payload_manager", None)
     if gate is not None:
         gate.rewrap()
@@ -454,8 +391,7 @@ def install_payload_gate(shell: Any) -> PayloadGate | None:
 
 def payload_gate(shell: Any) -> PayloadGate | None:
     """The gate installed on ``shell``'s payload manager, or ``None``."""
-    manager = getattr(shell, "payload_manager", None)
-    gate = getattr(manager, "__dict__", {}).get("pi_payload_gate") if manager is not None else None
+    gate = getattr(getattr(shell, "payload_manager", None), "__dict__", {}).get("pi_payload_gate")
     return gate if isinstance(gate, PayloadGate) else None
 
 

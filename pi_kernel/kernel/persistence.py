@@ -1,13 +1,10 @@
 """``%pi save`` / ``%pi load``: a conversation as JSON lines.
 
-The first line is a header (format name, version, model id, and which
-message each ``%%pi`` cell's turn starts at, so that re-running a cell after
-``%pi load`` still replaces its turn); each further line is one message
-(``pi_kernel.ai.to_dict``); a compaction summary carries ``compacted_turns``
-(version 2; a version-1 file's summary, known then by its ``[compacted N
-turns]`` text at the start of the conversation, is read as one). Keys are never written: a
-``Model`` holds only the name of the variable with its key, the header only
-``provider:id``, and every string is passed through ``mask`` on the way out.
+A header (format, version, model, and the message each ``%%pi`` cell's turn starts at, so a re-run
+after ``%pi load`` still replaces its turn), then one message a line (``pi_kernel.ai.to_dict``). A
+version-1 file's compaction summary, known by its ``[compacted N turns]`` text in first place, is read as
+one (version 2 writes ``compacted_turns``). Keys are never written: a ``Model`` holds only the name of
+its key's variable, the header only ``provider:id``, and every string is masked on the way out.
 """
 
 from __future__ import annotations
@@ -61,15 +58,9 @@ def save_conversation(
 
 
 def load_conversation(path: str | Path) -> SavedConversation:
-    """Read a file written by ``save_conversation``; ``ValueError`` names the first bad line.
-
-    The whole file is checked before anything is returned (``message_problem``: every field's type,
-    no unknown fields, nesting bounded; JSON nested too deep for the parser is refused too; as many
-    messages as the header's ``count``, so a file cut short is refused), and every
-    message is made sendable and storable (``clean_message``: bytes that are not UTF-8 and lone
-    surrogates become U+FFFD), so a loaded conversation can never break the turns that follow.
-    """
-
+    """Read a file written by ``save_conversation``; ``ValueError`` names the first bad line. The whole file
+    is checked first (``message_problem``, the header's ``count``), and every message made sendable
+    (``clean_message``), so a loaded conversation can never break the turns that follow."""
     source = Path(path).expanduser()
     text = source.read_bytes().decode("utf-8", "replace")
     # Records end at "\n" only: ``str.splitlines`` would also cut at U+2028/U+2029/U+0085, which

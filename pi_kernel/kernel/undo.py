@@ -1,31 +1,18 @@
 """What ``%pi undo`` reverts: a turn's effects (``TurnJournals``), else a replaced conversation
 (``ConversationVersions``).
 
-**Turns.** Each ``%%pi`` turn gets a ``TurnJournal`` (``begin``, given to the tools as
-``ToolContext.journal``); at its end
-(``end``) the journal notes the files' final state and names what it cannot revert: the calls of
-tools that keep no journal (``bash``, MCP and the user's own tools). ``%pi undo`` reverts the newest
-turn whose effects were not undone yet (``undo_turn``): its variables, objects changed in place and
-files at once, its notebook changes through the notebook bridge (asynchronously: the bridge answers on
-the event loop the magic runs on, so the report is updated when they are done). Only when no turn
-has anything left to undo does ``%pi undo`` bring back a replaced conversation.
+**Turns.** Each ``%%pi`` turn gets a ``TurnJournal`` (the tools' ``ToolContext.journal``); at its end it
+notes the files' state and names what it cannot revert (``bash``, MCP and the user's tools). ``%pi undo``
+reverts the newest turn not undone yet: variables, objects and files at once, notebook changes through
+the bridge (the report updated when done). All journals' copies share ``PI_UNDO_MEMORY``: a new turn
+drops the oldest journals' copies until they hold at most half of it.
 
-Memory: every journal's copies count against ``PI_UNDO_MEMORY``; a new turn drops the copies of the
-oldest journals until the older ones hold at most half of it (their objects are then named as not
-restored); the newest ``LIMIT`` journals are kept.
+**Conversations.** When no turn is left to undo, ``%pi undo`` brings back a conversation something
+replaced (a re-run cell, a compaction, ``%pi reset``, ``load``, ``undo`` itself); the one it replaces is
+kept in turn. Versions share their message objects with the conversation.
 
-**Conversations.** Whatever drops messages from the conversation keeps the conversation as it
-was first (``ConversationVersions.keep``): a re-run ``%%pi`` cell that
-replaced its turn and the later ones, a compaction (``%pi compact``, or the
-automatic one during a turn), ``%pi reset``, ``%pi load`` and ``%pi undo``
-itself. ``%pi undo`` brings back the newest kept version (``%pi
-undo N``: the N-th newest, ``%pi undo list`` shows them); the conversation it
-replaces is kept in turn, so an undo is never a loss either. The newest
-``LIMIT`` versions are kept (they share their message objects with the
-conversation: a version costs a list, not a copy of every message).
-
-``pi_kernel.tools.turn_journal`` is imported lazily (in ``TurnJournals.begin``): the session loads this module
-at kernel start, where the tools layer (with pydantic) would cost about 100 ms.
+``pi_kernel.tools.turn_journal`` is imported lazily (``TurnJournals.begin``): the tools layer would cost
+about 100 ms of kernel start.
 """
 
 from __future__ import annotations
@@ -85,13 +72,9 @@ class ConversationVersions:
         rows = [f"{number}: {version.describe()}" for number, version in enumerate(reversed(self._versions), 1)]
         return "\n".join(rows) if rows else "nothing to undo"
 
-    def __len__(self) -> int:
-        return len(self._versions)
-
 
 def was_compacted(before: list[Any] | None, after: list[Any], replaced: int) -> bool:
-    """Whether ``after`` (a summary, then the kept messages) is ``before`` with its first ``replaced``
-    messages summarised: then ``before`` is the conversation the compaction replaced."""
+    """Whether ``after`` (a summary, then kept messages) is ``before`` with its first ``replaced`` summarised."""
     if before is None:
         return False
     kept = after[1:]
@@ -126,8 +109,7 @@ class TurnJournals:
         """The newest turn's "Undo this turn" button (a widget view's ``UndoOffer``) and its journal."""
 
     def offer(self, view: object, journal: TurnJournal, host: UndoHost) -> None:
-        """Show ``view``'s Undo button for the turn of ``journal`` (widget views have one); the previous
-        turn's button becomes a line naming ``%pi undo``."""
+        """Show ``view``'s Undo button for ``journal``'s turn; the previous one becomes a line naming ``%pi undo``."""
         self.retire_offer()
         offer_undo = getattr(view, "offer_undo", None)
         if not callable(offer_undo) or journal not in self._journals or journal.undone:
@@ -172,15 +154,16 @@ class TurnJournals:
     def end(self, journal: TurnJournal, messages: list[Any]) -> None:
         """The turn ended: note the files' state and the calls no journal covers; an empty journal goes."""
         journal.finish()
-        for call in _tool_calls(messages):
-            if call.name in JOURNALED_TOOLS:
-                continue
-            if call.name == "bash":
+        for message in messages:
+            for call in message.content if isinstance(message, AssistantMessage) else []:
+                if not isinstance(call, ToolCall) or call.name in JOURNALED_TOOLS:
+                    continue
                 command = str(call.arguments.get("command", ""))
                 shown = command if len(command) <= 60 else command[:57] + "..."
-                journal.note(f"call:{call.id}", f"bash `{shown}`: what a command did is not undone")
-            else:
-                journal.note(f"call:{call.id}", f"{call.name}: what this tool did is not undone")
+                what = (
+                    f"bash `{shown}`: what a command did" if call.name == "bash" else f"{call.name}: what this tool did"
+                )
+                journal.note(f"call:{call.id}", f"{what} is not undone")
         if journal.is_empty() and journal in self._journals:
             self._journals.remove(journal)
 
@@ -189,17 +172,14 @@ class TurnJournals:
         return next((journal for journal in reversed(self._journals) if not journal.undone), None)
 
     def describe(self) -> str:
-        rows = [
-            f"turn {journal.label!r}: {journal.summary()}" for journal in reversed(self._journals) if not journal.undone
-        ]
-        return "\n".join(rows)
+        newest_first = [journal for journal in reversed(self._journals) if not journal.undone]
+        return "\n".join(f"turn {journal.label!r}: {journal.summary()}" for journal in newest_first)
 
 
 def undo_turn(
     host: UndoHost, journal: TurnJournal | None, show_later: Callable[[str], Callable[[str], None]]
 ) -> str | None:
-    """Undo the turn of ``journal`` (``None``: the newest with effects left, as ``%pi undo``) with
-    ``undo_journal``; ``None`` when there is none. The next turn's prompt will say what was undone."""
+    """Undo the turn of ``journal`` (``None``: the newest with effects left); ``None`` when there is none."""
     journal = journal or host.turn_journals.newest()
     if journal is None:
         return None
@@ -216,12 +196,9 @@ def undo_journal(
     notebook: NotebookEditor | None,
     show_later: Callable[[str], Callable[[str], None]],
 ) -> str:
-    """Undo one turn's effects; returns the report on variables and files.
-
-    Notebook changes need the bridge's answers, so they are undone by a task on the running event
-    loop: ``show_later(text)`` shows a line now and returns how to replace it with the final report
-    (the return value is then ``""``).
-    """
+    """Undo one turn's effects; returns the report. Notebook changes need the bridge's answers: a task on the
+    running loop undoes them, and ``show_later(text)`` shows a line now and returns how to replace it
+    with the final report (the return value is then ``""``)."""
     head = f"Undid the turn {journal.label!r}."
     if journal.undone:
         return f"The turn {journal.label!r} was undone already."
@@ -243,11 +220,3 @@ def undo_journal(
 
     loop.create_task(notebook_part())
     return ""
-
-
-def _tool_calls(messages: list[Any]) -> list[ToolCall]:
-    calls: list[ToolCall] = []
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            calls += [part for part in message.content if isinstance(part, ToolCall)]
-    return calls

@@ -4,35 +4,26 @@ The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without
 one, in the namespace given to ``create_python_tool`` or a private one kept
 by the tool; variables persist between calls. As in a notebook
 (``ast_node_interactivity='last_expr'``) the value of a final expression
-statement is shown unless the code ends with ``;``. Top-level ``await`` works:
-such code runs on its own event loop in a thread of its own (the kernel's loop
-is the caller's), and an interrupt cancels it (``CancelledError`` at its
-``await``) instead of raising ``KeyboardInterrupt`` in it.
+statement is shown unless the code ends with ``;``. Top-level ``await`` runs
+on an event loop of its own in a thread of its own (``run_coroutine``: the
+kernel's loop is the caller's); an interrupt cancels it (``CancelledError``
+at its ``await``).
 
 Threads: by default the code runs on a tool worker thread while the event
-loop goes on. In a kernel (the context's ``python_on_main_thread``, set by
-the kernel's session) it runs on the main thread, as a cell does, while the
-kernel's event loop waits for it: only there does a kernel interrupt (SIGINT)
-reach code blocked in a C call (``time.sleep``, a socket read, a lock).
-While it runs, the tool's own SIGINT handler raises ``KeyboardInterrupt`` in
-that code (after the handler it replaced, the turn's interrupt hook, has
-scheduled the turn's abort), so an interrupt stops it at once and the next
-call finds the namespace free. The live view shows its output when it ends.
-One call runs at a time in the whole process (``_RUN_LOCK``): the namespace
-and matplotlib's pyplot are not thread-safe, and notebook code is written to
-run alone. Output capture is per context, not per process (see
-``python_capture``), so the kernel's own prints are not swallowed. An abort
-from elsewhere raises ``KeyboardInterrupt`` inside the running code too
-(``PyThreadState_SetAsyncExc``); code blocked in a C call on a worker thread
-notices when that call returns.
-
-**Stopping the code**: ``Interrupter`` turns a kernel interrupt (SIGINT, on the
-main thread) or the turn's abort into ``KeyboardInterrupt`` in the running code;
-once fired, a watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until
-the code returns, so code that swallows the interrupt (a bare ``except:``) is
-stopped too. ``run_coroutine`` runs a cell's top-level ``await`` code on an
-event loop of its own in a separate thread (in a kernel the main thread's loop
-is the caller's); an interrupt cancels it.
+loop goes on. In a kernel (the context's ``python_on_main_thread``) it runs on
+the main thread, as a cell does, while the kernel's event loop waits for it:
+only there does a kernel interrupt (SIGINT) reach code blocked in a C call
+(``time.sleep``, a socket read, a lock). ``Interrupter`` turns that SIGINT
+(after the handler it replaced, the turn's interrupt hook, has scheduled the
+turn's abort) or an abort from elsewhere (``PyThreadState_SetAsyncExc``: code
+blocked in a C call on a worker thread notices when that call returns) into
+``KeyboardInterrupt`` in the running code, and re-sends SIGINT every
+``_RESEND_SECONDS`` until the code returns, so code that swallows it (a bare
+``except:``) is stopped too and the next call finds the namespace free. One
+call runs at a time in the whole process (``_RUN_LOCK``): the namespace and
+matplotlib's pyplot are not thread-safe, and notebook code is written to run
+alone. Output capture is per context, not per process (``python_capture``),
+so the kernel's own prints are not swallowed.
 
 What the model gets: stdout, stderr, the text/plain of displayed objects and
 of the result, in order, tail-truncated like ``bash`` (full text in a temp
@@ -69,7 +60,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -93,6 +84,7 @@ _run_numbers = itertools.count(1)
 _recent_cells: deque[str] = deque()
 _MAX_CACHED_CELLS = 200
 _main_thread_runs = [0]
+T = TypeVar("T")
 """Main-thread calls ended so far (only the event loop's thread changes it)."""
 
 
@@ -130,15 +122,7 @@ def create_python_tool(
             max_images=max_images,
             journal=ctx.journal,
         )
-        if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
-            await _let_scheduled_callbacks_run()
-            if signal is not None and signal.aborted:
-                raise RuntimeError(OPERATION_ABORTED)
-            try:
-                return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
-            finally:
-                _main_thread_runs[0] += 1
-        return await run_in_worker(run)
+        return await run_agent_code(run, signal, ctx)
 
     return ToolDefinition(
         origin="builtin",
@@ -162,18 +146,25 @@ def create_python_tool(
     )
 
 
-async def _let_scheduled_callbacks_run() -> None:
-    """Yield to the loop until no main-thread call ran meanwhile.
-
-    An interrupt during a main-thread call only schedules the turn's abort on the loop that call blocked
-    (``call_soon_threadsafe``); another call of the batch may already be queued to resume before that
-    callback. A yield that begins after the last main-thread call ended resumes after the callback.
-    """
+async def run_agent_code(run: Callable[..., T], signal: AbortSignal | None, ctx: ToolContext) -> T:
+    """``run()`` on a tool worker thread; in a kernel (``ctx.python_on_main_thread``) ``run(interrupt_on_sigint=True)``
+    on the main thread, blocking the loop as a cell does, so that an interrupt reaches it."""
+    if not (ctx.python_on_main_thread and threading.current_thread() is threading.main_thread()):
+        return await run_in_worker(run)
+    # An interrupt during a main-thread call only schedules the turn's abort on the loop that call blocked
+    # (``call_soon_threadsafe``); another call of the batch may already be queued to resume before that
+    # callback. A yield that begins after the last main-thread call ended resumes after the callback.
     while True:
         seen = _main_thread_runs[0]
         await asyncio.sleep(0)
         if _main_thread_runs[0] == seen:
-            return
+            break
+    if signal is not None and signal.aborted:
+        raise RuntimeError(OPERATION_ABORTED)
+    try:
+        return run(interrupt_on_sigint=True)
+    finally:
+        _main_thread_runs[0] += 1
 
 
 def run_python(
@@ -195,18 +186,21 @@ def run_python(
     removed_callbacks: list[str] = []
     spool = OutputSpool("pi-python")
     throttle = _UpdateThrottle(on_update)
-    with _agent_code_run(code, namespace, signal, journal, removed_callbacks):
+
+    def on_text(text: str) -> None:
+        spool.add(text.encode("utf-8", "replace"))
+        throttle.maybe_send(capture)
+
+    with _agent_code_run(code, namespace, signal, journal, removed_callbacks), capturing(on_text) as capture:
         run_number = next(_run_numbers)
-        capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
+        error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint)
     note = removed_note(removed_callbacks)
-    if note:
-        separator = "\n" if spool.last_line_bytes else ""
-        spool.add(f"{separator}{note}\n".encode())
+    for extra in (f"{note}\n" if note else "", error or ""):
+        if extra:
+            separator = "\n" if spool.last_line_bytes else ""  # the output so far ends mid-line
+            spool.add(f"{separator}{extra}".encode("utf-8", "replace"))
     if error is not None:
-        separator = "\n" if spool.last_line_bytes else ""  # the output so far ends mid-line
-        spool.add(f"{separator}{error}".encode("utf-8", "replace"))
-        text, _details = spool.final()
-        raise RuntimeError(text)
+        raise RuntimeError(spool.final()[0])
     text, details = spool.final()
     images, left_out = _model_images(capture.outputs, max_images)
     if left_out:
@@ -237,25 +231,6 @@ def _agent_code_run(
                 journal.after_code(namespace, token)
     finally:
         _RUN_LOCK.release()
-
-
-def _run_captured(
-    code: str,
-    namespace: dict[str, Any],
-    signal: AbortSignal | None,
-    spool: OutputSpool,
-    updates: _UpdateThrottle,
-    on_sigint: bool = False,
-) -> tuple[OutputCapture, str | None]:
-    """Run the cell inside a capture: ``(capture, error text or None)``."""
-
-    def on_text(text: str) -> None:
-        spool.add(text.encode("utf-8", "replace"))
-        updates.maybe_send(capture)
-
-    with capturing(on_text) as capture:
-        error = _run_in_capture(capture, code, namespace, signal, on_sigint)
-    return capture, error
 
 
 def _run_in_capture(
@@ -309,12 +284,11 @@ def run_notebook_cell(
         text += f"{'' if not text or text.endswith(chr(10)) else chr(10)}{note}\n"
     error_output = None
     if error is not None:
-        exception = errors[0] if errors else KeyboardInterrupt()
         aborted = error == OPERATION_ABORTED
         error_output = {
             "output_type": "error",
-            "ename": "KeyboardInterrupt" if aborted else type(exception).__name__,
-            "evalue": "" if aborted else str(exception),
+            "ename": "KeyboardInterrupt" if aborted else type(errors[0]).__name__,
+            "evalue": "" if aborted else str(errors[0]),
             "traceback": error.splitlines(),
         }
         outputs.append(error_output)
@@ -540,14 +514,9 @@ class Interrupter:
         return self
 
     def _sigint(self, signum: int, frame: Any) -> None:
-        """The previous handler first (the turn's hook schedules the turn's abort), then stop the code.
-
-        Only the first SIGINT goes to the previous handler (the turn is aborted once; the repeats are
-        ours). Code that swallows ``KeyboardInterrupt`` (a bare ``except:`` around a blocking call) is
-        stopped anyway: a watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until the code
-        returns, and a repeat that lands outside the ``try`` ends it. Raised only while the cell's code
-        is on the stack (not while it is compiled or cleaned up after).
-        """
+        """The previous handler first, for the first SIGINT only (the turn's hook aborts the turn once; the
+        watchdog's repeats are ours), then stop the code: raised only while the cell's code is on the stack
+        (not while it is compiled or cleaned up after)."""
         previous = self._previous_handler
         if callable(previous) and not self.fired:
             try:

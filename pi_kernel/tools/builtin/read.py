@@ -111,14 +111,8 @@ def read_text_lines(content: str, params: ReadParams) -> tuple[str, dict[str, An
     start = max(0, params.offset - 1) if params.offset else 0
     if start >= total:
         raise ValueError(f"Offset {params.offset} is beyond end of file ({total} lines total)")
-    user_limited: int | None = None
-    if params.limit is not None:
-        end = min(start + max(0, params.limit), total)
-        selected = "\n".join(all_lines[start:end])
-        user_limited = end - start
-    else:
-        selected = "\n".join(all_lines[start:])
-    truncation = truncate_head(selected)
+    end = total if params.limit is None else min(start + max(0, params.limit), total)
+    truncation = truncate_head("\n".join(all_lines[start:end]))
     first_shown = start + 1
     if truncation.first_line_exceeds_limit:
         size = format_size(utf8_len(all_lines[start]))
@@ -135,8 +129,6 @@ def read_text_lines(content: str, params: ReadParams) -> tuple[str, dict[str, An
             f"Use offset={last_shown + 1} to continue.]"
         )
         return text, truncation.to_dict()
-    if user_limited is not None and start + user_limited < total:
-        remaining = total - (start + user_limited)
-        next_offset = start + user_limited + 1
-        return f"{truncation.content}\n\n[{remaining} more lines in file. Use offset={next_offset} to continue.]", None
+    if end < total:
+        return f"{truncation.content}\n\n[{total - end} more lines in file. Use offset={end + 1} to continue.]", None
     return truncation.content, None

@@ -30,22 +30,19 @@ the card waits is refused as stale, so what runs is what was approved.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
-import threading
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from pi_kernel.agent import OPERATION_ABORTED
-from pi_kernel.agent.tool_execution import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.builtin.describe import clip
 from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
-from pi_kernel.tools.builtin.python import run_notebook_cell
+from pi_kernel.tools.builtin.python import run_agent_code, run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import STALE_TEXT, CellInfo, NotebookError, StaleCell
@@ -139,7 +136,8 @@ def create_run_cells_tool() -> ToolDefinition:
                     "and conversation; only the user runs them)."
                 )
                 continue
-            outputs, text, error = await _run(code, namespace, signal, ctx)
+            run = functools.partial(run_notebook_cell, code, namespace, signal=signal, journal=ctx.journal)
+            outputs, text, error = await run_agent_code(run, signal, ctx)
             try:
                 await document.set_outputs(cell.id, outputs, _running_count())
                 shown = ""
@@ -176,15 +174,3 @@ def create_run_cells_tool() -> ToolDefinition:
         forget_preview=forget_preview,
         secret_arguments={"cells": "cells"},  # the cells' code is judged as python's (approval.secret_reason)
     )
-
-
-async def _run(
-    code: str, namespace: dict[str, Any], signal: AbortSignal | None, ctx: ToolContext
-) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    run = functools.partial(run_notebook_cell, code, namespace, signal=signal, journal=ctx.journal)
-    if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
-        await asyncio.sleep(0)  # let a scheduled abort land first
-        if signal is not None and signal.aborted:
-            raise RuntimeError(OPERATION_ABORTED)
-        return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does: an interrupt reaches it
-    return await run_in_worker(run)

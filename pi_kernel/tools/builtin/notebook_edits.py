@@ -107,28 +107,32 @@ def cell_diff(before: str, after: str, title: str) -> str:
 class Plan:
     """A change computed against the cells as read; applied as is after approval."""
 
-    args: Any
     title: str
     diff: str
     apply: Callable[[NotebookDocument, ToolContext], Awaitable[str]]
     highlight: str | None = None
 
 
-_plans: dict[str, Plan] = {}
-"""Plans shown on approval cards, by tool call id, until their call runs (or is denied)."""
+_plans: dict[str, tuple[Any, Any]] = {}
+"""What each approval card showed (a ``Plan``; the sources ``run_cells`` runs) with the arguments it was made
+for, by tool call id, until the call runs (or is denied)."""
 _MAX_PLANS = 64
 
 
-def keep_plan(tool_call_id: str, plan: Plan) -> None:
-    _plans[tool_call_id] = plan
+def keep_plan(tool_call_id: str, args: Any, plan: Any) -> None:
+    _plans[tool_call_id] = (args, plan)
     while len(_plans) > _MAX_PLANS:
         _plans.pop(next(iter(_plans)))
 
 
-def take_plan(tool_call_id: str, args: Any) -> Plan | None:
-    """The plan shown for this call, if its arguments were not edited since."""
-    plan = _plans.pop(tool_call_id, None)
-    return plan if plan is not None and plan.args == args else None
+def take_plan(tool_call_id: str, args: Any) -> Any:
+    """What the card showed for this call, if its arguments were not edited since (else None)."""
+    kept = _plans.pop(tool_call_id, None)
+    return kept[1] if kept is not None and kept[0] == args else None
+
+
+def forget_plan(tool_call_id: str) -> None:
+    _plans.pop(tool_call_id, None)
 
 
 def checked_diff(diff: str) -> str:
@@ -195,7 +199,7 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
         record(context, "edit", cell.id, cell.index, cell.type, before, after)
         return f"Edited cell {cell.position} (id {cell.id})."
 
-    return Plan(params, f"edit cell {title}", checked_diff(cell_diff(before, after, title)), apply, cell.id)
+    return Plan(f"edit cell {title}", checked_diff(cell_diff(before, after, title)), apply, cell.id)
 
 
 # -- insert_cells -----------------------------------------------------------------------------
@@ -234,7 +238,7 @@ async def plan_insert(params: InsertCellsParams, ctx: ToolContext) -> Plan:
         return f"Inserted {len(ids)} cell(s) {placed}: {shown}."
 
     title = f"insert {len(new)} cell(s) {where}"
-    return Plan(params, title, diff, apply, anchor.id if anchor is not None else None)
+    return Plan(title, diff, apply, anchor.id if anchor is not None else None)
 
 
 async def _insert_index(notebook: NotebookDocument, anchor: CellInfo | None) -> int:
@@ -275,7 +279,7 @@ async def plan_delete(params: DeleteCellsParams, ctx: ToolContext) -> Plan:
         return f"Deleted {len(cells)} cell(s): {', '.join(cell.position for cell in cells)}."
 
     title = "delete " + ", ".join(cell.title() for cell in cells)
-    return Plan(params, title, diff, apply, cells[0].id)
+    return Plan(title, diff, apply, cells[0].id)
 
 
 # -- the tools --------------------------------------------------------------------------------
@@ -293,11 +297,8 @@ def _notebook_tool(
 ) -> ToolDefinition:
     async def preview(tool_call_id: str, args: Any, ctx: ToolContext) -> ApprovalPreview:
         plan = await planner(args, ctx)
-        keep_plan(tool_call_id, plan)
+        keep_plan(tool_call_id, args, plan)
         return ApprovalPreview(plan.title, plan.diff, plan.highlight)
-
-    def forget_preview(tool_call_id: str) -> None:
-        _plans.pop(tool_call_id, None)
 
     async def execute(
         tool_call_id: str, args: Any, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
@@ -317,7 +318,7 @@ def _notebook_tool(
         prompt_snippet=snippet,
         approval="ask",
         approval_preview=preview,
-        forget_preview=forget_preview,
+        forget_preview=forget_plan,
         secret_arguments=secret_arguments,  # code written into cells is scanned like python's: run_cells runs it
     )
 

@@ -41,7 +41,7 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.builtin.describe import clip
-from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
+from pi_kernel.tools.builtin.notebook_edits import forget_plan, keep_plan, read_refs, require_notebook, take_plan
 from pi_kernel.tools.builtin.python import run_agent_code, run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
@@ -83,10 +83,6 @@ def _running_count() -> int | None:
     return count - 1 if isinstance(count, int) and count > 1 else None
 
 
-_approved: dict[str, tuple[Any, dict[str, str]]] = {}
-"""The sources each approval card showed, by tool call id, until the call runs."""
-
-
 def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
     """The code that will run, cell by cell, as the card shows it."""
     parts = []
@@ -100,13 +96,8 @@ def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
 def create_run_cells_tool() -> ToolDefinition:
     async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
         _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells, batch="run_cells")
-        _approved[tool_call_id] = (params, {cell.id: cell.source for cell in cells})
-        while len(_approved) > 64:
-            _approved.pop(next(iter(_approved)))
+        keep_plan(tool_call_id, params, {cell.id: cell.source for cell in cells})
         return code_preview(cells)
-
-    def forget_preview(tool_call_id: str) -> None:
-        _approved.pop(tool_call_id, None)
 
     async def execute(
         tool_call_id: str, params: RunCellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
@@ -114,10 +105,9 @@ def create_run_cells_tool() -> ToolDefinition:
         document = require_notebook(ctx, "run_cells")
         namespace = ctx.namespace if ctx.namespace is not None else {"__name__": "__main__"}
         _, cells = await read_refs(document, params.cells)
-        approved = _approved.pop(tool_call_id, None)
-        if approved is not None and approved[0] == params:
-            if any(approved[1].get(cell.id, cell.source) != cell.source for cell in cells):
-                raise StaleCell(STALE_TEXT)
+        approved = take_plan(tool_call_id, params) or {}
+        if any(approved.get(cell.id, cell.source) != cell.source for cell in cells):
+            raise StaleCell(STALE_TEXT)
         reports: list[str] = []
         failed = False
         for cell in cells:
@@ -171,6 +161,6 @@ def create_run_cells_tool() -> ToolDefinition:
         prompt_snippet="Run notebook cells; their outputs show in the notebook",
         approval="ask",
         approval_preview=preview,
-        forget_preview=forget_preview,
+        forget_preview=forget_plan,
         secret_arguments={"cells": "cells"},  # the cells' code is judged as python's (approval.secret_reason)
     )

@@ -226,58 +226,29 @@ def generate_diff_string(old_content: str, new_content: str, context_lines: int 
         old_lines, new_lines = old_lines[:-1], new_lines[:-1]
     parts = _line_parts(old_lines, new_lines)
     output: list[str] = []
-    ellipsis = f" {'':>{width}} ..."
     old_number = new_number = 1
     first_changed: int | None = None
-    last_was_change = False
-
-    def context(lines: Sequence[str]) -> None:
-        nonlocal old_number, new_number
-        for line in lines:
-            output.append(f" {old_number:>{width}} {line}")
-            old_number += 1
-            new_number += 1
-
-    def skip(count: int) -> None:
-        nonlocal old_number, new_number
-        output.append(ellipsis)
-        old_number += count
-        new_number += count
-
     for index, (kind, lines) in enumerate(parts):
         if kind != "equal":
-            if first_changed is None:
-                first_changed = new_number
-            for line in lines:
-                if kind == "added":
-                    output.append(f"+{new_number:>{width}} {line}")
-                    new_number += 1
-                else:
-                    output.append(f"-{old_number:>{width}} {line}")
-                    old_number += 1
-            last_was_change = True
+            first_changed = first_changed or new_number
+            sign, number = ("+", new_number) if kind == "added" else ("-", old_number)
+            output.extend(f"{sign}{number + offset:>{width}} {line}" for offset, line in enumerate(lines))
+            new_number += len(lines) if kind == "added" else 0
+            old_number += len(lines) if kind == "removed" else 0
             continue
-        next_is_change = index < len(parts) - 1 and parts[index + 1][0] != "equal"
-        if last_was_change and next_is_change:
-            if len(lines) <= context_lines * 2:
-                context(lines)
-            else:
-                context(lines[:context_lines])
-                skip(len(lines) - 2 * context_lines)
-                context(lines[len(lines) - context_lines :])
-        elif last_was_change:
-            context(lines[:context_lines])
-            if len(lines) > context_lines:
-                skip(len(lines) - context_lines)
-        elif next_is_change:
-            skipped = max(0, len(lines) - context_lines)
-            if skipped:
-                skip(skipped)
-            context(lines[skipped:])
+        # Equal runs lie between changes: context after the change before, before the change after.
+        head = context_lines if index > 0 else 0
+        tail = context_lines if index < len(parts) - 1 else 0
+        if len(parts) == 1:  # no change at all
+            shown: list[int | None] = []
+        elif len(lines) <= head + tail:
+            shown = list(range(len(lines)))
         else:
-            old_number += len(lines)
-            new_number += len(lines)
-        last_was_change = False
+            shown = [*range(head), None, *range(len(lines) - tail, len(lines))]
+        for i in shown:
+            output.append(f" {'':>{width}} ..." if i is None else f" {old_number + i:>{width}} {lines[i]}")
+        old_number += len(lines)
+        new_number += len(lines)
     return "\n".join(output), first_changed
 
 

@@ -50,10 +50,8 @@ class McpManager:
         global _atexit_registered
         self.registry = registry
         self.servers: dict[str, McpServer] = {name: McpServer(config) for name, config in (configs or {}).items()}
-        self._registered: dict[str, list[str]] = {}
-        """Server name → the tool names it put in the registry."""
         self._tool_names: dict[str, dict[str, str]] = {}
-        """Server name → its tool's own name → the name it has in the registry."""
+        """Server name → its tool's own name → the name it has in the registry (the tools it put there)."""
         self._left_out: dict[str, dict[str, str]] = {}
         """Server name → its tool's own name → why it is not in the registry (an invalid schema, say)."""
         self._notices: list[str] = []
@@ -83,10 +81,7 @@ class McpManager:
         otherwise the process group ends at ``close``."""
         if server.state in ("not started", "failed") or self._loop is None:
             return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
+        running = _running_loop()
         if running is self._loop:
             task = running.create_task(server.stop())
             self._stopping.add(task)
@@ -169,25 +164,25 @@ class McpManager:
     def _register(self, server: McpServer) -> None:
         if self.registry is None:
             return
-        own = set(self._registered.get(server.name, []))
+        own = set(self._tool_names.get(server.name, {}).values())
         taken = set(self.registry.names()) - own
         definitions: list[tuple[str, ToolDefinition]] = []
-        chosen: dict[str, str] = {}
         left_out: dict[str, str] = {}
+
+        def leave_out(tool: str, why: str) -> None:
+            left_out[tool] = why
+            self._notice(f'MCP server "{server.name}": its tool "{tool}" is left out: {why}')
+
         for tool in server.tools:
             try:
                 definition = tool_definition(server.config, tool, self.call)
             except Exception as error:  # noqa: BLE001 - an invalid schema, a name providers refuse: this tool only
-                left_out[tool.name] = _one_line(error)
-                self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is left out: {_one_line(error)}')
+                leave_out(tool.name, _one_line(error))
                 continue
             if definition.name in taken:
                 unique = unique_tool_name(server.name, tool.name)
                 if unique in taken:
-                    left_out[tool.name] = f"the names {definition.name} and {unique} are taken"
-                    self._notice(
-                        f'MCP server "{server.name}": its tool "{tool.name}" is left out: {left_out[tool.name]}'
-                    )
+                    leave_out(tool.name, f"the names {definition.name} and {unique} are taken")
                     continue
                 self._notice(
                     f'MCP server "{server.name}": its tool "{tool.name}" is named {unique}, '
@@ -199,24 +194,20 @@ class McpManager:
         for stale in own - {definition.name for _, definition in definitions}:
             if stale in self.registry:
                 self.registry.remove(stale)
-        names: list[str] = []
+        chosen: dict[str, str] = {}
         for own_name, definition in definitions:
             try:  # the registry (or a listener of it) may refuse one tool: that tool only is left out
                 self.registry.add(definition)
             except Exception as error:  # noqa: BLE001
-                left_out[own_name] = _one_line(error)
-                self._notice(f'MCP server "{server.name}": its tool "{own_name}" is left out: {_one_line(error)}')
+                leave_out(own_name, _one_line(error))
                 continue
-            names.append(definition.name)
             chosen[own_name] = definition.name
-        self._registered[server.name] = names
         self._tool_names[server.name] = chosen
         self._left_out[server.name] = left_out
 
     def _unregister(self, server_name: str) -> None:
-        self._tool_names.pop(server_name, None)
         self._left_out.pop(server_name, None)
-        for name in self._registered.pop(server_name, []):
+        for name in self._tool_names.pop(server_name, {}).values():
             if self.registry is not None and name in self.registry:
                 self.registry.remove(name)
 
@@ -302,10 +293,7 @@ class McpManager:
         loop, self._loop = self._loop, None
         servers = list(self.servers.values())
         if loop is not None and not loop.is_closed() and any(s.state != "not started" for s in servers):
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
+            running = _running_loop()
             try:
                 if loop.is_running() and running is not loop:
                     asyncio.run_coroutine_threadsafe(_stop_all(servers), loop).result(CLOSE_SECONDS)
@@ -314,6 +302,13 @@ class McpManager:
             except Exception:  # noqa: BLE001 - shutting down: the groups are killed below anyway
                 pass
         kill_all_groups()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _one_line(error: BaseException) -> str:

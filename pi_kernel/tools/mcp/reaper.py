@@ -16,16 +16,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterable
 
 GRACE_SECONDS = 1.0
-
-
-def _signal(groups: set[int], number: int) -> None:
-    for pgid in groups:
-        try:
-            os.killpg(pgid, number)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _tagged(tags: set[str]) -> list[int]:
@@ -42,10 +35,10 @@ def _tagged(tags: set[str]) -> list[int]:
     return found
 
 
-def _kill(pids: list[int], number: int) -> None:
+def _kill(pids: Iterable[int], number: int, send: Callable[[int, int], None] = os.kill) -> None:
     for pid in pids:
         try:
-            os.kill(pid, number)
+            send(pid, number)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -63,10 +56,10 @@ def main() -> None:
             (tags.add if kind == "tag" else tags.discard)(tag)
     if groups or tags:
         tagged = _tagged(tags)
-        _signal(groups, signal.SIGTERM)
+        _kill(groups, signal.SIGTERM, os.killpg)
         _kill(tagged, signal.SIGTERM)
         time.sleep(GRACE_SECONDS)
-        _signal(groups, signal.SIGKILL)
+        _kill(groups, signal.SIGKILL, os.killpg)
         _kill(tagged + _tagged(tags), signal.SIGKILL)
 
 

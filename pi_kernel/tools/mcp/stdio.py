@@ -79,8 +79,9 @@ _reaper: subprocess.Popen[bytes] | None = None
 _reaper_lock = threading.Lock()
 
 
-def _tell_reaper(line: str) -> None:
-    """``+PGID`` / ``-PGID`` to the reaper (started on first use); a reaper that is gone is restarted once."""
+def _tell_reaper(*lines: str) -> None:
+    """``+PGID`` / ``-PGID``, ``tag``/``untag TAG`` to the reaper (started on first use); a reaper that is gone
+    is restarted once."""
     global _reaper
     with _reaper_lock:
         for _ in range(2):
@@ -91,7 +92,7 @@ def _tell_reaper(line: str) -> None:
                 )
             try:
                 assert _reaper.stdin is not None
-                _reaper.stdin.write(f"{line}\n".encode())
+                _reaper.stdin.write("".join(f"{line}\n" for line in lines).encode())
                 _reaper.stdin.flush()
                 return
             except OSError:
@@ -102,8 +103,7 @@ def kill_all_groups() -> None:
     """SIGKILL every live server group and tagged process: the kernel is exiting (no loop needed, safe to
     call twice)."""
     for pgid in list(LIVE_GROUPS):
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+        _signal_all([pgid], signal.SIGKILL, os.killpg)
         LIVE_GROUPS.discard(pgid)
     for tag in list(LIVE_TAGS):
         _signal_all(descendants(None, tag), signal.SIGKILL)
@@ -145,10 +145,11 @@ def descendants(root: int | None, tag: str) -> list[int]:
     return sorted(found)
 
 
-def _signal_all(pids: list[int], number: int) -> None:
+def _signal_all(pids: list[int], number: int, send: Callable[[int, int], None] = os.kill) -> None:
+    """Signal each process (``send=os.killpg``: each process group) that is still there."""
     for pid in pids:
         with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, number)
+            send(pid, number)
 
 
 class StdioProcess:
@@ -209,8 +210,7 @@ async def stdio_transport(
     )
     LIVE_GROUPS.add(process.pid)
     LIVE_TAGS.add(tag)
-    _tell_reaper(f"+{process.pid}")
-    _tell_reaper(f"tag {tag}")
+    _tell_reaper(f"+{process.pid}", f"tag {tag}")
     server = StdioProcess(process, tag)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -293,22 +293,19 @@ async def stdio_transport(
                 await _end_descendants(process, tag)
         LIVE_GROUPS.discard(process.pid)
         LIVE_TAGS.discard(tag)
-        _tell_reaper(f"-{process.pid}")
-        _tell_reaper(f"untag {tag}")
+        _tell_reaper(f"-{process.pid}", f"untag {tag}")
 
 
 async def _end_descendants(process: Process, tag: str) -> None:
     """End the server (if it still runs), its group and every descendant (``descendants``)."""
     found = descendants(process.pid, tag)
     if process.returncode is None:
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGTERM)
+        _signal_all([process.pid], signal.SIGTERM, os.killpg)
     _signal_all(found, signal.SIGTERM)
     with anyio.move_on_after(TERM_GRACE_SECONDS):
         while descendants(None, tag) or process.returncode is None:
             await anyio.sleep(0.05)
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    _signal_all([process.pid], signal.SIGKILL, os.killpg)
     _signal_all(descendants(process.pid, tag) + found, signal.SIGKILL)
     with anyio.move_on_after(TERM_GRACE_SECONDS):
         await process.wait()

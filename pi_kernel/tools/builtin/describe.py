@@ -22,6 +22,7 @@ column), so a description of a large frame stays cheap.
 from __future__ import annotations
 
 import collections
+import difflib
 import inspect
 import itertools
 import os
@@ -287,8 +288,6 @@ def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
 
 
 def close_matches(name: str, namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[str]:
-    import difflib
-
     names = [candidate for candidate, _value in user_variables(namespace, hidden)]
     return difflib.get_close_matches(name, names, n=5, cutoff=0.5)
 
@@ -417,35 +416,30 @@ class Describer:
             except (TypeError, ValueError):
                 pass
         doc = class_attribute(cls, "__doc__")
-        text = inspect.cleandoc(exact_text(doc)) if has_base(doc, str) else ""
-        summary = text.strip().split("\n\n")[0] if text else "(no docstring)"
-        return f"{name}: class {class_name(cls)}{signature}\n{clip(summary, 1500)}"
+        summary = _first_paragraph(inspect.cleandoc(exact_text(doc)) if has_base(doc, str) else "")
+        return f"{name}: class {class_name(cls)}{signature}\n{summary}"
 
     def _callable(self, name: str, value: Any) -> str:
-        kind = "function"
         try:
             signature = str(inspect.signature(value))
         except (TypeError, ValueError):
             signature = "(...)"
-        doc = inspect.getdoc(value) or ""
-        summary = doc.strip().split("\n\n")[0] if doc else "(no docstring)"
-        return f"{name}: {kind} {getattr(value, '__qualname__', name)}{signature}\n{clip(summary, 1500)}"
+        summary = _first_paragraph(inspect.getdoc(value) or "")
+        return f"{name}: function {getattr(value, '__qualname__', name)}{signature}\n{summary}"
+
+
+def _first_paragraph(doc: str) -> str:
+    return clip(doc.strip().split("\n\n")[0], 1500) if doc.strip() else "(no docstring)"
 
 
 def variable_summary(value: Any, caller: SafeCaller | None = None) -> str:
     """``type shape`` and a DataFrame's column names: one short line; static reads, and library code (a
     DataFrame's shape and columns) with ``caller``'s time limit (no ``caller``: none)."""
-    parts = [type_name(value)]
-    shape = shape_of(value, caller)
-    if shape:
-        parts.append(shape)
     try:
         columns = caller.call(lambda: columns_of(value, 12)) if caller and is_array_like(value) else ""
     except BaseException:  # noqa: BLE001 - an odd frame-like object
         columns = ""
-    if columns:
-        parts.append(columns)
-    return " ".join(parts)
+    return " ".join(part for part in (type_name(value), shape_of(value, caller), columns) if part)
 
 
 _ROUTINES = (

@@ -67,11 +67,7 @@ def format_seconds(seconds: float) -> str:
 
 
 class CommandStopped(Exception):
-    """The command ended by timeout or abort (``reason``: ``"timeout"`` or ``"aborted"``)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """The command ended by timeout or abort (the message: ``"timeout"`` or ``"aborted"``)."""
 
 
 def create_bash_tool(
@@ -120,7 +116,7 @@ def create_bash_tool(
         except CommandStopped as stopped:
             output, _details = spool.final()
             prefix = "" if output == "(no output)" else f"{output}\n\n"
-            if stopped.reason == "aborted":
+            if str(stopped) == "aborted":
                 raise RuntimeError(f"{prefix}Command aborted") from None
             raise RuntimeError(
                 f"{prefix}Command timed out after {format_seconds(params.timeout or 0)} seconds"
@@ -274,10 +270,8 @@ async def _terminate_group(pgid: int, exited: asyncio.Future[None]) -> None:
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal_name(number: int) -> str:
@@ -285,6 +279,3 @@ def _signal_name(number: int) -> str:
         return signals.Signals(number).name
     except ValueError:
         return "unknown signal"
-
-
-__all__ = ["BashParams", "CommandStopped", "create_bash_tool", "default_shell", "format_seconds", "run_command"]

@@ -23,8 +23,9 @@ from pydantic import BaseModel, Field
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.builtin.describe import clip, describe_limit
+from pi_kernel.tools.builtin.notebook_edits import read_refs
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import CellInfo, CellLike, NotebookDocument, resolve_ref
+from pi_kernel.tools.notebook_document import CellInfo, CellLike, NotebookDocument
 from pi_kernel.tools.paths import environment_secrets, masked
 
 DEFAULT_LAST = 5
@@ -183,13 +184,8 @@ async def document_cells(document: NotebookDocument, params: CellsParams) -> Age
     """The ``cells`` tool over the live notebook document."""
     running = document.running_cell_id
     if params.cell is not None:
-        index = await document.read(max_chars=1)
-        named = resolve_ref(params.cell, index)
-        whole = await document.read([named.id])
-        if not whole:
-            raise ValueError(f"Cell {named.position} went away while being read; use cells to see the notebook.")
-        text = format_whole(whole[0], running)
-        return AgentToolResult([TextContent(text)], details={"cell": named.id})
+        _, (cell,) = await read_refs(document, [params.cell])
+        return AgentToolResult([TextContent(format_whole(cell, running))], details={"cell": cell.id})
     cells = await document.read(max_chars=LIST_SOURCE_CHARS)
     text = format_listing(cells, running, params.start)
     return AgentToolResult([TextContent(text)], details={"cells": len(cells)})

@@ -144,21 +144,10 @@ def checked_diff(diff: str) -> str:
     return diff
 
 
-def record(
-    ctx: ToolContext,
-    kind: Literal["edit", "insert", "delete"],
-    cell_id: str,
-    index: int,
-    cell_type: str,
-    before: Any,
-    after: Any,
-    after_id: str | None = None,
-) -> None:
+def record(ctx: ToolContext, change: NotebookChange) -> None:
     """Note an applied change in the turn's undo journal, when there is one."""
-    journal = ctx.journal
-    if journal is None:
-        return
-    journal.record_notebook_change(NotebookChange(kind, cell_id, index, cell_type, before, after, after_id))
+    if ctx.journal is not None:
+        ctx.journal.record_notebook_change(change)
 
 
 # -- edit_cell --------------------------------------------------------------------------------
@@ -196,7 +185,7 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
 
     async def apply(notebook: NotebookDocument, context: ToolContext) -> str:
         await notebook.edit(cell.id, before, after)
-        record(context, "edit", cell.id, cell.index, cell.type, before, after)
+        record(context, NotebookChange("edit", cell.id, cell.index, cell.type, before, after))
         return f"Edited cell {cell.position} (id {cell.id})."
 
     return Plan(f"edit cell {title}", checked_diff(cell_diff(before, after, title)), apply, cell.id)
@@ -232,7 +221,7 @@ async def plan_insert(params: InsertCellsParams, ctx: ToolContext) -> Plan:
         at = await _insert_index(notebook, anchor)
         ids = await notebook.insert(at, new)
         for offset, (cell_id, (kind, source)) in enumerate(zip(ids, new, strict=False)):
-            record(context, "insert", cell_id, at + offset, kind, None, source)
+            record(context, NotebookChange("insert", cell_id, at + offset, kind, None, source))
         shown = ", ".join(f"#{at + offset + 1} (id {cell_id})" for offset, cell_id in enumerate(ids))
         placed = where if anchor is None or at == anchor.index + 1 else f"after {anchor.id} (now #{at})"
         return f"Inserted {len(ids)} cell(s) {placed}: {shown}."
@@ -275,7 +264,7 @@ async def plan_delete(params: DeleteCellsParams, ctx: ToolContext) -> Plan:
         await notebook.delete([cell.id for cell in cells], [cell.source for cell in cells])
         for cell in sorted(cells, key=lambda c: c.index, reverse=True):  # undone lowest first, each after its neighbour
             neighbour = index[cell.index - 1].id if 0 < cell.index <= len(index) else FIRST
-            record(context, "delete", cell.id, cell.index, cell.type, cell.source, None, neighbour)
+            record(context, NotebookChange("delete", cell.id, cell.index, cell.type, cell.source, None, neighbour))
         return f"Deleted {len(cells)} cell(s): {', '.join(cell.position for cell in cells)}."
 
     title = "delete " + ", ".join(cell.title() for cell in cells)

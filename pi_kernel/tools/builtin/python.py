@@ -185,11 +185,15 @@ def run_python(
     """
     removed_callbacks: list[str] = []
     spool = OutputSpool("pi-python")
-    throttle = _UpdateThrottle(on_update)
+    last_update = 0.0
 
     def on_text(text: str) -> None:
+        nonlocal last_update
         spool.add(text.encode("utf-8", "replace"))
-        throttle.maybe_send(capture)
+        if on_update is not None and time.monotonic() - last_update >= UPDATE_INTERVAL_SECONDS:
+            last_update = time.monotonic()
+            with contextlib.suppress(Exception):  # a broken listener must not break the user's code
+                on_update(AgentToolResult([], details={"outputs": [dict(output) for output in capture.outputs]}))
 
     with _agent_code_run(code, namespace, signal, journal, removed_callbacks), capturing(on_text) as capture:
         run_number = next(_run_numbers)
@@ -294,22 +298,6 @@ def run_notebook_cell(
         outputs.append(error_output)
         text = f"{text}\n{error}" if text else error
     return outputs, text, error_output
-
-
-class _UpdateThrottle:
-    def __init__(self, on_update: Callable[[AgentToolResult], None] | None) -> None:
-        self._on_update = on_update
-        self._last = 0.0
-
-    def maybe_send(self, capture: OutputCapture) -> None:
-        now = time.monotonic()
-        if self._on_update is None or now - self._last < UPDATE_INTERVAL_SECONDS:
-            return
-        self._last = now
-        try:
-            self._on_update(AgentToolResult([], details={"outputs": [dict(output) for output in capture.outputs]}))
-        except Exception:  # noqa: BLE001 - a broken listener must not break the user's code
-            pass
 
 
 def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:

@@ -55,18 +55,17 @@ class McpToolError(RuntimeError):
 def tool_name(server: str, tool: str) -> str:
     """``<server>__<tool>``, safe for providers, at most 64 characters."""
     name = _REFUSED.sub("_", f"{server}{SEPARATOR}{tool}")
-    if len(name) <= MAX_TOOL_NAME:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+    return name if len(name) <= MAX_TOOL_NAME else _hashed(name, name)
 
 
 def unique_tool_name(server: str, tool: str) -> str:
     """A name for a tool whose ``tool_name`` is taken: cut as needed, ending with a hash of the
     server's and the tool's own names (distinct for distinct tools, stable across restarts)."""
-    name = _REFUSED.sub("_", f"{server}{SEPARATOR}{tool}")
-    digest = hashlib.sha1(f"{server}\0{tool}".encode()).hexdigest()[:8]
-    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+    return _hashed(_REFUSED.sub("_", f"{server}{SEPARATOR}{tool}"), f"{server}\0{tool}")
+
+
+def _hashed(name: str, hashed: str) -> str:
+    return f"{name[: MAX_TOOL_NAME - 9]}_{hashlib.sha1(hashed.encode()).hexdigest()[:8]}"
 
 
 def parameters_of(tool: mcp_types.Tool) -> dict[str, Any]:

@@ -1,29 +1,21 @@
-"""Tool output cut as pi cuts it: ``truncate_head`` / ``truncate_tail`` with pi's limits and wording, and
-command output kept as pi's ``bash`` keeps it: a rolling tail in memory, all of it on disk when long.
+"""Tool output cut as pi cuts it (port of pi's ``truncate.ts``), and command output kept as pi's ``bash``
+keeps it: a rolling tail in memory, all of it in a temp file when long.
 
-Used by ``bash`` (streamed chunks) and ``python`` (one block of text). The
-model gets the tail (``truncate_tail``: last 2000 lines / 50 KB) with pi's
-trailer naming the temp file that holds the full output.
+**Truncation**: two independent limits, whichever is hit first: ``DEFAULT_MAX_LINES`` lines and
+``DEFAULT_MAX_BYTES`` bytes of UTF-8. ``truncate_head`` keeps the start (file reads), ``truncate_tail``
+the end (command output, where errors and results are). Neither returns a partial line, except
+``truncate_tail`` when the last line alone is over the byte limit (then its end is kept).
+``TruncationResult.to_dict()`` is ``details["truncation"]``, so the UI can say what was cut.
 
-Memory keeps only the last ~100 KB, so the totals in the trailer and in
-``details["truncation"]`` (lines, bytes) are counted as chunks arrive, not
-taken from the kept tail: ``seq 1 50000`` must say "of 50001", not the
-number of lines that happen to be in memory.
+**OutputSpool** (``bash``'s streamed chunks, ``python``'s text): the model gets the tail with pi's
+trailer naming the temp file that holds the full output. Memory keeps only the last ~100 KB, so the
+totals in the trailer and in ``details["truncation"]`` are counted as chunks arrive, not taken from the
+kept tail: ``seq 1 50000`` must say "of 50001", not the number of lines that happen to be in memory.
 
-The temp file is private and short-lived: it is created with mode 0600 in a
-folder of this process only (mode 0700, ``spool_folder``), its text is masked
-(``paths.MaskedStream``: key values, URL credentials, ``sk-`` keys) when the
-command ends, and the folder is removed when the process exits (the trailer
-names the file so that the model can read it during the session).
-
-**Truncation** (port of pi's ``truncate.ts``): two independent limits, whichever
-is hit first: ``DEFAULT_MAX_LINES`` lines and ``DEFAULT_MAX_BYTES`` bytes of UTF-8. ``truncate_head`` keeps the start
-(file reads), ``truncate_tail`` the end (command output, where errors and
-results are). Neither returns a partial line, except ``truncate_tail`` when
-the last line alone is over the byte limit (then its end is kept).
-
-``TruncationResult`` is what the tools put in ``details["truncation"]`` (as a
-dict, snake_case keys) so the UI can say what was cut.
+The temp file is private and short-lived: it is created with mode 0600 in a folder of this process only
+(mode 0700, ``spool_folder``), its text is masked (``paths.MaskedStream``: key values, URL credentials,
+``sk-`` keys) when the command ends, and the folder is removed when the process exits (the trailer names
+the file so that the model can read it during the session).
 """
 
 from __future__ import annotations

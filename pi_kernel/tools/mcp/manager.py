@@ -5,23 +5,19 @@ the event loop that started it: in a kernel, the kernel's own loop, where
 every ``%%pi`` turn runs too (``pi_kernel.kernel.cell_runner``); in IPython
 outside a kernel, IPython's asyncio loop. So a tool call is a plain ``await``
 (an abort cancels it, which tells the server ``notifications/cancelled``): no
-thread, no loop of the manager's own, no hop between loops. What waits for a
-server (``ensure_started``, ``remove``, ``restart``, ``call``) is a coroutine,
-awaited on that loop; ``add`` only records a server (it starts with the next
-``ensure_started``). A call from another loop is refused with a clear error.
-``close`` (kernel shutdown, from any thread) stops the servers on their loop
-if it can and always ends their process groups. (A turn on another loop, a
-kernel subshell's, gets a clear error from their tools and a notice.)
+thread, no loop of the manager's own, no hop between loops. A call from
+another loop (a kernel subshell's turn) is refused with a clear error.
 
-Servers start lazily: ``ensure_started`` (before each ``%%pi`` turn) starts
-those not started yet, concurrently, and registers their tools in the
-session's ``ToolRegistry`` as ``<server>__<tool>`` (``adapt.py``). A server
-that fails leaves a notice (``take_notices``) and the others keep working;
-so does a tool whose definition cannot be made (an invalid input schema, say):
-it is left out with a one-line notice naming it, its server's other tools are
-registered, and ``%pi mcp`` lists it as left out, with why.
-``close`` stops every server and ends their process groups and every
-descendant (``stdio.py``); ``atexit`` ends what is left if the kernel exits without closing.
+Servers start lazily: ``add`` only records a server; ``ensure_started``
+(before each ``%%pi`` turn) starts those not started yet, concurrently, and
+registers their tools in the session's ``ToolRegistry`` as
+``<server>__<tool>`` (``adapt.py``). A server that fails leaves a notice
+(``take_notices``) and the others keep working; so does a tool whose
+definition cannot be made (an invalid input schema, say): it is left out with
+a one-line notice naming it, and ``%pi mcp`` lists it as left out, with why.
+``close`` (kernel shutdown, from any thread) stops the servers and ends their
+process groups and every descendant (``stdio.py``); ``atexit`` ends what is
+left if the kernel exits without closing.
 """
 
 from __future__ import annotations
@@ -284,12 +280,9 @@ class McpManager:
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Stop every server (kernel shutdown, from any thread); never raises, safe to call twice.
-
-        The servers stop on their loop when it can still run them: awaited from another thread while it runs
-        (``run_coroutine_threadsafe``, the one hop left: ipykernel shuts down on its control thread), run to
-        the end when it is idle; on that loop's own thread nothing can wait for it. Their process groups end
-        in every case (``kill_all_groups``)."""
+        """Stop every server; never raises, safe to call twice. On their loop when it can still run them
+        (from ipykernel's control thread while it runs; to the end when idle); their process groups end in
+        every case (``kill_all_groups``)."""
         loop, self._loop = self._loop, None
         servers = list(self.servers.values())
         if loop is not None and not loop.is_closed() and any(s.state != "not started" for s in servers):

@@ -1,32 +1,24 @@
 """The stdio transport of an MCP server: a child process in its own process group.
 
-The SDK's ``stdio_client`` ends a server by closing its stdin and kills the
-process tree only when the server outlives a grace period, so a server that
-exits on time leaves the processes it started behind; it also writes the
-server's stderr to ``sys.stderr``, which in a kernel has no file descriptor.
-This transport is the same exchange (newline-delimited JSON-RPC on the
-server's stdin/stdout, the SDK's ``SessionMessage``, the SDK's default
-environment: no API key of the kernel's environment reaches a server unless
-its ``env`` names it), with three differences:
+The SDK's ``stdio_client`` ends a server by closing its stdin and kills the process tree only when the
+server outlives a grace period, so a server that exits on time leaves the processes it started behind;
+it also writes the server's stderr to ``sys.stderr``, which in a kernel has no file descriptor. This
+transport is the same exchange (newline-delimited JSON-RPC, the SDK's ``SessionMessage``, the SDK's
+default environment: no API key of the kernel's environment reaches a server unless its ``env`` names
+it), except that:
 
-- the server's stderr is read into memory, its last ``STDERR_KEPT_CHARS``
-  kept (a server that writes without end costs nothing more), whose tail
-  explains a failed start (also of a server that exited at once) or a crash
-  (``StdioProcess.stderr_tail``);
-- on close the whole process group is ended (SIGTERM, then SIGKILL) after
-  the server had its chance to exit, and then every descendant, also one
-  that left the group with ``setsid()`` (even after its parent exited): each
-  server's environment carries a tag (``TAG_VARIABLE``) that what it starts
-  inherits, so they are found by it in ``/proc``, and by their parents too;
-- a reply the SDK cannot parse (nested too deep, say) or longer than
-  ``MAX_LINE_CHARS`` answers its request at once with a JSON-RPC error
-  instead of leaving it to wait for its timeout; lines are gathered in
-  pieces (linear time), an oversized one is not kept;
-- every live group is also recorded in ``LIVE_GROUPS`` so that the kernel's
-  exit (``kill_all_groups``, run at shutdown and by ``atexit``) ends them even
-  when no event loop runs any more, and told to the reaper (``reaper.py``, a
-  small process started with the first server) which ends them, and the
-  tagged processes, when the kernel dies without a word (SIGKILL).
+- the last ``STDERR_KEPT_CHARS`` of the server's stderr are kept in memory, whose tail explains a failed
+  start or a crash (``StdioProcess.stderr_tail``);
+- on close the whole process group is ended (SIGTERM, then SIGKILL) after the server had its chance to
+  exit, and then every descendant, also one that left the group with ``setsid()``: each server's
+  environment carries a tag (``TAG_VARIABLE``) that what it starts inherits, found in ``/proc``;
+- a reply the SDK cannot parse (nested too deep, say) or longer than ``MAX_LINE_CHARS`` answers its
+  request at once with a JSON-RPC error instead of leaving it to wait for its timeout; lines are gathered
+  in pieces (linear time), an oversized one is not kept;
+- every live group and tag is recorded (``LIVE_GROUPS``, ``LIVE_TAGS``) so that the kernel's exit
+  (``kill_all_groups``, at shutdown and by ``atexit``) ends them without an event loop, and told to the
+  reaper (``reaper.py``, started with the first server), which ends them when the kernel dies without a
+  word (SIGKILL).
 """
 
 from __future__ import annotations
@@ -224,9 +216,8 @@ async def stdio_transport(
         try:
             async with read_writer:
                 async for chunk in TextReceiveStream(process.stdout, encoding="utf-8", errors="replace"):
-                    start = 0
-                    while (end := chunk.find("\n", start)) >= 0:
-                        piece, start = chunk[start:end], end + 1
+                    *ended, rest = chunk.split("\n")
+                    for piece in ended:
                         if head is not None:
                             message: SessionMessage | Exception | None = _refuse(head, "longer than 16 MB")
                         else:
@@ -235,7 +226,6 @@ async def stdio_transport(
                         pieces, size, head = [], 0, None
                         if message is not None:
                             await read_writer.send(message)
-                    rest = chunk[start:]
                     if head is None and rest:
                         pieces.append(rest)
                         size += len(rest)

@@ -7,11 +7,8 @@ start of its source and a summary of its outputs, bounded to about
 shown as a window (around the running ``%%pi`` cell, or from ``start``) with
 the number of cells left out. ``{"cell": ref}`` gives one cell whole.
 
-Without it: the tools layer does not know the kernel: the host puts a ``CellSource``
-(anything with ``recent(last)`` returning ``CellLike`` records, see
-``tools.notebook_document``) in ``ctx.cell_history`` (the kernel's
-``notebook_context.CellHistory``). The tool only reads, so it never
-asks for approval and runs in the ``read-only`` approval mode.
+Without it, the recent cells of ``ctx.cell_history`` (the kernel's ``notebook_context.CellHistory``).
+The tool only reads, so it never asks for approval and runs in the ``read-only`` approval mode.
 """
 
 from __future__ import annotations

@@ -175,18 +175,12 @@ _BOUNDED_TYPES = (list, tuple, dict, set, frozenset, collections.deque, str, byt
 
 
 def preview_repr(value: Any) -> str:
-    """A bounded ``repr``: built-in containers, strings and ints (and their subclasses that keep the built-in's
-    ``repr``) show their first items only (their ``repr`` runs in C, which the time limit cannot stop, and may
-    be hundreds of MB); anything else its own ``repr`` (user code: call it under a time limit). A ``repr``
-    that prints ``os.environ`` (a ``SimpleNamespace`` or dataclass holding it) is not shown."""
+    """A bounded ``repr`` (see the module docstring; anything but built-ins runs its own ``repr``: call it under
+    a time limit). A ``repr`` that prints ``os.environ`` (a ``SimpleNamespace`` holding it) is not shown."""
     text = _BOUNDED.repr(value)
-    if _ENVIRON_SHOWN in text:
+    if "environ({" in text:  # how repr(os.environ) begins
         return f"<{type_name(value)} that holds os.environ: not shown, it holds the keys>"
     return text
-
-
-_ENVIRON_SHOWN = "environ({"
-"""How ``repr(os.environ)`` begins."""
 
 
 def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str] | None = None) -> str:

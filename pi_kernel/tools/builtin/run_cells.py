@@ -1,31 +1,20 @@
 """``run_cells``: run notebook cells in the kernel, their outputs shown in those cells, as if the user ran them.
 
-The front-end cannot run a cell while the ``%%pi`` cell executes (the run would
-queue behind it: a tool waiting for it deadlocks), so the tool runs each
-cell's code itself, the way the ``python`` tool does (``run_notebook_cell``:
-on the main thread in a kernel, where an interrupt stops it), captures its
-outputs as nbformat outputs (stream, execute_result, display_data, error) and
-sends them to the cell (``set_outputs``) with the ``%%pi`` cell's own execution
-count (``_running_count``). It
-stops at the first cell that raises, as "run all" does. IPython syntax
-(``%magic``, ``!cmd``) is transformed by the shell when there is one. Markdown
-cells are skipped; a ``%%pi`` cell is not run (it would start another turn), nor
-is a cell that runs a ``%pi`` command (``%pi approve auto`` would let the
-agent approve itself; ``runs_pi_magic``). The session refuses commands that
-change the policy or the conversation while a turn runs, too
-(``line_commands.run_line_command``), for code that reaches them otherwise.
-The model gets each cell's output text and error.
+The front-end cannot run a cell while the ``%%pi`` cell executes (the run would queue behind it: a tool
+waiting for it deadlocks), so the tool runs each cell's code itself, as the ``python`` tool does
+(``run_notebook_cell``), and sends its nbformat outputs to the cell (``set_outputs``). It stops at the
+first cell that raises, as "run all" does. IPython syntax (``%magic``, ``!cmd``) is transformed by the
+shell when there is one. Markdown cells are skipped; a ``%%pi`` cell is not run (it would start another
+turn), nor is a cell that runs a ``%pi`` command (``%pi approve auto`` would let the agent approve itself;
+``runs_pi_magic``). The session refuses commands that change the policy or the conversation while a turn
+runs, too (``line_commands.run_line_command``), for code that reaches them otherwise. The approval card
+shows the code that will run; a cell the user changes while the card waits is refused as stale, so what
+runs is what was approved.
 
-Why that count: the cells run inside the ``%%pi`` cell's execution. Taking
-the shell's counter for them (without storing their inputs) made the
-``%%pi`` cell's reply carry a run cell's count and ``In[n]`` stop matching
-the prompts; storing them as inputs would still give the ``%%pi`` cell the
-last run cell's count. So the shell's counter, ``In`` and the history stay as
-the user's own runs left them, and a cell the agent ran shows the number of
-the ``%%pi`` cell that ran it (``In[n]`` is that cell). ``ctx.journal`` (the turn's
-undo journal) sees the code before and after it runs. The approval card shows
-the code that will run (``approval_preview``); a cell the user changes while
-the card waits is refused as stale, so what runs is what was approved.
+The outputs carry the ``%%pi`` cell's own execution count (``_running_count``): taking the shell's counter
+for the cells run made the ``%%pi`` cell's reply carry a run cell's count and ``In[n]`` stop matching the
+prompts; storing them as inputs would still give the ``%%pi`` cell the last run cell's count. So the
+shell's counter, ``In`` and the history stay as the user's own runs left them.
 """
 
 from __future__ import annotations

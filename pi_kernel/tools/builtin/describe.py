@@ -286,8 +286,14 @@ def close_matches(name: str, namespace: Mapping[str, Any], hidden: Iterable[str]
     return difflib.get_close_matches(name, names, n=5, cutoff=0.5)
 
 
-_SUMMARISED = frozenset({"pandas.DataFrame", "pandas.Series", "numpy.ndarray", "polars.DataFrame"})
-"""Types whose description is a real computation (``DESCRIBE_TIMEOUT``); others get ``CALL_TIMEOUT``."""
+_SUMMARIES = {
+    "pandas.DataFrame": "_dataframe",
+    "pandas.Series": "_series",
+    "numpy.ndarray": "_ndarray",
+    "polars.DataFrame": "_polars",
+}
+"""Types whose description is a real computation (``DESCRIBE_TIMEOUT``; others get ``CALL_TIMEOUT``), and the
+``Describer`` method that makes it."""
 
 
 @dataclass
@@ -301,7 +307,7 @@ class Describer:
         if is_secret_value(name, value):
             return f"{name}: {type_name(value)} {shape_of(value, self.caller)}\n{HIDDEN_VALUE}"
         try:
-            timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARISED else None
+            timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARIES else None
             text = self.caller.call(lambda: self._describe(name, value), timeout)
         except CallTimeout as error:
             text = f"{name}: {type_name(value)}\n<description {error}>\n{safe_repr(value, self.caller, 300)}"
@@ -312,14 +318,9 @@ class Describer:
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)
-        if kind == "pandas.DataFrame":
-            return self._dataframe(name, value)
-        if kind == "pandas.Series":
-            return self._series(name, value)
-        if kind == "numpy.ndarray":
-            return self._ndarray(name, value)
-        if kind == "polars.DataFrame":
-            return self._polars(name, value)
+        if kind in _SUMMARIES:
+            summary: str = getattr(self, _SUMMARIES[kind])(name, value)
+            return summary
         if builtin_base(value, BUILTIN_CONTAINERS) is not None:
             return self._collection(name, value)
         if has_base(value, type):

@@ -54,14 +54,9 @@ def builtin_tools(
     names: Iterable[str] | None = None,
     python_namespace: dict[str, Any] | None = None,
 ) -> list[ToolDefinition]:
-    """Fresh definitions of the built-in tools named (all by default), in ``BUILTIN_TOOL_NAMES`` order.
-
-    The tools read cwd, workspace root and namespace from the context they are
-    *called* with (``wrap_tool_definition(defn, ctx)``); ``ctx`` here only
-    supplies ``python``'s fallback namespace (``ctx.namespace``) for calls whose
-    context has none. ``python_namespace`` overrides that fallback. Unknown
-    names raise ``ValueError``.
-    """
+    """Fresh definitions of the built-in tools named (all by default), in ``BUILTIN_TOOL_NAMES`` order;
+    ``ValueError`` for an unknown name. ``python_namespace`` (else ``ctx.namespace``) is ``python``'s namespace
+    for calls whose context has none: the tools read everything else from the context they are called with."""
     wanted = list(BUILTIN_TOOL_NAMES if names is None else names)
     unknown = [name for name in wanted if name not in BUILTIN_TOOL_NAMES]
     if unknown:

@@ -165,9 +165,7 @@ class _ThrottledEmitter:
         if self._on_update is None or not (self._dirty or force):
             return
         self._dirty = False
-        text, details = (
-            self._spool.snapshot() if self._spool.total_bytes else ("", {"truncation": None, "full_output_path": None})
-        )
+        text, details = self._spool.snapshot()
         with contextlib.suppress(Exception):  # a broken listener must not stop the command
             self._on_update(
                 AgentToolResult([TextContent(text)] if text else [], details={"exit_code": None, **details})

@@ -13,7 +13,8 @@ The tool only reads, so it never asks for approval and runs in the ``read-only``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -75,11 +76,7 @@ def create_cells_tool() -> ToolDefinition:
     """The ``cells`` tool (read-only, runs without asking)."""
 
     async def execute(
-        tool_call_id: str,
-        params: CellsParams,
-        signal: AbortSignal | None,
-        on_update: Callable[[AgentToolResult], None] | None,
-        ctx: ToolContext,
+        tool_call_id: str, params: CellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         if ctx.notebook is not None:
             return await document_cells(ctx.notebook, params)

@@ -81,10 +81,8 @@ _LEGACY_KEYS = (("old_text", "new_text"), ("oldText", "newText"))
 
 
 def prepare_edit_arguments(raw: Any) -> Any:
-    """Fold older argument shapes into ``{"path", "edits": [{"old_text", "new_text"}, ...]}``.
-
-    Returns ``raw`` itself when it already has the current shape (or is not an object).
-    """
+    """Fold older argument shapes into ``{"path", "edits": [{"old_text", "new_text"}, ...]}``; ``raw`` itself
+    when it already has that shape (or is not an object)."""
     if not isinstance(raw, dict):
         return raw
     args = dict(raw)
@@ -118,12 +116,6 @@ def _snake_case_edit(edit: Any) -> Any:
     return renamed
 
 
-def _pairs(params: EditParams) -> list[tuple[str, str]]:
-    if not params.edits:
-        raise EditError("Edit tool input is invalid. edits must contain at least one replacement.")
-    return [(edit.old_text, edit.new_text) for edit in params.edits]
-
-
 def _read_for_edit(absolute: str, shown_path: str) -> tuple[str, LineEnding, str]:
     """``(bom, line ending, LF-normalised text)`` of the file; pi's ``File not found`` when unusable."""
     if not os.path.isfile(absolute) or not os.access(absolute, os.R_OK | os.W_OK):
@@ -140,7 +132,9 @@ def create_edit_tool() -> ToolDefinition:
     async def execute(
         tool_call_id: str, params: EditParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
-        pairs = _pairs(params)
+        if not params.edits:
+            raise EditError("Edit tool input is invalid. edits must contain at least one replacement.")
+        pairs = [(edit.old_text, edit.new_text) for edit in params.edits]
         absolute = resolve_tool_path(params.path, ctx)
 
         def edit() -> tuple[str, int | None]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import os
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -169,11 +169,7 @@ def create_inspect_tool() -> ToolDefinition:
     """The ``inspect`` tool (read-only, runs without asking)."""
 
     def execute(
-        tool_call_id: str,
-        params: InspectParams,
-        signal: AbortSignal | None,
-        on_update: Callable[[AgentToolResult], None] | None,
-        ctx: ToolContext,
+        tool_call_id: str, params: InspectParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         namespace = ctx.namespace if ctx.namespace is not None else {}
         text = run_inspect(params.name, namespace, limit=describe_limit(ctx), hidden=set(ctx.hidden_names or ()))

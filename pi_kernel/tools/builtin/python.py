@@ -98,11 +98,8 @@ class PythonParams(BaseModel):
 def create_python_tool(
     *, namespace: dict[str, Any] | None = None, max_images: int = MAX_MODEL_IMAGES
 ) -> ToolDefinition:
-    """The ``python`` tool (asks for approval by default).
-
-    ``namespace``: where code runs when the context has none (default: a
-    private dict kept by this tool); ``max_images``: images sent to the model per call.
-    """
+    """The ``python`` tool. ``namespace``: where code runs when the context has none (default: a private dict
+    kept by this tool); ``max_images``: images sent to the model per call."""
     private: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": builtins}
 
     async def execute(
@@ -177,12 +174,8 @@ def run_python(
     interrupt_on_sigint: bool = False,
     journal: TurnJournal | None = None,
 ) -> AgentToolResult:
-    """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop).
-
-    ``interrupt_on_sigint`` (main thread only): a SIGINT while the code runs raises ``KeyboardInterrupt`` in it.
-    ``journal``: the turn's undo journal, told what the code changes (under the run lock, so no other
-    call changes the namespace meanwhile).
-    """
+    """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop). ``interrupt_on_sigint``
+    (main thread only): a SIGINT raises ``KeyboardInterrupt`` in the code; ``journal``: the turn's undo journal."""
     removed_callbacks: list[str] = []
     spool = OutputSpool("pi-python")
     last_update = 0.0

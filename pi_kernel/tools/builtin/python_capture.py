@@ -133,11 +133,8 @@ _DEFAULT_REPR = re.compile(r"^<[\w.]+ object( at 0x[0-9a-fA-F]+)?>$")
 
 
 def display_text(output: dict[str, Any]) -> str:
-    """What the model reads for a display/execute output.
-
-    Markdown first, then the plain text unless it is only a default
-    ``<X object>`` repr, then HTML or LaTeX source, else the MIME types.
-    """
+    """What the model reads for a display/execute output: Markdown, else the plain text unless it is only a
+    default ``<X object>`` repr, else HTML or LaTeX source, else the MIME types."""
     data = output.get("data", {})
     plain = _text(data.get("text/plain"))
     candidates = (

@@ -116,6 +116,12 @@ def _snake_case_edit(edit: Any) -> Any:
     return renamed
 
 
+def _pairs(params: EditParams) -> list[tuple[str, str]]:
+    if not params.edits:
+        raise EditError("Edit tool input is invalid. edits must contain at least one replacement.")
+    return [(edit.old_text, edit.new_text) for edit in params.edits]
+
+
 def _read_for_edit(absolute: str, shown_path: str) -> tuple[str, LineEnding, str]:
     """``(bom, line ending, LF-normalised text)`` of the file; pi's ``File not found`` when unusable."""
     if not os.path.isfile(absolute) or not os.access(absolute, os.R_OK | os.W_OK):
@@ -132,9 +138,7 @@ def create_edit_tool() -> ToolDefinition:
     async def execute(
         tool_call_id: str, params: EditParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
-        if not params.edits:
-            raise EditError("Edit tool input is invalid. edits must contain at least one replacement.")
-        pairs = [(edit.old_text, edit.new_text) for edit in params.edits]
+        pairs = _pairs(params)
         absolute = resolve_tool_path(params.path, ctx)
 
         def edit() -> tuple[str, int | None]:

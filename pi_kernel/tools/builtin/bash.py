@@ -55,12 +55,6 @@ class BashParams(BaseModel):
     timeout: float | None = Field(default=None, description="Timeout in seconds (optional, no default timeout)")
 
 
-def default_shell() -> str:
-    if os.path.exists("/bin/bash"):
-        return "/bin/bash"
-    return shutil.which("bash") or "sh"
-
-
 def format_seconds(seconds: float) -> str:
     """``5`` for 5.0, ``0.5`` for 0.5 (as JavaScript prints numbers)."""
     return str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
@@ -98,13 +92,14 @@ def create_bash_tool(
         if signal is not None and signal.aborted:
             raise RuntimeError("Command aborted")
         command = f"{command_prefix}\n{params.command}" if command_prefix else params.command
+        program = shell or ("/bin/bash" if os.path.exists("/bin/bash") else shutil.which("bash") or "sh")  # pi's
         environment = tool_environment(env)  # no key variables: ``env``, its /proc/self/environ hold none
         spool = OutputSpool("pi-bash")
         emitter = _ThrottledEmitter(spool, on_update)
         timeout = params.timeout if params.timeout is not None and params.timeout > 0 else None
         try:
             exit_code = await run_command(
-                [shell or default_shell(), "-c", command],
+                [program, "-c", command],
                 cwd,
                 environment,
                 spool,

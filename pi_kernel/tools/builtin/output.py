@@ -173,15 +173,8 @@ def spool_folder() -> str:
     with _folder_lock:
         if _folder is None or not os.path.isdir(_folder):
             _folder = tempfile.mkdtemp(prefix="pi-kernel-")
-            atexit.register(remove_spool_folder, _folder)
+            atexit.register(shutil.rmtree, _folder, ignore_errors=True)
         return _folder
-
-
-def remove_spool_folder(folder: str | None = None) -> None:
-    """Remove the full-output files (``folder``: this process's)."""
-    target = folder or _folder
-    if target:
-        shutil.rmtree(target, ignore_errors=True)
 
 
 def mask_file(path: str, block_size: int = 1 << 20) -> None:

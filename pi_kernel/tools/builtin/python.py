@@ -240,7 +240,8 @@ def _run_in_capture(
 ) -> str | None:
     """Run the cell inside ``capture``; the error text or ``None``; the exception is added to ``errors``."""
     error: str | None = None
-    figures_before = _open_figure_numbers()
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    figures_before = set(pyplot.get_fignums()) if pyplot is not None else set()
     interrupter = Interrupter(signal, on_sigint)
     shown_figure = None
     try:
@@ -356,11 +357,6 @@ def _add_result(capture: OutputCapture, value: Any, is_figure: bool) -> None:
     capture.add_display(data, metadata, output_type="execute_result")
 
 
-def _open_figure_numbers() -> set[int]:
-    pyplot = sys.modules.get("matplotlib.pyplot")
-    return set(pyplot.get_fignums()) if pyplot is not None else set()
-
-
 def _capture_new_figures(capture: OutputCapture, before: set[int], shown: Any) -> None:
     """Render and close figures the code opened and left open (as the inline backend's flush does)."""
     pyplot = sys.modules.get("matplotlib.pyplot")
@@ -453,14 +449,11 @@ def as_cell_code(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-def _is_cell_code(frame: Any) -> bool:
-    return str(frame.f_code.co_filename).startswith("<python-tool-")
-
-
 def _runs_cell_code(frame: Any) -> bool:
     """Whether the cell's code is on the stack from ``frame`` down (it may be calling library code)."""
     while frame is not None:
-        if _is_cell_code(frame) or frame.f_code in (run_coroutine.__code__, as_cell_code.__code__):
+        code = frame.f_code
+        if str(code.co_filename).startswith("<python-tool-") or code in (run_coroutine.__code__, as_cell_code.__code__):
             return True
         frame = frame.f_back
     return False

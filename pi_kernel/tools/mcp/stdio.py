@@ -177,12 +177,6 @@ class StdioProcess:
         return self._stderr_chars
 
 
-def _environment(config: McpServerConfig, tag: str) -> dict[str, str]:
-    """What the SDK passes by default (``HOME``, ``PATH``, ``USER``, ...: no keys of the kernel's
-    environment reach a third-party server), plus the entry's own ``env`` and the server's tag."""
-    return {**get_default_environment(), **config.env, TAG_VARIABLE: tag}
-
-
 @asynccontextmanager
 async def stdio_transport(
     config: McpServerConfig, on_exit: Callable[[StdioProcess], Any] | None = None
@@ -195,7 +189,9 @@ async def stdio_transport(
     tag = secrets.token_hex(8)
     process = await anyio.open_process(
         [config.command, *config.args],
-        env=_environment(config, tag),
+        # The SDK's default environment (HOME, PATH, USER...: no keys of the kernel's reach a third-party
+        # server), the entry's own env, and the tag its descendants inherit.
+        env={**get_default_environment(), **config.env, TAG_VARIABLE: tag},
         stderr=subprocess.PIPE,
         cwd=config.cwd,
         start_new_session=True,
@@ -325,7 +321,8 @@ def _parse(line: str) -> SessionMessage | Exception:
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as error:
-        refused = _refuse(line, f"not a valid reply ({_first_line(error)})")
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        refused = _refuse(line, f"not a valid reply ({first})")
         return refused if refused is not None else error
 
 
@@ -345,7 +342,3 @@ def _refuse(line: str, why: str) -> SessionMessage | None:
         return None
     error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"The server's reply was {why}.")
     return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

@@ -160,17 +160,12 @@ def _as_base(value: Any, base: type, count: int) -> Any:
     return tuple(items or ()) if base is tuple else items  # sets shown as lists of their first items
 
 
-def _bounded_repr() -> reprlib.Repr:
-    bounded = _BoundedRepr()
-    bounded.maxlevel = 3
-    bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 20
-    bounded.maxdeque = bounded.maxarray = 20
-    bounded.maxstring = bounded.maxother = 200
-    bounded.maxlong = 60
-    return bounded
-
-
-_BOUNDED = _bounded_repr()
+_BOUNDED = _BoundedRepr()
+_BOUNDED.maxlevel = 3
+_BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxdict = _BOUNDED.maxset = _BOUNDED.maxfrozenset = 20
+_BOUNDED.maxdeque = _BOUNDED.maxarray = 20
+_BOUNDED.maxstring = _BOUNDED.maxother = 200
+_BOUNDED.maxlong = 60
 _BOUNDED_TYPES = (list, tuple, dict, set, frozenset, collections.deque, str, bytes, bytearray, int)
 
 

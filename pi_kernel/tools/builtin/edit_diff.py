@@ -49,10 +49,7 @@ class EditError(ValueError):
 def detect_line_ending(content: str) -> LineEnding:
     """``\\r\\n`` when the first line break is CRLF, else ``\\n``."""
     lf = content.find("\n")
-    if lf == -1:
-        return "\n"
-    crlf = content.find("\r\n")
-    return "\r\n" if crlf != -1 and crlf < lf else "\n"
+    return "\r\n" if lf > 0 and content[lf - 1] == "\r" else "\n"
 
 
 def normalize_to_lf(text: str) -> str:
@@ -202,8 +199,7 @@ def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> st
     pieces: list[str] = []
     cursor = 0
     for match in matches:
-        pieces.append(content[cursor : match.start])
-        pieces.append(match.new_text)
+        pieces += [content[cursor : match.start], match.new_text]
         cursor = match.end
     pieces.append(content[cursor:])
     new_content = "".join(pieces)

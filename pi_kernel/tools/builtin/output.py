@@ -254,13 +254,10 @@ class OutputSpool:
         """Lines of the whole output, counted as ``text.split("\\n")`` counts them (as ``truncate_tail``)."""
         return self.newlines + 1
 
-    def tail_text(self) -> str:
-        return b"".join(self._chunks).decode("utf-8", "replace")
-
     def _truncate(self) -> TruncationResult:
         """``truncate_tail`` of the kept tail, with the whole output's totals when memory dropped some; a cut
         output gets its file."""
-        truncation = truncate_tail(self.tail_text())
+        truncation = truncate_tail(b"".join(self._chunks).decode("utf-8", "replace"))
         if self._chunk_bytes < self.total_bytes:
             truncation = dataclasses.replace(truncation, total_lines=self.total_lines, total_bytes=self.total_bytes)
         if truncation.truncated:

@@ -113,16 +113,13 @@ class OutputCapture:
 
     def clear(self, wait: bool = False) -> None:
         with self._lock:
-            if wait:
-                self._clear_pending = True
-            else:
-                self._clear_now()
+            self._clear_pending = True
+            if not wait:
+                self._maybe_clear()
 
     def _maybe_clear(self) -> None:
-        if self._clear_pending:
-            self._clear_now()
-
-    def _clear_now(self) -> None:
+        if not self._clear_pending:
+            return
         self._clear_pending = False
         self.outputs.clear()
         self._display_ids.clear()

@@ -86,8 +86,6 @@ class McpServer:
             self._starting = None
 
     async def stop(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
         await self._finish_task()
         if self.state in ("running", "starting"):
             self.state = "stopped"

@@ -134,29 +134,25 @@ def format_listing(cells: Sequence[CellInfo], running: str | None, start: int | 
     secrets = environment_secrets()
     entries = [list_entry(cell, running, secrets) for cell in cells]
     total = len(cells)
+    sizes = [len(entry) + 1 for entry in entries]
     if start is not None:
         first = min(start, total) - 1
-    elif sum(len(entry) + 1 for entry in entries) <= limit:
+    elif sum(sizes) <= limit:
         first = 0
     else:  # around the running cell (what the user works on), else the end
-        anchor = next((cell.index for cell in cells if cell.id == running), total - 1)
-        first, used = anchor, len(entries[anchor]) + 1
-        while first > 0 and used + len(entries[first - 1]) + 1 <= limit * 2 // 3:
+        first = next((cell.index for cell in cells if cell.id == running), total - 1)
+        used = sizes[first]
+        while first > 0 and used + sizes[first - 1] <= limit * 2 // 3:
             first -= 1
-            used += len(entries[first]) + 1
-    shown: list[str] = []
-    used = 0
-    last = first
-    for index in range(first, total):
-        if shown and used + len(entries[index]) + 1 > limit:
-            break
-        shown.append(entries[index])
-        used += len(entries[index]) + 1
-        last = index
-    while start is None and last == total - 1 and first > 0 and used + len(entries[first - 1]) + 1 <= limit:
+            used += sizes[first]
+    last, used = first, sizes[first]
+    while last < total - 1 and used + sizes[last + 1] <= limit:
+        last += 1
+        used += sizes[last]
+    while start is None and last == total - 1 and first > 0 and used + sizes[first - 1] <= limit:
         first -= 1  # the window reached the end: fill the room left with the cells before it
-        shown.insert(0, entries[first])
-        used += len(entries[first]) + 1
+        used += sizes[first]
+    shown = entries[first : last + 1]
     header = f"Notebook: {total} cell(s)"
     if first > 0 or last < total - 1:
         header += (

@@ -224,10 +224,9 @@ def _install() -> None:
     global _active
     with _install_lock:
         _active += 1
-        if not isinstance(sys.stdout, _StreamProxy):
-            sys.stdout = _StreamProxy("stdout", sys.stdout)
-        if not isinstance(sys.stderr, _StreamProxy):
-            sys.stderr = _StreamProxy("stderr", sys.stderr)
+        for name in ("stdout", "stderr"):
+            if not isinstance(getattr(sys, name), _StreamProxy):
+                setattr(sys, name, _StreamProxy(name, getattr(sys, name)))
         shell = current_shell()
         if shell is not None and not isinstance(shell.display_pub, _DisplayPublisherProxy):
             shell.display_pub = _DisplayPublisherProxy(shell.display_pub)
@@ -240,10 +239,9 @@ def _uninstall() -> None:
         _active -= 1
         if _active:
             return
-        if isinstance(sys.stdout, _StreamProxy):
-            sys.stdout = sys.stdout._pi_inner
-        if isinstance(sys.stderr, _StreamProxy):
-            sys.stderr = sys.stderr._pi_inner
+        for name in ("stdout", "stderr"):
+            if isinstance(getattr(sys, name), _StreamProxy):
+                setattr(sys, name, getattr(sys, name)._pi_inner)
         shell = current_shell()
         if shell is not None and isinstance(shell.display_pub, _DisplayPublisherProxy):
             shell.display_pub = shell.display_pub._pi_inner

@@ -14,20 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pi_kernel.tools.builtin.bash import BashParams, create_bash_tool
-from pi_kernel.tools.builtin.cells import CellsParams, create_cells_tool
-from pi_kernel.tools.builtin.edit import EditParams, ReplaceEdit, create_edit_tool, prepare_edit_arguments
-from pi_kernel.tools.builtin.inspect_tool import InspectParams, create_inspect_tool
+from pi_kernel.tools.builtin.bash import create_bash_tool
+from pi_kernel.tools.builtin.cells import create_cells_tool
+from pi_kernel.tools.builtin.edit import create_edit_tool, prepare_edit_arguments
+from pi_kernel.tools.builtin.inspect_tool import create_inspect_tool
 from pi_kernel.tools.builtin.notebook_edits import (
-    BRIDGE_TOOLS,
     create_delete_cells_tool,
     create_edit_cell_tool,
     create_insert_cells_tool,
 )
-from pi_kernel.tools.builtin.python import PythonParams, create_python_tool, run_python
-from pi_kernel.tools.builtin.read import ReadParams, create_read_tool
+from pi_kernel.tools.builtin.python import create_python_tool
+from pi_kernel.tools.builtin.read import create_read_tool
 from pi_kernel.tools.builtin.run_cells import create_run_cells_tool
-from pi_kernel.tools.builtin.write import WriteParams, create_write_tool
+from pi_kernel.tools.builtin.write import create_write_tool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
 _FACTORIES: dict[str, Callable[[], ToolDefinition]] = {
@@ -45,7 +44,7 @@ _FACTORIES: dict[str, Callable[[], ToolDefinition]] = {
 }
 BUILTIN_TOOL_NAMES = tuple(_FACTORIES)
 """In pi's order (read, bash, edit, write), then ``python``, ``inspect``, ``cells`` and the notebook
-bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``BRIDGE_TOOLS``)."""
+bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``notebook_edits.BRIDGE_TOOLS``)."""
 
 
 def builtin_tools(
@@ -70,16 +69,7 @@ def builtin_tools(
 
 
 __all__ = [
-    "BRIDGE_TOOLS",
     "BUILTIN_TOOL_NAMES",
-    "BashParams",
-    "CellsParams",
-    "EditParams",
-    "InspectParams",
-    "PythonParams",
-    "ReadParams",
-    "ReplaceEdit",
-    "WriteParams",
     "builtin_tools",
     "create_bash_tool",
     "create_cells_tool",
@@ -89,5 +79,4 @@ __all__ = [
     "create_read_tool",
     "create_write_tool",
     "prepare_edit_arguments",
-    "run_python",
 ]

@@ -88,20 +88,18 @@ def read_file(absolute: str, params: ReadParams, auto_resize_images: bool = True
 
 
 def _image_result(absolute: str, data: bytes, mime_type: str, auto_resize: bool) -> AgentToolResult:
-    details = {"path": absolute, "mime_type": mime_type}
+    fitted = fit_image(data, mime_type) if auto_resize else None
     if not auto_resize:
-        return AgentToolResult(
-            [
-                TextContent(f"Read image file [{mime_type}]"),
-                ImageContent(base64.b64encode(data).decode("ascii"), mime_type),
-            ],
-            details=details,
-        )
-    fitted = fit_image(data, mime_type)
-    if fitted is None:
-        return AgentToolResult([TextContent(f"Read image file [{mime_type}]\n{IMAGE_OMITTED_NOTE}")], details=details)
-    note = f"Read image file [{fitted.mime_type}]" + (f"\n{fitted.note}" if fitted.note else "")
-    return AgentToolResult([TextContent(note), ImageContent(fitted.data, fitted.mime_type)], details=details)
+        blocks: list[Any] = [
+            TextContent(f"Read image file [{mime_type}]"),
+            ImageContent(base64.b64encode(data).decode("ascii"), mime_type),
+        ]
+    elif fitted is None:
+        blocks = [TextContent(f"Read image file [{mime_type}]\n{IMAGE_OMITTED_NOTE}")]
+    else:
+        note = f"Read image file [{fitted.mime_type}]" + (f"\n{fitted.note}" if fitted.note else "")
+        blocks = [TextContent(note), ImageContent(fitted.data, fitted.mime_type)]
+    return AgentToolResult(blocks, details={"path": absolute, "mime_type": mime_type})
 
 
 def read_text_lines(content: str, params: ReadParams) -> tuple[str, dict[str, Any] | None]:

@@ -150,9 +150,6 @@ def record(ctx: ToolContext, change: NotebookChange) -> None:
         ctx.journal.record_notebook_change(change)
 
 
-# -- edit_cell --------------------------------------------------------------------------------
-
-
 class EditCellParams(BaseModel):
     cell: str = Field(description='The cell: "#N" (its position, 1-based, as on screen) or its id.')
     edits: list[ReplaceEdit] | None = Field(
@@ -189,9 +186,6 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
         return f"Edited cell {cell.position} (id {cell.id})."
 
     return Plan(f"edit cell {title}", checked_diff(cell_diff(before, after, title)), apply, cell.id)
-
-
-# -- insert_cells -----------------------------------------------------------------------------
 
 
 class NewCell(BaseModel):
@@ -245,9 +239,6 @@ async def _insert_index(notebook: NotebookDocument, anchor: CellInfo | None) -> 
     return position + 1
 
 
-# -- delete_cells -----------------------------------------------------------------------------
-
-
 class DeleteCellsParams(BaseModel):
     cells: list[str] = Field(min_length=1, description='The cells to delete: "#N" or ids.')
 
@@ -270,8 +261,6 @@ async def plan_delete(params: DeleteCellsParams, ctx: ToolContext) -> Plan:
     title = "delete " + ", ".join(cell.title() for cell in cells)
     return Plan(title, diff, apply, cells[0].id)
 
-
-# -- the tools --------------------------------------------------------------------------------
 
 Planner = Callable[[Any, ToolContext], Awaitable[Plan]]
 

@@ -390,8 +390,6 @@ def _model_images(outputs: list[dict[str, Any]], limit: int) -> tuple[list[Image
     return images, left_out
 
 
-# -- stopping the code, and top-level await ----------------------------------------------------------------
-
 _RESEND_SECONDS = 0.1
 _CANCEL_GRACE_SECONDS = 1.0
 

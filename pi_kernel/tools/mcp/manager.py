@@ -58,8 +58,6 @@ class McpManager:
             atexit.register(kill_all_groups)
             _atexit_registered = True
 
-    # -- the loop -------------------------------------------------------------------------------
-
     def _here(self) -> asyncio.AbstractEventLoop:
         """The running loop, which must be the servers' loop (the first to start one becomes it)."""
         loop = asyncio.get_running_loop()
@@ -84,8 +82,6 @@ class McpManager:
             task.add_done_callback(self._stopping.discard)
         elif running is None and not self._loop.is_closed() and not self._loop.is_running():
             self._loop.run_until_complete(server.stop())
-
-    # -- servers --------------------------------------------------------------------------------
 
     def names(self) -> list[str]:
         return list(self.servers)
@@ -207,8 +203,6 @@ class McpManager:
             if self.registry is not None and name in self.registry:
                 self.registry.remove(name)
 
-    # -- calls (from the agent's loop) ----------------------------------------------------------
-
     async def call(
         self, server_name: str, tool: str, arguments: dict[str, Any], signal: Any
     ) -> mcp_types.CallToolResult:
@@ -241,8 +235,6 @@ class McpManager:
         finally:
             if before != "running" and server.state == "running":
                 self._register(server)  # restarted by this call: its tools may have changed
-
-    # -- notices, listing, closing --------------------------------------------------------------
 
     def _notice(self, text: str) -> None:
         self._notices.append(text)  # on the servers' loop; read between turns on the same thread

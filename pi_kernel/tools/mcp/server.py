@@ -58,8 +58,6 @@ class McpServer:
         """The stdio server's process id while it runs."""
         return self._process.pid if self._process is not None and self.state == "running" else None
 
-    # -- lifecycle (on the manager's loop) ------------------------------------------------------
-
     async def start(self) -> None:
         """Connect and list the tools; on failure ``state`` is ``failed`` and ``error`` says why."""
         if self.state == "running":
@@ -161,8 +159,6 @@ class McpServer:
                 raise
         finally:
             self._session = None
-
-    # -- calls ----------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """``tools/call``; ``McpServerError`` with a clear text when the server cannot answer."""

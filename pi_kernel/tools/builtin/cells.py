@@ -73,7 +73,6 @@ def format_cells(records: Sequence[CellLike], limit: int) -> str:
 
 
 def create_cells_tool() -> ToolDefinition:
-    """The ``cells`` tool (read-only, runs without asking)."""
 
     async def execute(
         tool_call_id: str, params: CellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
@@ -171,7 +170,6 @@ def format_whole(cell: CellInfo, running: str | None) -> str:
 
 
 async def document_cells(document: NotebookDocument, params: CellsParams) -> AgentToolResult:
-    """The ``cells`` tool over the live notebook document."""
     running = document.running_cell_id
     if params.cell is not None:
         _, (cell,) = await read_refs(document, [params.cell])

@@ -133,8 +133,6 @@ def _read_for_edit(absolute: str, shown_path: str) -> tuple[str, LineEnding, str
 
 
 def create_edit_tool() -> ToolDefinition:
-    """The ``edit`` tool (asks for approval by default)."""
-
     async def execute(
         tool_call_id: str, params: EditParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:

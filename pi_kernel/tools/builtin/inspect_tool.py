@@ -166,8 +166,6 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
 
 
 def create_inspect_tool() -> ToolDefinition:
-    """The ``inspect`` tool (read-only, runs without asking)."""
-
     def execute(
         tool_call_id: str, params: InspectParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:

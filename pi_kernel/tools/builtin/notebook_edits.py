@@ -145,7 +145,6 @@ def checked_diff(diff: str) -> str:
 
 
 def record(ctx: ToolContext, change: NotebookChange) -> None:
-    """Note an applied change in the turn's undo journal, when there is one."""
     if ctx.journal is not None:
         ctx.journal.record_notebook_change(change)
 

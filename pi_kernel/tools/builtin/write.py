@@ -32,8 +32,6 @@ class WriteParams(BaseModel):
 
 
 def create_write_tool() -> ToolDefinition:
-    """The ``write`` tool (asks for approval by default)."""
-
     async def execute(
         tool_call_id: str, params: WriteParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:

@@ -297,7 +297,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _one_line(error: BaseException) -> str:
-    """An error in one line of at most 200 characters."""
     text = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return text if len(text) <= 200 else text[:197] + "..."
 

@@ -39,8 +39,6 @@ escape the per-server rules (``<server>__*=deny``)."""
 
 @dataclass(frozen=True)
 class McpServerConfig:
-    """One configured MCP server."""
-
     name: str
     command: str | None = None
     """stdio: the executable (looked up on ``PATH``)."""

@@ -145,8 +145,6 @@ def _signal_all(pids: list[int], number: int, send: Callable[[int, int], None] =
 
 
 class StdioProcess:
-    """What the transport knows of its server process."""
-
     def __init__(self, process: Process, tag: str) -> None:
         self.process = process
         self.tag = tag

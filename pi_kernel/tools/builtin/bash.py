@@ -1,28 +1,23 @@
 """The ``bash`` tool: run a command, stream its output, stop it on timeout or abort.
 
-Port of pi's ``bash.ts``. The command runs as ``<shell> -c <command>`` (pi's
-choice of shell: ``/bin/bash``, else ``bash`` on PATH, else ``sh``) in the
-context's cwd, with the kernel's environment less every variable holding a
-secret (``paths.tool_environment``: ``env``, ``printenv`` and the
-command's own ``/proc/self/environ`` hold no key), in a new session so that it and everything it starts form one
-process group. Output (stdout and stderr through one pipe, so their order is
-kept) streams to ``on_update`` at most ``update_interval`` apart (10 Hz),
-each update holding the current tail. The final text is the tail of the
-output (last 2000 lines / 50 KB) with pi's trailer naming the temp file that
-holds all of it.
+Port of pi's ``bash.ts``. The command runs as ``<shell> -c <command>`` (pi's choice of shell: ``/bin/bash``,
+else ``bash`` on PATH, else ``sh``) in the context's cwd, with the kernel's environment less every variable
+holding a secret (``paths.tool_environment``: ``env``, ``printenv`` and the command's own
+``/proc/self/environ`` hold no key), in a new session so that it and everything it starts form one process
+group. Output (stdout and stderr through one pipe, so their order is kept) streams to ``on_update`` at most
+``update_interval`` apart, each update holding the current tail. The final text is the tail of the output
+(last 2000 lines / 50 KB) with pi's trailer naming the temp file that holds all of it.
 
-Endings, as pi reports them (raised, so the loop makes an error result):
-a non-zero exit adds ``Command exited with code N``; a timeout kills the
-process group and adds ``Command timed out after N seconds``; an abort kills
-it and adds ``Command aborted``. Killing is SIGTERM to the group, then
-SIGKILL to whatever is left once the shell is gone (or after
-``KILL_GRACE_SECONDS``). A command killed by a signal from outside is
-reported as an error too (pi treats that as success, which hides OOM kills).
-When the shell exits normally, background processes it started may keep
-running (``nohup server &`` works, as in pi); their output is no longer read.
+Endings, as pi reports them (raised, so the loop makes an error result): a non-zero exit adds ``Command
+exited with code N``; a timeout kills the process group and adds ``Command timed out after N seconds``; an
+abort kills it and adds ``Command aborted``. Killing is SIGTERM to the group, then SIGKILL to whatever is
+left once the shell is gone (or after ``KILL_GRACE_SECONDS``). A command killed by a signal from outside is
+reported as an error too (pi treats that as success, which hides OOM kills). When the shell exits
+normally, background processes it started may keep running (``nohup server &`` works, as in pi); their
+output is no longer read.
 
-``details``: ``{"exit_code": int | None, "truncation": dict | None,
-"full_output_path": str | None}``; updates carry the same keys.
+``details``: ``{"exit_code": int | None, "truncation": dict | None, "full_output_path": str | None}``;
+updates carry the same keys.
 """
 
 from __future__ import annotations

@@ -1,27 +1,19 @@
 """Around one run of the agent's code in the shell: what it prints and displays is captured per call (not
 per process), and the event callbacks it registered are removed when it ends.
 
-The ``python`` tool runs user code on a worker thread while the kernel's main
-thread stays live (it streams widgets, prints to cells). Swapping
-``sys.stdout`` for a buffer would swallow every other thread's output. So:
+The ``python`` tool runs user code on a worker thread while the kernel's main thread stays live (it streams
+widgets, prints to cells), so swapping ``sys.stdout`` for a buffer would swallow every other thread's output.
+Instead, while at least one capture is active:
 
-- ``sys.stdout`` / ``sys.stderr`` get a thin proxy (installed while at least
-  one capture is active, removed after the last) that looks up the capture of
-  the *current context* (a ``ContextVar``) and writes there, or passes the
-  write to the real stream. The tool sets the variable in the worker's own
-  context, so only the code it runs is captured (threads that code starts
-  itself do not inherit it and print to the real stream, as in a notebook).
-- Inside IPython, ``shell.display_pub`` gets the same kind of proxy:
-  ``display()``, ``update_display`` and ``clear_output`` from the captured
-  context land in the capture as nbformat outputs; all other publishing
-  (the kernel's own widgets and cells) goes to the real publisher.
-- Outside IPython, ``IPython.display.display`` has no shell and prints the
-  object's text form (IPython's own behaviour), which the stdout proxy then
-  captures as text. Rich forms need a shell; patching ``display`` itself is
-  not robust (code binds it with ``from IPython.display import display``).
+- ``sys.stdout`` / ``sys.stderr`` are proxies that write to the capture of the *current context* (a
+  ``ContextVar`` the tool sets in the worker's own context: threads the code starts print to the real
+  stream, as in a notebook), else to the real stream;
+- inside IPython, ``shell.display_pub`` is such a proxy too: ``display()``, ``update_display`` and
+  ``clear_output`` from the captured context become nbformat outputs; the kernel's own publishing goes
+  through. Outside IPython, ``display`` prints the object's text form, which the stdout proxy captures
+  (patching ``display`` itself is not robust: code binds it with ``from IPython.display import display``).
 
-Anything written to file descriptors 1/2 directly (C extensions, ``os.system``)
-is not captured.
+What is written to file descriptors 1/2 directly (C extensions, ``os.system``) is not captured.
 
 **Event callbacks.** Code the ``python`` tool (or ``run_cells``) runs could register an IPython
 event callback (``get_ipython().events.register('post_run_cell', ...)``) that

@@ -1,22 +1,16 @@
 """Bounded, type-aware descriptions of the notebook's live objects (for ``inspect`` and the notebook context).
 
-Everything here reads and never changes. What is learnt without a time limit
-is read statically (``static_read``: ``type()``, the class's own
-``__dict__``s, the built-ins' own ``__len__`` and iteration), so no method of
-the user's classes runs there; the only user code called is an object's own
-``repr`` (when its class defines one) and pandas/numpy summaries, each run by
-``SafeCaller`` on a helper thread with a time limit, so a ``repr`` that
-raises, hangs or returns megabytes gives a short note instead of a stuck or
-crashed kernel. The limit cannot stop a ``repr`` that runs in C (a list of
-millions of tuples), so built-in containers, strings and ints (and their
-subclasses that keep the built-in's ``repr``) are previewed by their first
-items instead. ``os.environ`` met inside a container is not shown. Every
-text is cut to a size limit and has known keys masked; a string held under a
-secret-like name (``db_password``) is never previewed (``paths.is_secret_value``).
-
-pandas DataFrames are summarised from per-column numpy reductions (count,
-mean, min, max) rather than ``describe()`` (whose percentiles sort every
-column), so a description of a large frame stays cheap.
+Everything here reads and never changes. What is learnt without a time limit is read statically
+(``static_read``: ``type()``, the class's own ``__dict__``s, the built-ins' own ``__len__`` and iteration),
+so no method of the user's classes runs there; the only user code called is an object's own ``repr`` (when
+its class defines one) and pandas/numpy summaries, each run by ``SafeCaller`` on a helper thread with a time
+limit, so a ``repr`` that raises, hangs or returns megabytes gives a short note instead of a stuck or crashed
+kernel. The limit cannot stop a ``repr`` that runs in C (a list of millions of tuples), so built-in
+containers, strings and ints (and their subclasses that keep the built-in's ``repr``) are previewed by their
+first items instead. ``os.environ`` met inside a container is not shown. Every text is cut to a size limit
+and has known keys masked; a string held under a secret-like name (``db_password``) is never previewed
+(``paths.is_secret_value``). pandas DataFrames are summarised from per-column numpy reductions rather than
+``describe()`` (whose percentiles sort every column), so a description of a large frame stays cheap.
 """
 
 from __future__ import annotations

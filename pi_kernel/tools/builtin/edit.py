@@ -1,14 +1,10 @@
 """The ``edit`` tool: exact, unique, non-overlapping text replacements in one file.
 
-Port of pi's ``edit.ts`` (multi-edit form). All ``edits[].old_text`` are
-matched against the original file and applied together; matching, error
-texts and the diff come from ``edit_diff``. A UTF-8 BOM and CRLF line endings
-are kept. Bytes that are not valid UTF-8 survive unchanged (they are carried
-through as surrogate escapes). The read-modify-write runs inside the file
-mutation queue.
-
-``prepare_arguments`` accepts older shapes: top-level ``old_text``/``new_text``
-(or pi's ``oldText``/``newText``), camelCase keys inside ``edits``, and
+Port of pi's ``edit.ts`` (multi-edit form). All ``edits[].old_text`` are matched against the original file
+and applied together; matching, error texts and the diff come from ``edit_diff``. A UTF-8 BOM and CRLF line
+endings are kept; bytes that are not valid UTF-8 survive unchanged (carried as surrogate escapes). The
+read-modify-write runs inside the file mutation queue. ``prepare_arguments`` accepts older shapes:
+top-level ``old_text``/``new_text`` (or pi's ``oldText``/``newText``), camelCase keys inside ``edits``, and
 ``edits`` sent as a JSON string.
 
 ``details``: ``{"path": <absolute path>, "diff": <numbered diff>, "first_changed_line": int | None}``.

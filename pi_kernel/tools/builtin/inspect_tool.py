@@ -1,23 +1,16 @@
 """The ``inspect`` tool: the agent looks at the notebook's variables without running code.
 
-Without a name it lists the user's variables (type, shape or length, a
-one-line preview); with a name or dotted attribute path (``df.columns``,
-``model.coef_``) it gives a bounded, type-aware description (see
-``describe``). It only reads, so it never asks for approval and runs in the
-``read-only`` approval mode.
+Without a name it lists the user's variables of ``ctx.namespace`` (type, shape or length, a one-line
+preview), leaving out ``ctx.hidden_names``; with a name or dotted attribute path (``df.columns``,
+``model.coef_``) it gives a bounded, type-aware description (``describe``) of at most ``ctx.describe_limit``
+characters. It only reads, so it never asks for approval and runs in the ``read-only`` approval mode.
 
-Where it looks: ``ctx.namespace`` (the kernel's user namespace); the host
-sets ``ctx.hidden_names`` (names to leave out, such as IPython's own) and
-``ctx.describe_limit`` (characters per description).
-
-**Dotted attribute paths** (``df.columns``, ``model.coef_``) are read without running user code.
-``resolve`` walks ``name.attr.attr`` (no calls, no indexing). An attribute is
-found statically (``inspect.getattr_static``), so a property getter, another
-descriptor or a ``__getattr__`` of a user class is not run (``RunsUserCode``);
-numpy/pandas-like objects are read with ``getattr`` (library code). A path
-through a module, ``environ``, ``__dict__``/``__globals__`` or to an
-``os.environ`` mapping is refused (``RefusedPath``): the environment holds the
-keys, and ``inspect`` never asks for approval.
+**Dotted attribute paths** are read without running user code: ``resolve`` walks ``name.attr.attr`` (no
+calls, no indexing); an attribute is found statically (``inspect.getattr_static``), so a property getter,
+another descriptor or a ``__getattr__`` of a user class is not run (``RunsUserCode``); numpy/pandas-like
+objects are read with ``getattr`` (library code). A path through a module, ``environ``,
+``__dict__``/``__globals__`` or to an ``os.environ`` mapping is refused (``RefusedPath``): the environment
+holds the keys, and ``inspect`` never asks for approval.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """``edit_cell``, ``insert_cells``, ``delete_cells``: the agent changes the live notebook, each change a diff.
 
-They need the notebook bridge (``ToolContext.notebook``); without one they
-answer one clear line and change nothing. Each change is planned against the
-cells as read (``plan_*``), shown on the approval card as a line-level diff of
-the cell (``approval_preview``; the plan is kept for the call) and applied
-with the source read as ``expected``: a cell the user changed meanwhile is
-refused as stale, never overwritten. The running ``%%pi`` cell cannot be
-edited or deleted. An applied change is recorded in ``ctx.journal`` (the
-turn's undo journal) when there is one.
-
-``edit_cell`` uses the ``edit`` tool's matching (``edit_diff.apply_edits``):
-exact text, unique, with its errors.
+They need the notebook bridge (``ToolContext.notebook``); without one they answer one clear line and change
+nothing. Each change is planned against the cells as read (``plan_*``), shown on the approval card as a
+line-level diff of the cell (the plan is kept for the call) and applied with the source read as
+``expected``: a cell the user changed meanwhile is refused as stale, never overwritten. The running
+``%%pi`` cell cannot be edited or deleted. An applied change is recorded in ``ctx.journal`` (the turn's
+undo journal) when there is one. ``edit_cell`` matches as the ``edit`` tool does (``edit_diff.apply_edits``).
 """
 
 from __future__ import annotations

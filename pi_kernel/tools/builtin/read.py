@@ -1,15 +1,13 @@
 """The ``read`` tool: a text file's lines (truncated with a way to continue), or an image.
 
-Port of pi's ``read.ts``. Text: lines from ``offset`` (1-indexed), at most
-``limit`` of them, then cut by ``truncate_head`` (2000 lines / 50 KB) with
-pi's trailers: ``[Showing lines X-Y of Z. Use offset=N to continue.]``,
-``[... (50.0KB limit). ...]``, ``[N more lines in file. Use offset=N to
-continue.]``, and for a single line over the byte limit a pointer to ``bash``.
-Images (PNG, JPEG, GIF, WebP, by their magic bytes) come back as an
-``ImageContent`` after a short text note.
+Port of pi's ``read.ts``. Text: lines from ``offset`` (1-indexed), at most ``limit`` of them, then cut by
+``truncate_head`` (2000 lines / 50 KB) with pi's trailers: ``[Showing lines X-Y of Z. Use offset=N to
+continue.]``, ``[... (50.0KB limit). ...]``, ``[N more lines in file. Use offset=N to continue.]``, and for
+a single line over the byte limit a pointer to ``bash``. Images (PNG, JPEG, GIF, WebP, by their magic
+bytes) come back as an ``ImageContent`` after a short text note.
 
-``details``: ``{"path": <absolute path>, "truncation": <TruncationResult dict> | None}``
-for text; ``{"path": ..., "mime_type": ...}`` for an image.
+``details``: ``{"path": <absolute path>, "truncation": <TruncationResult dict> | None}`` for text;
+``{"path": ..., "mime_type": ...}`` for an image.
 """
 
 from __future__ import annotations

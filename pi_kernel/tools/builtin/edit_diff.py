@@ -1,17 +1,14 @@
 """Matching, replacing and diffing for the ``edit`` tool (port of pi's ``edit-diff.ts``).
 
-Matching is pi's: each ``old_text`` is looked for exactly first; when that
-fails, in a "fuzzy" form of both texts (NFKC, trailing whitespace of each
-line dropped, curly quotes, Unicode dashes and odd spaces made ASCII).
-Uniqueness is counted in the fuzzy form, as pi does.
+Matching is pi's: each ``old_text`` is looked for exactly first; when that fails, in a "fuzzy" form of both
+texts (NFKC, trailing whitespace of each line dropped, curly quotes, Unicode dashes and odd spaces made
+ASCII). Uniqueness is counted in the fuzzy form, as pi does.
 
-One deliberate improvement: pi, once any edit needs the fuzzy form, rewrites
-the whole file in that normalised form (stripping trailing whitespace and
-replacing quotes everywhere). Here a fuzzy match is mapped back to its span
-in the original text and only that span is replaced; everything else stays
-byte for byte. (The mapping normalises per character with its combining
-marks, which equals whole-text NFKC except for exotic sequences such as
-conjoining Hangul jamo; those then simply do not fuzzy-match.)
+One deliberate improvement: pi, once any edit needs the fuzzy form, rewrites the whole file in that
+normalised form (stripping trailing whitespace and replacing quotes everywhere). Here a fuzzy match is
+mapped back to its span in the original text and only that span is replaced; everything else stays byte
+for byte. (The mapping normalises per character with its combining marks, which equals whole-text NFKC
+except for exotic sequences such as conjoining Hangul jamo; those then simply do not fuzzy-match.)
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The reaper: ends MCP server process groups when the kernel dies without stopping them.
 
-Run as a script (``python reaper.py``; it imports nothing of pi-kernel). The
-kernel writes ``+PGID`` and ``tag TAG`` when a stdio server starts and
-``-PGID`` and ``untag TAG`` when it has ended it. When its stdin reaches EOF —
-the kernel exited, however it exited, even by SIGKILL, which skips ``atexit``
-— the reaper sends SIGTERM to every group still listed and to every process
-whose environment holds ``PI_MCP_SERVER_TAG=TAG`` of a listed tag (what a
-server started and that left its group with ``setsid()``), then SIGKILL, and
-exits. A server ends on its own when
-its stdin closes, but what it started (a child in its process group) would
-otherwise be left behind.
+Run as a script (``python reaper.py``; it imports nothing of pi-kernel). The kernel writes ``+PGID`` and
+``tag TAG`` when a stdio server starts and ``-PGID`` and ``untag TAG`` when it has ended it. When its stdin
+reaches EOF (the kernel exited, however it exited, even by SIGKILL, which skips ``atexit``) the reaper
+sends SIGTERM to every group still listed and to every process whose environment holds
+``PI_MCP_SERVER_TAG=TAG`` of a listed tag (what a server started and that left its group with
+``setsid()``), then SIGKILL, and exits. A server ends on its own when its stdin closes, but what it started
+would otherwise be left behind.
 """
 
 import os

@@ -1,44 +1,35 @@
 """The ``python`` tool: run code in the notebook's namespace, like a cell.
 
-The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without
-one, in the namespace given to ``create_python_tool`` or a private one kept
-by the tool; variables persist between calls. As in a notebook
-(``ast_node_interactivity='last_expr'``) the value of a final expression
-statement is shown unless the code ends with ``;``. Top-level ``await`` runs
-on an event loop of its own in a thread of its own (``run_coroutine``: the
-kernel's loop is the caller's); an interrupt cancels it (``CancelledError``
-at its ``await``).
+The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without one, in the namespace given to
+``create_python_tool`` or a private one kept by the tool; variables persist between calls. As in a notebook
+(``ast_node_interactivity='last_expr'``) the value of a final expression statement is shown unless the code
+ends with ``;``. Top-level ``await`` runs on an event loop of its own in a thread of its own
+(``run_coroutine``: the kernel's loop is the caller's); an interrupt cancels it (``CancelledError`` at its
+``await``).
 
-Threads: by default the code runs on a tool worker thread while the event
-loop goes on. In a kernel (the context's ``python_on_main_thread``) it runs on
-the main thread, as a cell does, while the kernel's event loop waits for it:
-only there does a kernel interrupt (SIGINT) reach code blocked in a C call
-(``time.sleep``, a socket read, a lock). ``Interrupter`` turns that SIGINT
-(after the handler it replaced, the turn's interrupt hook, has scheduled the
-turn's abort) or an abort from elsewhere (``PyThreadState_SetAsyncExc``: code
-blocked in a C call on a worker thread notices when that call returns) into
-``KeyboardInterrupt`` in the running code, and re-sends SIGINT every
-``_RESEND_SECONDS`` until the code returns, so code that swallows it (a bare
-``except:``) is stopped too and the next call finds the namespace free. One
-call runs at a time in the whole process (``_RUN_LOCK``): the namespace and
-matplotlib's pyplot are not thread-safe, and notebook code is written to run
-alone. Output capture is per context, not per process (``python_capture``),
-so the kernel's own prints are not swallowed.
+Threads: by default the code runs on a tool worker thread while the event loop goes on. In a kernel (the
+context's ``python_on_main_thread``) it runs on the main thread, as a cell does, while the kernel's event
+loop waits for it: only there does a kernel interrupt (SIGINT) reach code blocked in a C call
+(``time.sleep``, a socket read, a lock). ``Interrupter`` turns that SIGINT (after the handler it replaced,
+the turn's interrupt hook, has scheduled the turn's abort) or an abort from elsewhere
+(``PyThreadState_SetAsyncExc``: code blocked in a C call on a worker thread notices when that call returns)
+into ``KeyboardInterrupt`` in the running code, and re-sends SIGINT every ``_RESEND_SECONDS`` until the code
+returns, so code that swallows it (a bare ``except:``) is stopped too and the next call finds the namespace
+free. One call runs at a time in the whole process (``_RUN_LOCK``): the namespace and matplotlib's pyplot
+are not thread-safe, and notebook code is written to run alone. Output capture is per context, not per
+process (``python_capture``), so the kernel's own prints are not swallowed.
 
-What the model gets: stdout, stderr, the text/plain of displayed objects and
-of the result, in order, tail-truncated like ``bash`` (full text in a temp
-file), plus up to ``max_images`` images (PNG/JPEG from ``display`` and
-matplotlib figures). Figures the code created and left open are rendered and
-closed at the end, so they show in the tool's output rather than leaking into
-the cell. An exception gives an error result with the output so far and the
-traceback of the user's code only.
+What the model gets: stdout, stderr, the text/plain of displayed objects and of the result, in order,
+tail-truncated like ``bash`` (full text in a temp file), plus up to ``max_images`` images (PNG/JPEG from
+``display`` and matplotlib figures). Figures the code created and left open are rendered and closed at the
+end, so they show in the tool's output rather than leaking into the cell. An exception gives an error
+result with the output so far and the traceback of the user's code only.
 
-``details``: ``{"outputs": [nbformat output dicts: stream / display_data /
-execute_result], "truncation": dict | None, "full_output_path": str | None,
-"run": int, "code": str}``; ``run`` numbers the calls in the order they ran
-(calls of one message may run in any order: ``%%pi --cells`` replays them in
-this one); ``code`` is the code that ran (after an approval that edited it).
-Updates while running carry ``{"outputs": [...]}`` so far.
+``details``: ``{"outputs": [nbformat output dicts: stream / display_data / execute_result], "truncation":
+dict | None, "full_output_path": str | None, "run": int, "code": str}``; ``run`` numbers the calls in the
+order they ran (calls of one message may run in any order: ``%%pi --cells`` replays them in this one);
+``code`` is the code that ran (after an approval that edited it). Updates while running carry
+``{"outputs": [...]}`` so far.
 """
 
 from __future__ import annotations

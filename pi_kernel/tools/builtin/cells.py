@@ -1,11 +1,9 @@
 """The ``cells`` tool: the notebook document when a front-end bridge is connected, else the recent cells.
 
-With the bridge (``ToolContext.notebook``) it lists the notebook's cells in
-order, each with its position ``#N`` and id, its type, execution count, the
-start of its source and a summary of its outputs, bounded to about
-``LIST_CHARS`` whatever the notebook's size: a notebook too long for that is
-shown as a window (around the running ``%%pi`` cell, or from ``start``) with
-the number of cells left out. ``{"cell": ref}`` gives one cell whole.
+With the bridge (``ToolContext.notebook``) it lists the notebook's cells in order, each with its position
+``#N`` and id, its type, execution count, the start of its source and a summary of its outputs, bounded to
+about ``LIST_CHARS`` whatever the notebook's size: a notebook too long for that is shown as a window (around
+the running ``%%pi`` cell, or from ``start``). ``{"cell": ref}`` gives one cell whole.
 
 Without it, the recent cells of ``ctx.cell_history`` (the kernel's ``notebook_context.CellHistory``).
 The tool only reads, so it never asks for approval and runs in the ``read-only`` approval mode.

@@ -15,14 +15,12 @@ Instead, while at least one capture is active:
 
 What is written to file descriptors 1/2 directly (C extensions, ``os.system``) is not captured.
 
-**Event callbacks.** Code the ``python`` tool (or ``run_cells``) runs could register an IPython
-event callback (``get_ipython().events.register('post_run_cell', ...)``) that
-then runs in every later cell of the user: planting a cell (``set_next_input``),
-reading the namespace, or unregistering pi's own callbacks. ``kept_events``
-snapshots the shell's ``events`` callbacks around one run and puts them back as
-they were afterwards (also when the code replaced ``shell.events``); the names of
-the callbacks it took away are listed for the tool result, so the model and the
-person see that the code tried.
+**Event callbacks.** Code the ``python`` tool (or ``run_cells``) runs could register an IPython event
+callback (``get_ipython().events.register('post_run_cell', ...)``) that then runs in every later cell of the
+user: planting a cell (``set_next_input``), reading the namespace, or unregistering pi's own callbacks.
+``kept_events`` snapshots the shell's ``events`` callbacks around one run and puts them back as they were
+afterwards (also when the code replaced ``shell.events``); the names of the callbacks it took away are
+listed for the tool result, so the model and the person see that the code tried.
 """
 
 from __future__ import annotations

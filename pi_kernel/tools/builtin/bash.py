@@ -66,13 +66,9 @@ def create_bash_tool(
     env: Mapping[str, str] | None = None,
     update_interval: float = UPDATE_INTERVAL_SECONDS,
 ) -> ToolDefinition:
-    """The ``bash`` tool (asks for approval by default).
-
-    ``shell``: the program run as ``shell -c command``; ``command_prefix``: lines
-    run before every command (pi's ``commandPrefix``); ``env``: variables added
-    to the process environment (kept, also a secret one: the caller's choice);
-    ``update_interval``: seconds between streamed updates.
-    """
+    """``shell``: the program run as ``shell -c command``; ``command_prefix``: lines run before every command
+    (pi's ``commandPrefix``); ``env``: variables added to the process environment (kept, also a secret one:
+    the caller's choice); ``update_interval``: seconds between streamed updates."""
 
     async def execute(
         tool_call_id: str,
@@ -163,12 +159,9 @@ class _ThrottledEmitter:
 
 
 class _CommandProtocol(asyncio.SubprocessProtocol):
-    """Feeds output to the spool; tells when the shell exited and when its output pipe closed.
-
-    Why not ``asyncio.create_subprocess_exec``: on Python 3.11 its
-    ``Process.wait()`` returns only once every pipe is closed, so a
-    background child holding the pipe (``server &``) would hold the result.
-    """
+    """Feeds output to the spool; tells when the shell exited and when its output pipe closed. (Not
+    ``asyncio.create_subprocess_exec``: on Python 3.11 its ``Process.wait()`` returns only once every pipe is
+    closed, so a background child holding the pipe, ``server &``, would hold the result.)"""
 
     def __init__(self, spool: OutputSpool, emitter: _ThrottledEmitter, loop: asyncio.AbstractEventLoop) -> None:
         self._spool = spool

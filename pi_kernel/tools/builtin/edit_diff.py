@@ -156,12 +156,8 @@ def _error_texts(path: str, total: int) -> dict[str, str]:
 
 
 def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> str:
-    """Apply ``(old_text, new_text)`` replacements to LF-normalised ``content``; the new content.
-
-    Every ``old_text`` is matched against the original ``content`` (not after
-    earlier edits), must be unique and must not overlap another; then all are
-    applied together. Raises ``EditError`` with pi's messages.
-    """
+    """``content`` (LF-normalised) with the ``(old_text, new_text)`` replacements: each ``old_text`` matched
+    against the original ``content``, unique, overlapping no other; ``EditError`` with pi's messages."""
     texts = _error_texts(path, len(edits))
     normalized = [(normalize_to_lf(old), normalize_to_lf(new)) for old, new in edits]
     for index, (old, _new) in enumerate(normalized):
@@ -206,12 +202,8 @@ def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> st
 
 
 def generate_diff_string(old_content: str, new_content: str, context_lines: int = 4) -> tuple[str, int | None]:
-    """pi's numbered diff: ``(diff, first changed line in the new file or None)``.
-
-    Lines look like ``+ 12 added``, ``- 12 removed``, ``  12 context``, with
-    `` ...`` where unchanged lines are skipped; at most ``context_lines`` of
-    context around each change.
-    """
+    """pi's numbered diff: ``(diff, first changed line in the new file or None)``. Lines look like ``+ 12 added``,
+    ``- 12 removed``, ``  12 context``, `` ...`` where unchanged lines are skipped (``context_lines`` kept)."""
     old_lines = old_content.split("\n")
     new_lines = new_content.split("\n")
     width = len(str(max(len(old_lines), len(new_lines))))

@@ -224,13 +224,13 @@ async def _insert_index(notebook: NotebookDocument, anchor: CellInfo | None) -> 
     cells = await notebook.read(max_chars=0)
     if anchor is None:
         return len(cells)
-    position = next((cell.index for cell in cells if cell.id == anchor.id), None)
-    if position is None:
-        raise NotebookError(
-            f"The cell to insert after ({anchor.position}, id {anchor.id}) was deleted meanwhile; nothing was "
-            "inserted. Use cells to see the notebook."
-        )
-    return position + 1
+    for cell in cells:
+        if cell.id == anchor.id:
+            return cell.index + 1
+    raise NotebookError(
+        f"The cell to insert after ({anchor.position}, id {anchor.id}) was deleted meanwhile; nothing was "
+        "inserted. Use cells to see the notebook."
+    )
 
 
 class DeleteCellsParams(BaseModel):

@@ -386,12 +386,9 @@ _CANCEL_GRACE_SECONDS = 1.0
 
 
 def run_coroutine(coroutine: Any) -> Any:
-    """Run the cell's top-level ``await`` code on its own event loop, in a thread of its own.
-
-    Not on this thread: in a kernel this is the main thread, whose event loop is running (blocked by
-    this call). While it waits, a ``KeyboardInterrupt`` here (SIGINT, an abort) cancels the coroutine
-    (``CancelledError`` at its ``await``) and waits up to ``_CANCEL_GRACE_SECONDS`` for it to end.
-    """
+    """Run the cell's top-level ``await`` code on its own event loop, in a thread of its own (in a kernel this
+    thread's loop is running, blocked by this call). A ``KeyboardInterrupt`` here (SIGINT, an abort) cancels
+    the coroutine and waits up to ``_CANCEL_GRACE_SECONDS`` for it to end."""
     outcome: dict[str, Any] = {}
     finished = threading.Event()
 

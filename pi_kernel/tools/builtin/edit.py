@@ -12,6 +12,7 @@ top-level ``old_text``/``new_text`` (or pi's ``oldText``/``newText``), camelCase
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -84,12 +85,9 @@ def prepare_edit_arguments(raw: Any) -> Any:
     args = dict(raw)
     edits = args.get("edits")
     if isinstance(edits, str):
-        try:
+        with contextlib.suppress(ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
             decoded = json.loads(edits)
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
-            decoded = None
-        if isinstance(decoded, list):
-            edits = decoded
+            edits = decoded if isinstance(decoded, list) else edits
     edits = [_snake_case_edit(edit) for edit in edits] if isinstance(edits, list) else edits
     for old_key, new_key in _LEGACY_KEYS:
         if isinstance(args.get(old_key), str) and isinstance(args.get(new_key), str):
@@ -107,9 +105,7 @@ def _snake_case_edit(edit: Any) -> Any:
     if not isinstance(edit, dict) or not ({"oldText", "newText"} & edit.keys()):
         return edit
     renamed = {key: value for key, value in edit.items() if key not in ("oldText", "newText")}
-    renamed.setdefault("old_text", edit.get("oldText"))
-    renamed.setdefault("new_text", edit.get("newText"))
-    return renamed
+    return {"old_text": edit.get("oldText"), "new_text": edit.get("newText"), **renamed}
 
 
 def _pairs(params: EditParams) -> list[tuple[str, str]]:

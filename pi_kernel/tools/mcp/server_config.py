@@ -27,10 +27,10 @@ from pi_kernel.tools.paths import MASK, add_secret_value, is_secret_name, masked
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+"""A server name becomes the first part of tool names, which providers restrict to ``[A-Za-z0-9_-]``."""
 MAX_SERVER_NAME = 40
 """Longer names would leave too little of a 64-character tool name: a name cut before its ``__`` would
 escape the per-server rules (``<server>__*=deny``)."""
-"""A server name becomes the first part of tool names, which providers restrict to ``[A-Za-z0-9_-]``."""
 
 
 @dataclass(frozen=True)

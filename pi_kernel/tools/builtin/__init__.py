@@ -1,12 +1,11 @@
-"""The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools), ``python``,
-the notebook's read-only ``inspect`` and ``cells``, and the notebook bridge's ``edit_cell``,
-``insert_cells``, ``run_cells`` and ``delete_cells`` (offered only while a front-end bridge is connected).
+"""The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools), ``python``, the
+notebook's read-only ``inspect`` and ``cells``, and the notebook bridge's ``edit_cell``, ``insert_cells``,
+``run_cells`` and ``delete_cells`` (offered only while a front-end bridge is connected).
 
-Each factory returns a ``ToolDefinition``; the tools learn where they run
-from the ``ToolContext`` given to ``wrap_tool_definition`` (cwd, workspace
-root, the notebook namespace for ``python`` and ``inspect``, the cell history
-for ``cells``). ``read``, ``inspect`` and ``cells`` run without asking; the
-others ask for approval by default.
+Each factory returns a ``ToolDefinition``; the tools learn where they run from the ``ToolContext`` given to
+``wrap_tool_definition`` (cwd, workspace root, the notebook namespace for ``python`` and ``inspect``, the
+cell history for ``cells``). ``read``, ``inspect`` and ``cells`` run without asking; the others ask for
+approval by default.
 """
 
 from __future__ import annotations

@@ -1,23 +1,18 @@
 """``McpManager``: the session's MCP servers, on the loop the turns run on.
 
-A server's SDK session lives in a task of its own (``McpServer._serve``) on
-the event loop that started it: in a kernel, the kernel's own loop, where
-every ``%%pi`` turn runs too (``pi_kernel.kernel.cell_runner``); in IPython
-outside a kernel, IPython's asyncio loop. So a tool call is a plain ``await``
-(an abort cancels it, which tells the server ``notifications/cancelled``): no
-thread, no loop of the manager's own, no hop between loops. A call from
-another loop (a kernel subshell's turn) is refused with a clear error.
+A server's SDK session lives in a task of its own (``McpServer._serve``) on the event loop that started it:
+in a kernel, the kernel's own loop, where every ``%%pi`` turn runs too (``pi_kernel.kernel.cell_runner``);
+in IPython outside a kernel, IPython's asyncio loop. So a tool call is a plain ``await`` (an abort cancels
+it, which tells the server ``notifications/cancelled``): no thread, no loop of the manager's own, no hop
+between loops. A call from another loop (a kernel subshell's turn) is refused with a clear error.
 
-Servers start lazily: ``add`` only records a server; ``ensure_started``
-(before each ``%%pi`` turn) starts those not started yet, concurrently, and
-registers their tools in the session's ``ToolRegistry`` as
-``<server>__<tool>`` (``adapt.py``). A server that fails leaves a notice
-(``take_notices``) and the others keep working; so does a tool whose
-definition cannot be made (an invalid input schema, say): it is left out with
-a one-line notice naming it, and ``%pi mcp`` lists it as left out, with why.
-``close`` (kernel shutdown, from any thread) stops the servers and ends their
-process groups and every descendant (``stdio.py``); ``atexit`` ends what is
-left if the kernel exits without closing.
+Servers start lazily: ``add`` only records a server; ``ensure_started`` (before each ``%%pi`` turn) starts
+those not started yet, concurrently, and registers their tools in the session's ``ToolRegistry`` as
+``<server>__<tool>`` (``adapt.py``). A server that fails leaves a notice (``take_notices``) and the others
+keep working; so does a tool whose definition cannot be made (an invalid input schema, say): it is left out
+with a one-line notice naming it, and ``%pi mcp`` lists it as left out, with why. ``close`` (kernel
+shutdown, from any thread) stops the servers and ends their process groups and every descendant
+(``stdio.py``); ``atexit`` ends what is left if the kernel exits without closing.
 """
 
 from __future__ import annotations

@@ -43,15 +43,11 @@ class TruncationResult:
     content: str
     truncated: bool
     truncated_by: Literal["lines", "bytes"] | None
-    """Which limit cut it (``None`` when nothing was cut)."""
     total_lines: int
-    """Lines in the original text (``text.split("\\n")``)."""
+    """Lines in the original text (``text.split("\\n")``); the byte counts are of UTF-8."""
     total_bytes: int
-    """UTF-8 bytes in the original text."""
     output_lines: int
-    """Complete lines kept."""
     output_bytes: int
-    """UTF-8 bytes kept."""
     last_line_partial: bool
     """Tail truncation kept only the end of an over-long last line."""
     first_line_exceeds_limit: bool

@@ -267,7 +267,7 @@ def kept_events(removed: list[str]) -> Iterator[None]:
     """Around one run of the agent's code: afterwards the shell's event callbacks are as before; each one
     the code added is appended to ``removed`` as ``"event: name"``."""
     shell = current_shell()
-    events: Any = getattr(shell, "events", None) if shell is not None else None
+    events: Any = getattr(shell, "events", None)
     callbacks = _callbacks(events)
     if callbacks is None:
         yield

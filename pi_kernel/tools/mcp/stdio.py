@@ -180,9 +180,7 @@ async def stdio_transport(
     config: McpServerConfig, on_exit: Callable[[StdioProcess], Any] | None = None
 ) -> AsyncIterator[tuple[Any, Any, StdioProcess]]:
     """``(read_stream, write_stream, process)`` for a ``ClientSession``; ends the server's group on exit.
-
-    ``on_exit(process)`` runs when the server's stdout closes (it exited or crashed) while in use.
-    """
+    ``on_exit(process)`` runs when the server's stdout closes (it exited or crashed) while in use."""
     assert config.command is not None
     tag = secrets.token_hex(8)
     process = await anyio.open_process(

@@ -212,9 +212,9 @@ def is_user_variable(name: Any, value: Any, hidden: Iterable[str] = ()) -> bool:
     object itself is read: a proxy whose attribute access hangs or raises is still the user's variable)."""
     if type(name) is not str or name.startswith("_") or name in HIDDEN_NAMES or name in hidden:
         return False
-    if has_base(value, types.ModuleType):
-        return False
-    return not defined_in(value).startswith(("pi_kernel", "IPython.core.autocall"))
+    return not has_base(value, types.ModuleType) and not defined_in(value).startswith(
+        ("pi_kernel", "IPython.core.autocall")
+    )
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[tuple[str, Any]]:

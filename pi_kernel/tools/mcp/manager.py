@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -133,10 +133,9 @@ class McpManager:
             start.add_done_callback(self._stopping.discard)
             await asyncio.shield(start)
 
-    async def _start(self, servers: Iterable[McpServer]) -> None:
-        chosen = list(servers)
-        await asyncio.gather(*(server.start() for server in chosen), return_exceptions=True)
-        for server in chosen:
+    async def _start(self, servers: list[McpServer]) -> None:
+        await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
+        for server in servers:
             self._after_start(server)
 
     def _after_start(self, server: McpServer) -> None:

@@ -90,14 +90,7 @@ def create_bash_tool(
         timeout = params.timeout if params.timeout is not None and params.timeout > 0 else None
         try:
             exit_code = await run_command(
-                [program, "-c", command],
-                cwd,
-                environment,
-                spool,
-                emitter,
-                timeout,
-                signal,
-                update_interval,
+                [program, "-c", command], cwd, environment, spool, emitter, timeout, signal, update_interval
             )
         except CommandStopped as stopped:
             output, _details = spool.final()

@@ -23,13 +23,7 @@ from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalPreview, Secret
 from pi_kernel.tools.builtin.edit import ReplaceEdit
 from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import (
-    CellInfo,
-    NotebookDocument,
-    NotebookError,
-    check_not_running,
-    resolve_ref,
-)
+from pi_kernel.tools.notebook_document import CellInfo, NotebookDocument, NotebookError, check_not_running, resolve_ref
 from pi_kernel.tools.turn_journal import FIRST, NotebookChange
 
 NEEDS_BRIDGE = (

@@ -26,8 +26,6 @@ from pi_kernel.tools.paths import environment_secrets, masked
 
 DEFAULT_LAST = 5
 SOURCE_CHARS = 1500
-
-
 LIST_CHARS = 8000
 """About how much a listing of the notebook document shows."""
 LIST_SOURCE_CHARS = 160

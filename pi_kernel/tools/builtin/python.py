@@ -100,11 +100,10 @@ def create_python_tool(
         on_update: Callable[[AgentToolResult], None] | None,
         ctx: ToolContext,
     ) -> AgentToolResult:
-        target = ctx.namespace if ctx.namespace is not None else private
         run = functools.partial(
             run_python,
             params.code,
-            target,
+            ctx.namespace if ctx.namespace is not None else private,
             signal=signal,
             on_update=on_update,
             max_images=max_images,

@@ -1,12 +1,11 @@
-"""The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools), ``python``,
-the notebook's read-only ``inspect`` and ``cells``, and the notebook bridge's ``edit_cell``,
-``insert_cells``, ``run_cells`` and ``delete_cells`` (offered only while a front-end bridge is connected).
+"""The built-in tools: ``read``, ``bash``, ``edit``, ``write`` (pi's coding tools), ``python``, the
+notebook's read-only ``inspect`` and ``cells``, and the notebook bridge's ``edit_cell``, ``insert_cells``,
+``run_cells`` and ``delete_cells`` (offered only while a front-end bridge is connected).
 
-Each factory returns a ``ToolDefinition``; the tools learn where they run
-from the ``ToolContext`` given to ``wrap_tool_definition`` (cwd, workspace
-root, the notebook namespace for ``python`` and ``inspect``, the cell history
-for ``cells``). ``read``, ``inspect`` and ``cells`` run without asking; the
-others ask for approval by default.
+Each factory returns a ``ToolDefinition``; the tools learn where they run from the ``ToolContext`` given to
+``wrap_tool_definition`` (cwd, workspace root, the notebook namespace for ``python`` and ``inspect``, the
+cell history for ``cells``). ``read``, ``inspect`` and ``cells`` run without asking; the others ask for
+approval by default.
 """
 
 from __future__ import annotations
@@ -14,20 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pi_kernel.tools.builtin.bash import BashParams, create_bash_tool
-from pi_kernel.tools.builtin.cells import CellsParams, create_cells_tool
-from pi_kernel.tools.builtin.edit import EditParams, ReplaceEdit, create_edit_tool, prepare_edit_arguments
-from pi_kernel.tools.builtin.inspect_tool import InspectParams, create_inspect_tool
+from pi_kernel.tools.builtin.bash import create_bash_tool
+from pi_kernel.tools.builtin.cells import create_cells_tool
+from pi_kernel.tools.builtin.edit import create_edit_tool, prepare_edit_arguments
+from pi_kernel.tools.builtin.inspect_tool import create_inspect_tool
 from pi_kernel.tools.builtin.notebook_edits import (
-    BRIDGE_TOOLS,
     create_delete_cells_tool,
     create_edit_cell_tool,
     create_insert_cells_tool,
 )
-from pi_kernel.tools.builtin.python import PythonParams, create_python_tool, run_python
-from pi_kernel.tools.builtin.read import ReadParams, create_read_tool
+from pi_kernel.tools.builtin.python import create_python_tool
+from pi_kernel.tools.builtin.read import create_read_tool
 from pi_kernel.tools.builtin.run_cells import create_run_cells_tool
-from pi_kernel.tools.builtin.write import WriteParams, create_write_tool
+from pi_kernel.tools.builtin.write import create_write_tool
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
 _FACTORIES: dict[str, Callable[[], ToolDefinition]] = {
@@ -45,7 +43,7 @@ _FACTORIES: dict[str, Callable[[], ToolDefinition]] = {
 }
 BUILTIN_TOOL_NAMES = tuple(_FACTORIES)
 """In pi's order (read, bash, edit, write), then ``python``, ``inspect``, ``cells`` and the notebook
-bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``BRIDGE_TOOLS``)."""
+bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``notebook_edits.BRIDGE_TOOLS``)."""
 
 
 def builtin_tools(
@@ -54,14 +52,9 @@ def builtin_tools(
     names: Iterable[str] | None = None,
     python_namespace: dict[str, Any] | None = None,
 ) -> list[ToolDefinition]:
-    """Fresh definitions of the built-in tools named (all by default), in ``BUILTIN_TOOL_NAMES`` order.
-
-    The tools read cwd, workspace root and namespace from the context they are
-    *called* with (``wrap_tool_definition(defn, ctx)``); ``ctx`` here only
-    supplies ``python``'s fallback namespace (``ctx.namespace``) for calls whose
-    context has none. ``python_namespace`` overrides that fallback. Unknown
-    names raise ``ValueError``.
-    """
+    """Fresh definitions of the built-in tools named (all by default), in ``BUILTIN_TOOL_NAMES`` order;
+    ``ValueError`` for an unknown name. ``python_namespace`` (else ``ctx.namespace``) is ``python``'s namespace
+    for calls whose context has none: the tools read everything else from the context they are called with."""
     wanted = list(BUILTIN_TOOL_NAMES if names is None else names)
     unknown = [name for name in wanted if name not in BUILTIN_TOOL_NAMES]
     if unknown:
@@ -75,16 +68,7 @@ def builtin_tools(
 
 
 __all__ = [
-    "BRIDGE_TOOLS",
     "BUILTIN_TOOL_NAMES",
-    "BashParams",
-    "CellsParams",
-    "EditParams",
-    "InspectParams",
-    "PythonParams",
-    "ReadParams",
-    "ReplaceEdit",
-    "WriteParams",
     "builtin_tools",
     "create_bash_tool",
     "create_cells_tool",
@@ -94,5 +78,4 @@ __all__ = [
     "create_read_tool",
     "create_write_tool",
     "prepare_edit_arguments",
-    "run_python",
 ]

@@ -1,28 +1,23 @@
 """The ``bash`` tool: run a command, stream its output, stop it on timeout or abort.
 
-Port of pi's ``bash.ts``. The command runs as ``<shell> -c <command>`` (pi's
-choice of shell: ``/bin/bash``, else ``bash`` on PATH, else ``sh``) in the
-context's cwd, with the kernel's environment less every variable holding a
-secret (``paths.tool_environment``: ``env``, ``printenv`` and the
-command's own ``/proc/self/environ`` hold no key), in a new session so that it and everything it starts form one
-process group. Output (stdout and stderr through one pipe, so their order is
-kept) streams to ``on_update`` at most ``update_interval`` apart (10 Hz),
-each update holding the current tail. The final text is the tail of the
-output (last 2000 lines / 50 KB) with pi's trailer naming the temp file that
-holds all of it.
+Port of pi's ``bash.ts``. The command runs as ``<shell> -c <command>`` (pi's choice of shell: ``/bin/bash``,
+else ``bash`` on PATH, else ``sh``) in the context's cwd, with the kernel's environment less every variable
+holding a secret (``paths.tool_environment``: ``env``, ``printenv`` and the command's own
+``/proc/self/environ`` hold no key), in a new session so that it and everything it starts form one process
+group. Output (stdout and stderr through one pipe, so their order is kept) streams to ``on_update`` at most
+``update_interval`` apart, each update holding the current tail. The final text is the tail of the output
+(last 2000 lines / 50 KB) with pi's trailer naming the temp file that holds all of it.
 
-Endings, as pi reports them (raised, so the loop makes an error result):
-a non-zero exit adds ``Command exited with code N``; a timeout kills the
-process group and adds ``Command timed out after N seconds``; an abort kills
-it and adds ``Command aborted``. Killing is SIGTERM to the group, then
-SIGKILL to whatever is left once the shell is gone (or after
-``KILL_GRACE_SECONDS``). A command killed by a signal from outside is
-reported as an error too (pi treats that as success, which hides OOM kills).
-When the shell exits normally, background processes it started may keep
-running (``nohup server &`` works, as in pi); their output is no longer read.
+Endings, as pi reports them (raised, so the loop makes an error result): a non-zero exit adds ``Command
+exited with code N``; a timeout kills the process group and adds ``Command timed out after N seconds``; an
+abort kills it and adds ``Command aborted``. Killing is SIGTERM to the group, then SIGKILL to whatever is
+left once the shell is gone (or after ``KILL_GRACE_SECONDS``). A command killed by a signal from outside is
+reported as an error too (pi treats that as success, which hides OOM kills). When the shell exits
+normally, background processes it started may keep running (``nohup server &`` works, as in pi); their
+output is no longer read.
 
-``details``: ``{"exit_code": int | None, "truncation": dict | None,
-"full_output_path": str | None}``; updates carry the same keys.
+``details``: ``{"exit_code": int | None, "truncation": dict | None, "full_output_path": str | None}``;
+updates carry the same keys.
 """
 
 from __future__ import annotations
@@ -55,23 +50,13 @@ class BashParams(BaseModel):
     timeout: float | None = Field(default=None, description="Timeout in seconds (optional, no default timeout)")
 
 
-def default_shell() -> str:
-    if os.path.exists("/bin/bash"):
-        return "/bin/bash"
-    return shutil.which("bash") or "sh"
-
-
 def format_seconds(seconds: float) -> str:
     """``5`` for 5.0, ``0.5`` for 0.5 (as JavaScript prints numbers)."""
     return str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
 
 
 class CommandStopped(Exception):
-    """The command ended by timeout or abort (``reason``: ``"timeout"`` or ``"aborted"``)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """The command ended by timeout or abort (the message: ``"timeout"`` or ``"aborted"``)."""
 
 
 def create_bash_tool(
@@ -81,13 +66,9 @@ def create_bash_tool(
     env: Mapping[str, str] | None = None,
     update_interval: float = UPDATE_INTERVAL_SECONDS,
 ) -> ToolDefinition:
-    """The ``bash`` tool (asks for approval by default).
-
-    ``shell``: the program run as ``shell -c command``; ``command_prefix``: lines
-    run before every command (pi's ``commandPrefix``); ``env``: variables added
-    to the process environment (kept, also a secret one: the caller's choice);
-    ``update_interval``: seconds between streamed updates.
-    """
+    """``shell``: the program run as ``shell -c command``; ``command_prefix``: lines run before every command
+    (pi's ``commandPrefix``); ``env``: variables added to the process environment (kept, also a secret one:
+    the caller's choice); ``update_interval``: seconds between streamed updates."""
 
     async def execute(
         tool_call_id: str,
@@ -102,25 +83,19 @@ def create_bash_tool(
         if signal is not None and signal.aborted:
             raise RuntimeError("Command aborted")
         command = f"{command_prefix}\n{params.command}" if command_prefix else params.command
+        program = shell or ("/bin/bash" if os.path.exists("/bin/bash") else shutil.which("bash") or "sh")  # pi's
         environment = tool_environment(env)  # no key variables: ``env``, its /proc/self/environ hold none
         spool = OutputSpool("pi-bash")
         emitter = _ThrottledEmitter(spool, on_update)
         timeout = params.timeout if params.timeout is not None and params.timeout > 0 else None
         try:
             exit_code = await run_command(
-                [shell or default_shell(), "-c", command],
-                cwd,
-                environment,
-                spool,
-                emitter,
-                timeout,
-                signal,
-                update_interval,
+                [program, "-c", command], cwd, environment, spool, emitter, timeout, signal, update_interval
             )
         except CommandStopped as stopped:
             output, _details = spool.final()
             prefix = "" if output == "(no output)" else f"{output}\n\n"
-            if stopped.reason == "aborted":
+            if str(stopped) == "aborted":
                 raise RuntimeError(f"{prefix}Command aborted") from None
             raise RuntimeError(
                 f"{prefix}Command timed out after {format_seconds(params.timeout or 0)} seconds"
@@ -169,9 +144,7 @@ class _ThrottledEmitter:
         if self._on_update is None or not (self._dirty or force):
             return
         self._dirty = False
-        text, details = (
-            self._spool.snapshot() if self._spool.total_bytes else ("", {"truncation": None, "full_output_path": None})
-        )
+        text, details = self._spool.snapshot()
         with contextlib.suppress(Exception):  # a broken listener must not stop the command
             self._on_update(
                 AgentToolResult([TextContent(text)] if text else [], details={"exit_code": None, **details})
@@ -179,12 +152,9 @@ class _ThrottledEmitter:
 
 
 class _CommandProtocol(asyncio.SubprocessProtocol):
-    """Feeds output to the spool; tells when the shell exited and when its output pipe closed.
-
-    Why not ``asyncio.create_subprocess_exec``: on Python 3.11 its
-    ``Process.wait()`` returns only once every pipe is closed, so a
-    background child holding the pipe (``server &``) would hold the result.
-    """
+    """Feeds output to the spool; tells when the shell exited and when its output pipe closed. (Not
+    ``asyncio.create_subprocess_exec``: on Python 3.11 its ``Process.wait()`` returns only once every pipe is
+    closed, so a background child holding the pipe, ``server &``, would hold the result.)"""
 
     def __init__(self, spool: OutputSpool, emitter: _ThrottledEmitter, loop: asyncio.AbstractEventLoop) -> None:
         self._spool = spool
@@ -274,10 +244,8 @@ async def _terminate_group(pgid: int, exited: asyncio.Future[None]) -> None:
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal_name(number: int) -> str:
@@ -285,6 +253,3 @@ def _signal_name(number: int) -> str:
         return signals.Signals(number).name
     except ValueError:
         return "unknown signal"
-
-
-__all__ = ["BashParams", "CommandStopped", "create_bash_tool", "default_shell", "format_seconds", "run_command"]

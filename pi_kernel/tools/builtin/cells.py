@@ -1,36 +1,31 @@
 """The ``cells`` tool: the notebook document when a front-end bridge is connected, else the recent cells.
 
-With the bridge (``ToolContext.notebook``) it lists the notebook's cells in
-order, each with its position ``#N`` and id, its type, execution count, the
-start of its source and a summary of its outputs, bounded to about
-``LIST_CHARS`` whatever the notebook's size: a notebook too long for that is
-shown as a window (around the running ``%%pi`` cell, or from ``start``) with
-the number of cells left out. ``{"cell": ref}`` gives one cell whole.
+With the bridge (``ToolContext.notebook``) it lists the notebook's cells in order, each with its position
+``#N`` and id, its type, execution count, the start of its source and a summary of its outputs, bounded to
+about ``LIST_CHARS`` whatever the notebook's size: a notebook too long for that is shown as a window (around
+the running ``%%pi`` cell, or from ``start``). ``{"cell": ref}`` gives one cell whole.
 
-Without it: the tools layer does not know the kernel: the host puts a ``CellSource``
-(anything with ``recent(last)`` returning ``CellLike`` records, see
-``tools.notebook_document``) in ``ctx.cell_history`` (the kernel's
-``notebook_context.CellHistory``). The tool only reads, so it never
-asks for approval and runs in the ``read-only`` approval mode.
+Without it, the recent cells of ``ctx.cell_history`` (the kernel's ``notebook_context.CellHistory``).
+The tool only reads, so it never asks for approval and runs in the ``read-only`` approval mode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.builtin.describe import clip, describe_limit
+from pi_kernel.tools.builtin.notebook_edits import read_refs
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import CellInfo, CellLike, NotebookDocument, resolve_ref
+from pi_kernel.tools.notebook_document import CellInfo, CellLike, NotebookDocument
 from pi_kernel.tools.paths import environment_secrets, masked
 
 DEFAULT_LAST = 5
 SOURCE_CHARS = 1500
-
-
 LIST_CHARS = 8000
 """About how much a listing of the notebook document shows."""
 LIST_SOURCE_CHARS = 160
@@ -74,14 +69,9 @@ def format_cells(records: Sequence[CellLike], limit: int) -> str:
 
 
 def create_cells_tool() -> ToolDefinition:
-    """The ``cells`` tool (read-only, runs without asking)."""
 
     async def execute(
-        tool_call_id: str,
-        params: CellsParams,
-        signal: AbortSignal | None,
-        on_update: Callable[[AgentToolResult], None] | None,
-        ctx: ToolContext,
+        tool_call_id: str, params: CellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         if ctx.notebook is not None:
             return await document_cells(ctx.notebook, params)
@@ -139,29 +129,25 @@ def format_listing(cells: Sequence[CellInfo], running: str | None, start: int | 
     secrets = environment_secrets()
     entries = [list_entry(cell, running, secrets) for cell in cells]
     total = len(cells)
+    sizes = [len(entry) + 1 for entry in entries]
     if start is not None:
         first = min(start, total) - 1
-    elif sum(len(entry) + 1 for entry in entries) <= limit:
+    elif sum(sizes) <= limit:
         first = 0
     else:  # around the running cell (what the user works on), else the end
-        anchor = next((cell.index for cell in cells if cell.id == running), total - 1)
-        first, used = anchor, len(entries[anchor]) + 1
-        while first > 0 and used + len(entries[first - 1]) + 1 <= limit * 2 // 3:
+        first = next((cell.index for cell in cells if cell.id == running), total - 1)
+        used = sizes[first]
+        while first > 0 and used + sizes[first - 1] <= limit * 2 // 3:
             first -= 1
-            used += len(entries[first]) + 1
-    shown: list[str] = []
-    used = 0
-    last = first
-    for index in range(first, total):
-        if shown and used + len(entries[index]) + 1 > limit:
-            break
-        shown.append(entries[index])
-        used += len(entries[index]) + 1
-        last = index
-    while start is None and last == total - 1 and first > 0 and used + len(entries[first - 1]) + 1 <= limit:
+            used += sizes[first]
+    last, used = first, sizes[first]
+    while last < total - 1 and used + sizes[last + 1] <= limit:
+        last += 1
+        used += sizes[last]
+    while start is None and last == total - 1 and first > 0 and used + sizes[first - 1] <= limit:
         first -= 1  # the window reached the end: fill the room left with the cells before it
-        shown.insert(0, entries[first])
-        used += len(entries[first]) + 1
+        used += sizes[first]
+    shown = entries[first : last + 1]
     header = f"Notebook: {total} cell(s)"
     if first > 0 or last < total - 1:
         header += (
@@ -180,16 +166,10 @@ def format_whole(cell: CellInfo, running: str | None) -> str:
 
 
 async def document_cells(document: NotebookDocument, params: CellsParams) -> AgentToolResult:
-    """The ``cells`` tool over the live notebook document."""
     running = document.running_cell_id
     if params.cell is not None:
-        index = await document.read(max_chars=1)
-        named = resolve_ref(params.cell, index)
-        whole = await document.read([named.id])
-        if not whole:
-            raise ValueError(f"Cell {named.position} went away while being read; use cells to see the notebook.")
-        text = format_whole(whole[0], running)
-        return AgentToolResult([TextContent(text)], details={"cell": named.id})
+        _, (cell,) = await read_refs(document, [params.cell])
+        return AgentToolResult([TextContent(format_whole(cell, running))], details={"cell": cell.id})
     cells = await document.read(max_chars=LIST_SOURCE_CHARS)
     text = format_listing(cells, running, params.start)
     return AgentToolResult([TextContent(text)], details={"cells": len(cells)})

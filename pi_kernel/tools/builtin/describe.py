@@ -1,27 +1,22 @@
 """Bounded, type-aware descriptions of the notebook's live objects (for ``inspect`` and the notebook context).
 
-Everything here reads and never changes. What is learnt without a time limit
-is read statically (``user_objects``: ``type()``, the class's own
-``__dict__``s, the built-ins' own ``__len__`` and iteration), so no method of
-the user's classes runs there; the only user code called is an object's own
-``repr`` (when its class defines one) and pandas/numpy summaries, each run by
-``SafeCaller`` on a helper thread with a time limit, so a ``repr`` that
-raises, hangs or returns megabytes gives a short note instead of a stuck or
-crashed kernel. The limit cannot stop a ``repr`` that runs in C (a list of
-millions of tuples), so built-in containers, strings and ints (and their
-subclasses that keep the built-in's ``repr``) are previewed by their first
-items instead. ``os.environ`` met inside a container is not shown. Every
-text is cut to a size limit and has known keys masked; a string held under a
-secret-like name (``db_password``) is never previewed (``paths.is_secret_value``).
-
-pandas DataFrames are summarised from per-column numpy reductions (count,
-mean, min, max) rather than ``describe()`` (whose percentiles sort every
-column), so a description of a large frame stays cheap.
+Everything here reads and never changes. What is learnt without a time limit is read statically
+(``user_objects``: ``type()``, the class's own ``__dict__``s, the built-ins' own ``__len__`` and iteration),
+so no method of the user's classes runs there; the only user code called is an object's own ``repr`` (when
+its class defines one) and pandas/numpy summaries, each run by ``SafeCaller`` on a helper thread with a time
+limit, so a ``repr`` that raises, hangs or returns megabytes gives a short note instead of a stuck or crashed
+kernel. The limit cannot stop a ``repr`` that runs in C (a list of millions of tuples), so built-in
+containers, strings and ints (and their subclasses that keep the built-in's ``repr``) are previewed by their
+first items instead. ``os.environ`` met inside a container is not shown. Every text is cut to a size limit
+and has known keys masked; a string held under a secret-like name (``db_password``) is never previewed
+(``paths.is_secret_value``). pandas DataFrames are summarised from per-column numpy reductions rather than
+``describe()`` (whose percentiles sort every column), so a description of a large frame stays cheap.
 """
 
 from __future__ import annotations
 
 import collections
+import difflib
 import inspect
 import itertools
 import os
@@ -161,33 +156,22 @@ def _as_base(value: Any, base: type, count: int) -> Any:
     return tuple(items or ()) if base is tuple else items  # sets shown as lists of their first items
 
 
-def _bounded_repr() -> reprlib.Repr:
-    bounded = _BoundedRepr()
-    bounded.maxlevel = 3
-    bounded.maxlist = bounded.maxtuple = bounded.maxdict = bounded.maxset = bounded.maxfrozenset = 20
-    bounded.maxdeque = bounded.maxarray = 20
-    bounded.maxstring = bounded.maxother = 200
-    bounded.maxlong = 60
-    return bounded
-
-
-_BOUNDED = _bounded_repr()
+_BOUNDED = _BoundedRepr()
+_BOUNDED.maxlevel = 3
+_BOUNDED.maxlist = _BOUNDED.maxtuple = _BOUNDED.maxdict = _BOUNDED.maxset = _BOUNDED.maxfrozenset = 20
+_BOUNDED.maxdeque = _BOUNDED.maxarray = 20
+_BOUNDED.maxstring = _BOUNDED.maxother = 200
+_BOUNDED.maxlong = 60
 _BOUNDED_TYPES = (list, tuple, dict, set, frozenset, collections.deque, str, bytes, bytearray, int)
 
 
 def preview_repr(value: Any) -> str:
-    """A bounded ``repr``: built-in containers, strings and ints (and their subclasses that keep the built-in's
-    ``repr``) show their first items only (their ``repr`` runs in C, which the time limit cannot stop, and may
-    be hundreds of MB); anything else its own ``repr`` (user code: call it under a time limit). A ``repr``
-    that prints ``os.environ`` (a ``SimpleNamespace`` or dataclass holding it) is not shown."""
+    """A bounded ``repr`` (see the module docstring; anything but built-ins runs its own ``repr``: call it under
+    a time limit). A ``repr`` that prints ``os.environ`` (a ``SimpleNamespace`` holding it) is not shown."""
     text = _BOUNDED.repr(value)
-    if _ENVIRON_SHOWN in text:
+    if "environ({" in text:  # how repr(os.environ) begins
         return f"<{type_name(value)} that holds os.environ: not shown, it holds the keys>"
     return text
-
-
-_ENVIRON_SHOWN = "environ({"
-"""How ``repr(os.environ)`` begins."""
 
 
 def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str] | None = None) -> str:
@@ -230,9 +214,9 @@ def is_user_variable(name: Any, value: Any, hidden: Iterable[str] = ()) -> bool:
     object itself is read: a proxy whose attribute access hangs or raises is still the user's variable)."""
     if type(name) is not str or name.startswith("_") or name in HIDDEN_NAMES or name in hidden:
         return False
-    if has_base(value, types.ModuleType):
-        return False
-    return not defined_in(value).startswith(("pi_kernel", "IPython.core.autocall"))
+    return not has_base(value, types.ModuleType) and not defined_in(value).startswith(
+        ("pi_kernel", "IPython.core.autocall")
+    )
 
 
 def user_variables(namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[tuple[str, Any]]:
@@ -289,14 +273,18 @@ def _more_names(rest: list[tuple[str, Any]], room: int) -> str:
 
 
 def close_matches(name: str, namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[str]:
-    import difflib
-
     names = [candidate for candidate, _value in user_variables(namespace, hidden)]
     return difflib.get_close_matches(name, names, n=5, cutoff=0.5)
 
 
-_SUMMARISED = frozenset({"pandas.DataFrame", "pandas.Series", "numpy.ndarray", "polars.DataFrame"})
-"""Types whose description is a real computation (``DESCRIBE_TIMEOUT``); others get ``CALL_TIMEOUT``."""
+_SUMMARIES = {
+    "pandas.DataFrame": "_dataframe",
+    "pandas.Series": "_series",
+    "numpy.ndarray": "_ndarray",
+    "polars.DataFrame": "_polars",
+}
+"""Types whose description is a real computation (``DESCRIBE_TIMEOUT``; others get ``CALL_TIMEOUT``), and the
+``Describer`` method that makes it."""
 
 
 @dataclass
@@ -310,7 +298,7 @@ class Describer:
         if is_secret_value(name, value):
             return f"{name}: {type_name(value)} {shape_of(value, self.caller)}\n{HIDDEN_VALUE}"
         try:
-            timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARISED else None
+            timeout = DESCRIBE_TIMEOUT if type_name(value) in _SUMMARIES else None
             text = self.caller.call(lambda: self._describe(name, value), timeout)
         except CallTimeout as error:
             text = f"{name}: {type_name(value)}\n<description {error}>\n{safe_repr(value, self.caller, 300)}"
@@ -321,14 +309,9 @@ class Describer:
 
     def _describe(self, name: str, value: Any) -> str:
         kind = type_name(value)
-        if kind == "pandas.DataFrame":
-            return self._dataframe(name, value)
-        if kind == "pandas.Series":
-            return self._series(name, value)
-        if kind == "numpy.ndarray":
-            return self._ndarray(name, value)
-        if kind == "polars.DataFrame":
-            return self._polars(name, value)
+        if kind in _SUMMARIES:
+            summary: str = getattr(self, _SUMMARIES[kind])(name, value)
+            return summary
         if builtin_base(value, BUILTIN_CONTAINERS) is not None:
             return self._collection(name, value)
         if has_base(value, type):
@@ -419,35 +402,30 @@ class Describer:
             except (TypeError, ValueError):
                 pass
         doc = class_attribute(cls, "__doc__")
-        text = inspect.cleandoc(exact_text(doc)) if has_base(doc, str) else ""
-        summary = text.strip().split("\n\n")[0] if text else "(no docstring)"
-        return f"{name}: class {class_name(cls)}{signature}\n{clip(summary, 1500)}"
+        summary = _first_paragraph(inspect.cleandoc(exact_text(doc)) if has_base(doc, str) else "")
+        return f"{name}: class {class_name(cls)}{signature}\n{summary}"
 
     def _callable(self, name: str, value: Any) -> str:
-        kind = "function"
         try:
             signature = str(inspect.signature(value))
         except (TypeError, ValueError):
             signature = "(...)"
-        doc = inspect.getdoc(value) or ""
-        summary = doc.strip().split("\n\n")[0] if doc else "(no docstring)"
-        return f"{name}: {kind} {getattr(value, '__qualname__', name)}{signature}\n{clip(summary, 1500)}"
+        summary = _first_paragraph(inspect.getdoc(value) or "")
+        return f"{name}: function {getattr(value, '__qualname__', name)}{signature}\n{summary}"
+
+
+def _first_paragraph(doc: str) -> str:
+    return clip(doc.strip().split("\n\n")[0], 1500) if doc.strip() else "(no docstring)"
 
 
 def variable_summary(value: Any, caller: SafeCaller | None = None) -> str:
     """``type shape`` and a DataFrame's column names: one short line; static reads, and library code (a
     DataFrame's shape and columns) with ``caller``'s time limit (no ``caller``: none)."""
-    parts = [type_name(value)]
-    shape = shape_of(value, caller)
-    if shape:
-        parts.append(shape)
     try:
         columns = caller.call(lambda: columns_of(value, 12)) if caller and is_array_like(value) else ""
     except BaseException:  # noqa: BLE001 - an odd frame-like object
         columns = ""
-    if columns:
-        parts.append(columns)
-    return " ".join(parts)
+    return " ".join(part for part in (type_name(value), shape_of(value, caller), columns) if part)
 
 
 _ROUTINES = (

@@ -1,14 +1,10 @@
 """The ``edit`` tool: exact, unique, non-overlapping text replacements in one file.
 
-Port of pi's ``edit.ts`` (multi-edit form). All ``edits[].old_text`` are
-matched against the original file and applied together; matching, error
-texts and the diff come from ``edit_diff``. A UTF-8 BOM and CRLF line endings
-are kept. Bytes that are not valid UTF-8 survive unchanged (they are carried
-through as surrogate escapes). The read-modify-write runs inside the file
-mutation queue.
-
-``prepare_arguments`` accepts older shapes: top-level ``old_text``/``new_text``
-(or pi's ``oldText``/``newText``), camelCase keys inside ``edits``, and
+Port of pi's ``edit.ts`` (multi-edit form). All ``edits[].old_text`` are matched against the original file
+and applied together; matching, error texts and the diff come from ``edit_diff``. A UTF-8 BOM and CRLF line
+endings are kept; bytes that are not valid UTF-8 survive unchanged (carried as surrogate escapes). The
+read-modify-write runs inside the file mutation queue. ``prepare_arguments`` accepts older shapes:
+top-level ``old_text``/``new_text`` (or pi's ``oldText``/``newText``), camelCase keys inside ``edits``, and
 ``edits`` sent as a JSON string.
 
 ``details``: ``{"path": <absolute path>, "diff": <numbered diff>, "first_changed_line": int | None}``.
@@ -16,6 +12,7 @@ mutation queue.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -81,21 +78,16 @@ _LEGACY_KEYS = (("old_text", "new_text"), ("oldText", "newText"))
 
 
 def prepare_edit_arguments(raw: Any) -> Any:
-    """Fold older argument shapes into ``{"path", "edits": [{"old_text", "new_text"}, ...]}``.
-
-    Returns ``raw`` itself when it already has the current shape (or is not an object).
-    """
+    """Fold older argument shapes into ``{"path", "edits": [{"old_text", "new_text"}, ...]}``; ``raw`` itself
+    when it already has that shape (or is not an object)."""
     if not isinstance(raw, dict):
         return raw
     args = dict(raw)
     edits = args.get("edits")
     if isinstance(edits, str):
-        try:
+        with contextlib.suppress(ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
             decoded = json.loads(edits)
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
-            decoded = None
-        if isinstance(decoded, list):
-            edits = decoded
+            edits = decoded if isinstance(decoded, list) else edits
     edits = [_snake_case_edit(edit) for edit in edits] if isinstance(edits, list) else edits
     for old_key, new_key in _LEGACY_KEYS:
         if isinstance(args.get(old_key), str) and isinstance(args.get(new_key), str):
@@ -113,9 +105,7 @@ def _snake_case_edit(edit: Any) -> Any:
     if not isinstance(edit, dict) or not ({"oldText", "newText"} & edit.keys()):
         return edit
     renamed = {key: value for key, value in edit.items() if key not in ("oldText", "newText")}
-    renamed.setdefault("old_text", edit.get("oldText"))
-    renamed.setdefault("new_text", edit.get("newText"))
-    return renamed
+    return {"old_text": edit.get("oldText"), "new_text": edit.get("newText"), **renamed}
 
 
 def _pairs(params: EditParams) -> list[tuple[str, str]]:
@@ -135,8 +125,6 @@ def _read_for_edit(absolute: str, shown_path: str) -> tuple[str, LineEnding, str
 
 
 def create_edit_tool() -> ToolDefinition:
-    """The ``edit`` tool (asks for approval by default)."""
-
     async def execute(
         tool_call_id: str, params: EditParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:

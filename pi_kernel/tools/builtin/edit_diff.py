@@ -1,17 +1,14 @@
 """Matching, replacing and diffing for the ``edit`` tool (port of pi's ``edit-diff.ts``).
 
-Matching is pi's: each ``old_text`` is looked for exactly first; when that
-fails, in a "fuzzy" form of both texts (NFKC, trailing whitespace of each
-line dropped, curly quotes, Unicode dashes and odd spaces made ASCII).
-Uniqueness is counted in the fuzzy form, as pi does.
+Matching is pi's: each ``old_text`` is looked for exactly first; when that fails, in a "fuzzy" form of both
+texts (NFKC, trailing whitespace of each line dropped, curly quotes, Unicode dashes and odd spaces made
+ASCII). Uniqueness is counted in the fuzzy form, as pi does.
 
-One deliberate improvement: pi, once any edit needs the fuzzy form, rewrites
-the whole file in that normalised form (stripping trailing whitespace and
-replacing quotes everywhere). Here a fuzzy match is mapped back to its span
-in the original text and only that span is replaced; everything else stays
-byte for byte. (The mapping normalises per character with its combining
-marks, which equals whole-text NFKC except for exotic sequences such as
-conjoining Hangul jamo; those then simply do not fuzzy-match.)
+One deliberate improvement: pi, once any edit needs the fuzzy form, rewrites the whole file in that
+normalised form (stripping trailing whitespace and replacing quotes everywhere). Here a fuzzy match is
+mapped back to its span in the original text and only that span is replaced; everything else stays byte
+for byte. (The mapping normalises per character with its combining marks, which equals whole-text NFKC
+except for exotic sequences such as conjoining Hangul jamo; those then simply do not fuzzy-match.)
 """
 
 from __future__ import annotations
@@ -49,10 +46,7 @@ class EditError(ValueError):
 def detect_line_ending(content: str) -> LineEnding:
     """``\\r\\n`` when the first line break is CRLF, else ``\\n``."""
     lf = content.find("\n")
-    if lf == -1:
-        return "\n"
-    crlf = content.find("\r\n")
-    return "\r\n" if crlf != -1 and crlf < lf else "\n"
+    return "\r\n" if lf > 0 and content[lf - 1] == "\r" else "\n"
 
 
 def normalize_to_lf(text: str) -> str:
@@ -162,12 +156,8 @@ def _error_texts(path: str, total: int) -> dict[str, str]:
 
 
 def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> str:
-    """Apply ``(old_text, new_text)`` replacements to LF-normalised ``content``; the new content.
-
-    Every ``old_text`` is matched against the original ``content`` (not after
-    earlier edits), must be unique and must not overlap another; then all are
-    applied together. Raises ``EditError`` with pi's messages.
-    """
+    """``content`` (LF-normalised) with the ``(old_text, new_text)`` replacements: each ``old_text`` matched
+    against the original ``content``, unique, overlapping no other; ``EditError`` with pi's messages."""
     texts = _error_texts(path, len(edits))
     normalized = [(normalize_to_lf(old), normalize_to_lf(new)) for old, new in edits]
     for index, (old, _new) in enumerate(normalized):
@@ -202,8 +192,7 @@ def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> st
     pieces: list[str] = []
     cursor = 0
     for match in matches:
-        pieces.append(content[cursor : match.start])
-        pieces.append(match.new_text)
+        pieces += [content[cursor : match.start], match.new_text]
         cursor = match.end
     pieces.append(content[cursor:])
     new_content = "".join(pieces)
@@ -213,12 +202,8 @@ def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> st
 
 
 def generate_diff_string(old_content: str, new_content: str, context_lines: int = 4) -> tuple[str, int | None]:
-    """pi's numbered diff: ``(diff, first changed line in the new file or None)``.
-
-    Lines look like ``+ 12 added``, ``- 12 removed``, ``  12 context``, with
-    `` ...`` where unchanged lines are skipped; at most ``context_lines`` of
-    context around each change.
-    """
+    """pi's numbered diff: ``(diff, first changed line in the new file or None)``. Lines look like ``+ 12 added``,
+    ``- 12 removed``, ``  12 context``, `` ...`` where unchanged lines are skipped (``context_lines`` kept)."""
     old_lines = old_content.split("\n")
     new_lines = new_content.split("\n")
     width = len(str(max(len(old_lines), len(new_lines))))
@@ -226,58 +211,29 @@ def generate_diff_string(old_content: str, new_content: str, context_lines: int 
         old_lines, new_lines = old_lines[:-1], new_lines[:-1]
     parts = _line_parts(old_lines, new_lines)
     output: list[str] = []
-    ellipsis = f" {'':>{width}} ..."
     old_number = new_number = 1
     first_changed: int | None = None
-    last_was_change = False
-
-    def context(lines: Sequence[str]) -> None:
-        nonlocal old_number, new_number
-        for line in lines:
-            output.append(f" {old_number:>{width}} {line}")
-            old_number += 1
-            new_number += 1
-
-    def skip(count: int) -> None:
-        nonlocal old_number, new_number
-        output.append(ellipsis)
-        old_number += count
-        new_number += count
-
     for index, (kind, lines) in enumerate(parts):
         if kind != "equal":
-            if first_changed is None:
-                first_changed = new_number
-            for line in lines:
-                if kind == "added":
-                    output.append(f"+{new_number:>{width}} {line}")
-                    new_number += 1
-                else:
-                    output.append(f"-{old_number:>{width}} {line}")
-                    old_number += 1
-            last_was_change = True
+            first_changed = first_changed or new_number
+            sign, number = ("+", new_number) if kind == "added" else ("-", old_number)
+            output.extend(f"{sign}{number + offset:>{width}} {line}" for offset, line in enumerate(lines))
+            new_number += len(lines) if kind == "added" else 0
+            old_number += len(lines) if kind == "removed" else 0
             continue
-        next_is_change = index < len(parts) - 1 and parts[index + 1][0] != "equal"
-        if last_was_change and next_is_change:
-            if len(lines) <= context_lines * 2:
-                context(lines)
-            else:
-                context(lines[:context_lines])
-                skip(len(lines) - 2 * context_lines)
-                context(lines[len(lines) - context_lines :])
-        elif last_was_change:
-            context(lines[:context_lines])
-            if len(lines) > context_lines:
-                skip(len(lines) - context_lines)
-        elif next_is_change:
-            skipped = max(0, len(lines) - context_lines)
-            if skipped:
-                skip(skipped)
-            context(lines[skipped:])
+        # Equal runs lie between changes: context after the change before, before the change after.
+        head = context_lines if index > 0 else 0
+        tail = context_lines if index < len(parts) - 1 else 0
+        if len(parts) == 1:  # no change at all
+            shown: list[int | None] = []
+        elif len(lines) <= head + tail:
+            shown = list(range(len(lines)))
         else:
-            old_number += len(lines)
-            new_number += len(lines)
-        last_was_change = False
+            shown = [*range(head), None, *range(len(lines) - tail, len(lines))]
+        for i in shown:
+            output.append(f" {'':>{width}} ..." if i is None else f" {old_number + i:>{width}} {lines[i]}")
+        old_number += len(lines)
+        new_number += len(lines)
     return "\n".join(output), first_changed
 
 

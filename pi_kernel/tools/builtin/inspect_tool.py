@@ -1,23 +1,16 @@
 """The ``inspect`` tool: the agent looks at the notebook's variables without running code.
 
-Without a name it lists the user's variables (type, shape or length, a
-one-line preview); with a name or dotted attribute path (``df.columns``,
-``model.coef_``) it gives a bounded, type-aware description (see
-``describe``). It only reads, so it never asks for approval and runs in the
-``read-only`` approval mode.
+Without a name it lists the user's variables of ``ctx.namespace`` (type, shape or length, a one-line
+preview), leaving out ``ctx.hidden_names``; with a name or dotted attribute path (``df.columns``,
+``model.coef_``) it gives a bounded, type-aware description (``describe``) of at most ``ctx.describe_limit``
+characters. It only reads, so it never asks for approval and runs in the ``read-only`` approval mode.
 
-Where it looks: ``ctx.namespace`` (the kernel's user namespace); the host
-sets ``ctx.hidden_names`` (names to leave out, such as IPython's own) and
-``ctx.describe_limit`` (characters per description).
-
-**Dotted attribute paths** (``df.columns``, ``model.coef_``) are read without running user code.
-``resolve`` walks ``name.attr.attr`` (no calls, no indexing). An attribute is
-found statically (``inspect.getattr_static``), so a property getter, another
-descriptor or a ``__getattr__`` of a user class is not run (``RunsUserCode``);
-numpy/pandas-like objects are read with ``getattr`` (library code). A path
-through a module, ``environ``, ``__dict__``/``__globals__`` or to an
-``os.environ`` mapping is refused (``RefusedPath``): the environment holds the
-keys, and ``inspect`` never asks for approval.
+**Dotted attribute paths** are read without running user code: ``resolve`` walks ``name.attr.attr`` (no
+calls, no indexing); an attribute is found statically (``inspect.getattr_static``), so a property getter,
+another descriptor or a ``__getattr__`` of a user class is not run (``RunsUserCode``); numpy/pandas-like
+objects are read with ``getattr`` (library code). A path through a module, ``environ``,
+``__dict__``/``__globals__`` or to an ``os.environ`` mapping is refused (``RefusedPath``): the environment
+holds the keys, and ``inspect`` never asks for approval.
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -46,12 +39,8 @@ from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
 
 def resolve(namespace: Mapping[str, Any], path: str, hidden: Iterable[str] = ()) -> Any:
-    """The object named by ``path`` (``name`` or ``name.attr.attr``; no calls, no indexing, no properties
-    or ``__getattr__`` of user classes: ``_attribute``).
-
-    ``KeyError`` with close matches for an unknown name, ``AttributeError`` for a missing attribute,
-    ``ValueError`` for a path that is not a dotted name.
-    """
+    """The object named by ``path`` (see the module docstring): ``KeyError`` for an unknown name,
+    ``AttributeError`` for a missing attribute, ``ValueError`` for a path that is not a dotted name."""
     parts = path.strip().split(".")
     if not parts or not all(part.isidentifier() for part in parts):
         raise ValueError(f"{path!r} is not a variable name or dotted attribute path (no calls, no indexing)")
@@ -83,10 +72,8 @@ _PLAIN_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
 def _attribute(value: Any, part: str) -> Any:
-    """``value.part`` without running user code: found statically (``inspect.getattr_static``, so no
-    ``__getattr__``); a plain function, static or class method is bound, a C-level slot read; a property or
-    other descriptor raises ``RunsUserCode``. pandas/numpy-like objects (library code: ``df.columns``,
-    ``arr.shape``) are read with ``getattr``."""
+    """``value.part`` without running user code: a plain function, static or class method is bound, a
+    C-level slot read; a property or other descriptor raises ``RunsUserCode``."""
     if is_array_like(value):
         return getattr(value, part)
     found = inspect.getattr_static(value, part)
@@ -125,8 +112,7 @@ class RefusedPath(Exception):
 
 
 def _refuse(path: str, part: str, value: Any) -> None:
-    """``RefusedPath`` for a step through a module, ``environ``-like attribute or an ``os.environ`` mapping:
-    reading the kernel's environment always asks a person (``python`` code does), ``inspect`` never asks."""
+    """Reading the kernel's environment always asks a person (``python`` code does), ``inspect`` never asks."""
     if part in REFUSED_ATTRIBUTES or has_base(value, types.ModuleType, os._Environ):
         raise RefusedPath(
             f"inspect does not read {path}: it walks through a module or the process environment "
@@ -140,10 +126,6 @@ class InspectParams(BaseModel):
         description="A variable or dotted attribute path (df, df.columns, model.coef_); leave it out to list the "
         "notebook's variables.",
     )
-
-
-def hidden_names(ctx: ToolContext) -> set[str]:
-    return set(ctx.hidden_names or ())
 
 
 def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidden: set[str]) -> str:
@@ -167,9 +149,7 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
             raise ValueError(f"No variable named {head!r} in the notebook.{hint}") from None
         except CallTimeout as error:
             raise ValueError(f"Reading {path} {error}.") from None
-        except (RefusedPath, RunsUserCode) as error:
-            raise ValueError(str(error)) from None
-        except (AttributeError, ValueError) as error:
+        except (RefusedPath, RunsUserCode, AttributeError, ValueError) as error:
             raise ValueError(str(error)) from None
         except Exception as error:  # noqa: BLE001 - a property that raises
             raise ValueError(f"Reading {path} failed: {type(error).__name__}: {error}") from None
@@ -179,17 +159,11 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
 
 
 def create_inspect_tool() -> ToolDefinition:
-    """The ``inspect`` tool (read-only, runs without asking)."""
-
     def execute(
-        tool_call_id: str,
-        params: InspectParams,
-        signal: AbortSignal | None,
-        on_update: Callable[[AgentToolResult], None] | None,
-        ctx: ToolContext,
+        tool_call_id: str, params: InspectParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         namespace = ctx.namespace if ctx.namespace is not None else {}
-        text = run_inspect(params.name, namespace, limit=describe_limit(ctx), hidden=hidden_names(ctx))
+        text = run_inspect(params.name, namespace, limit=describe_limit(ctx), hidden=set(ctx.hidden_names or ()))
         return AgentToolResult([TextContent(text)], details={"name": params.name})
 
     return ToolDefinition(

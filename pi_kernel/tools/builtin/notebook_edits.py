@@ -1,16 +1,11 @@
 """``edit_cell``, ``insert_cells``, ``delete_cells``: the agent changes the live notebook, each change a diff.
 
-They need the notebook bridge (``ToolContext.notebook``); without one they
-answer one clear line and change nothing. Each change is planned against the
-cells as read (``plan_*``), shown on the approval card as a line-level diff of
-the cell (``approval_preview``; the plan is kept for the call) and applied
-with the source read as ``expected``: a cell the user changed meanwhile is
-refused as stale, never overwritten. The running ``%%pi`` cell cannot be
-edited or deleted. An applied change is recorded in ``ctx.journal`` (the
-turn's undo journal) when there is one.
-
-``edit_cell`` uses the ``edit`` tool's matching (``edit_diff.apply_edits``):
-exact text, unique, with its errors.
+They need the notebook bridge (``ToolContext.notebook``); without one they answer one clear line and change
+nothing. Each change is planned against the cells as read (``plan_*``), shown on the approval card as a
+line-level diff of the cell (the plan is kept for the call) and applied with the source read as
+``expected``: a cell the user changed meanwhile is refused as stale, never overwritten. The running
+``%%pi`` cell cannot be edited or deleted. An applied change is recorded in ``ctx.journal`` (the turn's
+undo journal) when there is one. ``edit_cell`` matches as the ``edit`` tool does (``edit_diff.apply_edits``).
 """
 
 from __future__ import annotations
@@ -28,13 +23,7 @@ from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalPreview, Secret
 from pi_kernel.tools.builtin.edit import ReplaceEdit
 from pi_kernel.tools.builtin.edit_diff import EditError, apply_edits, normalize_to_lf
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.notebook_document import (
-    CellInfo,
-    NotebookDocument,
-    NotebookError,
-    check_not_running,
-    resolve_ref,
-)
+from pi_kernel.tools.notebook_document import CellInfo, NotebookDocument, NotebookError, check_not_running, resolve_ref
 from pi_kernel.tools.turn_journal import FIRST, NotebookChange
 
 NEEDS_BRIDGE = (
@@ -107,28 +96,32 @@ def cell_diff(before: str, after: str, title: str) -> str:
 class Plan:
     """A change computed against the cells as read; applied as is after approval."""
 
-    args: Any
     title: str
     diff: str
     apply: Callable[[NotebookDocument, ToolContext], Awaitable[str]]
     highlight: str | None = None
 
 
-_plans: dict[str, Plan] = {}
-"""Plans shown on approval cards, by tool call id, until their call runs (or is denied)."""
+_plans: dict[str, tuple[Any, Any]] = {}
+"""What each approval card showed (a ``Plan``; the sources ``run_cells`` runs) with the arguments it was made
+for, by tool call id, until the call runs (or is denied)."""
 _MAX_PLANS = 64
 
 
-def keep_plan(tool_call_id: str, plan: Plan) -> None:
-    _plans[tool_call_id] = plan
+def keep_plan(tool_call_id: str, args: Any, plan: Any) -> None:
+    _plans[tool_call_id] = (args, plan)
     while len(_plans) > _MAX_PLANS:
         _plans.pop(next(iter(_plans)))
 
 
-def take_plan(tool_call_id: str, args: Any) -> Plan | None:
-    """The plan shown for this call, if its arguments were not edited since."""
-    plan = _plans.pop(tool_call_id, None)
-    return plan if plan is not None and plan.args == args else None
+def take_plan(tool_call_id: str, args: Any) -> Any:
+    """What the card showed for this call, if its arguments were not edited since (else None)."""
+    kept = _plans.pop(tool_call_id, None)
+    return kept[1] if kept is not None and kept[0] == args else None
+
+
+def forget_plan(tool_call_id: str) -> None:
+    _plans.pop(tool_call_id, None)
 
 
 def checked_diff(diff: str) -> str:
@@ -140,24 +133,9 @@ def checked_diff(diff: str) -> str:
     return diff
 
 
-def record(
-    ctx: ToolContext,
-    kind: Literal["edit", "insert", "delete"],
-    cell_id: str,
-    index: int,
-    cell_type: str,
-    before: Any,
-    after: Any,
-    after_id: str | None = None,
-) -> None:
-    """Note an applied change in the turn's undo journal, when there is one."""
-    journal = ctx.journal
-    if journal is None:
-        return
-    journal.record_notebook_change(NotebookChange(kind, cell_id, index, cell_type, before, after, after_id))
-
-
-# -- edit_cell --------------------------------------------------------------------------------
+def record(ctx: ToolContext, change: NotebookChange) -> None:
+    if ctx.journal is not None:
+        ctx.journal.record_notebook_change(change)
 
 
 class EditCellParams(BaseModel):
@@ -192,13 +170,10 @@ async def plan_edit(params: EditCellParams, ctx: ToolContext) -> Plan:
 
     async def apply(notebook: NotebookDocument, context: ToolContext) -> str:
         await notebook.edit(cell.id, before, after)
-        record(context, "edit", cell.id, cell.index, cell.type, before, after)
+        record(context, NotebookChange("edit", cell.id, cell.index, cell.type, before, after))
         return f"Edited cell {cell.position} (id {cell.id})."
 
-    return Plan(params, f"edit cell {title}", checked_diff(cell_diff(before, after, title)), apply, cell.id)
-
-
-# -- insert_cells -----------------------------------------------------------------------------
+    return Plan(f"edit cell {title}", checked_diff(cell_diff(before, after, title)), apply, cell.id)
 
 
 class NewCell(BaseModel):
@@ -228,13 +203,13 @@ async def plan_insert(params: InsertCellsParams, ctx: ToolContext) -> Plan:
         at = await _insert_index(notebook, anchor)
         ids = await notebook.insert(at, new)
         for offset, (cell_id, (kind, source)) in enumerate(zip(ids, new, strict=False)):
-            record(context, "insert", cell_id, at + offset, kind, None, source)
+            record(context, NotebookChange("insert", cell_id, at + offset, kind, None, source))
         shown = ", ".join(f"#{at + offset + 1} (id {cell_id})" for offset, cell_id in enumerate(ids))
         placed = where if anchor is None or at == anchor.index + 1 else f"after {anchor.id} (now #{at})"
         return f"Inserted {len(ids)} cell(s) {placed}: {shown}."
 
     title = f"insert {len(new)} cell(s) {where}"
-    return Plan(params, title, diff, apply, anchor.id if anchor is not None else None)
+    return Plan(title, diff, apply, anchor.id if anchor is not None else None)
 
 
 async def _insert_index(notebook: NotebookDocument, anchor: CellInfo | None) -> int:
@@ -243,16 +218,13 @@ async def _insert_index(notebook: NotebookDocument, anchor: CellInfo | None) -> 
     cells = await notebook.read(max_chars=0)
     if anchor is None:
         return len(cells)
-    position = next((cell.index for cell in cells if cell.id == anchor.id), None)
-    if position is None:
-        raise NotebookError(
-            f"The cell to insert after ({anchor.position}, id {anchor.id}) was deleted meanwhile; nothing was "
-            "inserted. Use cells to see the notebook."
-        )
-    return position + 1
-
-
-# -- delete_cells -----------------------------------------------------------------------------
+    for cell in cells:
+        if cell.id == anchor.id:
+            return cell.index + 1
+    raise NotebookError(
+        f"The cell to insert after ({anchor.position}, id {anchor.id}) was deleted meanwhile; nothing was "
+        "inserted. Use cells to see the notebook."
+    )
 
 
 class DeleteCellsParams(BaseModel):
@@ -271,14 +243,12 @@ async def plan_delete(params: DeleteCellsParams, ctx: ToolContext) -> Plan:
         await notebook.delete([cell.id for cell in cells], [cell.source for cell in cells])
         for cell in sorted(cells, key=lambda c: c.index, reverse=True):  # undone lowest first, each after its neighbour
             neighbour = index[cell.index - 1].id if 0 < cell.index <= len(index) else FIRST
-            record(context, "delete", cell.id, cell.index, cell.type, cell.source, None, neighbour)
+            record(context, NotebookChange("delete", cell.id, cell.index, cell.type, cell.source, None, neighbour))
         return f"Deleted {len(cells)} cell(s): {', '.join(cell.position for cell in cells)}."
 
     title = "delete " + ", ".join(cell.title() for cell in cells)
-    return Plan(params, title, diff, apply, cells[0].id)
+    return Plan(title, diff, apply, cells[0].id)
 
-
-# -- the tools --------------------------------------------------------------------------------
 
 Planner = Callable[[Any, ToolContext], Awaitable[Plan]]
 
@@ -293,11 +263,8 @@ def _notebook_tool(
 ) -> ToolDefinition:
     async def preview(tool_call_id: str, args: Any, ctx: ToolContext) -> ApprovalPreview:
         plan = await planner(args, ctx)
-        keep_plan(tool_call_id, plan)
+        keep_plan(tool_call_id, args, plan)
         return ApprovalPreview(plan.title, plan.diff, plan.highlight)
-
-    def forget_preview(tool_call_id: str) -> None:
-        _plans.pop(tool_call_id, None)
 
     async def execute(
         tool_call_id: str, args: Any, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
@@ -317,7 +284,7 @@ def _notebook_tool(
         prompt_snippet=snippet,
         approval="ask",
         approval_preview=preview,
-        forget_preview=forget_preview,
+        forget_preview=forget_plan,
         secret_arguments=secret_arguments,  # code written into cells is scanned like python's: run_cells runs it
     )
 

@@ -1,29 +1,21 @@
-"""Tool output cut as pi cuts it: ``truncate_head`` / ``truncate_tail`` with pi's limits and wording, and
-command output kept as pi's ``bash`` keeps it: a rolling tail in memory, all of it on disk when long.
+"""Tool output cut as pi cuts it (port of pi's ``truncate.ts``), and command output kept as pi's ``bash``
+keeps it: a rolling tail in memory, all of it in a temp file when long.
 
-Used by ``bash`` (streamed chunks) and ``python`` (one block of text). The
-model gets the tail (``truncate_tail``: last 2000 lines / 50 KB) with pi's
-trailer naming the temp file that holds the full output.
+**Truncation**: two independent limits, whichever is hit first: ``DEFAULT_MAX_LINES`` lines and
+``DEFAULT_MAX_BYTES`` bytes of UTF-8. ``truncate_head`` keeps the start (file reads), ``truncate_tail``
+the end (command output, where errors and results are). Neither returns a partial line, except
+``truncate_tail`` when the last line alone is over the byte limit (then its end is kept).
+``TruncationResult.to_dict()`` is ``details["truncation"]``, so the UI can say what was cut.
 
-Memory keeps only the last ~100 KB, so the totals in the trailer and in
-``details["truncation"]`` (lines, bytes) are counted as chunks arrive, not
-taken from the kept tail: ``seq 1 50000`` must say "of 50001", not the
-number of lines that happen to be in memory.
+**OutputSpool** (``bash``'s streamed chunks, ``python``'s text): the model gets the tail with pi's
+trailer naming the temp file that holds the full output. Memory keeps only the last ~100 KB, so the
+totals in the trailer and in ``details["truncation"]`` are counted as chunks arrive, not taken from the
+kept tail: ``seq 1 50000`` must say "of 50001", not the number of lines that happen to be in memory.
 
-The temp file is private and short-lived: it is created with mode 0600 in a
-folder of this process only (mode 0700, ``spool_folder``), its text is masked
-(``paths.MaskedStream``: key values, URL credentials, ``sk-`` keys) when the
-command ends, and the folder is removed when the process exits (the trailer
-names the file so that the model can read it during the session).
-
-**Truncation** (port of pi's ``truncate.ts``): two independent limits, whichever
-is hit first: ``DEFAULT_MAX_LINES`` lines and ``DEFAULT_MAX_BYTES`` bytes of UTF-8. ``truncate_head`` keeps the start
-(file reads), ``truncate_tail`` the end (command output, where errors and
-results are). Neither returns a partial line, except ``truncate_tail`` when
-the last line alone is over the byte limit (then its end is kept).
-
-``TruncationResult`` is what the tools put in ``details["truncation"]`` (as a
-dict, snake_case keys) so the UI can say what was cut.
+The temp file is private and short-lived: it is created with mode 0600 in a folder of this process only
+(mode 0700, ``spool_folder``), its text is masked (``paths.MaskedStream``: key values, URL credentials,
+``sk-`` keys) when the command ends, and the folder is removed when the process exits (the trailer names
+the file so that the model can read it during the session).
 """
 
 from __future__ import annotations
@@ -49,27 +41,19 @@ DEFAULT_MAX_BYTES = 50 * 1024
 @dataclasses.dataclass(frozen=True, slots=True)
 class TruncationResult:
     content: str
-    """The kept text."""
     truncated: bool
-    """Whether anything was cut."""
     truncated_by: Literal["lines", "bytes"] | None
-    """Which limit cut it (``None`` when nothing was cut)."""
     total_lines: int
-    """Lines in the original text (``text.split("\\n")``)."""
+    """Lines in the original text (``text.split("\\n")``); the byte counts are of UTF-8."""
     total_bytes: int
-    """UTF-8 bytes in the original text."""
     output_lines: int
-    """Complete lines kept."""
     output_bytes: int
-    """UTF-8 bytes kept."""
     last_line_partial: bool
     """Tail truncation kept only the end of an over-long last line."""
     first_line_exceeds_limit: bool
     """Head truncation: the first line alone is over the byte limit (nothing kept)."""
     max_lines: int
-    """The line limit applied."""
     max_bytes: int
-    """The byte limit applied."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form for ``details`` (without the kept text, which is in ``content``)."""
@@ -91,94 +75,63 @@ def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _untruncated(content: str, total_lines: int, total_bytes: int, max_lines: int, max_bytes: int) -> TruncationResult:
-    return TruncationResult(
-        content, False, None, total_lines, total_bytes, total_lines, total_bytes, False, False, max_lines, max_bytes
-    )
-
-
 def truncate_head(
     content: str, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> TruncationResult:
     """Keep the first lines that fit both limits; never a partial line."""
-    total_bytes = utf8_len(content)
-    lines = content.split("\n")
-    total_lines = len(lines)
-    if total_lines <= max_lines and total_bytes <= max_bytes:
-        return _untruncated(content, total_lines, total_bytes, max_lines, max_bytes)
-    if utf8_len(lines[0]) > max_bytes:
-        return TruncationResult("", True, "bytes", total_lines, total_bytes, 0, 0, False, True, max_lines, max_bytes)
-    kept: list[str] = []
-    kept_bytes = 0
-    truncated_by: Literal["lines", "bytes"] = "lines"
-    for index, line in enumerate(lines[:max_lines]):
-        line_bytes = utf8_len(line) + (1 if index > 0 else 0)  # the newline before it
-        if kept_bytes + line_bytes > max_bytes:
-            truncated_by = "bytes"
-            break
-        kept.append(line)
-        kept_bytes += line_bytes
-    if len(kept) >= max_lines and kept_bytes <= max_bytes:
-        truncated_by = "lines"
-    output = "\n".join(kept)
-    return TruncationResult(
-        output,
-        True,
-        truncated_by,
-        total_lines,
-        total_bytes,
-        len(kept),
-        utf8_len(output),
-        False,
-        False,
-        max_lines,
-        max_bytes,
-    )
+    return _truncate(content, max_lines, max_bytes, tail=False)
 
 
 def truncate_tail(
     content: str, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> TruncationResult:
     """Keep the last lines that fit both limits; the end of the last line if it alone is too long."""
+    return _truncate(content, max_lines, max_bytes, tail=True)
+
+
+def _truncate(content: str, max_lines: int, max_bytes: int, *, tail: bool) -> TruncationResult:
     total_bytes = utf8_len(content)
     lines = content.split("\n")
-    total_lines = len(lines)
-    if total_lines <= max_lines and total_bytes <= max_bytes:
-        return _untruncated(content, total_lines, total_bytes, max_lines, max_bytes)
-    kept: list[str] = []  # newest first; reversed at the end
+
+    def result(
+        kept: str, by: Literal["lines", "bytes"] | None, count: int, partial: bool = False, too_long: bool = False
+    ) -> TruncationResult:
+        return TruncationResult(
+            kept,
+            by is not None,
+            by,
+            len(lines),
+            total_bytes,
+            count,
+            utf8_len(kept),
+            partial,
+            too_long,
+            max_lines,
+            max_bytes,
+        )
+
+    if len(lines) <= max_lines and total_bytes <= max_bytes:
+        return result(content, None, len(lines))
+    if not tail and utf8_len(lines[0]) > max_bytes:
+        return result("", "bytes", 0, too_long=True)
+    kept: list[str] = []
     kept_bytes = 0
     truncated_by: Literal["lines", "bytes"] = "lines"
-    last_line_partial = False
-    for line in reversed(lines):
+    partial = False
+    for line in reversed(lines) if tail else lines:
         if len(kept) >= max_lines:
             break
-        line_bytes = utf8_len(line) + (1 if kept else 0)  # the newline after it
+        line_bytes = utf8_len(line) + (1 if kept else 0)  # the newline between it and the lines kept
         if kept_bytes + line_bytes > max_bytes:
             truncated_by = "bytes"
-            if not kept:
-                tail = truncate_to_bytes_from_end(line, max_bytes)
-                kept.append(tail)
-                kept_bytes = utf8_len(tail)
-                last_line_partial = True
+            if not kept:  # tail only (head checked the first line): keep the end of the last line
+                kept, partial = [truncate_to_bytes_from_end(line, max_bytes)], True
             break
         kept.append(line)
         kept_bytes += line_bytes
-    if len(kept) >= max_lines and kept_bytes <= max_bytes:
+    if len(kept) >= max_lines:
         truncated_by = "lines"
-    output = "\n".join(reversed(kept))
-    return TruncationResult(
-        output,
-        True,
-        truncated_by,
-        total_lines,
-        total_bytes,
-        len(kept),
-        utf8_len(output),
-        last_line_partial,
-        False,
-        max_lines,
-        max_bytes,
-    )
+    return result("\n".join(reversed(kept) if tail else kept), truncated_by, len(kept), partial)
 
 
 def truncate_to_bytes_from_end(text: str, max_bytes: int) -> str:
@@ -193,26 +146,17 @@ def truncate_to_bytes_from_end(text: str, max_bytes: int) -> str:
 
 
 def tail_notice(truncation: TruncationResult, full_output_path: str | None, last_line_bytes: int) -> str:
-    """pi's trailer for tail-truncated command output (``\\n\\n[Showing lines ...]``).
-
-    ``last_line_bytes`` is the size of the original last line, named when only
-    its end could be shown.
-    """
+    """pi's trailer for tail-truncated command output; ``last_line_bytes`` (the original last line's size) is
+    named when only its end could be shown."""
     end_line = truncation.total_lines
-    start_line = end_line - truncation.output_lines + 1
     if truncation.last_line_partial:
-        return (
-            f"\n\n[Showing last {format_size(truncation.output_bytes)} of line {end_line} "
-            f"(line is {format_size(last_line_bytes)}). Full output: {full_output_path}]"
+        shown = (
+            f"last {format_size(truncation.output_bytes)} of line {end_line} (line is {format_size(last_line_bytes)})"
         )
-    if truncation.truncated_by == "lines":
-        return (
-            f"\n\n[Showing lines {start_line}-{end_line} of {truncation.total_lines}. Full output: {full_output_path}]"
-        )
-    return (
-        f"\n\n[Showing lines {start_line}-{end_line} of {truncation.total_lines} "
-        f"({format_size(truncation.max_bytes)} limit). Full output: {full_output_path}]"
-    )
+    else:
+        limit = "" if truncation.truncated_by == "lines" else f" ({format_size(truncation.max_bytes)} limit)"
+        shown = f"lines {end_line - truncation.output_lines + 1}-{end_line} of {end_line}{limit}"
+    return f"\n\n[Showing {shown}. Full output: {full_output_path}]"
 
 
 _folder: str | None = None
@@ -225,15 +169,8 @@ def spool_folder() -> str:
     with _folder_lock:
         if _folder is None or not os.path.isdir(_folder):
             _folder = tempfile.mkdtemp(prefix="pi-kernel-")
-            atexit.register(remove_spool_folder, _folder)
+            atexit.register(shutil.rmtree, _folder, ignore_errors=True)
         return _folder
-
-
-def remove_spool_folder(folder: str | None = None) -> None:
-    """Remove the full-output files (``folder``: this process's)."""
-    target = folder or _folder
-    if target:
-        shutil.rmtree(target, ignore_errors=True)
 
 
 def mask_file(path: str, block_size: int = 1 << 20) -> None:
@@ -313,28 +250,24 @@ class OutputSpool:
         """Lines of the whole output, counted as ``text.split("\\n")`` counts them (as ``truncate_tail``)."""
         return self.newlines + 1
 
-    def tail_text(self) -> str:
-        return b"".join(self._chunks).decode("utf-8", "replace")
-
     def _truncate(self) -> TruncationResult:
-        """``truncate_tail`` of the kept tail, with the whole output's totals when memory dropped some."""
-        truncation = truncate_tail(self.tail_text())
+        """``truncate_tail`` of the kept tail, with the whole output's totals when memory dropped some; a cut
+        output gets its file."""
+        truncation = truncate_tail(b"".join(self._chunks).decode("utf-8", "replace"))
         if self._chunk_bytes < self.total_bytes:
             truncation = dataclasses.replace(truncation, total_lines=self.total_lines, total_bytes=self.total_bytes)
+        if truncation.truncated:
+            self._ensure_file()
         return truncation
 
     def snapshot(self) -> tuple[str, dict[str, Any]]:
         """The current tail for a streaming update: ``(text, details)``."""
         truncation = self._truncate()
-        if truncation.truncated:
-            self._ensure_file()
         return truncation.content, self._details(truncation)
 
     def final(self) -> tuple[str, dict[str, Any]]:
         """The tail with pi's trailer (``(no output)`` when empty), and ``details``; closes the file."""
         truncation = self._truncate()
-        if truncation.truncated:
-            self._ensure_file()
         self.close()
         output = truncation.content or "(no output)"
         if truncation.truncated:

@@ -1,53 +1,35 @@
 """The ``python`` tool: run code in the notebook's namespace, like a cell.
 
-The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without
-one, in the namespace given to ``create_python_tool`` or a private one kept
-by the tool; variables persist between calls. As in a notebook
-(``ast_node_interactivity='last_expr'``) the value of a final expression
-statement is shown unless the code ends with ``;``. Top-level ``await`` works:
-such code runs on its own event loop in a thread of its own (the kernel's loop
-is the caller's), and an interrupt cancels it (``CancelledError`` at its
-``await``) instead of raising ``KeyboardInterrupt`` in it.
+The code runs in ``ctx.namespace`` (the kernel's user namespace) or, without one, in the namespace given to
+``create_python_tool`` or a private one kept by the tool; variables persist between calls. As in a notebook
+(``ast_node_interactivity='last_expr'``) the value of a final expression statement is shown unless the code
+ends with ``;``. Top-level ``await`` runs on an event loop of its own in a thread of its own
+(``run_coroutine``: the kernel's loop is the caller's); an interrupt cancels it (``CancelledError`` at its
+``await``).
 
-Threads: by default the code runs on a tool worker thread while the event
-loop goes on. In a kernel (the context's ``python_on_main_thread``, set by
-the kernel's session) it runs on the main thread, as a cell does, while the
-kernel's event loop waits for it: only there does a kernel interrupt (SIGINT)
-reach code blocked in a C call (``time.sleep``, a socket read, a lock).
-While it runs, the tool's own SIGINT handler raises ``KeyboardInterrupt`` in
-that code (after the handler it replaced, the turn's interrupt hook, has
-scheduled the turn's abort), so an interrupt stops it at once and the next
-call finds the namespace free. The live view shows its output when it ends.
-One call runs at a time in the whole process (``_RUN_LOCK``): the namespace
-and matplotlib's pyplot are not thread-safe, and notebook code is written to
-run alone. Output capture is per context, not per process (see
-``python_capture``), so the kernel's own prints are not swallowed. An abort
-from elsewhere raises ``KeyboardInterrupt`` inside the running code too
-(``PyThreadState_SetAsyncExc``); code blocked in a C call on a worker thread
-notices when that call returns.
+Threads: by default the code runs on a tool worker thread while the event loop goes on. In a kernel (the
+context's ``python_on_main_thread``) it runs on the main thread, as a cell does, while the kernel's event
+loop waits for it: only there does a kernel interrupt (SIGINT) reach code blocked in a C call
+(``time.sleep``, a socket read, a lock). ``Interrupter`` turns that SIGINT (after the handler it replaced,
+the turn's interrupt hook, has scheduled the turn's abort) or an abort from elsewhere
+(``PyThreadState_SetAsyncExc``: code blocked in a C call on a worker thread notices when that call returns)
+into ``KeyboardInterrupt`` in the running code, and re-sends SIGINT every ``_RESEND_SECONDS`` until the code
+returns, so code that swallows it (a bare ``except:``) is stopped too and the next call finds the namespace
+free. One call runs at a time in the whole process (``_RUN_LOCK``): the namespace and matplotlib's pyplot
+are not thread-safe, and notebook code is written to run alone. Output capture is per context, not per
+process (``python_capture``), so the kernel's own prints are not swallowed.
 
-**Stopping the code**: ``Interrupter`` turns a kernel interrupt (SIGINT, on the
-main thread) or the turn's abort into ``KeyboardInterrupt`` in the running code;
-once fired, a watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until
-the code returns, so code that swallows the interrupt (a bare ``except:``) is
-stopped too. ``run_coroutine`` runs a cell's top-level ``await`` code on an
-event loop of its own in a separate thread (in a kernel the main thread's loop
-is the caller's); an interrupt cancels it.
+What the model gets: stdout, stderr, the text/plain of displayed objects and of the result, in order,
+tail-truncated like ``bash`` (full text in a temp file), plus up to ``max_images`` images (PNG/JPEG from
+``display`` and matplotlib figures). Figures the code created and left open are rendered and closed at the
+end, so they show in the tool's output rather than leaking into the cell. An exception gives an error
+result with the output so far and the traceback of the user's code only.
 
-What the model gets: stdout, stderr, the text/plain of displayed objects and
-of the result, in order, tail-truncated like ``bash`` (full text in a temp
-file), plus up to ``max_images`` images (PNG/JPEG from ``display`` and
-matplotlib figures). Figures the code created and left open are rendered and
-closed at the end, so they show in the tool's output rather than leaking into
-the cell. An exception gives an error result with the output so far and the
-traceback of the user's code only.
-
-``details``: ``{"outputs": [nbformat output dicts: stream / display_data /
-execute_result], "truncation": dict | None, "full_output_path": str | None,
-"run": int, "code": str}``; ``run`` numbers the calls in the order they ran
-(calls of one message may run in any order: ``%%pi --cells`` replays them in
-this one); ``code`` is the code that ran (after an approval that edited it).
-Updates while running carry ``{"outputs": [...]}`` so far.
+``details``: ``{"outputs": [nbformat output dicts: stream / display_data / execute_result], "truncation":
+dict | None, "full_output_path": str | None, "run": int, "code": str}``; ``run`` numbers the calls in the
+order they ran (calls of one message may run in any order: ``%%pi --cells`` replays them in this one);
+``code`` is the code that ran (after an approval that edited it). Updates while running carry
+``{"outputs": [...]}`` so far.
 """
 
 from __future__ import annotations
@@ -69,7 +51,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -93,6 +75,7 @@ _run_numbers = itertools.count(1)
 _recent_cells: deque[str] = deque()
 _MAX_CACHED_CELLS = 200
 _main_thread_runs = [0]
+T = TypeVar("T")
 """Main-thread calls ended so far (only the event loop's thread changes it)."""
 
 
@@ -106,11 +89,8 @@ class PythonParams(BaseModel):
 def create_python_tool(
     *, namespace: dict[str, Any] | None = None, max_images: int = MAX_MODEL_IMAGES
 ) -> ToolDefinition:
-    """The ``python`` tool (asks for approval by default).
-
-    ``namespace``: where code runs when the context has none (default: a
-    private dict kept by this tool); ``max_images``: images sent to the model per call.
-    """
+    """The ``python`` tool. ``namespace``: where code runs when the context has none (default: a private dict
+    kept by this tool); ``max_images``: images sent to the model per call."""
     private: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": builtins}
 
     async def execute(
@@ -120,25 +100,16 @@ def create_python_tool(
         on_update: Callable[[AgentToolResult], None] | None,
         ctx: ToolContext,
     ) -> AgentToolResult:
-        target = ctx.namespace if ctx.namespace is not None else private
         run = functools.partial(
             run_python,
             params.code,
-            target,
+            ctx.namespace if ctx.namespace is not None else private,
             signal=signal,
             on_update=on_update,
             max_images=max_images,
             journal=ctx.journal,
         )
-        if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
-            await _let_scheduled_callbacks_run()
-            if signal is not None and signal.aborted:
-                raise RuntimeError(OPERATION_ABORTED)
-            try:
-                return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does
-            finally:
-                _main_thread_runs[0] += 1
-        return await run_in_worker(run)
+        return await run_agent_code(run, signal, ctx)
 
     return ToolDefinition(
         origin="builtin",
@@ -162,18 +133,25 @@ def create_python_tool(
     )
 
 
-async def _let_scheduled_callbacks_run() -> None:
-    """Yield to the loop until no main-thread call ran meanwhile.
-
-    An interrupt during a main-thread call only schedules the turn's abort on the loop that call blocked
-    (``call_soon_threadsafe``); another call of the batch may already be queued to resume before that
-    callback. A yield that begins after the last main-thread call ended resumes after the callback.
-    """
+async def run_agent_code(run: Callable[..., T], signal: AbortSignal | None, ctx: ToolContext) -> T:
+    """``run()`` on a tool worker thread; in a kernel (``ctx.python_on_main_thread``) ``run(interrupt_on_sigint=True)``
+    on the main thread, blocking the loop as a cell does, so that an interrupt reaches it."""
+    if not (ctx.python_on_main_thread and threading.current_thread() is threading.main_thread()):
+        return await run_in_worker(run)
+    # An interrupt during a main-thread call only schedules the turn's abort on the loop that call blocked
+    # (``call_soon_threadsafe``); another call of the batch may already be queued to resume before that
+    # callback. A yield that begins after the last main-thread call ended resumes after the callback.
     while True:
         seen = _main_thread_runs[0]
         await asyncio.sleep(0)
         if _main_thread_runs[0] == seen:
-            return
+            break
+    if signal is not None and signal.aborted:
+        raise RuntimeError(OPERATION_ABORTED)
+    try:
+        return run(interrupt_on_sigint=True)
+    finally:
+        _main_thread_runs[0] += 1
 
 
 def run_python(
@@ -186,27 +164,30 @@ def run_python(
     interrupt_on_sigint: bool = False,
     journal: TurnJournal | None = None,
 ) -> AgentToolResult:
-    """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop).
-
-    ``interrupt_on_sigint`` (main thread only): a SIGINT while the code runs raises ``KeyboardInterrupt`` in it.
-    ``journal``: the turn's undo journal, told what the code changes (under the run lock, so no other
-    call changes the namespace meanwhile).
-    """
+    """Run ``code`` in ``namespace`` as a cell; blocking (call it off the event loop). ``interrupt_on_sigint``
+    (main thread only): a SIGINT raises ``KeyboardInterrupt`` in the code; ``journal``: the turn's undo journal."""
     removed_callbacks: list[str] = []
     spool = OutputSpool("pi-python")
-    throttle = _UpdateThrottle(on_update)
-    with _agent_code_run(code, namespace, signal, journal, removed_callbacks):
+    last_update = 0.0
+
+    def on_text(text: str) -> None:
+        nonlocal last_update
+        spool.add(text.encode("utf-8", "replace"))
+        if on_update is not None and time.monotonic() - last_update >= UPDATE_INTERVAL_SECONDS:
+            last_update = time.monotonic()
+            with contextlib.suppress(Exception):  # a broken listener must not break the user's code
+                on_update(AgentToolResult([], details={"outputs": [dict(output) for output in capture.outputs]}))
+
+    with _agent_code_run(code, namespace, signal, journal, removed_callbacks), capturing(on_text) as capture:
         run_number = next(_run_numbers)
-        capture, error = _run_captured(code, namespace, signal, spool, throttle, interrupt_on_sigint)
+        error = _run_in_capture(capture, code, namespace, signal, interrupt_on_sigint)
     note = removed_note(removed_callbacks)
-    if note:
-        separator = "\n" if spool.last_line_bytes else ""
-        spool.add(f"{separator}{note}\n".encode())
+    for extra in (f"{note}\n" if note else "", error or ""):
+        if extra:
+            separator = "\n" if spool.last_line_bytes else ""  # the output so far ends mid-line
+            spool.add(f"{separator}{extra}".encode("utf-8", "replace"))
     if error is not None:
-        separator = "\n" if spool.last_line_bytes else ""  # the output so far ends mid-line
-        spool.add(f"{separator}{error}".encode("utf-8", "replace"))
-        text, _details = spool.final()
-        raise RuntimeError(text)
+        raise RuntimeError(spool.final()[0])
     text, details = spool.final()
     images, left_out = _model_images(capture.outputs, max_images)
     if left_out:
@@ -239,25 +220,6 @@ def _agent_code_run(
         _RUN_LOCK.release()
 
 
-def _run_captured(
-    code: str,
-    namespace: dict[str, Any],
-    signal: AbortSignal | None,
-    spool: OutputSpool,
-    updates: _UpdateThrottle,
-    on_sigint: bool = False,
-) -> tuple[OutputCapture, str | None]:
-    """Run the cell inside a capture: ``(capture, error text or None)``."""
-
-    def on_text(text: str) -> None:
-        spool.add(text.encode("utf-8", "replace"))
-        updates.maybe_send(capture)
-
-    with capturing(on_text) as capture:
-        error = _run_in_capture(capture, code, namespace, signal, on_sigint)
-    return capture, error
-
-
 def _run_in_capture(
     capture: OutputCapture,
     code: str,
@@ -268,7 +230,8 @@ def _run_in_capture(
 ) -> str | None:
     """Run the cell inside ``capture``; the error text or ``None``; the exception is added to ``errors``."""
     error: str | None = None
-    figures_before = _open_figure_numbers()
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    figures_before = set(pyplot.get_fignums()) if pyplot is not None else set()
     interrupter = Interrupter(signal, on_sigint)
     shown_figure = None
     try:
@@ -309,33 +272,16 @@ def run_notebook_cell(
         text += f"{'' if not text or text.endswith(chr(10)) else chr(10)}{note}\n"
     error_output = None
     if error is not None:
-        exception = errors[0] if errors else KeyboardInterrupt()
         aborted = error == OPERATION_ABORTED
         error_output = {
             "output_type": "error",
-            "ename": "KeyboardInterrupt" if aborted else type(exception).__name__,
-            "evalue": "" if aborted else str(exception),
+            "ename": "KeyboardInterrupt" if aborted else type(errors[0]).__name__,
+            "evalue": "" if aborted else str(errors[0]),
             "traceback": error.splitlines(),
         }
         outputs.append(error_output)
         text = f"{text}\n{error}" if text else error
     return outputs, text, error_output
-
-
-class _UpdateThrottle:
-    def __init__(self, on_update: Callable[[AgentToolResult], None] | None) -> None:
-        self._on_update = on_update
-        self._last = 0.0
-
-    def maybe_send(self, capture: OutputCapture) -> None:
-        now = time.monotonic()
-        if self._on_update is None or now - self._last < UPDATE_INTERVAL_SECONDS:
-            return
-        self._last = now
-        try:
-            self._on_update(AgentToolResult([], details={"outputs": [dict(output) for output in capture.outputs]}))
-        except Exception:  # noqa: BLE001 - a broken listener must not break the user's code
-            pass
 
 
 def _run_cell(code: str, namespace: dict[str, Any]) -> tuple[Any, Any]:
@@ -401,11 +347,6 @@ def _add_result(capture: OutputCapture, value: Any, is_figure: bool) -> None:
     capture.add_display(data, metadata, output_type="execute_result")
 
 
-def _open_figure_numbers() -> set[int]:
-    pyplot = sys.modules.get("matplotlib.pyplot")
-    return set(pyplot.get_fignums()) if pyplot is not None else set()
-
-
 def _capture_new_figures(capture: OutputCapture, before: set[int], shown: Any) -> None:
     """Render and close figures the code opened and left open (as the inline backend's flush does)."""
     pyplot = sys.modules.get("matplotlib.pyplot")
@@ -439,19 +380,14 @@ def _model_images(outputs: list[dict[str, Any]], limit: int) -> tuple[list[Image
     return images, left_out
 
 
-# -- stopping the code, and top-level await ----------------------------------------------------------------
-
 _RESEND_SECONDS = 0.1
 _CANCEL_GRACE_SECONDS = 1.0
 
 
 def run_coroutine(coroutine: Any) -> Any:
-    """Run the cell's top-level ``await`` code on its own event loop, in a thread of its own.
-
-    Not on this thread: in a kernel this is the main thread, whose event loop is running (blocked by
-    this call). While it waits, a ``KeyboardInterrupt`` here (SIGINT, an abort) cancels the coroutine
-    (``CancelledError`` at its ``await``) and waits up to ``_CANCEL_GRACE_SECONDS`` for it to end.
-    """
+    """Run the cell's top-level ``await`` code on its own event loop, in a thread of its own (in a kernel this
+    thread's loop is running, blocked by this call). A ``KeyboardInterrupt`` here (SIGINT, an abort) cancels
+    the coroutine and waits up to ``_CANCEL_GRACE_SECONDS`` for it to end."""
     outcome: dict[str, Any] = {}
     finished = threading.Event()
 
@@ -498,14 +434,11 @@ def as_cell_code(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-def _is_cell_code(frame: Any) -> bool:
-    return str(frame.f_code.co_filename).startswith("<python-tool-")
-
-
 def _runs_cell_code(frame: Any) -> bool:
     """Whether the cell's code is on the stack from ``frame`` down (it may be calling library code)."""
     while frame is not None:
-        if _is_cell_code(frame) or frame.f_code in (run_coroutine.__code__, as_cell_code.__code__):
+        code = frame.f_code
+        if str(code.co_filename).startswith("<python-tool-") or code in (run_coroutine.__code__, as_cell_code.__code__):
             return True
         frame = frame.f_back
     return False
@@ -540,14 +473,9 @@ class Interrupter:
         return self
 
     def _sigint(self, signum: int, frame: Any) -> None:
-        """The previous handler first (the turn's hook schedules the turn's abort), then stop the code.
-
-        Only the first SIGINT goes to the previous handler (the turn is aborted once; the repeats are
-        ours). Code that swallows ``KeyboardInterrupt`` (a bare ``except:`` around a blocking call) is
-        stopped anyway: a watchdog thread re-sends SIGINT every ``_RESEND_SECONDS`` until the code
-        returns, and a repeat that lands outside the ``try`` ends it. Raised only while the cell's code
-        is on the stack (not while it is compiled or cleaned up after).
-        """
+        """The previous handler first, for the first SIGINT only (the turn's hook aborts the turn once; the
+        watchdog's repeats are ours), then stop the code: raised only while the cell's code is on the stack
+        (not while it is compiled or cleaned up after)."""
         previous = self._previous_handler
         if callable(previous) and not self.fired:
             try:

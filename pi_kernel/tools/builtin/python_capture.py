@@ -1,36 +1,26 @@
 """Around one run of the agent's code in the shell: what it prints and displays is captured per call (not
 per process), and the event callbacks it registered are removed when it ends.
 
-The ``python`` tool runs user code on a worker thread while the kernel's main
-thread stays live (it streams widgets, prints to cells). Swapping
-``sys.stdout`` for a buffer would swallow every other thread's output. So:
+The ``python`` tool runs user code on a worker thread while the kernel's main thread stays live (it streams
+widgets, prints to cells), so swapping ``sys.stdout`` for a buffer would swallow every other thread's output.
+Instead, while at least one capture is active:
 
-- ``sys.stdout`` / ``sys.stderr`` get a thin proxy (installed while at least
-  one capture is active, removed after the last) that looks up the capture of
-  the *current context* (a ``ContextVar``) and writes there, or passes the
-  write to the real stream. The tool sets the variable in the worker's own
-  context, so only the code it runs is captured (threads that code starts
-  itself do not inherit it and print to the real stream, as in a notebook).
-- Inside IPython, ``shell.display_pub`` gets the same kind of proxy:
-  ``display()``, ``update_display`` and ``clear_output`` from the captured
-  context land in the capture as nbformat outputs; all other publishing
-  (the kernel's own widgets and cells) goes to the real publisher.
-- Outside IPython, ``IPython.display.display`` has no shell and prints the
-  object's text form (IPython's own behaviour), which the stdout proxy then
-  captures as text. Rich forms need a shell; patching ``display`` itself is
-  not robust (code binds it with ``from IPython.display import display``).
+- ``sys.stdout`` / ``sys.stderr`` are proxies that write to the capture of the *current context* (a
+  ``ContextVar`` the tool sets in the worker's own context: threads the code starts print to the real
+  stream, as in a notebook), else to the real stream;
+- inside IPython, ``shell.display_pub`` is such a proxy too: ``display()``, ``update_display`` and
+  ``clear_output`` from the captured context become nbformat outputs; the kernel's own publishing goes
+  through. Outside IPython, ``display`` prints the object's text form, which the stdout proxy captures
+  (patching ``display`` itself is not robust: code binds it with ``from IPython.display import display``).
 
-Anything written to file descriptors 1/2 directly (C extensions, ``os.system``)
-is not captured.
+What is written to file descriptors 1/2 directly (C extensions, ``os.system``) is not captured.
 
-**Event callbacks.** Code the ``python`` tool (or ``run_cells``) runs could register an IPython
-event callback (``get_ipython().events.register('post_run_cell', ...)``) that
-then runs in every later cell of the user: planting a cell (``set_next_input``),
-reading the namespace, or unregistering pi's own callbacks. ``kept_events``
-snapshots the shell's ``events`` callbacks around one run and puts them back as
-they were afterwards (also when the code replaced ``shell.events``); the names of
-the callbacks it took away are listed for the tool result, so the model and the
-person see that the code tried.
+**Event callbacks.** Code the ``python`` tool (or ``run_cells``) runs could register an IPython event
+callback (``get_ipython().events.register('post_run_cell', ...)``) that then runs in every later cell of the
+user: planting a cell (``set_next_input``), reading the namespace, or unregistering pi's own callbacks.
+``kept_events`` snapshots the shell's ``events`` callbacks around one run and puts them back as they were
+afterwards (also when the code replaced ``shell.events``); the names of the callbacks it took away are
+listed for the tool result, so the model and the person see that the code tried.
 """
 
 from __future__ import annotations
@@ -113,16 +103,13 @@ class OutputCapture:
 
     def clear(self, wait: bool = False) -> None:
         with self._lock:
-            if wait:
-                self._clear_pending = True
-            else:
-                self._clear_now()
+            self._clear_pending = True
+            if not wait:
+                self._maybe_clear()
 
     def _maybe_clear(self) -> None:
-        if self._clear_pending:
-            self._clear_now()
-
-    def _clear_now(self) -> None:
+        if not self._clear_pending:
+            return
         self._clear_pending = False
         self.outputs.clear()
         self._display_ids.clear()
@@ -133,11 +120,8 @@ _DEFAULT_REPR = re.compile(r"^<[\w.]+ object( at 0x[0-9a-fA-F]+)?>$")
 
 
 def display_text(output: dict[str, Any]) -> str:
-    """What the model reads for a display/execute output.
-
-    Markdown first, then the plain text unless it is only a default
-    ``<X object>`` repr, then HTML or LaTeX source, else the MIME types.
-    """
+    """What the model reads for a display/execute output: Markdown, else the plain text unless it is only a
+    default ``<X object>`` repr, else HTML or LaTeX source, else the MIME types."""
     data = output.get("data", {})
     plain = _text(data.get("text/plain"))
     candidates = (
@@ -230,10 +214,9 @@ def _install() -> None:
     global _active
     with _install_lock:
         _active += 1
-        if not isinstance(sys.stdout, _StreamProxy):
-            sys.stdout = _StreamProxy("stdout", sys.stdout)
-        if not isinstance(sys.stderr, _StreamProxy):
-            sys.stderr = _StreamProxy("stderr", sys.stderr)
+        for name in ("stdout", "stderr"):
+            if not isinstance(getattr(sys, name), _StreamProxy):
+                setattr(sys, name, _StreamProxy(name, getattr(sys, name)))
         shell = current_shell()
         if shell is not None and not isinstance(shell.display_pub, _DisplayPublisherProxy):
             shell.display_pub = _DisplayPublisherProxy(shell.display_pub)
@@ -246,10 +229,9 @@ def _uninstall() -> None:
         _active -= 1
         if _active:
             return
-        if isinstance(sys.stdout, _StreamProxy):
-            sys.stdout = sys.stdout._pi_inner
-        if isinstance(sys.stderr, _StreamProxy):
-            sys.stderr = sys.stderr._pi_inner
+        for name in ("stdout", "stderr"):
+            if isinstance(getattr(sys, name), _StreamProxy):
+                setattr(sys, name, getattr(sys, name)._pi_inner)
         shell = current_shell()
         if shell is not None and isinstance(shell.display_pub, _DisplayPublisherProxy):
             shell.display_pub = shell.display_pub._pi_inner
@@ -285,7 +267,7 @@ def kept_events(removed: list[str]) -> Iterator[None]:
     """Around one run of the agent's code: afterwards the shell's event callbacks are as before; each one
     the code added is appended to ``removed`` as ``"event: name"``."""
     shell = current_shell()
-    events: Any = getattr(shell, "events", None) if shell is not None else None
+    events: Any = getattr(shell, "events", None)
     callbacks = _callbacks(events)
     if callbacks is None:
         yield

@@ -1,15 +1,13 @@
 """The ``read`` tool: a text file's lines (truncated with a way to continue), or an image.
 
-Port of pi's ``read.ts``. Text: lines from ``offset`` (1-indexed), at most
-``limit`` of them, then cut by ``truncate_head`` (2000 lines / 50 KB) with
-pi's trailers: ``[Showing lines X-Y of Z. Use offset=N to continue.]``,
-``[... (50.0KB limit). ...]``, ``[N more lines in file. Use offset=N to
-continue.]``, and for a single line over the byte limit a pointer to ``bash``.
-Images (PNG, JPEG, GIF, WebP, by their magic bytes) come back as an
-``ImageContent`` after a short text note.
+Port of pi's ``read.ts``. Text: lines from ``offset`` (1-indexed), at most ``limit`` of them, then cut by
+``truncate_head`` (2000 lines / 50 KB) with pi's trailers: ``[Showing lines X-Y of Z. Use offset=N to
+continue.]``, ``[... (50.0KB limit). ...]``, ``[N more lines in file. Use offset=N to continue.]``, and for
+a single line over the byte limit a pointer to ``bash``. Images (PNG, JPEG, GIF, WebP, by their magic
+bytes) come back as an ``ImageContent`` after a short text note.
 
-``details``: ``{"path": <absolute path>, "truncation": <TruncationResult dict> | None}``
-for text; ``{"path": ..., "mime_type": ...}`` for an image.
+``details``: ``{"path": <absolute path>, "truncation": <TruncationResult dict> | None}`` for text;
+``{"path": ..., "mime_type": ...}`` for an image.
 """
 
 from __future__ import annotations
@@ -88,20 +86,18 @@ def read_file(absolute: str, params: ReadParams, auto_resize_images: bool = True
 
 
 def _image_result(absolute: str, data: bytes, mime_type: str, auto_resize: bool) -> AgentToolResult:
-    details = {"path": absolute, "mime_type": mime_type}
+    fitted = fit_image(data, mime_type) if auto_resize else None
     if not auto_resize:
-        return AgentToolResult(
-            [
-                TextContent(f"Read image file [{mime_type}]"),
-                ImageContent(base64.b64encode(data).decode("ascii"), mime_type),
-            ],
-            details=details,
-        )
-    fitted = fit_image(data, mime_type)
-    if fitted is None:
-        return AgentToolResult([TextContent(f"Read image file [{mime_type}]\n{IMAGE_OMITTED_NOTE}")], details=details)
-    note = f"Read image file [{fitted.mime_type}]" + (f"\n{fitted.note}" if fitted.note else "")
-    return AgentToolResult([TextContent(note), ImageContent(fitted.data, fitted.mime_type)], details=details)
+        blocks: list[Any] = [
+            TextContent(f"Read image file [{mime_type}]"),
+            ImageContent(base64.b64encode(data).decode("ascii"), mime_type),
+        ]
+    elif fitted is None:
+        blocks = [TextContent(f"Read image file [{mime_type}]\n{IMAGE_OMITTED_NOTE}")]
+    else:
+        note = f"Read image file [{fitted.mime_type}]" + (f"\n{fitted.note}" if fitted.note else "")
+        blocks = [TextContent(note), ImageContent(fitted.data, fitted.mime_type)]
+    return AgentToolResult(blocks, details={"path": absolute, "mime_type": mime_type})
 
 
 def read_text_lines(content: str, params: ReadParams) -> tuple[str, dict[str, Any] | None]:
@@ -111,14 +107,8 @@ def read_text_lines(content: str, params: ReadParams) -> tuple[str, dict[str, An
     start = max(0, params.offset - 1) if params.offset else 0
     if start >= total:
         raise ValueError(f"Offset {params.offset} is beyond end of file ({total} lines total)")
-    user_limited: int | None = None
-    if params.limit is not None:
-        end = min(start + max(0, params.limit), total)
-        selected = "\n".join(all_lines[start:end])
-        user_limited = end - start
-    else:
-        selected = "\n".join(all_lines[start:])
-    truncation = truncate_head(selected)
+    end = total if params.limit is None else min(start + max(0, params.limit), total)
+    truncation = truncate_head("\n".join(all_lines[start:end]))
     first_shown = start + 1
     if truncation.first_line_exceeds_limit:
         size = format_size(utf8_len(all_lines[start]))
@@ -135,8 +125,6 @@ def read_text_lines(content: str, params: ReadParams) -> tuple[str, dict[str, An
             f"Use offset={last_shown + 1} to continue.]"
         )
         return text, truncation.to_dict()
-    if user_limited is not None and start + user_limited < total:
-        remaining = total - (start + user_limited)
-        next_offset = start + user_limited + 1
-        return f"{truncation.content}\n\n[{remaining} more lines in file. Use offset={next_offset} to continue.]", None
+    if end < total:
+        return f"{truncation.content}\n\n[{total - end} more lines in file. Use offset={end + 1} to continue.]", None
     return truncation.content, None

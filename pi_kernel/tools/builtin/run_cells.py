@@ -1,51 +1,37 @@
 """``run_cells``: run notebook cells in the kernel, their outputs shown in those cells, as if the user ran them.
 
-The front-end cannot run a cell while the ``%%pi`` cell executes (the run would
-queue behind it: a tool waiting for it deadlocks), so the tool runs each
-cell's code itself, the way the ``python`` tool does (``run_notebook_cell``:
-on the main thread in a kernel, where an interrupt stops it), captures its
-outputs as nbformat outputs (stream, execute_result, display_data, error) and
-sends them to the cell (``set_outputs``) with the ``%%pi`` cell's own execution
-count (``_running_count``). It
-stops at the first cell that raises, as "run all" does. IPython syntax
-(``%magic``, ``!cmd``) is transformed by the shell when there is one. Markdown
-cells are skipped; a ``%%pi`` cell is not run (it would start another turn), nor
-is a cell that runs a ``%pi`` command (``%pi approve auto`` would let the
-agent approve itself; ``runs_pi_magic``). The session refuses commands that
-change the policy or the conversation while a turn runs, too
-(``line_commands.run_line_command``), for code that reaches them otherwise.
-The model gets each cell's output text and error.
+The front-end cannot run a cell while the ``%%pi`` cell executes (the run would queue behind it: a tool
+waiting for it deadlocks), so the tool runs each cell's code itself, as the ``python`` tool does
+(``run_notebook_cell``), and sends its nbformat outputs to the cell (``set_outputs``). It stops at the
+first cell that raises, as "run all" does. IPython syntax (``%magic``, ``!cmd``) is transformed by the
+shell when there is one. Markdown cells are skipped; a ``%%pi`` cell is not run (it would start another
+turn), nor is a cell that runs a ``%pi`` command (``%pi approve auto`` would let the agent approve itself;
+``runs_pi_magic``). The session refuses commands that change the policy or the conversation while a turn
+runs, too (``line_commands.run_line_command``), for code that reaches them otherwise. The approval card
+shows the code that will run; a cell the user changes while the card waits is refused as stale, so what
+runs is what was approved.
 
-Why that count: the cells run inside the ``%%pi`` cell's execution. Taking
-the shell's counter for them (without storing their inputs) made the
-``%%pi`` cell's reply carry a run cell's count and ``In[n]`` stop matching
-the prompts; storing them as inputs would still give the ``%%pi`` cell the
-last run cell's count. So the shell's counter, ``In`` and the history stay as
-the user's own runs left them, and a cell the agent ran shows the number of
-the ``%%pi`` cell that ran it (``In[n]`` is that cell). ``ctx.journal`` (the turn's
-undo journal) sees the code before and after it runs. The approval card shows
-the code that will run (``approval_preview``); a cell the user changes while
-the card waits is refused as stale, so what runs is what was approved.
+The outputs carry the ``%%pi`` cell's own execution count (``_running_count``): taking the shell's counter
+for the cells run made the ``%%pi`` cell's reply carry a run cell's count and ``In[n]`` stop matching the
+prompts; storing them as inputs would still give the ``%%pi`` cell the last run cell's count. So the
+shell's counter, ``In`` and the history stay as the user's own runs left them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
-import threading
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from pi_kernel.agent import OPERATION_ABORTED
-from pi_kernel.agent.tool_execution import run_in_worker
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.builtin.describe import clip
-from pi_kernel.tools.builtin.notebook_edits import read_refs, require_notebook
-from pi_kernel.tools.builtin.python import run_notebook_cell
+from pi_kernel.tools.builtin.notebook_edits import forget_plan, keep_plan, read_refs, require_notebook, take_plan
+from pi_kernel.tools.builtin.python import run_agent_code, run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import STALE_TEXT, CellInfo, NotebookError, StaleCell
@@ -86,10 +72,6 @@ def _running_count() -> int | None:
     return count - 1 if isinstance(count, int) and count > 1 else None
 
 
-_approved: dict[str, tuple[Any, dict[str, str]]] = {}
-"""The sources each approval card showed, by tool call id, until the call runs."""
-
-
 def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
     """The code that will run, cell by cell, as the card shows it."""
     parts = []
@@ -103,13 +85,8 @@ def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
 def create_run_cells_tool() -> ToolDefinition:
     async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
         _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells, batch="run_cells")
-        _approved[tool_call_id] = (params, {cell.id: cell.source for cell in cells})
-        while len(_approved) > 64:
-            _approved.pop(next(iter(_approved)))
+        keep_plan(tool_call_id, params, {cell.id: cell.source for cell in cells})
         return code_preview(cells)
-
-    def forget_preview(tool_call_id: str) -> None:
-        _approved.pop(tool_call_id, None)
 
     async def execute(
         tool_call_id: str, params: RunCellsParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
@@ -117,10 +94,9 @@ def create_run_cells_tool() -> ToolDefinition:
         document = require_notebook(ctx, "run_cells")
         namespace = ctx.namespace if ctx.namespace is not None else {"__name__": "__main__"}
         _, cells = await read_refs(document, params.cells)
-        approved = _approved.pop(tool_call_id, None)
-        if approved is not None and approved[0] == params:
-            if any(approved[1].get(cell.id, cell.source) != cell.source for cell in cells):
-                raise StaleCell(STALE_TEXT)
+        approved = take_plan(tool_call_id, params) or {}
+        if any(approved.get(cell.id, cell.source) != cell.source for cell in cells):
+            raise StaleCell(STALE_TEXT)
         reports: list[str] = []
         failed = False
         for cell in cells:
@@ -139,7 +115,8 @@ def create_run_cells_tool() -> ToolDefinition:
                     "and conversation; only the user runs them)."
                 )
                 continue
-            outputs, text, error = await _run(code, namespace, signal, ctx)
+            run = functools.partial(run_notebook_cell, code, namespace, signal=signal, journal=ctx.journal)
+            outputs, text, error = await run_agent_code(run, signal, ctx)
             try:
                 await document.set_outputs(cell.id, outputs, _running_count())
                 shown = ""
@@ -173,18 +150,6 @@ def create_run_cells_tool() -> ToolDefinition:
         prompt_snippet="Run notebook cells; their outputs show in the notebook",
         approval="ask",
         approval_preview=preview,
-        forget_preview=forget_preview,
+        forget_preview=forget_plan,
         secret_arguments={"cells": "cells"},  # the cells' code is judged as python's (approval.secret_reason)
     )
-
-
-async def _run(
-    code: str, namespace: dict[str, Any], signal: AbortSignal | None, ctx: ToolContext
-) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    run = functools.partial(run_notebook_cell, code, namespace, signal=signal, journal=ctx.journal)
-    if ctx.python_on_main_thread and threading.current_thread() is threading.main_thread():
-        await asyncio.sleep(0)  # let a scheduled abort land first
-        if signal is not None and signal.aborted:
-            raise RuntimeError(OPERATION_ABORTED)
-        return run(interrupt_on_sigint=True)  # blocks the loop, as a cell does: an interrupt reaches it
-    return await run_in_worker(run)

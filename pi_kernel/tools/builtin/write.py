@@ -1,12 +1,10 @@
 """The ``write`` tool: create or overwrite a file, making its folders.
 
-Port of pi's ``write.ts``. The write runs inside the file mutation queue, so
-it never interleaves with an ``edit`` or another ``write`` of the same file.
-The text is written as UTF-8 exactly as given (no newline translation),
-atomically (``write_file_atomic``: a failed write leaves the old file), and
-the folders are made without recursion (a ``d/d/d/...`` path of any depth). The
-reply is pi's ``Successfully wrote N bytes to <path>``; N counts UTF-8 bytes
-(pi counts UTF-16 code units, which is the same for ASCII).
+Port of pi's ``write.ts``. The write runs inside the file mutation queue, so it never interleaves with an
+``edit`` or another ``write`` of the same file. The text is written as UTF-8 exactly as given (no newline
+translation), atomically (``write_file_atomic``: a failed write leaves the old file), and the folders are
+made without recursion (a ``d/d/d/...`` path of any depth). The reply is pi's ``Successfully wrote N bytes
+to <path>``; N counts UTF-8 bytes (pi counts UTF-16 code units, which is the same for ASCII).
 
 ``details``: ``{"path": <absolute path>, "bytes": N}``.
 """
@@ -32,8 +30,6 @@ class WriteParams(BaseModel):
 
 
 def create_write_tool() -> ToolDefinition:
-    """The ``write`` tool (asks for approval by default)."""
-
     async def execute(
         tool_call_id: str, params: WriteParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:

@@ -1,11 +1,9 @@
 """MCP tool servers on the official ``mcp`` SDK.
 
-``server_config.py`` reads the ``mcpServers`` shape; ``stdio.py`` runs a stdio server
-in its own process group; ``server.py`` is one connection (start, list tools,
-call, stop); ``adapt.py`` turns an MCP tool into a ``ToolDefinition`` named
-``<server>__<tool>`` and its results into content; ``manager.py`` owns the
-servers of a session, on the loop its turns run on (the kernel's). User guide:
-``docs/mcp.md``.
+``server_config.py`` reads the ``mcpServers`` shape; ``stdio.py`` runs a stdio server in its own process
+group; ``server.py`` is one connection (start, list tools, call, stop); ``adapt.py`` turns an MCP tool into a
+``ToolDefinition`` named ``<server>__<tool>`` and its results into content; ``manager.py`` owns the servers
+of a session, on the loop its turns run on (the kernel's). User guide: ``docs/mcp.md``.
 """
 
 from pi_kernel.tools.mcp.adapt import McpToolError, to_result, tool_definition, tool_name

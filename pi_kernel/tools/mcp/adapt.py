@@ -1,24 +1,18 @@
 """An MCP tool as a tool of the session: its name, its definition, its results.
 
-- Name: ``<server>__<tool>`` (double underscore), characters providers refuse
-  replaced by ``_``; a name over the providers' 64-character limit is cut and
-  ends with a short hash of the full name, so two long names stay distinct.
-  A name already taken (``get.item`` and ``get_item`` are both ``get_item``;
-  a tool of the session of that name) gets a hash of the server's and the
-  tool's own names instead (``unique_tool_name``), with a notice.
-- Parameters: the server's ``inputSchema`` as a raw JSON schema (validated
-  like any raw schema); description and title come from the server.
-- Approval: every MCP tool asks (``approval="ask"``) and is not read-only. A
-  tool annotated ``readOnlyHint`` counts as read-only (allowed in ``read-only``
-  mode, runs without asking in ``ask`` mode) only when the user trusts that
-  server's hints (``"trustReadOnlyHint": true`` in its configuration): the
-  annotation is the server's own claim.
-- Results (``to_result``): text stays text, images stay images (bounded as the
-  other tools bound theirs; only PNG, JPEG, GIF and WebP that Pillow decodes:
-  anything else becomes a note, since providers refuse a conversation holding
-  it), embedded text resources become text, other
-  blocks a one-line note; ``structuredContent`` is added as JSON text when
-  no text block came with it (servers send it serialized as text too); ``isError`` makes the call an error result.
+- Name: ``<server>__<tool>`` (double underscore), characters providers refuse replaced by ``_``; a name over
+  the providers' 64-character limit is cut and ends with a short hash of the full name. A name already
+  taken (``get.item`` and ``get_item`` are both ``get_item``; a tool of the session of that name) gets a
+  hash of the server's and the tool's own names instead (``unique_tool_name``), with a notice.
+- Parameters: the server's ``inputSchema`` as a raw JSON schema; description and title from the server.
+- Approval: every MCP tool asks and is not read-only. A tool annotated ``readOnlyHint`` counts as read-only
+  (allowed in ``read-only`` mode, runs without asking in ``ask`` mode) only when the user trusts that
+  server's hints (``"trustReadOnlyHint": true``): the annotation is the server's own claim.
+- Results (``to_result``): text stays text, images stay images (bounded as the other tools bound theirs;
+  only PNG, JPEG, GIF and WebP that Pillow decodes: anything else becomes a note, since providers refuse a
+  conversation holding it), embedded text resources become text, other blocks a one-line note;
+  ``structuredContent`` is added as JSON text when no text block came with it; ``isError`` makes the call
+  an error result.
 """
 
 from __future__ import annotations
@@ -55,18 +49,17 @@ class McpToolError(RuntimeError):
 def tool_name(server: str, tool: str) -> str:
     """``<server>__<tool>``, safe for providers, at most 64 characters."""
     name = _REFUSED.sub("_", f"{server}{SEPARATOR}{tool}")
-    if len(name) <= MAX_TOOL_NAME:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+    return name if len(name) <= MAX_TOOL_NAME else _hashed(name, name)
 
 
 def unique_tool_name(server: str, tool: str) -> str:
     """A name for a tool whose ``tool_name`` is taken: cut as needed, ending with a hash of the
     server's and the tool's own names (distinct for distinct tools, stable across restarts)."""
-    name = _REFUSED.sub("_", f"{server}{SEPARATOR}{tool}")
-    digest = hashlib.sha1(f"{server}\0{tool}".encode()).hexdigest()[:8]
-    return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+    return _hashed(_REFUSED.sub("_", f"{server}{SEPARATOR}{tool}"), f"{server}\0{tool}")
+
+
+def _hashed(name: str, hashed: str) -> str:
+    return f"{name[: MAX_TOOL_NAME - 9]}_{hashlib.sha1(hashed.encode()).hexdigest()[:8]}"
 
 
 def parameters_of(tool: mcp_types.Tool) -> dict[str, Any]:

@@ -1,34 +1,25 @@
 """``McpManager``: the session's MCP servers, on the loop the turns run on.
 
-A server's SDK session lives in a task of its own (``McpServer._serve``) on
-the event loop that started it: in a kernel, the kernel's own loop, where
-every ``%%pi`` turn runs too (``pi_kernel.kernel.cell_runner``); in IPython
-outside a kernel, IPython's asyncio loop. So a tool call is a plain ``await``
-(an abort cancels it, which tells the server ``notifications/cancelled``): no
-thread, no loop of the manager's own, no hop between loops. What waits for a
-server (``ensure_started``, ``remove``, ``restart``, ``call``) is a coroutine,
-awaited on that loop; ``add`` only records a server (it starts with the next
-``ensure_started``). A call from another loop is refused with a clear error.
-``close`` (kernel shutdown, from any thread) stops the servers on their loop
-if it can and always ends their process groups. (A turn on another loop, a
-kernel subshell's, gets a clear error from their tools and a notice.)
+A server's SDK session lives in a task of its own (``McpServer._serve``) on the event loop that started it:
+in a kernel, the kernel's own loop, where every ``%%pi`` turn runs too (``pi_kernel.kernel.cell_runner``);
+in IPython outside a kernel, IPython's asyncio loop. So a tool call is a plain ``await`` (an abort cancels
+it, which tells the server ``notifications/cancelled``): no thread, no loop of the manager's own, no hop
+between loops. A call from another loop (a kernel subshell's turn) is refused with a clear error.
 
-Servers start lazily: ``ensure_started`` (before each ``%%pi`` turn) starts
-those not started yet, concurrently, and registers their tools in the
-session's ``ToolRegistry`` as ``<server>__<tool>`` (``adapt.py``). A server
-that fails leaves a notice (``take_notices``) and the others keep working;
-so does a tool whose definition cannot be made (an invalid input schema, say):
-it is left out with a one-line notice naming it, its server's other tools are
-registered, and ``%pi mcp`` lists it as left out, with why.
-``close`` stops every server and ends their process groups and every
-descendant (``stdio.py``); ``atexit`` ends what is left if the kernel exits without closing.
+Servers start lazily: ``add`` only records a server; ``ensure_started`` (before each ``%%pi`` turn) starts
+those not started yet, concurrently, and registers their tools in the session's ``ToolRegistry`` as
+``<server>__<tool>`` (``adapt.py``). A server that fails leaves a notice (``take_notices``) and the others
+keep working; so does a tool whose definition cannot be made (an invalid input schema, say): it is left out
+with a one-line notice naming it, and ``%pi mcp`` lists it as left out, with why. ``close`` (kernel
+shutdown, from any thread) stops the servers and ends their process groups and every descendant
+(``stdio.py``); ``atexit`` ends what is left if the kernel exits without closing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -50,10 +41,8 @@ class McpManager:
         global _atexit_registered
         self.registry = registry
         self.servers: dict[str, McpServer] = {name: McpServer(config) for name, config in (configs or {}).items()}
-        self._registered: dict[str, list[str]] = {}
-        """Server name → the tool names it put in the registry."""
         self._tool_names: dict[str, dict[str, str]] = {}
-        """Server name → its tool's own name → the name it has in the registry."""
+        """Server name → its tool's own name → the name it has in the registry (the tools it put there)."""
         self._left_out: dict[str, dict[str, str]] = {}
         """Server name → its tool's own name → why it is not in the registry (an invalid schema, say)."""
         self._notices: list[str] = []
@@ -63,8 +52,6 @@ class McpManager:
         if not _atexit_registered:
             atexit.register(kill_all_groups)
             _atexit_registered = True
-
-    # -- the loop -------------------------------------------------------------------------------
 
     def _here(self) -> asyncio.AbstractEventLoop:
         """The running loop, which must be the servers' loop (the first to start one becomes it)."""
@@ -83,18 +70,13 @@ class McpManager:
         otherwise the process group ends at ``close``."""
         if server.state in ("not started", "failed") or self._loop is None:
             return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
+        running = _running_loop()
         if running is self._loop:
             task = running.create_task(server.stop())
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
         elif running is None and not self._loop.is_closed() and not self._loop.is_running():
             self._loop.run_until_complete(server.stop())
-
-    # -- servers --------------------------------------------------------------------------------
 
     def names(self) -> list[str]:
         return list(self.servers)
@@ -151,10 +133,9 @@ class McpManager:
             start.add_done_callback(self._stopping.discard)
             await asyncio.shield(start)
 
-    async def _start(self, servers: Iterable[McpServer]) -> None:
-        chosen = list(servers)
-        await asyncio.gather(*(server.start() for server in chosen), return_exceptions=True)
-        for server in chosen:
+    async def _start(self, servers: list[McpServer]) -> None:
+        await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
+        for server in servers:
             self._after_start(server)
 
     def _after_start(self, server: McpServer) -> None:
@@ -169,25 +150,25 @@ class McpManager:
     def _register(self, server: McpServer) -> None:
         if self.registry is None:
             return
-        own = set(self._registered.get(server.name, []))
+        own = set(self._tool_names.get(server.name, {}).values())
         taken = set(self.registry.names()) - own
         definitions: list[tuple[str, ToolDefinition]] = []
-        chosen: dict[str, str] = {}
         left_out: dict[str, str] = {}
+
+        def leave_out(tool: str, why: str) -> None:
+            left_out[tool] = why
+            self._notice(f'MCP server "{server.name}": its tool "{tool}" is left out: {why}')
+
         for tool in server.tools:
             try:
                 definition = tool_definition(server.config, tool, self.call)
             except Exception as error:  # noqa: BLE001 - an invalid schema, a name providers refuse: this tool only
-                left_out[tool.name] = _one_line(error)
-                self._notice(f'MCP server "{server.name}": its tool "{tool.name}" is left out: {_one_line(error)}')
+                leave_out(tool.name, _one_line(error))
                 continue
             if definition.name in taken:
                 unique = unique_tool_name(server.name, tool.name)
                 if unique in taken:
-                    left_out[tool.name] = f"the names {definition.name} and {unique} are taken"
-                    self._notice(
-                        f'MCP server "{server.name}": its tool "{tool.name}" is left out: {left_out[tool.name]}'
-                    )
+                    leave_out(tool.name, f"the names {definition.name} and {unique} are taken")
                     continue
                 self._notice(
                     f'MCP server "{server.name}": its tool "{tool.name}" is named {unique}, '
@@ -199,28 +180,22 @@ class McpManager:
         for stale in own - {definition.name for _, definition in definitions}:
             if stale in self.registry:
                 self.registry.remove(stale)
-        names: list[str] = []
+        chosen: dict[str, str] = {}
         for own_name, definition in definitions:
             try:  # the registry (or a listener of it) may refuse one tool: that tool only is left out
                 self.registry.add(definition)
             except Exception as error:  # noqa: BLE001
-                left_out[own_name] = _one_line(error)
-                self._notice(f'MCP server "{server.name}": its tool "{own_name}" is left out: {_one_line(error)}')
+                leave_out(own_name, _one_line(error))
                 continue
-            names.append(definition.name)
             chosen[own_name] = definition.name
-        self._registered[server.name] = names
         self._tool_names[server.name] = chosen
         self._left_out[server.name] = left_out
 
     def _unregister(self, server_name: str) -> None:
-        self._tool_names.pop(server_name, None)
         self._left_out.pop(server_name, None)
-        for name in self._registered.pop(server_name, []):
+        for name in self._tool_names.pop(server_name, {}).values():
             if self.registry is not None and name in self.registry:
                 self.registry.remove(name)
-
-    # -- calls (from the agent's loop) ----------------------------------------------------------
 
     async def call(
         self, server_name: str, tool: str, arguments: dict[str, Any], signal: Any
@@ -254,8 +229,6 @@ class McpManager:
         finally:
             if before != "running" and server.state == "running":
                 self._register(server)  # restarted by this call: its tools may have changed
-
-    # -- notices, listing, closing --------------------------------------------------------------
 
     def _notice(self, text: str) -> None:
         self._notices.append(text)  # on the servers' loop; read between turns on the same thread
@@ -293,19 +266,13 @@ class McpManager:
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Stop every server (kernel shutdown, from any thread); never raises, safe to call twice.
-
-        The servers stop on their loop when it can still run them: awaited from another thread while it runs
-        (``run_coroutine_threadsafe``, the one hop left: ipykernel shuts down on its control thread), run to
-        the end when it is idle; on that loop's own thread nothing can wait for it. Their process groups end
-        in every case (``kill_all_groups``)."""
+        """Stop every server; never raises, safe to call twice. On their loop when it can still run them
+        (from ipykernel's control thread while it runs; to the end when idle); their process groups end in
+        every case (``kill_all_groups``)."""
         loop, self._loop = self._loop, None
         servers = list(self.servers.values())
         if loop is not None and not loop.is_closed() and any(s.state != "not started" for s in servers):
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
+            running = _running_loop()
             try:
                 if loop.is_running() and running is not loop:
                     asyncio.run_coroutine_threadsafe(_stop_all(servers), loop).result(CLOSE_SECONDS)
@@ -316,8 +283,14 @@ class McpManager:
         kill_all_groups()
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _one_line(error: BaseException) -> str:
-    """An error in one line of at most 200 characters."""
     text = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return text if len(text) <= 200 else text[:197] + "..."
 

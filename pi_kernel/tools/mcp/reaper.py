@@ -1,31 +1,21 @@
 """The reaper: ends MCP server process groups when the kernel dies without stopping them.
 
-Run as a script (``python reaper.py``; it imports nothing of pi-kernel). The
-kernel writes ``+PGID`` and ``tag TAG`` when a stdio server starts and
-``-PGID`` and ``untag TAG`` when it has ended it. When its stdin reaches EOF —
-the kernel exited, however it exited, even by SIGKILL, which skips ``atexit``
-— the reaper sends SIGTERM to every group still listed and to every process
-whose environment holds ``PI_MCP_SERVER_TAG=TAG`` of a listed tag (what a
-server started and that left its group with ``setsid()``), then SIGKILL, and
-exits. A server ends on its own when
-its stdin closes, but what it started (a child in its process group) would
-otherwise be left behind.
+Run as a script (``python reaper.py``; it imports nothing of pi-kernel). The kernel writes ``+PGID`` and
+``tag TAG`` when a stdio server starts and ``-PGID`` and ``untag TAG`` when it has ended it. When its stdin
+reaches EOF (the kernel exited, however it exited, even by SIGKILL, which skips ``atexit``) the reaper
+sends SIGTERM to every group still listed and to every process whose environment holds
+``PI_MCP_SERVER_TAG=TAG`` of a listed tag (what a server started and that left its group with
+``setsid()``), then SIGKILL, and exits. A server ends on its own when its stdin closes, but what it started
+would otherwise be left behind.
 """
 
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterable
 
 GRACE_SECONDS = 1.0
-
-
-def _signal(groups: set[int], number: int) -> None:
-    for pgid in groups:
-        try:
-            os.killpg(pgid, number)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _tagged(tags: set[str]) -> list[int]:
@@ -42,10 +32,10 @@ def _tagged(tags: set[str]) -> list[int]:
     return found
 
 
-def _kill(pids: list[int], number: int) -> None:
+def _kill(pids: Iterable[int], number: int, send: Callable[[int, int], None] = os.kill) -> None:
     for pid in pids:
         try:
-            os.kill(pid, number)
+            send(pid, number)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -63,10 +53,10 @@ def main() -> None:
             (tags.add if kind == "tag" else tags.discard)(tag)
     if groups or tags:
         tagged = _tagged(tags)
-        _signal(groups, signal.SIGTERM)
+        _kill(groups, signal.SIGTERM, os.killpg)
         _kill(tagged, signal.SIGTERM)
         time.sleep(GRACE_SECONDS)
-        _signal(groups, signal.SIGKILL)
+        _kill(groups, signal.SIGKILL, os.killpg)
         _kill(tagged + _tagged(tags), signal.SIGKILL)
 
 

@@ -1,18 +1,14 @@
 """One MCP server connection on the SDK's ``ClientSession``: start, list tools, call, stop.
 
-A ``McpServer`` lives on the manager's event loop (``manager.py``). The
-session and its transport are async context managers with task groups, which
-must be entered and left by one task: ``_serve`` is that task. It connects
-(stdio or streamable HTTP), initializes, lists the tools, then waits until
-asked to stop or until the server's process exits; leaving it ends the
-transport (for stdio: the server's whole process group).
+A ``McpServer`` lives on the manager's event loop (``manager.py``). The session and its transport are async
+context managers with task groups, which must be entered and left by one task: ``_serve`` is that task. It
+connects (stdio or streamable HTTP), initializes, lists the tools, then waits until asked to stop or until
+the server's process exits; leaving it ends the transport (for stdio: the server's whole process group).
 
-States: ``not started``, ``starting``, ``running``, ``failed`` (the start
-failed: ``error`` says why, with the end of the server's stderr), ``crashed``
-(the server exited while in use), ``stopped``. A call on a server that is
-not running starts it first (so a crashed server is restarted by the next
-call); a failed start is not retried by calls (``restart`` does), so a
-broken server costs one wait, not one per call.
+States: ``not started``, ``starting``, ``running``, ``failed`` (the start failed: ``error`` says why, with
+the end of the server's stderr), ``crashed`` (the server exited while in use), ``stopped``. A call on a
+server that is not running starts it first (so a crashed server is restarted by the next call); a failed
+start is not retried by calls (``restart`` does), so a broken server costs one wait, not one per call.
 """
 
 from __future__ import annotations
@@ -58,8 +54,6 @@ class McpServer:
         """The stdio server's process id while it runs."""
         return self._process.pid if self._process is not None and self.state == "running" else None
 
-    # -- lifecycle (on the manager's loop) ------------------------------------------------------
-
     async def start(self) -> None:
         """Connect and list the tools; on failure ``state`` is ``failed`` and ``error`` says why."""
         if self.state == "running":
@@ -86,8 +80,6 @@ class McpServer:
             self._starting = None
 
     async def stop(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
         await self._finish_task()
         if self.state in ("running", "starting"):
             self.state = "stopped"
@@ -163,8 +155,6 @@ class McpServer:
                 raise
         finally:
             self._session = None
-
-    # -- calls ----------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """``tools/call``; ``McpServerError`` with a clear text when the server cannot answer."""

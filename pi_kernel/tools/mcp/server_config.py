@@ -7,16 +7,12 @@ One entry per server name, as Claude Desktop, VS Code and Gemini CLI write it::
         "docs": {"url": "http://127.0.0.1:8000/mcp", "headers": {"Authorization": "Bearer ..."}}
     }}
 
-``command`` (+ ``args``, ``env``, ``cwd``) starts a stdio server; ``url`` (+
-``headers``) connects to a streamable HTTP server. pi-kernel reads two more
-optional keys: ``timeout`` (milliseconds for one request, as in Gemini CLI;
-default 10 minutes), ``startTimeout`` (milliseconds to start and list the
-tools; default 30 s) and ``trustReadOnlyHint`` (``true``: the server's ``readOnlyHint``
-annotations are believed, see ``adapt.py``). Unknown keys (``type``,
-``disabled``, ...) are ignored, so a file written for another client works.
-
-This module does not import the ``mcp`` SDK: configuration is checked before
-any server starts.
+``command`` (+ ``args``, ``env``, ``cwd``) starts a stdio server; ``url`` (+ ``headers``) connects to a
+streamable HTTP server. pi-kernel reads three more optional keys: ``timeout`` (milliseconds for one
+request, as in Gemini CLI; default 10 minutes), ``startTimeout`` (milliseconds to start and list the tools;
+default 30 s) and ``trustReadOnlyHint`` (``true``: the server's ``readOnlyHint`` annotations are believed,
+see ``adapt.py``). Unknown keys (``type``, ``disabled``, ...) are ignored, so a file written for another
+client works. This module does not import the ``mcp`` SDK: configuration is checked before any server starts.
 """
 
 from __future__ import annotations
@@ -31,16 +27,14 @@ from pi_kernel.tools.paths import MASK, add_secret_value, is_secret_name, masked
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+"""A server name becomes the first part of tool names, which providers restrict to ``[A-Za-z0-9_-]``."""
 MAX_SERVER_NAME = 40
 """Longer names would leave too little of a 64-character tool name: a name cut before its ``__`` would
 escape the per-server rules (``<server>__*=deny``)."""
-"""A server name becomes the first part of tool names, which providers restrict to ``[A-Za-z0-9_-]``."""
 
 
 @dataclass(frozen=True)
 class McpServerConfig:
-    """One configured MCP server."""
-
     name: str
     command: str | None = None
     """stdio: the executable (looked up on ``PATH``)."""

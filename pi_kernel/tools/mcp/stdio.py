@@ -1,32 +1,24 @@
 """The stdio transport of an MCP server: a child process in its own process group.
 
-The SDK's ``stdio_client`` ends a server by closing its stdin and kills the
-process tree only when the server outlives a grace period, so a server that
-exits on time leaves the processes it started behind; it also writes the
-server's stderr to ``sys.stderr``, which in a kernel has no file descriptor.
-This transport is the same exchange (newline-delimited JSON-RPC on the
-server's stdin/stdout, the SDK's ``SessionMessage``, the SDK's default
-environment: no API key of the kernel's environment reaches a server unless
-its ``env`` names it), with three differences:
+The SDK's ``stdio_client`` ends a server by closing its stdin and kills the process tree only when the
+server outlives a grace period, so a server that exits on time leaves the processes it started behind;
+it also writes the server's stderr to ``sys.stderr``, which in a kernel has no file descriptor. This
+transport is the same exchange (newline-delimited JSON-RPC, the SDK's ``SessionMessage``, the SDK's
+default environment: no API key of the kernel's environment reaches a server unless its ``env`` names
+it), except that:
 
-- the server's stderr is read into memory, its last ``STDERR_KEPT_CHARS``
-  kept (a server that writes without end costs nothing more), whose tail
-  explains a failed start (also of a server that exited at once) or a crash
-  (``StdioProcess.stderr_tail``);
-- on close the whole process group is ended (SIGTERM, then SIGKILL) after
-  the server had its chance to exit, and then every descendant, also one
-  that left the group with ``setsid()`` (even after its parent exited): each
-  server's environment carries a tag (``TAG_VARIABLE``) that what it starts
-  inherits, so they are found by it in ``/proc``, and by their parents too;
-- a reply the SDK cannot parse (nested too deep, say) or longer than
-  ``MAX_LINE_CHARS`` answers its request at once with a JSON-RPC error
-  instead of leaving it to wait for its timeout; lines are gathered in
-  pieces (linear time), an oversized one is not kept;
-- every live group is also recorded in ``LIVE_GROUPS`` so that the kernel's
-  exit (``kill_all_groups``, run at shutdown and by ``atexit``) ends them even
-  when no event loop runs any more, and told to the reaper (``reaper.py``, a
-  small process started with the first server) which ends them, and the
-  tagged processes, when the kernel dies without a word (SIGKILL).
+- the last ``STDERR_KEPT_CHARS`` of the server's stderr are kept in memory, whose tail explains a failed
+  start or a crash (``StdioProcess.stderr_tail``);
+- on close the whole process group is ended (SIGTERM, then SIGKILL) after the server had its chance to
+  exit, and then every descendant, also one that left the group with ``setsid()``: each server's
+  environment carries a tag (``TAG_VARIABLE``) that what it starts inherits, found in ``/proc``;
+- a reply the SDK cannot parse (nested too deep, say) or longer than ``MAX_LINE_CHARS`` answers its
+  request at once with a JSON-RPC error instead of leaving it to wait for its timeout; lines are gathered
+  in pieces (linear time), an oversized one is not kept;
+- every live group and tag is recorded (``LIVE_GROUPS``, ``LIVE_TAGS``) so that the kernel's exit
+  (``kill_all_groups``, at shutdown and by ``atexit``) ends them without an event loop, and told to the
+  reaper (``reaper.py``, started with the first server), which ends them when the kernel dies without a
+  word (SIGKILL).
 """
 
 from __future__ import annotations
@@ -79,8 +71,9 @@ _reaper: subprocess.Popen[bytes] | None = None
 _reaper_lock = threading.Lock()
 
 
-def _tell_reaper(line: str) -> None:
-    """``+PGID`` / ``-PGID`` to the reaper (started on first use); a reaper that is gone is restarted once."""
+def _tell_reaper(*lines: str) -> None:
+    """``+PGID`` / ``-PGID``, ``tag``/``untag TAG`` to the reaper (started on first use); a reaper that is gone
+    is restarted once."""
     global _reaper
     with _reaper_lock:
         for _ in range(2):
@@ -91,7 +84,7 @@ def _tell_reaper(line: str) -> None:
                 )
             try:
                 assert _reaper.stdin is not None
-                _reaper.stdin.write(f"{line}\n".encode())
+                _reaper.stdin.write("".join(f"{line}\n" for line in lines).encode())
                 _reaper.stdin.flush()
                 return
             except OSError:
@@ -102,8 +95,7 @@ def kill_all_groups() -> None:
     """SIGKILL every live server group and tagged process: the kernel is exiting (no loop needed, safe to
     call twice)."""
     for pgid in list(LIVE_GROUPS):
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+        _signal_all([pgid], signal.SIGKILL, os.killpg)
         LIVE_GROUPS.discard(pgid)
     for tag in list(LIVE_TAGS):
         _signal_all(descendants(None, tag), signal.SIGKILL)
@@ -145,15 +137,14 @@ def descendants(root: int | None, tag: str) -> list[int]:
     return sorted(found)
 
 
-def _signal_all(pids: list[int], number: int) -> None:
+def _signal_all(pids: list[int], number: int, send: Callable[[int, int], None] = os.kill) -> None:
+    """Signal each process (``send=os.killpg``: each process group) that is still there."""
     for pid in pids:
         with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, number)
+            send(pid, number)
 
 
 class StdioProcess:
-    """What the transport knows of its server process."""
-
     def __init__(self, process: Process, tag: str) -> None:
         self.process = process
         self.tag = tag
@@ -184,33 +175,26 @@ class StdioProcess:
         return self._stderr_chars
 
 
-def _environment(config: McpServerConfig, tag: str) -> dict[str, str]:
-    """What the SDK passes by default (``HOME``, ``PATH``, ``USER``, ...: no keys of the kernel's
-    environment reach a third-party server), plus the entry's own ``env`` and the server's tag."""
-    return {**get_default_environment(), **config.env, TAG_VARIABLE: tag}
-
-
 @asynccontextmanager
 async def stdio_transport(
     config: McpServerConfig, on_exit: Callable[[StdioProcess], Any] | None = None
 ) -> AsyncIterator[tuple[Any, Any, StdioProcess]]:
     """``(read_stream, write_stream, process)`` for a ``ClientSession``; ends the server's group on exit.
-
-    ``on_exit(process)`` runs when the server's stdout closes (it exited or crashed) while in use.
-    """
+    ``on_exit(process)`` runs when the server's stdout closes (it exited or crashed) while in use."""
     assert config.command is not None
     tag = secrets.token_hex(8)
     process = await anyio.open_process(
         [config.command, *config.args],
-        env=_environment(config, tag),
+        # The SDK's default environment (HOME, PATH, USER...: no keys of the kernel's reach a third-party
+        # server), the entry's own env, and the tag its descendants inherit.
+        env={**get_default_environment(), **config.env, TAG_VARIABLE: tag},
         stderr=subprocess.PIPE,
         cwd=config.cwd,
         start_new_session=True,
     )
     LIVE_GROUPS.add(process.pid)
     LIVE_TAGS.add(tag)
-    _tell_reaper(f"+{process.pid}")
-    _tell_reaper(f"tag {tag}")
+    _tell_reaper(f"+{process.pid}", f"tag {tag}")
     server = StdioProcess(process, tag)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -224,9 +208,8 @@ async def stdio_transport(
         try:
             async with read_writer:
                 async for chunk in TextReceiveStream(process.stdout, encoding="utf-8", errors="replace"):
-                    start = 0
-                    while (end := chunk.find("\n", start)) >= 0:
-                        piece, start = chunk[start:end], end + 1
+                    *ended, rest = chunk.split("\n")
+                    for piece in ended:
                         if head is not None:
                             message: SessionMessage | Exception | None = _refuse(head, "longer than 16 MB")
                         else:
@@ -235,7 +218,6 @@ async def stdio_transport(
                         pieces, size, head = [], 0, None
                         if message is not None:
                             await read_writer.send(message)
-                    rest = chunk[start:]
                     if head is None and rest:
                         pieces.append(rest)
                         size += len(rest)
@@ -293,22 +275,19 @@ async def stdio_transport(
                 await _end_descendants(process, tag)
         LIVE_GROUPS.discard(process.pid)
         LIVE_TAGS.discard(tag)
-        _tell_reaper(f"-{process.pid}")
-        _tell_reaper(f"untag {tag}")
+        _tell_reaper(f"-{process.pid}", f"untag {tag}")
 
 
 async def _end_descendants(process: Process, tag: str) -> None:
     """End the server (if it still runs), its group and every descendant (``descendants``)."""
     found = descendants(process.pid, tag)
     if process.returncode is None:
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGTERM)
+        _signal_all([process.pid], signal.SIGTERM, os.killpg)
     _signal_all(found, signal.SIGTERM)
     with anyio.move_on_after(TERM_GRACE_SECONDS):
         while descendants(None, tag) or process.returncode is None:
             await anyio.sleep(0.05)
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    _signal_all([process.pid], signal.SIGKILL, os.killpg)
     _signal_all(descendants(process.pid, tag) + found, signal.SIGKILL)
     with anyio.move_on_after(TERM_GRACE_SECONDS):
         await process.wait()
@@ -338,7 +317,8 @@ def _parse(line: str) -> SessionMessage | Exception:
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as error:
-        refused = _refuse(line, f"not a valid reply ({_first_line(error)})")
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        refused = _refuse(line, f"not a valid reply ({first})")
         return refused if refused is not None else error
 
 
@@ -358,7 +338,3 @@ def _refuse(line: str, why: str) -> SessionMessage | None:
         return None
     error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"The server's reply was {why}.")
     return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

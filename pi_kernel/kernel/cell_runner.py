@@ -54,8 +54,8 @@ from pi_kernel.kernel.text_view import make_turn_view
 from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
+from pi_kernel.tools.definition import wrap_tool_definition
 from pi_kernel.tools.paths import environment_secrets
-from pi_kernel.tools.wrapper import wrap_tool_definition
 
 if TYPE_CHECKING:
     from pi_kernel.ai import Context, Tool

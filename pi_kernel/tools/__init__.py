@@ -12,7 +12,7 @@ from pi_kernel.tools.builtin import (
     create_write_tool,
 )
 from pi_kernel.tools.decorator import FunctionTool, tool
-from pi_kernel.tools.definition import ToolContext, ToolDefinition
+from pi_kernel.tools.definition import DefinedTool, ToolContext, ToolDefinition, ToolRetry, wrap_tool_definition
 from pi_kernel.tools.file_queue import with_file_mutation_queue
 from pi_kernel.tools.registry import (
     PromptConfig,
@@ -23,7 +23,6 @@ from pi_kernel.tools.registry import (
     set_default_registry,
 )
 from pi_kernel.tools.results import to_agent_tool_result
-from pi_kernel.tools.wrapper import DefinedTool, ToolRetry, wrap_tool_definition
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

@@ -45,8 +45,7 @@ from typing import Any, Literal
 
 from pi_kernel.agent.types import AgentTool
 from pi_kernel.ai import Context
-from pi_kernel.tools.definition import ToolContext, ToolDefinition
-from pi_kernel.tools.wrapper import DefinedTool, wrap_tool_definition
+from pi_kernel.tools.definition import DefinedTool, ToolContext, ToolDefinition, wrap_tool_definition
 
 DEFAULT_INTRO = (
     "You are an expert data science and coding assistant working inside a Jupyter notebook, "

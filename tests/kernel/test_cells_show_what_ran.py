@@ -16,8 +16,7 @@ from scripted_model import ScriptedModel, run_loop, text_message, tool_call, too
 from pi_kernel.agent import BeforeToolCallContext, BeforeToolCallResult
 from pi_kernel.kernel.cell_runner import code_cell_text
 from pi_kernel.tools.builtin import create_python_tool
-from pi_kernel.tools.definition import ToolContext
-from pi_kernel.tools.wrapper import wrap_tool_definition
+from pi_kernel.tools.definition import ToolContext, wrap_tool_definition
 
 DANGEROUS = "import shutil\nshutil.rmtree('data')  # model's proposal\nresult = 1"
 EDITED = "result = 1  # what the person approved"

@@ -23,7 +23,7 @@ from pi_kernel.tools import (
     tool,
     wrap_tool_definition,
 )
-from pi_kernel.tools.wrapper import DefinedTool
+from pi_kernel.tools.definition import DefinedTool
 
 # --------------------------------------------------------------------------- sync, async, injected parameters
 

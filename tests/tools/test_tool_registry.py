@@ -8,7 +8,7 @@ import pytest
 
 from pi_kernel.ai import Context
 from pi_kernel.tools import PromptConfig, ToolContext, ToolInfo, ToolRegistry, ToolRetry, tool
-from pi_kernel.tools.wrapper import DefinedTool
+from pi_kernel.tools.definition import DefinedTool
 
 
 def channels(registry: ToolRegistry) -> tuple[list[str], str, Context]:

@@ -21,8 +21,8 @@ from pi_kernel.agent import Agent
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.tools import ToolRegistry, ToolRetry, tool, wrap_tool_definition
+from pi_kernel.tools.definition import ToolRetryError
 from pi_kernel.tools.results import MAX_IMAGE_BASE64_BYTES, MAX_SUMMARY_CHARS, to_agent_tool_result
-from pi_kernel.tools.wrapper import ToolRetryError
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

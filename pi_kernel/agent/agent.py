@@ -5,6 +5,10 @@ One run at a time: ``prompt()`` and ``continue_()`` start a run and return when 
 every listener has handled ``agent_end``; their keywords override the agent's own for that run (the
 agent's attributes are never swapped). While a run is active, ``steer()`` queues a message for the
 next turn and ``follow_up()`` one for when the agent would stop; ``abort()`` (any thread) ends it.
+The queues belong to the run: what is still queued when a run ends (an abort, an error, the turn
+limit, a stop hook, or a message that came after the last poll) is dropped, never carried into the
+next, unrelated run; ``take_unsent()`` returns those messages so the person can be told. Messages
+queued while idle wait for the next run (``prompt`` / ``continue_`` take them at its start).
 
 Listeners (``subscribe``) may be sync or async. Each event is applied to ``state`` first, then
 handed to every listener in subscription order; the loop waits for all of them before it goes on.
@@ -162,6 +166,7 @@ class Agent:
         self.follow_up_mode: QueueMode = follow_up_mode
         self._steering: deque[Message] = deque()  # filled from any thread: deque appends are atomic
         self._follow_ups: deque[Message] = deque()
+        self._unsent: list[Message] = []  # dropped from the queues when a run ended (``take_unsent``)
         self._listeners: tuple[Listener, ...] = ()
         self._active: _ActiveRun | None = None
 
@@ -208,9 +213,14 @@ class Agent:
     def clear_follow_up_queue(self) -> None:
         self._follow_ups.clear()
 
-    def clear_all_queues(self) -> None:
-        self._steering.clear()
-        self._follow_ups.clear()
+    def clear_all_queues(self) -> list[Message]:
+        """Empty both queues; returns what they held (steering first, then follow-ups), oldest first."""
+        return _drain(self._steering, "all") + _drain(self._follow_ups, "all")
+
+    def take_unsent(self) -> list[Message]:
+        """The messages still queued when the runs since the last call ended, never sent (each returned once)."""
+        unsent, self._unsent = self._unsent, []
+        return unsent
 
     def has_queued_messages(self) -> bool:
         return bool(self._steering or self._follow_ups)
@@ -240,6 +250,7 @@ class Agent:
         self._state.error_message = None
         self.usage.clear()
         self.clear_all_queues()
+        self._unsent = []
 
     async def prompt(
         self,
@@ -328,6 +339,8 @@ class Agent:
                 state.is_streaming = False
                 state.streaming_message = None
                 state.pending_tool_calls = set()
+                # The run is over: what it did not take is not for the next one (pi: clearAllQueues).
+                self._unsent += self.clear_all_queues()
 
     @contextlib.contextmanager
     def _busy(self, model: Model | None = None) -> Iterator[_ActiveRun]:

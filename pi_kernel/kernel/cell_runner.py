@@ -24,7 +24,9 @@ JupyterLab inserts it as a new cell below). Failed and denied calls are left
 out. Nothing else from a ``%%pi`` cell reaches the front-end as a payload: what
 the agent's own code asked for (``get_ipython().set_next_input(...)``, a pager,
 ``exit``) is dropped at the turn's end (``drop_agent_payloads``) and a notice
-says so, so no cell is planted unseen, whatever the approval mode.
+says so, so no cell is planted unseen, whatever the approval mode. Likewise a message typed into the
+turn's box that the turn ended without taking (an interrupt, an error, the turn limit) is dropped, never
+sent with the next cell's request, and a notice names it (``unsent_notice``).
 
 ``pi_kernel.ai.models`` (in ``with_thinking``) and ``pi_kernel.tools.builtin.notebook_edits`` (in
 ``first_tool_choice``) are imported lazily: this module loads at kernel start.
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from pi_kernel.agent.types import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
+from pi_kernel.ai.messages import text_of
 from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, refusal
@@ -263,7 +266,8 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
         unsubscribe_approvals()
         outcome = outcome_of(added, turn.interrupted or cancelled)
         took_effect = session.conversation.settle(replaced, outcome.messages)
-        view.finish(outcome)
+        view.finish(outcome)  # its message box is closed: nothing more is queued for this turn
+        unsent_notice(session, agent.take_unsent() + agent.clear_all_queues())
         if turn.journal is not None:
             session.turn_journals.offer(view, turn.journal, session)
         if took_effect and outcome.messages:
@@ -289,6 +293,15 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     if outcome.status == "error":
         raise PiTurnFailed(outcome.error)
     return outcome
+
+
+def unsent_notice(session: PiSession, unsent: list[Message]) -> None:
+    """Tell the person which messages typed into the turn's box it ended without sending (they are dropped,
+    never carried into the next cell's turn)."""
+    texts = [text_of(message.content) for message in unsent if isinstance(message, UserMessage)]
+    if texts:
+        quoted = "; ".join(repr(" ".join(text.split())[:200]) for text in texts)
+        session.add_notice(f"the turn ended before it took these messages, so they were not sent: {quoted}")
 
 
 def prepare_request(session: PiSession, turn: Turn, request: Context) -> None:

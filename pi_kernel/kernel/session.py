@@ -302,6 +302,10 @@ class PiSession:
         """Names IPython itself put in the user namespace (``inspect`` and the context leave them out)."""
         return set(getattr(self.shell, "user_ns_hidden", None) or ())
 
+    def add_notice(self, text: str) -> None:
+        """A notice for the person, shown by the next ``show_notices`` (a ``%%pi`` cell's end shows them)."""
+        self._notices.append(text)
+
     def take_notices(self) -> list[str]:
         """The start-up warnings not shown yet (each is shown once)."""
         if self.settings.allowed_models:

@@ -98,15 +98,29 @@ class ApprovalGate:
         return self.broker().answerer_for(self.turn) or NOBODY
 
     async def __call__(self, ctx: BeforeToolCallContext, signal: AbortSignal | None = None) -> Any:
-        from pi_kernel.tools.approval import ApprovalRequest, decide, plain_arguments
+        from pi_kernel.tools.approval import decide
 
         name = ctx.tool_call.name
         definition = self.definition(name)
         policy = self.policy()
-        cells = await self._named_cells(definition, ctx.args)
+        cells = await self._named_cells(definition, ctx.tool_call.id, ctx.args)
         decision = decide(definition, name, ctx.args, policy.state(self.mode_override()), cells)
         if decision.verdict == "run":
             return None
+        result = await self._asked(ctx, definition, decision, signal)
+        if result is not None and result.block and cells is not None:  # not run: its pinned cells go now
+            from pi_kernel.tools.builtin.notebook_edits import forget_plan
+
+            forget_plan(ctx.tool_call.id)
+        return result
+
+    async def _asked(
+        self, ctx: BeforeToolCallContext, definition: ToolDefinition | None, decision: Any, signal: AbortSignal | None
+    ) -> Any:
+        from pi_kernel.tools.approval import ApprovalRequest, plain_arguments
+
+        name = ctx.tool_call.name
+        policy = self.policy()
         parameters = getattr(definition, "parameters", None)
         request = ApprovalRequest(
             tool_call_id=ctx.tool_call.id,
@@ -144,22 +158,27 @@ class ApprovalGate:
                 forget(request.tool_call_id)
         return result
 
-    async def _named_cells(self, definition: ToolDefinition | None, args: Any) -> dict[str, str]:
-        """The code of the cells a built-in's ``cells`` arguments name, for ``decide`` (unreadable: none, and
-        the card's preview then fails the call)."""
+    async def _named_cells(
+        self, definition: ToolDefinition | None, tool_call_id: str, args: Any
+    ) -> dict[str, str] | None:
+        """The code of the cells a built-in's ``cells`` arguments name, for ``decide`` (``None``: it names none,
+        or there is no notebook, so the tool fails). The cells are pinned (``pin_cells``): the call runs
+        exactly the cells judged here, by id, or is refused as stale. Unreadable: an empty mapping, so
+        ``decide`` asks (fails closed, ``approval.UNREADABLE_CELLS``)."""
         from pi_kernel.tools.approval import declared_secret_arguments
-        from pi_kernel.tools.builtin.notebook_edits import read_refs
+        from pi_kernel.tools.builtin.notebook_edits import pin_cells, read_refs
 
         names = [argument for argument, kind in declared_secret_arguments(definition).items() if kind == "cells"]
         refs = [ref for argument in names for ref in getattr(args, argument, None) or ()]
         notebook = getattr(self.tool_context(), "notebook", None)
         if not refs or notebook is None:
-            return {}
+            return None
         try:
             _, cells = await read_refs(notebook, refs)
-        except Exception:  # noqa: BLE001 - the preview reads them again and fails the call with the reason
+        except Exception:  # noqa: BLE001 - unreadable now: nothing judged, so decide asks (fail closed)
             return {}
-        return {ref: cell.source for ref, cell in zip(refs, cells, strict=True) if cell.type == "code"}
+        pin_cells(tool_call_id, args, cells)
+        return {ref: cell.source if cell.type == "code" else "" for ref, cell in zip(refs, cells, strict=True)}
 
     async def _preview(self, request: ApprovalRequest, preview: Any, args: Any) -> BeforeToolCallResult | None:
         """Put the change on the card; a change that cannot be made fails the call unasked (``None``: ask)."""

@@ -56,7 +56,7 @@ from typing import Any, Literal, Protocol, cast
 from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.ai import AbortSignal
 from pi_kernel.ai.messages import map_strings
-from pi_kernel.tools.paths import secret_mention_reason, secret_path_reason
+from pi_kernel.tools.paths import ipython_transformed, secret_mention_reason, secret_path_reason
 
 Verdict = Literal["run", "ask", "deny"]
 OriginKind = Literal["builtin", "user", "mcp"]
@@ -64,8 +64,9 @@ OriginKind = Literal["builtin", "user", "mcp"]
 SecretKind = Literal["path", "command", "code", "attribute", "cells"]
 """How an argument may name secrets: a file path; a shell command or Python code (read for paths and for
 reads of the environment, ``secret_mention_reason``); a dotted attribute path (``inspect``); references to
-notebook cells whose code will run (``run_cells``), judged by that code as ``python``'s (the host reads it
-from the notebook and hands it to ``decide``)."""
+notebook cells whose code will run (``run_cells``), judged by that code as ``python``'s, as written and as
+IPython rewrites it (the host reads it from the notebook and hands it to ``decide``; a ref it could not read
+asks, ``UNREADABLE_CELLS``)."""
 
 STRICTNESS = {"auto": 0, "ask": 1, "deny": 2}
 """Among the patterns matching a tool, the strictest mode wins."""
@@ -232,12 +233,30 @@ _ENVIRONMENT_ATTRIBUTES = frozenset({"environ", "getenv", "__globals__", "__dict
 """Parts of an ``inspect`` path that may reach the environment (``os.environ``)."""
 
 
-def _argument_reason(kind: str, value: Any, cells: Mapping[str, str]) -> str | None:
+UNREADABLE_CELLS = "the code of the cells it names could not be read from the notebook to check it"
+"""The secret reason of a call naming cells the host could not read (a read failed: fail closed, ask)."""
+
+
+def _cell_code_reason(text: str) -> str | None:
+    """Why a cell's code may read secrets, judged as written and as it runs once IPython has rewritten its
+    syntax (``!env`` → ``get_ipython().system('env')``, ``%env KEY``), the way ``run_cells`` runs it."""
+    reason = secret_mention_reason(text)
+    if reason is None:
+        transformed = ipython_transformed(text)
+        reason = secret_mention_reason(transformed) if transformed != text else None
+    return reason
+
+
+def _argument_reason(kind: str, value: Any, cells: Mapping[str, str] | None) -> str | None:
     if kind == "attribute":
         reaches = isinstance(value, str) and _ENVIRONMENT_ATTRIBUTES.intersection(value.strip().split("."))
         return "it may read the environment, which holds the API keys" if reaches else None
     if kind == "cells":  # the code of the cells it names, read from the notebook by the host
-        value = [cells[ref] for ref in value if ref in cells] if isinstance(value, list) else None
+        if not isinstance(value, list) or cells is None:  # no host read them (nothing named, or no notebook)
+            return None
+        if any(not isinstance(ref, str) or ref not in cells for ref in value):
+            return UNREADABLE_CELLS
+        return next((reason for ref in value if (reason := _cell_code_reason(cells[ref])) is not None), None)
     # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
     judge = secret_mention_reason if kind in ("command", "code", "cells") else secret_path_reason
     return next((reason for text in _strings(value) if (reason := judge(text)) is not None), None)
@@ -261,7 +280,7 @@ def secret_reason(tool: Any, args: Any, tool_name: str, cells: Mapping[str, str]
         return None
     declared = declared_secret_arguments(tool)
     if declared:
-        reasons = (_argument_reason(kind, values.get(argument), cells or {}) for argument, kind in declared.items())
+        reasons = (_argument_reason(kind, values.get(argument), cells) for argument, kind in declared.items())
     else:
         commands = origin_of(tool) == "mcp"
         reasons = (

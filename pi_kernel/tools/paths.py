@@ -359,6 +359,22 @@ def _variants(text: str) -> list[str]:
     return list(dict.fromkeys((text, joined, _QUOTING.sub("", joined))))
 
 
+def ipython_transformed(code: str) -> str:
+    """``code`` as IPython runs it: its syntax (``!cmd``, ``%magic``, ``x = !cmd``) rewritten into Python by the
+    running shell's ``transform_cell`` (the transform ``run_cells`` runs), else by IPython's
+    ``TransformerManager``; ``code`` itself when IPython is missing or cannot transform it."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    try:
+        if shell is not None and callable(getattr(shell, "transform_cell", None)):
+            return str(shell.transform_cell(code))
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        return str(TransformerManager().transform_cell(code))
+    except Exception:  # noqa: BLE001 - untransformable (or no IPython): it runs as written, and is judged so
+        return code
+
+
 def secret_mention_reason(text: object) -> str | None:
     """Why a command or code text (``bash``, ``python``) may read secrets, or ``None`` (see the module doc)."""
     if not isinstance(text, str):

@@ -120,6 +120,27 @@ def take_plan(tool_call_id: str, args: Any) -> Any:
     return kept[1] if kept is not None and kept[0] == args else None
 
 
+def peek_plan(tool_call_id: str, args: Any) -> Any:
+    """What is kept for this call (as ``take_plan``), left in place."""
+    kept = _plans.get(tool_call_id)
+    return kept[1] if kept is not None and kept[0] == args else None
+
+
+def pin_cells(tool_call_id: str, args: Any, cells: Sequence[CellInfo]) -> None:
+    """Pin the cells a call's refs named when it was judged (``run_cells``): it runs those, by id, or none."""
+    keep_plan(tool_call_id, args, PinnedCells(tuple(cells)))
+
+
+@dataclass(frozen=True)
+class PinnedCells:
+    """The cells a ``run_cells`` call was judged by (approval gate) or shown on its card (preview)."""
+
+    cells: tuple[CellInfo, ...]
+
+    def same(self, cells: Sequence[CellInfo]) -> bool:
+        return [(cell.id, cell.source) for cell in self.cells] == [(cell.id, cell.source) for cell in cells]
+
+
 def forget_plan(tool_call_id: str) -> None:
     _plans.pop(tool_call_id, None)
 

@@ -9,7 +9,10 @@ turn), nor is a cell that runs a ``%pi`` command (``%pi approve auto`` would let
 ``runs_pi_magic``). The session refuses commands that change the policy or the conversation while a turn
 runs, too (``line_commands.run_line_command``), for code that reaches them otherwise. The approval card
 shows the code that will run; a cell the user changes while the card waits is refused as stale, so what
-runs is what was approved.
+runs is what was approved. The refs are resolved once, when the call is judged (the approval gate pins
+the cells' ids and sources, ``pin_cells``) and checked again by the card: the call runs exactly those
+cells, by id, or is refused as stale, so a cell inserted above (``#2`` now naming another cell) never
+runs unjudged. The code is judged as written and as IPython rewrites it (``!env``, ``%env KEY``).
 
 The outputs carry the ``%%pi`` cell's own execution count (``_running_count``): taking the shell's counter
 for the cells run made the ``%%pi`` cell's reply carry a run cell's count and ``In[n]`` stop matching the
@@ -30,7 +33,15 @@ from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent
 from pi_kernel.tools.approval import ApprovalPreview
 from pi_kernel.tools.builtin.describe import clip
-from pi_kernel.tools.builtin.notebook_edits import forget_plan, keep_plan, read_refs, require_notebook, take_plan
+from pi_kernel.tools.builtin.notebook_edits import (
+    PinnedCells,
+    forget_plan,
+    peek_plan,
+    pin_cells,
+    read_refs,
+    require_notebook,
+    take_plan,
+)
 from pi_kernel.tools.builtin.python import run_agent_code, run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
@@ -82,10 +93,28 @@ def code_preview(cells: list[CellInfo]) -> ApprovalPreview:
     return ApprovalPreview(f"run {titles}", "".join(parts), cells[0].id if cells else None)
 
 
+async def _pinned_now(document: Any, pinned: PinnedCells) -> list[CellInfo]:
+    """The pinned cells as the notebook holds them now (their positions may have moved); ``StaleCell`` if one
+    went away or changed since it was judged or shown."""
+    ids = list(dict.fromkeys(cell.id for cell in pinned.cells))
+    try:
+        now = {cell.id: cell for cell in await document.read(ids)}
+    except NotebookError as error:
+        raise StaleCell(f"{STALE_TEXT} ({error})") from error
+    cells = [now.get(cell.id) for cell in pinned.cells]
+    found = [cell for cell in cells if cell is not None]
+    if len(found) != len(cells) or not pinned.same(found):
+        raise StaleCell(STALE_TEXT)
+    return found
+
+
 def create_run_cells_tool() -> ToolDefinition:
     async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
         _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells, batch="run_cells")
-        keep_plan(tool_call_id, params, {cell.id: cell.source for cell in cells})
+        judged = peek_plan(tool_call_id, params)
+        if isinstance(judged, PinnedCells) and not judged.same(cells):  # the refs name other cells than judged
+            raise StaleCell(STALE_TEXT)
+        pin_cells(tool_call_id, params, cells)
         return code_preview(cells)
 
     async def execute(
@@ -93,10 +122,11 @@ def create_run_cells_tool() -> ToolDefinition:
     ) -> AgentToolResult:
         document = require_notebook(ctx, "run_cells")
         namespace = ctx.namespace if ctx.namespace is not None else {"__name__": "__main__"}
-        _, cells = await read_refs(document, params.cells)
-        approved = take_plan(tool_call_id, params) or {}
-        if any(approved.get(cell.id, cell.source) != cell.source for cell in cells):
-            raise StaleCell(STALE_TEXT)
+        pinned = take_plan(tool_call_id, params)
+        if isinstance(pinned, PinnedCells):  # judged (and shown): run exactly those cells, unchanged, or none
+            cells = await _pinned_now(document, pinned)
+        else:  # never judged nor shown (no approval gate): the refs as they name cells now
+            _, cells = await read_refs(document, params.cells)
         reports: list[str] = []
         failed = False
         for cell in cells:

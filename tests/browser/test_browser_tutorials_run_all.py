@@ -64,6 +64,8 @@ class MadeLab:
     printed_url: str
     notebooks: Path
     process: subprocess.Popen[bytes]
+    status_before: str
+    """``git status`` before ``make lab`` started."""
     app: str = "lab"
 
     @property
@@ -80,6 +82,7 @@ def git_status() -> str:
 @pytest.fixture(scope="module")
 def made_lab() -> Iterator[MadeLab]:
     """``make lab`` as the README runs it, on a free port, serving a copy in ``.tutorials/`` (git-ignored)."""
+    status_before = git_status()
     copy = REPO / ".tutorials" / f"run-all-{uuid.uuid4().hex[:8]}"
     home = Path(tempfile.mkdtemp(prefix="pi-make-lab-"))
     port = free_port()
@@ -118,7 +121,7 @@ def made_lab() -> Iterator[MadeLab]:
             printed = found.group(0) if found else None
             time.sleep(0.2)
         assert printed, log.read_text()[-2000:]
-        yield MadeLab(printed, copy, process)
+        yield MadeLab(printed, copy, process, status_before)
     finally:
         stop_process_group(process)
         shutil.rmtree(copy, ignore_errors=True)
@@ -243,12 +246,7 @@ def shut_down_kernels(page: Any) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def status_before(made_lab: MadeLab) -> str:
-    return git_status()
-
-
-def test_the_printed_url_opens_the_quickstart(made_lab: MadeLab, browser_page: Any, status_before: str) -> None:
+def test_the_printed_url_opens_the_quickstart(made_lab: MadeLab, browser_page: Any) -> None:
     assert made_lab.printed_url.endswith("/lab/tree/01_quickstart.ipynb"), made_lab.printed_url
     browser_page.goto(made_lab.printed_url, timeout=90_000)
     browser_page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
@@ -258,7 +256,7 @@ def test_the_printed_url_opens_the_quickstart(made_lab: MadeLab, browser_page: A
 
 @pytest.mark.timeout(NOTEBOOK_TIMEOUT_S)
 @pytest.mark.parametrize("name", TUTORIALS)
-def test_run_all_shows_the_lesson(name: str, made_lab: MadeLab, browser_page: Any, status_before: str) -> None:
+def test_run_all_shows_the_lesson(name: str, made_lab: MadeLab, browser_page: Any) -> None:
     original = nbformat.read(REPO / "notebooks" / name, as_version=4)
     original_ids = {cell.get("id") for cell in original.cells}
     notebook = NotebookPage(browser_page, made_lab, name).open()  # type: ignore[arg-type]
@@ -282,6 +280,17 @@ def test_run_all_shows_the_lesson(name: str, made_lab: MadeLab, browser_page: An
         if output.get("output_type") == "error"
     ]
     assert errors == [], errors
+    not_run = [cell.source[:80] for cell in nb.cells if cell.cell_type == "code" and cell.execution_count is None]
+    assert not_run == [], f"Run All left cells that never ran: {not_run}"
+    noise = [
+        output["text"][:300]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "stream"
+        and any(mark in output["text"] for mark in ("Traceback (most recent", "Task was destroyed", "never awaited"))
+    ]
+    assert noise == [], noise  # a dropped kernel message or a stray traceback, even if every lesson holds
     check_every_turn(nb)
     if name in CHECKS:
         CHECKS[name](nb, "ask", made_lab.notebooks)
@@ -289,7 +298,7 @@ def test_run_all_shows_the_lesson(name: str, made_lab: MadeLab, browser_page: An
         check_agent_edits(nb)
 
 
-def test_running_the_tutorials_leaves_git_status_as_it_was(made_lab: MadeLab, status_before: str) -> None:
+def test_running_the_tutorials_leaves_git_status_as_it_was(made_lab: MadeLab) -> None:
     """Runs after every tutorial's Run All (pytest keeps the file's order)."""
-    assert git_status() == status_before, "running the tutorials wrote into the repository"
+    assert git_status() == made_lab.status_before, "running the tutorials wrote into the repository"
     assert not list((REPO / "notebooks").glob("todo*.txt"))

@@ -12,7 +12,7 @@ notebook metadata), plus the few places where masking must come before a
 transformation that would hide a key from a later mask (HTML escaping,
 highlighting, a cut to length: those modules say so). Text that leaves in
 pieces is masked by a ``MaskedStream``, which holds back a tail that may be the
-start of a key; ``unmask`` undoes the mask in arguments a person edited.
+start of a key in any of the forms below; ``unmask`` undoes the mask in arguments a person edited.
 
 **A key in another spelling.** A command can print it otherwise
 (``base64 /proc/self/environ``, ``xxd -p``, a key folded into short lines),
@@ -208,8 +208,9 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
     Text that is still growing (a streamed answer, arguments being written) is
     shown up to this point only: the rest waits until it either completes a
     secret or a run of one (and is masked whole) or stops looking like one.
-    The end held back is the longest one that is a piece of a key (a rolling
-    tail may start in the middle of one), so it is never longer than the key.
+    The end held back is the longest one that is a piece of a key or of one of
+    its other forms (a rolling tail may start in the middle of one), so it is
+    never longer than the longest form (``_encoded_unfinished_start``).
     """
     start = len(text)
     for secret in secrets:
@@ -217,14 +218,17 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
             if len(text) - size < start and text[len(text) - size :] in secret:
                 start = len(text) - size
                 break
+    start = min(start, _spaced_unfinished_start(text, secrets), _encoded_unfinished_start(text, secrets))
     for secret in secrets:
         # A finished run of the key may end inside the held end (its last characters also begin another
         # reading of the key): cut after the run, so it is masked whole rather than shown in two parts.
         for run_start, run_end in merged(runs_of(text, secret, FRAGMENT_CHARS)):
             if run_start < start < run_end:
                 start = run_end
-    start = min(start, _spaced_unfinished_start(text, secrets))
     window = max(0, len(text) - _UNFINISHED_WINDOW)
+    for key in _KEY_LIKE.finditer(text, window):  # nor an ``sk-`` key the held end starts inside
+        if key.start() < start < key.end():
+            start = key.start()
     match = _UNFINISHED.search(text, window)
     if match is not None:
         start = min(start, match.start())
@@ -250,23 +254,99 @@ def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
     return len(text)
 
 
+_ESCAPE_START = re.compile(r"[\\&#%<]")
+"""A separator that begins the next byte of an escaped form (``\\x73``, ``&#115;``, ``%73``, a markup tag)."""
+
+
+@lru_cache(maxsize=16)
+def _stream_forms(secrets: tuple[str, ...]) -> tuple[tuple[tuple[str, int], ...], str, re.Pattern[str] | None]:
+    """Every form of ``secrets`` as the spaced view (``SpacedView``) reads it, with its shortest masked run
+    (the spaced forms, and the encoded forms less what the view takes out: base64's ``+`` / ``/``), longest
+    first; all of them joined by ``\\0`` (never in the view: a piece of the view is a piece of a form when it
+    is one of this text); and a pattern matching where a run of one must be (``any_window``'s test)."""
+    runs: dict[str, int] = {}
+    for secret in secrets:
+        for form, run in spaced_forms(secret):
+            runs[form] = min(run, runs.get(form, run))
+        for form, run in encoded_forms(secret):
+            letters = spaced_letters(form)
+            if letters:
+                runs[letters] = min(run, runs.get(letters, run))
+    forms = tuple(sorted(runs.items(), key=lambda item: len(item[0]), reverse=True))
+    pieces = {window for form, run in forms for _, window in windows(form, run)}
+    return forms, "\0".join(form for form, _ in forms), (re.compile(_trie_pattern(pieces)) if pieces else None)
+
+
+def _encoded_unfinished_start(text: str, secrets: Sequence[str]) -> int:
+    """Where the end of ``text`` may begin (or be the middle of) a key in another spelling (hex, base64,
+    decimal bytes, escapes, its letters with anything between them: the forms ``mask`` finds), read in the
+    spaced view of its last part (``mask`` finds them there and in the text with its line breaks taken out,
+    which the spaced view also takes out). A word that ended (a separator after it, not one that begins an
+    escape) is not held, nor a line that ended (output printed line by line goes out line by line): only a
+    form spelled out with separators goes on after one.
+
+    The held end is the longest one that is a piece of a form, found by growing it one character of the view
+    at a time (an end that is a piece of a form stays one when shortened): a few comparisons for text that
+    holds no key, at most the length of the longest form otherwise."""
+    if not secrets or not text:
+        return len(text)
+    forms, joined, any_run = _stream_forms(tuple(secrets))
+    longest = len(forms[0][0]) if forms else 0
+    if not longest:
+        return len(text)
+    offset = max(0, len(text) - 4 * longest - 256)
+    view = SpacedView(text[offset:])
+    spaced = view.text
+    held, most = 0, min(len(spaced), longest)
+    while held < most and spaced[len(spaced) - held - 1 :] in joined:
+        held += 1
+    if not held:
+        return len(text)
+    cut = len(spaced) - held
+    first, last = offset + view.position(cut), offset + view.position(len(spaced) - 1) + 1
+    if last < len(text) and ("\n" in text[last:] or (last - first == held and not _ESCAPE_START.search(text, last))):
+        return len(text)  # a line or a word that ended, not a form spelled out with separators
+    # A finished run of a form may end inside the held end (as in ``_unfinished_start``): cut after the run,
+    # so it is masked whole rather than shown in two parts.
+    region_start = max(0, cut - longest)
+    region = spaced[region_start:]
+    bridge = spaced[cut - 1 : cut + 1]  # what a run across the cut holds: only forms holding it are searched
+    if cut and any_run is not None and any_run.search(region) is not None:
+        for form, run in forms:
+            if bridge not in form:
+                continue
+            for run_start, run_end in runs_of(region, form, run):
+                if region_start + run_start < cut < region_start + run_end:
+                    cut = region_start + run_end
+    return offset + view.position(cut) if cut < len(spaced) else len(text)
+
+
 class MaskedStream:
     """``mask`` for text sent in pieces: a secret split across two pieces is still masked.
 
     ``feed`` returns what is safe to send now and holds back a tail that may
-    be the start of a secret (at most the longest secret's length, or the
-    last ``_UNFINISHED_WINDOW`` characters while an ``sk-`` run or URL grows);
+    be the start of a secret in any form ``mask`` finds (at most the longest
+    form's length and the separators within it, or the last
+    ``_UNFINISHED_WINDOW`` characters while an ``sk-`` run or URL grows);
     ``flush`` returns the held-back rest once the text is complete. Costs the
     size of each piece plus that tail, not the size of the whole text.
     """
 
     def __init__(self, secrets: Sequence[str] | None = None) -> None:
+        self._fixed = secrets is not None
         self.secrets: Sequence[str] = secret_values() if secrets is None else secrets
-        """The values masked, read from the environment once (a stream is short-lived)."""
+        """The values masked: those given, else the environment's, read again at each piece (a key loaded
+        while the stream runs, ``load_dotenv()`` in a tool, is masked from then on; an unchanged environment
+        is one comparison, ``secret_values``)."""
         self._pending = ""
         self._sent_tail = ""
 
+    def _refresh(self) -> None:
+        if not self._fixed:
+            self.secrets = secret_values()
+
     def feed(self, text: str) -> str:
+        self._refresh()
         # The cut comes first, in the raw text: what may begin a key waits
         # whole (masking it now would show its rest, later, as plain text). A
         # key that straddles the cut cannot escape either: its part before the
@@ -287,6 +367,7 @@ class MaskedStream:
 
     def flush(self) -> str:
         """The held-back tail (it did not become a secret), masked; the stream starts afresh."""
+        self._refresh()
         pending, self._pending = self._pending, ""
         masked = self._mask_keys(_mask_values_and_urls(pending, self.secrets))
         self._sent_tail = ""
@@ -446,12 +527,15 @@ def encoded_forms(secret: str) -> tuple[tuple[str, int], ...]:
     return tuple(forms)
 
 
-def windows(form: str, shortest: int) -> list[tuple[int, str]]:
+@lru_cache(maxsize=1024)
+def windows(form: str, shortest: int) -> tuple[tuple[int, str], ...]:
     """``(offset, window)``: the pieces of ``form`` one of which every run of ``shortest`` characters of it holds
     whole (``shortest // 2`` characters, at each multiple of the stride that guarantees it)."""
     window_size = max(1, shortest // 2)
     stride = shortest - window_size + 1
-    return [(offset, form[offset : offset + window_size]) for offset in range(0, len(form) - window_size + 1, stride)]
+    return tuple(
+        (offset, form[offset : offset + window_size]) for offset in range(0, len(form) - window_size + 1, stride)
+    )
 
 
 @lru_cache(maxsize=16)

@@ -751,7 +751,7 @@ def _run_hook(hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
     try:
         return masked(mime_bundle_of(hook(value)))
     except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
-        return f"{type(error).__name__}: {error}"
+        return masked(f"{type(error).__name__}: {error}")  # it may quote the (unmasked) value it was given
 
 
 def _hook_error(message: str) -> str:

@@ -212,8 +212,17 @@ class ToolCallBlock:
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A result is masked as it enters the view model (once, not at every redraw): a tool's own text,
-        # its details (notebook outputs, a diff) and what a ``render_result`` hook is given.
-        object.__setattr__(self, name, masked_result(value) if name == "result" and value is not None else value)
+        # its details (notebook outputs, a diff) and what a ``render_result`` hook is given. So are the call's
+        # name and label (the model writes them) and a decision's reason (a policy's quotes the arguments).
+        if name == "result" and value is not None:
+            value = masked_result(value)
+        elif name in ("name", "label") and isinstance(value, str):
+            value = masked(value)
+        elif name == "decision" and value is not None and value.reason:
+            shown = masked(value.reason)
+            if shown != value.reason:
+                value = dataclasses.replace(value, reason=shown)
+        object.__setattr__(self, name, value)
 
     def result_text(self) -> str:
         return text_of(self.result.content) if self.result is not None else ""

@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pi_kernel.ai import secrets
 from pi_kernel.ai.secrets import mask
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -81,6 +82,7 @@ TEXTS: dict[str, Callable[[int], str]] = {"plain": plain, "hex": hex_lines, "fol
 def seconds(text: str) -> float:
     best = float("inf")
     for _ in range(REPEATS):
+        secrets._large_masked.clear()  # mask keeps its last large results: time the masking, not the lookup
         start = time.perf_counter()
         mask(text, [KEY])
         best = min(best, time.perf_counter() - start)

@@ -7,7 +7,7 @@ done raises ``CommandError``: a usage error without a traceback, keys masked (it
 
 **MCP** (``%pi mcp``). A server added here starts at once, so the answer shows its tools or why it did
 not start. The servers live on the kernel's loop: ``mcp_async`` is awaited where the line is a cell of
-its own (``magics.AWAITED_LINES``); elsewhere ``mcp`` runs it when no loop runs and otherwise says to run
+its own (``extension.AWAITED_LINES``); elsewhere ``mcp`` runs it when no loop runs and otherwise says to run
 the line as a cell of its own. ``pi_kernel.tools.mcp`` is imported lazily: it needs the optional ``mcp``
 SDK, whose absence ``session.mcp`` reports as ``McpUnavailable``.
 """

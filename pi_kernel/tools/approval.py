@@ -72,8 +72,6 @@ STRICTNESS = {"auto": 0, "ask": 1, "deny": 2}
 """Among the patterns matching a tool, the strictest mode wins."""
 STRICT_MODES: tuple[str, ...] = ("deny", "read-only")
 """Modes that refuse calls by themselves: an earlier ``ask`` override or "always allow" never lifts that."""
-READ_ONLY_BUILTINS = frozenset({"read"})
-"""Built-in tools that only read when they do not declare ``read_only`` themselves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +220,8 @@ def origin_of(tool: Any) -> OriginKind:
 
 
 def is_read_only(tool: Any, name: str) -> bool:
-    """Whether calls of this tool only read: its declared ``read_only``, else a built-in read-only tool."""
-    declared = getattr(tool, "read_only", None)
-    if declared is not None:
-        return bool(declared)
-    return name in READ_ONLY_BUILTINS and origin_of(tool) == "builtin"
+    """Whether calls of this tool only read: what it declares (``read_only``; the built-in ``read`` does)."""
+    return bool(getattr(tool, "read_only", None))
 
 
 _ENVIRONMENT_ATTRIBUTES = frozenset({"environ", "getenv", "__globals__", "__dict__", "__builtins__"})

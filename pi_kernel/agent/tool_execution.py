@@ -28,6 +28,8 @@ Sync tools run on ``WorkerPool`` daemon threads, not ``asyncio.to_thread``: the 
 at exit, so a tool left running after an abort would keep a kernel from shutting down. A worker
 whose call was given up on leaves the pool and a new one takes its place, so hung tools never
 starve later calls.
+
+Long: the batch, the three phases of a call and the parallel run are one concept, read in the order they run.
 """
 
 from __future__ import annotations

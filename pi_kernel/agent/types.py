@@ -5,6 +5,9 @@ Each hook's contract is written beside its type, as pi does. Hooks and tools
 may be sync or async; a sync tool runs in a worker thread. Events are a tagged
 union on ``type``, as pi emits them, in the order ``loop``'s docstring draws
 (the tool events' order: ``tool_execution``'s).
+
+Long: the layer's one vocabulary (the event union among it) in one place, so no module of the layer needs
+another's types.
 """
 
 from __future__ import annotations

@@ -39,6 +39,9 @@ text is ``None``, which then breaks every later request and ``%pi history``.
 above (types, required fields, no unknown ones, tool-call arguments and result
 details at most ``MAX_DEPTH`` deep) and says what the first problem is, with its
 place (``content[0].text: expected a string, got null``).
+
+Long: the transcript's types with the cleaning and checking every message passes, so a message is understood
+from one file.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ as pi uses it. A signal is read from the event loop (``await signal.wait()``), f
 sync tools (``signal.aborted``), and set from anywhere: a kernel interrupt handler, a widget callback on a
 subshell thread. So listeners run on the aborting thread and waiting futures are resolved through
 ``call_soon_threadsafe``.
+
+Long: the model, the request and the stream types and cancellation are what every provider is written against,
+kept together.
 """
 
 from __future__ import annotations

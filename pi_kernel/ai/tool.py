@@ -17,6 +17,9 @@ short string, on the kernel's event loop, where no interrupt reaches it. ``bound
 ``jsonschema`` validator class whose ``pattern`` and ``patternProperties`` checks use the ``regex`` module
 with a time limit (``PATTERN_SECONDS``) instead. A check that runs out of time is an error the model reads
 (the value is not sent unchecked). A pattern ``regex`` cannot compile is checked with ``re`` as before.
+
+Long: the one schema, its strict form and the lenient-then-strict checking of a call belong to one concept,
+the tool as the model sees it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ calls). A blocking cell (``%autoawait off`` outside a kernel) blocks the shell: 
 
 ``pi_kernel.tools``, ``pi_kernel.agent`` and ``pi_kernel.widgets`` are imported lazily, inside the
 functions that use them: each pulls in whole layers (about 100 ms of a kernel's start).
+
+Long: the gate and every answerer it can hand a question to (widget, comm, stdin, nobody) are one flow, read
+top to bottom.
 """
 
 from __future__ import annotations

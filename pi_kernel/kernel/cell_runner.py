@@ -30,6 +30,8 @@ sent with the next cell's request, and a notice names it (``unsent_notice``).
 
 ``pi_kernel.ai.models`` (in ``with_thinking``) and ``pi_kernel.tools.builtin.notebook_edits`` (in
 ``first_tool_choice``) are imported lazily: this module loads at kernel start.
+
+Long: one cell's run from its options to its outcome, with the code it offers back as a cell, in the order it happens.
 """
 
 from __future__ import annotations

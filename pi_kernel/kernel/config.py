@@ -21,6 +21,8 @@ what is missing, never weakens safety or sends an existing key elsewhere:
 - a ``.env``'s key never switches the user's provider: the default model prefers a key of the
   environment (``DOTENV_KEYS_ENV``), and such a ``.env`` cannot choose the model (``PI_MODEL``,
   ``PI_PROVIDER``).
+
+Long: one table row per setting, each with its help text, is the point of the module.
 """
 
 from __future__ import annotations

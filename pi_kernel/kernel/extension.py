@@ -40,6 +40,8 @@ a subpackage, and importing a subpackage sets it as an attribute of its parent, 
 property returns ``SessionAgent``: a proxy that reads and writes the session's ``Agent``, and falls back
 to the package's names (``pi_kernel.agent.Agent``, ``pi_kernel.agent.loop``) for what the agent does not
 have. Outside a session nothing changes.
+
+Long: the wiring of a session into a shell, the magics and the old ``pi_kernel.agent`` spelling are the one way in.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ not start. The servers live on the kernel's loop: ``mcp_async`` is awaited where
 its own (``extension.AWAITED_LINES``); elsewhere ``mcp`` runs it when no loop runs and otherwise says to run
 the line as a cell of its own. ``pi_kernel.tools.mcp`` is imported lazily: it needs the optional ``mcp``
 SDK, whose absence ``session.mcp`` reports as ``McpUnavailable``.
+
+Long: one small function per command and the one table that dispatches them.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ written on the thread of a user's cell running now that ran no ``%%pi`` turn; th
 ``prctl(PR_SET_DUMPABLE, 0)`` makes those files root's: a non-root child (bash commands, MCP servers)
 gets "Permission denied"; core dumps are off. Root and ``CAP_SYS_PTRACE`` still read everything; other
 systems have no such switch.
+
+Long: every path out of the kernel (messages, payloads, what cannot be pickled) is guarded here, so the net
+has one place.
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ call (the kernel's ``Turn``), passed through.
 
 What a person sees of a call (``plain_arguments``, ``cut_middle``,
 ``reveal_invisible``) is the same in every front-end.
+
+Long: the rule table, the policy and the broker are the whole approval decision, kept in one place on purpose.
 """
 
 from __future__ import annotations

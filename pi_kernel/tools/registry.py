@@ -30,6 +30,8 @@ an assistant working in a Jupyter notebook beside a data scientist:
   guidelines are added to it);
 - ``append_prompt`` follows, then ``Current date: YYYY-MM-DD`` and
   ``Current working directory: <cwd>`` always come last.
+
+Long: the tool set and the two channels built from it (the API's tools, the system prompt) change together.
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ here).
   model, usage, tool calls with arguments, results (text, truncated) and
   decisions. A saved notebook then renders on reopen, in nbconvert and on
   GitHub with no widget state. The model's base URL is not recorded at all.
+
+Long: everything a turn looks like (HTML pieces, JSON, tool cards, the footer, the static bundle) shares its
+helpers here.
 """
 
 from __future__ import annotations

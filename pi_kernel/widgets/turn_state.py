@@ -20,6 +20,8 @@ tail, ``live_tail``, with what may begin a key left out). So escaping,
 highlighting and cutting in the views never see a key. This is the widgets'
 one door to ``pi_kernel.ai.secrets``: ``masked``, ``MaskedStream``,
 and ``restored`` (arguments a person edited).
+
+Long: the view model and its blocks are where text enters the views and is masked once, so they stay together.
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ content block ``content_block_start`` / ``content_block_delta``... /
 keyed by the server's ``index``; blocks of kinds this client does not know
 (server tools) are skipped. Events are read by field name, so the SDK's typed
 events and plain dicts both work.
+
+Long: the whole wire format (the body out, the events in) of one API, so it is read and changed in one place.
 """
 
 from __future__ import annotations

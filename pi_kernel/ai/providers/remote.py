@@ -22,6 +22,8 @@ texts start with the HTTP status (and Anthropic's error type); the context-lengt
 ``overflow.is_context_overflow`` knows, so the agent compacts. The key is cut out of every error text.
 
 ``openai`` and ``anthropic`` are imported on the first request, not at kernel start.
+
+Long: both HTTP providers share one request loop, its retries and its errors; only the SDK-specific parts differ.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ dict | None, "full_output_path": str | None, "run": int, "code": str}``; ``run``
 order they ran (calls of one message may run in any order: ``%%pi --cells`` replays them in this one);
 ``code`` is the code that ran (after an approval that edited it). Updates while running carry
 ``{"outputs": [...]}`` so far.
+
+Long: the tool and its run on the kernel's main thread, which an interrupt must reach, with its await path.
 """
 
 from __future__ import annotations

@@ -418,8 +418,6 @@ SETTINGS: tuple[Setting, ...] = tuple(
 )
 """Every setting once, in ``PiSettings`` order."""
 
-CONFIG_NAMES = tuple(row.name for row in SETTINGS)
-
 
 def settings_from_env(
     environ: Mapping[str, str] | None = None, base: PiSettings | None = None, problems: list[str] | None = None

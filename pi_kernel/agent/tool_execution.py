@@ -112,14 +112,6 @@ class FinalizedToolCall:
     is_error: bool
 
 
-@dataclass(slots=True)
-class ToolBatchResult:
-    messages: list[ToolResultMessage]
-    """One result message per tool call, in source order."""
-    terminate: bool
-    """Every result of the batch asked to stop."""
-
-
 # ---------------------------------------------------------------- the batch
 
 
@@ -129,10 +121,11 @@ async def execute_tool_calls(
     config: AgentLoopConfig,
     signal: AbortSignal,
     emit: Emit,
-) -> ToolBatchResult:
-    """The batch (see the module docstring). A message cut off by the output token limit (``length``) runs
-    none of its calls: no lookup, no validation, no hooks (a truncated call's arguments can parse and
-    validate and still be incomplete); each gets the truncation error."""
+) -> tuple[list[ToolResultMessage], bool]:
+    """The batch (see the module docstring): one result message per call in source order, and whether every
+    result asked to terminate. A message cut off by the output token limit (``length``) runs none of its
+    calls: no lookup, no validation, no hooks (a truncated call's arguments can parse and validate and still
+    be incomplete); each gets the truncation error."""
     tool_calls = assistant_message.tool_calls
     truncated = assistant_message.stop_reason == "length"
     sequential = (
@@ -170,7 +163,7 @@ async def execute_tool_calls(
         finalized = await run([await preflight(tool_call) for tool_call in tool_calls])
         messages = [await emit_tool_result_message(item, limit, emit) for item in finalized]
     terminate = bool(finalized) and all(item.result.terminate is True for item in finalized)
-    return ToolBatchResult(messages, terminate)
+    return messages, terminate
 
 
 def error_text(error: BaseException) -> str:

@@ -4,7 +4,6 @@
     python -m pi_kernel install [--user | --sys-prefix | --prefix P] [--name NAME]
     python -m pi_kernel serve-local [--port P]    the local model as an OpenAI-compatible server
 
-Subcommands live in ``SUBCOMMANDS``: a name mapped to ``fn(argv) -> exit code``.
 Anything that is not a subcommand goes to the kernel application unchanged.
 
 Each subcommand's module (``pi_kernel.kernel.kernel``, ``pi_kernel.kernel.kernelspec``,
@@ -16,7 +15,7 @@ local model server.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 
 def _install(argv: Sequence[str]) -> int:
@@ -38,33 +37,20 @@ def _install(argv: Sequence[str]) -> int:
     return 0
 
 
-def _kernel(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["install"]:
+        return _install(args[1:])
+    if args[:1] == ["serve-local"]:
+        from pi_kernel.ai.providers.local_server import main as serve_local
+
+        return serve_local(args[1:])
     from ipykernel.kernelapp import IPKernelApp
 
     from pi_kernel.kernel.kernel import PiKernel
 
-    IPKernelApp.launch_instance(argv=list(argv), kernel_class=PiKernel)
+    IPKernelApp.launch_instance(argv=args, kernel_class=PiKernel)
     return 0
-
-
-def _serve_local(argv: Sequence[str]) -> int:
-    from pi_kernel.ai.providers.local_server import main as serve_local
-
-    return serve_local(argv)
-
-
-SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
-    "install": _install,
-    "serve-local": _serve_local,
-}
-"""Add a subcommand here."""
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in SUBCOMMANDS:
-        return SUBCOMMANDS[args[0]](args[1:])
-    return _kernel(args)
 
 
 if __name__ == "__main__":

@@ -248,7 +248,7 @@ class Agent:
         self._check_idle("resetting")
         self._state.messages = []
         self._state.error_message = None
-        self.usage.clear()
+        self.usage.by_model.clear()
         self.clear_all_queues()
         self._unsent = []
 
@@ -606,9 +606,6 @@ class UsageLedger:
     @property
     def tokens(self) -> int:
         return sum(totals.input + totals.output for totals in self.by_model.values())
-
-    def clear(self) -> None:
-        self.by_model.clear()
 
 
 class BudgetExceeded(RuntimeError):

@@ -45,8 +45,6 @@ CompactionReason = Literal["threshold", "overflow", "manual"]
 
 CHARS_PER_TOKEN = 4
 """The estimate pi uses for ASCII text (conservative for English and code)."""
-WIDE_CHARS_PER_TOKEN = 1
-"""Any other character (Chinese, Japanese, Korean, ...): tokenizers give about one token to each."""
 IMAGE_TOKENS = 1_200
 
 SUMMARY_PROMPT = """You are summarising the earlier part of a conversation between a user and an AI \
@@ -70,9 +68,9 @@ Keep exact names, paths, values and error messages. Do not invent anything. Answ
 
 def text_tokens(text: str) -> int:
     """``text``'s size in tokens: ASCII at ``CHARS_PER_TOKEN`` characters a token, any other character
-    (Chinese text is about one token a character) at ``WIDE_CHARS_PER_TOKEN``."""
+    (Chinese, Japanese, Korean, ...) a token each, as tokenizers give them about that."""
     ascii_chars = len(text.encode("ascii", "ignore"))
-    return ascii_chars // CHARS_PER_TOKEN + (len(text) - ascii_chars) // WIDE_CHARS_PER_TOKEN
+    return ascii_chars // CHARS_PER_TOKEN + len(text) - ascii_chars
 
 
 def _message_text(message: Any) -> tuple[str, int]:
@@ -109,7 +107,7 @@ def chars_per_token(messages: Sequence[Any]) -> float:
         tokens += text_tokens(text)
     if tokens == 0:
         return float(CHARS_PER_TOKEN)
-    return min(max(chars / tokens, float(WIDE_CHARS_PER_TOKEN)), float(CHARS_PER_TOKEN))
+    return min(max(chars / tokens, 1.0), float(CHARS_PER_TOKEN))
 
 
 def _reported_tokens(message: Any) -> int:

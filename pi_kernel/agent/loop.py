@@ -208,8 +208,8 @@ async def _run_turns(
         tool_results: list[ToolResultMessage] = []
         has_more_tool_calls = False
         if message.tool_calls:
-            batch = await execute_tool_calls(context, message, config, signal, emit)
-            tool_results, has_more_tool_calls = batch.messages, not batch.terminate
+            tool_results, terminate = await execute_tool_calls(context, message, config, signal, emit)
+            has_more_tool_calls = not terminate
             context.messages.extend(tool_results)
             new_messages.extend(tool_results)
         await emit(TurnEndEvent(message, tool_results))

@@ -96,12 +96,10 @@ def tool_not_found_text(tool_name: str, tools: Sequence[Tool] | None) -> str:
 
 @dataclass(slots=True)
 class PreparedToolCall:
-    """Preflight passed: the call will run with ``args``."""
-
     tool_call: ToolCall
     tool: AgentTool
     args: Any
-    """The validated (possibly hook-edited) arguments ``execute`` receives."""
+    """Preflight passed: the validated (possibly hook-edited) arguments ``execute`` receives."""
 
 
 @dataclass(slots=True)
@@ -114,14 +112,6 @@ class FinalizedToolCall:
     is_error: bool
 
 
-@dataclass(slots=True)
-class ToolBatchResult:
-    messages: list[ToolResultMessage]
-    """One result message per tool call, in source order."""
-    terminate: bool
-    """Every result of the batch asked to stop."""
-
-
 # ---------------------------------------------------------------- the batch
 
 
@@ -131,13 +121,11 @@ async def execute_tool_calls(
     config: AgentLoopConfig,
     signal: AbortSignal,
     emit: Emit,
-) -> ToolBatchResult:
-    """Preflight each call in source order, run them, and emit their result messages in source order.
-
-    A message cut off by the output token limit (``length``) runs none of its calls, one after the
-    other: no lookup, no validation, no hooks (a truncated call's arguments can parse and validate
-    and still be incomplete); each gets the truncation error.
-    """
+) -> tuple[list[ToolResultMessage], bool]:
+    """The batch (see the module docstring): one result message per call in source order, and whether every
+    result asked to terminate. A message cut off by the output token limit (``length``) runs none of its
+    calls: no lookup, no validation, no hooks (a truncated call's arguments can parse and validate and still
+    be incomplete); each gets the truncation error."""
     tool_calls = assistant_message.tool_calls
     truncated = assistant_message.stop_reason == "length"
     sequential = (
@@ -175,11 +163,10 @@ async def execute_tool_calls(
         finalized = await run([await preflight(tool_call) for tool_call in tool_calls])
         messages = [await emit_tool_result_message(item, limit, emit) for item in finalized]
     terminate = bool(finalized) and all(item.result.terminate is True for item in finalized)
-    return ToolBatchResult(messages, terminate)
+    return messages, terminate
 
 
 def error_text(error: BaseException) -> str:
-    """The exception's message, or its class name when the message is empty."""
     return str(error) or type(error).__name__
 
 
@@ -189,10 +176,7 @@ def failed_call(tool_call: ToolCall, text: str = OPERATION_ABORTED) -> Finalized
 
 def find_tool(tools: Sequence[Tool] | None, name: str) -> AgentTool | None:
     """The tool called ``name``: the agent's context holds its ``AgentTool``s (typed ``Tool`` in ``ai``)."""
-    for tool in tools or ():
-        if tool.name == name:
-            return cast(AgentTool, tool)
-    return None
+    return cast("AgentTool | None", next((tool for tool in tools or () if tool.name == name), None))
 
 
 def as_tool_result(value: Any) -> AgentToolResult:
@@ -223,16 +207,6 @@ async def emit_tool_result_message(
 # ---------------------------------------------------------------- phase 1: preflight
 
 
-async def prepare_arguments(tool: AgentTool, tool_call: ToolCall) -> ToolCall:
-    """``tool.prepare_arguments`` rewrites old argument shapes; None or the same object keeps them."""
-    if tool.prepare_arguments is None:
-        return tool_call
-    prepared = await call_hook(tool.prepare_arguments, tool_call.arguments)
-    if prepared is None or prepared is tool_call.arguments:
-        return tool_call
-    return dataclasses.replace(tool_call, arguments=prepared)
-
-
 async def prepare_tool_call(
     context: Context,
     assistant_message: AssistantMessage,
@@ -245,7 +219,12 @@ async def prepare_tool_call(
     if tool is None:
         return failed_call(tool_call, tool_not_found_text(tool_call.name, context.tools))
     try:
-        args = validate_tool_arguments(tool, await prepare_arguments(tool, tool_call))
+        validated = tool_call
+        if tool.prepare_arguments is not None:  # rewrites old argument shapes; None or the same object keeps them
+            rewritten = await call_hook(tool.prepare_arguments, tool_call.arguments)
+            if rewritten is not None and rewritten is not tool_call.arguments:
+                validated = dataclasses.replace(tool_call, arguments=rewritten)
+        args = validate_tool_arguments(tool, validated)
         outcome = await ask_before_tool_call(
             PreparedToolCall(tool_call, tool, args), assistant_message, context, config, signal
         )

@@ -418,8 +418,6 @@ SETTINGS: tuple[Setting, ...] = tuple(
 )
 """Every setting once, in ``PiSettings`` order."""
 
-CONFIG_NAMES = tuple(row.name for row in SETTINGS)
-
 
 def settings_from_env(
     environ: Mapping[str, str] | None = None, base: PiSettings | None = None, problems: list[str] | None = None
@@ -519,14 +517,11 @@ def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | N
     if unknown:
         result.ignored.append(f"not pi-kernel settings, ignored: {', '.join(unknown)}")
     wanted = {name: value for name, value in values.items() if name in DOTENV_NAMES and name not in environ}
-    approval = wanted.pop("PI_APPROVAL", None)
-    if approval is not None:
-        if approval.strip().lower() in STRICTER_APPROVALS:
-            wanted["PI_APPROVAL"] = approval
-        else:
-            result.ignored.append("PI_APPROVAL ignored: a .env may only make approval stricter (deny, read-only)")
-    base_url = wanted.pop("OPENAI_BASE_URL", None)
-    if base_url is not None and base_url.strip():
+    if wanted.get("PI_APPROVAL", "deny").strip().lower() not in STRICTER_APPROVALS:
+        del wanted["PI_APPROVAL"]
+        result.ignored.append("PI_APPROVAL ignored: a .env may only make approval stricter (deny, read-only)")
+    base_url = wanted.pop("OPENAI_BASE_URL", "").strip()
+    if base_url:
         set_keys = [name for name in KEY_NAMES if environ.get(name)]
         if set_keys:
             result.ignored.append(
@@ -534,7 +529,7 @@ def load_dotenv(path: Path | str = ".env", environ: MutableMapping[str, str] | N
                 "to a server named by a .env"
             )
         else:
-            result.base_url = base_url.strip()
+            result.base_url = base_url
             key = wanted.pop("OPENAI_API_KEY", None)
             if key:
                 environ[DOTENV_KEY_ENV] = key

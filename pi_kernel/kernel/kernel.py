@@ -44,7 +44,7 @@ import traitlets
 from ipykernel.ipkernel import IPythonKernel
 
 from pi_kernel import __version__
-from pi_kernel.kernel.config import CONFIG_NAMES, SETTINGS
+from pi_kernel.kernel.config import SETTINGS
 from pi_kernel.kernel.extension import attach
 
 
@@ -60,14 +60,12 @@ class PiKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        overrides = {name: getattr(self, name) for name in CONFIG_NAMES}
+        overrides = {row.name: getattr(self, row.name) for row in SETTINGS}
         self.pi_session = attach(self.shell, overrides, kernel=self)
 
     def do_shutdown(self, restart: bool) -> Any:
         """Stop the session's MCP servers (and what they started) before the kernel exits."""
-        session = getattr(self, "pi_session", None)
-        if session is not None:
-            session.close()
+        self.pi_session.close()
         return super().do_shutdown(restart)
 
     async def dispatch_control(self, *args: Any, **kwargs: Any) -> None:

@@ -28,7 +28,7 @@ from pi_kernel.ai.messages import AssistantMessage, ToolCall
 
 if TYPE_CHECKING:
     from pi_kernel.tools.definition import ToolContext
-    from pi_kernel.tools.turn_journal import NotebookEditor, TurnJournal
+    from pi_kernel.tools.turn_journal import TurnJournal
 
 LIMIT = 20
 """Kept conversations, and kept turn journals."""
@@ -179,44 +179,41 @@ class TurnJournals:
 def undo_turn(
     host: UndoHost, journal: TurnJournal | None, show_later: Callable[[str], Callable[[str], None]]
 ) -> str | None:
-    """Undo the turn of ``journal`` (``None``: the newest with effects left); ``None`` when there is none."""
+    """Undo the turn of ``journal`` (``None``: the newest with effects left); returns the report, ``None``
+    when there is no turn. Notebook changes need the bridge's answers: a task on the running loop undoes
+    them, and ``show_later(text)`` shows a line now and returns how to replace it with the final report
+    (the return value is then ``""``)."""
     journal = journal or host.turn_journals.newest()
     if journal is None:
         return None
-    context = host.tool_context
-    text = undo_journal(journal, context.namespace, context.notebook, show_later)
+    text = _undo(journal, host.tool_context, show_later)
     host.undo_news = text or f"the turn {journal.label!r}: its notebook changes were undone"
     host.turn_journals.retire_offer(journal, "This turn was undone (%pi undo).")
     return text
 
 
-def undo_journal(
-    journal: TurnJournal,
-    namespace: dict[str, Any] | None,
-    notebook: NotebookEditor | None,
-    show_later: Callable[[str], Callable[[str], None]],
-) -> str:
-    """Undo one turn's effects; returns the report. Notebook changes need the bridge's answers: a task on the
-    running loop undoes them, and ``show_later(text)`` shows a line now and returns how to replace it
-    with the final report (the return value is then ``""``)."""
+def _undo(journal: TurnJournal, context: ToolContext, show_later: Callable[[str], Callable[[str], None]]) -> str:
     head = f"Undid the turn {journal.label!r}."
     if journal.undone:
         return f"The turn {journal.label!r} was undone already."
-    report = journal.revert(namespace)
+    report = journal.revert(context.namespace)
     if not journal.notebook_changes:
         return f"{head}\n{report.text()}"
     try:
         loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is None:  # no loop on this thread (a plain IPython shell): nothing can answer anyway
-        asyncio.run(journal.revert_notebook(notebook, report))
+    except RuntimeError:  # no loop on this thread (a plain IPython shell): nothing can answer anyway
+        asyncio.run(journal.revert_notebook(context.notebook, report))
         return f"{head}\n{report.text()}"
     update = show_later(f"{head}\n{report.text()}\nUndoing the notebook changes…")
 
     async def notebook_part() -> None:
-        final = await journal.revert_notebook(notebook, report)
+        final = await journal.revert_notebook(context.notebook, report)
         update(f"{head}\n{final.text()}")
 
-    loop.create_task(notebook_part())
+    task = loop.create_task(notebook_part())
+    _UNDOING.add(task)  # the loop keeps only a weak reference
+    task.add_done_callback(_UNDOING.discard)
     return ""
+
+
+_UNDOING: set[asyncio.Task[None]] = set()

@@ -1,29 +1,12 @@
 """Approvals in the tool layer: the one decision, the session's policy, and the broker where a call waits.
 
-**The decision.** A tool declares where it comes from (``ToolDefinition.origin``:
-``builtin``, ``user``, ``mcp`` with ``mcp_server``) and, for built-ins, which of
-its arguments may name secrets (``ToolDefinition.secret_arguments``: a path, a
-command, code, an attribute path, notebook cells whose code will run), next to
-its definition. ``decide(tool, name, args, state, cells)`` is a pure function
-of that declaration, the validated arguments, the policy state (``PolicyState``:
-session mode, per-tool rules, "always allow", the cell's ``--approve``) and the
-code of the cells the call names (read by the host): it walks the ordered rule
-table ``RULES`` (first match wins; the precedence is documented in
-docs/security.md, "Approvals") and returns ``run``, ``ask`` or ``deny``, the
-rule that decided and, for a denial, what the model is told. An MCP tool's
-``readOnlyHint`` counts only for a server the user trusts (the MCP wrapper sets
-``read_only`` then).
-
-**The policy** (``ApprovalPolicy``): the session's mode, ``ask`` (a person
-decides), ``auto`` (everything runs), ``deny`` (risky calls are denied, for
-unattended runs), ``read-only`` (tools that are not read-only are denied; the
-others as in ``ask``), and per-tool overrides (``bash=ask python=auto``; a name
-with ``*`` is a pattern, ``time__*=auto``; an exact name wins over a pattern,
-among patterns the strictest). A stricter mode chosen later wins over what was
-allowed earlier: ``%pi approve MODE`` (any mode but ``auto``) drops the
-per-tool ``auto`` overrides set before it, and ``read-only`` / ``deny`` also the
-``ask`` ones; those restated in the same command stay (``apply_spec``). "Always
-allow" (``allow_always``) only answers the question a person would have been asked.
+**The decision.** ``decide(tool, name, args, state, cells)`` is a pure function of the tool's declaration
+(``ToolDefinition.origin`` and, for built-ins, ``secret_arguments``), the validated arguments, the policy
+state (``PolicyState``) and the code of the cells the call names (read by the host). It walks the ordered
+rule table ``RULES`` (first match wins) and returns ``run``, ``ask`` or ``deny``, the rule that decided and,
+for a denial, what the model is told. The precedence, the modes and the per-tool overrides are documented
+in docs/security.md ("Approvals"); ``ApprovalPolicy`` holds them for a session (``apply_spec``: a stricter
+mode chosen later drops the looser per-tool overrides set before it).
 
 **The broker** (``ApprovalBroker``): a call that asks waits here, keyed by tool
 call id, until a person decides. A decision may come from any thread: a
@@ -182,7 +165,7 @@ def decide(
         name=tool_name,
         state=state,
         override=override_in_force(state, tool_name),
-        read_only=is_read_only(tool, tool_name),
+        read_only=bool(getattr(tool, "read_only", None)),
         own=approval_verdict(tool, args) if tool is not None else "ask",
         secret=secret_reason(tool, args, tool_name, cells),
     )
@@ -219,11 +202,6 @@ def origin_of(tool: Any) -> OriginKind:
     """The tool's declared origin (``ToolDefinition.origin``); anything else counts as ``user``."""
     origin = getattr(tool, "origin", None)
     return origin if origin in ("builtin", "mcp") else "user"
-
-
-def is_read_only(tool: Any, name: str) -> bool:
-    """Whether calls of this tool only read: what it declares (``read_only``; the built-in ``read`` does)."""
-    return bool(getattr(tool, "read_only", None))
 
 
 _ENVIRONMENT_ATTRIBUTES = frozenset({"environ", "getenv", "__globals__", "__dict__", "__builtins__"})

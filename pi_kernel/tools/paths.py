@@ -12,29 +12,13 @@ Added here: the optional workspace confinement. With
 is refused with ``WorkspaceError``. This guards the file tools; it is not a
 sandbox for ``bash`` or ``python``, which can reach anything the process can.
 
-**Files that hold keys**: a tool call touching one asks a person (or is
-refused) whatever the mode. Reading the kernel's own environment
-(``/proc/self/environ``, any ``/proc/<pid>/environ``), a ``.env`` file, cloud
-and tool credentials (``~/.aws/credentials``, ``~/.netrc``,
-``~/.git-credentials``, ``~/.pypirc``, ``~/.docker/config.json``,
-``~/.kube/config``, ...), SSH and TLS private keys (``id_rsa``, ``*.pem``,
-``*.key``) or a Jupyter connection file (its HMAC key lets anyone run code in
-the kernel: ``kernel-*.json``, ``jpserver-*.json`` anywhere, any file in
-Jupyter's runtime folder, ``JUPYTER_RUNTIME_DIR`` included) sends secrets to
-the model. Such a call never runs unseen: ``approval.decide`` turns it into a
-question in ``ask``, ``auto`` and ``read-only`` mode, and a refusal in
-``deny`` mode. ``secret_path_reason`` judges a path (the file tools' ``path``;
-symlinks followed); ``secret_mention_reason`` scans a command or code text
-(``bash``, ``python``) for the same names, plus commands that print the whole
-environment or name a key variable (``env``, ``printenv``, ``os.environ``,
-``$OPENAI_API_KEY``). It errs on the side of asking: the text is also read
-with adjacent string literals joined and quotes removed (``'envi' 'ron'``,
-``.e''nv``), and a word holding a glob, a brace list or a shell variable is
-tried against example secret files (``/proc/self/env*``, ``.{e,}nv``). A
-shell can still reach a file in ways no scan sees, so this is a tripwire,
-while the masking of key values in every tool result
-(``agent.tool_execution``; also their hex and base64 forms) is the net under
-it.
+**Files that hold keys** (a process's environment, ``.env``, cloud and tool credentials, private keys,
+Jupyter's connection and runtime files, this kernel's own connection file whatever its name): a tool call
+touching one never runs unseen (``approval.decide`` asks, or refuses in ``deny`` mode).
+``secret_path_reason`` judges a path (symlinks followed); ``secret_mention_reason`` scans a command or code
+text for the same files and for reads of the environment, erring on the side of asking (literals joined,
+quotes removed, globs and ``cd`` targets tried); the spellings it covers are listed in docs/security.md. It
+is a tripwire: the masking of key values in every tool result is the net under it.
 
 **Secrets in the notebook's variables** (``db_password = getpass()``): a string
 held under a name ``pi_kernel.ai.secrets.is_secret_name`` calls secret (the one
@@ -155,14 +139,9 @@ def check_in_workspace(absolute_path: str, workspace_root: str | os.PathLike[str
         raise WorkspaceError(f"Path {where} is outside the workspace root {root}; access refused.")
 
 
-def tool_cwd(ctx: PathContext) -> str:
-    """The context's working directory as an absolute path."""
-    return os.path.abspath(os.fspath(ctx.cwd))
-
-
 def resolve_tool_path(path: str, ctx: PathContext, *, for_read: bool = False) -> str:
     """The absolute path a file tool works on, checked against the workspace root."""
-    cwd = tool_cwd(ctx)
+    cwd = os.path.abspath(os.fspath(ctx.cwd))
     absolute = resolve_read_path(path, cwd) if for_read else resolve_to_cwd(path, cwd)
     check_in_workspace(absolute, ctx.workspace_root, path)
     return absolute
@@ -170,7 +149,7 @@ def resolve_tool_path(path: str, ctx: PathContext, *, for_read: bool = False) ->
 
 def resolve_tool_cwd(ctx: PathContext) -> str:
     """The working directory for ``bash``, checked against the workspace root."""
-    cwd = tool_cwd(ctx)
+    cwd = os.path.abspath(os.fspath(ctx.cwd))
     check_in_workspace(cwd, ctx.workspace_root, cwd)
     return cwd
 

@@ -154,7 +154,6 @@ def create_edit_tool() -> ToolDefinition:
         origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="edit",
-        label="edit",
         description=EDIT_DESCRIPTION,
         parameters=EditParams,
         execute=execute,

@@ -170,7 +170,6 @@ def create_inspect_tool() -> ToolDefinition:
         origin="builtin",
         secret_arguments={"name": "attribute"},  # what of a call may name secrets (approval.secret_reason)
         name="inspect",
-        label="inspect",
         description=(
             "Look at the notebook's live variables without running code. Without a name: every user variable with "
             "its type, shape or length and a preview. With a name or dotted attribute path (df, df.columns, "
@@ -181,6 +180,5 @@ def create_inspect_tool() -> ToolDefinition:
         execute=execute,
         prompt_snippet="Look at the notebook's variables (list them, or describe one: columns, dtypes, shape)",
         prompt_guidelines=("Use inspect before python to learn what a variable holds (it needs no approval)",),
-        approval="auto",
         read_only=True,
     )

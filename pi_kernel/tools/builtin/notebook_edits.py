@@ -298,7 +298,6 @@ def _notebook_tool(
     return ToolDefinition(
         origin="builtin",
         name=name,
-        label=name,
         description=description,
         parameters=params,
         execute=execute,

@@ -59,13 +59,11 @@ def create_read_tool(*, auto_resize_images: bool = True) -> ToolDefinition:
         origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="read",
-        label="read",
         description=READ_DESCRIPTION,
         parameters=ReadParams,
         execute=execute,
         prompt_snippet="Read file contents",
         prompt_guidelines=("Use read to examine files instead of cat or sed.",),
-        approval="auto",
         read_only=True,
     )
 

@@ -27,11 +27,11 @@ from typing import Any
 import mcp_types
 
 from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.ai import ImageContent, TextContent
+from pi_kernel.ai import TextContent
 from pi_kernel.ai.messages import TooDeepError, clean_data
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.mcp.server_config import McpServerConfig
-from pi_kernel.tools.results import MODEL_IMAGE_TYPES, fit_image, verified_image_type
+from pi_kernel.tools.results import MODEL_IMAGE_TYPES, fit_image, image_blocks, verified_image_type
 
 MAX_TOOL_NAME = 64
 SEPARATOR = "__"
@@ -115,11 +115,8 @@ def _image(data: str, mime_type: str) -> list[Any]:
     verified = verified_image_type(raw)
     if mime_type not in MODEL_IMAGE_TYPES or verified is None:
         return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: not a PNG, JPEG, GIF or WebP image]")]
-    fitted = fit_image(raw, verified)
-    if fitted is None:
-        return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: it cannot be brought under the limits]")]
-    blocks: list[Any] = [TextContent(fitted.note)] if fitted.note else []
-    return [*blocks, ImageContent(fitted.data, fitted.mime_type)]
+    omitted = f"[image ({mime_type}, {len(raw)} bytes) omitted: it cannot be brought under the limits]"
+    return image_blocks(fit_image(raw, verified), omitted)
 
 
 def _block(block: Any) -> list[Any]:

@@ -105,7 +105,6 @@ class Rule:
     name: str
     applies: Callable[[Call], bool]
     verdict: Verdict | Callable[[Call], Verdict]
-    doc: str
 
 
 def _mode_refuses(call: Call) -> bool:
@@ -114,44 +113,24 @@ def _mode_refuses(call: Call) -> bool:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", "deny", "a cell's --approve deny denies all"),
-    Rule("tool-deny", lambda c: c.override == "deny", "deny", "a per-tool deny"),
+    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", "deny"),
+    Rule("tool-deny", lambda c: c.override == "deny", "deny"),
     Rule(
-        "read-only",
-        lambda c: c.override is None and c.state.effective_mode == "read-only" and not c.read_only,
-        "deny",
-        "read-only mode denies tools that are not read-only",
+        "read-only", lambda c: c.override is None and c.state.effective_mode == "read-only" and not c.read_only, "deny"
     ),
+    Rule("own-deny", lambda c: c.override is None and c.state.effective_mode != "auto" and c.own == "deny", "deny"),
+    Rule("deny-mode", lambda c: c.override is None and c.state.effective_mode == "deny" and c.own == "ask", "deny"),
     Rule(
-        "own-deny",
-        lambda c: c.override is None and c.state.effective_mode != "auto" and c.own == "deny",
-        "deny",
-        "the tool's own approval denies",
+        "secret-read", lambda c: c.secret is not None, lambda c: "deny" if c.state.effective_mode == "deny" else "ask"
     ),
-    Rule(
-        "deny-mode",
-        lambda c: c.override is None and c.state.effective_mode == "deny" and c.own == "ask",
-        "deny",
-        "deny mode denies what would ask",
-    ),
-    Rule(
-        "secret-read",
-        lambda c: c.secret is not None,
-        lambda c: "deny" if c.state.effective_mode == "deny" else "ask",
-        "a call that may read secrets asks in every mode (refused in deny mode)",
-    ),
-    Rule("tool-auto", lambda c: c.override == "auto", "run", "a per-tool auto runs"),
-    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", "run", "auto runs"),
-    Rule(
-        "always-allowed",
-        lambda c: c.name in c.state.always_allowed and not _mode_refuses(c),
-        "run",
-        '"always allow" answers the question; it never lifts a deny or a stricter mode',
-    ),
-    Rule("tool-ask", lambda c: c.override == "ask", "ask", "a per-tool ask asks"),
-    Rule("own-rule", lambda c: True, lambda c: c.own, "the tool's own approval option"),
+    Rule("tool-auto", lambda c: c.override == "auto", "run"),
+    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", "run"),
+    Rule("always-allowed", lambda c: c.name in c.state.always_allowed and not _mode_refuses(c), "run"),
+    Rule("tool-ask", lambda c: c.override == "ask", "ask"),
+    Rule("own-rule", lambda c: True, lambda c: c.own),
 )
-"""The ordered rule table ``decide`` walks; the first rule that applies decides."""
+"""The ordered rule table ``decide`` walks; the first rule that applies decides (each is described in
+docs/security.md, "Approvals")."""
 
 
 def decide(
@@ -169,12 +148,10 @@ def decide(
         own=approval_verdict(tool, args) if tool is not None else "ask",
         secret=secret_reason(tool, args, tool_name, cells),
     )
-    for rule in RULES:
-        if rule.applies(call):
-            verdict = rule.verdict if isinstance(rule.verdict, str) else rule.verdict(call)
-            reason = deny_reason(state, tool_name, call.secret) if verdict == "deny" else None
-            return Decision(verdict, rule.name, reason, call.secret)
-    raise AssertionError("the last rule always applies")  # pragma: no cover
+    rule = next(rule for rule in RULES if rule.applies(call))  # the last rule always applies
+    verdict = rule.verdict if isinstance(rule.verdict, str) else rule.verdict(call)
+    reason = deny_reason(state, tool_name, call.secret) if verdict == "deny" else None
+    return Decision(verdict, rule.name, reason, call.secret)
 
 
 def override_for(overrides: Mapping[str, str] | None, tool_name: str) -> str | None:
@@ -316,11 +293,9 @@ def check_approval_option(approval: Any, tool_name: str) -> None:
 
 
 def approval_verdict(definition: Any, args: Any) -> Verdict:
-    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args`` (its own option).
-
-    A callable option answers ``True`` / ``"auto"`` (run), ``False`` / ``"ask"`` or ``"deny"``; anything
-    else (another value, an exception, an awaitable) is read as ``ask``: an option that cannot decide
-    must not let a risky call run unseen, nor break the turn."""
+    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args`` (its own option,
+    ``definition.ToolApproval``). Any other answer (an exception, an awaitable) asks: an option that cannot
+    decide must not let a risky call run unseen, nor break the turn."""
     policy = definition.approval
     if isinstance(policy, str):
         return _ANSWERS.get(policy, "ask")  # an unknown word asks: fail closed

@@ -148,16 +148,10 @@ def tool(
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a function into a tool; use as ``@tool`` or ``@tool(name=..., ...)``.
 
-    ``snippet`` is the one line shown under ``Available tools:`` in the system
-    prompt (a tool without one is left out of that list but still callable);
-    ``guidelines`` are added under ``Guidelines:``. ``approval``: ``"auto"``,
-    ``"ask"`` or a plain function of the validated arguments (see
-    ``approval``; a value that cannot work raises here). ``read_only=True``
-    declares that the tool changes nothing, so ``%pi approve read-only`` lets it
-    run. ``registry``: where to
-    register the tool (``None``: the default registry when one is set, see
-    ``set_default_registry``; ``False``: nowhere). Redefining a tool with the
-    same name replaces the old one.
+    The options are ``ToolDefinition``'s fields (``snippet`` is ``prompt_snippet``, ``guidelines``
+    ``prompt_guidelines``; an ``approval`` that cannot work raises here). ``registry``: where to register
+    the tool (``None``: the default registry when one is set, see ``set_default_registry``; ``False``:
+    nowhere). Redefining a tool with the same name replaces the old one.
     """
     options = dict(locals())  # the parameters as given
     target = options.pop("registry")

@@ -152,17 +152,6 @@ class ToolRetryError(ToolRetry):
     included, into the error result the model reads."""
 
 
-def retry_hint(tool_name: str, message: str, attempt: int, max_retries: int) -> str:
-    """The error text for the ``attempt``-th ``ToolRetry`` in a row."""
-    if attempt <= max_retries:
-        return f"{message}\n\nFix the arguments and call {tool_name} again (retry {attempt} of {max_retries})."
-    return (
-        f"{message}\n\nTool {tool_name} has failed {attempt} times in a row; the retry limit "
-        f"({max_retries}) is reached. Stop retrying {tool_name}: tell the user what went wrong "
-        "or take another approach."
-    )
-
-
 @dataclass(eq=False)
 class RetryBudget:
     """Counts consecutive ``ToolRetry`` failures of one wrapped tool."""
@@ -191,7 +180,14 @@ class RetryBudget:
             with self._lock:
                 self.failures += 1
                 attempt = self.failures
-            text = retry_hint(self.tool_name, str(retry) or "Invalid arguments.", attempt, self.max_retries)
+            name, limit, text = self.tool_name, self.max_retries, str(retry) or "Invalid arguments."
+            if attempt <= limit:
+                text += f"\n\nFix the arguments and call {name} again (retry {attempt} of {limit})."
+            else:
+                text += (
+                    f"\n\nTool {name} has failed {attempt} times in a row; the retry limit ({limit}) is reached. "
+                    f"Stop retrying {name}: tell the user what went wrong or take another approach."
+                )
             raise ToolRetryError(text) from retry
         with self._lock:
             self.failures = 0
@@ -230,9 +226,7 @@ def wrap_tool_definition(defn: ToolDefinition, ctx: ToolContext | None = None) -
         on_update: Callable[[AgentToolResult], None] | None = None,
     ) -> AgentToolResult:
         with budget.attempt(signal):
-            value = await defn.execute(
-                tool_call_id, params, signal, on_update, ctx if ctx is not None else ToolContext()
-            )
+            value = await defn.execute(tool_call_id, params, signal, on_update, ctx or ToolContext())
         return to_agent_tool_result(value)
 
     return DefinedTool(

@@ -124,12 +124,8 @@ def resolve_read_path(path: str, cwd: str | os.PathLike[str]) -> str:
 
 
 def check_in_workspace(absolute_path: str, workspace_root: str | os.PathLike[str] | None, shown_as: str) -> None:
-    """Raise ``WorkspaceError`` when ``absolute_path`` really lies outside ``workspace_root``.
-
-    Both sides are resolved with ``os.path.realpath`` (which follows the
-    existing part of a path that does not exist yet), so ``..`` and symlinks
-    that lead out are caught. ``shown_as`` is the path as the model wrote it.
-    """
+    """Raise ``WorkspaceError`` when ``absolute_path`` really lies outside ``workspace_root`` (both resolved
+    with ``os.path.realpath``); ``shown_as`` is the path as the model wrote it."""
     if workspace_root is None:
         return
     root = os.path.realpath(os.fspath(workspace_root))
@@ -415,18 +411,13 @@ _RECURSIVE = re.compile(
 """A command that reads a folder's whole tree (``find``, ``grep -r``, ``tar``, ``cp -r``, ``rg``)."""
 
 
-def _secret_folders() -> list[str]:
-    """The folders holding this kernel's connection file, and Jupyter's runtime folder (as given and resolved)."""
-    return list(dict.fromkeys([os.path.dirname(path) for path in connection_files()] + _runtime_dirs()))
-
-
 def _folder_reason(word: str, folders: list[str], *, recursive: bool) -> str | None:
     """Why ``word``, a folder, lists or holds (``recursive``: anywhere below it) this kernel's connection
     file or Jupyter's runtime folder, or ``None``. Only words that look like folders are looked up."""
     if word.startswith("-") or not ("/" in word or word in (".", "..") or word.startswith("~")):
         return None
     word = os.path.expanduser(word)
-    secret = _secret_folders()
+    secret = [os.path.dirname(path) for path in connection_files()] + _runtime_dirs()
     for folder in folders:
         path = os.path.join(folder, word)
         for form in dict.fromkeys((os.path.normpath(path), _real(path))):

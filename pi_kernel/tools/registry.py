@@ -46,11 +46,6 @@ ALWAYS_GUIDELINES: tuple[str, ...] = (
 )
 
 
-def normalize_snippet(text: str | None) -> str | None:
-    """One line: newlines and runs of whitespace become single spaces; blank → None."""
-    return " ".join((text or "").split()) or None
-
-
 def unique_guidelines(guidelines: Iterable[str]) -> list[str]:
     """Trimmed, blank ones dropped, duplicates (differing only in case, spacing or a final period) dropped."""
     seen: dict[str, str] = {}
@@ -112,7 +107,7 @@ def build_system_prompt(
     if custom_prompt:
         prompt = custom_prompt
     else:
-        listed = [(tool.name, normalize_snippet(tool.prompt_snippet)) for tool in tools]
+        listed = [(tool.name, " ".join((tool.prompt_snippet or "").split())) for tool in tools]  # one line each
         tools_list = "\n".join(f"- {name}: {snippet}" for name, snippet in listed if snippet) or "(none)"
         all_guidelines = unique_guidelines(
             [

@@ -29,7 +29,6 @@ from pi_kernel.tools.builtin.describe import clip
 from pi_kernel.tools.builtin.notebook_edits import (
     PinnedCells,
     forget_plan,
-    peek_plan,
     pin_cells,
     read_refs,
     require_notebook,
@@ -95,7 +94,7 @@ async def _pinned_now(document: Any, pinned: PinnedCells) -> list[CellInfo]:
 def create_run_cells_tool() -> ToolDefinition:
     async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
         _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells, batch="run_cells")
-        judged = peek_plan(tool_call_id, params)
+        judged = take_plan(tool_call_id, params, keep=True)
         if isinstance(judged, PinnedCells) and not judged.same(cells):  # the refs name other cells than judged
             raise StaleCell(STALE_TEXT)
         pin_cells(tool_call_id, params, cells)

@@ -86,14 +86,6 @@ def tool_dependent_guidelines(tools: Sequence[ToolDefinition]) -> list[str]:
     return lines
 
 
-def format_date(date: str | datetime.date | None) -> str:
-    if date is None:
-        return datetime.date.today().isoformat()
-    if isinstance(date, datetime.datetime):
-        date = date.date()
-    return date if isinstance(date, str) else date.isoformat()
-
-
 def build_system_prompt(
     tools: Sequence[ToolDefinition],
     *,
@@ -124,7 +116,8 @@ def build_system_prompt(
     if append_prompt:
         prompt += f"\n\n{append_prompt}"
     working_directory = str(Path(cwd) if cwd is not None else Path.cwd()).replace("\\", "/")
-    prompt += f"\nCurrent date: {format_date(date)}"
+    day = date.date() if isinstance(date, datetime.datetime) else datetime.date.today() if date is None else date
+    prompt += f"\nCurrent date: {day if isinstance(day, str) else day.isoformat()}"
     prompt += f"\nCurrent working directory: {working_directory}"
     return prompt
 

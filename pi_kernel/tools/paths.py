@@ -1,16 +1,10 @@
 """Paths a tool is given, and what a tool must keep secret: files that hold keys, variables named like secrets.
 
-**Where a path points.** Port of pi's ``path-utils.ts``: a leading ``@`` (models
-copy it from ``@file`` mentions) is dropped, unusual Unicode spaces become
-plain spaces, ``~`` / ``~/`` expand to the home directory, and a relative path
-resolves against ``ToolContext.cwd``. ``resolve_read_path`` also tries the
-spellings macOS uses in screenshot names (narrow no-break space before AM/PM,
-NFD letters, a curly apostrophe) when the path as written does not exist.
-Added here: the optional workspace confinement. With
-``ToolContext.workspace_root`` set, a path whose real location (symlinks and
-``..`` resolved, also for a file that does not exist yet) is outside the root
-is refused with ``WorkspaceError``. This guards the file tools; it is not a
-sandbox for ``bash`` or ``python``, which can reach anything the process can.
+**Where a path points.** Port of pi's ``path-utils.ts`` (``expand_path``, ``resolve_read_path``: a
+relative path resolves against ``ToolContext.cwd``), plus the optional workspace confinement: with
+``ToolContext.workspace_root`` set, a path whose real location is outside the root is refused with
+``WorkspaceError``. This guards the file tools; it is not a sandbox for ``bash`` or ``python``, which can
+reach anything the process can.
 
 **Files that hold keys** (a process's environment, ``.env``, cloud and tool credentials, private keys,
 Jupyter's connection and runtime files, this kernel's own connection file whatever its name): a tool call
@@ -107,7 +101,8 @@ def resolve_to_cwd(path: str, cwd: str | os.PathLike[str]) -> str:
 
 
 def resolve_read_path(path: str, cwd: str | os.PathLike[str]) -> str:
-    """``resolve_to_cwd``, then the macOS screenshot spellings when the plain one is missing."""
+    """``resolve_to_cwd``, then the spellings macOS uses in screenshot names (narrow no-break space before
+    AM/PM, NFD letters, a curly apostrophe) when the path as written does not exist."""
     resolved = resolve_to_cwd(path, cwd)
     if os.path.exists(resolved):
         return resolved

@@ -13,8 +13,6 @@ intro, ``Available tools:`` (``- <name>: <snippet>`` for tools with a snippet; t
 API channel), ``Guidelines:`` (pi's defaults for the tools present, extra ``guidelines``, the tools' own,
 the always-on ones; trimmed, de-duplicated ignoring case, spacing and a final period, first wording
 kept), or a ``custom_prompt`` instead of all that; then ``append_prompt``, the date and the working folder.
-
-Long: the tool set and the two channels built from it (the API's tools, the system prompt) change together.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """Approvals in the tool layer: the one decision, the session's policy, and the broker where a call waits.
 
-**The decision.** A tool declares where it comes from (``ToolDefinition.origin``:
-``builtin``, ``user``, ``mcp`` with ``mcp_server``) and, for built-ins, which of
-its arguments may name secrets (``ToolDefinition.secret_arguments``: a path, a
-command, code, an attribute path, notebook cells whose code will run), next to
-its definition. ``decide(tool, name, args, state, cells)`` is a pure function
-of that declaration, the validated arguments, the policy state (``PolicyState``:
-session mode, per-tool rules, "always allow", the cell's ``--approve``) and the
-code of the cells the call names (read by the host): it walks the ordered rule
-table ``RULES`` (first match wins; the precedence is documented in
-docs/security.md, "Approvals") and returns ``run``, ``ask`` or ``deny``, the
-rule that decided and, for a denial, what the model is told. An MCP tool's
-``readOnlyHint`` counts only for a server the user trusts (the MCP wrapper sets
-``read_only`` then).
-
-**The policy** (``ApprovalPolicy``): the session's mode, ``ask`` (a person
-decides), ``auto`` (everything runs), ``deny`` (risky calls are denied, for
-unattended runs), ``read-only`` (tools that are not read-only are denied; the
-others as in ``ask``), and per-tool overrides (``bash=ask python=auto``; a name
-with ``*`` is a pattern, ``time__*=auto``; an exact name wins over a pattern,
-among patterns the strictest). A stricter mode chosen later wins over what was
-allowed earlier: ``%pi approve MODE`` (any mode but ``auto``) drops the
-per-tool ``auto`` overrides set before it, and ``read-only`` / ``deny`` also the
-``ask`` ones; those restated in the same command stay (``apply_spec``). "Always
-allow" (``allow_always``) only answers the question a person would have been asked.
+**The decision.** ``decide(tool, name, args, state, cells)`` is a pure function of the tool's declaration
+(``ToolDefinition.origin`` and, for built-ins, ``secret_arguments``), the validated arguments, the policy
+state (``PolicyState``) and the code of the cells the call names (read by the host). It walks the ordered
+rule table ``RULES`` (first match wins) and returns ``run``, ``ask`` or ``deny``, the rule that decided and,
+for a denial, what the model is told. The precedence, the modes and the per-tool overrides are documented
+in docs/security.md ("Approvals"); ``ApprovalPolicy`` holds them for a session (``apply_spec``: a stricter
+mode chosen later drops the looser per-tool overrides set before it).
 
 **The broker** (``ApprovalBroker``): a call that asks waits here, keyed by tool
 call id, until a person decides. A decision may come from any thread: a
@@ -122,7 +105,6 @@ class Rule:
     name: str
     applies: Callable[[Call], bool]
     verdict: Verdict | Callable[[Call], Verdict]
-    doc: str
 
 
 def _mode_refuses(call: Call) -> bool:
@@ -131,44 +113,24 @@ def _mode_refuses(call: Call) -> bool:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", "deny", "a cell's --approve deny denies all"),
-    Rule("tool-deny", lambda c: c.override == "deny", "deny", "a per-tool deny"),
+    Rule("cell-deny", lambda c: c.state.cell_mode == "deny", "deny"),
+    Rule("tool-deny", lambda c: c.override == "deny", "deny"),
     Rule(
-        "read-only",
-        lambda c: c.override is None and c.state.effective_mode == "read-only" and not c.read_only,
-        "deny",
-        "read-only mode denies tools that are not read-only",
+        "read-only", lambda c: c.override is None and c.state.effective_mode == "read-only" and not c.read_only, "deny"
     ),
+    Rule("own-deny", lambda c: c.override is None and c.state.effective_mode != "auto" and c.own == "deny", "deny"),
+    Rule("deny-mode", lambda c: c.override is None and c.state.effective_mode == "deny" and c.own == "ask", "deny"),
     Rule(
-        "own-deny",
-        lambda c: c.override is None and c.state.effective_mode != "auto" and c.own == "deny",
-        "deny",
-        "the tool's own approval denies",
+        "secret-read", lambda c: c.secret is not None, lambda c: "deny" if c.state.effective_mode == "deny" else "ask"
     ),
-    Rule(
-        "deny-mode",
-        lambda c: c.override is None and c.state.effective_mode == "deny" and c.own == "ask",
-        "deny",
-        "deny mode denies what would ask",
-    ),
-    Rule(
-        "secret-read",
-        lambda c: c.secret is not None,
-        lambda c: "deny" if c.state.effective_mode == "deny" else "ask",
-        "a call that may read secrets asks in every mode (refused in deny mode)",
-    ),
-    Rule("tool-auto", lambda c: c.override == "auto", "run", "a per-tool auto runs"),
-    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", "run", "auto runs"),
-    Rule(
-        "always-allowed",
-        lambda c: c.name in c.state.always_allowed and not _mode_refuses(c),
-        "run",
-        '"always allow" answers the question; it never lifts a deny or a stricter mode',
-    ),
-    Rule("tool-ask", lambda c: c.override == "ask", "ask", "a per-tool ask asks"),
-    Rule("own-rule", lambda c: True, lambda c: c.own, "the tool's own approval option"),
+    Rule("tool-auto", lambda c: c.override == "auto", "run"),
+    Rule("auto-mode", lambda c: c.override is None and c.state.effective_mode == "auto", "run"),
+    Rule("always-allowed", lambda c: c.name in c.state.always_allowed and not _mode_refuses(c), "run"),
+    Rule("tool-ask", lambda c: c.override == "ask", "ask"),
+    Rule("own-rule", lambda c: True, lambda c: c.own),
 )
-"""The ordered rule table ``decide`` walks; the first rule that applies decides."""
+"""The ordered rule table ``decide`` walks; the first rule that applies decides (each is described in
+docs/security.md, "Approvals")."""
 
 
 def decide(
@@ -182,16 +144,14 @@ def decide(
         name=tool_name,
         state=state,
         override=override_in_force(state, tool_name),
-        read_only=is_read_only(tool, tool_name),
+        read_only=bool(getattr(tool, "read_only", None)),
         own=approval_verdict(tool, args) if tool is not None else "ask",
         secret=secret_reason(tool, args, tool_name, cells),
     )
-    for rule in RULES:
-        if rule.applies(call):
-            verdict = rule.verdict if isinstance(rule.verdict, str) else rule.verdict(call)
-            reason = deny_reason(state, tool_name, call.secret) if verdict == "deny" else None
-            return Decision(verdict, rule.name, reason, call.secret)
-    raise AssertionError("the last rule always applies")  # pragma: no cover
+    rule = next(rule for rule in RULES if rule.applies(call))  # the last rule always applies
+    verdict = rule.verdict if isinstance(rule.verdict, str) else rule.verdict(call)
+    reason = deny_reason(state, tool_name, call.secret) if verdict == "deny" else None
+    return Decision(verdict, rule.name, reason, call.secret)
 
 
 def override_for(overrides: Mapping[str, str] | None, tool_name: str) -> str | None:
@@ -219,11 +179,6 @@ def origin_of(tool: Any) -> OriginKind:
     """The tool's declared origin (``ToolDefinition.origin``); anything else counts as ``user``."""
     origin = getattr(tool, "origin", None)
     return origin if origin in ("builtin", "mcp") else "user"
-
-
-def is_read_only(tool: Any, name: str) -> bool:
-    """Whether calls of this tool only read: what it declares (``read_only``; the built-in ``read`` does)."""
-    return bool(getattr(tool, "read_only", None))
 
 
 _ENVIRONMENT_ATTRIBUTES = frozenset({"environ", "getenv", "__globals__", "__dict__", "__builtins__"})
@@ -338,11 +293,9 @@ def check_approval_option(approval: Any, tool_name: str) -> None:
 
 
 def approval_verdict(definition: Any, args: Any) -> Verdict:
-    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args`` (its own option).
-
-    A callable option answers ``True`` / ``"auto"`` (run), ``False`` / ``"ask"`` or ``"deny"``; anything
-    else (another value, an exception, an awaitable) is read as ``ask``: an option that cannot decide
-    must not let a risky call run unseen, nor break the turn."""
+    """``run``, ``ask`` or ``deny`` for a call of ``definition`` with validated ``args`` (its own option,
+    ``definition.ToolApproval``). Any other answer (an exception, an awaitable) asks: an option that cannot
+    decide must not let a risky call run unseen, nor break the turn."""
     policy = definition.approval
     if isinstance(policy, str):
         return _ANSWERS.get(policy, "ask")  # an unknown word asks: fail closed

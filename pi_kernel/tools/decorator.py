@@ -39,7 +39,6 @@ from pydantic.fields import FieldInfo
 from pi_kernel.agent.tool_execution import is_async_callable
 from pi_kernel.agent.types import AgentToolResult, ToolExecutionMode
 from pi_kernel.ai import AbortSignal, ConstrainedSampling
-from pi_kernel.tools.approval import check_approval_option
 from pi_kernel.tools.definition import ToolApproval, ToolContext, ToolDefinition
 from pi_kernel.tools.registry import ToolRegistry, get_default_registry
 from pi_kernel.tools.results import to_agent_tool_result
@@ -149,22 +148,14 @@ def tool(
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Turn a function into a tool; use as ``@tool`` or ``@tool(name=..., ...)``.
 
-    ``snippet`` is the one line shown under ``Available tools:`` in the system
-    prompt (a tool without one is left out of that list but still callable);
-    ``guidelines`` are added under ``Guidelines:``. ``approval``: ``"auto"``,
-    ``"ask"`` or a plain function of the validated arguments (see
-    ``approval``; a value that cannot work raises here). ``read_only=True``
-    declares that the tool changes nothing, so ``%pi approve read-only`` lets it
-    run. ``registry``: where to
-    register the tool (``None``: the default registry when one is set, see
-    ``set_default_registry``; ``False``: nowhere). Redefining a tool with the
-    same name replaces the old one.
+    The options are ``ToolDefinition``'s fields (``snippet`` is ``prompt_snippet``, ``guidelines``
+    ``prompt_guidelines``; an ``approval`` that cannot work raises here). ``registry``: where to register
+    the tool (``None``: the default registry when one is set, see ``set_default_registry``; ``False``:
+    nowhere). Redefining a tool with the same name replaces the old one.
     """
     options = dict(locals())  # the parameters as given
     target = options.pop("registry")
     options.pop("fn")
-    if isinstance(guidelines, str):
-        options["guidelines"] = [guidelines]
     # Names visible where the decorator is used, for string annotations of a function
     # defined inside another function (``from __future__ import annotations``).
     caller_namespace = sys._getframe(1).f_locals
@@ -195,14 +186,14 @@ def _function_tool(
         raise ValueError(
             f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (pass @tool(name=...))"
         )
-    check_approval_option(options["approval"], tool_name)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise TypeError(f'@tool "{tool_name}": generator functions are not supported; return the result instead')
     docs = parse_docstring(inspect.getdoc(fn))
     param_docs = {key: text for key, text in docs.params.items() if text}
     model, arguments = _parameters_model(fn, tool_name, param_docs, local_namespace)
     if description is None:
-        model_doc = inspect.cleandoc(model.__doc__) if _uses_model(arguments) and model.__doc__ else ""
+        uses_model = any(argument.source == "*model" for argument in arguments)
+        model_doc = inspect.cleandoc(model.__doc__) if uses_model and model.__doc__ else ""
         description = model_doc or docs.description
     return FunctionTool(
         name=tool_name,
@@ -210,15 +201,11 @@ def _function_tool(
         parameters=model,
         execute=_make_execute(fn, model, arguments),
         prompt_snippet=snippet,
-        prompt_guidelines=tuple(guidelines),
+        prompt_guidelines=guidelines,
         fn=fn,
         origin="user",  # the user's own function: its origin, declared (approval.decide)
         **{key: value for key, value in options.items() if value is not None},
     )
-
-
-def _uses_model(arguments: Sequence[_Argument]) -> bool:
-    return any(argument.source == "*model" for argument in arguments)
 
 
 def _parameters_model(
@@ -237,7 +224,8 @@ def _parameters_model(
                 "declare each argument explicitly"
             )
     exposed = [name for name in signature.parameters if name not in INJECTED_PARAMETERS]
-    whole_model = len(exposed) == 1 and _is_model_class(hints.get(exposed[0]))
+    annotation = hints.get(exposed[0]) if len(exposed) == 1 else None
+    whole_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
     arguments: list[_Argument] = []
     fields: dict[str, Any] = {}
     taken = set(signature.parameters)
@@ -263,10 +251,6 @@ def _parameters_model(
             "Use JSON-friendly types (str, int, float, bool, list, dict, Literal, pydantic models)."
         ) from error
     return model, arguments
-
-
-def _is_model_class(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _field_name(parameter: str, taken: set[str]) -> str:

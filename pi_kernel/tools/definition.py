@@ -1,33 +1,17 @@
 """``ToolDefinition``: a tool as the product knows it, and as the agent runs it.
 
-Adds to the agent's ``AgentTool`` what only the product layer needs: prompt
-metadata for the system prompt (kept here, never sent in the API ``tools``
-array), render hooks for the notebook views, and an approval policy.
-``wrap_tool_definition`` adapts one to the agent's ``AgentTool``, with its retry budget.
+Adds to the agent's ``AgentTool`` what only the product layer needs: prompt metadata for the system
+prompt (never sent in the API ``tools`` array), render hooks for the notebook views, and the approval
+declaration. ``wrap_tool_definition`` adapts one to an ``AgentTool`` (a ``DefinedTool``, which keeps its
+definition for the UI and the approval hook): sync ``execute`` for a sync definition (the loop runs it in
+a worker thread), async for an async one; either returns ``to_agent_tool_result`` of the value.
 
-**The wrapped tool.** The agent sees name, description, parameters, label,
-``prepare_arguments``, ``execution_mode`` and ``execute``; prompt metadata (snippet, guidelines)
-reaches the model only through the system prompt. The wrapped tool keeps its
-definition (``DefinedTool.definition``) so the UI and the approval hook find
-``render_call``, ``render_result`` and ``approval`` by tool name. A sync
-definition gives a sync ``execute`` (the loop runs it in a worker thread), an
-async one an async ``execute``; either returns ``to_agent_tool_result`` of the
-value.
-
-**The retry budget.** A tool raises ``ToolRetry("no city named 'Pariss'; did
-you mean 'Paris'?")`` when the arguments passed validation but are still
-wrong: the model receives the message and a hint to fix the arguments and
-retry. Once the tool failed with ``ToolRetry`` more than
-``ToolDefinition.max_retries`` times in a row (3 by default), the text tells the
-model to stop retrying it; a success resets the count. The count lives on the
-wrapped tool and is shared by parallel calls, hence the lock.
-
-The budget belongs to one agent run (one user prompt): failures in an earlier
-prompt must not make a later prompt's first failure say "stop retrying". A run
-is recognised by its abort signal, which the agent creates afresh for every run
-and hands to every ``execute`` of it, so this needs no hook from the agent or
-the kernel. Calls without a signal (a tool called directly in a cell) share one
-count.
+**The retry budget.** A tool raises ``ToolRetry("no city named 'Pariss'; did you mean 'Paris'?")`` when
+the arguments passed validation but are still wrong: the model receives the message and a hint to fix
+them. After more than ``ToolDefinition.max_retries`` such failures in a row the text tells the model to
+stop retrying; a success resets the count. The count lives on the wrapped tool (shared by parallel calls,
+hence the lock) and belongs to one agent run, recognised by its abort signal (the agent makes a fresh one
+per run), so an earlier prompt's failures never make a later one's first failure say "stop retrying".
 """
 
 from __future__ import annotations
@@ -128,8 +112,7 @@ class ToolDefinition:
     ``approval_preview`` kept for it."""
     read_only: bool | None = None
     """``True``: the tool changes nothing (files, state, the world), so the
-    session's ``read-only`` approval mode lets it run. ``None``: only the
-    built-in ``read`` counts as read-only."""
+    session's ``read-only`` approval mode lets it run."""
     origin: OriginKind = "user"
     """Where the tool comes from: ``user`` (``@tool``, a hand-made definition), ``builtin`` (set by
     pi-kernel's factories), ``mcp`` (set by the MCP wrapper). The approval rules read it
@@ -154,9 +137,8 @@ class ToolDefinition:
         self.label = clean_text(self.label) if isinstance(self.label, str) else self.label
         if isinstance(self.prompt_snippet, str):
             self.prompt_snippet = clean_text(self.prompt_snippet)
-        self.prompt_guidelines = tuple(
-            clean_text(line) if isinstance(line, str) else line for line in self.prompt_guidelines
-        )
+        lines = [self.prompt_guidelines] if isinstance(self.prompt_guidelines, str) else self.prompt_guidelines
+        self.prompt_guidelines = tuple(clean_text(line) if isinstance(line, str) else line for line in lines)
         check_approval_option(self.approval, self.name)
         check_tool_schema(self.name, self.parameters)  # a bad schema fails here, never in a request
 
@@ -168,17 +150,6 @@ class ToolRetry(Exception):
 class ToolRetryError(ToolRetry):
     """What the wrapper raises in place of a ``ToolRetry``: the agent loop turns its message, hint
     included, into the error result the model reads."""
-
-
-def retry_hint(tool_name: str, message: str, attempt: int, max_retries: int) -> str:
-    """The error text for the ``attempt``-th ``ToolRetry`` in a row."""
-    if attempt <= max_retries:
-        return f"{message}\n\nFix the arguments and call {tool_name} again (retry {attempt} of {max_retries})."
-    return (
-        f"{message}\n\nTool {tool_name} has failed {attempt} times in a row; the retry limit "
-        f"({max_retries}) is reached. Stop retrying {tool_name}: tell the user what went wrong "
-        "or take another approach."
-    )
 
 
 @dataclass(eq=False)
@@ -209,7 +180,14 @@ class RetryBudget:
             with self._lock:
                 self.failures += 1
                 attempt = self.failures
-            text = retry_hint(self.tool_name, str(retry) or "Invalid arguments.", attempt, self.max_retries)
+            name, limit, text = self.tool_name, self.max_retries, str(retry) or "Invalid arguments."
+            if attempt <= limit:
+                text += f"\n\nFix the arguments and call {name} again (retry {attempt} of {limit})."
+            else:
+                text += (
+                    f"\n\nTool {name} has failed {attempt} times in a row; the retry limit ({limit}) is reached. "
+                    f"Stop retrying {name}: tell the user what went wrong or take another approach."
+                )
             raise ToolRetryError(text) from retry
         with self._lock:
             self.failures = 0
@@ -238,7 +216,7 @@ def wrap_tool_definition(defn: ToolDefinition, ctx: ToolContext | None = None) -
         on_update: Callable[[AgentToolResult], None] | None = None,
     ) -> Any:
         with budget.attempt(signal):
-            value = defn.execute(tool_call_id, params, signal, on_update, ctx if ctx is not None else ToolContext())
+            value = defn.execute(tool_call_id, params, signal, on_update, ctx or ToolContext())
         return to_agent_tool_result(value)
 
     async def execute_async(
@@ -248,9 +226,7 @@ def wrap_tool_definition(defn: ToolDefinition, ctx: ToolContext | None = None) -
         on_update: Callable[[AgentToolResult], None] | None = None,
     ) -> AgentToolResult:
         with budget.attempt(signal):
-            value = await defn.execute(
-                tool_call_id, params, signal, on_update, ctx if ctx is not None else ToolContext()
-            )
+            value = await defn.execute(tool_call_id, params, signal, on_update, ctx or ToolContext())
         return to_agent_tool_result(value)
 
     return DefinedTool(

@@ -1,40 +1,18 @@
 """Paths a tool is given, and what a tool must keep secret: files that hold keys, variables named like secrets.
 
-**Where a path points.** Port of pi's ``path-utils.ts``: a leading ``@`` (models
-copy it from ``@file`` mentions) is dropped, unusual Unicode spaces become
-plain spaces, ``~`` / ``~/`` expand to the home directory, and a relative path
-resolves against ``ToolContext.cwd``. ``resolve_read_path`` also tries the
-spellings macOS uses in screenshot names (narrow no-break space before AM/PM,
-NFD letters, a curly apostrophe) when the path as written does not exist.
-Added here: the optional workspace confinement. With
-``ToolContext.workspace_root`` set, a path whose real location (symlinks and
-``..`` resolved, also for a file that does not exist yet) is outside the root
-is refused with ``WorkspaceError``. This guards the file tools; it is not a
-sandbox for ``bash`` or ``python``, which can reach anything the process can.
+**Where a path points.** Port of pi's ``path-utils.ts`` (``expand_path``, ``resolve_read_path``: a
+relative path resolves against ``ToolContext.cwd``), plus the optional workspace confinement: with
+``ToolContext.workspace_root`` set, a path whose real location is outside the root is refused with
+``WorkspaceError``. This guards the file tools; it is not a sandbox for ``bash`` or ``python``, which can
+reach anything the process can.
 
-**Files that hold keys**: a tool call touching one asks a person (or is
-refused) whatever the mode. Reading the kernel's own environment
-(``/proc/self/environ``, any ``/proc/<pid>/environ``), a ``.env`` file, cloud
-and tool credentials (``~/.aws/credentials``, ``~/.netrc``,
-``~/.git-credentials``, ``~/.pypirc``, ``~/.docker/config.json``,
-``~/.kube/config``, ...), SSH and TLS private keys (``id_rsa``, ``*.pem``,
-``*.key``) or a Jupyter connection file (its HMAC key lets anyone run code in
-the kernel: ``kernel-*.json``, ``jpserver-*.json`` anywhere, any file in
-Jupyter's runtime folder, ``JUPYTER_RUNTIME_DIR`` included) sends secrets to
-the model. Such a call never runs unseen: ``approval.decide`` turns it into a
-question in ``ask``, ``auto`` and ``read-only`` mode, and a refusal in
-``deny`` mode. ``secret_path_reason`` judges a path (the file tools' ``path``;
-symlinks followed); ``secret_mention_reason`` scans a command or code text
-(``bash``, ``python``) for the same names, plus commands that print the whole
-environment or name a key variable (``env``, ``printenv``, ``os.environ``,
-``$OPENAI_API_KEY``). It errs on the side of asking: the text is also read
-with adjacent string literals joined and quotes removed (``'envi' 'ron'``,
-``.e''nv``), and a word holding a glob, a brace list or a shell variable is
-tried against example secret files (``/proc/self/env*``, ``.{e,}nv``). A
-shell can still reach a file in ways no scan sees, so this is a tripwire,
-while the masking of key values in every tool result
-(``agent.tool_execution``; also their hex and base64 forms) is the net under
-it.
+**Files that hold keys** (a process's environment, ``.env``, cloud and tool credentials, private keys,
+Jupyter's connection and runtime files, this kernel's own connection file whatever its name): a tool call
+touching one never runs unseen (``approval.decide`` asks, or refuses in ``deny`` mode).
+``secret_path_reason`` judges a path (symlinks followed); ``secret_mention_reason`` scans a command or code
+text for the same files and for reads of the environment, erring on the side of asking (literals joined,
+quotes removed, globs and ``cd`` targets tried); the spellings it covers are listed in docs/security.md. It
+is a tripwire: the masking of key values in every tool result is the net under it.
 
 **Secrets in the notebook's variables** (``db_password = getpass()``): a string
 held under a name ``pi_kernel.ai.secrets.is_secret_name`` calls secret (the one
@@ -123,7 +101,8 @@ def resolve_to_cwd(path: str, cwd: str | os.PathLike[str]) -> str:
 
 
 def resolve_read_path(path: str, cwd: str | os.PathLike[str]) -> str:
-    """``resolve_to_cwd``, then the macOS screenshot spellings when the plain one is missing."""
+    """``resolve_to_cwd``, then the spellings macOS uses in screenshot names (narrow no-break space before
+    AM/PM, NFD letters, a curly apostrophe) when the path as written does not exist."""
     resolved = resolve_to_cwd(path, cwd)
     if os.path.exists(resolved):
         return resolved
@@ -140,12 +119,8 @@ def resolve_read_path(path: str, cwd: str | os.PathLike[str]) -> str:
 
 
 def check_in_workspace(absolute_path: str, workspace_root: str | os.PathLike[str] | None, shown_as: str) -> None:
-    """Raise ``WorkspaceError`` when ``absolute_path`` really lies outside ``workspace_root``.
-
-    Both sides are resolved with ``os.path.realpath`` (which follows the
-    existing part of a path that does not exist yet), so ``..`` and symlinks
-    that lead out are caught. ``shown_as`` is the path as the model wrote it.
-    """
+    """Raise ``WorkspaceError`` when ``absolute_path`` really lies outside ``workspace_root`` (both resolved
+    with ``os.path.realpath``); ``shown_as`` is the path as the model wrote it."""
     if workspace_root is None:
         return
     root = os.path.realpath(os.fspath(workspace_root))
@@ -155,14 +130,9 @@ def check_in_workspace(absolute_path: str, workspace_root: str | os.PathLike[str
         raise WorkspaceError(f"Path {where} is outside the workspace root {root}; access refused.")
 
 
-def tool_cwd(ctx: PathContext) -> str:
-    """The context's working directory as an absolute path."""
-    return os.path.abspath(os.fspath(ctx.cwd))
-
-
 def resolve_tool_path(path: str, ctx: PathContext, *, for_read: bool = False) -> str:
     """The absolute path a file tool works on, checked against the workspace root."""
-    cwd = tool_cwd(ctx)
+    cwd = os.path.abspath(os.fspath(ctx.cwd))
     absolute = resolve_read_path(path, cwd) if for_read else resolve_to_cwd(path, cwd)
     check_in_workspace(absolute, ctx.workspace_root, path)
     return absolute
@@ -170,7 +140,7 @@ def resolve_tool_path(path: str, ctx: PathContext, *, for_read: bool = False) ->
 
 def resolve_tool_cwd(ctx: PathContext) -> str:
     """The working directory for ``bash``, checked against the workspace root."""
-    cwd = tool_cwd(ctx)
+    cwd = os.path.abspath(os.fspath(ctx.cwd))
     check_in_workspace(cwd, ctx.workspace_root, cwd)
     return cwd
 
@@ -436,18 +406,13 @@ _RECURSIVE = re.compile(
 """A command that reads a folder's whole tree (``find``, ``grep -r``, ``tar``, ``cp -r``, ``rg``)."""
 
 
-def _secret_folders() -> list[str]:
-    """The folders holding this kernel's connection file, and Jupyter's runtime folder (as given and resolved)."""
-    return list(dict.fromkeys([os.path.dirname(path) for path in connection_files()] + _runtime_dirs()))
-
-
 def _folder_reason(word: str, folders: list[str], *, recursive: bool) -> str | None:
     """Why ``word``, a folder, lists or holds (``recursive``: anywhere below it) this kernel's connection
     file or Jupyter's runtime folder, or ``None``. Only words that look like folders are looked up."""
     if word.startswith("-") or not ("/" in word or word in (".", "..") or word.startswith("~")):
         return None
     word = os.path.expanduser(word)
-    secret = _secret_folders()
+    secret = [os.path.dirname(path) for path in connection_files()] + _runtime_dirs()
     for folder in folders:
         path = os.path.join(folder, word)
         for form in dict.fromkeys((os.path.normpath(path), _real(path))):

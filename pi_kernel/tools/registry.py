@@ -1,37 +1,18 @@
 """``ToolRegistry``: the notebook's set of tools, and both channels built from it each turn.
 
-A notebook defines tools in cells and re-runs cells, so defining a tool with an
-existing name replaces the old definition in place (same position, same
-enabled state): re-running a cell never duplicates a tool. Tools can be
-disabled without being forgotten. Before every model request the agent calls
-``registry.prepare_next_turn(context)``, which sets both channels from the
-active set: ``context.tools`` (the API ``tools`` array) and
-``context.system_prompt`` (``Available tools:`` / ``Guidelines:``), as pi's
-``_rebuildSystemPrompt`` does after ``setActiveToolsByName``.
+A notebook defines tools in cells and re-runs cells, so defining a tool with an existing name replaces the
+old definition in place (same position, same enabled state). Tools can be disabled without being
+forgotten. Before every model request the agent calls ``registry.prepare_next_turn(context)``, which sets
+both channels from the active set: ``context.tools`` (the API ``tools`` array) and
+``context.system_prompt``, as pi's ``_rebuildSystemPrompt`` does after ``setActiveToolsByName``. Wrapped
+tools are cached per name until that definition or the tool context changes, so a turn costs a list copy
+and each wrapped tool keeps its retry budget across the turns of a run.
 
-Wrapped tools are cached per name until that definition is replaced or the
-tool context changes, so a turn costs a list copy, and each wrapped tool keeps
-its ``ToolRetry`` budget across the turns of a run (a new run starts a fresh
-count, see ``wrapper.py``).
-
-``build_system_prompt`` writes the text channel that tells the model which tool
-to pick. It follows pi's ``coding-agent/src/core/system-prompt.ts``, adapted to
-an assistant working in a Jupyter notebook beside a data scientist:
-
-- the default intro, then ``Available tools:`` with ``- <name>: <snippet>``
-  for each given tool that has a snippet (``(none)`` when none has one) — the
-  full schemas travel in the API ``tools`` array, not here;
-- ``Guidelines:``: pi's defaults that depend on which tools are present (see
-  ``tool_dependent_guidelines``), any extra ``guidelines``, the tools'
-  ``prompt_guidelines``, then the always-on ones; each trimmed, empty ones
-  dropped, duplicates (ignoring case, spacing and a final period) dropped
-  with the first occurrence's wording and position kept;
-- a ``custom_prompt`` replaces all of the above (as in pi, no tool list or
-  guidelines are added to it);
-- ``append_prompt`` follows, then ``Current date: YYYY-MM-DD`` and
-  ``Current working directory: <cwd>`` always come last.
-
-Long: the tool set and the two channels built from it (the API's tools, the system prompt) change together.
+``build_system_prompt`` follows pi's ``coding-agent/src/core/system-prompt.ts``, adapted to a notebook: the
+intro, ``Available tools:`` (``- <name>: <snippet>`` for tools with a snippet; the schemas travel in the
+API channel), ``Guidelines:`` (pi's defaults for the tools present, extra ``guidelines``, the tools' own,
+the always-on ones; trimmed, de-duplicated ignoring case, spacing and a final period, first wording
+kept), or a ``custom_prompt`` instead of all that; then ``append_prompt``, the date and the working folder.
 """
 
 from __future__ import annotations
@@ -63,11 +44,6 @@ ALWAYS_GUIDELINES: tuple[str, ...] = (
 )
 
 
-def normalize_snippet(text: str | None) -> str | None:
-    """One line: newlines and runs of whitespace become single spaces; blank → None."""
-    return " ".join((text or "").split()) or None
-
-
 def unique_guidelines(guidelines: Iterable[str]) -> list[str]:
     """Trimmed, blank ones dropped, duplicates (differing only in case, spacing or a final period) dropped."""
     seen: dict[str, str] = {}
@@ -80,7 +56,7 @@ def unique_guidelines(guidelines: Iterable[str]) -> list[str]:
 def tool_dependent_guidelines(tools: Sequence[ToolDefinition]) -> list[str]:
     """pi's defaults that depend on which built-in tools are active: one about a single tool only when that
     tool brings no guidelines of its own (they replace pi's), one about a combination always."""
-    own = {tool.name: any(line.strip() for line in _guideline_lines(tool)) for tool in tools}
+    own = {tool.name: any(line.strip() for line in tool.prompt_guidelines) for tool in tools}
 
     def bare(name: str) -> bool:
         return name in own and not own[name]
@@ -108,20 +84,6 @@ def tool_dependent_guidelines(tools: Sequence[ToolDefinition]) -> list[str]:
     return lines
 
 
-def _guideline_lines(tool: ToolDefinition) -> Sequence[str]:
-    # A lone string is one guideline, not a sequence of one-character guidelines.
-    lines = tool.prompt_guidelines
-    return [lines] if isinstance(lines, str) else lines
-
-
-def format_date(date: str | datetime.date | None) -> str:
-    if date is None:
-        return datetime.date.today().isoformat()
-    if isinstance(date, datetime.datetime):
-        date = date.date()
-    return date if isinstance(date, str) else date.isoformat()
-
-
 def build_system_prompt(
     tools: Sequence[ToolDefinition],
     *,
@@ -135,13 +97,13 @@ def build_system_prompt(
     if custom_prompt:
         prompt = custom_prompt
     else:
-        listed = [(tool.name, normalize_snippet(tool.prompt_snippet)) for tool in tools]
+        listed = [(tool.name, " ".join((tool.prompt_snippet or "").split())) for tool in tools]  # one line each
         tools_list = "\n".join(f"- {name}: {snippet}" for name, snippet in listed if snippet) or "(none)"
         all_guidelines = unique_guidelines(
             [
                 *tool_dependent_guidelines(tools),
                 *guidelines,
-                *(line for tool in tools for line in _guideline_lines(tool)),
+                *(line for tool in tools for line in tool.prompt_guidelines),
                 *ALWAYS_GUIDELINES,
             ]
         )
@@ -152,7 +114,8 @@ def build_system_prompt(
     if append_prompt:
         prompt += f"\n\n{append_prompt}"
     working_directory = str(Path(cwd) if cwd is not None else Path.cwd()).replace("\\", "/")
-    prompt += f"\nCurrent date: {format_date(date)}"
+    day = date.date() if isinstance(date, datetime.datetime) else datetime.date.today() if date is None else date
+    prompt += f"\nCurrent date: {day if isinstance(day, str) else day.isoformat()}"
     prompt += f"\nCurrent working directory: {working_directory}"
     return prompt
 

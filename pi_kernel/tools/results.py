@@ -28,17 +28,10 @@ bundle (a dict of MIME type → data, as IPython's ``display_data`` carries) or 
 list of them, to be shown in order. Text types hold ``str``; image types hold
 base64 ``str``. The model never sees ``details``.
 
-**Images for the model** are bounded as ``read`` and ``python`` bound theirs
-(``fit_image``, pi's ``image-resize.ts`` limits): a provider rejects a request
-whose image is too large, and every later request of the run repeats it. An
-image goes as it is when it fits (at most 2000x2000 pixels and under 4.5 MB of
-base64). A larger one is scaled down with Pillow when Pillow is installed (PNG
-and JPEG at falling quality are tried, then smaller sizes) and preceded by pi's
-dimension note, so the model can map coordinates; one that cannot be brought
-under the limits becomes a text note. Without Pillow the dimensions cannot be
-checked; an image over the byte limit is then left out with a note. Content
-blocks and ``AgentToolResult`` values pass through untouched: a tool that
-builds them has chosen exactly what the model receives.
+**Images for the model** are bounded by ``fit_image`` (pi's ``image-resize.ts`` limits: a provider
+rejects a request whose image is too large, and every later request of the run repeats it); ``read``,
+``python`` and MCP results use it too. Content blocks and ``AgentToolResult`` values pass through
+untouched: a tool that builds them has chosen exactly what the model receives.
 """
 
 from __future__ import annotations
@@ -110,7 +103,9 @@ def verified_image_type(data: bytes) -> str | None:
 
 
 def fit_image(data: bytes, mime_type: str) -> FittedImage | None:
-    """The image within the limits, or None when it cannot be brought under them."""
+    """The image within the limits (at most 2000x2000 pixels, under 4.5 MB of base64), or None when it cannot
+    be brought under them. A larger one is scaled down with Pillow (PNG, then JPEG at falling quality, then
+    smaller sizes) with pi's dimension note; without Pillow only the byte limit can be checked."""
     try:
         from PIL import Image, ImageOps
     except ImportError:
@@ -182,7 +177,7 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _bytes_result(bytes(value))
     if (png := image_png_bytes(value)) is not None:
-        return _image_result(png, "image/png")
+        return AgentToolResult(image_blocks(fit_image(png, "image/png")))
     if (rich := _rich_result(value)) is not None:
         return rich
     if _is_json_like(value):
@@ -190,13 +185,13 @@ def to_agent_tool_result(value: Any) -> AgentToolResult:
     return AgentToolResult([TextContent(str(value))])
 
 
-def _image_result(data: bytes, mime_type: str) -> AgentToolResult:
-    """The image bounded (``fit_image``), after pi's dimension note when scaled; a note when it cannot be."""
-    fitted = fit_image(data, mime_type)
+def image_blocks(fitted: FittedImage | None, omitted: str = IMAGE_OMITTED_NOTE) -> list[TextContent | ImageContent]:
+    """The content of a ``fit_image`` result: pi's dimension note when scaled, then the image; ``omitted``
+    when it could not be fitted."""
     if fitted is None:
-        return AgentToolResult([TextContent(IMAGE_OMITTED_NOTE)])
+        return [TextContent(omitted)]
     image = ImageContent(fitted.data, fitted.mime_type)
-    return AgentToolResult([TextContent(fitted.note), image] if fitted.note else [image])
+    return [TextContent(fitted.note), image] if fitted.note else [image]
 
 
 def image_mime_type(data: bytes) -> str | None:
@@ -211,7 +206,7 @@ def image_mime_type(data: bytes) -> str | None:
 
 def _bytes_result(data: bytes) -> AgentToolResult:
     if (mime := image_mime_type(data)) is not None:
-        return _image_result(data, mime)
+        return AgentToolResult(image_blocks(fit_image(data, mime)))
     try:
         return AgentToolResult([TextContent(data.decode("utf-8"))])
     except UnicodeDecodeError:

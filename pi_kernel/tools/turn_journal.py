@@ -1,24 +1,19 @@
 """``TurnJournal``: what one ``%%pi`` turn changed, kept so that ``%pi undo`` can revert it.
 
-The tools record into it (through ``ToolContext.journal``) as they work:
+The tools record into it (``ToolContext.journal``) as they work: ``record_file`` before ``write`` /
+``edit`` change a file, ``record_notebook_change`` after a notebook change, ``before_code`` /
+``after_code`` around the code of ``python`` and ``run_cells`` (the names it created, rebound or deleted,
+the old references kept; before it runs, a copy of each object it may change in place).
 
-- ``record_file(path)`` before ``write`` / ``edit`` change a file: its bytes, or that it did not exist;
-- ``record_notebook_change(change)`` after a notebook change was applied (the notebook tools);
-- ``before_code(namespace, code)`` / ``after_code(namespace, token)`` around the code of ``python`` and
-  ``run_cells``: which names the code created, rebound or deleted (the old references are kept: no
-  copies), and, before it runs, a copy of each object it may change in place.
+In-place copies are decided statically: the names the code mentions (``ast``) bound to a DataFrame,
+Series, ndarray, list, dict, set or bytearray (checked with ``type()``, never ``isinstance``: a proxy's
+``__class__`` may lie), sized without calling user code, copied while the turn's budget
+(``PI_UNDO_MEMORY``) lasts: a pandas copy-on-write copy where copy-on-write is on, else a deep ``copy()``;
+builtin containers shallowly (their items are the same objects).
 
-In-place copies are decided statically: the names the code mentions (``ast``) that are bound to a
-DataFrame, Series, ndarray, list, dict, set or bytearray (checked with ``type()``, never ``isinstance``:
-a proxy's ``__class__`` may lie), sized cheaply (``nbytes``, ``memory_usage``, ``sys.getsizeof`` of a
-builtin) without calling user code, and copied while the turn's budget (``PI_UNDO_MEMORY``) lasts: a
-pandas copy-on-write copy where copy-on-write is on (it costs nothing until either side is written),
-else a deep ``copy()``. Builtin containers get a shallow copy (their items are the same objects).
-
-``finish()`` at the end of the turn notes the files' final state, so that ``revert`` refuses a file the
-user changed after the turn; a variable rebound after the turn and a cell edited after it are refused
-the same way (never overwrite the user's work). ``revert`` / ``revert_notebook`` return an ``UndoReport``:
-what was restored and, one line each, what was not.
+``finish()`` notes the turn's final state, so that ``revert`` refuses a file, a variable or a cell the user
+changed after the turn (never overwrite the user's work). ``revert`` / ``revert_notebook`` return an
+``UndoReport``: what was restored and, one line each, what was not.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ approval by default.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from pi_kernel.tools.builtin.bash import create_bash_tool
 from pi_kernel.tools.builtin.cells import create_cells_tool
@@ -42,24 +41,18 @@ _FACTORIES: dict[str, Callable[[], ToolDefinition]] = {
     "delete_cells": create_delete_cells_tool,
 }
 BUILTIN_TOOL_NAMES = tuple(_FACTORIES)
-"""In pi's order (read, bash, edit, write), then ``python``, ``inspect``, ``cells`` and the notebook
-bridge's ``edit_cell``, ``insert_cells``, ``run_cells``, ``delete_cells`` (``notebook_edits.BRIDGE_TOOLS``)."""
+"""In pi's order (read, bash, edit, write), then ours; the bridge's are ``notebook_edits.BRIDGE_TOOLS``."""
 
 
-def builtin_tools(
-    ctx: ToolContext | None = None,
-    *,
-    names: Iterable[str] | None = None,
-    python_namespace: dict[str, Any] | None = None,
-) -> list[ToolDefinition]:
+def builtin_tools(ctx: ToolContext | None = None, *, names: Iterable[str] | None = None) -> list[ToolDefinition]:
     """Fresh definitions of the built-in tools named (all by default), in ``BUILTIN_TOOL_NAMES`` order;
-    ``ValueError`` for an unknown name. ``python_namespace`` (else ``ctx.namespace``) is ``python``'s namespace
-    for calls whose context has none: the tools read everything else from the context they are called with."""
+    ``ValueError`` for an unknown name. ``ctx.namespace`` is ``python``'s namespace for calls whose context
+    has none: the tools read everything else from the context they are called with."""
     wanted = list(BUILTIN_TOOL_NAMES if names is None else names)
     unknown = [name for name in wanted if name not in BUILTIN_TOOL_NAMES]
     if unknown:
         raise ValueError(f"Unknown built-in tool(s): {', '.join(unknown)}. Known: {', '.join(BUILTIN_TOOL_NAMES)}")
-    namespace = python_namespace if python_namespace is not None else (ctx.namespace if ctx is not None else None)
+    namespace = ctx.namespace if ctx is not None else None
     return [
         create_python_tool(namespace=namespace) if name == "python" else factory()
         for name, factory in _FACTORIES.items()

@@ -32,9 +32,9 @@ from pi_kernel.tools.builtin.edit_diff import (
     restore_line_endings,
     strip_bom,
 )
+from pi_kernel.tools.builtin.write import save_file
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.file_queue import with_file_mutation_queue
-from pi_kernel.tools.files import write_file_atomic
 from pi_kernel.tools.paths import resolve_tool_path
 
 EDIT_DESCRIPTION = (
@@ -136,12 +136,8 @@ def create_edit_tool() -> ToolDefinition:
                 raise RuntimeError(OPERATION_ABORTED)
             bom, ending, base = _read_for_edit(absolute, params.path)
             new_content = apply_edits(base, pairs, params.path)
-            if signal is not None and signal.aborted:
-                raise RuntimeError(OPERATION_ABORTED)
             data = (bom + restore_line_endings(new_content, ending)).encode("utf-8", "surrogateescape")
-            if ctx.journal is not None:
-                ctx.journal.record_file(absolute)
-            write_file_atomic(absolute, data)  # a failed write leaves the file as it was
+            save_file(absolute, data, ctx, signal)  # a failed write leaves the file as it was
             return generate_diff_string(base, new_content)
 
         diff, first_changed_line = await with_file_mutation_queue(absolute, edit)
@@ -154,7 +150,6 @@ def create_edit_tool() -> ToolDefinition:
         origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="edit",
-        label="edit",
         description=EDIT_DESCRIPTION,
         parameters=EditParams,
         execute=execute,

@@ -125,14 +125,6 @@ def _append_normalized_line(line: str, offset: int, chars: list[str], starts: li
         ends.append(end)
 
 
-@dataclass(frozen=True, slots=True)
-class _Match:
-    edit_index: int
-    start: int
-    end: int
-    new_text: str
-
-
 def _error_texts(path: str, total: int) -> dict[str, str]:
     """pi's messages, with the field names the model sees (``old_text``)."""
     if total == 1:
@@ -165,7 +157,7 @@ def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> st
             raise EditError(texts["empty"].format(index=index))
     fuzzy_content = normalize_for_fuzzy_match(content)
     fuzzy_map: FuzzyText | None = None  # built only when an exact match fails
-    matches: list[_Match] = []
+    matches: list[tuple[int, int, int, str]] = []  # (start, end, edit index, new text)
     for index, (old, new) in enumerate(normalized):
         start = content.find(old)
         if start != -1:
@@ -181,19 +173,19 @@ def apply_edits(content: str, edits: Sequence[tuple[str, str]], path: str) -> st
         count = fuzzy_content.count(normalize_for_fuzzy_match(old))
         if count > 1:
             raise EditError(texts["duplicate"].format(index=index, count=count))
-        matches.append(_Match(index, start, end, new))
-    matches.sort(key=lambda match: match.start)
-    for previous, current in itertools.pairwise(matches):
-        if previous.end > current.start:
+        matches.append((start, end, index, new))
+    matches.sort(key=lambda match: match[0])
+    for (_, previous_end, previous, _), (current_start, _, current, _) in itertools.pairwise(matches):
+        if previous_end > current_start:
             raise EditError(
-                f"edits[{previous.edit_index}] and edits[{current.edit_index}] overlap in {path}. "
+                f"edits[{previous}] and edits[{current}] overlap in {path}. "
                 "Merge them into one edit or target disjoint regions."
             )
     pieces: list[str] = []
     cursor = 0
-    for match in matches:
-        pieces += [content[cursor : match.start], match.new_text]
-        cursor = match.end
+    for start, end, _, new_text in matches:
+        pieces += [content[cursor:start], new_text]
+        cursor = end
     pieces.append(content[cursor:])
     new_content = "".join(pieces)
     if new_content == content:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -38,7 +38,7 @@ from pi_kernel.tools.builtin.describe import (
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 
 
-def resolve(namespace: Mapping[str, Any], path: str, hidden: Iterable[str] = ()) -> Any:
+def resolve(namespace: Mapping[str, Any], path: str) -> Any:
     """The object named by ``path`` (see the module docstring): ``KeyError`` for an unknown name,
     ``AttributeError`` for a missing attribute, ``ValueError`` for a path that is not a dotted name."""
     parts = path.strip().split(".")
@@ -142,7 +142,7 @@ def run_inspect(name: str | None, namespace: dict[str, Any], *, limit: int, hidd
                 "variable; inspect without a name lists the variables, cells shows what ran."
             )
         try:
-            value = caller.call(lambda: resolve(namespace, path, hidden))
+            value = caller.call(lambda: resolve(namespace, path))
         except KeyError:
             matches = close_matches(head, namespace, hidden)
             hint = f" Close matches: {', '.join(matches)}." if matches else " Call inspect without a name to list them."
@@ -170,7 +170,6 @@ def create_inspect_tool() -> ToolDefinition:
         origin="builtin",
         secret_arguments={"name": "attribute"},  # what of a call may name secrets (approval.secret_reason)
         name="inspect",
-        label="inspect",
         description=(
             "Look at the notebook's live variables without running code. Without a name: every user variable with "
             "its type, shape or length and a preview. With a name or dotted attribute path (df, df.columns, "
@@ -181,6 +180,5 @@ def create_inspect_tool() -> ToolDefinition:
         execute=execute,
         prompt_snippet="Look at the notebook's variables (list them, or describe one: columns, dtypes, shape)",
         prompt_guidelines=("Use inspect before python to learn what a variable holds (it needs no approval)",),
-        approval="auto",
         read_only=True,
     )

@@ -114,15 +114,10 @@ def keep_plan(tool_call_id: str, args: Any, plan: Any) -> None:
         _plans.pop(next(iter(_plans)))
 
 
-def take_plan(tool_call_id: str, args: Any) -> Any:
-    """What the card showed for this call, if its arguments were not edited since (else None)."""
-    kept = _plans.pop(tool_call_id, None)
-    return kept[1] if kept is not None and kept[0] == args else None
-
-
-def peek_plan(tool_call_id: str, args: Any) -> Any:
-    """What is kept for this call (as ``take_plan``), left in place."""
-    kept = _plans.get(tool_call_id)
+def take_plan(tool_call_id: str, args: Any, *, keep: bool = False) -> Any:
+    """What the card showed for this call, if its arguments were not edited since (else None); ``keep``:
+    left in place."""
+    kept = _plans.get(tool_call_id) if keep else _plans.pop(tool_call_id, None)
     return kept[1] if kept is not None and kept[0] == args else None
 
 
@@ -298,7 +293,6 @@ def _notebook_tool(
     return ToolDefinition(
         origin="builtin",
         name=name,
-        label=name,
         description=description,
         parameters=params,
         execute=execute,

@@ -13,7 +13,6 @@ bytes) come back as an ``ImageContent`` after a short text note.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 from typing import Any
 
@@ -41,16 +40,14 @@ class ReadParams(BaseModel):
     limit: int | None = Field(default=None, description="Maximum number of lines to read")
 
 
-def create_read_tool(*, auto_resize_images: bool = True) -> ToolDefinition:
-    """The ``read`` tool. ``auto_resize_images``: scale big images down for the model (needs Pillow)."""
-
+def create_read_tool() -> ToolDefinition:
     async def execute(
         tool_call_id: str, params: ReadParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         if signal is not None and signal.aborted:
             raise RuntimeError(OPERATION_ABORTED)
         absolute = resolve_tool_path(params.path, ctx, for_read=True)
-        result = await asyncio.to_thread(read_file, absolute, params, auto_resize_images)
+        result = await asyncio.to_thread(read_file, absolute, params)
         if signal is not None and signal.aborted:
             raise RuntimeError(OPERATION_ABORTED)
         return result
@@ -59,18 +56,16 @@ def create_read_tool(*, auto_resize_images: bool = True) -> ToolDefinition:
         origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="read",
-        label="read",
         description=READ_DESCRIPTION,
         parameters=ReadParams,
         execute=execute,
         prompt_snippet="Read file contents",
         prompt_guidelines=("Use read to examine files instead of cat or sed.",),
-        approval="auto",
         read_only=True,
     )
 
 
-def read_file(absolute: str, params: ReadParams, auto_resize_images: bool = True) -> AgentToolResult:
+def read_file(absolute: str, params: ReadParams) -> AgentToolResult:
     """The blocking part of ``read``: the result for the file at ``absolute``."""
     if not os.path.exists(absolute):
         raise FileNotFoundError(f"File not found: {params.path}")
@@ -80,19 +75,16 @@ def read_file(absolute: str, params: ReadParams, auto_resize_images: bool = True
         data = file.read()
     mime_type = image_mime_type(data[:16])
     if mime_type is not None:
-        return _image_result(absolute, data, mime_type, auto_resize_images)
+        return _image_result(absolute, data, mime_type)
     text, truncation = read_text_lines(data.decode("utf-8", "replace"), params)
     return AgentToolResult([TextContent(text)], details={"path": absolute, "truncation": truncation})
 
 
-def _image_result(absolute: str, data: bytes, mime_type: str, auto_resize: bool) -> AgentToolResult:
-    fitted = fit_image(data, mime_type) if auto_resize else None
-    if not auto_resize:
-        blocks: list[Any] = [
-            TextContent(f"Read image file [{mime_type}]"),
-            ImageContent(base64.b64encode(data).decode("ascii"), mime_type),
-        ]
-    elif fitted is None:
+def _image_result(absolute: str, data: bytes, mime_type: str) -> AgentToolResult:
+    """The image bounded for the model (``fit_image``), after a note naming its type."""
+    fitted = fit_image(data, mime_type)
+    blocks: list[Any]
+    if fitted is None:
         blocks = [TextContent(f"Read image file [{mime_type}]\n{IMAGE_OMITTED_NOTE}")]
     else:
         note = f"Read image file [{fitted.mime_type}]" + (f"\n{fitted.note}" if fitted.note else "")

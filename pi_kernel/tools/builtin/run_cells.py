@@ -1,23 +1,16 @@
 """``run_cells``: run notebook cells in the kernel, their outputs shown in those cells, as if the user ran them.
 
-The front-end cannot run a cell while the ``%%pi`` cell executes (the run would queue behind it: a tool
-waiting for it deadlocks), so the tool runs each cell's code itself, as the ``python`` tool does
-(``run_notebook_cell``), and sends its nbformat outputs to the cell (``set_outputs``). It stops at the
-first cell that raises, as "run all" does. IPython syntax (``%magic``, ``!cmd``) is transformed by the
-shell when there is one. Markdown cells are skipped; a ``%%pi`` cell is not run (it would start another
-turn), nor is a cell that runs a ``%pi`` command (``%pi approve auto`` would let the agent approve itself;
-``runs_pi_magic``). The session refuses commands that change the policy or the conversation while a turn
-runs, too (``line_commands.run_line_command``), for code that reaches them otherwise. The approval card
-shows the code that will run; a cell the user changes while the card waits is refused as stale, so what
-runs is what was approved. The refs are resolved once, when the call is judged (the approval gate pins
-the cells' ids and sources, ``pin_cells``) and checked again by the card: the call runs exactly those
-cells, by id, or is refused as stale, so a cell inserted above (``#2`` now naming another cell) never
-runs unjudged. The code is judged as written and as IPython rewrites it (``!env``, ``%env KEY``).
+The front-end cannot run a cell while the ``%%pi`` cell executes (the run would queue behind it), so the
+tool runs each cell's code itself, as ``python`` does (``run_notebook_cell``), sends its outputs to the cell
+(``set_outputs``) and stops at the first cell that raises, as "run all" does. IPython syntax is transformed
+as the approval judged it (``paths.ipython_transformed``). Not run: markdown cells, a ``%%pi`` cell (another
+turn), a cell running a ``%pi`` command (``%pi approve auto`` would let the agent approve itself;
+``runs_pi_magic``). What runs is what was approved: the approval gate pins the cells' ids and sources when
+the call is judged (``pin_cells``), the card must show those same cells, and the call runs exactly them,
+by id, or is refused as stale (a cell inserted above never shifts ``#2`` onto unjudged code).
 
-The outputs carry the ``%%pi`` cell's own execution count (``_running_count``): taking the shell's counter
-for the cells run made the ``%%pi`` cell's reply carry a run cell's count and ``In[n]`` stop matching the
-prompts; storing them as inputs would still give the ``%%pi`` cell the last run cell's count. So the
-shell's counter, ``In`` and the history stay as the user's own runs left them.
+The outputs carry the ``%%pi`` cell's own execution count (``_running_count``), so the shell's counter,
+``In`` and the history stay as the user's own runs left them (``In[n]`` keeps matching the prompts).
 """
 
 from __future__ import annotations
@@ -36,7 +29,6 @@ from pi_kernel.tools.builtin.describe import clip
 from pi_kernel.tools.builtin.notebook_edits import (
     PinnedCells,
     forget_plan,
-    peek_plan,
     pin_cells,
     read_refs,
     require_notebook,
@@ -46,6 +38,7 @@ from pi_kernel.tools.builtin.python import run_agent_code, run_notebook_cell
 from pi_kernel.tools.builtin.python_capture import current_shell
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import STALE_TEXT, CellInfo, NotebookError, StaleCell
+from pi_kernel.tools.paths import ipython_transformed
 
 CELL_TEXT_CHARS = 4000
 """Output text per cell given to the model (its head and tail)."""
@@ -53,16 +46,6 @@ CELL_TEXT_CHARS = 4000
 
 class RunCellsParams(BaseModel):
     cells: list[str] = Field(min_length=1, description='The cells to run, in this order: "#N" (position) or ids.')
-
-
-def _transform(code: str) -> str:
-    shell = current_shell()
-    if shell is None:
-        return code
-    try:
-        return str(shell.transform_cell(code))
-    except Exception:  # noqa: BLE001 - untransformable: run it as written, Python reports the syntax error
-        return code
 
 
 PI_MAGIC_LINE = re.compile(r"^[ \t]*%{1,2}pi(?![\w.])", re.MULTILINE)
@@ -111,7 +94,7 @@ async def _pinned_now(document: Any, pinned: PinnedCells) -> list[CellInfo]:
 def create_run_cells_tool() -> ToolDefinition:
     async def preview(tool_call_id: str, params: RunCellsParams, ctx: ToolContext) -> ApprovalPreview:
         _, cells = await read_refs(require_notebook(ctx, "run_cells"), params.cells, batch="run_cells")
-        judged = peek_plan(tool_call_id, params)
+        judged = take_plan(tool_call_id, params, keep=True)
         if isinstance(judged, PinnedCells) and not judged.same(cells):  # the refs name other cells than judged
             raise StaleCell(STALE_TEXT)
         pin_cells(tool_call_id, params, cells)
@@ -138,7 +121,7 @@ def create_run_cells_tool() -> ToolDefinition:
             if cell.id == document.running_cell_id or cell.source.lstrip().startswith("%%pi"):
                 reports.append(f"{cell.position}: a %%pi cell, not run (it would start another agent turn).")
                 continue
-            code = _transform(cell.source)
+            code = ipython_transformed(cell.source)
             if runs_pi_magic(cell.source, code):
                 reports.append(
                     f"{cell.position}: runs a %pi command, not run (%pi commands change the agent's settings "
@@ -169,7 +152,6 @@ def create_run_cells_tool() -> ToolDefinition:
     return ToolDefinition(
         origin="builtin",
         name="run_cells",
-        label="run_cells",
         description=(
             'Run notebook cells ("#N" or ids, in the order given) in the kernel, like the user running them: '
             "variables are shared, the outputs appear in those cells, and you get their output and errors. "

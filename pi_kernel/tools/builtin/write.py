@@ -1,10 +1,8 @@
 """The ``write`` tool: create or overwrite a file, making its folders.
 
-Port of pi's ``write.ts``. The write runs inside the file mutation queue, so it never interleaves with an
-``edit`` or another ``write`` of the same file. The text is written as UTF-8 exactly as given (no newline
-translation), atomically (``write_file_atomic``: a failed write leaves the old file), and the folders are
-made without recursion (a ``d/d/d/...`` path of any depth). The reply is pi's ``Successfully wrote N bytes
-to <path>``; N counts UTF-8 bytes (pi counts UTF-16 code units, which is the same for ASCII).
+Port of pi's ``write.ts``: the text is written as UTF-8 exactly as given (no newline translation) by
+``save_file`` inside the file mutation queue (``edit`` writes through it too). The reply is pi's
+``Successfully wrote N bytes to <path>``; N counts UTF-8 bytes (pi's UTF-16 units, the same for ASCII).
 
 ``details``: ``{"path": <absolute path>, "bytes": N}``.
 """
@@ -29,22 +27,23 @@ class WriteParams(BaseModel):
     content: str = Field(description="Content to write to the file")
 
 
+def save_file(absolute: str, data: bytes, ctx: ToolContext, signal: AbortSignal | None, parents: bool = False) -> None:
+    """Write ``data`` inside the file mutation queue: not after an abort (one while waiting for the queue must
+    not write), told to the turn's journal first, atomically (``write_file_atomic``)."""
+    if signal is not None and signal.aborted:
+        raise RuntimeError(OPERATION_ABORTED)
+    if ctx.journal is not None:
+        ctx.journal.record_file(absolute)
+    write_file_atomic(absolute, data, make_parents=parents)
+
+
 def create_write_tool() -> ToolDefinition:
     async def execute(
         tool_call_id: str, params: WriteParams, signal: AbortSignal | None, on_update: Any, ctx: ToolContext
     ) -> AgentToolResult:
         absolute = resolve_tool_path(params.path, ctx)
         data = params.content.encode("utf-8", "surrogateescape")
-
-        def write() -> None:
-            # Checked inside the queue: an abort while waiting for the turn must not write.
-            if signal is not None and signal.aborted:
-                raise RuntimeError(OPERATION_ABORTED)
-            if ctx.journal is not None:
-                ctx.journal.record_file(absolute)
-            write_file_atomic(absolute, data, make_parents=True)
-
-        await with_file_mutation_queue(absolute, write)
+        await with_file_mutation_queue(absolute, lambda: save_file(absolute, data, ctx, signal, parents=True))
         return AgentToolResult(
             [TextContent(f"Successfully wrote {len(data)} bytes to {params.path}")],
             details={"path": absolute, "bytes": len(data)},
@@ -54,7 +53,6 @@ def create_write_tool() -> ToolDefinition:
         origin="builtin",
         secret_arguments={"path": "path"},  # what of a call may name secrets (approval.secret_reason)
         name="write",
-        label="write",
         description=(
             "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. "
             "Automatically creates parent directories."

@@ -1,18 +1,13 @@
 """An MCP tool as a tool of the session: its name, its definition, its results.
 
-- Name: ``<server>__<tool>`` (double underscore), characters providers refuse replaced by ``_``; a name over
-  the providers' 64-character limit is cut and ends with a short hash of the full name. A name already
-  taken (``get.item`` and ``get_item`` are both ``get_item``; a tool of the session of that name) gets a
-  hash of the server's and the tool's own names instead (``unique_tool_name``), with a notice.
-- Parameters: the server's ``inputSchema`` as a raw JSON schema; description and title from the server.
-- Approval: every MCP tool asks and is not read-only. A tool annotated ``readOnlyHint`` counts as read-only
-  (allowed in ``read-only`` mode, runs without asking in ``ask`` mode) only when the user trusts that
-  server's hints (``"trustReadOnlyHint": true``): the annotation is the server's own claim.
-- Results (``to_result``): text stays text, images stay images (bounded as the other tools bound theirs;
-  only PNG, JPEG, GIF and WebP that Pillow decodes: anything else becomes a note, since providers refuse a
-  conversation holding it), embedded text resources become text, other blocks a one-line note;
-  ``structuredContent`` is added as JSON text when no text block came with it; ``isError`` makes the call
-  an error result.
+- Name: ``<server>__<tool>``, safe for providers (``tool_name``); a name already taken (``get.item`` and
+  ``get_item`` are both ``get_item``) ends with a hash of the server's and the tool's names instead
+  (``unique_tool_name``), with a notice.
+- Approval: every MCP tool asks and is not read-only, unless annotated ``readOnlyHint`` by a server the
+  user trusts (``"trustReadOnlyHint": true``): the annotation is the server's own claim.
+- Results (``to_result``): text stays text; images only when Pillow decodes them as PNG, JPEG, GIF or
+  WebP (providers refuse a conversation holding anything else), bounded as the other tools bound theirs;
+  other blocks a one-line note; ``isError`` makes the call an error result.
 """
 
 from __future__ import annotations
@@ -27,11 +22,11 @@ from typing import Any
 import mcp_types
 
 from pi_kernel.agent.types import AgentToolResult
-from pi_kernel.ai import ImageContent, TextContent
+from pi_kernel.ai import TextContent
 from pi_kernel.ai.messages import TooDeepError, clean_data
 from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.tools.mcp.server_config import McpServerConfig
-from pi_kernel.tools.results import MODEL_IMAGE_TYPES, fit_image, verified_image_type
+from pi_kernel.tools.results import MODEL_IMAGE_TYPES, fit_image, image_blocks, verified_image_type
 
 MAX_TOOL_NAME = 64
 SEPARATOR = "__"
@@ -115,11 +110,8 @@ def _image(data: str, mime_type: str) -> list[Any]:
     verified = verified_image_type(raw)
     if mime_type not in MODEL_IMAGE_TYPES or verified is None:
         return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: not a PNG, JPEG, GIF or WebP image]")]
-    fitted = fit_image(raw, verified)
-    if fitted is None:
-        return [TextContent(f"[image ({mime_type}, {len(raw)} bytes) omitted: it cannot be brought under the limits]")]
-    blocks: list[Any] = [TextContent(fitted.note)] if fitted.note else []
-    return [*blocks, ImageContent(fitted.data, fitted.mime_type)]
+    omitted = f"[image ({mime_type}, {len(raw)} bytes) omitted: it cannot be brought under the limits]"
+    return image_blocks(fit_image(raw, verified), omitted)
 
 
 def _block(block: Any) -> list[Any]:

@@ -235,6 +235,16 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
     return start
 
 
+def cut(text: str, limit: int, secrets: Sequence[str] | None = None) -> str:
+    """The first ``limit`` characters of ``text``, less an end that may be part of something ``mask`` hides
+    (``_unfinished_start``; ``secrets``: the key values, if already read). Text cut so never splits a key: the
+    mask it gets where it enters (a tool's result, the notebook context) finds every key in it whole."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(0, limit)]
+    return head[: _unfinished_start(head, secret_values() if secrets is None else secrets)]
+
+
 def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
     """Where the end of ``text`` may begin a key written with separators between its letters (markup tags:
     ``sk-proj-ab<b></b>cd``), read in the spaced view (``SpacedView``) of its last part."""
@@ -709,6 +719,7 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "MaskedStream",
     "add_secret_value",
+    "cut",
     "is_secret_name",
     "is_secret_variable",
     "mask",

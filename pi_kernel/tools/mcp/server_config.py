@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.tools.paths import MASK, add_secret_value, is_secret_name, masked
+from pi_kernel.tools.paths import MASK, add_secret_value, is_secret_name
 
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
@@ -62,12 +62,12 @@ class McpServerConfig:
         return self.start_timeout_ms / 1000
 
     def describe(self) -> str:
-        """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
-        masked (``paths.masked``: credentials in a URL, keys, the environment's secrets; a
-        secret in the arguments or the URL's query: ``argument_secrets``)."""
+        """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, nor a
+        secret in the arguments or the URL's query (``argument_secrets``: ``***``). Other keys (the
+        environment's, credentials in a URL) are masked where ``%pi mcp`` prints it (``outgoing``)."""
         if self.command:
-            return str(masked(_masked_text(" ".join([self.command, *self.args]), argument_secrets(self.args))))
-        return str(masked(_masked_text(str(self.url), argument_secrets([str(self.url)]))))
+            return _masked_text(" ".join([self.command, *self.args]), argument_secrets(self.args))
+        return _masked_text(str(self.url), argument_secrets([str(self.url)]))
 
 
 _TOKEN_SHAPES = re.compile(

@@ -119,6 +119,18 @@ def test_keys_are_masked_before_a_view_is_cut(monkeypatch: pytest.MonkeyPatch) -
         assert piece not in entered(inspect("text", {"text": "t" * 300 + key}, limit=370 + pad))  # a description
 
 
+def test_a_cut_never_ends_inside_a_key_known_by_its_shape() -> None:
+    """Not only the environment's keys: an ``sk-`` key and credentials in a URL (which the mask finds by their
+    shape) are never cut in two either, so no piece of one is left where the result enters the transcript."""
+    from pi_kernel.tools.builtin.describe import clip, one_line
+
+    key, url = "sk-live-Zq8Lm2Np4Rt6Vx8Bq0WcAbCdEf", "postgres://admin:hunter2-password-long@db.example.com/x"
+    for pad in range(60):
+        for secret, piece in ((key, "Zq8"), (url, "hunt")):
+            assert piece not in entered(clip("a " * pad + secret + " tail" * 20, 60))
+            assert piece not in entered(one_line("b " * pad + secret + " tail" * 20, 50))
+
+
 def test_cells_show_the_error_and_the_last_frames() -> None:
     record = CellRecord(4, "1 / 0", "", CellError("ZeroDivisionError", "division by zero", ['  File "x", line 1\n']))
     text = format_cells([record], 4000)

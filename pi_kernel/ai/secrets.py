@@ -10,7 +10,8 @@ provider's error message, a tool's result) and where it leaves the kernel
 (iopub and stdin messages: ``pi_kernel.kernel.outgoing``; saved sessions,
 notebook metadata), plus the few places where masking must come before a
 transformation that would hide a key from a later mask (HTML escaping,
-highlighting, a cut to length: those modules say so). Text that leaves in
+highlighting: those modules say so). Text cut to a length before it is
+masked is cut by ``cut``, which never splits a key. Text that leaves in
 pieces is masked by a ``MaskedStream``, which holds back a tail that may be the
 start of a key in any of the forms below; ``unmask`` undoes the mask in arguments a person edited.
 

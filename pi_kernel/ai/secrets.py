@@ -10,7 +10,8 @@ provider's error message, a tool's result) and where it leaves the kernel
 (iopub and stdin messages: ``pi_kernel.kernel.outgoing``; saved sessions,
 notebook metadata), plus the few places where masking must come before a
 transformation that would hide a key from a later mask (HTML escaping,
-highlighting, a cut to length: those modules say so). Text that leaves in
+highlighting: those modules say so). Text cut to a length before it is
+masked is cut by ``cut``, which never splits a key. Text that leaves in
 pieces is masked by a ``MaskedStream``, which holds back a tail that may be the
 start of a key in any of the forms below; ``unmask`` undoes the mask in arguments a person edited.
 
@@ -233,6 +234,16 @@ def _unfinished_start(text: str, secrets: Sequence[str]) -> int:
     if match is not None:
         start = min(start, match.start())
     return start
+
+
+def cut(text: str, limit: int, secrets: Sequence[str] | None = None) -> str:
+    """The first ``limit`` characters of ``text``, less an end that may be part of something ``mask`` hides
+    (``_unfinished_start``; ``secrets``: the key values, if already read). Text cut so never splits a key: the
+    mask it gets where it enters (a tool's result, the notebook context) finds every key in it whole."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(0, limit)]
+    return head[: _unfinished_start(head, secret_values() if secrets is None else secrets)]
 
 
 def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
@@ -709,6 +720,7 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "MaskedStream",
     "add_secret_value",
+    "cut",
     "is_secret_name",
     "is_secret_variable",
     "mask",

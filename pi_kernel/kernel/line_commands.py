@@ -2,8 +2,9 @@
 
 Words are split like a shell's, except free text typed while a call waits (``split_line``): the REASON
 of ``deny ID REASON`` and the JSON after ``allow ID --args`` are kept as typed. A command that cannot be
-done raises ``CommandError``: a usage error without a traceback, keys masked (it may be captured before
-``outgoing`` sees it). Logic beyond words and reply lives in its concept's module.
+done raises ``CommandError``: a usage error without a traceback, shown as the cell's error (masked on its
+way out, ``outgoing``: a pi cell's error message and reply, or the terminal's masked streams). Logic
+beyond words and reply lives in its concept's module.
 
 **MCP** (``%pi mcp``). A server added here starts at once, so the answer shows its tools or why it did
 not start. The servers live on the kernel's loop: ``mcp_async`` is awaited where the line is a cell of
@@ -39,7 +40,6 @@ from pi_kernel.kernel.model_resolution import (
     model_from_spec,
     refusal,
 )
-from pi_kernel.kernel.outgoing import masked
 from pi_kernel.kernel.persistence import load_conversation, save_conversation
 from pi_kernel.kernel.session import McpUnavailable, PiSession
 from pi_kernel.kernel.text_view import render_messages
@@ -52,7 +52,7 @@ class CommandError(Exception):
     """A ``%pi`` command that cannot be done; printed as a usage error."""
 
     def _render_traceback_(self) -> list[str]:
-        return [masked(f"UsageError: {self}")]
+        return [f"UsageError: {self}"]
 
 
 HELP = """%pi                         status: model, tools, approval, conversation

@@ -5,9 +5,10 @@
 stdin message goes through (in the Pi kernel and after ``%load_ext pi_kernel``); without a kernel,
 ``TerminalMask`` masks ``sys.stdout`` and ``sys.stderr`` while a pi cell runs. So code that composes what
 pi shows calls no mask, except for output a cell can capture before it is sent (``%%capture``: the
-``%pi`` printer, usage errors and notices use ``masked``), and text escaped or cut before it leaves (the
-views mask first). Text sent in pieces is masked whole: each pi request's stdout and stderr go through
-one ``MaskedStream``, which holds back what may begin a key until the next piece.
+``%pi`` printer and notices use ``print_masked``; an error is sent as one, masked), and text escaped
+or cut before it leaves (the views mask first). Text sent in pieces is masked whole: each pi request's
+stdout and stderr go through one ``MaskedStream``, which holds back what may begin a key until the next
+piece.
 
 Masked: the messages of a pi cell, and of a request whose parent is no cell seen (a widget click). A
 cell is pi's when its code names ``%pi`` or ``pi_kernel`` (judged from its ``execute_input``) or when pi
@@ -220,10 +221,14 @@ class TerminalMask:
             self.claim_request()
 
     def claim_request(self) -> None:
-        """Pi runs in this cell: mask what it writes from now on."""
+        """Pi runs in this cell: mask what it writes from now on (also into a stream the cell put in place
+        since it began: ``%%capture``, ``redirect_stdout``)."""
         if self._saved is None:
             self._saved = (sys.stdout, sys.stderr)
-            sys.stdout, sys.stderr = MaskedWriter(sys.stdout), MaskedWriter(sys.stderr)
+        if not isinstance(sys.stdout, MaskedWriter):
+            sys.stdout = MaskedWriter(sys.stdout)
+        if not isinstance(sys.stderr, MaskedWriter):
+            sys.stderr = MaskedWriter(sys.stderr)
 
     def cell_done(self, result: Any = None) -> None:
         self.remove()

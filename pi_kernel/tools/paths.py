@@ -20,12 +20,14 @@ list every surface uses) is never previewed (``is_secret_value``).
 ``tool_environment`` is the environment of the processes tools start, without
 the secret variables.
 
-This module is also the tools' one door to masking keys: ``masked`` for text a
-tool cuts to a length before its result enters the transcript (masked first:
-a key cut in two would no longer be found by the agent's mask of the result;
-``clip`` in ``describe`` does it), ``environment_secrets`` (the values ``mask``
-hides, read once for many calls), ``MaskedStream`` for text written in blocks,
-and ``add_secret_value`` / ``MASK`` for an MCP server's own secrets.
+This module is also the tools' one door to ``pi_kernel.ai.secrets``; no tool
+masks (a tool's result is masked as it enters the transcript,
+``agent.tool_execution``). ``cut`` shortens text a tool cuts to a length
+never inside a key, so that mask still finds each whole (``clip`` in
+``describe`` uses it); ``environment_secrets`` (the values ``mask`` hides,
+read once for many calls); ``MaskedStream`` for the full-output file a long
+command leaves; ``add_secret_value`` / ``MASK`` for an MCP server's own
+secrets.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ from jupyter_core.paths import jupyter_runtime_dir
 from pi_kernel.ai.secrets import MASK as MASK
 from pi_kernel.ai.secrets import MaskedStream as MaskedStream
 from pi_kernel.ai.secrets import add_secret_value as add_secret_value
-from pi_kernel.ai.secrets import is_secret_name, mask, secret_values, without_secrets
+from pi_kernel.ai.secrets import cut as cut
+from pi_kernel.ai.secrets import is_secret_name, secret_values, without_secrets
 
-masked = mask
 environment_secrets = secret_values
 
 HIDDEN_VALUE = "<hidden: the name looks like a secret>"

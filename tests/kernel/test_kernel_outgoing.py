@@ -112,6 +112,27 @@ def test_ipython_without_a_kernel_masks_pi_run_from_a_helper() -> None:
     assert lines[-1] == f"key: {FAKE_KEY}"  # the next cell, the user's own, is left alone again
 
 
+TERMINAL_CAPTURE = f"""
+import os
+os.environ["OPENAI_API_KEY"] = {FAKE_KEY!r}
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("%load_ext pi_kernel")
+shell.run_cell("%%capture cap" + chr(10) + "%pi allow {FAKE_KEY}")
+shell.run_cell("print('captured:', repr(cap.stdout))")
+"""
+
+
+def test_ipython_without_a_kernel_masks_a_captured_usage_error() -> None:
+    """A usage error is printed on the cell's ``sys.stdout``: captured (``%%capture``), still masked, shown
+    later by the user's own cell."""
+    ran = subprocess.run(
+        [sys.executable, "-c", TERMINAL_CAPTURE], capture_output=True, text=True, timeout=60, env=kernel_env()
+    )
+    assert "captured:" in ran.stdout and "under '***'" in ran.stdout, ran.stdout + ran.stderr
+    assert FAKE_KEY not in ran.stdout + ran.stderr
+
+
 def test_the_users_own_python_cells_are_left_alone(stock: KernelDriver) -> None:
     assert stock.run(PRINT_KEY).text.strip() == f"key: {FAKE_KEY}"  # README: prints what you asked for
     code = f"secret = {FAKE_KEY!r}\nprint(secret)"

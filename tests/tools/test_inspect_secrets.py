@@ -5,7 +5,7 @@ The project rule (approval / tools.paths, tests/test_kernel_secret_reads.py): py
 and inspect itself refuses a path through a module (pd.io.common.os.environ) or to an os.environ mapping,
 so AWS_SECRET_ACCESS_KEY or DATABASE_PASSWORD never reach the model through it; a string variable
 named like a secret (a getpass() password) is not previewed, and values of secret-named environment
-variables are masked.
+variables are masked (as the result enters the transcript).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from builtin_helpers import entered
 
 from pi_kernel.tools.approval import ApprovalPolicy
 from pi_kernel.tools.builtin import builtin_tools
@@ -58,5 +59,5 @@ def test_a_password_typed_into_getpass_is_not_previewed_to_the_model() -> None:
 def test_a_value_equal_to_an_environment_secret_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATABASE_PASSWORD", SECRET)
     namespace = {"connection": f"postgres://db/{SECRET}"}
-    assert SECRET not in run_inspect(None, namespace, limit=4000, hidden=set())
-    assert SECRET not in run_inspect("connection", namespace, limit=4000, hidden=set())
+    assert SECRET not in entered(run_inspect(None, namespace, limit=4000, hidden=set()))
+    assert SECRET not in entered(run_inspect("connection", namespace, limit=4000, hidden=set()))

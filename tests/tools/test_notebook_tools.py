@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from builtin_helpers import entered
 
 from pi_kernel.kernel.notebook_context import CellError, CellHistory, CellRecord, NotebookContext
 from pi_kernel.tools.builtin.cells import format_cells
@@ -99,22 +100,35 @@ def test_unknown_names_list_close_matches_and_calls_are_refused() -> None:
 def test_descriptions_mask_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     namespace = {"config": {"key": SECRET}}
-    assert SECRET not in inspect(None, namespace) and SECRET not in inspect("config", namespace)
+    assert SECRET not in entered(inspect(None, namespace)) and SECRET not in entered(inspect("config", namespace))
     record = CellRecord(1, f"key = {SECRET!r}", "")
-    assert SECRET not in format_cells([record], 4000)
+    assert SECRET not in entered(format_cells([record], 4000))
 
 
 def test_keys_are_masked_before_a_view_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cut across a key leaves its first characters (fewer than the mask finds as a run of a key): so each
-    view masks, then cuts. Every padding below puts some cut inside the key."""
+    """A cut across a key would leave its first characters (fewer than the mask finds as a run of a key): so
+    each view cuts never inside a key (``paths.cut``), and the mask where the result enters the transcript
+    finds it whole. Every padding below puts some cut inside the key."""
     key = "hunter2-notebook-tools-0123456789abcdef"  # not shaped like a provider key: only its value masks it
     monkeypatch.setenv("OPENAI_API_KEY", key)
     piece = key[:6]
     for pad in range(20):
-        assert piece not in format_cells([CellRecord(1, "x = 1", "o" * (460 + pad) + key)], 4000)  # output cut
-        assert piece not in format_cells([CellRecord(1, "s" * (40 + pad) + key, "")], 80)  # the whole cut
-        assert piece not in inspect(None, {"url": "u" * (50 + pad) + key})  # a preview cut
-        assert piece not in inspect("text", {"text": "t" * 300 + key}, limit=370 + pad)  # a description cut
+        assert piece not in entered(format_cells([CellRecord(1, "x = 1", "o" * (460 + pad) + key)], 4000))  # output
+        assert piece not in entered(format_cells([CellRecord(1, "s" * (40 + pad) + key, "")], 80))  # the whole cut
+        assert piece not in entered(inspect(None, {"url": "u" * (50 + pad) + key}))  # a preview cut
+        assert piece not in entered(inspect("text", {"text": "t" * 300 + key}, limit=370 + pad))  # a description
+
+
+def test_a_cut_never_ends_inside_a_key_known_by_its_shape() -> None:
+    """Not only the environment's keys: an ``sk-`` key and credentials in a URL (which the mask finds by their
+    shape) are never cut in two either, so no piece of one is left where the result enters the transcript."""
+    from pi_kernel.tools.builtin.describe import clip, one_line
+
+    key, url = "sk-live-Zq8Lm2Np4Rt6Vx8Bq0WcAbCdEf", "postgres://admin:hunter2-password-long@db.example.com/x"
+    for pad in range(60):
+        for secret, piece in ((key, "Zq8"), (url, "hunt")):
+            assert piece not in entered(clip("a " * pad + secret + " tail" * 20, 60))
+            assert piece not in entered(one_line("b " * pad + secret + " tail" * 20, 50))
 
 
 def test_cells_show_the_error_and_the_last_frames() -> None:

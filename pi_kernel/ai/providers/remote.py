@@ -115,7 +115,7 @@ def abort_text(reason: Any) -> str:
 def masked_error(text: str, secret: str | None) -> str:
     """An error text entering the conversation: ``mask`` with this request's key too (it may come from a
     ``.env`` file rather than the environment). The one place provider errors are masked, where the streams
-    are consumed; the agent's own run failures and the local engine's warnings pass through it too."""
+    are consumed; the agent's own run failures pass through it too."""
     known = secret_values()
     if secret and secret != KEYLESS_PLACEHOLDER and len(secret) >= MIN_SECRET_CHARS:
         known = sorted({secret, *known}, key=len, reverse=True)

@@ -22,7 +22,7 @@ from pi_kernel.tools.builtin.describe import clip, describe_limit
 from pi_kernel.tools.builtin.notebook_edits import read_refs
 from pi_kernel.tools.definition import ToolContext, ToolDefinition
 from pi_kernel.tools.notebook_document import CellInfo, CellLike, NotebookDocument
-from pi_kernel.tools.paths import environment_secrets, masked
+from pi_kernel.tools.paths import cut, environment_secrets
 
 DEFAULT_LAST = 5
 SOURCE_CHARS = 1500
@@ -48,7 +48,7 @@ class CellsParams(BaseModel):
 
 
 def format_cell(record: CellLike, source_chars: int = SOURCE_CHARS, secrets: Sequence[str] | None = None) -> str:
-    """One cell, each part masked before it is cut (a key cut in two would no longer be found)."""
+    """One cell, each part cut never inside a key (``clip``: masked as the result enters the transcript)."""
     known = environment_secrets() if secrets is None else secrets
     label = f"[{record.execution_count}]" if record.execution_count is not None else "[ ]"
     lines = [f"In {label}:", clip(record.source.rstrip(), source_chars, known)]
@@ -105,9 +105,9 @@ def create_cells_tool() -> ToolDefinition:
     )
 
 
-def _one_line(text: str, limit: int) -> str:
+def _one_line(text: str, limit: int, secrets: Sequence[str]) -> str:
     flat = " ⏎ ".join(line.rstrip() for line in text.strip().splitlines())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return flat if len(flat) <= limit else cut(flat, limit - 1, secrets) + "…"
 
 
 def list_entry(cell: CellInfo, running: str | None, secrets: Sequence[str]) -> str:
@@ -116,9 +116,9 @@ def list_entry(cell: CellInfo, running: str | None, secrets: Sequence[str]) -> s
     mark = "  ← the %%pi cell running now" if cell.id == running else ""
     lines = [f"{cell.position} id={cell.id} {cell.type}{count} ({cell.source_length:,} chars){mark}"]
     if cell.source.strip():
-        lines.append("  " + _one_line(masked(cell.source, secrets), LIST_SOURCE_CHARS))
+        lines.append("  " + _one_line(cell.source, LIST_SOURCE_CHARS, secrets))
     if cell.outputs.strip():
-        lines.append("  → " + _one_line(masked(cell.outputs, secrets), LIST_OUTPUT_CHARS))
+        lines.append("  → " + _one_line(cell.outputs, LIST_OUTPUT_CHARS, secrets))
     return "\n".join(lines)
 
 
@@ -161,7 +161,7 @@ def format_whole(cell: CellInfo, running: str | None) -> str:
     secrets = environment_secrets()
     head = list_entry(cell, running, secrets).splitlines()[0]
     source = clip(cell.source, CELL_CHARS, secrets)
-    outputs = f"\nOutputs: {masked(cell.outputs, secrets)}" if cell.outputs.strip() else ""
+    outputs = f"\nOutputs: {cell.outputs}" if cell.outputs.strip() else ""
     return f"{head}\n```\n{source}\n```{outputs}"
 
 

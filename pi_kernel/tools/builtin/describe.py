@@ -7,10 +7,12 @@ its class defines one) and pandas/numpy summaries, each run by ``SafeCaller`` on
 limit, so a ``repr`` that raises, hangs or returns megabytes gives a short note instead of a stuck or crashed
 kernel. The limit cannot stop a ``repr`` that runs in C (a list of millions of tuples), so built-in
 containers, strings and ints (and their subclasses that keep the built-in's ``repr``) are previewed by their
-first items instead. ``os.environ`` met inside a container is not shown. Every text is cut to a size limit
-and has known keys masked; a string held under a secret-like name (``db_password``) is never previewed
-(``paths.is_secret_value``). pandas DataFrames are summarised from per-column numpy reductions rather than
-``describe()`` (whose percentiles sort every column), so a description of a large frame stays cheap.
+first items instead. ``os.environ`` met inside a container is not shown. Every text is cut to a size limit,
+never inside a key (``paths.cut``): keys are masked where the text enters the transcript (a tool's result,
+the notebook context), and the mask must find each whole. A string held under a secret-like name
+(``db_password``) is never previewed (``paths.is_secret_value``). pandas DataFrames are summarised from
+per-column numpy reductions rather than ``describe()`` (whose percentiles sort every column), so a
+description of a large frame stays cheap.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pi_kernel.ai.user_objects import (
     type_name,
 )
 from pi_kernel.tools.definition import ToolContext
-from pi_kernel.tools.paths import HIDDEN_VALUE, environment_secrets, is_secret_value, masked
+from pi_kernel.tools.paths import HIDDEN_VALUE, cut, environment_secrets, is_secret_value
 
 DEFAULT_LIMIT = 4000
 """Characters of one description or listing (the ``describe_limit`` setting)."""
@@ -65,19 +67,18 @@ def describe_limit(ctx: ToolContext) -> int:
 
 
 def clip(text: str, limit: int, secrets: Sequence[str] | None = None) -> str:
-    """``text`` with keys masked (``secrets``: their values if already read), then cut to ``limit`` characters
-    with a note of how much was left out: masked before the cut, where a key cut in two would no longer be
-    found by the mask the result gets as it enters the transcript."""
-    text = masked(text, secrets)
+    """``text`` cut to ``limit`` characters with a note of how much was left out, never inside a key
+    (``paths.cut``; ``secrets``: the key values if already read), so the mask the text gets where it enters
+    the transcript still finds each key whole."""
     if len(text) <= limit:
         return text
     note = f"... [{len(text) - limit:,} more characters]"
-    return text[: max(0, limit - len(note))] + note
+    return cut(text, limit - len(note), secrets) + note
 
 
-def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
+def one_line(text: str, limit: int = PREVIEW_CHARS, secrets: Sequence[str] | None = None) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return flat if len(flat) <= limit else cut(flat, limit - 3, secrets) + "..."
 
 
 class _BoundedRepr(reprlib.Repr):
@@ -175,7 +176,7 @@ def preview_repr(value: Any) -> str:
 
 
 def safe_repr(value: Any, caller: SafeCaller, limit: int, secrets: Sequence[str] | None = None) -> str:
-    """``repr(value)`` masked (``secrets``: the keys if already read), then cut to ``limit`` (bounded for
+    """``repr(value)`` cut to ``limit`` (``clip``; ``secrets``: the keys if already read; bounded for
     built-in containers); a note when it raises or hangs."""
     try:
         text = caller.call(lambda: preview_repr(value))
@@ -251,7 +252,7 @@ def list_variables(
         if is_secret_value(name, value):
             line += f" = {HIDDEN_VALUE}"
         elif time.monotonic() < deadline:
-            line += f" = {one_line(safe_repr(value, caller, 400, secrets), PREVIEW_CHARS)}"  # masked, then cut
+            line += f" = {one_line(safe_repr(value, caller, 400, secrets), PREVIEW_CHARS, secrets)}"
         rest = variables[index:]
         if used + len(line) + 1 > limit - 200 and len(rest) > 1:
             lines.append(_more_names(rest, limit - used - 1))

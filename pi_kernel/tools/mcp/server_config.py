@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_kernel.tools.paths import MASK, add_secret_value, is_secret_name, masked
+from pi_kernel.ai.secret_variables import url_password
+from pi_kernel.tools.paths import MASK, add_secret_value, is_secret_name
 
 DEFAULT_TIMEOUT_MS = 600_000
 DEFAULT_START_TIMEOUT_MS = 30_000
@@ -62,12 +63,12 @@ class McpServerConfig:
         return self.start_timeout_ms / 1000
 
     def describe(self) -> str:
-        """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, and
-        masked (``paths.masked``: credentials in a URL, keys, the environment's secrets; a
-        secret in the arguments or the URL's query: ``argument_secrets``)."""
+        """How the server is reached, for ``%pi mcp``: never the values of ``env`` or ``headers``, nor a
+        secret in the arguments or the URL (``argument_secrets``: ``***``). The environment's keys are
+        masked where ``%pi mcp`` prints it (``outgoing``)."""
         if self.command:
-            return str(masked(_masked_text(" ".join([self.command, *self.args]), argument_secrets(self.args))))
-        return str(masked(_masked_text(str(self.url), argument_secrets([str(self.url)]))))
+            return _masked_text(" ".join([self.command, *self.args]), argument_secrets(self.args))
+        return _masked_text(str(self.url), argument_secrets([str(self.url)]))
 
 
 _TOKEN_SHAPES = re.compile(
@@ -105,14 +106,16 @@ def _word_secrets(word: str) -> list[str]:
     if pair is not None and _secret_option(pair.group(1)):
         found.append(pair.group(2))
     found += [value for name, value in _QUERY.findall(word) if _secret_option(name)]
-    return found
+    password = url_password(word)
+    return [*found, password] if password else found
 
 
 def argument_secrets(args: tuple[str, ...] | list[str]) -> list[str]:
     """The secret values in a command line's arguments (or a URL), longest first: a token-shaped value, the
     value of ``NAME=VALUE`` / ``--name=VALUE`` / ``--name:VALUE`` with a secret name (``env GITHUB_TOKEN=X``,
     ``-e API_KEY=X``), the word after such an option (``--token X``, ``-p X``, ``--auth X``, ``--password -X``),
-    an ``Authorization: Bearer X`` header, a URL query value with a secret name (``?api_key=X``); also inside
+    an ``Authorization: Bearer X`` header, a URL query value with a secret name (``?api_key=X``), a URL's
+    password (``https://user:X@host``); also inside
     an argument a shell runs (``sh -c "TOKEN=X exec srv"``)."""
     found: list[str] = []
     words: list[str] = []

@@ -107,7 +107,8 @@ class ApprovalGate:
         definition = self.definition(name)
         policy = self.policy()
         cells = await self._named_cells(definition, ctx.tool_call.id, ctx.args)
-        decision = decide(definition, name, ctx.args, policy.state(self.mode_override()), cells)
+        cwd = getattr((self.turn.context if self.turn else None) or self.tool_context(), "cwd", None)  # turn's folder
+        decision = decide(definition, name, ctx.args, policy.state(self.mode_override()), cells, cwd)
         if decision.verdict == "run":
             return None
         result = await self._asked(ctx, definition, decision, signal)

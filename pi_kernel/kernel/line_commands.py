@@ -45,7 +45,7 @@ from pi_kernel.kernel.session import McpUnavailable, PiSession
 from pi_kernel.kernel.text_view import render_messages
 from pi_kernel.kernel.turn import request_session
 from pi_kernel.kernel.undo import undo_turn
-from pi_kernel.tools.approval import decide
+from pi_kernel.tools.approval import MODE_VERDICTS, decide
 
 
 class CommandError(Exception):
@@ -168,7 +168,6 @@ def tools(session: PiSession, words: list[str]) -> str:
 
 
 _APPROVAL_WORDS = {"run": "runs", "ask": "asks", "deny": "denied"}
-_OWN_VERDICTS = {"auto": "run", "ask": "ask", "deny": "deny"}
 _RULE_NOTES = {
     **dict.fromkeys(("tool-deny", "tool-auto", "tool-ask"), "%pi approve"),
     "always-allowed": "always allowed",
@@ -192,7 +191,7 @@ def approval_of(session: PiSession, name: str) -> str:
         return "its own rule"  # a callable decides per call, and these rules follow its answer
     word = _APPROVAL_WORDS[decision.verdict]
     note = _RULE_NOTES.get(decision.rule)
-    if note is None or (note.endswith(" mode") and decision.verdict == _OWN_VERDICTS.get(own, "ask")):
+    if note is None or (note.endswith(" mode") and decision.verdict == MODE_VERDICTS.get(own, "ask")):
         return word  # the tool's own setting decided, or the mode agrees with it
     return f"{word} ({note})"
 

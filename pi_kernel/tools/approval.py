@@ -1,8 +1,10 @@
 """Approvals in the tool layer: the one decision, the session's policy, and the broker where a call waits.
 
-**The decision.** ``decide(tool, name, args, state, cells)`` is a pure function of the tool's declaration
+**The decision.** ``decide(tool, name, args, state, cells, cwd)`` is a pure function of the tool's declaration
 (``ToolDefinition.origin`` and, for built-ins, ``secret_arguments``), the validated arguments, the policy
-state (``PolicyState``) and the code of the cells the call names (read by the host). It walks the ordered
+state (``PolicyState``), the code of the cells the call names (read by the host) and the folder the tool
+resolves relative paths in (the turn's ``ToolContext.cwd``, not the process's: a ``python`` call may
+``os.chdir``). It walks the ordered
 rule table ``RULES`` (first match wins) and returns ``run``, ``ask`` or ``deny``, the rule that decided and,
 for a denial, what the model is told. The precedence, the modes and the per-tool overrides are documented
 in docs/security.md ("Approvals"); ``ApprovalPolicy`` holds them for a session (``apply_spec``: a stricter
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import inspect
+import os
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
@@ -134,11 +137,17 @@ docs/security.md, "Approvals")."""
 
 
 def decide(
-    tool: Any, name: str | None, args: Any, state: PolicyState, cells: Mapping[str, str] | None = None
+    tool: Any,
+    name: str | None,
+    args: Any,
+    state: PolicyState,
+    cells: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> Decision:
     """``run``, ``ask`` or ``deny`` for a call of ``tool`` (a ``ToolDefinition``, or ``None`` when unknown)
     with validated ``args`` under ``state``: the first rule of ``RULES`` that applies. ``cells``: the code of
-    the notebook cells the call's ``cells`` arguments name, by reference (``named_cells``)."""
+    the notebook cells the call's ``cells`` arguments name, by reference (``named_cells``). ``cwd``: the
+    folder the tool resolves relative paths in (``ToolContext.cwd``; ``None``: the process's, now)."""
     tool_name = name or (tool.name if tool is not None else "")
     call = Call(
         name=tool_name,
@@ -146,7 +155,7 @@ def decide(
         override=override_in_force(state, tool_name),
         read_only=bool(getattr(tool, "read_only", None)),
         own=approval_verdict(tool, args) if tool is not None else "ask",
-        secret=secret_reason(tool, args, tool_name, cells),
+        secret=secret_reason(tool, args, tool_name, cells, cwd),
     )
     rule = next(rule for rule in RULES if rule.applies(call))  # the last rule always applies
     verdict = rule.verdict if isinstance(rule.verdict, str) else rule.verdict(call)
@@ -199,7 +208,7 @@ def _cell_code_reason(text: str) -> str | None:
     return reason
 
 
-def _argument_reason(kind: str, value: Any, cells: Mapping[str, str] | None) -> str | None:
+def _argument_reason(kind: str, value: Any, cells: Mapping[str, str] | None, cwd: str | None) -> str | None:
     if kind == "attribute":
         reaches = isinstance(value, str) and _ENVIRONMENT_ATTRIBUTES.intersection(value.strip().split("."))
         return "it may read the environment, which holds the API keys" if reaches else None
@@ -210,7 +219,9 @@ def _argument_reason(kind: str, value: Any, cells: Mapping[str, str] | None) -> 
             return UNREADABLE_CELLS
         return next((reason for ref in value if (reason := _cell_code_reason(cells[ref])) is not None), None)
     # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
-    judge = secret_mention_reason if kind in ("command", "code", "cells") else secret_path_reason
+    judge: Callable[[str], str | None] = (
+        secret_mention_reason if kind in ("command", "code", "cells") else lambda text: secret_path_reason(text, cwd)
+    )
     return next((reason for text in _strings(value) if (reason := judge(text)) is not None), None)
 
 
@@ -219,8 +230,14 @@ def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:
     return (getattr(tool, "secret_arguments", None) or {}) if origin_of(tool) == "builtin" else {}
 
 
-def secret_reason(tool: Any, args: Any, tool_name: str, cells: Mapping[str, str] | None = None) -> str | None:
-    """Why this call may read secrets (see ``tools.paths``), or ``None``.
+def secret_reason(
+    tool: Any,
+    args: Any,
+    tool_name: str,
+    cells: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> str | None:
+    """Why this call may read secrets (see ``tools.paths``), or ``None``; a relative path is read in ``cwd``.
 
     A built-in tool is judged by the arguments it declares (``SecretKind``); any other tool (and a built-in
     that declares none) by every string in its arguments, however nested: one that names a file holding
@@ -231,12 +248,14 @@ def secret_reason(tool: Any, args: Any, tool_name: str, cells: Mapping[str, str]
     if not isinstance(values, dict):
         return None
     declared = declared_secret_arguments(tool)
+    folder = os.fspath(cwd) if cwd is not None else None
     if declared:
-        reasons = (_argument_reason(kind, values.get(argument), cells) for argument, kind in declared.items())
+        reasons = (_argument_reason(kind, values.get(argument), cells, folder) for argument, kind in declared.items())
     else:
         commands = origin_of(tool) == "mcp"
         reasons = (
-            secret_path_reason(text) or (secret_mention_reason(text) if commands else None) for text in _strings(values)
+            secret_path_reason(text, folder) or (secret_mention_reason(text) if commands else None)
+            for text in _strings(values)
         )
     return next((reason for reason in reasons if reason is not None), None)
 
@@ -273,7 +292,7 @@ def _strings(value: Any) -> list[str]:
 
 TOOL_MODES: tuple[str, ...] = ("ask", "auto", "deny")
 """What a per-tool override may say, and a tool's own ``approval`` as a word."""
-_ANSWERS: dict[str, Verdict] = {"auto": "run", "ask": "ask", "deny": "deny"}
+MODE_VERDICTS: dict[str, Verdict] = {"auto": "run", "ask": "ask", "deny": "deny"}
 """What each word of a tool's ``approval`` means for a call."""
 
 
@@ -298,7 +317,7 @@ def approval_verdict(definition: Any, args: Any) -> Verdict:
     decide must not let a risky call run unseen, nor break the turn."""
     policy = definition.approval
     if isinstance(policy, str):
-        return _ANSWERS.get(policy, "ask")  # an unknown word asks: fail closed
+        return MODE_VERDICTS.get(policy, "ask")  # an unknown word asks: fail closed
     if not callable(policy):
         return "ask"
     try:
@@ -311,7 +330,7 @@ def approval_verdict(definition: Any, args: Any) -> Verdict:
             close()  # never awaited: close it so no "never awaited" warning leaks into the notebook
         return "ask"
     if isinstance(answer, str):
-        return _ANSWERS.get(answer, "ask")
+        return MODE_VERDICTS.get(answer, "ask")
     return "run" if _is_boolean(answer) and bool(answer) else "ask"
 
 

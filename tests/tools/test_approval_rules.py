@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from builtin_helpers import call_tool, make_ctx, text_of
 
 from pi_kernel.tools import tool
 from pi_kernel.tools.approval import RULES, OriginKind, PolicyState, decide
@@ -168,3 +170,25 @@ def test_run_cells_is_judged_by_the_code_of_the_cells_it_names() -> None:
     assert decide(run_cells, None, args, _state("auto")).verdict == "run"  # no notebook: no code to judge
     assert decide(run_cells, None, args, _state("ask", run_cells="auto"), leak).verdict == "ask"
     assert decide(run_cells, None, args, _state("deny", run_cells="auto"), leak).verdict == "deny"
+
+
+async def test_a_relative_path_is_judged_in_the_folder_the_tool_reads_it_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's tools resolve paths in their ``ToolContext.cwd``; a ``python`` call may ``os.chdir`` the
+    process mid-turn. ``notes.txt`` is a link to ``.env`` in the turn's folder and an ordinary file in the
+    process's: the call is judged where the read tool reads it, not where the process happens to be."""
+    turn_folder, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    turn_folder.mkdir()
+    elsewhere.mkdir()
+    (turn_folder / ".env").write_text("# the project's keys\n")
+    (turn_folder / "notes.txt").symlink_to(".env")
+    (elsewhere / "notes.txt").write_text("just notes\n")
+    monkeypatch.chdir(elsewhere)  # the process's folder, as a python call's os.chdir left it
+    read, ctx = BUILTINS["read"], make_ctx(turn_folder)
+    args = read.parameters.model_validate({"path": "notes.txt"})
+
+    asked = decide(read, None, args, _state("auto"), cwd=ctx.cwd)
+    assert (asked.verdict, asked.rule) == ("ask", "secret-read") and ".env" in (asked.secret or "")
+    assert "the project's keys" in text_of(await call_tool(read, {"path": "notes.txt"}, ctx))  # what it reads
+    assert decide(read, None, args, _state("auto"), cwd=elsewhere).verdict == "run"  # there it is only notes

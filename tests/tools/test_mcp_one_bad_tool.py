@@ -8,18 +8,24 @@ through the SDK, in the session's ``McpManager``:
   naming it, its server's other tools and every other server work, and ``%pi mcp`` says it is left out;
 - a server that exits at start once showed no stderr (the log was removed before it was read);
 - ``--token ghp_...`` / ``--password=...`` in a server's command line showed in clear in ``%pi mcp``;
-- a grandchild that called ``setsid()`` outlived the kernel (only the process group was ended);
+- a grandchild that called ``setsid()`` outlived the kernel (only the process group was ended); the SDK's own
+  ``stdio_client`` still leaves it running, which is why ``tools.mcp.stdio`` is ours;
 - the stderr log grew without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp_helpers import alive, demo, wait_gone
 
 from pi_kernel.tools import ToolRegistry
@@ -136,6 +142,30 @@ def test_a_grandchild_that_left_the_group_does_not_outlive_the_session(
     finally:
         manager.close()
     assert wait_gone(grandchild, timeout=15) == []
+
+
+def test_the_sdks_own_stdio_client_leaves_a_setsid_grandchild_running(
+    tmp_path: Path, loop: asyncio.AbstractEventLoop
+) -> None:
+    """Why ``tools.mcp.stdio`` keeps its own transport (issue 25, point 7): the SDK's ``stdio_client``, closed,
+    leaves running the grandchild that ours ends (the test above). Should this fail, an SDK ends it too."""
+    pid_file = tmp_path / "grandchild.pid"
+
+    async def open_and_close() -> int:
+        server = StdioServerParameters(command=sys.executable, args=[MISFIT, "setsid", str(pid_file)])
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with stdio_client(server, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                while not pid_file.exists():
+                    await asyncio.sleep(0.05)
+        return int(pid_file.read_text())
+
+    grandchild = loop.run_until_complete(asyncio.wait_for(open_and_close(), 30))
+    try:
+        assert wait_gone(grandchild, timeout=2) == [grandchild], "the SDK now meets the guarantee: switch to it"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(grandchild, signal.SIGKILL)
 
 
 def test_the_stderr_log_is_capped(manager: McpManager, loop: asyncio.AbstractEventLoop) -> None:

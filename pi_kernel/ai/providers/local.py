@@ -2,7 +2,7 @@
 
 Decoding runs on the engine's decoding thread (it is CPU-bound and must not
 block the kernel's event loop); its results cross to the loop through
-``call_soon_threadsafe``. An abort ends the stream at once from the loop's
+``models.put_threadsafe``. An abort ends the stream at once from the loop's
 side (the worker notices between two tokens and stops on its own), so
 ``stop_reason`` ``"aborted"`` does not wait for a prompt evaluation to finish.
 See ``local_engine`` for how grammar-constrained tool calling works.
@@ -64,6 +64,7 @@ from pi_kernel.ai.models import (
     Model,
     StreamOptions,
     error_message,
+    put_threadsafe,
 )
 from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling, get_engine, max_arguments_bytes
 from pi_kernel.ai.providers.openai_format import ChunkAssembler, new_tool_call_id
@@ -451,9 +452,7 @@ async def _events(model: Model, context: Context, options: StreamOptions) -> Asy
     """Set when the stream is over from the loop's side (aborted, closed): the worker stops."""
 
     def push(kind: str, value: Any) -> None:
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
-        except RuntimeError:
+        if not put_threadsafe(loop, queue, (kind, value)):
             halt.set()  # the loop is closed: nobody listens any more
 
     remove_listener = signal.add_listener(lambda _reason: push("abort", None)) if signal is not None else None

@@ -20,7 +20,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,16 +59,7 @@ def on_decoder_thread(fn: Callable[[], Run]) -> Run:
     (see ``LocalEngine.run_in_decoder_thread``): both sides must compute on
     the same thread for a fair comparison.
     """
-    done: Future[Run] = Future()
-
-    def job() -> None:
-        try:
-            done.set_result(fn())
-        except BaseException as error:  # noqa: BLE001 - handed to the caller
-            done.set_exception(error)
-
-    get_engine().run_in_decoder_thread(job)
-    return done.result()
+    return get_engine().run_in_decoder_thread(fn).result()
 
 
 def raw_run(prompt: str) -> Run:

@@ -12,7 +12,7 @@ exactly one ``tool_execution_end`` and one result message, whatever happens.
 Running at once (``run_prepared_tool_calls``): each call is a task, and one coroutine emits all
 their events, so listeners never see two at once. It reads one inbox that gets, in the order they
 happened, ``on_update`` partials (a sync tool's from its worker thread, through
-``call_soon_threadsafe``, so before its completion; dropped once ``execute`` returned),
+``put_threadsafe``, so before its completion; dropped once ``execute`` returned),
 completions and the abort. After an abort the calls still running get ``ABORT_GRACE`` seconds to
 settle on their own, as pi waits for its tools (bash returns ``Command aborted`` with the output
 so far); the others are cancelled with ``Operation aborted`` and get ``ABORT_CLEANUP_GRACE``
@@ -73,6 +73,7 @@ from pi_kernel.ai import (
     validate_tool_arguments,
 )
 from pi_kernel.ai.messages import clean_tool_call
+from pi_kernel.ai.models import put_threadsafe
 from pi_kernel.ai.secrets import mask, secret_values
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
@@ -336,14 +337,6 @@ InboxItem = tuple[int, int, Any]
 """``(kind, call index, payload)``."""
 
 
-def _post(loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[InboxItem], item: InboxItem) -> None:
-    """Put ``item`` in the inbox from any thread (a closed loop means the run is long over)."""
-    try:
-        loop.call_soon_threadsafe(inbox.put_nowait, item)
-    except RuntimeError:
-        pass
-
-
 @dataclass(eq=False)
 class _RunningCall:
     """One prepared call while it runs."""
@@ -369,7 +362,7 @@ class _RunningCall:
     def on_update(self, partial_result: AgentToolResult) -> None:
         """The ``on_update`` the tool receives; callable from any thread."""
         if self.executing and not self.finished:
-            _post(self.loop, self.inbox, (_UPDATE, self.index, partial_result))
+            put_threadsafe(self.loop, self.inbox, (_UPDATE, self.index, partial_result))
 
     def report_done(self, task: asyncio.Task[FinalizedToolCall]) -> None:
         if not task.cancelled():
@@ -429,7 +422,7 @@ async def run_prepared_tool_calls(
     for call in calls:
         call.task = loop.create_task(call.run(context, assistant_message, config, signal))
         call.task.add_done_callback(call.report_done)
-    remove_abort_listener = signal.add_listener(lambda _reason: _post(loop, inbox, (_ABORT, -1, None)))
+    remove_abort_listener = signal.add_listener(lambda _reason: put_threadsafe(loop, inbox, (_ABORT, -1, None)))
     try:
         await drain(until=_ABORT)
         if len(outcomes) < len(calls):  # the abort came: the calls still running may settle on their own

@@ -14,8 +14,9 @@ generator anyway is turned into such an event here.
 **Cancellation.** ``AbortController`` / ``AbortSignal`` cross threads, modelled on the web platform's pair,
 as pi uses it. A signal is read from the event loop (``await signal.wait()``), from worker threads running
 sync tools (``signal.aborted``), and set from anywhere: a kernel interrupt handler, a widget callback on a
-subshell thread. So listeners run on the aborting thread and waiting futures are resolved through
-``call_soon_threadsafe``.
+subshell thread. So listeners run on the aborting thread, and ``wait`` gets the reason through a
+``concurrent.futures.Future`` (``asyncio.wrap_future``). ``put_threadsafe`` is the one way a thread's result
+(a decoded piece, a tool's update) enters a loop's ``asyncio.Queue``.
 
 Long: the model, the request and the stream types and cancellation are what every provider is written against,
 kept together.
@@ -24,13 +25,14 @@ kept together.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import json
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pi_kernel.ai.messages import AssistantMessage, Message, ToolCall, Usage
 
@@ -491,19 +493,15 @@ class AbortSignal:
         """Wait until aborted; returns the reason."""
         if self._aborted:
             return self._reason
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+        aborted: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
         def settle(reason: Any) -> None:
-            if not future.done():
-                future.set_result(reason)
+            if aborted.set_running_or_notify_cancel():  # False once the waiter was cancelled
+                aborted.set_result(reason)
 
-        def wake(reason: Any) -> None:
-            loop.call_soon_threadsafe(settle, reason)
-
-        remove = self.add_listener(wake)
+        remove = self.add_listener(settle)
         try:
-            return await future
+            return await asyncio.wrap_future(aborted)
         finally:
             remove()
 
@@ -523,6 +521,19 @@ class AbortSignal:
                 listener(reason)
             except Exception:  # noqa: BLE001 - one broken listener must not stop the others
                 pass
+
+
+T = TypeVar("T")
+
+
+def put_threadsafe(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[T], item: T) -> bool:
+    """Put ``item`` in ``queue`` (read on ``loop``) from any thread, in call order; False once the loop is
+    closed (nobody reads any more)."""
+    try:
+        loop.call_soon_threadsafe(queue.put_nowait, item)
+    except RuntimeError:
+        return False
+    return True
 
 
 class AbortController:

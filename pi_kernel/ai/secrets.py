@@ -54,7 +54,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import threading
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -171,24 +170,17 @@ LARGE_TEXT_CHARS = 65_536
 of them), since the end of a turn masks the same 5 MB argument for the display, the saved metadata and
 each outgoing message."""
 LARGE_TEXT_KEPT = 4
-_large_masked: dict[tuple[str, tuple[str, ...]], str] = {}
-_large_lock = threading.Lock()
 
 
 def _mask_text(text: str, secrets: Sequence[str]) -> str:
     if len(text) < LARGE_TEXT_CHARS:
         return _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
-    key = (text, tuple(secrets))  # a str caches its hash; the same object compares equal at once
-    with _large_lock:
-        done = _large_masked.get(key)
-    if done is not None:
-        return done
-    done = _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
-    with _large_lock:
-        _large_masked[key] = done
-        while len(_large_masked) > LARGE_TEXT_KEPT:
-            del _large_masked[next(iter(_large_masked))]
-    return done
+    return _mask_large(text, tuple(secrets))  # a str caches its hash; the same object compares equal at once
+
+
+@lru_cache(maxsize=LARGE_TEXT_KEPT)  # thread-safe: masking runs on any thread
+def _mask_large(text: str, secrets: tuple[str, ...]) -> str:
+    return _KEY_LIKE.sub("sk-***", _mask_values_and_urls(text, secrets))
 
 
 def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:

@@ -28,6 +28,8 @@ import queue
 import threading
 import types
 from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any, cast
 
 _MISSING = object()
@@ -170,18 +172,15 @@ class SafeCaller:
                 self._jobs = queue.SimpleQueue()
                 self._thread = threading.Thread(target=_work, args=(self._jobs,), name="pi-describe", daemon=True)
                 self._thread.start()
-            done = threading.Event()
-            box: dict[str, Any] = {}
-            self._jobs.put((fn, box, done))
-            if not done.wait(limit):
+            job: Future[Any] = Future()
+            self._jobs.put((fn, job))
+            if not futures.wait([job], limit).done:
                 thread, self._thread, self._jobs = self._thread, None, None
                 if thread.ident is not None:
                     stop = ctypes.py_object(SystemExit)
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), stop)
                 raise CallTimeout(f"took longer than {limit:g} s")
-            if "error" in box:
-                raise box["error"]
-            return box.get("value")
+            return job.result()
 
     def close(self) -> None:
         if self._jobs is not None:
@@ -194,15 +193,15 @@ def _work(jobs: queue.SimpleQueue[Any]) -> None:
         job = jobs.get()
         if job is None:
             return
-        fn, box, done = job
+        fn, future = job
         try:
-            box["value"] = fn()
+            future.set_result(fn())
         except BaseException as error:  # noqa: BLE001 - user code may raise anything; the caller gets it
-            if isinstance(error, SystemExit):
-                return  # abandoned after a timeout
-            box["error"] = error
-        finally:
-            done.set()
+            if isinstance(error, SystemExit):  # abandoned after a timeout (or the code exits: it returned nothing)
+                if not future.done():  # the stop may land just after the result was set
+                    future.set_result(None)
+                return
+            future.set_exception(error)
 
 
 def error_text(error: BaseException, caller: SafeCaller, chars: int = 120) -> str:

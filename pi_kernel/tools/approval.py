@@ -14,8 +14,8 @@ mode chosen later drops the looser per-tool overrides set before it).
 call id, until a person decides. A decision may come from any thread: a
 widget's button callback runs on the main shell or on a subshell thread
 (JupyterLab routes comms to subshells), a stdin prompt runs in a worker, an
-interrupt arrives from the signal handler. So ``resolve`` hands the decision
-to the waiting loop with ``call_soon_threadsafe``. Nothing waits forever: a
+interrupt arrives from the signal handler. So ``resolve`` sets a
+``concurrent.futures.Future`` the request awaits (``asyncio.wrap_future``). Nothing waits forever: a
 timeout, an abort or ``deny_all`` resolve a request as denied. Who can answer
 is a list of answerers registered with the broker (``register``), asked in
 order: the first whose ``can_answer(asking)`` is true takes the request
@@ -38,6 +38,7 @@ import os
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
 
@@ -572,9 +573,7 @@ ApprovalListener = Callable[[str, ApprovalRequest], None]
 class ApprovalBroker:
     timeout: float | None = 600.0
     """Seconds before an unanswered request is denied (``None``: never)."""
-    _waiting: dict[str, tuple[ApprovalRequest, asyncio.AbstractEventLoop, asyncio.Future[ApprovalDecision]]] = field(
-        default_factory=dict, repr=False
-    )
+    _waiting: dict[str, tuple[ApprovalRequest, Future[ApprovalDecision]]] = field(default_factory=dict, repr=False)
     _listeners: list[ApprovalListener] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     answerers: list[Answerer] = field(default_factory=list, repr=False)
@@ -594,21 +593,20 @@ class ApprovalBroker:
 
     def pending(self) -> list[ApprovalRequest]:
         with self._lock:
-            return [request for request, _, _ in self._waiting.values()]
+            return [request for request, _ in self._waiting.values()]
 
     async def request(self, request: ApprovalRequest, signal: AbortSignal | None = None) -> ApprovalDecision:
         """Wait for a decision on ``request``; never raises on timeout or abort."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[ApprovalDecision] = loop.create_future()
+        future: Future[ApprovalDecision] = Future()
         with self._lock:
-            self._waiting[request.tool_call_id] = (request, loop, future)
+            self._waiting[request.tool_call_id] = (request, future)
         interrupted = ApprovalDecision("deny", INTERRUPTED, source="interrupt")
         remove_abort = (
             signal.add_listener(lambda _: self.resolve(request.tool_call_id, interrupted)) if signal else None
         )
         self._notify("requested", request)
         try:
-            decision = await asyncio.wait_for(asyncio.shield(future), self.timeout)
+            decision = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), self.timeout)
         except asyncio.TimeoutError:
             decision = ApprovalDecision(
                 "deny", f"Approval timed out after {self.timeout:g} s; the call was not run.", source="timeout"
@@ -627,14 +625,9 @@ class ApprovalBroker:
             entry = self._waiting.get(tool_call_id)
             if entry is None or entry[0].decision is not None:
                 return False
-            request, loop, future = entry
-            request.decision = decision
-
-        def settle() -> None:
-            if not future.done():
-                future.set_result(decision)
-
-        loop.call_soon_threadsafe(settle)
+            request, future = entry
+            request.decision = decision  # set once, under the lock: the future is set once
+        future.set_result(decision)
         self._notify("resolved", request)
         return True
 

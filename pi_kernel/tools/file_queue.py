@@ -16,9 +16,9 @@ the same file must not interleave. Each operation runs inside
 
 Unlike pi's per-process promise chain, the queue here is a FIFO lock that
 works across threads and event loops (tools run partly on worker threads, a
-notebook may run a second loop): an async caller waits on an asyncio future
-woken with ``call_soon_threadsafe``, thread code on a ``threading.Event``
-(``hold_file_mutation_queue``).
+notebook may run a second loop): each waiter's turn is a ``concurrent.futures.Future``,
+which thread code waits on (``hold_file_mutation_queue``) and an async caller awaits
+(``asyncio.wrap_future``).
 
 ``fn`` is a zero-argument callable: an ``async def`` function (or any callable
 returning an awaitable) is awaited on the caller's loop, a plain function runs
@@ -39,6 +39,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, TypeVar, overload
 
@@ -46,31 +47,14 @@ T = TypeVar("T")
 
 
 class _Waiter:
-    """One caller waiting for its turn on a key."""
+    """One caller waiting for its turn on a key: ``turn`` is set (under the registry lock) when it comes."""
 
-    __slots__ = ("event", "future", "granted")
+    __slots__ = ("loop", "turn")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        self.granted = False
-        """Set (under the registry lock) when the turn is handed to this waiter."""
-        self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
-        self.event: threading.Event | None = None if loop is not None else threading.Event()
-
-    def wake(self) -> bool:
-        """Tell the waiter its turn came; False when its event loop is gone."""
-        if self.future is not None:
-            try:
-                self.future.get_loop().call_soon_threadsafe(_resolve, self.future)
-            except RuntimeError:  # the loop was closed while the waiter sat in line
-                return False
-        elif self.event is not None:
-            self.event.set()
-        return True
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():  # it may have been cancelled meanwhile
-        future.set_result(None)
+        self.loop = loop
+        """The async caller's loop (``None``: thread code)."""
+        self.turn: Future[None] = Future()
 
 
 _lock = threading.Lock()
@@ -96,23 +80,21 @@ def _acquire_or_wait(key: str, loop: asyncio.AbstractEventLoop | None) -> _Waite
 
 
 def _release(key: str) -> None:
-    """Hand the turn to the next waiter that can take it, or drop the key when nobody waits."""
-    while True:
-        with _lock:
-            waiting = _queues[key]
-            if not waiting:
-                del _queues[key]
-                return
+    """Hand the turn to the next waiter that can take it (its loop not closed), or drop the key when nobody waits."""
+    with _lock:
+        waiting = _queues[key]
+        while waiting:
             waiter = waiting.popleft()
-            waiter.granted = True
-        if waiter.wake():
-            return
+            if waiter.loop is None or not waiter.loop.is_closed():
+                waiter.turn.set_result(None)
+                return
+        del _queues[key]
 
 
 def _give_up(key: str, waiter: _Waiter) -> None:
     """A waiter stopped waiting (cancelled): leave the line, or pass on a turn already handed over."""
     with _lock:
-        granted = waiter.granted
+        granted = waiter.turn.done()
         if not granted:
             _queues[key].remove(waiter)
     if granted:
@@ -132,9 +114,9 @@ async def with_file_mutation_queue(path: str | os.PathLike[str], fn: Callable[[]
     """
     key = mutation_queue_key(path)
     waiter = _acquire_or_wait(key, asyncio.get_running_loop())
-    if waiter is not None and waiter.future is not None:
+    if waiter is not None:
         try:
-            await waiter.future
+            await asyncio.shield(asyncio.wrap_future(waiter.turn))  # shielded: a cancelled caller leaves the turn set
         except BaseException:
             _give_up(key, waiter)
             raise
@@ -173,8 +155,8 @@ def hold_file_mutation_queue(path: str | os.PathLike[str]) -> Iterator[None]:
     """
     key = mutation_queue_key(path)
     waiter = _acquire_or_wait(key, None)
-    if waiter is not None and waiter.event is not None:
-        waiter.event.wait()
+    if waiter is not None:
+        waiter.turn.result()
     try:
         yield
     finally:

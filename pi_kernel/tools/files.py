@@ -23,24 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
-import threading
-
-_umask_lock = threading.Lock()
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    with _umask_lock:  # the portable way reads it by setting it
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return mask
 
 
 def make_dirs(path: str | os.PathLike[str]) -> None:
@@ -69,19 +51,23 @@ def write_file_atomic(path: str | os.PathLike[str], data: bytes, *, make_parents
     if make_parents:
         make_dirs(folder)
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        mode: int | None = os.stat(target).st_mode & 0o7777
     except FileNotFoundError:
-        mode = 0o666 & ~_umask()
+        mode = None
     else:
         if not os.access(target, os.W_OK):  # a rename would replace a file its owner made read-only
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), target)
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".pi-write-", suffix=".tmp")
+    temporary = os.path.join(folder, f".pi-write-{os.urandom(8).hex()}.tmp")
+    # A new file is created as ``0o666`` minus the umask (the system applies it); a rewrite stays private
+    # until it gets the old file's bits.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600)
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        os.chmod(temporary, mode)
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -45,8 +45,9 @@ def decode_favouring(schema: dict[str, Any], favoured: dict[str, float], max_tok
         return scores
 
     prompt = engine.tokenize(engine.render([{"role": "user", "content": "Write the arguments as JSON."}])[0])
-    out: list[int] = []
-    with engine.lock:
+
+    def decode() -> list[int]:  # on the decoding thread, as every decode
+        out: list[int] = []
         tokens = llama.generate(prompt, temp=0, grammar=grammar, logits_processor=[favour])
         try:
             for token in tokens:
@@ -57,7 +58,9 @@ def decode_favouring(schema: dict[str, Any], favoured: dict[str, float], max_tok
                     break
         finally:
             tokens.close()
-    return llama.detokenize(out).decode("utf-8", "replace")
+        return out
+
+    return llama.detokenize(engine.run_in_decoder_thread(decode).result()).decode("utf-8", "replace")
 
 
 @pytest.mark.local_model

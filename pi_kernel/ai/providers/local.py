@@ -2,7 +2,7 @@
 
 Decoding runs on the engine's decoding thread (it is CPU-bound and must not
 block the kernel's event loop); its results cross to the loop through
-``call_soon_threadsafe``. An abort ends the stream at once from the loop's
+``models.put_threadsafe``. An abort ends the stream at once from the loop's
 side (the worker notices between two tokens and stops on its own), so
 ``stop_reason`` ``"aborted"`` does not wait for a prompt evaluation to finish.
 See ``local_engine`` for how grammar-constrained tool calling works.
@@ -64,6 +64,7 @@ from pi_kernel.ai.models import (
     Model,
     StreamOptions,
     error_message,
+    put_threadsafe,
 )
 from pi_kernel.ai.providers.local_engine import DecodeStats, Sampling, get_engine, max_arguments_bytes
 from pi_kernel.ai.providers.openai_format import ChunkAssembler, new_tool_call_id
@@ -451,9 +452,7 @@ async def _events(model: Model, context: Context, options: StreamOptions) -> Asy
     """Set when the stream is over from the loop's side (aborted, closed): the worker stops."""
 
     def push(kind: str, value: Any) -> None:
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
-        except RuntimeError:
+        if not put_threadsafe(loop, queue, (kind, value)):
             halt.set()  # the loop is closed: nobody listens any more
 
     remove_listener = signal.add_listener(lambda _reason: push("abort", None)) if signal is not None else None
@@ -521,80 +520,79 @@ def _decode(
 ) -> None:
     """The worker: choose the head, then decode the answer or the arguments."""
     try:
-        with engine.lock:
-            if halt.is_set():
-                return
-            offer_tools = heads != [MESSAGE_HEAD]
-            requested = options.max_tokens or DEFAULT_MAX_TOKENS
-            sampling = Sampling(temperature=0.2 if options.temperature is None else options.temperature)
-            head_stats = DecodeStats()
-            head = heads[0]
-            decision: list[int] = []
-            if offer_tools:
-                # Tool choice and arguments are decided on the current turn alone (see ``chat_messages``).
-                focused = chat_messages(context, offer_tools=True, focus=True, heads=heads)
-                decision, _, _ = fit_to_context(engine, focused, max(requested, TOOL_CALL_MAX_TOKENS))
-            if len(heads) > 1:
-                head = "".join(
-                    engine.decode(
-                        decision,
-                        head_stats,
-                        max_tokens=head_token_cap(heads),
-                        sampling=sampling,
-                        grammar=engine.choice_grammar(heads),
-                        should_stop=halt.is_set,
-                    )
-                )
-                if halt.is_set():
-                    return
-            elif head != MESSAGE_HEAD:
-                head_stats.tokens = engine.tokenize_continuation(head)
-            name = None if head == MESSAGE_HEAD else head[len("functions.") : -1]
-            stats = DecodeStats()
-            seeded: list[int] = []
-            if name is None:
-                # The head is a choice, not part of the answer: the model answers
-                # better from the bare assistant prompt than after "message:".
-                # Fitted before the head is announced, so that a prompt too long
-                # fails before any content (``serve-local`` can still answer 400).
-                prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools), requested)
-                seed = answer_seed(context.messages)  # short tool results open the answer
-                seeded = engine.tokenize_continuation(seed) if seed else []  # output, as a forced head is
-                prompt_tokens = len(prompt)
-                push("chunk", {"usage": _usage(prompt_tokens, 0)})
-                prompt = prompt + seeded
-                cap = max(1, min(limit, engine.n_ctx - len(prompt)))
-                pieces = shaped_answer(
-                    seed,
-                    engine.decode(
-                        prompt,
-                        stats,
-                        max_tokens=cap,
-                        sampling=sampling,
-                        stop=stop,
-                        require_text=not seed,
-                        should_stop=halt.is_set,
-                    ),
-                    stats,
-                    cap,
-                )
-            else:
-                prompt_tokens = len(decision)
-                call = {"index": 0, "id": new_tool_call_id(), "type": "function", "function": {"name": name}}
-                push("chunk", _chunk({"tool_calls": [call]}, usage=_usage(prompt_tokens, 0)))
-                tool = next(tool for tool in context.tools or [] if tool.name == name)
-                prompt = decision + head_stats.tokens
-                pieces = engine.decode(
-                    prompt,
-                    stats,
-                    max_tokens=tool_call_token_cap(engine, len(prompt), requested, tool.shared_json_schema()),
+        if halt.is_set():
+            return
+        offer_tools = heads != [MESSAGE_HEAD]
+        requested = options.max_tokens or DEFAULT_MAX_TOKENS
+        sampling = Sampling(temperature=0.2 if options.temperature is None else options.temperature)
+        head_stats = DecodeStats()
+        head = heads[0]
+        decision: list[int] = []
+        if offer_tools:
+            # Tool choice and arguments are decided on the current turn alone (see ``chat_messages``).
+            focused = chat_messages(context, offer_tools=True, focus=True, heads=heads)
+            decision, _, _ = fit_to_context(engine, focused, max(requested, TOOL_CALL_MAX_TOKENS))
+        if len(heads) > 1:
+            head = "".join(
+                engine.decode(
+                    decision,
+                    head_stats,
+                    max_tokens=head_token_cap(heads),
                     sampling=sampling,
-                    grammar=engine.schema_grammar(tool.shared_json_schema()),
+                    grammar=engine.choice_grammar(heads),
                     should_stop=halt.is_set,
                 )
-            _forward(pieces, push, call=name is not None)
-            written = len(head_stats.tokens) + len(seeded) + len(stats.tokens)
-            reason = "length" if stats.hit_limit else "stop" if name is None else "tool_calls"
-            push("end", _chunk({}, reason, _usage(prompt_tokens, written)))
+            )
+            if halt.is_set():
+                return
+        elif head != MESSAGE_HEAD:
+            head_stats.tokens = engine.tokenize_continuation(head)
+        name = None if head == MESSAGE_HEAD else head[len("functions.") : -1]
+        stats = DecodeStats()
+        seeded: list[int] = []
+        if name is None:
+            # The head is a choice, not part of the answer: the model answers
+            # better from the bare assistant prompt than after "message:".
+            # Fitted before the head is announced, so that a prompt too long
+            # fails before any content (``serve-local`` can still answer 400).
+            prompt, stop, limit = fit_to_context(engine, chat_messages(context, offer_tools), requested)
+            seed = answer_seed(context.messages)  # short tool results open the answer
+            seeded = engine.tokenize_continuation(seed) if seed else []  # output, as a forced head is
+            prompt_tokens = len(prompt)
+            push("chunk", {"usage": _usage(prompt_tokens, 0)})
+            prompt = prompt + seeded
+            cap = max(1, min(limit, engine.n_ctx - len(prompt)))
+            pieces = shaped_answer(
+                seed,
+                engine.decode(
+                    prompt,
+                    stats,
+                    max_tokens=cap,
+                    sampling=sampling,
+                    stop=stop,
+                    require_text=not seed,
+                    should_stop=halt.is_set,
+                ),
+                stats,
+                cap,
+            )
+        else:
+            prompt_tokens = len(decision)
+            call = {"index": 0, "id": new_tool_call_id(), "type": "function", "function": {"name": name}}
+            push("chunk", _chunk({"tool_calls": [call]}, usage=_usage(prompt_tokens, 0)))
+            tool = next(tool for tool in context.tools or [] if tool.name == name)
+            prompt = decision + head_stats.tokens
+            pieces = engine.decode(
+                prompt,
+                stats,
+                max_tokens=tool_call_token_cap(engine, len(prompt), requested, tool.shared_json_schema()),
+                sampling=sampling,
+                grammar=engine.schema_grammar(tool.shared_json_schema()),
+                should_stop=halt.is_set,
+            )
+        _forward(pieces, push, call=name is not None)
+        written = len(head_stats.tokens) + len(seeded) + len(stats.tokens)
+        reason = "length" if stats.hit_limit else "stop" if name is None else "tool_calls"
+        push("end", _chunk({}, reason, _usage(prompt_tokens, written)))
     except Exception as error:  # noqa: BLE001 - reported as the stream's error event
         push("error", class_and_message(error))

@@ -59,8 +59,9 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_ID = "smollm2-135m-instruct"
@@ -70,6 +71,7 @@ ANY_JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 """Fallback grammar for a tool schema llama.cpp cannot convert; validation then checks the arguments."""
 
 logger = logging.getLogger("pi_kernel.local")
+T = TypeVar("T")
 
 
 def find_local_model_file() -> str | None:
@@ -206,7 +208,7 @@ class StopStrings:
 
 @dataclass
 class LocalEngine:
-    """One loaded model; callers hold ``lock`` while decoding (llama.cpp contexts are not thread-safe)."""
+    """One loaded model; every decode runs on its decoding thread (llama.cpp contexts are not thread-safe)."""
 
     model_path: str
     n_ctx: int = DEFAULT_CONTEXT_TOKENS
@@ -216,13 +218,15 @@ class LocalEngine:
     _formatter: Any = field(default=None, init=False, repr=False)
     _end_tokens: frozenset[int] = field(default=frozenset(), init=False, repr=False)
     _grammars: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
-    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _jobs: queue.SimpleQueue[Callable[[], None]] | None = field(default=None, init=False, repr=False)
+    _jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = field(
+        default_factory=queue.SimpleQueue, init=False, repr=False
+    )
     tokens_decoded: int = field(default=0, init=False)
     """Tokens generated over the engine's life: shows whether an abandoned request stopped."""
 
-    def run_in_decoder_thread(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on the engine's one long-lived decoding thread (started on first use).
+    def run_in_decoder_thread(self, job: Callable[[], T]) -> Future[T]:
+        """Run ``job`` on the engine's one long-lived decoding thread (started with the engine); the future
+        carries its result or exception.
 
         Every llama.cpp computation happens on that thread. llama.cpp's CPU
         backend uses OpenMP, which keeps a pool of spinning threads for each
@@ -230,14 +234,15 @@ class LocalEngine:
         OpenMP throttle its spinning, and decoding then ran at a quarter of its
         speed (measured with 2 threads on 2 cores: 136 tokens/s from one
         thread, 35 once a second thread had decoded too). A thread per
-        request would also pay for a new pool each time.
+        request would also pay for a new pool each time. It is the only thread that decodes, so no lock
+        guards the model.
         """
-        with _ENGINE_LOCK:
-            if self._jobs is None:
-                jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-                threading.Thread(target=_serve_jobs, args=(jobs,), name="pi-local-model", daemon=True).start()
-                self._jobs = jobs
-        self._jobs.put(job)
+        done: Future[T] = Future()
+        self._jobs.put((done, job))
+        return done
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=_serve_jobs, args=(self._jobs,), name="pi-local-model", daemon=True).start()
 
     def load(self) -> Any:
         if self._llama is None:
@@ -323,7 +328,7 @@ class LocalEngine:
         require_text: bool = False,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> Iterator[str]:
-        """Yield text pieces of the continuation of ``prompt_tokens``; the caller holds ``lock``.
+        """Yield text pieces of the continuation of ``prompt_tokens`` (on the decoding thread).
 
         ``require_text`` forbids ending the turn at the first token: this small
         model often ends at once after a tool result, and an answer must hold
@@ -531,14 +536,15 @@ def _max_bytes(schema: Any, depth: int) -> int | None:
     return None
 
 
-def _serve_jobs(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
+def _serve_jobs(jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]]) -> None:
     """The decoding thread: jobs one after the other, for the life of the process (a daemon thread)."""
     while True:
-        job = jobs.get()
-        try:
-            job()
-        except Exception:  # a job reports its own errors; the thread must survive any
-            logger.exception("local model job failed")
+        done, job = jobs.get()
+        if done.set_running_or_notify_cancel():
+            try:
+                done.set_result(job())
+            except BaseException as error:  # noqa: BLE001 - handed to the caller; the thread must survive any
+                done.set_exception(error)
 
 
 _ENGINE: LocalEngine | None = None

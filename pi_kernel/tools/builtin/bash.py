@@ -199,17 +199,13 @@ async def run_command(
         start_new_session=True,
     )
     pid = transport.get_pid()
-    stop = asyncio.Event()
-    remove_listener = (
-        signal.add_listener(lambda _reason: loop.call_soon_threadsafe(stop.set)) if signal is not None else None
-    )
     ticker = asyncio.ensure_future(_tick(emitter, update_interval))
-    stopped = asyncio.ensure_future(stop.wait())
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(signal.wait()) if signal is not None else loop.create_future()
     emitter.send(force=True)  # pi sends an empty update at once: the UI shows the call as running
     try:
         waiting: set[asyncio.Future[Any]] = {protocol.exited, stopped}
         done, _pending = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        reason = None if protocol.exited in done else ("aborted" if stop.is_set() else "timeout")
+        reason = None if protocol.exited in done else ("aborted" if stopped in done else "timeout")
         if reason is not None:
             await _terminate_group(pid, protocol.exited)
         with contextlib.suppress(asyncio.TimeoutError):  # a background child may hold the pipe open
@@ -220,8 +216,6 @@ async def run_command(
         assert code is not None
         return code
     finally:
-        if remove_listener is not None:
-            remove_listener()
         ticker.cancel()
         stopped.cancel()
         if transport.get_returncode() is None:  # cancelled from outside: no time for grace

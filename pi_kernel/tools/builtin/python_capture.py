@@ -3,7 +3,7 @@ per process), and the event callbacks it registered are removed when it ends.
 
 The ``python`` tool runs user code on a worker thread while the kernel's main thread stays live (it streams
 widgets, prints to cells), so swapping ``sys.stdout`` for a buffer would swallow every other thread's output.
-Instead, while at least one capture is active:
+Instead, while a capture is active:
 
 - ``sys.stdout`` / ``sys.stderr`` are proxies that write to the capture of the *current context* (a
   ``ContextVar`` the tool sets in the worker's own context: threads the code starts print to the real
@@ -198,10 +198,6 @@ class _DisplayPublisherProxy:
         setattr(self._pi_inner, name, value)
 
 
-_install_lock = threading.Lock()
-_active = 0
-
-
 def current_shell() -> Any:
     """The running IPython shell, or None (IPython is only looked up when already imported)."""
     ipython = sys.modules.get("IPython")
@@ -211,35 +207,28 @@ def current_shell() -> Any:
 
 
 def _install() -> None:
-    global _active
-    with _install_lock:
-        _active += 1
-        for name in ("stdout", "stderr"):
-            if not isinstance(getattr(sys, name), _StreamProxy):
-                setattr(sys, name, _StreamProxy(name, getattr(sys, name)))
-        shell = current_shell()
-        if shell is not None and not isinstance(shell.display_pub, _DisplayPublisherProxy):
-            shell.display_pub = _DisplayPublisherProxy(shell.display_pub)
+    for name in ("stdout", "stderr"):
+        if not isinstance(getattr(sys, name), _StreamProxy):
+            setattr(sys, name, _StreamProxy(name, getattr(sys, name)))
+    shell = current_shell()
+    if shell is not None and not isinstance(shell.display_pub, _DisplayPublisherProxy):
+        shell.display_pub = _DisplayPublisherProxy(shell.display_pub)
 
 
 def _uninstall() -> None:
-    """After the last capture: put the real objects back where ours are still on top."""
-    global _active
-    with _install_lock:
-        _active -= 1
-        if _active:
-            return
-        for name in ("stdout", "stderr"):
-            if isinstance(getattr(sys, name), _StreamProxy):
-                setattr(sys, name, getattr(sys, name)._pi_inner)
-        shell = current_shell()
-        if shell is not None and isinstance(shell.display_pub, _DisplayPublisherProxy):
-            shell.display_pub = shell.display_pub._pi_inner
+    """After the capture: put the real objects back where ours are still on top."""
+    for name in ("stdout", "stderr"):
+        if isinstance(getattr(sys, name), _StreamProxy):
+            setattr(sys, name, getattr(sys, name)._pi_inner)
+    shell = current_shell()
+    if shell is not None and isinstance(shell.display_pub, _DisplayPublisherProxy):
+        shell.display_pub = shell.display_pub._pi_inner
 
 
 @contextmanager
 def capturing(on_text: Callable[[str], None] | None = None) -> Iterator[OutputCapture]:
-    """Capture this context's prints and displays into a new ``OutputCapture``."""
+    """Capture this context's prints and displays into a new ``OutputCapture``. One capture at a time: the
+    ``python`` tool enters it only while it holds its process-wide run lock."""
     capture = OutputCapture(on_text)
     _install()
     token = _current.set(capture)

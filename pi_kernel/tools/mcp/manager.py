@@ -206,8 +206,9 @@ class McpManager:
             raise McpServerError(f'MCP server "{server_name}" was removed from this session.')
         loop = self._here()
         task = loop.create_task(self._call(server, tool, arguments))
-        # An abort may come from another thread: cancel the call on its loop.
-        remove = signal.add_listener(lambda _reason: loop.call_soon_threadsafe(task.cancel)) if signal else None
+        aborted = asyncio.ensure_future(signal.wait()) if signal else None
+        if aborted is not None:
+            aborted.add_done_callback(lambda _aborted: task.cancel())  # an abort (from any thread) cancels the call
         try:
             return await task
         except asyncio.CancelledError:
@@ -215,8 +216,8 @@ class McpManager:
                 raise McpServerError(f'The call of {tool} on MCP server "{server_name}" was cancelled.') from None
             raise
         finally:
-            if remove is not None:
-                remove()
+            if aborted is not None:
+                aborted.cancel()
 
     async def _call(self, server: McpServer, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         before = server.state

@@ -32,7 +32,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -70,27 +69,23 @@ LIVE_TAGS: set[str] = set()
 
 
 _reaper: subprocess.Popen[bytes] | None = None
-_reaper_lock = threading.Lock()
 
 
 def _tell_reaper(*lines: str) -> None:
     """``+PGID`` / ``-PGID``, ``tag``/``untag TAG`` to the reaper (started on first use); a reaper that is gone
-    is restarted once."""
+    is restarted once. Called as a server starts and ends, on the servers' one loop (``McpManager``)."""
     global _reaper
-    with _reaper_lock:
-        for _ in range(2):
-            if _reaper is None or _reaper.poll() is not None:
-                script = str(Path(__file__).with_name("reaper.py"))
-                _reaper = subprocess.Popen(
-                    [sys.executable, "-I", script], stdin=subprocess.PIPE, start_new_session=True
-                )
-            try:
-                assert _reaper.stdin is not None
-                _reaper.stdin.write("".join(f"{line}\n" for line in lines).encode())
-                _reaper.stdin.flush()
-                return
-            except OSError:
-                _reaper = None
+    for _ in range(2):
+        if _reaper is None or _reaper.poll() is not None:
+            script = str(Path(__file__).with_name("reaper.py"))
+            _reaper = subprocess.Popen([sys.executable, "-I", script], stdin=subprocess.PIPE, start_new_session=True)
+        try:
+            assert _reaper.stdin is not None
+            _reaper.stdin.write("".join(f"{line}\n" for line in lines).encode())
+            _reaper.stdin.flush()
+            return
+        except OSError:
+            _reaper = None
 
 
 def kill_all_groups() -> None:

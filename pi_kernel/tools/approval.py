@@ -219,11 +219,12 @@ def _argument_reason(kind: str, value: Any, cells: Mapping[str, str] | None, cwd
         if any(not isinstance(ref, str) or ref not in cells for ref in value):
             return UNREADABLE_CELLS
         return next((reason for ref in value if (reason := _cell_code_reason(cells[ref])) is not None), None)
-    # code inside a structure (``edits[].new_text``, ``cells[].source``): each string like ``python``'s code
-    judge: Callable[[str], str | None] = (
-        secret_mention_reason if kind in ("command", "code", "cells") else lambda text: secret_path_reason(text, cwd)
-    )
-    return next((reason for text in _strings(value) if (reason := judge(text)) is not None), None)
+    # A path or a command is read in ``cwd``, the folder the tool uses (``bash`` runs there); code (``python``'s,
+    # also inside a structure: ``edits[].new_text``, ``cells[].source``) runs in the kernel process, so in the
+    # process's folder now (``None``).
+    folder = None if kind == "code" else cwd
+    judge = secret_mention_reason if kind in ("command", "code") else secret_path_reason
+    return next((reason for text in _strings(value) if (reason := judge(text, folder)) is not None), None)
 
 
 def declared_secret_arguments(tool: Any) -> Mapping[str, SecretKind]:

@@ -347,12 +347,14 @@ def ipython_transformed(code: str) -> str:
         return code
 
 
-def secret_mention_reason(text: object) -> str | None:
-    """Why a command or code text (``bash``, ``python``) may read secrets, or ``None`` (see the module doc)."""
+def secret_mention_reason(text: object, cwd: str | os.PathLike[str] | None = None) -> str | None:
+    """Why a command or code text (``bash``, ``python``) may read secrets, or ``None`` (see the module doc).
+    Its relative words are read in ``cwd``, the folder it runs in (``bash``: ``ToolContext.cwd``; ``None``:
+    the process's folder now, where ``python`` code and notebook cells run)."""
     if not isinstance(text, str):
         return None
     for variant in _variants(text):
-        reason = _mention_reason(variant)
+        reason = _mention_reason(variant, cwd)
         if reason is not None:
             return reason
     return None
@@ -366,10 +368,11 @@ MAX_EXPANDED = 2_000
 """Files a glob of a command is expanded to, at most, when its words are tried against the disk."""
 
 
-def _folders(text: str) -> list[str]:
-    """The folders a command's relative words may be read from: the working folder, and every folder a
-    ``cd`` in it may change to (each resolved from the folders before it; a glob expanded)."""
-    folders = [os.getcwd()]
+def _folders(text: str, cwd: str | os.PathLike[str] | None) -> list[str]:
+    """The folders a command's relative words may be read from: the folder it runs in (``cwd``, else the
+    process's), and every folder a ``cd`` in it may change to (each resolved from the folders before it; a
+    glob expanded)."""
+    folders = [os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()]
     for target in _CHANGE_DIR.findall(_BRACE_LIST.sub("*", text)):
         target = os.path.expanduser(_QUOTING.sub("", target) or "~")
         if "$" in target:
@@ -450,11 +453,11 @@ def _proc_folder_reason(text: str, folders: list[str]) -> str | None:
     return None
 
 
-def _mention_reason(text: str) -> str | None:
+def _mention_reason(text: str, cwd: str | os.PathLike[str] | None) -> str | None:
     for target in _CHANGE_DIR.findall(text):
         if re.match(r"/+proc(?:/|$)", _QUOTING.sub("", target)):
             return f"it changes to {target}, under /proc, where processes keep their environment"
-    folders = _folders(text)
+    folders = _folders(text, cwd)
     reason = _proc_folder_reason(text, folders)
     if reason is not None:
         return reason

@@ -192,3 +192,24 @@ async def test_a_relative_path_is_judged_in_the_folder_the_tool_reads_it_in(
     assert (asked.verdict, asked.rule) == ("ask", "secret-read") and ".env" in (asked.secret or "")
     assert "the project's keys" in text_of(await call_tool(read, {"path": "notes.txt"}, ctx))  # what it reads
     assert decide(read, None, args, _state("auto"), cwd=elsewhere).verdict == "run"  # there it is only notes
+
+
+async def test_a_bash_command_is_judged_in_the_folder_it_runs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bash`` runs in the turn's ``ToolContext.cwd``, not the process's folder of the moment: ``cat
+    ./notes.txt``, where ``notes.txt`` is a link to ``.env`` only in the turn's folder, asks."""
+    turn_folder, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    turn_folder.mkdir()
+    elsewhere.mkdir()
+    (turn_folder / ".env").write_text("# the project's keys\n")
+    (turn_folder / "notes.txt").symlink_to(".env")
+    (elsewhere / "notes.txt").write_text("just notes\n")
+    monkeypatch.chdir(elsewhere)  # the process's folder, as a python call's os.chdir left it
+    bash, ctx = BUILTINS["bash"], make_ctx(turn_folder)
+    args = bash.parameters.model_validate({"command": "cat ./notes.txt"})
+
+    asked = decide(bash, None, args, _state("auto"), cwd=ctx.cwd)
+    assert (asked.verdict, asked.rule) == ("ask", "secret-read") and ".env" in (asked.secret or "")
+    assert "the project's keys" in text_of(await call_tool(bash, {"command": "cat ./notes.txt"}, ctx))  # what it reads
+    assert decide(bash, None, args, _state("auto"), cwd=elsewhere).verdict == "run"  # there it is only notes

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.outgoing import masked, restored
+from pi_kernel.kernel.outgoing import restored
 from pi_kernel.kernel.turn import FrontendTracker
 
 if TYPE_CHECKING:
@@ -336,30 +336,30 @@ def parse_answer(answer: str) -> dict[str, Any]:
 
 
 def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
-    """A change's title and diff as plain lines (masked, invisible characters shown, head and tail kept)."""
+    """A change's title and diff as plain lines (masked in the view model: ``ShownRequest.preview``; invisible
+    characters shown, head and tail kept)."""
     from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
 
-    diff, invisible = reveal_invisible(masked(preview.diff))
-    title, in_title = reveal_invisible(masked(preview.title))
+    diff, invisible = reveal_invisible(preview.diff)
+    title, in_title = reveal_invisible(preview.title)
     note = f"[{invisible_warning(invisible + in_title)}]\n" if invisible + in_title else ""
     return f"{note}{title}\n{cut_middle(diff.rstrip(), limit)}\n"
 
 
 def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
-    """The stdin question for a call (masked, invisible characters shown, cut in the middle)."""
-    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+    """The stdin question for a call: the request as the view model draws it (``shown_request``: masked before
+    any cut), invisible characters shown, cut in the middle."""
+    from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, reveal_invisible
+    from pi_kernel.widgets.turn_state import shown_request
 
-    try:
-        shown = json.dumps(args, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        shown = repr(args)
-    shown, invisible = reveal_invisible(masked(shown), json_text=True)  # masked before the cut; bidi, zero-width shown
-    notes = [warning] if warning else []
+    shown = shown_request(ApprovalRequest("", tool_name, args, warning=warning, preview=preview))
+    text, invisible = reveal_invisible(json.dumps(shown.args, ensure_ascii=False), json_text=True)
+    notes = [shown.warning] if shown.warning else []
     notes += [invisible_warning(invisible)] if invisible else []
     note = "".join(f"[{text}] " for text in notes)
     # with a preview: the change as a diff, the arguments, shorter, below it
-    head, limit = (preview_text(preview), 300) if preview is not None else ("", QUESTION_ARGS_CHARS)
-    return f"{head}{note}Allow {tool_name} {cut_middle(shown, limit)}? {ANSWERS_HELP}: "
+    head, limit = (preview_text(shown.preview), 300) if shown.preview is not None else ("", QUESTION_ARGS_CHARS)
+    return f"{head}{note}Allow {tool_name} {cut_middle(text, limit)}? {ANSWERS_HELP}: "
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:

@@ -2,9 +2,8 @@
 
 No ipywidgets here: the live widget view, the static rendering and the
 kernel's text view all draw from these functions and from the view model
-(``turn_state``), whose text is already masked: nothing here masks keys,
-except the output of a definition's render hook (text that enters the view
-here).
+(``turn_state``), whose text is already masked (a definition's render
+hook's output too): nothing here masks keys.
 
 - **HTML pieces**: self-contained (inline styles, no classes, no scripts).
   Colours that carry meaning (status, diff lines, syntax) are mid-tone
@@ -78,7 +77,6 @@ from pi_kernel.widgets.turn_state import (
     content_text,
     joined_text,
     json_default,
-    masked,
     mime_text,
     outputs_text,
     strip_ansi,
@@ -328,26 +326,6 @@ def mime_html(bundle: Mapping[str, Any], *, limit: int | None = 20_000) -> str:
     return pre(joined_text(bundle.get("text/plain", "")), limit=limit)
 
 
-def mime_bundle_of(value: Any) -> dict[str, Any]:
-    """A MIME bundle for a render hook's return value (a str, or an IPython display object: IPython's own
-    formatters, images as base64)."""
-    if isinstance(value, str):
-        return {"text/plain": value}
-    if isinstance(value, Mapping):
-        return dict(value)
-    data, _ = _display_formatter().format(value)
-    return {
-        mime: base64.b64encode(item).decode("ascii") if isinstance(item, bytes) else item for mime, item in data.items()
-    }
-
-
-@lru_cache(maxsize=1)
-def _display_formatter() -> Any:
-    from IPython.core.formatters import DisplayFormatter
-
-    return DisplayFormatter()
-
-
 def outputs_html(outputs: list[Any], *, limit: int = 20_000) -> str:
     """Notebook-style outputs (``stream``, ``display_data``, ``execute_result``, ``error`` dicts) as HTML."""
     parts = []
@@ -571,7 +549,7 @@ def call_html(block: ToolCallBlock, definition: Any = None) -> str:
     live = block.status == "streaming"
     hook = getattr(definition, "render_call", None)
     if hook is not None and not live:
-        rendered = _run_hook(hook, block.arguments)
+        rendered = block.hook_output(hook, block.arguments)
         warning = _invisible_note(block.shown_arguments())  # the hook's own view cannot be trusted to show them
         if isinstance(rendered, dict):
             return warning + mime_html(rendered)
@@ -599,7 +577,7 @@ def call_text(block: ToolCallBlock, definition: Any = None) -> tuple[str, str]:
 def _call_text(block: ToolCallBlock, definition: Any) -> tuple[str, str]:
     hook = getattr(definition, "render_call", None)
     if hook is not None:
-        rendered = _run_hook(hook, block.arguments)
+        rendered = block.hook_output(hook, block.arguments)
         if isinstance(rendered, dict):
             return mime_text(rendered), ""
     args = block.shown_arguments()
@@ -619,7 +597,7 @@ def result_html(block: ToolCallBlock, definition: Any = None) -> str:
         return ""
     hook = getattr(definition, "render_result", None)
     if hook is not None:
-        rendered = _run_hook(hook, result)
+        rendered = block.hook_output(hook, result)
         if isinstance(rendered, dict):
             return mime_html(rendered)
         return _default_result_html(block) + _hook_error(rendered)
@@ -632,7 +610,7 @@ def rendered_result_text(block: ToolCallBlock, definition: Any = None, *, limit:
         return ""
     hook = getattr(definition, "render_result", None)
     if hook is not None:
-        rendered = _run_hook(hook, result)
+        rendered = block.hook_output(hook, result)
         if isinstance(rendered, dict):
             return _bounded(mime_text(rendered), limit, block.name)
     details = result.details if isinstance(result.details, Mapping) else {}
@@ -747,14 +725,6 @@ def _bounded(text: str, limit: int, name: str) -> str:
     if name in TAIL_RESULTS:
         return f"… [{len(text) - limit:,} earlier characters]\n{text[-limit:]}"
     return f"{text[:limit]}\n… [{len(text) - limit:,} more characters]"
-
-
-def _run_hook(hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
-    """The hook's output as a MIME bundle, or the text of its error."""
-    try:
-        return masked(mime_bundle_of(hook(value)))
-    except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
-        return masked(f"{type(error).__name__}: {error}")  # it may quote the (unmasked) value it was given
 
 
 def _hook_error(message: str) -> str:

@@ -86,11 +86,11 @@ class ToolCard:
             self._show([self.header, self.arguments, *self._panel_widgets(), self.result])
 
     def _update_panel(self, block: ToolCallBlock) -> None:
-        request = block.request
-        if self.panel is None and request is not None and block.status == "waiting" and self._resolve is not None:
+        shown = block.shown_request
+        if self.panel is None and shown is not None and block.status == "waiting" and self._resolve is not None:
             resolve = self._resolve
-            call_id = request.tool_call_id
-            self.panel = ApprovalPanel(self._kit, request, lambda decision: resolve(call_id, decision))
+            call_id = shown.request.tool_call_id
+            self.panel = ApprovalPanel(self._kit, shown, lambda decision: resolve(call_id, decision))
             self._show([*self.widget.children, self.panel.widget])
         if self.panel is not None and block.decision is not None and not self.panel.decided:
             self.panel.show_decision(block.decision)

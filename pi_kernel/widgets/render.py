@@ -14,10 +14,7 @@ hook's output too): nothing here masks keys.
   dropped): a prompt-injected answer must not run script in the notebook.
   Rich HTML from a tool result (a DataFrame's ``_repr_html_``) comes from
   code the person let run, and is shown as is.
-- **JSON for people**: ``pretty_json`` (never raises), ``bound_strings``,
-  ``parse_arguments`` (the approval editor's text box).
-- **The footer**: ``usage_summary`` (model, tokens in and out, cached tokens,
-  cost when known, context use, plain text) and ``Footer``, its widget.
+- **JSON for people** and **the footer** (``usage_summary``, ``Footer``).
 - **A tool call and its result**: defaults per tool (``python`` and ``bash``
   show their code highlighted, ``edit`` a diff of each replacement, ``write``
   the new file highlighted by its name, other tools pretty JSON; a result
@@ -111,32 +108,6 @@ def escape(text: str) -> str:
     return html.escape(text, quote=True)
 
 
-def truncate(text: str, limit: int | None, *, tail: bool = False) -> tuple[str, int]:
-    """``text`` cut to ``limit`` characters (its end when ``tail``) and how many were left out."""
-    if limit is None or len(text) <= limit:
-        return text, 0
-    return (text[-limit:] if tail else text[:limit]), len(text) - limit
-
-
-def omitted_note(count: int, *, before: bool) -> str:
-    where = "earlier" if before else "more"
-    return f"… {count:,} {where} characters not shown"
-
-
-def middle_cut(text: str, limit: int | None) -> tuple[str, str, int]:
-    """``(head, tail, hidden)``: ``text`` whole as ``head`` when it fits, else its two ends (for a call a
-    person approves: never cut at one end only)."""
-    if limit is None or len(text) <= limit:
-        return text, "", 0
-    keep = max(limit // 2, 1)
-    return text[:keep], text[-keep:], len(text) - 2 * keep
-
-
-def hidden_note(count: int) -> str:
-    """The warning between the two ends of a call cut by ``middle_cut``."""
-    return f'<span style="{HIDDEN_STYLE}">{escape(hidden_marker(count))}</span>'
-
-
 def pre(text: str, *, limit: int | None = None, tail: bool = False, style: str = "", middle: bool = False) -> str:
     """Escaped preformatted text, bounded (see ``bounded_pre``)."""
     return bounded_pre(strip_ansi(text), escape, limit=limit, tail=tail, middle=middle, style=style)
@@ -146,17 +117,22 @@ def bounded_pre(
     text: str, draw: Callable[[str], str], *, limit: int | None, tail: bool, middle: bool, style: str = ""
 ) -> str:
     """``text`` drawn by ``draw`` in a ``<pre>``, bounded to ``limit``: its two ends around the "characters
-    hidden" warning (``middle``, see ``middle_cut``), else its end (``tail``) or start, with a note of what was
-    left out."""
-    if middle:
-        head, end, hidden = middle_cut(text, limit)
-        body = draw(head) + (hidden_note(hidden) + draw(end) if hidden else "")
+    hidden" warning (``middle``: a call a person approves is never cut at one end only), else its end
+    (``tail``, from a line start: a cut first line of a diff would read as context) or start, with a note of
+    what was left out."""
+    if limit is None or len(text) <= limit:
+        body = draw(text)
+    elif middle:
+        keep = max(limit // 2, 1)
+        hidden = f'<span style="{HIDDEN_STYLE}">{escape(hidden_marker(len(text) - 2 * keep))}</span>'
+        body = draw(text[:keep]) + hidden + draw(text[-keep:])
     else:
-        shown, omitted = truncate(text, limit, tail=tail)
-        body = draw(shown)
-        if omitted:
-            note = f'<span style="{MUTED}">{escape(omitted_note(omitted, before=tail))}</span>'
-            body = f"{note}\n{body}" if tail else f"{body}\n{note}"
+        shown = text[-limit:] if tail else text[:limit]
+        if tail and "\n" in shown:
+            shown = shown.split("\n", 1)[1]
+        omitted = len(text) - len(shown)
+        note = f'<span style="{MUTED}">… {omitted:,} {"earlier" if tail else "more"} characters not shown</span>'
+        body = f"{note}\n{draw(shown)}" if tail else f"{draw(shown)}\n{note}"
     return f'<pre style="{PRE_STYLE}{style}">{body}</pre>'
 
 
@@ -228,32 +204,21 @@ def unified_diff(old: str, new: str, path: str = "") -> str:
 
 
 def diff_html(diff: str, *, limit: int | None = None, tail: bool = False, middle: bool = False) -> str:
-    """A unified diff with added and removed lines tinted; ``tail``: its end when cut (a diff being written);
-    ``middle``: both ends (see ``middle_cut``)."""
-    if middle:
-        head, end, hidden = middle_cut(diff, limit)
-        if hidden:
-            parts = diff_html(head).removesuffix("</pre>"), hidden_note(hidden), diff_html(end).split(">", 1)[1]
-            return "".join(parts)
-    shown, omitted = truncate(diff, limit, tail=tail)
-    if omitted and tail and "\n" in shown:  # a cut first line would read as context, not as + or -
-        cut, shown = shown.split("\n", 1)
-        omitted += len(cut) + 1
+    """A unified diff with added and removed lines tinted, bounded (see ``bounded_pre``)."""
+    return bounded_pre(diff, _diff_rows, limit=limit, tail=tail, middle=middle)
+
+
+def _diff_rows(diff: str) -> str:
     rows = []
-    if omitted and tail:
-        rows.append(f'<span style="{MUTED};display:block">{escape(omitted_note(omitted, before=True))}</span>')
-    for line in shown.splitlines():
+    for line in diff.splitlines():
         if line.startswith("+") and not line.startswith("+++"):
-            rows.append(f'<span style="background:{ADDED_BG};display:block">{escape(line)}</span>')
+            style = f"background:{ADDED_BG};"
         elif line.startswith("-") and not line.startswith("---"):
-            rows.append(f'<span style="background:{REMOVED_BG};display:block">{escape(line)}</span>')
-        elif line.startswith("@@"):
-            rows.append(f'<span style="{MUTED};display:block">{escape(line)}</span>')
+            style = f"background:{REMOVED_BG};"
         else:
-            rows.append(f'<span style="display:block">{escape(line) or " "}</span>')
-    if omitted and not tail:
-        rows.append(f'<span style="{MUTED}">{escape(omitted_note(omitted, before=False))}</span>')
-    return f'<pre style="{PRE_STYLE}">{"".join(rows)}</pre>'
+            style = f"{MUTED};" if line.startswith("@@") else ""
+        rows.append(f'<span style="{style}display:block">{escape(line) or " "}</span>')
+    return "".join(rows)
 
 
 # ---------------------------------------------------------------------- markdown
@@ -548,47 +513,37 @@ def call_html(block: ToolCallBlock, definition: Any = None) -> str:
     """The call's arguments as HTML: the definition's ``render_call`` once they are complete."""
     live = block.status == "streaming"
     hook = getattr(definition, "render_call", None)
-    if hook is not None and not live:
-        rendered = block.hook_output(hook, block.arguments)
-        warning = _invisible_note(block.shown_arguments())  # the hook's own view cannot be trusted to show them
-        if isinstance(rendered, dict):
-            return warning + mime_html(rendered)
-        return _default_call_html(block, live) + _hook_error(rendered)
-    return _default_call_html(block, live)
+    rendered = block.hook_output(hook, block.arguments) if hook is not None and not live else None
+    if isinstance(rendered, dict):  # with a warning: the hook's own view cannot be trusted to show them
+        return _invisible_note(block.shown_arguments()) + mime_html(rendered)
+    return _default_call_html(block, live) + _hook_error(rendered)
 
 
 def _invisible_note(args: Any) -> str:
     """A warning line when ``args`` hold characters that hide or reorder text (``reveal_invisible``)."""
     _, invisible = reveal_invisible_data(args)
-    return _warning_line(invisible_warning(invisible)) if invisible else ""
-
-
-def _warning_line(text: str) -> str:
-    return f'<div style="color:{STATUS_COLORS["error"]};font-size:12px">{escape(text)}</div>'
+    if not invisible:
+        return ""
+    return f'<div style="color:{STATUS_COLORS["error"]};font-size:12px">{escape(invisible_warning(invisible))}</div>'
 
 
 def call_text(block: ToolCallBlock, definition: Any = None) -> tuple[str, str]:
     """``(text, language)`` of the call, for markdown and plain text (``language`` may be ``""``), beyond
     ``FINAL_ARGUMENTS_CHARS`` as its head and tail around the "characters hidden" warning, as in HTML."""
-    text, language = _call_text(block, definition)
-    return cut_middle(text, FINAL_ARGUMENTS_CHARS), language
-
-
-def _call_text(block: ToolCallBlock, definition: Any) -> tuple[str, str]:
     hook = getattr(definition, "render_call", None)
-    if hook is not None:
-        rendered = block.hook_output(hook, block.arguments)
-        if isinstance(rendered, dict):
-            return mime_text(rendered), ""
+    rendered = block.hook_output(hook, block.arguments) if hook is not None else None
     args = block.shown_arguments()
-    code = _code_argument(block.name, args)
-    if code is not None:
-        return code, CODE_ARGUMENTS[block.name][1]
-    edits = _edits(block.name, args)
-    if edits is not None:
+    code, edits = _code_argument(block.name, args), _edits(block.name, args)
+    if isinstance(rendered, dict):
+        text, language = mime_text(rendered), ""
+    elif code is not None:
+        text, language = code, CODE_ARGUMENTS[block.name][1]
+    elif edits is not None:
         path = str(args.get("path") or args.get("file_path") or "")
-        return "".join(unified_diff(old, new, path) for old, new in edits), "diff"
-    return pretty_json(args), "json"
+        text, language = "".join(unified_diff(old, new, path) for old, new in edits), "diff"
+    else:
+        text, language = pretty_json(args), "json"
+    return cut_middle(text, FINAL_ARGUMENTS_CHARS), language
 
 
 def result_html(block: ToolCallBlock, definition: Any = None) -> str:
@@ -596,12 +551,10 @@ def result_html(block: ToolCallBlock, definition: Any = None) -> str:
     if result is None:
         return ""
     hook = getattr(definition, "render_result", None)
-    if hook is not None:
-        rendered = block.hook_output(hook, result)
-        if isinstance(rendered, dict):
-            return mime_html(rendered)
-        return _default_result_html(block) + _hook_error(rendered)
-    return _default_result_html(block)
+    rendered = block.hook_output(hook, result) if hook is not None else None
+    if isinstance(rendered, dict):
+        return mime_html(rendered)
+    return _default_result_html(block) + _hook_error(rendered)
 
 
 def rendered_result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RESULT_CHARS) -> str:
@@ -727,7 +680,9 @@ def _bounded(text: str, limit: int, name: str) -> str:
     return f"{text[:limit]}\n… [{len(text) - limit:,} more characters]"
 
 
-def _hook_error(message: str) -> str:
+def _hook_error(message: str | None) -> str:
+    if message is None:
+        return ""
     return f'<div style="{MUTED};font-size:12px">render hook failed ({escape(message)}); default view shown</div>'
 
 

@@ -48,7 +48,6 @@ from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.turn import FrontendTracker
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
-from pi_kernel.tools.definition import ToolDefinition
 from pi_kernel.widgets.render import StaticOutput, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState, content_text
 
@@ -126,7 +125,7 @@ class TextTurnView:
         self.state = TurnState(
             model=(options.model if options is not None else None) or (model.id if model is not None else "?"),
             provider="" if options is not None and options.model else getattr(model, "provider", "") or "",
-            label_of=self._label,
+            definitions=lambda name: session.tool_definition(name),  # looked up when drawn
             context_window=model.resolved_context_window if model is not None else None,
         )
         self.static: StaticOutput | None = None
@@ -244,19 +243,10 @@ class TextTurnView:
 
     def _render_static(self) -> StaticOutput:
         try:
-            return render_static(self.state, self._definition)
+            return render_static(self.state)
         except Exception:  # a rendering bug must still leave the answer
             logger.exception("pi_kernel: static rendering of the turn failed")
             return StaticOutput({"text/plain": self.render()}, {})
-
-    def _definition(self, name: str) -> ToolDefinition | None:
-        try:
-            return self.session.tool_definition(name)
-        except Exception:  # noqa: BLE001 - an unknown tool renders with the defaults
-            return None
-
-    def _label(self, name: str) -> str:
-        return str(getattr(self._definition(name), "label", "") or name)
 
     # -- output -------------------------------------------------------------------------------
 

@@ -708,7 +708,8 @@ class StaticOutput:
 
 
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
-    lookup: Callable[[str], Any] = definitions or (lambda _name: None)
+    """``definitions``: tool name → its definition (default: the state's own, ``TurnState.definitions``)."""
+    lookup: Callable[[str], Any] = definitions or state.definition
     markdown, plain = _texts(state, lookup)
     data = {"text/html": _html(state, lookup), "text/markdown": markdown, "text/plain": plain}
     return StaticOutput(data, {METADATA_KEY: turn_metadata(state, lookup)})

@@ -480,8 +480,8 @@ class TurnState:
 
     model: str = ""
     provider: str = ""
-    label_of: Callable[[str], str] | None = None
-    """Tool name → label shown in the UI (from the tool's definition)."""
+    definitions: Callable[[str], Any] | None = None
+    """Tool name → its ``ToolDefinition`` (or ``None``): the labels shown and the render hooks."""
     clock: Callable[[], float] = time.monotonic
     blocks: list[Block] = field(default_factory=list)
     tool_calls: dict[str, ToolCallBlock] = field(default_factory=dict)
@@ -746,13 +746,15 @@ class TurnState:
             self.tool_calls[tool_call_id] = block
         return block
 
+    def definition(self, name: str) -> Any:
+        """The tool's definition, or ``None``: an unknown tool (or a failing lookup) is drawn with the defaults."""
+        try:
+            return self.definitions(name) if self.definitions is not None else None
+        except Exception:  # noqa: BLE001 - a label or a render hook is cosmetic; never break the view for it
+            return None
+
     def _label(self, name: str) -> str:
-        if self.label_of is not None:
-            try:
-                return self.label_of(name) or name
-            except Exception:  # noqa: BLE001 - a label is cosmetic; never break the view for it
-                return name
-        return name
+        return str(getattr(self.definition(name), "label", "") or name)
 
     def _note_model(self, message: AssistantMessage) -> None:
         if message.model:

@@ -151,9 +151,8 @@ class WidgetTurnView:
         follow_up: Callable[[str], Any] | None = None,
     ) -> None:
         self._sender = sender
-        self._definitions: DefinitionLookup = definitions or (lambda _name: None)
         self._clock = clock
-        self.state = TurnState(model=model, provider=provider, label_of=self._label, clock=clock)
+        self.state = TurnState(model=model, provider=provider, definitions=definitions, clock=clock)
         self._kit = WidgetKit()
         self._router = OutputRouter(sender)
         self._views: list[Any] = []
@@ -241,7 +240,7 @@ class WidgetTurnView:
         self.state.finish()
         self._router.release()
         try:
-            self.static = render_static(self.state, self._definition)
+            self.static = render_static(self.state)
         except Exception:  # a rendering bug must still leave the answer, and no live widgets
             logger.exception("pi_kernel.widgets: static rendering failed")
             self.static = StaticOutput({"text/plain": self.state.text()}, {})
@@ -341,19 +340,10 @@ class WidgetTurnView:
         if isinstance(block, TextBlock):
             return _TextView(self._kit, self._router, block)
         if isinstance(block, ToolCallBlock):
-            return ToolCard(self._kit, self._router, self._definition, self._resolve)
+            return ToolCard(self._kit, self._router, self.state.definition, self._resolve)
         return _NoticeView(self._kit, block)
 
     # ------------------------------------------------------------------ helpers
-
-    def _definition(self, name: str) -> Any:
-        try:
-            return self._definitions(name)
-        except Exception:  # noqa: BLE001 - an unknown tool renders with the defaults
-            return None
-
-    def _label(self, name: str) -> str:
-        return str(getattr(self._definition(name), "label", "") or name)
 
     def _bind_loop(self) -> None:
         if self._loop is not None:

@@ -13,8 +13,8 @@ turn runs, one display output is updated in place, throttled to ``1 /
 interval`` updates a second (a per-token update floods the front-end, see the
 field notes; a new approval request is drawn at once), with the recent part
 of the turn (``render``). A redraw costs the size of what it shows (blocks
-keep their rows until their ``version`` changes; previews never serialize a
-whole value), so a turn of thousands of tool calls or a streamed argument of
+keep their rows until their ``version`` changes; a streaming argument is
+previewed from its bounded tail, ``ToolCallBlock.shown_arguments``), so a turn of thousands of tool calls or a streamed argument of
 megabytes costs time and iopub bytes linear in its size. When the turn ends,
 ``clear_output(wait=True)`` and a fresh ``display_data`` of
 ``pi_kernel.widgets.render.render_static`` replace the live display: a
@@ -25,7 +25,7 @@ prints the final text. Outside a kernel the final text is printed once.
 ``render_messages`` is the static transcript of ``%pi history``.
 
 **Bounded previews** (``preview_json``): JSON of at most ``limit``
-characters, whatever the value's size or depth.
+characters, whatever the value's size or depth (``render.bound_strings``).
 
 Keys: nothing here masks. Every message is masked on its way out
 (``outgoing``), and the view draws from the view model, whose text,
@@ -48,7 +48,7 @@ from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.turn import FrontendTracker
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
-from pi_kernel.widgets.render import StaticOutput, render_static
+from pi_kernel.widgets.render import StaticOutput, bound_strings, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState, content_text
 
 if TYPE_CHECKING:
@@ -314,58 +314,12 @@ def render_messages(messages: list[Any]) -> str:
 
 # ---------------------------------------------------------------------- bounded previews
 
-PREVIEW_DEPTH = 24
-
 
 def preview_json(value: Any, limit: int) -> str:
-    """``value`` (JSON data, masked in the view model) as JSON, cut to ``limit`` characters (``…`` where cut),
-    serializing no more of it than that."""
-    writer = _Writer(limit)
-    writer.walk(value, 0)
-    text = "".join(writer.parts)
+    """``value`` (JSON data, masked in the view model; bounded there while it streams) as JSON, each string cut
+    to ``limit`` first, the whole to ``limit`` characters (``…`` where cut)."""
+    text = json.dumps(bound_strings(value, limit), ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-class _Writer:
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.parts: list[str] = []
-        self.used = 0
-
-    def emit(self, text: str) -> None:
-        self.parts.append(text)
-        self.used += len(text)
-
-    @property
-    def full(self) -> bool:
-        return self.used > self.budget
-
-    def walk(self, value: Any, depth: int) -> None:
-        if self.full:
-            return
-        if isinstance(value, str):
-            self.emit(json.dumps(value[: self.budget - self.used + 1], ensure_ascii=False))
-        elif isinstance(value, dict):
-            self._container("{", "}", value.items(), depth, keyed=True)
-        elif isinstance(value, (list, tuple)):
-            self._container("[", "]", ((None, item) for item in value), depth, keyed=False)
-        else:
-            self.emit(json.dumps(value))  # None, a bool, a number
-
-    def _container(self, open_: str, close: str, items: Any, depth: int, *, keyed: bool) -> None:
-        if depth >= PREVIEW_DEPTH:
-            self.emit(open_ + "…" + close)
-            return
-        self.emit(open_)
-        for index, (key, item) in enumerate(items):
-            if self.full:
-                break
-            if index:
-                self.emit(", ")
-            if keyed:
-                self.emit(json.dumps(str(key)[: self.budget], ensure_ascii=False) + ": ")
-            self.walk(item, depth + 1)
-        self.emit(close)
 
 
 def text_tail(text: str, chars: int) -> str:

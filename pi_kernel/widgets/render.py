@@ -443,40 +443,11 @@ STATUS_TEXT = {
 }
 
 
-HEADER_STYLE = "flex-wrap:wrap;gap:8px;align-items:center"
-
-
 def header_html(block: ToolCallBlock, now: float) -> str:
-    """``label  name  [status]  1.2 s  decision``, one line (wrapping when narrow)."""
-    parts = _header_parts(block, now)
-    decision = _decision_html(block)
-    if decision:
-        parts.append(decision)
-    return f'<div style="display:flex;{HEADER_STYLE}">{" ".join(parts)}</div>'
-
-
-def summary_html(block: ToolCallBlock, now: float) -> str:
-    """The header as the content of a ``<details>``'s ``<summary>`` (the static card).
-
-    Phrasing content only, the name's line bounded to what is left beside the disclosure caret: a line
-    as wide as the card would not fit there and drop below the caret. A decision with a reason (a
-    denial's, of any length) goes on the next line.
-    """
-    parts = _header_parts(block, now)
-    decision = _decision_html(block)
-    with_reason = block.decision is not None and bool(block.decision.reason)
-    if decision and not with_reason:
-        parts.append(decision)
-    line = (
-        f'<span style="display:inline-flex;{HEADER_STYLE};vertical-align:middle;max-width:calc(100% - 1.5em)">'
-        f"{' '.join(parts)}</span>"
-    )
-    if decision and with_reason:
-        line += f'<span style="display:block;margin-left:1.3em">{decision}</span>'
-    return line
-
-
-def _header_parts(block: ToolCallBlock, now: float) -> list[str]:
+    """``label  name  [status]  1.2 s  decision``, wrapping when narrow: the live card's header and the static
+    card's ``<summary>``, so phrasing content only, bounded to what is left beside the disclosure caret (a line
+    as wide as the card would drop below it). A decision with a reason (a denial's, of any length) goes on the
+    next line."""
     elapsed = block.elapsed(now)
     parts = [f"<b>{escape(block.label or block.name or 'tool')}</b>"]
     if block.name and block.name != block.label:
@@ -484,13 +455,17 @@ def _header_parts(block: ToolCallBlock, now: float) -> list[str]:
     parts.append(badge(block.status, STATUS_TEXT.get(block.status, block.status)))
     if elapsed is not None and block.status != "pending":
         parts.append(f'<span style="{MUTED};font-size:12px">{format_duration(elapsed)}</span>')
-    return parts
-
-
-def _decision_html(block: ToolCallBlock) -> str:
-    if block.decision is None or block.status == "interrupted":
-        return ""
-    return f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>'
+    below = ""
+    if block.decision is not None and block.status != "interrupted":
+        shown = f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>'
+        if block.decision.reason:
+            below = f'<span style="display:block;margin-left:1.3em">{shown}</span>'
+        else:
+            parts.append(shown)
+    return (
+        '<span style="display:inline-flex;flex-wrap:wrap;gap:8px;align-items:center;vertical-align:middle;'
+        f'max-width:calc(100% - 1.5em)">{" ".join(parts)}</span>{below}'
+    )
 
 
 def decision_text(decision: ApprovalDecision) -> str:
@@ -792,7 +767,7 @@ def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
         f"border:1px solid rgba(127,127,127,.35);border-left:3px solid {color};border-radius:4px;"
         "padding:2px 8px;margin:6px 0"
     )
-    summary = summary_html(block, state.ended_at or 0.0)
+    summary = header_html(block, state.ended_at or 0.0)
     body = call_html(block, definition) + result_html(block, definition)
     return f'<details{is_open} style="{style}"><summary style="cursor:pointer">{summary}</summary>{body}</details>'
 

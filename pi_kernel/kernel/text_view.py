@@ -14,8 +14,9 @@ interval`` updates a second (a per-token update floods the front-end, see the
 field notes; a new approval request is drawn at once), with the recent part
 of the turn (``render``). A redraw costs the size of what it shows (blocks
 keep their rows until their ``version`` changes; a streaming argument is
-previewed from its bounded tail, ``ToolCallBlock.shown_arguments``), so a turn of thousands of tool calls or a streamed argument of
-megabytes costs time and iopub bytes linear in its size. When the turn ends,
+previewed from its bounded tail, ``ToolCallBlock.shown_arguments``), so a
+turn of thousands of tool calls or a streamed argument of megabytes costs
+time and iopub bytes linear in its size. When the turn ends,
 ``clear_output(wait=True)`` and a fresh ``display_data`` of
 ``pi_kernel.widgets.render.render_static`` replace the live display: a
 notebook keeps only the final output (the clear also removes what the cell

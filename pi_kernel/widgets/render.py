@@ -14,7 +14,7 @@ hook's output too): nothing here masks keys.
   dropped): a prompt-injected answer must not run script in the notebook.
   Rich HTML from a tool result (a DataFrame's ``_repr_html_``) comes from
   code the person let run, and is shown as is.
-- **JSON for people** and **the footer** (``usage_summary``, ``Footer``).
+- **JSON for people** and **the footer** (``turn_summary``, ``Footer``).
 - **A tool call and its result**: defaults per tool (``python`` and ``bash``
   show their code highlighted, ``edit`` a diff of each replacement, ``write``
   the new file highlighted by its name, other tools pretty JSON; a result
@@ -30,7 +30,7 @@ hook's output too): nothing here masks keys.
   ``FINAL_ARGUMENTS_CHARS``, beyond that as their head and tail around a
   plain "characters hidden" warning: what a person approves is never cut at
   one end. The card's header line (label, name, status, elapsed time,
-  decision) is here too, and its ``<summary>`` form for the static card.
+  decision) serves the live card and the static card's ``<summary>``.
 - **The static bundle**: ``render_static(state)`` gives ``text/html``,
   ``text/markdown`` and ``text/plain`` (what a terminal console shows), and
   the turn's structured data in the output metadata under ``"pi_kernel"``:
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pi_kernel.ai import ImageContent, TextContent, Usage
+from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.ai.messages import map_strings
 from pi_kernel.tools.approval import (
     ApprovalDecision,
@@ -346,33 +346,25 @@ def parse_arguments(text: str) -> tuple[dict[str, Any] | None, str | None]:
 # ---------------------------------------------------------------------- the footer
 
 
-def usage_summary(
-    model: str,
-    provider: str,
-    usage: Usage,
-    *,
-    duration: float | None = None,
-    context: tuple[int, int] | None = None,
-) -> str:
-    """``provider:model · 1,234 in (1,000 cached, 200 to cache) · 56 out · $0.0012 · context 12,345 / 128,000 (10%)``.
-
-    ``context``: (tokens the conversation holds now, the model's window), the meter of a long session.
+def turn_summary(state: TurnState) -> str:
+    """The footer line: ``provider:model · 1,234 in (1,000 cached, 200 to cache) · 56 out · $0.0012 · context
+    12,345 / 128,000 (10%) · 3.2 s`` (the context meter when the model's window is known).
 
     "in" is the whole prompt (``usage.input`` counts only its uncached part),
     so the cached count in parentheses is a part of it, as a reader expects.
     """
     parts = []
+    model, provider, usage = state.model, state.provider, state.usage
     if model:
         parts.append(f"{provider}:{model}" if provider and provider not in model else model)
-    prompt = usage.prompt_tokens
-    if prompt or usage.output:
-        cached = cache_note(usage.cache_read, usage.cache_write)
-        parts.append(f"{prompt:,} in{cached}")
+    if usage.prompt_tokens or usage.output:
+        parts.append(f"{usage.prompt_tokens:,} in{cache_note(usage.cache_read, usage.cache_write)}")
         parts.append(f"{usage.output:,} out")
     if usage.cost is not None:
         parts.append(f"${usage.cost:.4f}")
-    if context is not None:
-        parts.append(context_meter(*context))
+    if state.context_window and state.context_tokens:
+        parts.append(context_meter(state.context_tokens, state.context_window))
+    duration = _duration(state)
     if duration is not None:
         parts.append(format_duration(duration))
     return " · ".join(parts)
@@ -837,13 +829,6 @@ def _status_line(block: ToolCallBlock, state: TurnState) -> str:
     if decision is not None and block.status != "interrupted":
         parts.append(decision["text"])
     return " · ".join(parts)
-
-
-def turn_summary(state: TurnState) -> str:
-    """The footer line: usage, cost, the context meter (when the window is known) and the duration."""
-    window, tokens = state.context_window, state.context_tokens
-    context = (tokens, window) if window and tokens else None
-    return usage_summary(state.model, state.provider, state.usage, duration=_duration(state), context=context)
 
 
 NOTICE_PREFIX = {"error": "Error: ", "interrupted": "Interrupted: ", "user": "↳ ", "compaction": "⇣ "}

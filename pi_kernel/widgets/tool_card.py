@@ -37,8 +37,6 @@ class ToolCard:
         self._kit = kit
         self._router = router
         self._definitions = definitions
-        self._definition: Any = None
-        self._named = ""
         self._resolve = resolve
         self.header = kit.html("")
         self.arguments = kit.html("")
@@ -56,9 +54,6 @@ class ToolCard:
         self.header.value = header_html(block, now)
         if block.version == self.version:
             return  # only the clock moved
-        if block.name != self._named:  # the name may arrive after the first streamed byte
-            self._named = block.name
-            self._definition = self._definitions(block.name) if block.name else None
         streaming = block.status == "streaming"
         key = (id(block.arguments), streaming, block.version if streaming else 0)
         self.deferred = (
@@ -70,7 +65,7 @@ class ToolCard:
         if key != self._arguments_key:
             self._arguments_key = key
             self._arguments_at = now
-            self.arguments.value = call_html(block, self._definition)
+            self.arguments.value = call_html(block, self._definitions(block.name))
         self._update_panel(block)
         if block.output_updates and not block.finished:
             if self.live is None:
@@ -82,7 +77,7 @@ class ToolCard:
         if block.finished and block.result is not None and self.result is None:
             if self.live is not None:
                 self.live.done()
-            self.result = self._kit.html(result_html(block, self._definition))
+            self.result = self._kit.html(result_html(block, self._definitions(block.name)))
             self._show([self.header, self.arguments, *self._panel_widgets(), self.result])
 
     def _update_panel(self, block: ToolCallBlock) -> None:

@@ -25,6 +25,7 @@ import contextlib
 import contextvars
 import ctypes
 import json
+import reprlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -335,6 +336,20 @@ def parse_answer(answer: str) -> dict[str, Any]:
     return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
 
 
+def short_json(value: Any, limit: int = 300) -> str:
+    """``value`` (masked in the view model) as one line of JSON, invisible characters shown (``[note]`` first),
+    beyond ``limit`` its head and tail around the hidden middle, named (``cut_middle``)."""
+    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
+        text = reprlib.repr(value)
+    text, invisible = reveal_invisible(text, json_text=True)  # bidi overrides, zero-width: shown as \uXXXX
+    note = f"[{invisible_warning(invisible)}] " if invisible else ""
+    return note + cut_middle(text, limit)
+
+
 def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
     """A change's title and diff as plain lines (masked in the view model: ``ShownRequest.preview``; invisible
     characters shown, head and tail kept)."""
@@ -349,17 +364,14 @@ def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> 
 def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
     """The stdin question for a call: the request as the view model draws it (``shown_request``: masked before
     any cut), invisible characters shown, cut in the middle."""
-    from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, reveal_invisible
+    from pi_kernel.tools.approval import ApprovalRequest
     from pi_kernel.widgets.turn_state import shown_request
 
     shown = shown_request(ApprovalRequest("", tool_name, args, warning=warning, preview=preview))
-    text, invisible = reveal_invisible(json.dumps(shown.args, ensure_ascii=False), json_text=True)
-    notes = [shown.warning] if shown.warning else []
-    notes += [invisible_warning(invisible)] if invisible else []
-    note = "".join(f"[{text}] " for text in notes)
+    note = f"[{shown.warning}] " if shown.warning else ""
     # with a preview: the change as a diff, the arguments, shorter, below it
     head, limit = (preview_text(shown.preview), 300) if shown.preview is not None else ("", QUESTION_ARGS_CHARS)
-    return f"{head}{note}Allow {tool_name} {cut_middle(text, limit)}? {ANSWERS_HELP}: "
+    return f"{head}{note}Allow {tool_name} {short_json(shown.args, limit)}? {ANSWERS_HELP}: "
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:

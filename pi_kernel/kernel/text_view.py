@@ -40,15 +40,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import reprlib
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pi_kernel.kernel.approval_hook import preview_text
+from pi_kernel.kernel.approval_hook import preview_text, short_json
 from pi_kernel.kernel.config import PiSettings
 from pi_kernel.kernel.turn import FrontendTracker
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
-from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
+from pi_kernel.tools.approval import ApprovalRequest, plain_arguments
 from pi_kernel.widgets.render import StaticOutput, bound_strings, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState, content_text
 
@@ -77,16 +76,6 @@ STATUS_MARKS = {
     "denied": "⊘",
     "interrupted": "✗",
 }
-
-
-def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
-        text = reprlib.repr(value)
-    text, invisible = reveal_invisible(text, json_text=True)  # bidi overrides, zero-width: shown as \uXXXX
-    note = f"[{invisible_warning(invisible)}] " if invisible else ""
-    return note + cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
 
 
 _DIFF_COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m"}

@@ -3,10 +3,12 @@
 The panel only proposes a decision: ``resolve(decision)`` (the broker's,
 bound to the call's id) decides, from whatever thread the click arrives on
 (JupyterLab may route comms to a subshell thread; the broker is thread-safe).
-It disables itself when the broker reports the decision, whoever made it
-(this panel, a timeout, an interrupt, a comm message), through
-``show_decision``. Edited arguments must be a JSON object; anything else shows
-an error and decides nothing.
+It disables its own controls and shows the decision at once, for feedback
+without waiting on a busy loop (a widget's trait change goes out through the
+kernel's thread-safe iopub), and when the broker reports a decision made
+elsewhere (a timeout, an interrupt, a comm message): ``show_decision``.
+Edited arguments must be a JSON object; anything else shows an error and
+decides nothing.
 
 The panel draws the request as the view model holds it (``ShownRequest``:
 arguments, warning and change masked as they entered it). A value left masked
@@ -18,6 +20,7 @@ also applies to arguments edited on stdin, a comm or ``%pi allow --args``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from html import escape
 from typing import Any
 
 from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalDecision, DecisionKind, reveal_invisible
@@ -25,7 +28,6 @@ from pi_kernel.widgets.render import (
     STATUS_COLORS,
     decision_text,
     diff_html,
-    escape,
     parse_arguments,
     pretty_json,
 )

@@ -47,13 +47,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import difflib
-import html
 import json
 import re
 import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from html import escape
 from typing import Any
 
 from pi_kernel.ai import ImageContent, TextContent
@@ -102,10 +102,6 @@ ADDED_BG = "rgba(46,160,67,.22)"
 REMOVED_BG = "rgba(248,81,73,.22)"
 MAX_IMAGE_BYTES = 2_000_000
 """Larger images are named, not inlined (a notebook is not an image store)."""
-
-
-def escape(text: str) -> str:
-    return html.escape(text, quote=True)
 
 
 def pre(text: str, *, limit: int | None = None, tail: bool = False, style: str = "", middle: bool = False) -> str:
@@ -675,10 +671,50 @@ class StaticOutput:
 
 
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
-    """``definitions``: tool name → its definition (default: the state's own, ``TurnState.definitions``)."""
+    """A finished turn as HTML, markdown and plain text (what a terminal console shows), in one pass, and its
+    metadata. ``definitions``: tool name → its definition (default: the state's own, ``TurnState.definitions``)."""
     lookup: Callable[[str], Any] = definitions or state.definition
-    markdown, plain = _texts(state, lookup)
-    data = {"text/html": _html(state, lookup), "text/markdown": markdown, "text/plain": plain}
+    html, markdown, plain = [], [], []
+    for block in _shown_blocks(state):  # their text was masked as it entered the view model
+        if isinstance(block, TextBlock) and block.kind == "thinking":
+            html.append(
+                f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
+                f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">'
+                f"{escape(block.text)}</div></details>"
+            )
+            markdown.append("\n".join("> " + line for line in ["*Thinking*", "", *block.text.splitlines()]))
+            plain.append("[thinking]\n" + _indent(block.text))
+        elif isinstance(block, TextBlock):
+            html.append(f"<div>{markdown_html(block.text)}</div>")
+            markdown.append(block.text)
+            plain.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            definition = lookup(block.name)
+            code, language = call_text(block, definition)
+            result = rendered_result_text(block, definition)
+            html.append(_card_html(block, definition, state, f"{code}\n{result}"))
+            status = _status_line(block, state)
+            md = [f"**{_md_escape(block.label or block.name)}** `{block.name}` — {status}", "", _fence(code, language)]
+            text = [f"── {block.label or block.name} ({block.name}) · {status}", _indent(code)]
+            if block.result is not None:
+                md += ["", _fence(result, "")]
+                text += ["  →", _indent(result)]
+            markdown.append("\n".join(md))
+            plain.append("\n".join(text))
+        else:
+            html.append(notice_html(block))
+            markdown.append(f"*{_md_escape(_notice_text(block))}*")
+            plain.append(f"[{_notice_text(block)}]")
+    summary = turn_summary(state)
+    html.append(footer_html(summary))
+    if summary:
+        markdown.append(f"*{_md_escape(summary)}*")
+        plain.append(f"── {summary}")
+    data = {
+        "text/html": f'<div style="{_TURN_STYLE}">{"".join(html)}</div>',
+        "text/markdown": "\n\n".join(part for part in markdown if part),
+        "text/plain": "\n\n".join(part for part in plain if part),
+    }
     return StaticOutput(data, {METADATA_KEY: turn_metadata(state, lookup)})
 
 
@@ -729,32 +765,14 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-# ---------------------------------------------------------------------- html
+# ---------------------------------------------------------------------- the static bundle: cards, notices, text
 
 
-def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
-    parts = []
-    for block in _shown_blocks(state):
-        if isinstance(block, TextBlock) and block.kind == "thinking":
-            parts.append(
-                f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
-                f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">'
-                f"{escape(block.text)}</div>"  # masked as it entered the view model
-                "</details>"
-            )
-        elif isinstance(block, TextBlock):
-            parts.append(f"<div>{markdown_html(block.text)}</div>")  # masked as it entered, before highlighting
-        elif isinstance(block, ToolCallBlock):
-            parts.append(_card_html(block, lookup(block.name), state))
-        else:
-            parts.append(notice_html(block))
-    parts.append(footer_html(turn_summary(state)))
-    return f'<div style="{_TURN_STYLE}">{"".join(parts)}</div>'
-
-
-def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
+def _card_html(block: ToolCallBlock, definition: Any, state: TurnState, text: str) -> str:
+    """A call's card; ``text``: its arguments and result as text (short ones stay open, shown without a click)."""
     color = STATUS_COLORS.get(block.status, "#8a8a8a")
-    is_open = " open" if block.status in ("error", "denied", "interrupted") or _is_short(block, definition) else ""
+    short = len(text) <= OPEN_CARD_CHARS and text.count("\n") < OPEN_CARD_LINES
+    is_open = " open" if block.status in ("error", "denied", "interrupted") or short else ""
     style = (
         f"border:1px solid rgba(127,127,127,.35);border-left:3px solid {color};border-radius:4px;"
         "padding:2px 8px;margin:6px 0"
@@ -764,53 +782,12 @@ def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
     return f'<details{is_open} style="{style}"><summary style="cursor:pointer">{summary}</summary>{body}</details>'
 
 
-def _is_short(block: ToolCallBlock, definition: Any) -> bool:
-    """Arguments and result small enough to stay open: the transcript shows them without a click."""
-    text = call_text(block, definition)[0] + "\n" + rendered_result_text(block, definition, limit=OPEN_CARD_CHARS + 1)
-    return len(text) <= OPEN_CARD_CHARS and text.count("\n") < OPEN_CARD_LINES
-
-
 def notice_html(block: NoticeBlock) -> str:
     """A notice between blocks: an error or interruption with its badge, a steering message or compaction muted."""
     if block.kind in ("user", "compaction"):
         return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(block.text)}</div>'
     status = "error" if block.kind == "error" else "interrupted"
     return f'<div style="margin:4px 0">{badge(status)} {escape(block.text)}</div>'  # masked as it entered
-
-
-# ---------------------------------------------------------------------- markdown and plain text
-
-
-def _texts(state: TurnState, lookup: Callable[[str], Any]) -> tuple[str, str]:
-    """The turn as markdown and as plain text (what a terminal console shows), in one pass."""
-    markdown, plain = [], []
-    for block in _shown_blocks(state):
-        if isinstance(block, TextBlock) and block.kind == "thinking":
-            markdown.append("\n".join("> " + line for line in ["*Thinking*", "", *block.text.splitlines()]))
-            plain.append("[thinking]\n" + _indent(block.text))
-        elif isinstance(block, TextBlock):
-            markdown.append(block.text)
-            plain.append(block.text)
-        elif isinstance(block, ToolCallBlock):
-            definition = lookup(block.name)
-            code, language = call_text(block, definition)
-            status = _status_line(block, state)
-            md = [f"**{_md_escape(block.label or block.name)}** `{block.name}` — {status}", "", _fence(code, language)]
-            text = [f"── {block.label or block.name} ({block.name}) · {status}", _indent(code)]
-            if block.result is not None:
-                result = rendered_result_text(block, definition)
-                md += ["", _fence(result, "")]
-                text += ["  →", _indent(result)]
-            markdown.append("\n".join(md))
-            plain.append("\n".join(text))
-        else:
-            markdown.append(f"*{_md_escape(_notice_text(block))}*")
-            plain.append(f"[{_notice_text(block)}]")
-    summary = turn_summary(state)
-    if summary:
-        markdown.append(f"*{_md_escape(summary)}*")
-        plain.append(f"── {summary}")
-    return "\n\n".join(part for part in markdown if part), "\n\n".join(part for part in plain if part)
 
 
 def _shown_blocks(state: TurnState) -> list[Any]:

@@ -25,15 +25,11 @@ the text this view draws was masked as it entered the view model (the
 highlighted or escaped key is spelt differently and would escape that mask).
 
 Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
-(whoever decided: a click, a timeout, an interrupt, a comm message) disables
-them and shows the decision. Threads: the ``TurnState`` and every redraw
-change on the loop's thread only (``attach`` hands the broker's notifications
-from other threads to the loop). A click runs on whatever thread delivered it
-(JupyterLab may route comms to a subshell thread): it calls ``broker.resolve``
-(thread-safe) and, for feedback without waiting on a busy loop, the clicked
-panel disables its own controls and shows the decision right there
-(``ApprovalPanel.show_decision``; a widget's trait change is sent through the
-kernel's thread-safe iopub). The loop's redraw of the same ``resolved`` then
+(whoever decided) disables them and shows the decision. Threads: the
+``TurnState`` and every redraw change on the loop's thread only (``attach``
+hands the broker's notifications from other threads to the loop). A click,
+on whatever thread delivered it, is the panel's own (``ApprovalPanel``: it
+shows its decision at once); the loop's redraw of the same ``resolved`` then
 finds the panel decided and leaves it.
 
 ``finish()`` (also on ``agent_end``) sends the streamed text still pending

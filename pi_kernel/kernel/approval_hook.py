@@ -362,12 +362,12 @@ def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> 
 
 
 def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
-    """The stdin question for a call: the request as the view model draws it (``shown_request``: masked before
+    """The stdin question for a call: the request as the view model draws it (``ShownRequest``: masked before
     any cut), invisible characters shown, cut in the middle."""
     from pi_kernel.tools.approval import ApprovalRequest
-    from pi_kernel.widgets.turn_state import shown_request
+    from pi_kernel.widgets.turn_state import ShownRequest
 
-    shown = shown_request(ApprovalRequest("", tool_name, args, warning=warning, preview=preview))
+    shown = ShownRequest(ApprovalRequest("", tool_name, args, warning=warning, preview=preview))
     note = f"[{shown.warning}] " if shown.warning else ""
     # with a preview: the change as a diff, the arguments, shorter, below it
     head, limit = (preview_text(shown.preview), 300) if shown.preview is not None else ("", QUESTION_ARGS_CHARS)

@@ -675,7 +675,9 @@ def render_static(state: TurnState, definitions: DefinitionLookup | None = None)
     metadata. ``definitions``: tool name → its definition (default: the state's own, ``TurnState.definitions``)."""
     lookup: Callable[[str], Any] = definitions or state.definition
     html, markdown, plain = [], [], []
-    for block in _shown_blocks(state):  # their text was masked as it entered the view model
+    for block in state.blocks:  # their text was masked as it entered the view model
+        if isinstance(block, TextBlock) and block.kind == "thinking" and not state.saves_thinking:
+            continue
         if isinstance(block, TextBlock) and block.kind == "thinking":
             html.append(
                 f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
@@ -788,13 +790,6 @@ def notice_html(block: NoticeBlock) -> str:
         return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(block.text)}</div>'
     status = "error" if block.kind == "error" else "interrupted"
     return f'<div style="margin:4px 0">{badge(status)} {escape(block.text)}</div>'  # masked as it entered
-
-
-def _shown_blocks(state: TurnState) -> list[Any]:
-    """The blocks the static output holds: thinking only where ``state.saves_thinking``."""
-    if state.saves_thinking:
-        return state.blocks
-    return [block for block in state.blocks if not (isinstance(block, TextBlock) and block.kind == "thinking")]
 
 
 def _status_line(block: ToolCallBlock, state: TurnState) -> str:

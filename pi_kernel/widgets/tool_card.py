@@ -72,13 +72,13 @@ class ToolCard:
                 self.live = StreamOutput(
                     self._kit.output(), self._router, limit=LIVE_OUTPUT_CHARS, keep=LIVE_OUTPUT_KEEP
                 )
-                self._show([self.header, self.arguments, *self._panel_widgets(), self.live.widget])
+                self.widget.children = [self.header, self.arguments, *self._panel_widgets(), self.live.widget]
             self.live.sync(block.output)
         if block.finished and block.result is not None and self.result is None:
             if self.live is not None:
                 self.live.done()
             self.result = self._kit.html(result_html(block, self._definitions(block.name)))
-            self._show([self.header, self.arguments, *self._panel_widgets(), self.result])
+            self.widget.children = [self.header, self.arguments, *self._panel_widgets(), self.result]
 
     def _update_panel(self, block: ToolCallBlock) -> None:
         shown = block.shown_request
@@ -86,7 +86,7 @@ class ToolCard:
             resolve = self._resolve
             call_id = shown.request.tool_call_id
             self.panel = ApprovalPanel(self._kit, shown, lambda decision: resolve(call_id, decision))
-            self._show([*self.widget.children, self.panel.widget])
+            self.widget.children = [*self.widget.children, self.panel.widget]
         if self.panel is not None and block.decision is not None and not self.panel.decided:
             self.panel.show_decision(block.decision)
         if self.panel is not None and block.finished and not self.panel.decided:
@@ -94,9 +94,6 @@ class ToolCard:
 
     def _panel_widgets(self) -> list[Any]:
         return [self.panel.widget] if self.panel is not None else []
-
-    def _show(self, children: list[Any]) -> None:
-        self.widget.children = children
 
     def finish(self) -> None:
         if self.live is not None:

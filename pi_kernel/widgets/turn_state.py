@@ -18,7 +18,7 @@ call's arguments reach a view only through ``ToolCallBlock.shown_arguments``
 / ``shown_raw``, masked once per version (while they stream: their bounded
 tail, ``live_tail``, with what may begin a key left out). So are what a
 definition's render hook makes of a call or its result (``hook_output``) and
-an approval request (``shown_request``: its arguments, warning and change,
+an approval request (``ShownRequest``: its arguments, warning and change,
 for the approval card and the stdin question). So escaping, highlighting and
 cutting in the views never see a key: this is the only module of the views
 that masks (``restored`` turns the ``***`` of arguments a person edited back
@@ -229,7 +229,7 @@ class ToolCallBlock:
         if name == "result" and value is not None:
             value = masked_result(value)
         elif name == "request":
-            object.__setattr__(self, "shown_request", None if value is None else shown_request(value))
+            object.__setattr__(self, "shown_request", None if value is None else ShownRequest(value))
         elif name in ("name", "label") and isinstance(value, str):
             value = mask(value)
         elif name == "decision" and value is not None and value.reason:
@@ -310,25 +310,23 @@ def masked_result(result: AgentToolResult) -> AgentToolResult:
     return dataclasses.replace(result, content=content, details=mask(result.details, secrets))
 
 
-@dataclass(frozen=True, slots=True)
 class ShownRequest:
-    """An approval request as the views draw it (the approval card, the stdin question): its arguments (as JSON
-    data), warning and change masked once, as it enters the view model."""
+    """An approval request as the views draw it (the approval card, the stdin question): its warning and change
+    masked as it enters the view model, its arguments (as JSON data) when first drawn (the editor, the stdin
+    question: a call waiting for approval is drawn at once, whatever its size)."""
 
-    request: ApprovalRequest
-    """As asked: its id, its tool, the arguments edited ones are restored against."""
-    args: Any
-    warning: str | None
-    preview: ApprovalPreview | None
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+        """As asked: its id, its tool, the arguments edited ones are restored against."""
+        preview = request.preview
+        if preview is not None:
+            preview = dataclasses.replace(preview, title=mask(preview.title), diff=mask(preview.diff))
+        self.preview: ApprovalPreview | None = preview
+        self.warning = mask(request.warning) if request.warning else None
 
-
-def shown_request(request: ApprovalRequest) -> ShownRequest:
-    secrets = secret_values()
-    preview = request.preview
-    if preview is not None:
-        preview = dataclasses.replace(preview, title=mask(preview.title, secrets), diff=mask(preview.diff, secrets))
-    warning = mask(request.warning, secrets) if request.warning else None
-    return ShownRequest(request, mask(jsonable(request.args), secrets), warning, preview)
+    @functools.cached_property
+    def args(self) -> Any:
+        return mask(jsonable(self.request.args))
 
 
 def mime_bundle_of(value: Any) -> dict[str, Any]:

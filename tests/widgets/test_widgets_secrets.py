@@ -25,7 +25,7 @@ from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.render import call_html, notice_html, render_static, result_html
 from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
-from pi_kernel.widgets.turn_state import NoticeBlock, TextBlock, ToolCallBlock, TurnState, shown_request
+from pi_kernel.widgets.turn_state import NoticeBlock, ShownRequest, TextBlock, ToolCallBlock, TurnState
 
 KEY = "sk-live-Zq8Lm2Np4Rt6Vx8Bq0Wc"
 OTHER = "Hx7Kp3Lw9Mz2Qv5T"
@@ -136,7 +136,7 @@ def test_the_approval_editor_shows_masked_arguments_and_keeps_the_masked_values(
     kit = WidgetKit()
     decisions: list[ApprovalDecision] = []
     request = ApprovalRequest("c1", "deploy", {"token": KEY, "target": "staging"})
-    panel = ApprovalPanel(kit, shown_request(request), lambda decision: decisions.append(decision) or True)
+    panel = ApprovalPanel(kit, ShownRequest(request), lambda decision: decisions.append(decision) or True)
     panel.edit.click()
     assert not _leaks(panel.editor.value) and "***" in panel.editor.value
     panel.editor.value = panel.editor.value.replace("staging", "production")
@@ -192,7 +192,7 @@ def test_the_approval_editor_restores_a_masked_argument_name(monkeypatch: pytest
     kit = WidgetKit()
     decisions: list[ApprovalDecision] = []
     request = ApprovalRequest("c1", "http", {"headers": {f"Bearer {KEY}": "x"}, "url": "https://a.example"})
-    panel = ApprovalPanel(kit, shown_request(request), lambda decision: decisions.append(decision) or True)
+    panel = ApprovalPanel(kit, ShownRequest(request), lambda decision: decisions.append(decision) or True)
     panel.edit.click()
     assert not _leaks(panel.editor.value)
     panel.editor.value = panel.editor.value.replace("a.example", "b.example")

@@ -25,13 +25,14 @@ import contextlib
 import contextvars
 import ctypes
 import json
+import reprlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.outgoing import masked, restored
+from pi_kernel.kernel.outgoing import restored
 from pi_kernel.kernel.turn import FrontendTracker
 
 if TYPE_CHECKING:
@@ -336,31 +337,42 @@ def parse_answer(answer: str) -> dict[str, Any]:
     return {"decision": "deny", "reason": f"Not approved (the user answered {text!r})."}
 
 
-def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
-    """A change's title and diff as plain lines (masked, invisible characters shown, head and tail kept)."""
+def short_json(value: Any, limit: int = 300) -> str:
+    """``value`` (masked in the view model) as one line of JSON, invisible characters shown (``[note]`` first),
+    beyond ``limit`` its head and tail around the hidden middle, named (``cut_middle``)."""
     from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
 
-    diff, invisible = reveal_invisible(masked(preview.diff))
-    title, in_title = reveal_invisible(masked(preview.title))
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
+        text = reprlib.repr(value)
+    text, invisible = reveal_invisible(text, json_text=True)  # bidi overrides, zero-width: shown as \uXXXX
+    note = f"[{invisible_warning(invisible)}] " if invisible else ""
+    return note + cut_middle(text, limit)
+
+
+def preview_text(preview: ApprovalPreview, limit: int = QUESTION_ARGS_CHARS) -> str:
+    """A change's title and diff as plain lines (masked in the view model: ``ShownRequest.preview``; invisible
+    characters shown, head and tail kept)."""
+    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+
+    diff, invisible = reveal_invisible(preview.diff)
+    title, in_title = reveal_invisible(preview.title)
     note = f"[{invisible_warning(invisible + in_title)}]\n" if invisible + in_title else ""
     return f"{note}{title}\n{cut_middle(diff.rstrip(), limit)}\n"
 
 
 def question(tool_name: str, args: Any, warning: str | None = None, preview: ApprovalPreview | None = None) -> str:
-    """The stdin question for a call (masked, invisible characters shown, cut in the middle)."""
-    from pi_kernel.tools.approval import cut_middle, invisible_warning, reveal_invisible
+    """The stdin question for a call: the request as the view model draws it (``ShownRequest``: masked before
+    any cut), invisible characters shown, cut in the middle."""
+    from pi_kernel.tools.approval import ApprovalRequest
+    from pi_kernel.widgets.turn_state import ShownRequest
 
-    try:
-        shown = json.dumps(args, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        shown = repr(args)
-    shown, invisible = reveal_invisible(masked(shown), json_text=True)  # masked before the cut; bidi, zero-width shown
-    notes = [warning] if warning else []
-    notes += [invisible_warning(invisible)] if invisible else []
-    note = "".join(f"[{text}] " for text in notes)
+    shown = ShownRequest(ApprovalRequest("", tool_name, args, warning=warning, preview=preview))
+    note = f"[{shown.warning}] " if shown.warning else ""
     # with a preview: the change as a diff, the arguments, shorter, below it
-    head, limit = (preview_text(preview), 300) if preview is not None else ("", QUESTION_ARGS_CHARS)
-    return f"{head}{note}Allow {tool_name} {cut_middle(shown, limit)}? {ANSWERS_HELP}: "
+    head, limit = (preview_text(shown.preview), 300) if shown.preview is not None else ("", QUESTION_ARGS_CHARS)
+    return f"{head}{note}Allow {tool_name} {short_json(shown.args, limit)}? {ANSWERS_HELP}: "
 
 
 def _raise_in_thread(thread: threading.Thread) -> None:

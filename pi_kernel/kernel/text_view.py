@@ -13,9 +13,10 @@ turn runs, one display output is updated in place, throttled to ``1 /
 interval`` updates a second (a per-token update floods the front-end, see the
 field notes; a new approval request is drawn at once), with the recent part
 of the turn (``render``). A redraw costs the size of what it shows (blocks
-keep their rows until their ``version`` changes; previews never serialize a
-whole value), so a turn of thousands of tool calls or a streamed argument of
-megabytes costs time and iopub bytes linear in its size. When the turn ends,
+keep their rows until their ``version`` changes; a streaming argument is
+previewed from its bounded tail, ``ToolCallBlock.shown_arguments``), so a
+turn of thousands of tool calls or a streamed argument of megabytes costs
+time and iopub bytes linear in its size. When the turn ends,
 ``clear_output(wait=True)`` and a fresh ``display_data`` of
 ``pi_kernel.widgets.render.render_static`` replace the live display: a
 notebook keeps only the final output (the clear also removes what the cell
@@ -24,15 +25,14 @@ decisions), and a terminal console, which ignores ``update_display_data``,
 prints the final text. Outside a kernel the final text is printed once.
 ``render_messages`` is the static transcript of ``%pi history``.
 
-**Bounded previews** (``preview_json``): JSON of at most about ``limit +
-SLACK`` characters, whatever the value's size or depth.
+**Bounded previews** (``preview_json``): JSON of at most ``limit``
+characters, whatever the value's size or depth (``render.bound_strings``).
 
-Keys: every message is masked on its way out (``outgoing``), and the view
-draws from the view model, whose text, arguments, live output and results
-were masked as they entered it. Other text this module cuts (a transcript's
-arguments, a value given to ``preview_json``) is masked first through the
-kernel's hook (``outgoing.masked``), ``SLACK`` characters past the cut, so a
-key the cut would split is still found whole.
+Keys: nothing here masks. Every message is masked on its way out
+(``outgoing``), and the view draws from the view model, whose text,
+arguments, live output, results and approval requests were masked as they
+entered it, before any cut here (``%pi history`` passes a transcript's
+arguments through a ``ToolCallBlock`` for that).
 """
 
 from __future__ import annotations
@@ -40,19 +40,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import reprlib
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pi_kernel.kernel.approval_hook import preview_text
+from pi_kernel.kernel.approval_hook import preview_text, short_json
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.outgoing import masked
 from pi_kernel.kernel.turn import FrontendTracker
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
-from pi_kernel.tools.approval import ApprovalRequest, cut_middle, invisible_warning, plain_arguments, reveal_invisible
-from pi_kernel.tools.definition import ToolDefinition
-from pi_kernel.widgets.render import StaticOutput, render_static
+from pi_kernel.tools.approval import ApprovalRequest, plain_arguments
+from pi_kernel.widgets.render import StaticOutput, bound_strings, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState, content_text
 
 if TYPE_CHECKING:
@@ -80,17 +76,6 @@ STATUS_MARKS = {
     "denied": "⊘",
     "interrupted": "✗",
 }
-
-
-def short_json(value: Any, limit: int = ARGS_LIMIT) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):  # too deep: arguments still streaming, say
-        text = reprlib.repr(value)
-    text = masked(text)  # before the cut: a cut key would no longer be found
-    text, invisible = reveal_invisible(text, json_text=True)  # bidi overrides, zero-width: shown as \uXXXX
-    note = f"[{invisible_warning(invisible)}] " if invisible else ""
-    return note + cut_middle(text, limit)  # both ends stay visible, the hidden middle is named
 
 
 _DIFF_COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m"}
@@ -130,7 +115,7 @@ class TextTurnView:
         self.state = TurnState(
             model=(options.model if options is not None else None) or (model.id if model is not None else "?"),
             provider="" if options is not None and options.model else getattr(model, "provider", "") or "",
-            label_of=self._label,
+            definitions=lambda name: session.tool_definition(name),  # looked up when drawn
             context_window=model.resolved_context_window if model is not None else None,
         )
         self.static: StaticOutput | None = None
@@ -226,13 +211,15 @@ class TextTurnView:
         if block.status == "waiting":  # a person reads it to decide: whole, or its head and tail
             arguments = short_json(plain_arguments(block.shown_arguments()), WAITING_ARGS_LIMIT)
         else:
-            arguments = preview_json(block.shown_arguments(), ARGS_LIMIT, ())  # masked in the view model
+            arguments = preview_json(block.shown_arguments(), ARGS_LIMIT)
         rows = [f"{mark} {block.name} {arguments}"]
+        shown = block.shown_request
+        if block.status == "waiting" and shown is not None:
+            if shown.warning:
+                rows.append(f"    ⚠ {shown.warning}")
+            if shown.preview is not None:
+                rows.append(indent(colour_diff(preview_text(shown.preview, WAITING_ARGS_LIMIT))))
         if block.status == "waiting":
-            if block.request is not None and block.request.warning:
-                rows.append(f"    ⚠ {block.request.warning}")
-            if block.request is not None and block.request.preview is not None:
-                rows.append(indent(colour_diff(preview_text(block.request.preview, WAITING_ARGS_LIMIT))))
             rows.append(APPROVAL_HELP.format(id=block.id))
         if block.status == "denied" and block.decision is not None:
             output = f"denied: {block.decision.reason or 'by the user'}"
@@ -246,19 +233,10 @@ class TextTurnView:
 
     def _render_static(self) -> StaticOutput:
         try:
-            return render_static(self.state, self._definition)
+            return render_static(self.state)
         except Exception:  # a rendering bug must still leave the answer
             logger.exception("pi_kernel: static rendering of the turn failed")
             return StaticOutput({"text/plain": self.render()}, {})
-
-    def _definition(self, name: str) -> ToolDefinition | None:
-        try:
-            return self.session.tool_definition(name)
-        except Exception:  # noqa: BLE001 - an unknown tool renders with the defaults
-            return None
-
-    def _label(self, name: str) -> str:
-        return str(getattr(self._definition(name), "label", "") or name)
 
     # -- output -------------------------------------------------------------------------------
 
@@ -308,7 +286,12 @@ def render_messages(messages: list[Any]) -> str:
             rows.append(f"[user] {content_text(message.content)}")
         elif role == "assistant":
             body = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
-            calls = [f"{block.name} {short_json(block.arguments)}" for block in message.tool_calls]
+            # each call enters the view model (a ``ToolCallBlock``), masked there before ``short_json`` cuts it
+            blocks = [
+                ToolCallBlock(call.id, call.name, arguments=call.arguments, status="done")
+                for call in message.tool_calls
+            ]
+            calls = [f"{block.name} {short_json(block.shown_arguments())}" for block in blocks]
             rows.append(f"[assistant] {body}".rstrip())
             rows.extend(f"    → {call}" for call in calls)
             if message.error_message:
@@ -321,71 +304,12 @@ def render_messages(messages: list[Any]) -> str:
 
 # ---------------------------------------------------------------------- bounded previews
 
-SLACK = 1024
-"""Characters written past the cut, so masking sees whole any key the cut would split."""
-PREVIEW_DEPTH = 24
 
-
-def preview_json(value: Any, limit: int, secrets: Sequence[str], *, partial: bool = False) -> str:
-    """``value`` as JSON, masked, cut to ``limit`` characters (``…`` where cut).
-
-    ``partial``: the value is still being streamed (its strings may end in the first characters of a key).
-    """
-    writer = _Writer(limit + SLACK, secrets, partial)
-    writer.walk(value, 0)
-    text = masked("".join(writer.parts), secrets)
+def preview_json(value: Any, limit: int) -> str:
+    """``value`` (JSON data, masked in the view model; bounded there while it streams) as JSON, each string cut
+    to ``limit`` first, the whole to ``limit`` characters (``…`` where cut)."""
+    text = json.dumps(bound_strings(value, limit), ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-class _Writer:
-    def __init__(self, budget: int, secrets: Sequence[str], partial: bool) -> None:
-        self.budget = budget
-        self.secrets = secrets
-        self.partial = partial
-        self.parts: list[str] = []
-        self.used = 0
-
-    def emit(self, text: str) -> None:
-        self.parts.append(text)
-        self.used += len(text)
-
-    @property
-    def full(self) -> bool:
-        return self.used > self.budget
-
-    def walk(self, value: Any, depth: int) -> None:
-        if self.full:
-            return
-        if hasattr(value, "model_dump") and not isinstance(value, type):
-            value = dict(value)  # a validated pydantic model: its fields, shallow (nested ones walked below)
-        if isinstance(value, str):
-            text = value[: self.budget - self.used + 1]
-            if self.partial:
-                text = masked(text, self.secrets, partial=True)
-            self.emit(json.dumps(text, ensure_ascii=False))
-        elif isinstance(value, dict):
-            self._container("{", "}", value.items(), depth, keyed=True)
-        elif isinstance(value, (list, tuple)):
-            self._container("[", "]", ((None, item) for item in value), depth, keyed=False)
-        elif value is None or isinstance(value, (bool, int, float)):
-            self.emit(json.dumps(value))
-        else:
-            self.emit(json.dumps(str(value)[: self.budget - self.used + 1], ensure_ascii=False))
-
-    def _container(self, open_: str, close: str, items: Any, depth: int, *, keyed: bool) -> None:
-        if depth >= PREVIEW_DEPTH:
-            self.emit(open_ + "…" + close)
-            return
-        self.emit(open_)
-        for index, (key, item) in enumerate(items):
-            if self.full:
-                break
-            if index:
-                self.emit(", ")
-            if keyed:
-                self.emit(json.dumps(str(key)[: self.budget], ensure_ascii=False) + ": ")
-            self.walk(item, depth + 1)
-        self.emit(close)
 
 
 def text_tail(text: str, chars: int) -> str:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at
     from pi_kernel.ai import Message, Model
     from pi_kernel.tools.approval import ApprovalBroker, ApprovalRequest
     from pi_kernel.tools.definition import ToolDefinition
+    from pi_kernel.widgets.factory import Steerable
 
 TurnStatus = Literal["done", "interrupted", "error"]
 
@@ -88,16 +89,8 @@ class ViewHost(Protocol):
     def tool_definition(self, name: str) -> ToolDefinition | None: ...
 
     @property
-    def agent(self) -> AgentQueues:
+    def agent(self) -> Steerable:
         """The session's agent: a view's message box steers the running turn through it."""
-
-
-class AgentQueues(Protocol):
-    """The agent's queues a view may fill (``Agent.steer`` / ``Agent.follow_up``)."""
-
-    def steer(self, message: Any) -> None: ...
-
-    def follow_up(self, message: Any) -> None: ...
 
 
 TurnViewFactory = Callable[[ViewHost, str, TurnOptions], TurnView | None]

@@ -3,52 +3,50 @@
 The panel only proposes a decision: ``resolve(decision)`` (the broker's,
 bound to the call's id) decides, from whatever thread the click arrives on
 (JupyterLab may route comms to a subshell thread; the broker is thread-safe).
-It disables itself when the broker reports the decision, whoever made it
-(this panel, a timeout, an interrupt, a comm message), through
-``show_decision``. Edited arguments must be a JSON object; anything else shows
-an error and decides nothing.
+It disables its own controls and shows the decision at once, for feedback
+without waiting on a busy loop (a widget's trait change goes out through the
+kernel's thread-safe iopub), and when the broker reports a decision made
+elsewhere (a timeout, an interrupt, a comm message): ``show_decision``.
+Edited arguments must be a JSON object; anything else shows an error and
+decides nothing.
 
-The editor shows the arguments with secrets masked; a value left masked in the
-edit keeps its original (so editing one argument does not turn a key in
-another into ``***``; ``turn_state.restored``, which the approval hook
+The panel draws the request as the view model holds it (``ShownRequest``:
+arguments, warning and change masked as they entered it). A value left masked
+in the edit keeps its original (so editing one argument does not turn a key
+in another into ``***``; ``turn_state.restored``, which the approval hook
 also applies to arguments edited on stdin, a comm or ``%pi allow --args``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from html import escape
 from typing import Any
 
-from pi_kernel.tools.approval import (
-    PREVIEW_DIFF_CHARS,
-    ApprovalDecision,
-    ApprovalRequest,
-    DecisionKind,
-    reveal_invisible,
-)
+from pi_kernel.tools.approval import PREVIEW_DIFF_CHARS, ApprovalDecision, DecisionKind, reveal_invisible
 from pi_kernel.widgets.render import (
     STATUS_COLORS,
     decision_text,
     diff_html,
-    escape,
     parse_arguments,
     pretty_json,
 )
-from pi_kernel.widgets.turn_state import jsonable, masked, restored
+from pi_kernel.widgets.turn_state import ShownRequest, jsonable, restored
 
 Resolve = Callable[[ApprovalDecision], bool]
 
 
 class ApprovalPanel:
-    def __init__(self, kit: Any, request: ApprovalRequest, resolve: Resolve) -> None:
+    def __init__(self, kit: Any, request: ShownRequest, resolve: Resolve) -> None:
         self._kit = kit
         self._request = request
         self._resolve = resolve
+        name = request.request.tool_name
         self.approve = kit.button("Approve", "success", "Run this call once")
         self.always = kit.button(
             "Always allow",
             "info",
-            f"Run {request.tool_name} without asking for the rest of the session (a stricter mode set later wins)",
+            f"Run {name} without asking for the rest of the session (a stricter mode set later wins)",
         )
         self.deny = kit.button("Deny", "danger", "Do not run it; the model is told why")
         self.edit = kit.button("Edit arguments", "", "Change the arguments before approving")
@@ -95,7 +93,7 @@ class ApprovalPanel:
             if error is not None:
                 self.message.value = f'<span style="color:{STATUS_COLORS["error"]}">{escape(error)}</span>'
                 return
-            original = jsonable(self._request.args)
+            original = jsonable(self._request.request.args)
             args = restored(args, original)
             if args == original:
                 args = None  # unchanged: approve as asked
@@ -110,7 +108,7 @@ class ApprovalPanel:
     def _toggle_editor(self) -> None:
         if self.editor is None:
             # bidi overrides, zero-width characters as JSON escapes: seen, and parsed back to the same value
-            text, _ = reveal_invisible(pretty_json(masked(jsonable(self._request.args))), json_text=True)
+            text, _ = reveal_invisible(pretty_json(self._request.args), json_text=True)
             self.editor = self._kit.textarea(text, rows=min(20, max(3, text.count("\n") + 2)))
             self.widget.children = [*self.widget.children[:2], self.editor, self.message]
             self.edit.description = "Hide editor"
@@ -126,11 +124,11 @@ PREVIEW_CHARS = 2 * PREVIEW_DIFF_CHARS
 ``PREVIEW_DIFF_CHARS``; the margin is for invisible characters written out as escapes)."""
 
 
-def preview_html(request: ApprovalRequest) -> str:
+def preview_html(request: ShownRequest) -> str:
     """The request's change (``ApprovalRequest.preview``): its title and its diff tinted; ``""`` without one."""
     preview = request.preview
     if preview is None:
         return ""
-    diff, _ = reveal_invisible(masked(preview.diff))
-    title = f"<b>{escape(reveal_invisible(masked(preview.title))[0])}</b>"
+    diff, _ = reveal_invisible(preview.diff)
+    title = f"<b>{escape(reveal_invisible(preview.title)[0])}</b>"
     return title + diff_html(diff, limit=PREVIEW_CHARS, middle=True)

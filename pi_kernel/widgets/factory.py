@@ -3,19 +3,13 @@
 ``pi_kernel.widgets.turn_view`` is imported lazily, once ``ipywidgets`` is
 known to import: it needs ``ipywidgets``, an optional dependency.
 
-``make_widget_view(session, prompt, options)`` returns a displayed ``WidgetTurnView``
-with the kernel's ``TurnView`` protocol: ``handle_event(event)``,
-``handle_approval(kind, request)`` (both called on the event loop's thread)
-and ``finish(outcome)``. It reads from the session: ``session.broker`` (the
-buttons resolve there), ``session.tool_definition(name)`` (labels and render
-hooks), ``session.agent`` (its ``steer`` and ``follow_up``, for the message box),
-``session.model`` and ``options.model`` (the footer's model until the
-first answer names it), and ``session.kernel`` (its iopub socket and the
-request being executed). Where widgets cannot work (no ipywidgets, or no
-kernel request to attach output to) it returns ``None`` and the kernel picks
-its text view. The widgets layer sits below the kernel: ``ViewSession`` and
-``ViewOptions`` say what it reads, and the kernel's ``PiSession`` and
-``TurnOptions`` have it.
+``make_widget_view(session, prompt, options)`` returns a displayed
+``WidgetTurnView`` (the kernel's ``TurnView`` protocol), or ``None`` where
+widgets cannot work (no ipywidgets, or no kernel request to attach output
+to): the kernel then picks its text view. The widgets layer sits below the
+kernel: ``ViewSession`` and ``ViewOptions`` say what it reads of the session
+and of the cell's options (the kernel's ``PiSession`` and ``TurnOptions``
+have it).
 """
 
 from __future__ import annotations

@@ -5,10 +5,9 @@ more comms (about 1.4 KB of setup per widget, measured); the kit shares one
 ``Layout`` and one style object per kind across the whole view. The only
 module of the package that imports ipywidgets at import time.
 
-Its ``HTML`` widgets mask secrets in every value they are given
-(``turn_state.masked``, the widgets' one door to masking), whichever view set it, so the widget's own
-state (what code reading ``.value`` sees) never holds a key; every comm
-message is masked again on its way out (``pi_kernel.kernel.outgoing``).
+Nothing here masks keys: the views set widget values drawn from the view
+model (``turn_state``), masked as text entered it; every comm message is
+masked again on its way out (``pi_kernel.kernel.outgoing``).
 """
 
 from __future__ import annotations
@@ -17,25 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets
-import traitlets
 from ipywidgets.widgets.widget_button import ButtonStyle
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
-
-from pi_kernel.widgets.turn_state import masked
 
 CARD_LAYOUT = {
     "border": "1px solid rgba(127,127,127,.35)",
     "padding": "2px 8px 4px 8px",
     "margin": "4px 0",
 }
-
-
-class MaskedHTML(ipywidgets.HTML):
-    """An ``HTML`` widget whose ``value`` never holds a secret."""
-
-    @traitlets.validate("value")
-    def _masked(self, proposal: dict[str, Any]) -> str:
-        return str(masked(proposal["value"]))
 
 
 class WidgetKit:
@@ -59,7 +47,7 @@ class WidgetKit:
         return self._once("wide", lambda: ipywidgets.Layout(width="auto"))
 
     def html(self, value: str = "") -> ipywidgets.HTML:
-        return self._keep(MaskedHTML(value, layout=self.layout, style=self._once("html", HTMLStyle)))
+        return self._keep(ipywidgets.HTML(value, layout=self.layout, style=self._once("html", HTMLStyle)))
 
     def output(self) -> ipywidgets.Output:
         return self._keep(ipywidgets.Output(layout=self.layout))

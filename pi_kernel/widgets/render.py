@@ -2,9 +2,8 @@
 
 No ipywidgets here: the live widget view, the static rendering and the
 kernel's text view all draw from these functions and from the view model
-(``turn_state``), whose text is already masked: nothing here masks keys,
-except the output of a definition's render hook (text that enters the view
-here).
+(``turn_state``), whose text is already masked (a definition's render
+hook's output too): nothing here masks keys.
 
 - **HTML pieces**: self-contained (inline styles, no classes, no scripts).
   Colours that carry meaning (status, diff lines, syntax) are mid-tone
@@ -15,10 +14,7 @@ here).
   dropped): a prompt-injected answer must not run script in the notebook.
   Rich HTML from a tool result (a DataFrame's ``_repr_html_``) comes from
   code the person let run, and is shown as is.
-- **JSON for people**: ``pretty_json`` (never raises), ``bound_strings``,
-  ``parse_arguments`` (the approval editor's text box).
-- **The footer**: ``usage_summary`` (model, tokens in and out, cached tokens,
-  cost when known, context use, plain text) and ``Footer``, its widget.
+- **JSON for people** and **the footer** (``turn_summary``, ``Footer``).
 - **A tool call and its result**: defaults per tool (``python`` and ``bash``
   show their code highlighted, ``edit`` a diff of each replacement, ``write``
   the new file highlighted by its name, other tools pretty JSON; a result
@@ -34,7 +30,7 @@ here).
   ``FINAL_ARGUMENTS_CHARS``, beyond that as their head and tail around a
   plain "characters hidden" warning: what a person approves is never cut at
   one end. The card's header line (label, name, status, elapsed time,
-  decision) is here too, and its ``<summary>`` form for the static card.
+  decision) serves the live card and the static card's ``<summary>``.
 - **The static bundle**: ``render_static(state)`` gives ``text/html``,
   ``text/markdown`` and ``text/plain`` (what a terminal console shows), and
   the turn's structured data in the output metadata under ``"pi_kernel"``:
@@ -51,16 +47,16 @@ from __future__ import annotations
 import base64
 import dataclasses
 import difflib
-import html
 import json
 import re
 import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from html import escape
 from typing import Any
 
-from pi_kernel.ai import ImageContent, TextContent, Usage
+from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.ai.messages import map_strings
 from pi_kernel.tools.approval import (
     ApprovalDecision,
@@ -78,7 +74,6 @@ from pi_kernel.widgets.turn_state import (
     content_text,
     joined_text,
     json_default,
-    masked,
     mime_text,
     outputs_text,
     strip_ansi,
@@ -109,36 +104,6 @@ MAX_IMAGE_BYTES = 2_000_000
 """Larger images are named, not inlined (a notebook is not an image store)."""
 
 
-def escape(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
-def truncate(text: str, limit: int | None, *, tail: bool = False) -> tuple[str, int]:
-    """``text`` cut to ``limit`` characters (its end when ``tail``) and how many were left out."""
-    if limit is None or len(text) <= limit:
-        return text, 0
-    return (text[-limit:] if tail else text[:limit]), len(text) - limit
-
-
-def omitted_note(count: int, *, before: bool) -> str:
-    where = "earlier" if before else "more"
-    return f"… {count:,} {where} characters not shown"
-
-
-def middle_cut(text: str, limit: int | None) -> tuple[str, str, int]:
-    """``(head, tail, hidden)``: ``text`` whole as ``head`` when it fits, else its two ends (for a call a
-    person approves: never cut at one end only)."""
-    if limit is None or len(text) <= limit:
-        return text, "", 0
-    keep = max(limit // 2, 1)
-    return text[:keep], text[-keep:], len(text) - 2 * keep
-
-
-def hidden_note(count: int) -> str:
-    """The warning between the two ends of a call cut by ``middle_cut``."""
-    return f'<span style="{HIDDEN_STYLE}">{escape(hidden_marker(count))}</span>'
-
-
 def pre(text: str, *, limit: int | None = None, tail: bool = False, style: str = "", middle: bool = False) -> str:
     """Escaped preformatted text, bounded (see ``bounded_pre``)."""
     return bounded_pre(strip_ansi(text), escape, limit=limit, tail=tail, middle=middle, style=style)
@@ -148,17 +113,22 @@ def bounded_pre(
     text: str, draw: Callable[[str], str], *, limit: int | None, tail: bool, middle: bool, style: str = ""
 ) -> str:
     """``text`` drawn by ``draw`` in a ``<pre>``, bounded to ``limit``: its two ends around the "characters
-    hidden" warning (``middle``, see ``middle_cut``), else its end (``tail``) or start, with a note of what was
-    left out."""
-    if middle:
-        head, end, hidden = middle_cut(text, limit)
-        body = draw(head) + (hidden_note(hidden) + draw(end) if hidden else "")
+    hidden" warning (``middle``: a call a person approves is never cut at one end only), else its end
+    (``tail``, from a line start: a cut first line of a diff would read as context) or start, with a note of
+    what was left out."""
+    if limit is None or len(text) <= limit:
+        body = draw(text)
+    elif middle:
+        keep = max(limit // 2, 1)
+        hidden = f'<span style="{HIDDEN_STYLE}">{escape(hidden_marker(len(text) - 2 * keep))}</span>'
+        body = draw(text[:keep]) + hidden + draw(text[-keep:])
     else:
-        shown, omitted = truncate(text, limit, tail=tail)
-        body = draw(shown)
-        if omitted:
-            note = f'<span style="{MUTED}">{escape(omitted_note(omitted, before=tail))}</span>'
-            body = f"{note}\n{body}" if tail else f"{body}\n{note}"
+        shown = text[-limit:] if tail else text[:limit]
+        if tail and "\n" in shown:
+            shown = shown.split("\n", 1)[1]
+        omitted = len(text) - len(shown)
+        note = f'<span style="{MUTED}">… {omitted:,} {"earlier" if tail else "more"} characters not shown</span>'
+        body = f"{note}\n{draw(shown)}" if tail else f"{draw(shown)}\n{note}"
     return f'<pre style="{PRE_STYLE}{style}">{body}</pre>'
 
 
@@ -230,32 +200,21 @@ def unified_diff(old: str, new: str, path: str = "") -> str:
 
 
 def diff_html(diff: str, *, limit: int | None = None, tail: bool = False, middle: bool = False) -> str:
-    """A unified diff with added and removed lines tinted; ``tail``: its end when cut (a diff being written);
-    ``middle``: both ends (see ``middle_cut``)."""
-    if middle:
-        head, end, hidden = middle_cut(diff, limit)
-        if hidden:
-            parts = diff_html(head).removesuffix("</pre>"), hidden_note(hidden), diff_html(end).split(">", 1)[1]
-            return "".join(parts)
-    shown, omitted = truncate(diff, limit, tail=tail)
-    if omitted and tail and "\n" in shown:  # a cut first line would read as context, not as + or -
-        cut, shown = shown.split("\n", 1)
-        omitted += len(cut) + 1
+    """A unified diff with added and removed lines tinted, bounded (see ``bounded_pre``)."""
+    return bounded_pre(diff, _diff_rows, limit=limit, tail=tail, middle=middle)
+
+
+def _diff_rows(diff: str) -> str:
     rows = []
-    if omitted and tail:
-        rows.append(f'<span style="{MUTED};display:block">{escape(omitted_note(omitted, before=True))}</span>')
-    for line in shown.splitlines():
+    for line in diff.splitlines():
         if line.startswith("+") and not line.startswith("+++"):
-            rows.append(f'<span style="background:{ADDED_BG};display:block">{escape(line)}</span>')
+            style = f"background:{ADDED_BG};"
         elif line.startswith("-") and not line.startswith("---"):
-            rows.append(f'<span style="background:{REMOVED_BG};display:block">{escape(line)}</span>')
-        elif line.startswith("@@"):
-            rows.append(f'<span style="{MUTED};display:block">{escape(line)}</span>')
+            style = f"background:{REMOVED_BG};"
         else:
-            rows.append(f'<span style="display:block">{escape(line) or " "}</span>')
-    if omitted and not tail:
-        rows.append(f'<span style="{MUTED}">{escape(omitted_note(omitted, before=False))}</span>')
-    return f'<pre style="{PRE_STYLE}">{"".join(rows)}</pre>'
+            style = f"{MUTED};" if line.startswith("@@") else ""
+        rows.append(f'<span style="{style}display:block">{escape(line) or " "}</span>')
+    return "".join(rows)
 
 
 # ---------------------------------------------------------------------- markdown
@@ -328,26 +287,6 @@ def mime_html(bundle: Mapping[str, Any], *, limit: int | None = 20_000) -> str:
     return pre(joined_text(bundle.get("text/plain", "")), limit=limit)
 
 
-def mime_bundle_of(value: Any) -> dict[str, Any]:
-    """A MIME bundle for a render hook's return value (a str, or an IPython display object: IPython's own
-    formatters, images as base64)."""
-    if isinstance(value, str):
-        return {"text/plain": value}
-    if isinstance(value, Mapping):
-        return dict(value)
-    data, _ = _display_formatter().format(value)
-    return {
-        mime: base64.b64encode(item).decode("ascii") if isinstance(item, bytes) else item for mime, item in data.items()
-    }
-
-
-@lru_cache(maxsize=1)
-def _display_formatter() -> Any:
-    from IPython.core.formatters import DisplayFormatter
-
-    return DisplayFormatter()
-
-
 def outputs_html(outputs: list[Any], *, limit: int = 20_000) -> str:
     """Notebook-style outputs (``stream``, ``display_data``, ``execute_result``, ``error`` dicts) as HTML."""
     parts = []
@@ -403,33 +342,25 @@ def parse_arguments(text: str) -> tuple[dict[str, Any] | None, str | None]:
 # ---------------------------------------------------------------------- the footer
 
 
-def usage_summary(
-    model: str,
-    provider: str,
-    usage: Usage,
-    *,
-    duration: float | None = None,
-    context: tuple[int, int] | None = None,
-) -> str:
-    """``provider:model · 1,234 in (1,000 cached, 200 to cache) · 56 out · $0.0012 · context 12,345 / 128,000 (10%)``.
-
-    ``context``: (tokens the conversation holds now, the model's window), the meter of a long session.
+def turn_summary(state: TurnState) -> str:
+    """The footer line: ``provider:model · 1,234 in (1,000 cached, 200 to cache) · 56 out · $0.0012 · context
+    12,345 / 128,000 (10%) · 3.2 s`` (the context meter when the model's window is known).
 
     "in" is the whole prompt (``usage.input`` counts only its uncached part),
     so the cached count in parentheses is a part of it, as a reader expects.
     """
     parts = []
+    model, provider, usage = state.model, state.provider, state.usage
     if model:
         parts.append(f"{provider}:{model}" if provider and provider not in model else model)
-    prompt = usage.prompt_tokens
-    if prompt or usage.output:
-        cached = cache_note(usage.cache_read, usage.cache_write)
-        parts.append(f"{prompt:,} in{cached}")
+    if usage.prompt_tokens or usage.output:
+        parts.append(f"{usage.prompt_tokens:,} in{cache_note(usage.cache_read, usage.cache_write)}")
         parts.append(f"{usage.output:,} out")
     if usage.cost is not None:
         parts.append(f"${usage.cost:.4f}")
-    if context is not None:
-        parts.append(context_meter(*context))
+    if state.context_window and state.context_tokens:
+        parts.append(context_meter(state.context_tokens, state.context_window))
+    duration = _duration(state)
     if duration is not None:
         parts.append(format_duration(duration))
     return " · ".join(parts)
@@ -500,40 +431,11 @@ STATUS_TEXT = {
 }
 
 
-HEADER_STYLE = "flex-wrap:wrap;gap:8px;align-items:center"
-
-
 def header_html(block: ToolCallBlock, now: float) -> str:
-    """``label  name  [status]  1.2 s  decision``, one line (wrapping when narrow)."""
-    parts = _header_parts(block, now)
-    decision = _decision_html(block)
-    if decision:
-        parts.append(decision)
-    return f'<div style="display:flex;{HEADER_STYLE}">{" ".join(parts)}</div>'
-
-
-def summary_html(block: ToolCallBlock, now: float) -> str:
-    """The header as the content of a ``<details>``'s ``<summary>`` (the static card).
-
-    Phrasing content only, the name's line bounded to what is left beside the disclosure caret: a line
-    as wide as the card would not fit there and drop below the caret. A decision with a reason (a
-    denial's, of any length) goes on the next line.
-    """
-    parts = _header_parts(block, now)
-    decision = _decision_html(block)
-    with_reason = block.decision is not None and bool(block.decision.reason)
-    if decision and not with_reason:
-        parts.append(decision)
-    line = (
-        f'<span style="display:inline-flex;{HEADER_STYLE};vertical-align:middle;max-width:calc(100% - 1.5em)">'
-        f"{' '.join(parts)}</span>"
-    )
-    if decision and with_reason:
-        line += f'<span style="display:block;margin-left:1.3em">{decision}</span>'
-    return line
-
-
-def _header_parts(block: ToolCallBlock, now: float) -> list[str]:
+    """``label  name  [status]  1.2 s  decision``, wrapping when narrow: the live card's header and the static
+    card's ``<summary>``, so phrasing content only, bounded to what is left beside the disclosure caret (a line
+    as wide as the card would drop below it). A decision with a reason (a denial's, of any length) goes on the
+    next line."""
     elapsed = block.elapsed(now)
     parts = [f"<b>{escape(block.label or block.name or 'tool')}</b>"]
     if block.name and block.name != block.label:
@@ -541,13 +443,17 @@ def _header_parts(block: ToolCallBlock, now: float) -> list[str]:
     parts.append(badge(block.status, STATUS_TEXT.get(block.status, block.status)))
     if elapsed is not None and block.status != "pending":
         parts.append(f'<span style="{MUTED};font-size:12px">{format_duration(elapsed)}</span>')
-    return parts
-
-
-def _decision_html(block: ToolCallBlock) -> str:
-    if block.decision is None or block.status == "interrupted":
-        return ""
-    return f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>'
+    below = ""
+    if block.decision is not None and block.status != "interrupted":
+        shown = f'<span style="{MUTED};font-size:12px">{escape(decision_text(block.decision))}</span>'
+        if block.decision.reason:
+            below = f'<span style="display:block;margin-left:1.3em">{shown}</span>'
+        else:
+            parts.append(shown)
+    return (
+        '<span style="display:inline-flex;flex-wrap:wrap;gap:8px;align-items:center;vertical-align:middle;'
+        f'max-width:calc(100% - 1.5em)">{" ".join(parts)}</span>{below}'
+    )
 
 
 def decision_text(decision: ApprovalDecision) -> str:
@@ -570,47 +476,37 @@ def call_html(block: ToolCallBlock, definition: Any = None) -> str:
     """The call's arguments as HTML: the definition's ``render_call`` once they are complete."""
     live = block.status == "streaming"
     hook = getattr(definition, "render_call", None)
-    if hook is not None and not live:
-        rendered = _run_hook(hook, block.arguments)
-        warning = _invisible_note(block.shown_arguments())  # the hook's own view cannot be trusted to show them
-        if isinstance(rendered, dict):
-            return warning + mime_html(rendered)
-        return _default_call_html(block, live) + _hook_error(rendered)
-    return _default_call_html(block, live)
+    rendered = block.hook_output(hook, block.arguments) if hook is not None and not live else None
+    if isinstance(rendered, dict):  # with a warning: the hook's own view cannot be trusted to show them
+        return _invisible_note(block.shown_arguments()) + mime_html(rendered)
+    return _default_call_html(block, live) + _hook_error(rendered)
 
 
 def _invisible_note(args: Any) -> str:
     """A warning line when ``args`` hold characters that hide or reorder text (``reveal_invisible``)."""
     _, invisible = reveal_invisible_data(args)
-    return _warning_line(invisible_warning(invisible)) if invisible else ""
-
-
-def _warning_line(text: str) -> str:
-    return f'<div style="color:{STATUS_COLORS["error"]};font-size:12px">{escape(text)}</div>'
+    if not invisible:
+        return ""
+    return f'<div style="color:{STATUS_COLORS["error"]};font-size:12px">{escape(invisible_warning(invisible))}</div>'
 
 
 def call_text(block: ToolCallBlock, definition: Any = None) -> tuple[str, str]:
     """``(text, language)`` of the call, for markdown and plain text (``language`` may be ``""``), beyond
     ``FINAL_ARGUMENTS_CHARS`` as its head and tail around the "characters hidden" warning, as in HTML."""
-    text, language = _call_text(block, definition)
-    return cut_middle(text, FINAL_ARGUMENTS_CHARS), language
-
-
-def _call_text(block: ToolCallBlock, definition: Any) -> tuple[str, str]:
     hook = getattr(definition, "render_call", None)
-    if hook is not None:
-        rendered = _run_hook(hook, block.arguments)
-        if isinstance(rendered, dict):
-            return mime_text(rendered), ""
+    rendered = block.hook_output(hook, block.arguments) if hook is not None else None
     args = block.shown_arguments()
-    code = _code_argument(block.name, args)
-    if code is not None:
-        return code, CODE_ARGUMENTS[block.name][1]
-    edits = _edits(block.name, args)
-    if edits is not None:
+    code, edits = _code_argument(block.name, args), _edits(block.name, args)
+    if isinstance(rendered, dict):
+        text, language = mime_text(rendered), ""
+    elif code is not None:
+        text, language = code, CODE_ARGUMENTS[block.name][1]
+    elif edits is not None:
         path = str(args.get("path") or args.get("file_path") or "")
-        return "".join(unified_diff(old, new, path) for old, new in edits), "diff"
-    return pretty_json(args), "json"
+        text, language = "".join(unified_diff(old, new, path) for old, new in edits), "diff"
+    else:
+        text, language = pretty_json(args), "json"
+    return cut_middle(text, FINAL_ARGUMENTS_CHARS), language
 
 
 def result_html(block: ToolCallBlock, definition: Any = None) -> str:
@@ -618,12 +514,10 @@ def result_html(block: ToolCallBlock, definition: Any = None) -> str:
     if result is None:
         return ""
     hook = getattr(definition, "render_result", None)
-    if hook is not None:
-        rendered = _run_hook(hook, result)
-        if isinstance(rendered, dict):
-            return mime_html(rendered)
-        return _default_result_html(block) + _hook_error(rendered)
-    return _default_result_html(block)
+    rendered = block.hook_output(hook, result) if hook is not None else None
+    if isinstance(rendered, dict):
+        return mime_html(rendered)
+    return _default_result_html(block) + _hook_error(rendered)
 
 
 def rendered_result_text(block: ToolCallBlock, definition: Any = None, *, limit: int = RESULT_CHARS) -> str:
@@ -632,7 +526,7 @@ def rendered_result_text(block: ToolCallBlock, definition: Any = None, *, limit:
         return ""
     hook = getattr(definition, "render_result", None)
     if hook is not None:
-        rendered = _run_hook(hook, result)
+        rendered = block.hook_output(hook, result)
         if isinstance(rendered, dict):
             return _bounded(mime_text(rendered), limit, block.name)
     details = result.details if isinstance(result.details, Mapping) else {}
@@ -749,15 +643,9 @@ def _bounded(text: str, limit: int, name: str) -> str:
     return f"{text[:limit]}\n… [{len(text) - limit:,} more characters]"
 
 
-def _run_hook(hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
-    """The hook's output as a MIME bundle, or the text of its error."""
-    try:
-        return masked(mime_bundle_of(hook(value)))
-    except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
-        return masked(f"{type(error).__name__}: {error}")  # it may quote the (unmasked) value it was given
-
-
-def _hook_error(message: str) -> str:
+def _hook_error(message: str | None) -> str:
+    if message is None:
+        return ""
     return f'<div style="{MUTED};font-size:12px">render hook failed ({escape(message)}); default view shown</div>'
 
 
@@ -783,9 +671,52 @@ class StaticOutput:
 
 
 def render_static(state: TurnState, definitions: DefinitionLookup | None = None) -> StaticOutput:
-    lookup: Callable[[str], Any] = definitions or (lambda _name: None)
-    markdown, plain = _texts(state, lookup)
-    data = {"text/html": _html(state, lookup), "text/markdown": markdown, "text/plain": plain}
+    """A finished turn as HTML, markdown and plain text (what a terminal console shows), in one pass, and its
+    metadata. ``definitions``: tool name → its definition (default: the state's own, ``TurnState.definitions``)."""
+    lookup: Callable[[str], Any] = definitions or state.definition
+    html, markdown, plain = [], [], []
+    for block in state.blocks:  # their text was masked as it entered the view model
+        if isinstance(block, TextBlock) and block.kind == "thinking" and not state.saves_thinking:
+            continue
+        if isinstance(block, TextBlock) and block.kind == "thinking":
+            html.append(
+                f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
+                f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">'
+                f"{escape(block.text)}</div></details>"
+            )
+            markdown.append("\n".join("> " + line for line in ["*Thinking*", "", *block.text.splitlines()]))
+            plain.append("[thinking]\n" + _indent(block.text))
+        elif isinstance(block, TextBlock):
+            html.append(f"<div>{markdown_html(block.text)}</div>")
+            markdown.append(block.text)
+            plain.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            definition = lookup(block.name)
+            code, language = call_text(block, definition)
+            result = rendered_result_text(block, definition)
+            html.append(_card_html(block, definition, state, f"{code}\n{result}"))
+            status = _status_line(block, state)
+            md = [f"**{_md_escape(block.label or block.name)}** `{block.name}` — {status}", "", _fence(code, language)]
+            text = [f"── {block.label or block.name} ({block.name}) · {status}", _indent(code)]
+            if block.result is not None:
+                md += ["", _fence(result, "")]
+                text += ["  →", _indent(result)]
+            markdown.append("\n".join(md))
+            plain.append("\n".join(text))
+        else:
+            html.append(notice_html(block))
+            markdown.append(f"*{_md_escape(_notice_text(block))}*")
+            plain.append(f"[{_notice_text(block)}]")
+    summary = turn_summary(state)
+    html.append(footer_html(summary))
+    if summary:
+        markdown.append(f"*{_md_escape(summary)}*")
+        plain.append(f"── {summary}")
+    data = {
+        "text/html": f'<div style="{_TURN_STYLE}">{"".join(html)}</div>',
+        "text/markdown": "\n\n".join(part for part in markdown if part),
+        "text/plain": "\n\n".join(part for part in plain if part),
+    }
     return StaticOutput(data, {METADATA_KEY: turn_metadata(state, lookup)})
 
 
@@ -836,45 +767,21 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-# ---------------------------------------------------------------------- html
+# ---------------------------------------------------------------------- the static bundle: cards, notices, text
 
 
-def _html(state: TurnState, lookup: Callable[[str], Any]) -> str:
-    parts = []
-    for block in _shown_blocks(state):
-        if isinstance(block, TextBlock) and block.kind == "thinking":
-            parts.append(
-                f'<details style="margin:4px 0"><summary style="{MUTED};cursor:pointer">Thinking</summary>'
-                f'<div style="white-space:pre-wrap;{MUTED};font-size:13px;padding-left:12px">'
-                f"{escape(block.text)}</div>"  # masked as it entered the view model
-                "</details>"
-            )
-        elif isinstance(block, TextBlock):
-            parts.append(f"<div>{markdown_html(block.text)}</div>")  # masked as it entered, before highlighting
-        elif isinstance(block, ToolCallBlock):
-            parts.append(_card_html(block, lookup(block.name), state))
-        else:
-            parts.append(notice_html(block))
-    parts.append(footer_html(turn_summary(state)))
-    return f'<div style="{_TURN_STYLE}">{"".join(parts)}</div>'
-
-
-def _card_html(block: ToolCallBlock, definition: Any, state: TurnState) -> str:
+def _card_html(block: ToolCallBlock, definition: Any, state: TurnState, text: str) -> str:
+    """A call's card; ``text``: its arguments and result as text (short ones stay open, shown without a click)."""
     color = STATUS_COLORS.get(block.status, "#8a8a8a")
-    is_open = " open" if block.status in ("error", "denied", "interrupted") or _is_short(block, definition) else ""
+    short = len(text) <= OPEN_CARD_CHARS and text.count("\n") < OPEN_CARD_LINES
+    is_open = " open" if block.status in ("error", "denied", "interrupted") or short else ""
     style = (
         f"border:1px solid rgba(127,127,127,.35);border-left:3px solid {color};border-radius:4px;"
         "padding:2px 8px;margin:6px 0"
     )
-    summary = summary_html(block, state.ended_at or 0.0)
+    summary = header_html(block, state.ended_at or 0.0)
     body = call_html(block, definition) + result_html(block, definition)
     return f'<details{is_open} style="{style}"><summary style="cursor:pointer">{summary}</summary>{body}</details>'
-
-
-def _is_short(block: ToolCallBlock, definition: Any) -> bool:
-    """Arguments and result small enough to stay open: the transcript shows them without a click."""
-    text = call_text(block, definition)[0] + "\n" + rendered_result_text(block, definition, limit=OPEN_CARD_CHARS + 1)
-    return len(text) <= OPEN_CARD_CHARS and text.count("\n") < OPEN_CARD_LINES
 
 
 def notice_html(block: NoticeBlock) -> str:
@@ -883,48 +790,6 @@ def notice_html(block: NoticeBlock) -> str:
         return f'<div style="{MUTED};margin:4px 0">{_notice_text(block)[:2]}{escape(block.text)}</div>'
     status = "error" if block.kind == "error" else "interrupted"
     return f'<div style="margin:4px 0">{badge(status)} {escape(block.text)}</div>'  # masked as it entered
-
-
-# ---------------------------------------------------------------------- markdown and plain text
-
-
-def _texts(state: TurnState, lookup: Callable[[str], Any]) -> tuple[str, str]:
-    """The turn as markdown and as plain text (what a terminal console shows), in one pass."""
-    markdown, plain = [], []
-    for block in _shown_blocks(state):
-        if isinstance(block, TextBlock) and block.kind == "thinking":
-            markdown.append("\n".join("> " + line for line in ["*Thinking*", "", *block.text.splitlines()]))
-            plain.append("[thinking]\n" + _indent(block.text))
-        elif isinstance(block, TextBlock):
-            markdown.append(block.text)
-            plain.append(block.text)
-        elif isinstance(block, ToolCallBlock):
-            definition = lookup(block.name)
-            code, language = call_text(block, definition)
-            status = _status_line(block, state)
-            md = [f"**{_md_escape(block.label or block.name)}** `{block.name}` — {status}", "", _fence(code, language)]
-            text = [f"── {block.label or block.name} ({block.name}) · {status}", _indent(code)]
-            if block.result is not None:
-                result = rendered_result_text(block, definition)
-                md += ["", _fence(result, "")]
-                text += ["  →", _indent(result)]
-            markdown.append("\n".join(md))
-            plain.append("\n".join(text))
-        else:
-            markdown.append(f"*{_md_escape(_notice_text(block))}*")
-            plain.append(f"[{_notice_text(block)}]")
-    summary = turn_summary(state)
-    if summary:
-        markdown.append(f"*{_md_escape(summary)}*")
-        plain.append(f"── {summary}")
-    return "\n\n".join(part for part in markdown if part), "\n\n".join(part for part in plain if part)
-
-
-def _shown_blocks(state: TurnState) -> list[Any]:
-    """The blocks the static output holds: thinking only where ``state.saves_thinking``."""
-    if state.saves_thinking:
-        return state.blocks
-    return [block for block in state.blocks if not (isinstance(block, TextBlock) and block.kind == "thinking")]
 
 
 def _status_line(block: ToolCallBlock, state: TurnState) -> str:
@@ -936,13 +801,6 @@ def _status_line(block: ToolCallBlock, state: TurnState) -> str:
     if decision is not None and block.status != "interrupted":
         parts.append(decision["text"])
     return " · ".join(parts)
-
-
-def turn_summary(state: TurnState) -> str:
-    """The footer line: usage, cost, the context meter (when the window is known) and the duration."""
-    window, tokens = state.context_window, state.context_tokens
-    context = (tokens, window) if window and tokens else None
-    return usage_summary(state.model, state.provider, state.usage, duration=_duration(state), context=context)
 
 
 NOTICE_PREFIX = {"error": "Error: ", "interrupted": "Interrupted: ", "user": "↳ ", "compaction": "⇣ "}

@@ -13,10 +13,11 @@ Threads: a submit or click arrives on whatever thread delivers the comm message 
 from __future__ import annotations
 
 from collections.abc import Callable
+from html import escape
 from typing import Any
 
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.render import MUTED, escape
+from pi_kernel.widgets.render import MUTED
 
 PLACEHOLDER = "Message to the agent: Enter steers it (seen after the running tool calls)"
 

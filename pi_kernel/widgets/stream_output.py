@@ -13,18 +13,17 @@ messages are sent with the cell's parent header captured when the view was
 made, because a button callback or a timer may run under another parent.
 Nothing here imports ipywidgets; widgets are duck-typed (``msg_id``).
 
-Every message is masked on its way out of the kernel (``kernel.outgoing``),
-but that sees one message at a time: so the streamed text goes through a
-``MaskedStream`` first, and a key split across two deltas is still caught;
-the short tail that may be the start of one waits for the next write, or for
-``done``.
+The text written here is the view model's (``turn_state``), masked as it
+entered it: streamed pieces passed one ``MaskedStream`` there, so a key
+split across two deltas was caught before it reached a view (every message
+is masked again on its way out, ``kernel.outgoing``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pi_kernel.widgets.turn_state import MaskedStream, appended
+from pi_kernel.widgets.turn_state import appended
 
 _TOPICS = {
     "stream": b"stream.stdout",
@@ -107,12 +106,8 @@ class StreamOutput:
         """The full text last shown (``sync``), to tell an append from a rewrite."""
         self._shown = 0
         """Characters sent since the last clear."""
-        self._masked = MaskedStream()
 
     def append(self, text: str) -> None:
-        self._send(self._masked.feed(text))
-
-    def _send(self, text: str) -> None:
         if not text:
             return
         self._router.claim(self.widget)
@@ -148,10 +143,8 @@ class StreamOutput:
         self._router.sender.send("clear_output", {"wait": wait})
         self._shown = 0
         self._source = ""
-        self._masked.reset()
 
     def done(self) -> None:
-        """No more writes for now: send the held-back tail and let the cell have its output back."""
-        self._send(self._masked.flush())
+        """No more writes for now: let the cell have its output back."""
         if self._router.active is self.widget:
             self._router.release()

@@ -27,14 +27,9 @@ Scheduler = Callable[[float, Callable[[], None]], TimerHandle]
 """``scheduler(delay_seconds, callback) -> handle`` with ``handle.cancel()``."""
 
 
-def loop_scheduler(loop: asyncio.AbstractEventLoop | None = None) -> Scheduler:
-    """A scheduler on ``loop`` (default: the running loop when called)."""
-
-    def schedule(delay: float, callback: Callable[[], None]) -> TimerHandle:
-        target = loop if loop is not None else asyncio.get_running_loop()
-        return target.call_later(delay, callback)
-
-    return schedule
+def loop_scheduler(delay: float, callback: Callable[[], None]) -> TimerHandle:
+    """The default ``Scheduler``: the loop running when it is called."""
+    return asyncio.get_running_loop().call_later(delay, callback)
 
 
 class Throttle:
@@ -50,17 +45,12 @@ class Throttle:
         self.interval = interval
         """Shortest time between two flushes (0.05 s: 20 updates per second)."""
         self._clock = clock
-        self._scheduler = scheduler if scheduler is not None else loop_scheduler()
+        self._scheduler = scheduler if scheduler is not None else loop_scheduler
         self._last = -math.inf
         self._timer: TimerHandle | None = None
         self._timer_at = math.inf
         self.flushes = 0
         """How many times ``flush`` ran."""
-
-    @property
-    def pending(self) -> bool:
-        """A trailing flush is scheduled."""
-        return self._timer is not None
 
     def request(self, delay: float = 0.0) -> None:
         """Flush no later than ``delay`` seconds from now, and no sooner than the interval allows."""

@@ -37,8 +37,6 @@ class ToolCard:
         self._kit = kit
         self._router = router
         self._definitions = definitions
-        self._definition: Any = None
-        self._named = ""
         self._resolve = resolve
         self.header = kit.html("")
         self.arguments = kit.html("")
@@ -56,9 +54,6 @@ class ToolCard:
         self.header.value = header_html(block, now)
         if block.version == self.version:
             return  # only the clock moved
-        if block.name != self._named:  # the name may arrive after the first streamed byte
-            self._named = block.name
-            self._definition = self._definitions(block.name) if block.name else None
         streaming = block.status == "streaming"
         key = (id(block.arguments), streaming, block.version if streaming else 0)
         self.deferred = (
@@ -70,28 +65,28 @@ class ToolCard:
         if key != self._arguments_key:
             self._arguments_key = key
             self._arguments_at = now
-            self.arguments.value = call_html(block, self._definition)
+            self.arguments.value = call_html(block, self._definitions(block.name))
         self._update_panel(block)
         if block.output_updates and not block.finished:
             if self.live is None:
                 self.live = StreamOutput(
                     self._kit.output(), self._router, limit=LIVE_OUTPUT_CHARS, keep=LIVE_OUTPUT_KEEP
                 )
-                self._show([self.header, self.arguments, *self._panel_widgets(), self.live.widget])
+                self.widget.children = [self.header, self.arguments, *self._panel_widgets(), self.live.widget]
             self.live.sync(block.output)
         if block.finished and block.result is not None and self.result is None:
             if self.live is not None:
                 self.live.done()
-            self.result = self._kit.html(result_html(block, self._definition))
-            self._show([self.header, self.arguments, *self._panel_widgets(), self.result])
+            self.result = self._kit.html(result_html(block, self._definitions(block.name)))
+            self.widget.children = [self.header, self.arguments, *self._panel_widgets(), self.result]
 
     def _update_panel(self, block: ToolCallBlock) -> None:
-        request = block.request
-        if self.panel is None and request is not None and block.status == "waiting" and self._resolve is not None:
+        shown = block.shown_request
+        if self.panel is None and shown is not None and block.status == "waiting" and self._resolve is not None:
             resolve = self._resolve
-            call_id = request.tool_call_id
-            self.panel = ApprovalPanel(self._kit, request, lambda decision: resolve(call_id, decision))
-            self._show([*self.widget.children, self.panel.widget])
+            call_id = shown.request.tool_call_id
+            self.panel = ApprovalPanel(self._kit, shown, lambda decision: resolve(call_id, decision))
+            self.widget.children = [*self.widget.children, self.panel.widget]
         if self.panel is not None and block.decision is not None and not self.panel.decided:
             self.panel.show_decision(block.decision)
         if self.panel is not None and block.finished and not self.panel.decided:
@@ -99,9 +94,6 @@ class ToolCard:
 
     def _panel_widgets(self) -> list[Any]:
         return [self.panel.widget] if self.panel is not None else []
-
-    def _show(self, children: list[Any]) -> None:
-        self.widget.children = children
 
     def finish(self) -> None:
         if self.live is not None:

@@ -16,17 +16,22 @@ block as they arrive (what may be the start of a key waits for the next
 piece), notices and tool results are masked as they are set, and a tool
 call's arguments reach a view only through ``ToolCallBlock.shown_arguments``
 / ``shown_raw``, masked once per version (while they stream: their bounded
-tail, ``live_tail``, with what may begin a key left out). So escaping,
-highlighting and cutting in the views never see a key. This is the widgets'
-one door to ``pi_kernel.ai.secrets``: ``masked``, ``MaskedStream``,
-and ``restored`` (arguments a person edited).
+tail, ``live_tail``, with what may begin a key left out). So are what a
+definition's render hook makes of a call or its result (``hook_output``) and
+an approval request (``ShownRequest``: its arguments, warning and change,
+for the approval card and the stdin question). So escaping, highlighting and
+cutting in the views never see a key: this is the only module of the views
+that masks (``restored`` turns the ``***`` of arguments a person edited back
+into what they hid).
 
 Long: the view model and its blocks are where text enters the views and is masked once, so they stay together.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import functools
 import itertools
 import json
 import re
@@ -65,9 +70,8 @@ from pi_kernel.ai import (
     UserMessage,
 )
 from pi_kernel.ai.messages import text_of
-from pi_kernel.ai.secrets import MaskedStream, secret_values, unmask
-from pi_kernel.ai.secrets import mask as masked
-from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
+from pi_kernel.ai.secrets import MaskedStream, mask, secret_values, unmask
+from pi_kernel.tools.approval import ApprovalDecision, ApprovalPreview, ApprovalRequest
 
 ToolStatus = Literal["streaming", "pending", "waiting", "running", "done", "error", "denied", "interrupted"]
 """``streaming``: the model is still writing the arguments; ``pending``: written, not started;
@@ -162,7 +166,7 @@ class TextBlock:
         """The block ended: ``text`` is the provider's final text (``None``: what streamed), masked. Whether the
         block changed (it was not final yet, or its text differs)."""
         held = self._masking.flush()
-        final = self.buffer.text + held if text is None else masked(text)
+        final = self.buffer.text + held if text is None else mask(text)
         changed = not self.final or final != self.buffer.text
         if final != self.buffer.text:
             self.buffer.replace(final)
@@ -182,7 +186,10 @@ class ToolCallBlock:
     raw: TextBuffer = field(default_factory=lambda: TextBuffer(keep=RAW_ARGUMENTS_TAIL))
     """The end of the streamed argument text (shown while it does not parse yet)."""
     status: ToolStatus = "streaming"
+    shown_request: ShownRequest | None = field(default=None, init=False)
+    """``request`` as the views draw it, masked (set with it)."""
     request: ApprovalRequest | None = None
+    """The approval request as asked (what edited arguments are restored against)."""
     decision: ApprovalDecision | None = None
     started_at: float | None = None
     """Clock time of ``tool_execution_start`` (reset when an approval lets it run)."""
@@ -199,6 +206,8 @@ class ToolCallBlock:
     _shown: tuple[Any, ...] = field(default=(), repr=False)
     """(arguments, streaming, version, what ``shown_arguments`` made of them)."""
     _shown_raw: tuple[int, str] = field(default=(-1, ""), repr=False)
+    _hooked: dict[Any, tuple[Any, int, dict[str, Any] | str]] = field(default_factory=dict, repr=False)
+    """A render hook → (the value it was given, the version, what ``hook_output`` made of it)."""
 
     @property
     def finished(self) -> bool:
@@ -215,13 +224,16 @@ class ToolCallBlock:
     def __setattr__(self, name: str, value: Any) -> None:
         # A result is masked as it enters the view model (once, not at every redraw): a tool's own text,
         # its details (notebook outputs, a diff) and what a ``render_result`` hook is given. So are the call's
-        # name and label (the model writes them) and a decision's reason (a policy's quotes the arguments).
+        # name and label (the model writes them), a decision's reason (a policy's quotes the arguments) and
+        # an approval request (its drawn form, ``shown_request``).
         if name == "result" and value is not None:
             value = masked_result(value)
+        elif name == "request":
+            object.__setattr__(self, "shown_request", None if value is None else ShownRequest(value))
         elif name in ("name", "label") and isinstance(value, str):
-            value = masked(value)
+            value = mask(value)
         elif name == "decision" and value is not None and value.reason:
-            shown = masked(value.reason)
+            shown = mask(value.reason)
             if shown != value.reason:
                 value = dataclasses.replace(value, reason=shown)
         object.__setattr__(self, name, value)
@@ -237,14 +249,28 @@ class ToolCallBlock:
         if shown and shown[0] is arguments and shown[1] == streaming and (not streaming or shown[2] == self.version):
             return shown[3]
         value = live_tail(arguments) if streaming else arguments
-        data = masked(jsonable(value) if value is not None else {}, partial=streaming)
+        data = mask(jsonable(value) if value is not None else {}, partial=streaming)
         self._shown = (arguments, streaming, self.version, data)
         return data
+
+    def hook_output(self, hook: Callable[[Any], Any], value: Any) -> dict[str, Any] | str:
+        """What a definition's ``render_call`` / ``render_result`` makes of ``value`` (the arguments, the result),
+        masked as it enters the view model, once per version: a MIME bundle, or the text of the hook's error (it
+        may quote the unmasked arguments it was given)."""
+        cached = self._hooked.get(hook)
+        if cached is not None and cached[0] is value and cached[1] == self.version:
+            return cached[2]
+        try:
+            output: dict[str, Any] | str = mask(mime_bundle_of(hook(value)))
+        except Exception as error:  # noqa: BLE001 - a user's render hook must not break the view
+            output = mask(f"{type(error).__name__}: {error}")
+        self._hooked[hook] = (value, self.version, output)
+        return output
 
     def shown_raw(self) -> str:
         """The end of the streamed argument text, masked (what may begin a key left out)."""
         if self._shown_raw[0] != self.raw.length:
-            self._shown_raw = (self.raw.length, masked(self.raw.text, partial=True))
+            self._shown_raw = (self.raw.length, mask(self.raw.text, partial=True))
         return self._shown_raw[1]
 
     def set_output(self, text: str) -> None:
@@ -278,10 +304,49 @@ def masked_result(result: AgentToolResult) -> AgentToolResult:
     """``result`` with keys masked in its text blocks and its details (read once for all of them)."""
     secrets = secret_values()
     content = [
-        dataclasses.replace(item, text=masked(item.text, secrets)) if isinstance(item, TextContent) else item
+        dataclasses.replace(item, text=mask(item.text, secrets)) if isinstance(item, TextContent) else item
         for item in result.content
     ]
-    return dataclasses.replace(result, content=content, details=masked(result.details, secrets))
+    return dataclasses.replace(result, content=content, details=mask(result.details, secrets))
+
+
+class ShownRequest:
+    """An approval request as the views draw it (the approval card, the stdin question): its warning and change
+    masked as it enters the view model, its arguments (as JSON data) when first drawn (the editor, the stdin
+    question: a call waiting for approval is drawn at once, whatever its size)."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+        """As asked: its id, its tool, the arguments edited ones are restored against."""
+        preview = request.preview
+        if preview is not None:
+            preview = dataclasses.replace(preview, title=mask(preview.title), diff=mask(preview.diff))
+        self.preview: ApprovalPreview | None = preview
+        self.warning = mask(request.warning) if request.warning else None
+
+    @functools.cached_property
+    def args(self) -> Any:
+        return mask(jsonable(self.request.args))
+
+
+def mime_bundle_of(value: Any) -> dict[str, Any]:
+    """A MIME bundle for a render hook's return value (a str, or an IPython display object: IPython's own
+    formatters, images as base64)."""
+    if isinstance(value, str):
+        return {"text/plain": value}
+    if isinstance(value, Mapping):
+        return dict(value)
+    data, _ = _display_formatter().format(value)
+    return {
+        mime: base64.b64encode(item).decode("ascii") if isinstance(item, bytes) else item for mime, item in data.items()
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _display_formatter() -> Any:
+    from IPython.core.formatters import DisplayFormatter
+
+    return DisplayFormatter()
 
 
 def content_text(content: str | list[Any]) -> str:
@@ -315,7 +380,7 @@ class NoticeBlock:
 
     def __setattr__(self, name: str, value: Any) -> None:
         # An error may quote a key: masked as it enters the view model, never where it is drawn.
-        object.__setattr__(self, name, masked(value) if name == "text" else value)
+        object.__setattr__(self, name, mask(value) if name == "text" else value)
 
 
 Block = TextBlock | ToolCallBlock | NoticeBlock
@@ -413,8 +478,8 @@ class TurnState:
 
     model: str = ""
     provider: str = ""
-    label_of: Callable[[str], str] | None = None
-    """Tool name → label shown in the UI (from the tool's definition)."""
+    definitions: Callable[[str], Any] | None = None
+    """Tool name → its ``ToolDefinition`` (or ``None``): the labels shown and the render hooks."""
     clock: Callable[[], float] = time.monotonic
     blocks: list[Block] = field(default_factory=list)
     tool_calls: dict[str, ToolCallBlock] = field(default_factory=dict)
@@ -679,13 +744,15 @@ class TurnState:
             self.tool_calls[tool_call_id] = block
         return block
 
+    def definition(self, name: str) -> Any:
+        """The tool's definition, or ``None``: an unknown tool (or a failing lookup) is drawn with the defaults."""
+        try:
+            return self.definitions(name) if self.definitions is not None else None
+        except Exception:  # noqa: BLE001 - a label or a render hook is cosmetic; never break the view for it
+            return None
+
     def _label(self, name: str) -> str:
-        if self.label_of is not None:
-            try:
-                return self.label_of(name) or name
-            except Exception:  # noqa: BLE001 - a label is cosmetic; never break the view for it
-                return name
-        return name
+        return str(getattr(self.definition(name), "label", "") or name)
 
     def _note_model(self, message: AssistantMessage) -> None:
         if message.model:

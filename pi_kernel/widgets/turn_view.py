@@ -25,15 +25,11 @@ the text this view draws was masked as it entered the view model (the
 highlighted or escaped key is spelt differently and would escape that mask).
 
 Approvals: ``requested`` shows the buttons on the call's card; ``resolved``
-(whoever decided: a click, a timeout, an interrupt, a comm message) disables
-them and shows the decision. Threads: the ``TurnState`` and every redraw
-change on the loop's thread only (``attach`` hands the broker's notifications
-from other threads to the loop). A click runs on whatever thread delivered it
-(JupyterLab may route comms to a subshell thread): it calls ``broker.resolve``
-(thread-safe) and, for feedback without waiting on a busy loop, the clicked
-panel disables its own controls and shows the decision right there
-(``ApprovalPanel.show_decision``; a widget's trait change is sent through the
-kernel's thread-safe iopub). The loop's redraw of the same ``resolved`` then
+(whoever decided) disables them and shows the decision. Threads: the
+``TurnState`` and every redraw change on the loop's thread only (``attach``
+hands the broker's notifications from other threads to the loop). A click,
+on whatever thread delivered it, is the panel's own (``ApprovalPanel``: it
+shows its decision at once); the loop's redraw of the same ``resolved`` then
 finds the panel decided and leaves it.
 
 ``finish()`` (also on ``agent_end``) sends the streamed text still pending
@@ -151,9 +147,8 @@ class WidgetTurnView:
         follow_up: Callable[[str], Any] | None = None,
     ) -> None:
         self._sender = sender
-        self._definitions: DefinitionLookup = definitions or (lambda _name: None)
         self._clock = clock
-        self.state = TurnState(model=model, provider=provider, label_of=self._label, clock=clock)
+        self.state = TurnState(model=model, provider=provider, definitions=definitions, clock=clock)
         self._kit = WidgetKit()
         self._router = OutputRouter(sender)
         self._views: list[Any] = []
@@ -241,7 +236,7 @@ class WidgetTurnView:
         self.state.finish()
         self._router.release()
         try:
-            self.static = render_static(self.state, self._definition)
+            self.static = render_static(self.state)
         except Exception:  # a rendering bug must still leave the answer, and no live widgets
             logger.exception("pi_kernel.widgets: static rendering failed")
             self.static = StaticOutput({"text/plain": self.state.text()}, {})
@@ -341,19 +336,10 @@ class WidgetTurnView:
         if isinstance(block, TextBlock):
             return _TextView(self._kit, self._router, block)
         if isinstance(block, ToolCallBlock):
-            return ToolCard(self._kit, self._router, self._definition, self._resolve)
+            return ToolCard(self._kit, self._router, self.state.definition, self._resolve)
         return _NoticeView(self._kit, block)
 
     # ------------------------------------------------------------------ helpers
-
-    def _definition(self, name: str) -> Any:
-        try:
-            return self._definitions(name)
-        except Exception:  # noqa: BLE001 - an unknown tool renders with the defaults
-            return None
-
-    def _label(self, name: str) -> str:
-        return str(getattr(self._definition(name), "label", "") or name)
 
     def _bind_loop(self) -> None:
         if self._loop is not None:

@@ -21,7 +21,7 @@ from pi_kernel.tools.approval import ApprovalRequest, cut_middle
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.render import call_html
-from pi_kernel.widgets.turn_state import ToolCallBlock
+from pi_kernel.widgets.turn_state import ShownRequest, ToolCallBlock
 
 TAIL = "rm -rf ~/DANGER_TAIL"
 PADDED = "echo start " + "harmless " * 4_000 + "; " + TAIL
@@ -52,7 +52,7 @@ def test_the_edit_form_shows_the_whole_call(monkeypatch: pytest.MonkeyPatch) -> 
     install_recording_comms(monkeypatch, [])
     request = _waiting_block().request
     assert request is not None
-    panel = ApprovalPanel(WidgetKit(), request, lambda decision: True)
+    panel = ApprovalPanel(WidgetKit(), ShownRequest(request), lambda decision: True)
     panel.edit.click()
     assert PADDED in panel.editor.value
 

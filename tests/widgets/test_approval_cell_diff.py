@@ -21,6 +21,7 @@ from pi_kernel.tools.builtin.notebook_edits import cell_diff
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.render import ADDED_BG, REMOVED_BG
+from pi_kernel.widgets.turn_state import ShownRequest
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 TITLE = "edit cell #2 (code) y = x +* 2"
@@ -38,7 +39,9 @@ def request(change: ApprovalPreview) -> ApprovalRequest:
 def test_the_widget_card_shows_the_title_and_the_tinted_diff_above_its_buttons(monkeypatch: pytest.MonkeyPatch) -> None:
     install_recording_comms(monkeypatch, [])
     decisions: list[ApprovalDecision] = []
-    panel = ApprovalPanel(WidgetKit(), request(preview()), lambda decision: decisions.append(decision) or True)
+    panel = ApprovalPanel(
+        WidgetKit(), ShownRequest(request(preview())), lambda decision: decisions.append(decision) or True
+    )
     html = panel.change.value
     assert f"<b>{TITLE}</b>" in unescape(html)
     assert re.search(rf"background:{re.escape(REMOVED_BG)}[^>]*>-y = x \+\* 2<", unescape(html))
@@ -51,7 +54,7 @@ def test_the_widget_card_shows_the_title_and_the_tinted_diff_above_its_buttons(m
 def test_a_request_without_a_change_has_no_diff(monkeypatch: pytest.MonkeyPatch) -> None:
     install_recording_comms(monkeypatch, [])
     plain = ApprovalRequest("c2", "bash", {"command": "ls"}, label="bash")
-    assert ApprovalPanel(WidgetKit(), plain, lambda decision: True).change.value == ""
+    assert ApprovalPanel(WidgetKit(), ShownRequest(plain), lambda decision: True).change.value == ""
 
 
 def test_stdin_and_the_text_view_show_the_same_diff_with_keys_masked() -> None:
@@ -71,7 +74,7 @@ def test_a_bidi_override_in_a_cells_first_line_shows_in_the_title_on_every_card(
     install_recording_comms(monkeypatch, [])
     title = "delete #2 (code) ok = 1  # \u202etxt.lmth\u202c"
     change = ApprovalPreview(title, cell_diff("ok = 1", "", "#2 (code)"), "cell-2")
-    html = unescape(ApprovalPanel(WidgetKit(), request(change), lambda decision: True).change.value)
+    html = unescape(ApprovalPanel(WidgetKit(), ShownRequest(request(change)), lambda decision: True).change.value)
     assert "\u202e" not in html and "<b>delete #2 (code) ok = 1  # \\u202etxt.lmth\\u202c</b>" in html
     asked = question("delete_cells", {"cells": ["#2"]}, None, change)
     assert "\u202e" not in asked and "ok = 1  # \\u202etxt.lmth\\u202c\n" in asked

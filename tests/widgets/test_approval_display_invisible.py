@@ -26,7 +26,7 @@ from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
 from pi_kernel.widgets.render import call_html
-from pi_kernel.widgets.turn_state import ToolCallBlock
+from pi_kernel.widgets.turn_state import ShownRequest, ToolCallBlock
 
 INVISIBLE = ["\u202e", "\u2066", "\u2067", "\u2069", "\u200b", "\u200f", "\u2028", "\x1b", "\U000e0041", "\ufe0f"]
 COMMAND = (
@@ -83,7 +83,7 @@ def test_the_edit_form_shows_escapes_that_parse_back_to_the_same_arguments(monke
     request = _block().request
     assert request is not None
     decisions: list[ApprovalDecision] = []
-    panel = ApprovalPanel(WidgetKit(), request, lambda decision: decisions.append(decision) or True)
+    panel = ApprovalPanel(WidgetKit(), ShownRequest(request), lambda decision: decisions.append(decision) or True)
     panel.edit.click()
     assert [char for char in INVISIBLE if char in panel.editor.value] == []
     assert json.loads(panel.editor.value) == {"command": COMMAND}

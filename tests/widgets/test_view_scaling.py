@@ -24,7 +24,7 @@ from kernel_helpers import (
 )
 
 from pi_kernel.kernel.text_view import preview_json
-from pi_kernel.widgets.turn_state import TextBuffer
+from pi_kernel.widgets.turn_state import TextBuffer, ToolCallBlock
 
 SETUP = '''
 import asyncio
@@ -145,19 +145,21 @@ def test_interrupt_ends_a_turn_of_2000_tool_calls_within_seconds(kernel: KernelD
     assert_one_result_per_call(server.last_body["messages"], expected_calls=calls)
 
 
-def test_argument_preview_is_bounded_whatever_the_value() -> None:
+def test_argument_preview_is_bounded_whatever_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     deep: Any = "bottom"
     for _ in range(100_000):  # json.dumps would raise RecursionError
         deep = [deep]
-    assert preview_json(deep, 300, []).startswith("[[[[")
+    assert preview_json(deep, 300).startswith("[[[[")
     huge = {"path": "x.py", "content": "x" * 5_000_000}
-    text = preview_json(huge, 300, [])
+    text = preview_json(huge, 300)
     assert len(text) == 300 and text.startswith('{"path": "x.py", "content": "xxx') and text.endswith("…")
-    # A key that straddles the cut is masked before the cut, so no part of it shows.
-    straddling = {"content": "y" * 260 + FAKE_KEY}
-    assert FAKE_KEY[:12] not in preview_json(straddling, 300, [FAKE_KEY])
+    # A key that straddles the cut is masked before the cut (as it enters the view model), so no part of it shows.
+    straddling = ToolCallBlock(id="c1", name="write", arguments={"content": "y" * 260 + FAKE_KEY}, status="pending")
+    assert FAKE_KEY[:12] not in preview_json(straddling.shown_arguments(), 300)
     # While streaming, the end of a string may be the start of a key: held back.
-    assert FAKE_KEY[:10] not in preview_json({"content": "z" + FAKE_KEY[:10]}, 300, [FAKE_KEY], partial=True)
+    streaming = ToolCallBlock(id="c2", name="write", arguments={"content": "z" + FAKE_KEY[:10]})
+    assert FAKE_KEY[:10] not in preview_json(streaming.shown_arguments(), 300)
 
 
 def test_text_buffer_tail_does_not_join_the_whole_text() -> None:

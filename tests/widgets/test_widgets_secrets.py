@@ -2,7 +2,8 @@
 
 The kernel-level proof (every iopub message of a real ``%%pi`` turn) is in
 test_widgets_kernel.py; these tests pin each part: the masked stream, the
-stream output, the HTML widgets, the highlighted previews, the approval editor.
+view model it feeds, what the stream output and the HTML widgets send, the highlighted previews, the
+approval editor.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from pi_kernel.kernel.persistence import save_conversation
 from pi_kernel.tools.approval import ApprovalDecision, ApprovalRequest
 from pi_kernel.widgets.approval_panel import ApprovalPanel
 from pi_kernel.widgets.kit import WidgetKit
-from pi_kernel.widgets.render import call_html, render_static, result_html
+from pi_kernel.widgets.render import call_html, notice_html, render_static, result_html
 from pi_kernel.widgets.stream_output import OutputRouter, StreamOutput
-from pi_kernel.widgets.turn_state import NoticeBlock, ToolCallBlock, TurnState
+from pi_kernel.widgets.turn_state import NoticeBlock, ShownRequest, TextBlock, ToolCallBlock, TurnState
 
 KEY = "sk-live-Zq8Lm2Np4Rt6Vx8Bq0Wc"
 OTHER = "Hx7Kp3Lw9Mz2Qv5T"
@@ -70,29 +71,45 @@ def test_partial_text_leaves_out_what_may_become_a_key() -> None:
     assert mask("an ordinary sentence.", [KEY], partial=True) == "an ordinary sentence."
 
 
-def test_stream_output_sends_no_piece_of_a_key_and_flushes_the_rest_when_done() -> None:
+def test_streamed_text_reaches_the_stream_output_with_no_piece_of_a_key_and_the_rest_when_done() -> None:
+    """Pieces are masked as they enter the view model (``TextBlock``); the stream output sends what it holds."""
     log: list[dict[str, Any]] = []
 
     class Widget:
         msg_id = ""
 
     output = StreamOutput(Widget(), OutputRouter(RecordingSender(log)))
+    block = TextBlock("text")
+    drawn = 0
+
+    def draw() -> None:  # as the live view drains a text block
+        nonlocal drawn
+        output.append(block.text[drawn:])
+        drawn = block.buffer.length
+
     for piece in ["Your key is ", KEY[:5], KEY[5:17], KEY[17:], " ok. Bye s"]:
-        output.append(piece)
+        block.append(piece)
+        draw()
     sent_before_done = "".join(m["content"]["text"] for m in log if m["header"]["msg_type"] == "stream")
     assert sent_before_done == "Your key is *** ok. Bye "  # the lone "s" might start a key: held back
+    block.settle(None)
+    draw()
     output.done()
     sent = "".join(m["content"]["text"] for m in log if m["header"]["msg_type"] == "stream")
     assert sent == "Your key is *** ok. Bye s"
 
 
-def test_html_widgets_mask_every_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    install_recording_comms(monkeypatch, [])
+def test_html_widgets_hold_and_send_only_masked_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The views set widget values drawn from the view model, masked as text entered it."""
+    log: list[dict[str, Any]] = []
+    install_recording_comms(monkeypatch, log)
     kit = WidgetKit()
-    widget = kit.html(f"<b>{KEY}</b>")
-    assert widget.value == "<b>***</b>"
-    widget.value = f"<i>{OTHER} https://me:hunter2@example.com</i>"
-    assert widget.value == "<i>*** https://***@example.com</i>"
+    widget = kit.html(notice_html(NoticeBlock("error", f"<b>{KEY}</b>")))
+    assert "&lt;b&gt;***&lt;/b&gt;" in widget.value
+    widget.value = notice_html(NoticeBlock("error", f"{OTHER} https://me:hunter2@example.com"))
+    assert "*** https://***@example.com" in widget.value
+    sent = json.dumps(log)
+    assert not _leaks(sent) and "hunter2" not in sent
     kit.close_all()
 
 
@@ -119,7 +136,7 @@ def test_the_approval_editor_shows_masked_arguments_and_keeps_the_masked_values(
     kit = WidgetKit()
     decisions: list[ApprovalDecision] = []
     request = ApprovalRequest("c1", "deploy", {"token": KEY, "target": "staging"})
-    panel = ApprovalPanel(kit, request, lambda decision: decisions.append(decision) or True)
+    panel = ApprovalPanel(kit, ShownRequest(request), lambda decision: decisions.append(decision) or True)
     panel.edit.click()
     assert not _leaks(panel.editor.value) and "***" in panel.editor.value
     panel.editor.value = panel.editor.value.replace("staging", "production")
@@ -130,16 +147,18 @@ def test_the_approval_editor_shows_masked_arguments_and_keeps_the_masked_values(
 
 def test_a_stream_that_starts_inside_a_key_still_masks_its_run() -> None:
     """A rolling tail (bash keeps the last 50 KB) may begin in the middle of a key: its rest is held back
-    while it grows, then masked, however small the pieces."""
+    while it grows, then masked, however small the pieces (as it enters the view model's live output)."""
     log: list[dict[str, Any]] = []
 
     class Widget:
         msg_id = ""
 
     output = StreamOutput(Widget(), OutputRouter(RecordingSender(log)))
+    block = ToolCallBlock(id="c1", name="bash", status="running")
     text = f"key tail: {KEY[-20:]}\n"
     for end in range(4, len(text) + 4, 4):
-        output.sync(text[:end])  # the whole output so far, as a tool card passes it
+        block.set_output(text[:end])  # the whole output so far, as the tool reports it
+        output.sync(block.output)  # as a tool card passes it
     output.done()
     shown = "".join(m["content"]["text"] for m in log if m["header"]["msg_type"] == "stream")
     assert shown == "key tail: ***\n"
@@ -173,7 +192,7 @@ def test_the_approval_editor_restores_a_masked_argument_name(monkeypatch: pytest
     kit = WidgetKit()
     decisions: list[ApprovalDecision] = []
     request = ApprovalRequest("c1", "http", {"headers": {f"Bearer {KEY}": "x"}, "url": "https://a.example"})
-    panel = ApprovalPanel(kit, request, lambda decision: decisions.append(decision) or True)
+    panel = ApprovalPanel(kit, ShownRequest(request), lambda decision: decisions.append(decision) or True)
     panel.edit.click()
     assert not _leaks(panel.editor.value)
     panel.editor.value = panel.editor.value.replace("a.example", "b.example")

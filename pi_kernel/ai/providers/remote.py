@@ -382,9 +382,15 @@ async def _produce(
     except Exception as error:  # noqa: BLE001 - reported as the stream's error
         queue.put_nowait(_Ended(error))
         return
-    named = ("model", "max_tokens", "messages", "stream") if anthropic else ("model", "messages", "stream")
+    named = ("model", "max_tokens", "messages", "stream") if anthropic else ("model", "stream")
     params: dict[str, Any] = {key: body[key] for key in named}
     params["extra_body"] = {key: value for key, value in body.items() if key not in named}
+    if not anthropic:
+        # The messages ride in ``extra_body``, which the SDK sends as it is, merged over its typed parameters
+        # (``{**typed, **extra_body}``: the placeholder's place in the JSON, the real value). As the typed
+        # ``messages`` the SDK would walk every message against its TypedDicts on every request, an identity
+        # on our plain JSON that was most of a long session's per-turn cost. The bytes sent are the same.
+        params["messages"] = []
     if anthropic:
         # Claude 4 models may think between tool calls too (as pi asks, by default) once thinking is on.
         interleaved = "thinking" in body and not body["model"].startswith("claude-3")

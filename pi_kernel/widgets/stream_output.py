@@ -5,7 +5,8 @@ it every time (the field notes measured 4,177x the answer). An ``Output``
 widget, though, takes the cell's ordinary iopub messages: the front end hands
 every message whose parent is the cell's request to the ``Output`` widget
 whose ``msg_id`` names that request. So the live text goes out as ``stream``
-messages that carry only the new characters.
+messages that carry only the new characters (``benchmarks/widget_bytes.py`` and
+``benchmarks/view_scaling.py`` measure it against setting ``value``).
 
 One ``Output`` widget captures at a time (``OutputRouter``), and only while it
 is being written to, so stray output of the cell still reaches the cell. The

@@ -332,7 +332,11 @@ class _OpenCall:
 
 
 class ChunkAssembler:
-    """Feed it chunks; it returns the events each chunk produces."""
+    """Feed it chunks; it returns the events each chunk produces.
+
+    Not the SDK's ``ChatCompletionStreamState``: that keeps a snapshot and re-parses a call's whole
+    arguments buffer on every delta (the quadratic baseline of ``benchmarks/stream_args.py``); this emits
+    pi's events and feeds each delta once to ``ai.json_stream``."""
 
     def __init__(self, model: Model, requested_max_tokens: int | None = None) -> None:
         self.model = model

@@ -1,5 +1,8 @@
 """Tool batches: parallel and sequential order, concurrency, ``on_update`` from
-threads, contextvars, sync and async tools."""
+threads, contextvars, sync and async tools.
+
+The sync tools' worker threads: a hung call the run gave up on never starves the calls after it (issue 13).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +28,9 @@ from pi_kernel.agent import (
     AfterToolCallContext,
     AgentToolResult,
     BeforeToolCallContext,
+    tool_execution,
 )
+from pi_kernel.agent.tool_execution import WorkerPool, run_in_worker
 from pi_kernel.ai import TextContent
 
 # --------------------------------------------------------------------------- parallel and sequential
@@ -383,3 +388,30 @@ async def test_tools_always_get_a_signal_even_when_the_run_has_none() -> None:
     model = ScriptedModel([tool_call_message(tool_call("t", {"value": "x"})), text_message("ok")])
     await run_loop(model, [user("x")], tools=[make_tool("t", execute)])
     assert seen == [False]
+
+
+# --------------------------------------------------------------------------- tool workers
+
+
+async def test_hung_calls_given_up_on_do_not_starve_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool_execution, "_pool", WorkerPool(max_workers=2))
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def hang() -> str:
+        started.release()
+        release.wait(30)  # a sync tool blocked in a C call: nothing can stop its thread
+        return "late"
+
+    try:
+        hung = [asyncio.ensure_future(run_in_worker(hang)) for _ in range(2)]
+        for _ in hung:
+            assert await asyncio.to_thread(started.acquire, True, 10)
+        for task in hung:
+            task.cancel()  # what an abort does to calls that ignore it
+        await asyncio.gather(*hung, return_exceptions=True)
+        assert await asyncio.wait_for(run_in_worker(lambda: "quick"), 5) == "quick"
+        queued = [asyncio.ensure_future(run_in_worker(lambda n=n: n)) for n in range(5)]
+        assert await asyncio.wait_for(asyncio.gather(*queued), 5) == [0, 1, 2, 3, 4]
+    finally:
+        release.set()

@@ -2,7 +2,7 @@
 
 Ports of pi's ``agent.test.ts`` behaviours, with the in-process ``ScriptedModel``.
 Runs (hook wiring, prompt/continue rules, reset, idle) are in ``test_agent_runs.py``;
-abort and queues in ``test_agent_control.py``, cancellation in ``test_agent_cancel.py``.
+abort, cancellation and queues in ``test_agent_control.py``.
 """
 
 from __future__ import annotations

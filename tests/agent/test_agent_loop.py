@@ -1,9 +1,9 @@
 """The agent loop: turn structure and events, continuing, the async-iterator form.
 
 Ports of pi's ``agent-loop.test.ts`` behaviours, driven by the in-process
-``ScriptedModel``. Preflight and ``AgentTool`` in ``test_agent_loop_preflight.py``,
-truncation, failed messages and terminate in ``test_agent_loop_stops.py``, hooks in
-``test_agent_loop_hooks.py``, batches and threads in ``test_agent_loop_tools.py``,
+``ScriptedModel``. Preflight and ``AgentTool`` in ``test_agent_loop_preflight.py``, hooks in
+``test_agent_loop_hooks.py``, batches, threads, truncation, failed messages and terminate in
+``test_agent_loop_tools.py``,
 abort in ``test_agent_loop_abort.py``, steering, follow-ups and per-turn hooks in
 ``test_agent_loop_turns.py``.
 """

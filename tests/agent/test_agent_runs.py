@@ -2,14 +2,25 @@
 max_turns, should_stop_after_turn, reset, wait_for_idle, failures outside tools.
 
 Ports of pi's ``agent.test.ts`` behaviours, with the in-process ``ScriptedModel``.
+
+``Agent.prompt`` / ``continue_`` per-run overrides: ``model``, ``max_turns``, ``before_tool_call``,
+``prepare_next_turn`` hold for that run only and never change the agent's own settings.
+
+``Agent.first_tool_choice`` (``%%pi --tool``): the run's first request forces the tool, later ones do not.
+
+The real provider (``openai`` client, HTTP + SSE) against the scripted server: what is asserted is the
+request body each request sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
+from pydantic import BaseModel
 from scripted_model import (
     ScriptedModel,
     echo_tool,
@@ -25,9 +36,11 @@ from scripted_model import (
 from pi_kernel.agent import (
     AfterToolCallResult,
     Agent,
+    AgentTool,
     AgentToolResult,
+    BeforeToolCallResult,
 )
-from pi_kernel.ai import TextContent, UserMessage
+from pi_kernel.ai import Context, Model, StreamOptions, TextContent, UserMessage
 
 # --------------------------------------------------------------------------- hooks and state during a run
 
@@ -230,3 +243,149 @@ async def test_prompt_without_a_model_is_refused() -> None:
     agent = Agent()
     with pytest.raises(ValueError, match="No model configured"):
         await agent.prompt("x")
+
+
+# --------------------------------------------------------------------------- agent run overrides
+
+
+def recording(scripted: ScriptedModel, seen: list[str]) -> Any:
+    """The scripted model as a stream function that notes which model each request went to."""
+
+    def stream(model: Model, context: Context, options: Any = None) -> Any:
+        seen.append(model.id)
+        return scripted(model, context, options)
+
+    return stream
+
+
+async def test_a_run_uses_the_model_it_is_given_and_the_agent_keeps_its_own() -> None:
+    scripted = ScriptedModel([text_message("one"), text_message("two"), text_message("three")])
+    other = dataclasses.replace(scripted.model, id="other-model")
+    seen: list[str] = []
+    agent = Agent(scripted.model, stream_fn=recording(scripted, seen))
+    await agent.prompt("first", model=other)
+    assert agent.state.model is scripted.model  # never swapped
+    await agent.prompt("second")
+    await agent.prompt("third", model=other)
+    assert seen == ["other-model", scripted.model.id, "other-model"]
+
+
+async def test_max_turns_for_one_run_only() -> None:
+    calls = [tool_call_message(tool_call("echo", {"value": index})) for index in range(4)]
+    scripted = ScriptedModel([*calls, text_message("done")])
+    agent = Agent(scripted.model, stream_fn=scripted, tools=[echo_tool()])
+    await agent.prompt("go", max_turns=1)
+    assert scripted.call_count == 1 and agent.max_turns is None
+    assert roles(agent) == ["user", "assistant", "tool_result"]
+    await agent.continue_(max_turns=2)
+    assert scripted.call_count == 3
+    await agent.continue_()  # the agent's own: no limit
+    assert scripted.call_count == 5 and agent.state.messages[-1].text == "done"
+
+
+async def test_hooks_given_to_a_run_replace_the_agents_for_that_run() -> None:
+    scripted = ScriptedModel(
+        [
+            tool_call_message(tool_call("echo", {"value": 1})),
+            text_message("after a block"),
+            tool_call_message(tool_call("echo", {"value": 2})),
+            text_message("after a run"),
+        ]
+    )
+    prepared: list[str] = []
+
+    def own_prepare(context: Context) -> None:
+        prepared.append("own")
+
+    def run_prepare(context: Context) -> None:
+        prepared.append("run")
+        context.system_prompt = "for this run"
+
+    def block(ctx: Any, signal: Any = None) -> BeforeToolCallResult:
+        return BeforeToolCallResult(block=True, reason="blocked for this run")
+
+    agent = Agent(scripted.model, stream_fn=scripted, tools=[echo_tool()], prepare_next_turn=own_prepare)
+    await agent.prompt("go", before_tool_call=block, prepare_next_turn=run_prepare)
+    assert agent.state.messages[2].text == "blocked for this run"  # the tool result
+    assert prepared == ["run", "run"] and scripted.requests[0].system_prompt == "for this run"
+    assert agent.before_tool_call is None and agent.prepare_next_turn is own_prepare
+    await agent.prompt("again")
+    assert agent.state.messages[-2].text != "blocked for this run"  # the echo ran
+    assert prepared[2:] == ["own", "own"] and scripted.requests[2].system_prompt == ""
+
+
+# --------------------------------------------------------------------------- first tool choice
+
+
+class CityParams(BaseModel):
+    city: str
+
+
+def weather_tool() -> AgentTool:
+    def execute(tool_call_id: str, params: CityParams, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult([TextContent(f"{params.city}: 21 °C")])
+
+    return AgentTool(name="weather", description="The weather in a city", parameters=CityParams, execute=execute)
+
+
+def agent_for(server: FakeOpenAI, **options: Any) -> Agent:
+    return Agent(Model("fake-model", provider="llamacpp", base_url=server.base_url), tools=[weather_tool()], **options)
+
+
+def script(server: FakeOpenAI) -> None:
+    server.enqueue(
+        tool_call_chunks([{"name": "weather", "arguments": {"city": "Oslo"}, "id": "call_w"}]),
+        text_chunks("Oslo: 21 °C."),
+    )
+
+
+async def test_a_named_tool_is_forced_on_the_first_request_only(fake_openai: FakeOpenAI) -> None:
+    script(fake_openai)
+    agent = agent_for(fake_openai)
+    agent.first_tool_choice = "weather"
+
+    await agent.prompt("How warm is Oslo?")
+
+    first, second = fake_openai.bodies
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "weather"}}
+    assert "tool_choice" not in second  # the model answers freely after the result
+    assert agent.state.messages[-1].text == "Oslo: 21 °C."
+
+
+async def test_any_tool_is_required_and_later_requests_keep_the_agents_own_choice(fake_openai: FakeOpenAI) -> None:
+    script(fake_openai)
+    agent = agent_for(fake_openai, stream_options=StreamOptions(tool_choice="auto", temperature=0))
+    agent.first_tool_choice = "required"
+
+    await agent.prompt("How warm is Oslo?")
+
+    first, second = fake_openai.bodies
+    assert first["tool_choice"] == "required" and first["temperature"] == 0
+    assert second["tool_choice"] == "auto"
+
+
+async def test_each_run_forces_its_first_request_again(fake_openai: FakeOpenAI) -> None:
+    script(fake_openai)
+    script(fake_openai)
+    agent = agent_for(fake_openai)
+    agent.first_tool_choice = "weather"
+
+    await agent.prompt("How warm is Oslo?")
+    await agent.prompt("And now?")
+
+    forced = ["tool_choice" in body for body in fake_openai.bodies]
+    assert forced == [True, False, True, False]
+
+
+async def test_a_runs_own_tool_choice_forces_that_run_only(fake_openai: FakeOpenAI) -> None:
+    """``prompt(..., first_tool_choice=...)`` (what a ``%%pi --tool`` cell passes): the agent's own stays unset."""
+    script(fake_openai)
+    script(fake_openai)
+    agent = agent_for(fake_openai)
+
+    await agent.prompt("How warm is Oslo?", first_tool_choice="weather")
+    await agent.prompt("And now?")
+
+    assert agent.first_tool_choice is None
+    forced = ["tool_choice" in body for body in fake_openai.bodies]
+    assert forced == [True, False, False, False]

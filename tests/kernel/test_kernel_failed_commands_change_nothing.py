@@ -10,6 +10,10 @@ In a real kernel with the scripted server:
   does not show the environment (nor does the listing);
 - code the agent runs cannot plant a cell with ``set_next_input``: without ``--cells`` the reply carries no
   payload and a notice says so; with ``--cells`` the payload is pi's own cell of the turn's code.
+
+``%pi model`` takes one model name: extra words are a usage error and the model stays as it was.
+
+Found by an adversary: ``%pi model fake-model extra words`` chose a model named "fake-model extra words".
 """
 
 from __future__ import annotations
@@ -116,3 +120,22 @@ def test_agent_code_cannot_plant_a_cell(kernel: KernelDriver, server: FakeOpenAI
     assert result.status == "ok", result.text
     [offered] = payloads(result.reply)
     assert offered["text"].startswith("# pi: python call 1 of 1\n"), offered
+
+
+# --------------------------------------------------------------------------- kernel model command words
+
+
+@pytest.fixture(scope="module")
+def words_server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(models=("fake-model",)) as fake:
+        yield fake
+
+
+def test_extra_words_after_the_model_name_are_refused(words_server: FakeOpenAI, pi_jupyter_path: str) -> None:
+    with KernelDriver(env=kernel_env(words_server.base_url), jupyter_path=pi_jupyter_path) as kernel:
+        before = kernel.run("%pi model").text
+        refused = kernel.run("%pi model fake-model extra words")
+        assert refused.status == "error", refused.text
+        assert "extra words" in refused.text
+        assert kernel.run("%pi model").text == before
+        assert "fake-model" in kernel.run("%pi model fake-model").text

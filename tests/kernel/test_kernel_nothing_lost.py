@@ -8,6 +8,19 @@
 - ``%pi load`` of a hostile file is rejected with one line naming the first
   bad record, the conversation untouched; ``%pi save`` is atomic and its
   failures are one line.
+
+Issue 11 point 2 (review r11b), through the real kernel: more members of the "nothing lost" classes.
+
+- a saved conversation whose text holds U+2028/U+2029/U+0085 loads back;
+- a tool result whose ``details`` hold objects JSON cannot (a lock) can be saved;
+- a tool whose description is not valid Unicode (a lone surrogate) does not break every turn;
+- ``%pi compact`` keeps the conversation it replaces for ``%pi undo``; a failed one changes nothing.
+
+Issue 11 point 2 (re-run replacement), review r11b: a turn during which the conversation is compacted.
+
+A compaction during the turn replaces the message list with a shorter one (summary + kept messages);
+the turn's messages are taken from their ``message_end`` events, not by index, so a re-run that
+compacts keeps its new answer and a turn that fails after a compaction ends in error.
 """
 
 from __future__ import annotations
@@ -18,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import Chunks, FakeOpenAI, HTTPError, RawSSE, ToolCallSpec, text_chunks, tool_call_chunks
+from fake_openai import Chunks, FakeOpenAI, HTTPError, RawSSE, ToolCallSpec, text_chunks, tool_call_chunks, usage_dict
 from kernel_helpers import KernelDriver, kernel_env, setup_kernel
 
 pytestmark = pytest.mark.kernel
@@ -307,3 +320,184 @@ def test_the_widget_view_shows_and_keeps_bad_text_as_replacement_characters(
         assert "r\ufffdsum\ufffd.txt" in static[-1]["text/markdown"]
         server.enqueue(text_chunks("Next."))
         assert kernel.run("%%pi\nNext", cell_id="w2").status == "ok"
+
+
+# --------------------------------------------------------------------------- kernel nothing lost odd values
+
+
+SETUP_ODD_VALUES = '''
+import threading
+from pi_kernel import tool
+from pi_kernel.agent import AgentToolResult
+from pi_kernel.ai import TextContent
+
+@tool
+def open_handle() -> AgentToolResult:
+    """Open a handle (its details keep a live object for the UI; the model never sees details)."""
+    return AgentToolResult([TextContent("opened")], details={"handle": threading.Lock(), ("a", 1): "tuple key"})
+'''
+
+
+@pytest.fixture(scope="module")
+def odd_server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def odd_kernel(odd_server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    with setup_kernel(odd_server.base_url, pi_jupyter_path, SETUP_ODD_VALUES) as driver:
+        yield driver
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+def test_a_saved_conversation_with_a_line_separator_in_its_text_loads_back(
+    odd_kernel: KernelDriver, odd_server: FakeOpenAI, tmp_path: Path, separator: str
+) -> None:
+    """``json.dumps(ensure_ascii=False)`` writes U+2028/U+2029/U+0085 raw; the loader must not cut a record there."""
+    odd_kernel.run("%pi reset")
+    odd_server.enqueue(text_chunks(f"first{separator}second"))
+    assert odd_kernel.run(f"%%pi\nSay two lines{separator}please", cell_id="sep").status == "ok"
+    path = tmp_path / "sep.jsonl"
+    assert "Saved 2 messages" in odd_kernel.run(f"%pi save {path}").text
+    loaded = odd_kernel.run(f"%pi load {path}")
+    assert loaded.status == "ok" and "Loaded 2 messages" in loaded.text, loaded.text
+
+
+def test_tool_result_details_that_are_not_json_do_not_break_save(
+    odd_kernel: KernelDriver, odd_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A lock in ``details`` made ``dataclasses.asdict`` (a deepcopy) fail in every later ``%pi save``."""
+    odd_kernel.run("%pi reset")
+    odd_server.enqueue(tool_call_chunks([("open_handle", {})]), text_chunks("Opened."))
+    result = odd_kernel.run("%%pi\nOpen a handle", cell_id="handle")
+    assert result.status == "ok", result.text
+    saved = odd_kernel.run(f"%pi save {tmp_path / 'handle.jsonl'}")
+    assert saved.status == "ok" and "Saved 4 messages" in saved.text, saved.text
+    loaded = odd_kernel.run(f"%pi load {tmp_path / 'handle.jsonl'}")
+    assert loaded.status == "ok" and "Loaded 4 messages" in loaded.text, loaded.text
+
+
+def test_a_tool_description_that_is_not_valid_unicode_does_not_break_every_turn(
+    odd_kernel: KernelDriver, odd_server: FakeOpenAI
+) -> None:
+    """A lone surrogate in a docstring went into every request's ``tools`` and system prompt: the client
+    could not encode the body, so every later turn failed. It becomes U+FFFD where the tool is defined."""
+    defined = odd_kernel.run('@tool\ndef odd() -> str:\n    "Odd \\ud800 tool."\n    return "x"\n')
+    try:
+        assert defined.status == "ok", defined.text
+        odd_kernel.run("%pi reset")
+        odd_server.enqueue(text_chunks("Hello."))
+        turn = odd_kernel.run("%%pi\nhi", cell_id="odd")
+        assert turn.status == "ok", turn.text
+        tools = odd_server.chat_requests[-1].body["tools"]
+        assert any(entry["function"]["description"].startswith("Odd \ufffd tool") for entry in tools), tools
+    finally:
+        odd_kernel.run("from pi_kernel.kernel.session import get_session\nget_session().registry.remove('odd')")
+
+
+def three_prefixed_turns(odd_kernel: KernelDriver, odd_server: FakeOpenAI, prefix: str) -> None:
+    odd_kernel.run("%pi reset")
+    for number, text in enumerate(("one", "two", "three")):
+        odd_server.enqueue(text_chunks(f"ok {text}"))
+        assert odd_kernel.run(f"%%pi\n{text}", cell_id=f"{prefix}{number}").status == "ok"
+    assert message_count(odd_kernel) == 6
+
+
+def test_pi_compact_can_be_undone(odd_kernel: KernelDriver, odd_server: FakeOpenAI) -> None:
+    """Whatever drops messages keeps the conversation it replaces (docs/conversation.md)."""
+    three_prefixed_turns(odd_kernel, odd_server, "c")
+    odd_server.enqueue(text_chunks("Summary: the user said one, two."))
+    compacted = odd_kernel.run("%pi compact")
+    assert compacted.status == "ok" and "compacted" in compacted.text, compacted.text
+    assert message_count(odd_kernel) < 6
+    odd_kernel.run("%pi undo")
+    assert message_count(odd_kernel) == 6, odd_kernel.run("%pi undo list").text
+    assert "[assistant] ok one" in odd_kernel.run("%pi history").text
+
+
+def test_a_failed_pi_compact_leaves_the_conversation_as_it_was(
+    odd_kernel: KernelDriver, odd_server: FakeOpenAI
+) -> None:
+    """When the summary request fails, ``%pi compact`` replaces nothing (no bare list of prompts stands in)."""
+    three_prefixed_turns(odd_kernel, odd_server, "f")
+    odd_server.enqueue(HTTPError(400, message="Bad request"))
+    failed = odd_kernel.run("%pi compact")
+    assert "Not compacted" in failed.text and "unchanged" in failed.text, failed.text
+    assert message_count(odd_kernel) == 6
+    assert "[assistant] ok one" in odd_kernel.run("%pi history").text
+
+
+# --------------------------------------------------------------------------- kernel rerun compaction
+
+
+BIG = "word " * 1000  # about 1,250 tokens by the chars/4 estimate: more than the quarter of the window kept
+
+
+@pytest.fixture(scope="module")
+def compacting_server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def compacting_kernel(compacting_server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    env = kernel_env(compacting_server.base_url, PI_CONTEXT_WINDOW="3000")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path) as driver:
+        yield driver
+
+
+def history(compacting_kernel: KernelDriver) -> str:
+    return compacting_kernel.run("%pi history").text
+
+
+def fill(compacting_kernel: KernelDriver, compacting_server: FakeOpenAI) -> None:
+    """Three turns, none compacted: the second answer is long and reports 2,200 + 10 tokens; the third
+    2,300 + 5 (the compaction threshold of a 3,000-token window is 2,250)."""
+    compacting_kernel.run("%pi reset")
+    compacting_server.enqueue(text_chunks("ok one", usage=usage_dict(50, 5)))
+    assert compacting_kernel.run("%%pi\none", cell_id="r1").status == "ok"
+    compacting_server.enqueue(text_chunks(BIG, usage=usage_dict(2200, 10)))
+    assert compacting_kernel.run("%%pi\ntwo", cell_id="r2").status == "ok"
+    compacting_server.enqueue(text_chunks("ok three", usage=usage_dict(2300, 5)))
+    assert compacting_kernel.run("%%pi\nthree", cell_id="r3").status == "ok"
+    assert "[compacted" not in history(compacting_kernel) and compacting_server.pending == 0
+
+
+def test_a_rerun_that_compacts_keeps_its_new_answer(
+    compacting_kernel: KernelDriver, compacting_server: FakeOpenAI
+) -> None:
+    fill(compacting_kernel, compacting_server)
+    # Re-run r3 with a longer prompt: 2,210 + about 100 tokens would not fit, so the conversation is
+    # compacted first (the summary, the long answer kept, the new prompt), then answered.
+    compacting_server.enqueue(
+        text_chunks("SUMMARY of one and two"), text_chunks("NEW ANSWER three", usage=usage_dict(400, 5))
+    )
+    result = compacting_kernel.run("%%pi\nthree again " + "please " * 60, cell_id="r3")
+    assert result.status == "ok" and "NEW ANSWER three" in result.text, result.text
+    shown = history(compacting_kernel)
+    assert "NEW ANSWER three" in shown, shown
+    assert "[compacted" in shown
+
+
+def test_a_compaction_during_a_turn_can_be_undone(
+    compacting_kernel: KernelDriver, compacting_server: FakeOpenAI
+) -> None:
+    fill(compacting_kernel, compacting_server)
+    compacting_server.enqueue(text_chunks("SUMMARY of one and two"), text_chunks("ok four", usage=usage_dict(400, 5)))
+    assert compacting_kernel.run("%%pi\nfour " + "please " * 60, cell_id="r4").status == "ok"
+    assert "[compacted" in history(compacting_kernel)
+    compacting_kernel.run("%pi undo")
+    shown = history(compacting_kernel)
+    assert "[compacted" not in shown and "[assistant] ok one" in shown, shown
+
+
+def test_a_turn_that_fails_after_a_compaction_says_so(
+    compacting_kernel: KernelDriver, compacting_server: FakeOpenAI
+) -> None:
+    fill(compacting_kernel, compacting_server)
+    compacting_server.enqueue(
+        text_chunks("SUMMARY of one and two"), HTTPError(400, message="Bad request after compaction")
+    )
+    result = compacting_kernel.run("%%pi\nfour", cell_id="r4")
+    assert result.status == "error", result.text

@@ -4,16 +4,33 @@ Python cells are left alone, and ``%unload_ext`` puts ``Session.send`` back.
 A stock ipykernel with ``%load_ext pi_kernel``: the Pi kernel attaches the same way (``extension.attach``).
 Its own iopub log holds the key on purpose, so it is not the kernel of the modules that check no key ever
 leaves (test_kernel_agent, test_kernel_extension).
+
+A key sent in pieces leaves a pi cell masked (real kernel).
+
+Found by an adversary: in a pi cell, a key printed in 10-character pieces, each its own ``stream`` message,
+or split by empty markup tags, reached the front-end whole. Each pi request's stdout and stderr now go
+through one ``MaskedStream`` (what may begin a key waits for the next piece), and the mask reads markup
+tags and separators out of the way. The user's own cells are left alone.
+
+Pi's output stays masked however pi is run from a cell whose code does not name it.
+
+The outgoing mask (``pi_kernel.kernel.outgoing``) judges a cell from its code and also claims a cell as pi's when
+pi runs in it; the ``%pi`` printer masks as it prints, for output captured in the cell before it is sent. Each test
+runs a real Pi kernel against the scripted OpenAI server; the model echoes the key.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
 from kernel_helpers import FAKE_KEY, KernelDriver, kernel_env
 
 pytestmark = pytest.mark.kernel
@@ -262,3 +279,157 @@ def test_the_approval_comm_never_shows_a_waiting_calls_key(stock: KernelDriver, 
     stock.comm_close(approval)
     assert FAKE_KEY not in json.dumps(pending["content"]), "pending answer"
     assert FAKE_KEY not in json.dumps(resolved["content"]), "resolved broadcast"
+
+
+# --------------------------------------------------------------------------- kernel outgoing pieces
+
+
+PIECES = """import pi_kernel, os, sys, time
+key = os.environ["OPENAI_API_KEY"]
+for start in range(0, len(key), 10):
+    sys.{stream}.write(key[start : start + 10]{after})
+    sys.{stream}.flush()
+    time.sleep(0.15)
+print("end")
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel(pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    with KernelDriver(env=kernel_env("http://127.0.0.1:9/v1"), jupyter_path=pi_jupyter_path) as driver:
+        yield driver
+
+
+def _shown(messages: list[dict[str, Any]]) -> tuple[str, int]:
+    """Everything the front-end got (streams and displays, in order) and how many stream messages."""
+    parts: list[str] = []
+    streams = 0
+    for message in messages:
+        content = message["content"]
+        if message["msg_type"] == "stream":
+            parts.append(content["text"])
+            streams += 1
+        elif message["msg_type"] in ("display_data", "execute_result"):
+            parts += [str(value) for value in content.get("data", {}).values()]
+    return "".join(parts), streams
+
+
+def _assert_masked(shown: str) -> None:
+    plain = re.sub(r"<[^>]*>", "", shown)
+    for start in range(len(FAKE_KEY) - 11):
+        assert FAKE_KEY[start : start + 12] not in plain, shown
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+@pytest.mark.parametrize("after", ["", " + '<b></b>'", " + '<i></i>'[:0]"])
+def test_a_key_in_ten_character_messages_is_masked(kernel: KernelDriver, stream: str, after: str) -> None:
+    result = kernel.run(PIECES.format(stream=stream, after=after))
+    assert result.status == "ok"
+    shown, streams = _shown(result.messages)
+    assert streams >= 1 and shown.rstrip().endswith("end") and "***" in shown, shown
+    _assert_masked(shown)
+
+
+def test_a_key_split_by_empty_tags_is_masked_in_a_display(kernel: KernelDriver) -> None:
+    code = (
+        "import pi_kernel, os\nfrom IPython.display import HTML, display\nkey = os.environ['OPENAI_API_KEY']\n"
+        "display(HTML('<b></b>'.join(key[i : i + 10] for i in range(0, len(key), 10))))"
+    )
+    result = kernel.run(code)
+    shown, _ = _shown(result.messages)
+    assert result.status == "ok" and "***" in shown
+    _assert_masked(shown)
+
+
+def test_the_users_own_cell_prints_what_it_was_asked_for(kernel: KernelDriver) -> None:
+    code = PIECES.replace("import pi_kernel, ", "import ").format(stream="stdout", after="")
+    shown, streams = _shown(kernel.run(code).messages)
+    assert FAKE_KEY in shown
+    # The setup the masked variants rely on: the key really leaves in separate stream messages.
+    assert streams >= 4, streams
+
+
+def test_text_held_back_is_sent_before_the_cell_ends(kernel: KernelDriver) -> None:
+    """A tail that may begin a key waits, but never past the request: the front-end sees all of it."""
+    code = "import pi_kernel, sys\nsys.stdout.write('ready: s')\nsys.stdout.flush()"
+    shown, _ = _shown(kernel.run(code).messages)
+    assert shown == "ready: s"
+
+
+# --------------------------------------------------------------------------- kernel outgoing indirect runs
+
+
+ECHO_TOOL = '''
+from pi_kernel import tool
+
+@tool(approval="ask")
+def echo(text: str) -> str:
+    """Echo a text."""
+    return text
+'''
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(models=("fake-model",)) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def indirect_kernel(server: FakeOpenAI, pi_jupyter_path: str) -> Iterator[KernelDriver]:
+    with KernelDriver(env=kernel_env(server.base_url), jupyter_path=pi_jupyter_path) as driver:
+        assert driver.run(ECHO_TOOL).status == "ok"
+        server.enqueue(text_chunks(f"Remembered. (Your key {FAKE_KEY} is safe.)"))
+        shown = driver.run("%%pi\nRemember blue", cell_id="remember")
+        assert shown.status == "ok" and FAKE_KEY not in shown.text  # a %%pi cell: masked
+        yield driver
+
+
+def test_automagic_pi_history_is_masked(indirect_kernel: KernelDriver) -> None:
+    """IPython's automagic (on by default): ``pi history`` is ``%pi history`` without the ``%``."""
+    result = indirect_kernel.run("pi history")
+    assert result.status == "ok" and "Remembered" in result.text, result.text  # it really ran %pi history
+    assert FAKE_KEY not in result.text
+
+
+def test_automagic_pi_model_shows_no_url_credentials(indirect_kernel: KernelDriver) -> None:
+    """The same, for ``%pi model URL``: test_kernel_outgoing pins this masked for ``%pi model`` (terminal)."""
+    result = indirect_kernel.run("pi model https://me:hunter2-secret@127.0.0.1:9/v1")
+    assert "127.0.0.1:9" in result.text, result.text  # it really ran %pi model
+    assert "hunter2-secret" not in result.text
+    indirect_kernel.run("%pi model fake-model")
+
+
+def test_alias_magic_history_is_masked(indirect_kernel: KernelDriver) -> None:
+    """``%alias_magic ask pi`` (IPython's own feature), then ``%ask history``."""
+    assert indirect_kernel.run("%alias_magic ask pi").status == "ok"
+    history = indirect_kernel.run("%ask history")
+    assert "Remembered" in history.text and FAKE_KEY not in history.text
+
+
+def test_awaited_runner_turn_is_masked(indirect_kernel: KernelDriver, server: FakeOpenAI) -> None:
+    """``run_pi_cell`` imported under a short name once, then awaited from plain cells: while a call waits
+    for approval the live text view shows the finished answer (``update_display_data``), masked."""
+    assert indirect_kernel.run(ECHO_TOOL + "\nfrom pi_kernel.kernel.extension import run_pi_cell as ask").status == "ok"
+    server.enqueue(tool_call_chunks([("echo", {"text": "hi"})], text=f"Your key is {FAKE_KEY}."), text_chunks("ok"))
+    result = indirect_kernel.run("await ask('go')", cell_id="awaited", allow_stdin=True, on_input=lambda prompt: "n")
+    assert result.status == "ok", result.text
+    users = [m["content"][0]["text"] for m in server.last_body["messages"] if m["role"] == "user"]
+    assert users[-1] == "go"  # a real turn
+    leaked = [m["msg_type"] for m in result.messages if FAKE_KEY in json.dumps(m["content"], default=str)]
+    assert leaked == []
+
+
+def test_captured_pi_history_is_masked(indirect_kernel: KernelDriver, tmp_path: Path) -> None:
+    """``%%capture`` (or ``redirect_stdout``) keeps ``%pi history`` inside the kernel, before
+    ``Session.send``: shown by a later plain cell, or written to a file, it is masked all the same."""
+    assert indirect_kernel.run("%%capture cap\n%pi history").status == "ok"
+    shown = indirect_kernel.run("print(cap.stdout)")
+    assert "Remembered" in shown.text and FAKE_KEY not in shown.text
+    path = tmp_path / "history.txt"
+    code = (
+        "import contextlib, io\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n"
+        f"    get_ipython().run_line_magic('pi', 'history')\nopen({str(path)!r}, 'w').write(buf.getvalue())"
+    )
+    assert indirect_kernel.run(code).status == "ok"
+    assert "Remembered" in path.read_text() and FAKE_KEY not in path.read_text()

@@ -1,4 +1,7 @@
-"""Return values → ``AgentToolResult``, errors, and the ``ToolRetry`` budget."""
+"""Return values → ``AgentToolResult``, errors, and the ``ToolRetry`` budget.
+
+No recursion on model- or tool-controlled depth: deeply nested JSON text and return values give a clean result.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +11,13 @@ import dataclasses
 import datetime
 import io
 import json
+import sys
 import threading
 
 import matplotlib
 import pandas as pd
 import pytest
+from coercion_helpers import coerce_with_schema
 from PIL import Image
 from pydantic import BaseModel
 from scripted_model import ScriptedModel, text_message, tool_call, tool_call_message, tool_results
@@ -21,6 +26,7 @@ from pi_kernel.agent import Agent
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import ImageContent, TextContent
 from pi_kernel.tools import ToolRegistry, ToolRetry, tool, wrap_tool_definition
+from pi_kernel.tools.builtin import prepare_edit_arguments
 from pi_kernel.tools.definition import ToolRetryError
 from pi_kernel.tools.results import MAX_IMAGE_BASE64_BYTES, MAX_SUMMARY_CHARS, to_agent_tool_result
 
@@ -344,3 +350,34 @@ def test_json_text_is_valid_json_for_nested_values() -> None:
         "box": {"width": 2.0, "tags": ["t"]},
         "when": "2024-05-01",
     }
+
+
+# --------------------------------------------------------------------------- recursion depth
+
+
+DEPTH = sys.getrecursionlimit() * 20
+
+
+def test_edit_arguments_with_edits_as_deeply_nested_json_text_do_not_recurse() -> None:
+    """edit.py prepare_edit_arguments: ``json.loads(edits)`` catches ValueError only."""
+    raw = {"path": "f.txt", "edits": "[" * DEPTH + "]" * DEPTH}
+    prepare_edit_arguments(raw)  # RecursionError today
+
+
+def test_coercing_deeply_nested_json_text_to_an_array_does_not_recurse() -> None:
+    """tool.py _convert: a string given for an array/object parameter is json.loads'ed, catching ValueError only."""
+    schema = {"type": "object", "properties": {"rows": {"type": "array"}}}
+    coerce_with_schema({"rows": "[" * DEPTH + "]" * DEPTH}, schema)  # RecursionError today
+
+
+def test_a_user_tool_returning_deeply_nested_data_gets_a_result_text() -> None:
+    """results.py to_json_text: ``json.dumps`` of a user tool's return value recurses on its depth
+    (the tool ran; its result becomes a RecursionError text instead of a bounded rendering)."""
+    from pi_kernel.tools.results import to_json_text
+
+    value: list[object] = []
+    for _ in range(DEPTH):
+        value = [value]
+    text = to_json_text(value)
+    assert text.startswith("[value nested too deeply for JSON"), text[:200]
+    assert len(text) < 10_000

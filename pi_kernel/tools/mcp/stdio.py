@@ -2,7 +2,7 @@
 
 The SDK's ``stdio_client`` ends a server by closing its stdin and kills the process tree only when the
 server outlives a grace period, so a server that exits on time leaves the processes it started behind
-(``tests/tools/test_mcp_one_bad_tool.py::test_the_sdks_own_stdio_client_leaves_a_setsid_grandchild_running``
+(``tests/tools/test_mcp_hostile.py::test_the_sdks_own_stdio_client_leaves_a_setsid_grandchild_running``
 shows it, and fails once an SDK ends them: then use the SDK's transport);
 it also writes the server's stderr to ``sys.stderr``, which in a kernel has no file descriptor. This
 transport is the same exchange (newline-delimited JSON-RPC, the SDK's ``SessionMessage``, the SDK's

@@ -14,7 +14,7 @@ from typing import get_args
 
 from pi_kernel.agent.types import AgentEvent
 
-PACKAGE = Path(__file__).resolve().parent.parent / "pi_kernel"
+PACKAGE = Path(__file__).resolve().parents[2] / "pi_kernel"
 EVENT_TYPES = {event_class.__dataclass_fields__["type"].default for event_class in get_args(AgentEvent)}
 
 

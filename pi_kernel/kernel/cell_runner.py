@@ -10,9 +10,10 @@ model, turn limit, approval gate, request hook and thinking effort (stream
 options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
 settings are never swapped. The turn's tools are the registry's, run with the
 turn's own ``ToolContext`` (``turn_tool``: the session's context with the
-turn's working directory and undo journal), so nothing of the turn is set on
-the session's context (each tool is wrapped once per turn: its ``ToolRetry``
-budget is the turn's).
+turn's working directory and undo journal, and a notebook document the bridge
+keeps for the turn's cell and client: ``NotebookBridge.bind``), so nothing of
+the turn is set on the session's context (each tool is wrapped once per turn:
+its ``ToolRetry`` budget is the turn's).
 
 Code becomes cells: with ``%%pi --cells`` (or ``%pi cells on`` for every
 turn), when the turn ends, the code each successful ``python`` call ran (as
@@ -235,6 +236,8 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     unsubscribe_collect = agent.subscribe(collect)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
+    # its notebook tools know the cell they run in, and ask the client that sent it
+    unbind_notebook = session.notebook.bind(turn.context, cell_id, message_session(request))
     session.set_turn(turn)
     cancelled = False
     try:
@@ -261,6 +264,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_turn(None)
+        unbind_notebook()
         if turn.journal is not None:
             session.turn_journals.end(turn.journal, added)
         unsubscribe_collect()

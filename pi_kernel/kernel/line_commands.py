@@ -535,7 +535,7 @@ def refuse_during_turn(session: PiSession, name: str, args: list[str]) -> None:
     """A command that changes the policy or the conversation is refused while a turn runs: the turn (the
     agent itself, through code it runs) must not widen its own approvals or rewrite its history."""
     changes = name in CHANGES_DURING_TURN and (bool(args) or name in ("reset", "undo"))
-    if not changes or (name == "undo" and args == ["list"]) or session.turn is None:
+    if not changes or (name == "undo" and args == ["list"]) or not session.busy:
         return
     raise CommandError(
         f"%pi {name} changes {CHANGES_DURING_TURN[name]}, and a turn is running: interrupt it (or let it "

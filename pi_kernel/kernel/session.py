@@ -3,8 +3,9 @@
 This module owns three things:
 
 - **the session** (``PiSession``): the agent, the tool registry and the session's base ``ToolContext``, its
-  approvals (``approval_hook``), the settings, MCP servers, what is known of the front-end, and which
-  ``%%pi`` turn runs now (the turn itself, made per cell, is ``turn.Turn``, passed explicitly). It is
+  approvals (``approval_hook``), the settings, MCP servers, what is known of the front-end, and whether a
+  ``%%pi`` turn runs now and how to stop it (``busy``, ``interrupt``, ``reassert_busy``: the turn itself, made
+  per cell, is ``turn.Turn``, passed explicitly, and nothing outside the session reads it here). It is
   created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the expensive parts (the
   agent, the registry, pydantic models, ``openai``) on first use, so that a kernel starts as fast as a
   stock one: ``pi_kernel.agent`` and ``pi_kernel.tools`` (the registry, the built-in and MCP tools) are
@@ -47,7 +48,7 @@ from pi_kernel.kernel.config import PiSettings, dollars, positive_int
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model, restrict_default
 from pi_kernel.kernel.notebook_bridge import NotebookBridge
 from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
-from pi_kernel.kernel.turn import FrontendTracker, Turn, interrupt_hook, message_session
+from pi_kernel.kernel.turn import FrontendTracker, Turn, interrupt_hook
 from pi_kernel.kernel.undo import ConversationVersions, TurnJournals, Version, was_compacted
 from pi_kernel.kernel.views import TurnViewFactory
 
@@ -98,14 +99,13 @@ class PiSession:
         self.approvals = SessionApprovals(self)
         """The approval broker and policy, who can answer now, decisions from comms and magics."""
         self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
-        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, self.settings.notebook_timeout)
+        self.notebook = NotebookBridge(self.settings.notebook_timeout)
         """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
-        self.notebook.subscribe(self._notebook_connected)
         self.view_factory: TurnViewFactory | None = None
         """Overrides ``text_view.make_turn_view`` (tests, other front-ends)."""
-        self.turn: Turn | None = None
-        """The ``%%pi`` turn running now; set and cleared under ``turn_lock`` (``set_turn``)."""
-        self.turn_lock = threading.Lock()
+        self._running: Turn | None = None
+        """The ``%%pi`` turn running now (``set_turn``), only to stop it and to re-send its ``busy``."""
+        self._running_lock = threading.Lock()
         """Orders a re-sent ``busy`` (``reassert_busy``, from the kernel's control thread) before a turn's end."""
         self._agent: Agent | None = None
         self._registry: ToolRegistry | None = None
@@ -157,24 +157,9 @@ class PiSession:
                 hidden_names=frozenset(self.hidden_names()),
                 describe_limit=self.settings.describe_limit,
                 python_on_main_thread=True,  # the python tool is interruptible like a cell
-                notebook=self.notebook.document(),
             )
+            self.notebook.bind(self._tool_context)  # its ``notebook``: the document while a front-end is connected
         return self._tool_context
-
-    def _notebook_connected(self, _connected: bool) -> None:
-        """A front-end opened or closed ``pi.notebook``: the tools see the document, or ``None`` (the running
-        turn's tools too)."""
-        for context in (self._tool_context, self.turn.context if self.turn is not None else None):
-            if context is not None:
-                context.notebook = self.notebook.document()
-
-    def _running_cell_id(self) -> str | None:
-        turn = self.turn
-        return turn.cell_id if turn is not None else None
-
-    def _running_client(self) -> str | None:
-        turn = self.turn
-        return message_session(turn.parent) if turn is not None else None
 
     @property
     def notebook_context(self) -> NotebookContext:
@@ -263,7 +248,7 @@ class PiSession:
 
         match event:
             case CompactionEvent():
-                self.conversation.compacted(event, during_turn=self.turn is not None)
+                self.conversation.compacted(event, during_turn=self.busy)
             case ToolExecutionEndEvent() if self._agent is not None:
                 keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.tool_result_limit())
         if self._agent is not None:
@@ -332,11 +317,18 @@ class PiSession:
         self._notebook_context.forget()  # what that conversation was told of the notebook is not known
         return version
 
+    # -- the running turn: whether one runs, and how to stop it -------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A ``%%pi`` turn runs now (commands that change its conversation or approvals wait for its end)."""
+        return self._running is not None
+
     def interrupt(self) -> None:
         """Stop the running turn: abort the model stream and tools, deny waiting approvals, stop waiting
         for MCP servers to start. Runs on the turn's loop (``interrupt_hook`` schedules it there)."""
-        if self.turn is not None:
-            self.turn.cancel()
+        if self._running is not None:
+            self._running.cancel()
         if self._agent is not None:
             self._agent.abort()
         self.approvals.deny_all()
@@ -345,17 +337,19 @@ class PiSession:
             waiting.cancel()
 
     def set_turn(self, turn: Turn | None) -> None:
-        with self.turn_lock:
-            self.turn = turn
+        """``turn`` runs now (``cell_runner.run_turn``, at its start; ``None`` at its end)."""
+        with self._running_lock:
+            self._running = turn
 
     def reassert_busy(self, publish: Callable[[dict[str, Any]], None]) -> bool:
-        """If a turn runs, ``publish(its execute_request)`` under ``turn_lock``; returns whether it did.
+        """If a turn runs, ``publish(its execute_request)``; returns whether it did. Any thread (the kernel's
+        control thread, a subshell's).
 
         The lock orders this before the turn's end (``set_turn(None)``), which comes before ipykernel's
         ``idle`` for the cell, so a re-sent ``busy`` can never land after that ``idle``.
         """
-        with self.turn_lock:
-            turn = self.turn
+        with self._running_lock:
+            turn = self._running
             if turn is None or not turn.parent:
                 return False
             publish(turn.parent)
@@ -810,7 +804,7 @@ async def compact_async(session: PiSession, words: list[str]) -> str:
     changes) and ends the cell in ``KeyboardInterrupt``."""
     if words:
         raise UsageError(f"%pi compact takes no words (got {' '.join(words)!r}); nothing was changed")
-    if session.turn is not None:
+    if session.busy:
         raise UsageError("a turn is running; interrupt it first")
     if session.model is None:
         raise UsageError("no model to write the summary (see %pi model)")

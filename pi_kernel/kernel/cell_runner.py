@@ -57,7 +57,7 @@ from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, re
 from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
 from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
 from pi_kernel.kernel.text_view import make_turn_view
-from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
+from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, request_cell, shell_request
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.definition import wrap_tool_definition
@@ -194,9 +194,9 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
         with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
             await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
     forced = first_tool_choice(session, options.tool)
-    cell_id = session.current_cell_id()
     loop = asyncio.get_running_loop()
     request = shell_request(session.kernel)
+    cell_id = request_cell(request)
     allow_stdin, raw_input = _stdin_reader(session, request)
     widgets = session.frontend.renders_widgets(message_session(request))
     turn = Turn(
@@ -237,7 +237,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     # its notebook tools know the cell they run in, and ask the client that sent it
-    unbind_notebook = session.notebook.bind(turn.context, cell_id, message_session(request))
+    unbind_notebook = session.notebook.bind(turn.context, cell_id, turn.client)
     session.set_turn(turn)
     cancelled = False
     try:

@@ -267,7 +267,7 @@ def reset(session: PiSession, words: list[str]) -> str:
 def undo(session: PiSession, words: list[str]) -> str:
     if words == ["list"]:
         turns = session.turn_journals.describe()
-        return session.versions.describe() + (
+        return session.conversation.versions.describe() + (
             f"\nTurns whose effects %pi undo reverts, newest first:\n{turns}" if turns else ""
         )
     if len(words) > 1 or (words and not words[0].isdigit()):
@@ -304,7 +304,7 @@ def save(session: PiSession, words: list[str]) -> str:
         words[0],
         session.agent.state.messages,
         f"{current.provider}:{current.id}" if current else None,
-        cells=session.cell_turns.starts,
+        cells=session.conversation.cell_turns.starts,
     )
     return f"Saved {len(session.agent.state.messages)} messages to {path}"
 

@@ -80,9 +80,6 @@ class PiSession:
         self.kernel = kernel if kernel is not None else getattr(shell, "kernel", None)
         self.settings = settings or PiSettings()
         self.conversation = Conversation(lambda: self.agent)
-        self.cell_turns = self.conversation.cell_turns
-        self.versions = self.conversation.versions
-        """(``cell_turns`` and ``versions``: the conversation's, by the names the ``%pi`` commands use.)"""
         self.cell_history = CellHistory()
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
@@ -115,7 +112,6 @@ class PiSession:
         """The turn's task while it waits for MCP servers to start."""
         self._model: Model | None = None
         self._model_resolved = False
-        self._cell_ids: dict[int, str | None] = {}
         self._notices = list(notices or [])
         """Warnings about settings that fell back at start: the kernel log is out of sight, so the first
         ``%pi`` / ``%%pi`` output shows them (``take_notices``)."""
@@ -276,8 +272,7 @@ class PiSession:
     # -- cells --------------------------------------------------------------------------------
 
     def note_cell(self, info: Any) -> None:
-        """IPython's ``pre_run_cell``: remember the cell id; wire up ``@tool`` when the cell needs it."""
-        self._cell_ids[threading.get_ident()] = getattr(info, "cell_id", None)
+        """IPython's ``pre_run_cell``: put the comm targets back; wire up ``@tool`` when the cell needs it."""
         self.frontend.ensure_targets()
         raw = getattr(info, "raw_cell", "") or ""
         if self._registry is None and "pi_kernel" in raw:
@@ -300,15 +295,12 @@ class PiSession:
             notices += self._mcp.take_notices()
         return notices
 
-    def current_cell_id(self) -> str | None:
-        return self._cell_ids.get(threading.get_ident())
-
     def reset(self) -> None:
         """``%pi reset``: a new conversation (the old one is kept for ``%pi undo``), usage and all."""
         if self._agent is not None:
             self.conversation.keep("%pi reset")
             self._agent.reset()
-        self.cell_turns.clear()
+        self.conversation.cell_turns.clear()
         self._notebook_context.forget()  # the next turn is told everything again, as a first turn is
 
     def undo(self, number: int = 1) -> Version:

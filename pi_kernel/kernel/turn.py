@@ -117,6 +117,11 @@ class Turn:
         self.interrupted = True
 
     @property
+    def client(self) -> str | None:
+        """The client session (``header.session``) that sent the cell."""
+        return message_session(self.parent)
+
+    @property
     def stdin(self) -> Callable[[str], str] | None:
         """Who asks on stdin for this turn, if anyone may."""
         return self.raw_input if self.allow_stdin else None
@@ -184,6 +189,12 @@ def shell_request(kernel: Any) -> dict[str, Any] | None:
     cell's own ``execute_request``; ``None`` outside a kernel."""
     parent = kernel.get_parent("shell") if hasattr(kernel, "get_parent") else None
     return parent if isinstance(parent, dict) and parent.get("header") else None
+
+
+def request_cell(request: dict[str, Any] | None) -> str | None:
+    """The notebook cell that sent ``request`` (its ``metadata.cellId``, which ipykernel gives IPython), if it says."""
+    found = ((request or {}).get("metadata") or {}).get("cellId")
+    return found if isinstance(found, str) else None
 
 
 def request_session(kernel: Any) -> str | None:

@@ -309,6 +309,13 @@ class PiSession:
         self._notebook_context.forget()  # what that conversation was told of the notebook is not known
         return version
 
+    def replace_conversation(
+        self, messages: list[Any], cells: dict[str, int] | None = None, reason: str = "%pi load"
+    ) -> None:
+        """``%pi load``: the conversation becomes ``messages`` (``Conversation.replace``)."""
+        self.conversation.replace(Version(messages, dict(cells or {}), reason))
+        self._notebook_context.forget()  # what that conversation was told of the notebook is not known
+
     # -- the running turn: whether one runs, and how to stop it -------------------------------
 
     @property
@@ -346,13 +353,6 @@ class PiSession:
                 return False
             publish(turn.parent)
             return True
-
-    def replace_conversation(
-        self, messages: list[Any], cells: dict[str, int] | None = None, reason: str = "%pi load"
-    ) -> None:
-        """``%pi load``: the conversation becomes ``messages`` (``Conversation.replace``)."""
-        self.conversation.replace(Version(messages, dict(cells or {}), reason))
-        self._notebook_context.forget()  # what that conversation was told of the notebook is not known
 
 
 def show_notices(session: PiSession, label: str = "pi_kernel warning") -> None:

@@ -10,9 +10,9 @@ model, turn limit, approval gate, request hook and thinking effort (stream
 options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
 settings are never swapped. The turn's tools are the registry's, run with the
 turn's own ``ToolContext`` (``turn_tool``: the session's context with the
-turn's working directory and undo journal, and a notebook document the bridge
-keeps for the turn's cell and client: ``NotebookBridge.bind``), so nothing of
-the turn is set on the session's context (each tool is wrapped once per turn:
+turn's working directory and undo journal, and a notebook document made for
+the turn's cell and client: ``PiSession.lend_notebook``), so nothing of the
+turn is set on the session's context (each tool is wrapped once per turn:
 its ``ToolRetry`` budget is the turn's).
 
 Code becomes cells: with ``%%pi --cells`` (or ``%pi cells on`` for every
@@ -57,7 +57,7 @@ from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, re
 from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
 from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
 from pi_kernel.kernel.text_view import make_turn_view
-from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, request_cell, shell_request
+from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
 from pi_kernel.kernel.views import TurnOptions, TurnOutcome
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.definition import wrap_tool_definition
@@ -196,7 +196,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     forced = first_tool_choice(session, options.tool)
     loop = asyncio.get_running_loop()
     request = shell_request(session.kernel)
-    cell_id = request_cell(request)
+    cell_id = ((request or {}).get("metadata") or {}).get("cellId")  # as ipykernel gives it to IPython
     allow_stdin, raw_input = _stdin_reader(session, request)
     widgets = session.frontend.renders_widgets(message_session(request))
     turn = Turn(
@@ -237,7 +237,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     # its notebook tools know the cell they run in, and ask the client that sent it
-    unbind_notebook = session.notebook.bind(turn.context, cell_id, turn.client)
+    end_notebook = session.lend_notebook(turn.context, cell_id, turn.client)
     session.set_turn(turn)
     cancelled = False
     try:
@@ -264,7 +264,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_turn(None)
-        unbind_notebook()
+        end_notebook()
         if turn.journal is not None:
             session.turn_journals.end(turn.journal, added)
         unsubscribe_collect()

@@ -393,29 +393,25 @@ def mcp(session: PiSession, words: list[str]) -> str:
 
 async def mcp_async(session: PiSession, words: list[str]) -> str:
     """``%pi mcp ...`` awaited on the servers' loop."""
+    action, rest = (words[0], words[1:]) if words else ("", [])
     try:
-        return await _mcp(session, words)
+        if action == "add":
+            return await _mcp_add(session, rest)
+        if action in ("remove", "restart") and len(rest) == 1:
+            name = rest[0]
+            if name not in session.mcp.servers:
+                known = ", ".join(session.mcp.names()) or "none"
+                raise CommandError(f"no MCP server named {name!r} (known: {known})")
+            if action == "remove":
+                await session.mcp.remove(name)
+                return f"MCP server {name} removed."
+            await session.mcp.restart(name)
+            return _mcp_report(session, name)
+        if words:
+            raise CommandError(MCP_USAGE)
+        return session.mcp.describe()
     except McpUnavailable as error:
         raise CommandError(str(error)) from None
-
-
-async def _mcp(session: PiSession, words: list[str]) -> str:
-    if not words:
-        return session.mcp.describe()
-    action, rest = words[0], words[1:]
-    if action == "add":
-        return await _mcp_add(session, rest)
-    if action in ("remove", "restart") and len(rest) == 1:
-        name = rest[0]
-        if name not in session.mcp.servers:
-            known = ", ".join(session.mcp.names()) or "none"
-            raise CommandError(f"no MCP server named {name!r} (known: {known})")
-        if action == "remove":
-            await session.mcp.remove(name)
-            return f"MCP server {name} removed."
-        await session.mcp.restart(name)
-        return _mcp_report(session, name)
-    raise CommandError(MCP_USAGE)
 
 
 async def _mcp_add(session: PiSession, words: list[str]) -> str:

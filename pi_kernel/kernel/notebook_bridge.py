@@ -8,11 +8,9 @@ time limit, or a comm closed meanwhile fails the request (``BridgeGone``); for a
 outcome is unknown (``OutcomeUnknown``, noted in ``uncertain`` for undo). Replies are untrusted: a
 malformed one fails with ``MALFORMED``.
 
-The bridge is the connection; what a context's tools see is a ``BridgeDocument``: the bridge is handed a
-``ToolContext`` (``bind``) with the cell and the client of the turn it belongs to, and keeps that context's
-``notebook`` its document while a front-end is connected (``None`` otherwise). So a turn's tools know their
-own cell (``running_cell_id``, which they must not change) and their requests go to the client that sent
-that cell (else, and for the session's own context, to the newest), with no question asked of the session.
+What the tools of a context see is a ``BridgeDocument`` (``document``), made for that context's cell and
+client: a turn's tools know their own cell (``running_cell_id``) and send to the client that sent it (else to
+the newest).
 
 ``pi_kernel.tools.notebook_document`` is imported lazily: the bridge is made at kernel start, where the
 tools layer (with pydantic) would cost about 100 ms.
@@ -120,7 +118,7 @@ class DocumentOperations:
 
 @dataclass(frozen=True)
 class BridgeDocument(DocumentOperations):
-    """The notebook as the tools of one context see it (``NotebookBridge.bind``)."""
+    """The notebook as the tools of one context see it (``NotebookBridge.document``)."""
 
     bridge: NotebookBridge
     running_cell_id: str | None = None
@@ -148,17 +146,14 @@ class NotebookBridge(DocumentOperations):
 
     # -- connection ---------------------------------------------------------------------------
 
-    def bind(self, context: Any, running_cell: str | None = None, client: str | None = None) -> Callable[[], None]:
-        """Keep ``context.notebook`` a ``BridgeDocument`` for ``running_cell`` and ``client`` while a front-end is
-        connected, ``None`` while none is (from now, at each open and close); returns what ends that."""
-        document = BridgeDocument(self, running_cell, client)
+    def document(self, running_cell: str | None = None, client: str | None = None) -> BridgeDocument | None:
+        """The notebook for the tools of ``running_cell`` (sent by ``client``) while a front-end is connected,
+        else ``None`` (what ``ToolContext.notebook`` holds)."""
+        return BridgeDocument(self, running_cell, client) if self.connected else None
 
-        def update(connected: bool) -> None:
-            context.notebook = document if connected else None
-
-        self._listeners.append(update)
-        update(self.connected)
-        return lambda: self._listeners.remove(update)
+    def subscribe(self, listener: Callable[[bool], None]) -> None:
+        """``listener(connected)`` after each open and close."""
+        self._listeners.append(listener)
 
     def ensure_target(self) -> None:
         manager = comm_manager()

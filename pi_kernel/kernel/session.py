@@ -98,6 +98,9 @@ class PiSession:
         self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
         self.notebook = NotebookBridge(self.settings.notebook_timeout)
         """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
+        self.notebook.subscribe(self._notebook_connected)
+        self._notebook_users: dict[int, tuple[ToolContext, str | None, str | None]] = {}
+        """The contexts whose ``notebook`` follows the bridge (``lend_notebook``), with their cell and client."""
         self.view_factory: TurnViewFactory | None = None
         """Overrides ``text_view.make_turn_view`` (tests, other front-ends)."""
         self._running: Turn | None = None
@@ -154,8 +157,26 @@ class PiSession:
                 describe_limit=self.settings.describe_limit,
                 python_on_main_thread=True,  # the python tool is interruptible like a cell
             )
-            self.notebook.bind(self._tool_context)  # its ``notebook``: the document while a front-end is connected
+            self.lend_notebook(self._tool_context)
         return self._tool_context
+
+    def lend_notebook(
+        self, context: ToolContext, cell: str | None = None, client: str | None = None
+    ) -> Callable[[], None]:
+        """Keep ``context.notebook`` the bridge's document for the tools of ``cell`` (sent by ``client``) while a
+        front-end is connected, ``None`` while none is; returns what ends that (a turn's end)."""
+        self._notebook_users[id(context)] = (context, cell, client)
+        context.notebook = self.notebook.document(cell, client) if self.notebook.connected else None
+
+        def end() -> None:
+            self._notebook_users.pop(id(context), None)
+
+        return end
+
+    def _notebook_connected(self, connected: bool) -> None:
+        """A front-end opened or closed ``pi.notebook``: each lent context sees its document, or ``None``."""
+        for context, cell, client in list(self._notebook_users.values()):
+            context.notebook = self.notebook.document(cell, client)
 
     @property
     def notebook_context(self) -> NotebookContext:

@@ -12,10 +12,11 @@ answers (``parent``), its cancel flag, and the ``ToolContext`` its tools get
 (``context``: the session's, with this turn's working directory, undo
 journal and notebook document). ``run_turn`` makes it and hands it on
 explicitly: to the approval gate, to the request hook, to the tools of this
-run, to the notebook bridge (the turn's cell and client). The session knows
-only whether a turn runs and how to stop it (``PiSession.busy``,
-``interrupt``, ``reassert_busy``); nothing of a turn is left on the session
-when it ends.
+run, and its context, cell and client to ``PiSession.lend_notebook`` (which
+keeps that context's notebook document while a front-end connects and
+leaves). Otherwise the session knows only whether a turn runs and how to
+stop it (``busy``, ``interrupt``, ``reassert_busy``); nothing of a turn is
+left on the session when it ends.
 
 **Front-ends** (``FrontendTracker``). Widgets: JupyterLab's and Notebook 7's
 widget manager (ipywidgets 8) opens a ``jupyter.widget.control`` comm when it
@@ -108,7 +109,7 @@ class Turn:
     """The turn's undo journal (``undo``): the tools record what they change into it."""
     context: ToolContext | None = None
     """What this turn's tools are given: the session's ``ToolContext`` with this turn's ``cwd`` and ``journal``, its
-    ``notebook`` kept by the bridge for this turn (``NotebookBridge.bind``)."""
+    ``notebook`` the bridge's document for this turn's cell and client (``PiSession.lend_notebook``)."""
     tools: dict[str, AgentTool] = field(default_factory=dict)
     """The registry's tools as this turn runs them (with ``context``), by name (``cell_runner.turn_tool``)."""
 
@@ -189,12 +190,6 @@ def shell_request(kernel: Any) -> dict[str, Any] | None:
     cell's own ``execute_request``; ``None`` outside a kernel."""
     parent = kernel.get_parent("shell") if hasattr(kernel, "get_parent") else None
     return parent if isinstance(parent, dict) and parent.get("header") else None
-
-
-def request_cell(request: dict[str, Any] | None) -> str | None:
-    """The notebook cell that sent ``request`` (its ``metadata.cellId``, which ipykernel gives IPython), if it says."""
-    found = ((request or {}).get("metadata") or {}).get("cellId")
-    return found if isinstance(found, str) else None
 
 
 def request_session(kernel: Any) -> str | None:

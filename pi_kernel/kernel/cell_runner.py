@@ -198,7 +198,8 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     request = shell_request(session.kernel)
     cell_id = ((request or {}).get("metadata") or {}).get("cellId")  # as ipykernel gives it to IPython
     allow_stdin, raw_input = _stdin_reader(session, request)
-    widgets = session.frontend.renders_widgets(message_session(request))
+    client = message_session(request)
+    widgets = session.frontend.renders_widgets(client)
     turn = Turn(
         options,
         cell_id,
@@ -237,7 +238,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
     # its notebook tools know the cell they run in, and ask the client that sent it
-    end_notebook = session.lend_notebook(turn.context, cell_id, turn.client)
+    end_notebook = session.lend_notebook(turn.context, cell_id, client)
     session.set_turn(turn)
     cancelled = False
     try:

@@ -30,6 +30,7 @@ This module owns three things:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import threading
@@ -162,16 +163,12 @@ class PiSession:
 
     def lend_notebook(
         self, context: ToolContext, cell: str | None = None, client: str | None = None
-    ) -> Callable[[], None]:
+    ) -> Callable[[], object]:
         """Keep ``context.notebook`` the bridge's document for the tools of ``cell`` (sent by ``client``) while a
         front-end is connected, ``None`` while none is; returns what ends that (a turn's end)."""
         self._notebook_users[id(context)] = (context, cell, client)
         context.notebook = self.notebook.document(cell, client) if self.notebook.connected else None
-
-        def end() -> None:
-            self._notebook_users.pop(id(context), None)
-
-        return end
+        return functools.partial(self._notebook_users.pop, id(context), None)
 
     def _notebook_connected(self, connected: bool) -> None:
         """A front-end opened or closed ``pi.notebook``: each lent context sees its document, or ``None``."""

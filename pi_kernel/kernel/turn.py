@@ -118,11 +118,6 @@ class Turn:
         self.interrupted = True
 
     @property
-    def client(self) -> str | None:
-        """The client session (``header.session``) that sent the cell."""
-        return message_session(self.parent)
-
-    @property
     def stdin(self) -> Callable[[str], str] | None:
         """Who asks on stdin for this turn, if anyone may."""
         return self.raw_input if self.allow_stdin else None

@@ -253,12 +253,13 @@ class WaitInBroker:
 
 
 class StdinAnswerer(WaitInBroker):
-    """Asks on the turn's stdin while the request waits in the broker (a comm may still answer first)."""
+    """Asks on the turn's stdin while the request waits in the broker (a comm may still answer first).
+
+    One question at a time without a lock: only a ``%%pi`` turn has a stdin, one turn runs at a time, and the
+    agent asks ``before_tool_call`` of a batch's calls one after the other (``agent.tool_execution``)."""
 
     def __init__(self) -> None:
         super().__init__("stdin", lambda asking: getattr(asking, "stdin", None) is not None, blocking=True)
-        self._turns: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
-        """One stdin question at a time (parallel tool calls); a lock per loop."""
 
     async def answer(
         self, request: ApprovalRequest, broker: ApprovalBroker, asking: Any, signal: AbortSignal | None
@@ -272,16 +273,11 @@ class StdinAnswerer(WaitInBroker):
                 await asker
 
     async def _ask(self, broker: ApprovalBroker, request: ApprovalRequest, reader: Callable[[str], str]) -> None:
-        async with self._turns.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
-            if request.decision is not None:
-                return
-            answer = await ask_on_stdin(
-                reader, question(request.tool_name, request.args, request.warning, request.preview)
-            )
-            fields = (
-                parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
-            )
-            broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
+        if request.decision is not None:  # decided (a comm, another thread) before this task started
+            return
+        answer = await ask_on_stdin(reader, question(request.tool_name, request.args, request.warning, request.preview))
+        fields = parse_answer(answer) if answer is not None else {"decision": "deny", "reason": "No answer on stdin."}
+        broker.resolve(request.tool_call_id, decision_from_fields(fields, "stdin"))
 
 
 NOBODY = WaitInBroker("nobody", lambda asking: True, person=False, blocking=True)

@@ -10,9 +10,10 @@ model, turn limit, approval gate, request hook and thinking effort (stream
 options) go to ``Agent.prompt`` as per-run overrides, so the agent's own
 settings are never swapped. The turn's tools are the registry's, run with the
 turn's own ``ToolContext`` (``turn_tool``: the session's context with the
-turn's working directory and undo journal), so nothing of the turn is set on
-the session's context (each tool is wrapped once per turn: its ``ToolRetry``
-budget is the turn's).
+turn's working directory and undo journal, and a notebook document made for
+the turn's cell and client: ``PiSession.lend_notebook``), so nothing of the
+turn is set on the session's context (each tool is wrapped once per turn:
+its ``ToolRetry`` budget is the turn's).
 
 Code becomes cells: with ``%%pi --cells`` (or ``%pi cells on`` for every
 turn), when the turn ends, the code each successful ``python`` call ran (as
@@ -193,11 +194,12 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
         with interrupt_hook(session.interrupt, asyncio.get_running_loop()):
             await session.start_mcp()  # it may be an MCP server's tool (servers start before the first turn)
     forced = first_tool_choice(session, options.tool)
-    cell_id = session.current_cell_id()
     loop = asyncio.get_running_loop()
     request = shell_request(session.kernel)
+    cell_id = ((request or {}).get("metadata") or {}).get("cellId")  # as ipykernel gives it to IPython
     allow_stdin, raw_input = _stdin_reader(session, request)
-    widgets = session.frontend.renders_widgets(message_session(request))
+    client = message_session(request)
+    widgets = session.frontend.renders_widgets(client)
     turn = Turn(
         options,
         cell_id,
@@ -235,6 +237,8 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     unsubscribe_collect = agent.subscribe(collect)
     unsubscribe_view = agent.subscribe(view.handle_event)
     unsubscribe_approvals = session.broker.subscribe(on_approval)
+    # its notebook tools know the cell they run in, and ask the client that sent it
+    end_notebook = session.lend_notebook(turn.context, cell_id, client)
     session.set_turn(turn)
     cancelled = False
     try:
@@ -261,6 +265,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
         cancelled = True  # a second interrupt (the turn did not stop on the first)
     finally:
         session.set_turn(None)
+        end_notebook()
         if turn.journal is not None:
             session.turn_journals.end(turn.journal, added)
         unsubscribe_collect()

@@ -266,7 +266,7 @@ def reset(session: PiSession, words: list[str]) -> str:
 def undo(session: PiSession, words: list[str]) -> str:
     if words == ["list"]:
         turns = session.turn_journals.describe()
-        return session.versions.describe() + (
+        return session.conversation.versions.describe() + (
             f"\nTurns whose effects %pi undo reverts, newest first:\n{turns}" if turns else ""
         )
     if len(words) > 1 or (words and not words[0].isdigit()):
@@ -303,7 +303,7 @@ def save(session: PiSession, words: list[str]) -> str:
         words[0],
         session.agent.state.messages,
         f"{current.provider}:{current.id}" if current else None,
-        cells=session.cell_turns.starts,
+        cells=session.conversation.cell_turns.starts,
     )
     return f"Saved {len(session.agent.state.messages)} messages to {path}"
 
@@ -392,29 +392,25 @@ def mcp(session: PiSession, words: list[str]) -> str:
 
 async def mcp_async(session: PiSession, words: list[str]) -> str:
     """``%pi mcp ...`` awaited on the servers' loop."""
+    action, rest = (words[0], words[1:]) if words else ("", [])
     try:
-        return await _mcp(session, words)
+        if action == "add":
+            return await _mcp_add(session, rest)
+        if action in ("remove", "restart") and len(rest) == 1:
+            name = rest[0]
+            if name not in session.mcp.servers:
+                known = ", ".join(session.mcp.names()) or "none"
+                raise CommandError(f"no MCP server named {name!r} (known: {known})")
+            if action == "remove":
+                await session.mcp.remove(name)
+                return f"MCP server {name} removed."
+            await session.mcp.restart(name)
+            return _mcp_report(session, name)
+        if words:
+            raise CommandError(MCP_USAGE)
+        return session.mcp.describe()
     except McpUnavailable as error:
         raise CommandError(str(error)) from None
-
-
-async def _mcp(session: PiSession, words: list[str]) -> str:
-    if not words:
-        return session.mcp.describe()
-    action, rest = words[0], words[1:]
-    if action == "add":
-        return await _mcp_add(session, rest)
-    if action in ("remove", "restart") and len(rest) == 1:
-        name = rest[0]
-        if name not in session.mcp.servers:
-            known = ", ".join(session.mcp.names()) or "none"
-            raise CommandError(f"no MCP server named {name!r} (known: {known})")
-        if action == "remove":
-            await session.mcp.remove(name)
-            return f"MCP server {name} removed."
-        await session.mcp.restart(name)
-        return _mcp_report(session, name)
-    raise CommandError(MCP_USAGE)
 
 
 async def _mcp_add(session: PiSession, words: list[str]) -> str:
@@ -534,7 +530,7 @@ def refuse_during_turn(session: PiSession, name: str, args: list[str]) -> None:
     """A command that changes the policy or the conversation is refused while a turn runs: the turn (the
     agent itself, through code it runs) must not widen its own approvals or rewrite its history."""
     changes = name in CHANGES_DURING_TURN and (bool(args) or name in ("reset", "undo"))
-    if not changes or (name == "undo" and args == ["list"]) or session.turn is None:
+    if not changes or (name == "undo" and args == ["list"]) or not session.busy:
         return
     raise CommandError(
         f"%pi {name} changes {CHANGES_DURING_TURN[name]}, and a turn is running: interrupt it (or let it "

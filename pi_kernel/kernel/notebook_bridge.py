@@ -6,8 +6,11 @@ Requests and replies: docs/notebook.md. A reply may arrive on another thread (su
 settled with ``call_soon_threadsafe``. Nothing waits for a front-end that is not there: no open comm, a
 time limit, or a comm closed meanwhile fails the request (``BridgeGone``); for a change (``CHANGES``) the
 outcome is unknown (``OutcomeUnknown``, noted in ``uncertain`` for undo). Replies are untrusted: a
-malformed one fails with ``MALFORMED``. With several front-ends, requests go to the client that sent the
-running cell, else the newest.
+malformed one fails with ``MALFORMED``.
+
+What the tools of a context see is a ``BridgeDocument`` (``document``), made for that context's cell and
+client: a turn's tools know their own cell (``running_cell_id``) and send to the client that sent it (else to
+the newest).
 
 ``pi_kernel.tools.notebook_document`` is imported lazily: the bridge is made at kernel start, where the
 tools layer (with pydantic) would cost about 100 ms.
@@ -77,15 +80,59 @@ class UncertainChange:
         return None if self.late_reply is None else self.late_reply.get("ok") is True
 
 
-class NotebookBridge:
-    def __init__(
-        self,
-        running_cell: Callable[[], str | None] = lambda: None,
-        client_session: Callable[[], str | None] = lambda: None,
-        timeout: float = REQUEST_TIMEOUT,
-    ) -> None:
-        self._running_cell = running_cell
-        self._client_session = client_session
+class DocumentOperations:
+    """The ``NotebookDocument`` operations, each one ``request`` to a front-end."""
+
+    running_cell_id: str | None = None
+    """The ``%%pi`` cell whose tools use this document (``None``: none)."""
+
+    async def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]:
+        given = {"cell_ids": cell_ids, "max_chars": max_chars}
+        reply = await self.request("read", **{name: value for name, value in given.items() if value is not None})
+        cells = reply.get("cells")
+        if not isinstance(cells, list) or len(cells) > MAX_CELLS:
+            from pi_kernel.tools.notebook_document import NotebookError
+
+            raise NotebookError(f"{MALFORMED} to read (cells is not a list of cells).")
+        return [cell_from_json(cell) for cell in cells]
+
+    async def edit(self, cell_id: str, expected: str, new: str) -> None:
+        await self.request("edit", cell_id=cell_id, expected=expected, new=new)
+
+    async def insert(self, index: int, cells: list[tuple[str, str]]) -> list[str]:
+        reply = await self.request("insert", index=index, cells=[{"type": t, "source": s} for t, s in cells])
+        return _ids_from_reply(reply.get("ids"), len(cells))
+
+    async def delete(self, cell_ids: list[str], expected: list[str]) -> None:
+        await self.request("delete", cell_ids=list(cell_ids), expected=list(expected))
+
+    async def set_outputs(self, cell_id: str, outputs: list[dict], execution_count: int | None) -> None:
+        await self.request("set_outputs", cell_id=cell_id, outputs=outputs, execution_count=execution_count)
+
+    async def highlight(self, cell_id: str | None) -> None:
+        await self.request("highlight", cell_id=cell_id)
+
+
+@dataclass(frozen=True)
+class BridgeDocument(DocumentOperations):
+    """The notebook as the tools of one context see it (``NotebookBridge.document``)."""
+
+    bridge: NotebookBridge
+    running_cell_id: str | None = None
+    client: str | None = None
+    """The client session (``header.session``) that sent the running cell: requests go to it if it is connected."""
+
+    async def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        return await self.bridge.request(op, to=self.client, **fields)
+
+
+class NotebookBridge(DocumentOperations):
+    """The ``pi.notebook`` comms; a document itself too (the newest client, no running cell)."""
+
+    def __init__(self, timeout: float = REQUEST_TIMEOUT) -> None:
         self.timeout = timeout
         self._clients: dict[str, _Client] = {}
         self.connected = False
@@ -99,13 +146,10 @@ class NotebookBridge:
 
     # -- connection ---------------------------------------------------------------------------
 
-    @property
-    def running_cell_id(self) -> str | None:
-        return self._running_cell()
-
-    def document(self) -> NotebookBridge | None:
-        """This bridge when a front-end is connected, else ``None`` (what ``ToolContext.notebook`` holds)."""
-        return self if self.connected else None
+    def document(self, running_cell: str | None = None, client: str | None = None) -> BridgeDocument | None:
+        """The notebook for the tools of ``running_cell`` (sent by ``client``) while a front-end is connected,
+        else ``None`` (what ``ToolContext.notebook`` holds)."""
+        return BridgeDocument(self, running_cell, client) if self.connected else None
 
     def subscribe(self, listener: Callable[[bool], None]) -> None:
         """``listener(connected)`` after each open and close."""
@@ -169,8 +213,7 @@ class NotebookBridge:
             with suppress(Exception):  # a broken listener must not break the comm
                 listener(connected)
 
-    def _client(self) -> _Client | None:
-        wanted = self._client_session()
+    def _client(self, wanted: str | None) -> _Client | None:
         with self._lock:
             clients = list(self._clients.values())
         if not clients:
@@ -199,11 +242,12 @@ class NotebookBridge:
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def request(self, op: str, **fields: Any) -> dict[str, Any]:
-        """Send one request and wait for its reply (``NotebookError`` for a refusal)."""
+    async def request(self, op: str, *, to: str | None = None, **fields: Any) -> dict[str, Any]:
+        """Send one request (to the client session ``to`` if it is connected, else the newest) and wait for its
+        reply (``NotebookError`` for a refusal)."""
         from pi_kernel.tools.notebook_document import STALE_TEXT, BridgeGone, NoSuchCell, NotebookError, StaleCell
 
-        client = self._client()
+        client = self._client(to)
         if client is None:
             raise BridgeGone(NO_BRIDGE)
         key = uuid.uuid4().hex
@@ -235,32 +279,6 @@ class NotebookBridge:
         if kind == "not_found":
             raise NoSuchCell(f"{message} Use cells to see the notebook.")
         raise NotebookError(f"The notebook front-end could not {op}: {message}")
-
-    async def read(self, cell_ids: list[str] | None = None, max_chars: int | None = None) -> list[CellInfo]:
-        given = {"cell_ids": cell_ids, "max_chars": max_chars}
-        reply = await self.request("read", **{name: value for name, value in given.items() if value is not None})
-        cells = reply.get("cells")
-        if not isinstance(cells, list) or len(cells) > MAX_CELLS:
-            from pi_kernel.tools.notebook_document import NotebookError
-
-            raise NotebookError(f"{MALFORMED} to read (cells is not a list of cells).")
-        return [cell_from_json(cell) for cell in cells]
-
-    async def edit(self, cell_id: str, expected: str, new: str) -> None:
-        await self.request("edit", cell_id=cell_id, expected=expected, new=new)
-
-    async def insert(self, index: int, cells: list[tuple[str, str]]) -> list[str]:
-        reply = await self.request("insert", index=index, cells=[{"type": t, "source": s} for t, s in cells])
-        return _ids_from_reply(reply.get("ids"), len(cells))
-
-    async def delete(self, cell_ids: list[str], expected: list[str]) -> None:
-        await self.request("delete", cell_ids=list(cell_ids), expected=list(expected))
-
-    async def set_outputs(self, cell_id: str, outputs: list[dict], execution_count: int | None) -> None:
-        await self.request("set_outputs", cell_id=cell_id, outputs=outputs, execution_count=execution_count)
-
-    async def highlight(self, cell_id: str | None) -> None:
-        await self.request("highlight", cell_id=cell_id)
 
 
 def _settle(waiting: _Waiting, value: dict[str, Any] | BaseException) -> None:

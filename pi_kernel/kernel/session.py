@@ -3,8 +3,9 @@
 This module owns three things:
 
 - **the session** (``PiSession``): the agent, the tool registry and the session's base ``ToolContext``, its
-  approvals (``approval_hook``), the settings, MCP servers, what is known of the front-end, and which
-  ``%%pi`` turn runs now (the turn itself, made per cell, is ``turn.Turn``, passed explicitly). It is
+  approvals (``approval_hook``), the settings, MCP servers, what is known of the front-end, and whether a
+  ``%%pi`` turn runs now and how to stop it (``busy``, ``interrupt``, ``reassert_busy``: the turn itself, made
+  per cell, is ``turn.Turn``, passed explicitly, and nothing outside the session reads it here). It is
   created when the kernel starts (or at ``%load_ext pi_kernel``) but builds the expensive parts (the
   agent, the registry, pydantic models, ``openai``) on first use, so that a kernel starts as fast as a
   stock one: ``pi_kernel.agent`` and ``pi_kernel.tools`` (the registry, the built-in and MCP tools) are
@@ -29,6 +30,7 @@ This module owns three things:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import threading
@@ -47,7 +49,7 @@ from pi_kernel.kernel.config import PiSettings, dollars, positive_int
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model, restrict_default
 from pi_kernel.kernel.notebook_bridge import NotebookBridge
 from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
-from pi_kernel.kernel.turn import FrontendTracker, Turn, interrupt_hook, message_session
+from pi_kernel.kernel.turn import FrontendTracker, Turn, interrupt_hook
 from pi_kernel.kernel.undo import ConversationVersions, TurnJournals, Version, was_compacted
 from pi_kernel.kernel.views import TurnViewFactory
 
@@ -79,9 +81,6 @@ class PiSession:
         self.kernel = kernel if kernel is not None else getattr(shell, "kernel", None)
         self.settings = settings or PiSettings()
         self.conversation = Conversation(lambda: self.agent)
-        self.cell_turns = self.conversation.cell_turns
-        self.versions = self.conversation.versions
-        """(``cell_turns`` and ``versions``: the conversation's, by the names the ``%pi`` commands use.)"""
         self.cell_history = CellHistory()
         """The cells run so far (``post_run_cell``), for the ``cells`` tool and the notebook context."""
         self.context_enabled = self.settings.notebook_context is not False
@@ -98,14 +97,16 @@ class PiSession:
         self.approvals = SessionApprovals(self)
         """The approval broker and policy, who can answer now, decisions from comms and magics."""
         self.frontend = FrontendTracker(self.approvals.resolve_fields, self.approvals.pending, self.settings.widgets)
-        self.notebook = NotebookBridge(self._running_cell_id, self._running_client, self.settings.notebook_timeout)
+        self.notebook = NotebookBridge(self.settings.notebook_timeout)
         """The ``pi.notebook`` comm of a front-end extension: the live document for the notebook tools."""
         self.notebook.subscribe(self._notebook_connected)
+        self._notebook_users: dict[int, tuple[ToolContext, str | None, str | None]] = {}
+        """The contexts whose ``notebook`` follows the bridge (``lend_notebook``), with their cell and client."""
         self.view_factory: TurnViewFactory | None = None
         """Overrides ``text_view.make_turn_view`` (tests, other front-ends)."""
-        self.turn: Turn | None = None
-        """The ``%%pi`` turn running now; set and cleared under ``turn_lock`` (``set_turn``)."""
-        self.turn_lock = threading.Lock()
+        self._running: Turn | None = None
+        """The ``%%pi`` turn running now (``set_turn``), only to stop it and to re-send its ``busy``."""
+        self._running_lock = threading.Lock()
         """Orders a re-sent ``busy`` (``reassert_busy``, from the kernel's control thread) before a turn's end."""
         self._agent: Agent | None = None
         self._registry: ToolRegistry | None = None
@@ -115,7 +116,6 @@ class PiSession:
         """The turn's task while it waits for MCP servers to start."""
         self._model: Model | None = None
         self._model_resolved = False
-        self._cell_ids: dict[int, str | None] = {}
         self._notices = list(notices or [])
         """Warnings about settings that fell back at start: the kernel log is out of sight, so the first
         ``%pi`` / ``%%pi`` output shows them (``take_notices``)."""
@@ -157,24 +157,23 @@ class PiSession:
                 hidden_names=frozenset(self.hidden_names()),
                 describe_limit=self.settings.describe_limit,
                 python_on_main_thread=True,  # the python tool is interruptible like a cell
-                notebook=self.notebook.document(),
             )
+            self.lend_notebook(self._tool_context)
         return self._tool_context
 
-    def _notebook_connected(self, _connected: bool) -> None:
-        """A front-end opened or closed ``pi.notebook``: the tools see the document, or ``None`` (the running
-        turn's tools too)."""
-        for context in (self._tool_context, self.turn.context if self.turn is not None else None):
-            if context is not None:
-                context.notebook = self.notebook.document()
+    def lend_notebook(
+        self, context: ToolContext, cell: str | None = None, client: str | None = None
+    ) -> Callable[[], object]:
+        """Keep ``context.notebook`` the bridge's document for the tools of ``cell`` (sent by ``client``) while a
+        front-end is connected, ``None`` while none is; returns what ends that (a turn's end)."""
+        self._notebook_users[id(context)] = (context, cell, client)
+        context.notebook = self.notebook.document(cell, client) if self.notebook.connected else None
+        return functools.partial(self._notebook_users.pop, id(context), None)
 
-    def _running_cell_id(self) -> str | None:
-        turn = self.turn
-        return turn.cell_id if turn is not None else None
-
-    def _running_client(self) -> str | None:
-        turn = self.turn
-        return message_session(turn.parent) if turn is not None else None
+    def _notebook_connected(self, connected: bool) -> None:
+        """A front-end opened or closed ``pi.notebook``: each lent context sees its document, or ``None``."""
+        for context, cell, client in list(self._notebook_users.values()):
+            context.notebook = self.notebook.document(cell, client)
 
     @property
     def notebook_context(self) -> NotebookContext:
@@ -263,7 +262,7 @@ class PiSession:
 
         match event:
             case CompactionEvent():
-                self.conversation.compacted(event, during_turn=self.turn is not None)
+                self.conversation.compacted(event, during_turn=self.busy)
             case ToolExecutionEndEvent() if self._agent is not None:
                 keep_full_result(getattr(self.shell, "user_ns", None), event, self._agent.tool_result_limit())
         if self._agent is not None:
@@ -291,8 +290,7 @@ class PiSession:
     # -- cells --------------------------------------------------------------------------------
 
     def note_cell(self, info: Any) -> None:
-        """IPython's ``pre_run_cell``: remember the cell id; wire up ``@tool`` when the cell needs it."""
-        self._cell_ids[threading.get_ident()] = getattr(info, "cell_id", None)
+        """IPython's ``pre_run_cell``: put the comm targets back; wire up ``@tool`` when the cell needs it."""
         self.frontend.ensure_targets()
         raw = getattr(info, "raw_cell", "") or ""
         if self._registry is None and "pi_kernel" in raw:
@@ -315,15 +313,12 @@ class PiSession:
             notices += self._mcp.take_notices()
         return notices
 
-    def current_cell_id(self) -> str | None:
-        return self._cell_ids.get(threading.get_ident())
-
     def reset(self) -> None:
         """``%pi reset``: a new conversation (the old one is kept for ``%pi undo``), usage and all."""
         if self._agent is not None:
             self.conversation.keep("%pi reset")
             self._agent.reset()
-        self.cell_turns.clear()
+        self.conversation.cell_turns.clear()
         self._notebook_context.forget()  # the next turn is told everything again, as a first turn is
 
     def undo(self, number: int = 1) -> Version:
@@ -332,11 +327,25 @@ class PiSession:
         self._notebook_context.forget()  # what that conversation was told of the notebook is not known
         return version
 
+    def replace_conversation(
+        self, messages: list[Any], cells: dict[str, int] | None = None, reason: str = "%pi load"
+    ) -> None:
+        """``%pi load``: the conversation becomes ``messages`` (``Conversation.replace``)."""
+        self.conversation.replace(Version(messages, dict(cells or {}), reason))
+        self._notebook_context.forget()  # what that conversation was told of the notebook is not known
+
+    # -- the running turn: whether one runs, and how to stop it -------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A ``%%pi`` turn runs now (commands that change its conversation or approvals wait for its end)."""
+        return self._running is not None
+
     def interrupt(self) -> None:
         """Stop the running turn: abort the model stream and tools, deny waiting approvals, stop waiting
         for MCP servers to start. Runs on the turn's loop (``interrupt_hook`` schedules it there)."""
-        if self.turn is not None:
-            self.turn.cancel()
+        if self._running is not None:
+            self._running.cancel()
         if self._agent is not None:
             self._agent.abort()
         self.approvals.deny_all()
@@ -345,28 +354,23 @@ class PiSession:
             waiting.cancel()
 
     def set_turn(self, turn: Turn | None) -> None:
-        with self.turn_lock:
-            self.turn = turn
+        """``turn`` runs now (``cell_runner.run_turn``, at its start; ``None`` at its end)."""
+        with self._running_lock:
+            self._running = turn
 
     def reassert_busy(self, publish: Callable[[dict[str, Any]], None]) -> bool:
-        """If a turn runs, ``publish(its execute_request)`` under ``turn_lock``; returns whether it did.
+        """If a turn runs, ``publish(its execute_request)``; returns whether it did. Any thread (the kernel's
+        control thread, a subshell's).
 
         The lock orders this before the turn's end (``set_turn(None)``), which comes before ipykernel's
         ``idle`` for the cell, so a re-sent ``busy`` can never land after that ``idle``.
         """
-        with self.turn_lock:
-            turn = self.turn
+        with self._running_lock:
+            turn = self._running
             if turn is None or not turn.parent:
                 return False
             publish(turn.parent)
             return True
-
-    def replace_conversation(
-        self, messages: list[Any], cells: dict[str, int] | None = None, reason: str = "%pi load"
-    ) -> None:
-        """``%pi load``: the conversation becomes ``messages`` (``Conversation.replace``)."""
-        self.conversation.replace(Version(messages, dict(cells or {}), reason))
-        self._notebook_context.forget()  # what that conversation was told of the notebook is not known
 
 
 def show_notices(session: PiSession, label: str = "pi_kernel warning") -> None:
@@ -810,7 +814,7 @@ async def compact_async(session: PiSession, words: list[str]) -> str:
     changes) and ends the cell in ``KeyboardInterrupt``."""
     if words:
         raise UsageError(f"%pi compact takes no words (got {' '.join(words)!r}); nothing was changed")
-    if session.turn is not None:
+    if session.busy:
         raise UsageError("a turn is running; interrupt it first")
     if session.model is None:
         raise UsageError("no model to write the summary (see %pi model)")

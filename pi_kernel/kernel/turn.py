@@ -9,11 +9,14 @@ its options, the model and turn limit it runs with (per-run overrides of
 ``Agent.prompt``, never set on the agent), its view, who can answer its
 approvals (``widgets``, ``stdin``, ``blocking``), the ``execute_request`` it
 answers (``parent``), its cancel flag, and the ``ToolContext`` its tools get
-(``context``: the session's, with this turn's working directory and undo
-journal). ``run_turn`` makes it and hands it on explicitly: to the approval
-gate, to the request hook, to the tools of this run. The session knows only
-which turn runs now (``PiSession.turn``), for an interrupt and for commands
-that must wait; nothing of a turn is left on the session when it ends.
+(``context``: the session's, with this turn's working directory, undo
+journal and notebook document). ``run_turn`` makes it and hands it on
+explicitly: to the approval gate, to the request hook, to the tools of this
+run, and its context, cell and client to ``PiSession.lend_notebook`` (which
+keeps that context's notebook document while a front-end connects and
+leaves). Otherwise the session knows only whether a turn runs and how to
+stop it (``busy``, ``interrupt``, ``reassert_busy``); nothing of a turn is
+left on the session when it ends.
 
 **Front-ends** (``FrontendTracker``). Widgets: JupyterLab's and Notebook 7's
 widget manager (ipywidgets 8) opens a ``jupyter.widget.control`` comm when it
@@ -105,7 +108,8 @@ class Turn:
     journal: TurnJournal | None = None
     """The turn's undo journal (``undo``): the tools record what they change into it."""
     context: ToolContext | None = None
-    """What this turn's tools are given: the session's ``ToolContext`` with this turn's ``cwd`` and ``journal``."""
+    """What this turn's tools are given: the session's ``ToolContext`` with this turn's ``cwd`` and ``journal``, its
+    ``notebook`` the bridge's document for this turn's cell and client (``PiSession.lend_notebook``)."""
     tools: dict[str, AgentTool] = field(default_factory=dict)
     """The registry's tools as this turn runs them (with ``context``), by name (``cell_runner.turn_tool``)."""
 

@@ -9,8 +9,10 @@ Issue 25's measures, taken the same way every time:
   ``pi.approval`` comm, then the answer. Every ``pi_kernel`` module with a Python
   function that ran during that cell counts. Target: under ``TARGET_MODULES``.
 - **lines per layer** (``wc -l`` of ``pi_kernel/<layer>/**/*.py``), modules
-  importing the masking module, threads / event loops / locks /
-  ``call_soon_threadsafe``, and import cycles (type-only imports included).
+  importing the masking module, modules calling it (``ai.secrets.mask`` /
+  ``MaskedStream``, and with its thin wrappers), modules calling the approval
+  ``decide()``, threads / event loops / locks / ``call_soon_threadsafe``, and
+  import cycles (type-only imports included).
 
 Run from the repository root: ``python benchmarks/house_metrics.py``. Prints the
 counts and the touched modules, PASS/FAIL against the module target; exits 1 when
@@ -102,6 +104,32 @@ def layer_lines() -> dict[str, int]:
     return counts
 
 
+MASKING = {"mask", "MaskedStream"}
+"""``ai.secrets``' masking function and its streaming form; a module calls it under any name it imports it as."""
+MASKING_WRAPPERS = {"masked", "masked_error", "print_masked", "MaskedWriter"}
+"""Functions that mask and do little else: the kernel's hook and printer (``outgoing``), provider errors
+(``remote``)."""
+
+
+def callers(texts: dict[Path, str], functions: set[str]) -> list[Path]:
+    """The modules that call one of ``functions`` (imported under that name or an alias, or as an attribute)."""
+    found = []
+    for path, text in texts.items():
+        tree = ast.parse(text)
+        local = set(functions)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                local |= {alias.asname or alias.name for alias in node.names if alias.name in functions}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if name in local:
+                    found.append(path)
+                    break
+    return found
+
+
 def source_counts() -> dict[str, int]:
     files = list((REPO / "pi_kernel").rglob("*.py"))
     texts = {path: path.read_text() for path in files}
@@ -123,6 +151,9 @@ def source_counts() -> dict[str, int]:
     return {
         "modules": len(files),
         "modules importing ai.secrets": mask_importers,
+        "modules calling the masking function": len(callers(texts, MASKING)),
+        "... or a wrapper of it": len(callers(texts, MASKING | MASKING_WRAPPERS)),
+        "modules calling approval decide()": len(callers(texts, {"decide"})),
         "threads started": len(re.findall(r"threading\.Thread\(|Thread\(target", joined)),
         "event loops created": len(re.findall(r"new_event_loop\(|asyncio\.run\(", joined)),
         "locks": len(re.findall(r"threading\.(?:R?Lock|Condition)\(|asyncio\.Lock\(", joined)),

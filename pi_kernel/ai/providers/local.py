@@ -297,75 +297,39 @@ def last_clean_end(text: str, at_end: bool) -> int:
     in_code = False
     position = 0
     for line in text.splitlines(keepends=True):
-        found, in_code = _line_clean_end(line, position, in_code, at_end)
-        last = found if found is not None else last
+        complete = line.endswith("\n") or at_end
+        body = line.rstrip("\n")
+        if body.strip().startswith("```"):
+            in_code = not in_code
+            if not in_code and complete:
+                last = position + len(body)
+        elif not in_code:
+            for match in _SENTENCE_END.finditer(body):
+                last = position + match.end()
+            if line.endswith("\n") and body.strip():
+                last = position + len(body)
+            elif at_end and body.rstrip()[-1:] in (".", "!", "?"):
+                last = position + len(body.rstrip())
         position += len(line)
     return last
 
 
-def _line_clean_end(line: str, position: int, in_code: bool, at_end: bool) -> tuple[int | None, bool]:
-    """The last clean end in ``line`` (which starts at ``position``; ``None``: none) and whether the text
-    after it is inside a code fence."""
-    complete = line.endswith("\n") or at_end
-    body = line.rstrip("\n")
-    last = None
-    if body.strip().startswith("```"):
-        in_code = not in_code
-        if not in_code and complete:
-            last = position + len(body)
-    elif not in_code:
-        for match in _SENTENCE_END.finditer(body):
-            last = position + match.end()
-        if line.endswith("\n") and body.strip():
-            last = position + len(body)
-        elif at_end and body.rstrip()[-1:] in (".", "!", "?"):
-            last = position + len(body.rstrip())
-    return last, in_code
-
-
-_FENCE_START = re.compile(r"\s*```")
-_LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-"""Where ``str.splitlines`` ends a line."""
-
-
 class SentenceCut:
-    """Streams an answer's text up to its last clean end; ``finish`` gives the rest, or drops it at the cap.
-
-    ``feed`` scans only what is new: each finished line once, and the unfinished one from one character
-    before the new piece (a sentence end needs the character after it). It finds what
-    ``last_clean_end(text, at_end=False)`` finds."""
+    """Streams an answer's text up to its last clean end; ``finish`` gives the rest, or drops it at the cap."""
 
     def __init__(self) -> None:
         self.text = ""
         self.sent = 0
-        self._line = 0  # where the unfinished line starts
-        self._in_code = False  # whether that line starts inside a code fence
-        self._clean = 0  # the last clean end found so far
-        self._scanned = 0  # how far the unfinished line was scanned for sentence ends
 
     def feed(self, piece: str, hold: bool = True) -> str:
-        """The text that can be sent now: up to the last clean end, or all of it when not ``hold``."""
+        """The text that can be sent now: up to the last clean end, or all of it when not ``hold`` (the text
+        is scanned whole, only while held: the last ``HOLD_TOKENS`` before the cap)."""
         self.text += piece
-        self._scan()
-        end = self._clean if hold else len(self.text)
+        end = last_clean_end(self.text, at_end=False) if hold else len(self.text)
         if end <= self.sent:
             return ""
         out, self.sent = self.text[self.sent : end], end
         return out
-
-    def _scan(self) -> None:
-        text = self.text
-        while (brk := _LINE_BREAK.search(text, self._line)) is not None:
-            if brk.group() == "\r" and brk.end() == len(text):
-                break  # may be the first half of "\r\n": the line is not finished yet
-            found, self._in_code = _line_clean_end(text[self._line : brk.end()], self._line, self._in_code, False)
-            self._clean = max(self._clean, found or 0)
-            self._line = self._scanned = brk.end()
-        if self._in_code or _FENCE_START.match(text, self._line):
-            return  # a code line or a fence line, unfinished: no clean end in it yet
-        for match in _SENTENCE_END.finditer(text, max(self._line, self._scanned - 1)):
-            self._clean = max(self._clean, match.end())
-        self._scanned = len(text)
 
     def finish(self, hit_limit: bool) -> str:
         """What is left to send: all of it, or, when the cap ended the answer, up to its last clean end

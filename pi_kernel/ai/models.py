@@ -131,11 +131,6 @@ def _known(table: dict[str, Any], model_id: str) -> Any:
     return table[max(prefixes, key=len)] if prefixes else None
 
 
-def known_context_window(model_id: str) -> int | None:
-    window: int | None = _known(KNOWN_CONTEXT_WINDOWS, model_id)
-    return window
-
-
 def known_cost(model_id: str) -> ModelCost | None:
     cost: ModelCost | None = _known(KNOWN_COSTS, model_id)
     return cost
@@ -184,9 +179,7 @@ class Model:
         model_id = self.id.lower()
         if self.provider == "anthropic":
             return not model_id.startswith(("claude-3-5", "claude-3-haiku", "claude-3-opus", "claude-3-sonnet"))
-        if self.provider == "gemini" or model_id.startswith(
-            "gemini-"
-        ):  # 2.0 and 1.5 models do not think (and refuse ``reasoning_effort``)
+        if self.provider == "gemini" or model_id.startswith("gemini-"):  # 2.0 and 1.5 do not think
             return model_id.startswith(GEMINI_THINKING_PREFIXES) or "thinking" in model_id
         return model_id.startswith(("o1", "o3", "o4", "gpt-5")) or "reasoner" in model_id or "-r1" in model_id
 
@@ -208,10 +201,10 @@ class Model:
     def _known_window(self) -> int | None:
         """The table's window; an OpenRouter id (``anthropic/claude-sonnet-4.5``) is looked up as its maker's
         (``claude-sonnet-4-5``). Its price is not: OpenRouter reports what each request cost."""
-        window = known_context_window(self.id)
+        window: int | None = _known(KNOWN_CONTEXT_WINDOWS, self.id)
         if window is None and self.provider == "openrouter" and "/" in self.id:
             name = self.id.split("/", 1)[1]
-            window = known_context_window(name) or known_context_window(name.replace(".", "-"))
+            window = _known(KNOWN_CONTEXT_WINDOWS, name) or _known(KNOWN_CONTEXT_WINDOWS, name.replace(".", "-"))
         return window
 
     def resolved_compat(self) -> Compat:
@@ -292,11 +285,9 @@ def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning:
             thinking_format="deepseek",
             requires_reasoning_content_on_assistant_messages=reasoning,
         )
-    if provider in ("ollama", "llamacpp", "local"):
-        return Compat(send_strict_field=False)
     if provider == "vllm":
         return Compat(send_strict_field=False, empty_tools_with_tool_history=False)
-    return Compat(send_strict_field=False)
+    return Compat(send_strict_field=False)  # Ollama, llama.cpp, the local model and any other server
 
 
 def parse_model_spec(spec: str, provider: str | None = None) -> Model:

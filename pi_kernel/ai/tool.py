@@ -681,7 +681,6 @@ def _convert(value: Any, kind: str) -> Any:
 
 PATTERN_SECONDS = 1.0
 """The longest one pattern check may take."""
-_extended: dict[type, type] = {}
 
 
 class PatternTimeout(Exception):
@@ -743,11 +742,10 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
+@functools.cache
 def bounded_validator(cls: type) -> type:
     """``cls`` (a ``jsonschema`` validator class) with time-limited ``pattern`` and ``patternProperties``."""
     from jsonschema.validators import extend
 
-    extended = _extended.get(cls)
-    if extended is None:
-        extended = _extended[cls] = extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
+    extended: type = extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
     return extended

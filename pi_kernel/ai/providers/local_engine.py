@@ -91,14 +91,8 @@ def usable_cpus() -> int:
     the quota makes decoding several times slower, not faster.
     """
     count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    for path, parse in (
-        ("/sys/fs/cgroup/cpu.max", lambda text: text.split()),
-        (
-            "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
-            lambda text: [text.strip(), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")],
-        ),
-    ):
-        fields = parse(_read(path))
+    version_1 = [_read(f"/sys/fs/cgroup/cpu/cpu.cfs_{name}_us").strip() for name in ("quota", "period")]
+    for fields in (_read("/sys/fs/cgroup/cpu.max").split(), version_1):  # (cgroup v2, v1): quota and period
         if len(fields) == 2 and fields[0] not in ("max", "-1", "") and fields[1]:
             try:
                 count = min(count, max(1, int(int(fields[0]) / int(fields[1]))))
@@ -453,7 +447,7 @@ def bounded_gbnf(schema: dict[str, Any]) -> str:
 
     Raises what llama.cpp's converter raises for a schema it cannot convert.
     """
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from llama_cpp.llama_grammar import _build_repetition, json_schema_to_gbnf
 
     text = json_schema_to_gbnf(json.dumps(bound_lists(schema)))
     bounded = _bounded_primitives()
@@ -466,16 +460,9 @@ def bounded_gbnf(schema: dict[str, Any]) -> str:
                 raise RuntimeError(f"unexpected {name!r} rule from llama.cpp's converter: {rule}")
             line = f"{name} ::= {replacement}"
         elif name.endswith("additional-kvs") and (match := _ADDITIONAL_KVS.fullmatch(rule)):
-            line = f"{name} ::= {_bounded_repetition(match['kv'])}"
+            line = f"{name} ::= " + _build_repetition(match["kv"], 1, MAX_ITEMS, separator_rule='"," space')
         lines.append(line)
     return "\n".join(lines)
-
-
-def _bounded_repetition(item: str) -> str:
-    """``item`` one to ``MAX_ITEMS`` times, comma-separated."""
-    from llama_cpp.llama_grammar import _build_repetition
-
-    return str(_build_repetition(item, 1, MAX_ITEMS, separator_rule='"," space'))
 
 
 CHAR_BYTES = 6
@@ -500,12 +487,11 @@ def _max_bytes(schema: Any, depth: int) -> int | None:
         values = schema["enum"]
         return max((len(json.dumps(value, ensure_ascii=False).encode()) for value in values), default=0) + 1
     options = schema.get("anyOf") or schema.get("oneOf")
+    kind = schema.get("type")
+    if not isinstance(options, list) and isinstance(kind, list):
+        options = [{**schema, "type": item} for item in kind]
     if isinstance(options, list):
         sizes = [_max_bytes(option, depth + 1) for option in options]
-        return None if not sizes or None in sizes else max(size for size in sizes if size is not None)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        sizes = [_max_bytes({**schema, "type": item}, depth + 1) for item in kind]
         return None if not sizes or None in sizes else max(size for size in sizes if size is not None)
     if kind in _FIXED:
         return _FIXED[kind]

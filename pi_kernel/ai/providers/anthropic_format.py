@@ -60,7 +60,7 @@ from pi_kernel.ai.messages import (
     Usage,
     UserMessage,
 )
-from pi_kernel.ai.models import AssistantMessageEvent, Context, Model, StreamOptions
+from pi_kernel.ai.models import AssistantEventType, AssistantMessageEvent, Context, Model, StreamOptions
 from pi_kernel.ai.providers.openai_format import (
     IMAGE_ONLY_RESULT_TEXT,
     THINKING_OFF,
@@ -345,33 +345,30 @@ class AnthropicAssembler:
     # --------------------------------------------------------------- blocks
 
     def _start_block(self, index: Any, block: Any) -> list[AssistantMessageEvent]:
-        out: list[AssistantMessageEvent] = []
-        out.extend(self._stop_block(index))  # a repeated index closes the old block first
-        block_type = field_of(block, "type")
+        out = self._stop_block(index)  # a repeated index closes the old block first
+        kind = field_of(block, "type")
         content = self.message.content
-        if block_type == "text":
-            self._blocks[index] = _Block(len(content))
+        if kind not in ("text", "thinking", "redacted_thinking", "tool_use"):
+            return out  # a server tool's block
+        self._blocks[index] = _Block(len(content), IncrementalJSONParser() if kind == "tool_use" else None)
+        first: JSON | None = None
+        if kind == "text":
             content.append(TextContent(""))
-            out.append(AssistantMessageEvent("text_start", self.message, len(content) - 1))
-            out.extend(self._delta(index, {"type": "text_delta", "text": field_of(block, "text") or ""}))
-        elif block_type == "thinking":
-            self._blocks[index] = _Block(len(content))
+            first = {"type": "text_delta", "text": field_of(block, "text") or ""}
+        elif kind == "thinking":
             content.append(ThinkingContent("", signature=field_of(block, "signature") or None))
-            out.append(AssistantMessageEvent("thinking_start", self.message, len(content) - 1))
-            out.extend(self._delta(index, {"type": "thinking_delta", "thinking": field_of(block, "thinking") or ""}))
-        elif block_type == "redacted_thinking":
-            self._blocks[index] = _Block(len(content))
+            first = {"type": "thinking_delta", "thinking": field_of(block, "thinking") or ""}
+        elif kind == "redacted_thinking":
             content.append(ThinkingContent(REDACTED_THINKING_TEXT, signature=field_of(block, "data"), redacted=True))
-            out.append(AssistantMessageEvent("thinking_start", self.message, len(content) - 1))
-        elif block_type == "tool_use":
-            self._blocks[index] = _Block(len(content), IncrementalJSONParser())
-            call = ToolCall(id=field_of(block, "id") or "", name=field_of(block, "name") or "")
-            content.append(call)
-            out.append(AssistantMessageEvent("toolcall_start", self.message, len(content) - 1))
-            initial = field_of(block, "input")
-            if initial:  # some proxies send the whole input here rather than as deltas
-                out.extend(self._delta(index, {"type": "input_json_delta", "partial_json": json.dumps(initial)}))
-        return out
+        else:
+            content.append(ToolCall(id=field_of(block, "id") or "", name=field_of(block, "name") or ""))
+            initial = field_of(block, "input")  # some proxies send the whole input here rather than as deltas
+            first = {"type": "input_json_delta", "partial_json": json.dumps(initial)} if initial else None
+        started: AssistantEventType = (
+            "text_start" if kind == "text" else "toolcall_start" if kind == "tool_use" else "thinking_start"
+        )
+        out.append(AssistantMessageEvent(started, self.message, len(content) - 1))
+        return out + (self._delta(index, first) if first is not None else [])
 
     def _delta(self, index: Any, delta: Any) -> list[AssistantMessageEvent]:
         block = self._blocks.get(index)

@@ -30,13 +30,10 @@ starts with them, written by the provider, not sampled: ``word_count returned 9.
 the model continues from there (``answer_seed``). A long result (a table, a
 traceback) is not seeded: the model answers from the prompt alone.
 
-The answer's token cap (``max_tokens``) used to cut it mid-word. ``SentenceCut``
-holds back the text after the last clean end (a sentence's ``.``/``!``/``?``, a
-line end, the closing fence of a code block) and, when the cap ends the
-answer, drops that tail; an answer without any clean end is kept whole. Holding back costs the first
-token's latency (a whole first sentence), so while the cap is more than ``HOLD_TOKENS`` tokens away the
-text streams as it comes: only the last ``HOLD_TOKENS`` before the cap can be cut, and when the text
-already sent runs past the last clean end (a sentence longer than that), the answer is kept whole.
+When the cap (``max_tokens``) ends the answer, ``SentenceCut`` drops the text after its last clean end (a
+sentence's ``.``/``!``/``?``, a line end, the closing fence of a code block) rather than stop mid-word; an
+answer without any clean end is kept whole. Only the last ``HOLD_TOKENS`` before the cap are held back for
+it (holding from the start would delay the first sentence); a sentence already sent past is kept whole.
 """
 
 from __future__ import annotations
@@ -364,13 +361,8 @@ def shaped_answer(seed: str, pieces: Iterator[str], stats: Any, max_tokens: int 
 
 DEFAULT_MAX_TOKENS = 384
 TOOL_CALL_MAX_TOKENS = 1024
-"""The bound of a tool call's arguments, whatever ``max_tokens`` (the answer's cap) says.
-
-The grammar bounds every string and list (``local_engine.bounded_gbnf``); when the
-longest arguments it allows are longer (``max_arguments_bytes``), the bound
-grows to hold them (``tool_call_token_cap``). It only stops what the grammar
-leaves open (free-form values nested without end). A lower ``max_tokens``
-would cut a call in the middle of its JSON, and a cut call cannot run."""
+"""The least bound of a tool call's arguments, whatever ``max_tokens`` (the answer's cap) says: a cut call
+cannot run. It only stops what the grammar leaves open (free-form values nested without end)."""
 PUSH_INTERVAL_S = 0.02
 
 

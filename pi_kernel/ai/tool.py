@@ -249,50 +249,26 @@ def schema_of(parameters: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_VALUES = (
-    "items",
-    "additionalItems",
-    "additionalProperties",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "contentSchema",
-)
-
-
 def strip_titles(schema: dict[str, Any]) -> None:
-    """Remove ``title`` keywords in place, walking schema positions only.
+    """Remove ``title`` keywords in place, walking schema positions only (as ``referencing`` finds them, for
+    draft 7 and 2020-12 keywords alike).
 
     A property *named* ``title`` sits under ``properties`` and is a schema, not
     a keyword, so it survives; pydantic's generated titles go.
     """
+    from referencing.jsonschema import DRAFT7, DRAFT202012
+
     stack: list[Any] = [schema]
     while stack:
         node = stack.pop()
         if not isinstance(node, dict):
             continue
         node.pop("title", None)
-        for key in _SCHEMA_MAPS:
-            sub = node.get(key)
-            if isinstance(sub, dict):
-                stack.extend(sub.values())
-        for key in _SCHEMA_LISTS:
-            sub = node.get(key)
-            if isinstance(sub, list):
-                stack.extend(sub)
-        for key in _SCHEMA_VALUES:
-            sub = node.get(key)
-            if isinstance(sub, dict):
-                stack.append(sub)
-            elif isinstance(sub, list):
-                stack.extend(sub)
+        children: dict[int, Any] = {}  # by identity: both drafts name most subschemas
+        for draft in (DRAFT7, DRAFT202012):
+            with contextlib.suppress(AttributeError, TypeError):  # a malformed keyword: the schema check says
+                children.update((id(child), child) for child in draft.subresources_of(node))
+        stack.extend(children.values())
 
 
 # --- Checking a call's arguments: ``validate_tool_arguments``

@@ -60,11 +60,7 @@ def has_base(value: Any, *bases: type) -> bool:
 
 def builtin_base(value: Any, bases: tuple[type, ...] = BUILTIN_CONTAINERS + BUILTIN_TEXT) -> type | None:
     """The first of ``bases`` that ``type(value)`` derives from (``list`` for a list subclass), else ``None``."""
-    for cls in mro(type(value)):
-        for base in bases:
-            if cls is base:
-                return base
-    return None
+    return next((base for cls in mro(type(value)) for base in bases if cls is base), None)
 
 
 def class_attribute(cls: type, name: str, default: Any = None) -> Any:

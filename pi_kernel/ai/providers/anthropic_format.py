@@ -41,6 +41,7 @@ Long: the whole wire format (the body out, the events in) of one API, so it is r
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -186,27 +187,16 @@ def tool_id(call_id: str) -> str:
 def convert_messages(model: Model, messages: Iterable[Message], cache: bool = True) -> list[JSON]:
     """The ``messages`` array, with the cache breakpoint on the latest user message's last block."""
     converted: list[JSON] = []
-    history = replayable_history(messages)
-    index = 0
-    while index < len(history):
-        message = history[index]
-        index += 1
-        if isinstance(message, UserMessage):
-            blocks = _user_blocks(message)
-            if blocks:
+    for results, run in itertools.groupby(replayable_history(messages), lambda m: isinstance(m, ToolResultMessage)):
+        if results:  # every result of an assistant turn goes in one message
+            blocks = [_tool_result(result) for result in run if isinstance(result, ToolResultMessage)]
+            converted.append({"role": "user", "content": blocks})
+            continue
+        for message in run:
+            if isinstance(message, UserMessage) and (blocks := _user_blocks(message)):
                 converted.append({"role": "user", "content": blocks})
-        elif isinstance(message, AssistantMessage):
-            blocks = _assistant_blocks(message, model)
-            if blocks:
+            elif isinstance(message, AssistantMessage) and (blocks := _assistant_blocks(message, model)):
                 converted.append({"role": "assistant", "content": blocks})
-        elif isinstance(message, ToolResultMessage):
-            results = [_tool_result(message)]
-            while index < len(history) and isinstance(history[index], ToolResultMessage):
-                following = history[index]
-                assert isinstance(following, ToolResultMessage)
-                results.append(_tool_result(following))
-                index += 1
-            converted.append({"role": "user", "content": results})
     if cache:
         _place_message_breakpoints(converted)
     return converted

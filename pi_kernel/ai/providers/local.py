@@ -209,7 +209,8 @@ def chat_messages(
         messages = messages[last_user:]
     for message in messages:
         if isinstance(message, UserMessage):
-            turns.append(_Turn("user", _request_last(message), request=_request(message)))
+            request, text = _request_and_text(message)
+            turns.append(_Turn("user", text, request=request))
         elif isinstance(message, AssistantMessage):
             if message.text:
                 turns.append(_Turn("assistant", message.text))
@@ -221,22 +222,15 @@ def chat_messages(
     return [{"role": turn.role, "content": turn.content()} for turn in turns]
 
 
-def _request(message: UserMessage) -> str:
-    """A user message's request: its text, or its first text part (the kernel's notebook context follows it)."""
+def _request_and_text(message: UserMessage) -> tuple[str, str]:
+    """A user message's request (its text, or its first text part) and its text with the request last: later
+    parts (the kernel's notebook context) are background, and this model answers what comes last (as with tool
+    results)."""
     if isinstance(message.content, str):
-        return message.content
-    return next((block.text.strip() for block in message.content if isinstance(block, TextContent)), "")
-
-
-def _request_last(message: UserMessage) -> str:
-    """A user message's text with its first text part (the request) last: later parts (the kernel's notebook
-    context) are background, and this model answers what comes last (as with tool results)."""
-    if isinstance(message.content, str):
-        return message.content
+        return message.content, message.content
     parts = [block.text for block in message.content if isinstance(block, TextContent)]
-    if len(parts) < 2:
-        return "".join(parts)
-    return f"{''.join(parts[1:]).strip()}\n\n{parts[0].strip()}"
+    request = parts[0].strip() if parts else ""
+    return request, f"{''.join(parts[1:]).strip()}\n\n{request}" if len(parts) > 1 else "".join(parts)
 
 
 MIN_ANSWER_TOKENS = 64

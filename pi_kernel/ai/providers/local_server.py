@@ -129,16 +129,12 @@ class ChunkWriter:
         self.model = model
         self.created = int(time.time())
 
+    def envelope(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
     def chunk(self, delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-            **extra,
-        }
+        return {**self.envelope("chat.completion.chunk"), "choices": choices, **extra}
 
     def for_event(self, event: AssistantMessageEvent) -> dict[str, Any] | None:
         if event.type == "text_delta":
@@ -173,14 +169,8 @@ def completion_of(message: AssistantMessage, writer: ChunkWriter) -> dict[str, A
     reply: dict[str, Any] = {"role": "assistant", "content": message.text or None}
     if message.tool_calls:
         reply["tool_calls"] = [convert_tool_call(call) for call in message.tool_calls]
-    return {
-        "id": writer.id,
-        "object": "chat.completion",
-        "created": writer.created,
-        "model": writer.model,
-        "choices": [{"index": 0, "message": reply, "finish_reason": FINISH_REASONS[message.stop_reason]}],
-        "usage": usage_of(message),
-    }
+    choice = {"index": 0, "message": reply, "finish_reason": FINISH_REASONS[message.stop_reason]}
+    return {**writer.envelope("chat.completion"), "choices": [choice], "usage": usage_of(message)}
 
 
 def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:

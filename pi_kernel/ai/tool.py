@@ -196,11 +196,7 @@ class Tool:
         return sampling.strict if isinstance(sampling, ConstrainedSampling) else None
 
     def json_schema(self) -> dict[str, Any]:
-        """The JSON schema providers see (titles removed, computed once).
-
-        A fresh copy each call: a caller that edits it must not change what
-        every later request sends.
-        """
+        """The JSON schema providers see (titles removed, computed once), a fresh copy each call."""
         return self._frozen_schema().copy()
 
     def shared_json_schema(self) -> dict[str, Any]:

@@ -30,8 +30,6 @@ import types
 from collections.abc import Callable
 from typing import Any, cast
 
-_MISSING = object()
-
 
 def _read(descriptor: Any, owner: Any, kind: type, default: Any) -> Any:
     """``descriptor`` (one of ``type``'s own, say) read on ``owner``, if it gives a ``kind``, else ``default``."""
@@ -66,11 +64,8 @@ def builtin_base(value: Any, bases: tuple[type, ...] = BUILTIN_CONTAINERS + BUIL
 def class_attribute(cls: type, name: str, default: Any = None) -> Any:
     """``name`` as found in the ``__dict__`` of a class on ``cls``'s MRO, unbound (no descriptor is run,
     no metaclass ``__getattr__``)."""
-    for klass in mro(cls):
-        found = _read(type.__dict__["__dict__"], klass, types.MappingProxyType, {}).get(name, _MISSING)
-        if found is not _MISSING:
-            return found
-    return default
+    namespaces = (_read(type.__dict__["__dict__"], klass, types.MappingProxyType, {}) for klass in mro(cls))
+    return next((namespace[name] for namespace in namespaces if name in namespace), default)
 
 
 def overrides(value: Any, name: str, base: type) -> bool:

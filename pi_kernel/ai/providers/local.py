@@ -266,13 +266,9 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 def answer_seed(messages: Sequence[Any]) -> str:
     """The start of an answer that follows tool results: each short result, as its tool returned it
     (``""`` when the answer does not follow tool results, or one of them is long)."""
-    results: list[ToolResultMessage] = []
-    for message in reversed(messages):
-        if not isinstance(message, ToolResultMessage):
-            break
-        results.insert(0, message)
+    results = list(itertools.takewhile(lambda m: isinstance(m, ToolResultMessage), reversed(messages)))
     sentences: list[str] = []
-    for result in results:
+    for result in reversed(results):
         text = " ".join(text_of(result.content).split()) if "\n" not in text_of(result.content).strip() else ""
         if not text or len(text) > SEED_MAX_CHARS:
             return ""

@@ -209,8 +209,6 @@ class Model:
 
     def resolved_compat(self) -> Compat:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)
-        if not self.compat:
-            return detected
         overrides: dict[str, Any] = dict(self.compat)  # set by the user: dataclasses.replace takes any value
         if overrides.get("supports_strict_mode") is True:
             # A server said to support strict mode takes the ``strict`` key (unless told otherwise).

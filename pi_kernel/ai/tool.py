@@ -226,9 +226,7 @@ class Tool:
 
     def uses_strict_mode(self, provider_supports_strict: bool) -> bool:
         """Whether ``strict: true`` goes into the request for this tool."""
-        if self.strict_mode is None or not provider_supports_strict:
-            return False
-        return self._strict[0] is not None
+        return self.strict_mode is not None and provider_supports_strict and self._strict[0] is not None
 
 
 def schema_of(parameters: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:

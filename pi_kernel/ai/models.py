@@ -411,6 +411,7 @@ class AssistantMessageStream:
                 done.set()
 
     async def _read(self) -> AsyncGenerator[AssistantMessageEvent, None]:
+        failure = "Stream ended without a done or error event"
         try:
             async for event in self._events:
                 if event.type in ("done", "error"):
@@ -419,20 +420,15 @@ class AssistantMessageStream:
                 if self._result is not None:
                     return
         except Exception as error:  # noqa: BLE001 - a stream never raises; see module docstring
-            message = self._fallback(f"{type(error).__name__}: {error}")
-            self._result = message
-            yield AssistantMessageEvent("error", message)
-            return
+            failure = f"{type(error).__name__}: {error}"
         finally:
             # A reader that stops early must not leave the provider's generator
             # (and its HTTP response) open until garbage collection.
             close = getattr(self._events, "aclose", None)
             if close is not None:
                 await close()
-        if self._result is None:
-            message = self._fallback("Stream ended without a done or error event")
-            self._result = message
-            yield AssistantMessageEvent("error", message)
+        self._result = self._fallback(failure)
+        yield AssistantMessageEvent("error", self._result)
 
     async def result(self) -> AssistantMessage:
         async for _ in self:

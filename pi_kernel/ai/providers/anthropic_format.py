@@ -414,11 +414,8 @@ class AnthropicAssembler:
         stop_reason = STOP_REASONS.get(reason)
         if stop_reason is None:
             return [*out, self.fail("error", f"Provider stop_reason: {reason}")]
-        has_calls = bool(self.message.tool_calls)
-        if stop_reason == "tool_use" and not has_calls:
-            stop_reason = "stop"
-        elif stop_reason == "stop" and has_calls:
-            stop_reason = "tool_use"
+        if stop_reason in ("stop", "tool_use"):  # what the message holds decides
+            stop_reason = "tool_use" if self.message.tool_calls else "stop"
         self.message.stop_reason = stop_reason
         return [*out, AssistantMessageEvent("done", self.message)]
 

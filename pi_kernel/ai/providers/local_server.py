@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -251,7 +252,7 @@ class LocalModelHandler(BaseHTTPRequestHandler):
         """SSE chunks; the 200 waits for the first event after ``start``, so that a request error
         found before any content (a prompt longer than the context) still gets its 400."""
         writer = ChunkWriter(self.model.id)
-        send = self._sender(controller)
+        send = functools.partial(self._send, controller=controller)
         started = False
         async for event in stream_local(self.model, context, options):
             if not started:
@@ -282,19 +283,16 @@ class LocalModelHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
 
-    def _sender(self, controller: AbortController) -> Callable[[dict[str, Any] | None], bool]:
-        def send(data: dict[str, Any] | None) -> bool:
-            """Write one SSE event (``None``: ``[DONE]``); ``False`` once the client has gone."""
-            line = "[DONE]" if data is None else json.dumps(data)
-            try:
-                self.wfile.write(f"data: {line}\n\n".encode())
-                self.wfile.flush()
-            except OSError:
-                controller.abort("the client disconnected")
-                return False
-            return True
-
-        return send
+    def _send(self, data: dict[str, Any] | None, controller: AbortController) -> bool:
+        """Write one SSE event (``None``: ``[DONE]``); ``False`` once the client has gone (aborting the request)."""
+        line = "[DONE]" if data is None else json.dumps(data)
+        try:
+            self.wfile.write(f"data: {line}\n\n".encode())
+            self.wfile.flush()
+        except OSError:
+            controller.abort("the client disconnected")
+            return False
+        return True
 
 
 def make_server(port: int = DEFAULT_PORT, *, quiet: bool = False) -> ThreadingHTTPServer:

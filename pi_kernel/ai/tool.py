@@ -244,12 +244,8 @@ def schema_of(parameters: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
 
 
 def strip_titles(schema: dict[str, Any]) -> None:
-    """Remove ``title`` keywords in place, walking schema positions only (as ``referencing`` finds them, for
-    draft 7 and 2020-12 keywords alike).
-
-    A property *named* ``title`` sits under ``properties`` and is a schema, not
-    a keyword, so it survives; pydantic's generated titles go.
-    """
+    """Remove ``title`` keywords in place, at schema positions only (``referencing``'s, of drafts 7 and 2020-12):
+    a property *named* ``title`` sits under ``properties`` and is a schema, not a keyword, so it survives."""
     from referencing.jsonschema import DRAFT7, DRAFT202012
 
     stack: list[Any] = [schema]

@@ -102,13 +102,11 @@ class _FrozenSchema:
 
     @classmethod
     def of(cls, schema: dict[str, Any]) -> _FrozenSchema:
-        try:
-            text: str | None = json.dumps(schema)
-        except (TypeError, ValueError):
-            text = None
-        if text is not None and json.loads(text) != schema:
-            text = None
-        return cls(schema, text)
+        with contextlib.suppress(TypeError, ValueError):  # not JSON: copied with deepcopy
+            text = json.dumps(schema)
+            if json.loads(text) == schema:
+                return cls(schema, text)
+        return cls(schema, None)
 
     def copy(self) -> dict[str, Any]:
         if self.text is not None:

@@ -51,6 +51,7 @@ call's token bound from it, so the bound never cuts what the grammar allows.
 from __future__ import annotations
 
 import codecs
+import functools
 import importlib.util
 import json
 import logging
@@ -211,7 +212,6 @@ class LocalEngine:
     _llama: Any = field(default=None, init=False, repr=False)
     _formatter: Any = field(default=None, init=False, repr=False)
     _end_tokens: frozenset[int] = field(default=frozenset(), init=False, repr=False)
-    _grammars: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _jobs: queue.SimpleQueue[Callable[[], None]] | None = field(default=None, init=False, repr=False)
     tokens_decoded: int = field(default=0, init=False)
@@ -280,32 +280,13 @@ class LocalEngine:
         """Tokens of text that follows a prompt (no BOS, special tokens literal)."""
         return list(self.load().tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-    def grammar(self, key: str, build: Callable[[], Any]) -> Any:
-        if key not in self._grammars:
-            self._grammars[key] = build()
-        return self._grammars[key]
-
     def choice_grammar(self, heads: list[str]) -> Any:
-        from llama_cpp import LlamaGrammar
-
-        rule = "root ::= " + " | ".join(json.dumps(head) for head in heads)
-        return self.grammar("choice:" + rule, lambda: LlamaGrammar.from_string(rule, verbose=False))
+        return _grammar("root ::= " + " | ".join(json.dumps(head) for head in heads))
 
     def schema_grammar(self, schema: dict[str, Any]) -> Any:
         """The grammar of JSON valid for ``schema`` (a plain JSON object if llama.cpp cannot convert it),
         strings and lists bounded where the schema does not bound them (``bounded_gbnf``)."""
-        from llama_cpp import LlamaGrammar
-
-        text = json.dumps(schema, sort_keys=True)
-
-        def build() -> Any:
-            try:
-                return LlamaGrammar.from_string(bounded_gbnf(schema), verbose=False)
-            except Exception as error:  # noqa: BLE001 - any converter failure falls back, validation still checks
-                logger.warning("tool schema not convertible to a grammar (%s); decoding any JSON object", error)
-                return LlamaGrammar.from_string(bounded_gbnf(ANY_JSON_OBJECT_SCHEMA), verbose=False)
-
-        return self.grammar("schema:" + text, build)
+        return _schema_grammar(json.dumps(schema, sort_keys=True))
 
     def decode(
         self,
@@ -517,6 +498,22 @@ def _max_bytes(schema: Any, depth: int) -> int | None:
             total += len(json.dumps(name, ensure_ascii=False).encode()) + 3 + size + 2  # "name" space ":" space, ","
         return total
     return None
+
+
+@functools.cache
+def _grammar(gbnf: str) -> Any:
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+@functools.cache
+def _schema_grammar(schema_text: str) -> Any:
+    try:
+        return _grammar(bounded_gbnf(json.loads(schema_text)))
+    except Exception as error:  # noqa: BLE001 - any converter failure falls back, validation still checks
+        logger.warning("tool schema not convertible to a grammar (%s); decoding any JSON object", error)
+        return _grammar(bounded_gbnf(ANY_JSON_OBJECT_SCHEMA))
 
 
 def _serve_jobs(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:

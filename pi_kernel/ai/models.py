@@ -133,11 +133,6 @@ def _known(table: dict[str, Any], model_id: str) -> Any:
     return table[max(prefixes, key=len)] if prefixes else None
 
 
-def known_context_window(model_id: str) -> int | None:
-    window: int | None = _known(KNOWN_CONTEXT_WINDOWS, model_id)
-    return window
-
-
 def known_cost(model_id: str) -> ModelCost | None:
     cost: ModelCost | None = _known(KNOWN_COSTS, model_id)
     return cost
@@ -186,9 +181,7 @@ class Model:
         model_id = self.id.lower()
         if self.provider == "anthropic":
             return not model_id.startswith(("claude-3-5", "claude-3-haiku", "claude-3-opus", "claude-3-sonnet"))
-        if self.provider == "gemini" or model_id.startswith(
-            "gemini-"
-        ):  # 2.0 and 1.5 models do not think (and refuse ``reasoning_effort``)
+        if self.provider == "gemini" or model_id.startswith("gemini-"):  # 2.0 and 1.5 do not think
             return model_id.startswith(GEMINI_THINKING_PREFIXES) or "thinking" in model_id
         return model_id.startswith(("o1", "o3", "o4", "gpt-5")) or "reasoner" in model_id or "-r1" in model_id
 
@@ -210,16 +203,14 @@ class Model:
     def _known_window(self) -> int | None:
         """The table's window; an OpenRouter id (``anthropic/claude-sonnet-4.5``) is looked up as its maker's
         (``claude-sonnet-4-5``). Its price is not: OpenRouter reports what each request cost."""
-        window = known_context_window(self.id)
+        window: int | None = _known(KNOWN_CONTEXT_WINDOWS, self.id)
         if window is None and self.provider == "openrouter" and "/" in self.id:
             name = self.id.split("/", 1)[1]
-            window = known_context_window(name) or known_context_window(name.replace(".", "-"))
+            window = _known(KNOWN_CONTEXT_WINDOWS, name) or _known(KNOWN_CONTEXT_WINDOWS, name.replace(".", "-"))
         return window
 
     def resolved_compat(self) -> Compat:
         detected = detect_compat(self.provider, self.resolved_base_url, self.id, self.is_reasoning)
-        if not self.compat:
-            return detected
         overrides: dict[str, Any] = dict(self.compat)  # set by the user: dataclasses.replace takes any value
         if overrides.get("supports_strict_mode") is True:
             # A server said to support strict mode takes the ``strict`` key (unless told otherwise).
@@ -294,11 +285,9 @@ def detect_compat(provider: str, base_url: str | None, model_id: str, reasoning:
             thinking_format="deepseek",
             requires_reasoning_content_on_assistant_messages=reasoning,
         )
-    if provider in ("ollama", "llamacpp", "local"):
-        return Compat(send_strict_field=False)
     if provider == "vllm":
         return Compat(send_strict_field=False, empty_tools_with_tool_history=False)
-    return Compat(send_strict_field=False)
+    return Compat(send_strict_field=False)  # Ollama, llama.cpp, the local model and any other server
 
 
 def parse_model_spec(spec: str, provider: str | None = None) -> Model:
@@ -424,6 +413,7 @@ class AssistantMessageStream:
                 done.set()
 
     async def _read(self) -> AsyncGenerator[AssistantMessageEvent, None]:
+        failure = "Stream ended without a done or error event"
         try:
             async for event in self._events:
                 if event.type in ("done", "error"):
@@ -432,20 +422,15 @@ class AssistantMessageStream:
                 if self._result is not None:
                     return
         except Exception as error:  # noqa: BLE001 - a stream never raises; see module docstring
-            message = self._fallback(f"{type(error).__name__}: {error}")
-            self._result = message
-            yield AssistantMessageEvent("error", message)
-            return
+            failure = f"{type(error).__name__}: {error}"
         finally:
             # A reader that stops early must not leave the provider's generator
             # (and its HTTP response) open until garbage collection.
             close = getattr(self._events, "aclose", None)
             if close is not None:
                 await close()
-        if self._result is None:
-            message = self._fallback("Stream ended without a done or error event")
-            self._result = message
-            yield AssistantMessageEvent("error", message)
+        self._result = self._fallback(failure)
+        yield AssistantMessageEvent("error", self._result)
 
     async def result(self) -> AssistantMessage:
         async for _ in self:

@@ -60,11 +60,6 @@ def is_secret_name(name: str) -> bool:
     )
 
 
-def is_secret_value(value: str) -> bool:
-    """Whether ``value`` is shaped like a secret (``_TOKEN_VALUE``: a GitHub or Stripe key, a JWT, ...)."""
-    return _TOKEN_VALUE.search(value) is not None
-
-
 def url_password(value: str) -> str | None:
     """The password of the first ``scheme://user:password@`` in ``value`` (credentials in a URL), or ``None``."""
     match = _URL_CREDENTIALS.search(value)
@@ -75,7 +70,7 @@ def url_password(value: str) -> str | None:
 
 def is_secret_variable(name: str, value: str) -> bool:
     """Whether an environment variable holds a secret: named like one, a value shaped like a token
-    (``is_secret_value``: also under a name of a path, ``SECRETS_DIR=ghp_...``), or a URL with credentials."""
+    (``_TOKEN_VALUE``: also under a name of a path, ``SECRETS_DIR=ghp_...``), or a URL with credentials."""
     return is_secret_name(name) or url_password(value) is not None or _TOKEN_VALUE.search(value) is not None
 
 

@@ -189,8 +189,7 @@ def _mask_values_and_urls(text: str, secrets: Sequence[str]) -> str:
     if not may_hold(text, secrets, FRAGMENT_CHARS):  # the common case, in one regular expression search
         return _URL_CREDENTIALS.sub("//***@", text)
     for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
+        text = text.replace(secret, MASK)
         text = replaced(text, merged(runs_of(text, secret, FRAGMENT_CHARS)), MASK)
     return _URL_CREDENTIALS.sub("//***@", other_forms_masked(text, secrets, FRAGMENT_CHARS))
 

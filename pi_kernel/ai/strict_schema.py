@@ -134,8 +134,11 @@ class _Converter:
                 raise StrictSchemaError(f"at {where}: {_UNCONVERTIBLE[key]}")
             if key in _DESCRIBED and not (key == "default" and value is None):
                 notes.append(f"{key}: {json.dumps(value, ensure_ascii=False, default=repr)}")
-        if notes:
-            _add_description(node, ", ".join(notes))
+        if notes:  # the model still reads them
+            existing = node.get("description")
+            node["description"] = (
+                f"{existing} ({', '.join(notes)})" if isinstance(existing, str) and existing else ", ".join(notes)
+            )
         if "$ref" in node:
             self._check_ref(node["$ref"], where, ())
             _resolve_ref(self.source, node["$ref"], where)  # a dangling $ref would be rejected by the provider
@@ -316,11 +319,6 @@ def _is_object(node: dict[str, Any]) -> bool:
     if kind == "object" or (isinstance(kind, list) and "object" in kind):
         return True
     return kind is None and "properties" in node
-
-
-def _add_description(node: dict[str, Any], text: str) -> None:
-    existing = node.get("description")
-    node["description"] = f"{existing} ({text})" if isinstance(existing, str) and existing else text
 
 
 def _any_or_nothing(value: Any) -> str:

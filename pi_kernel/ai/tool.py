@@ -102,13 +102,11 @@ class _FrozenSchema:
 
     @classmethod
     def of(cls, schema: dict[str, Any]) -> _FrozenSchema:
-        try:
-            text: str | None = json.dumps(schema)
-        except (TypeError, ValueError):
-            text = None
-        if text is not None and json.loads(text) != schema:
-            text = None
-        return cls(schema, text)
+        with contextlib.suppress(TypeError, ValueError):  # not JSON: copied with deepcopy
+            text = json.dumps(schema)
+            if json.loads(text) == schema:
+                return cls(schema, text)
+        return cls(schema, None)
 
     def copy(self) -> dict[str, Any]:
         if self.text is not None:
@@ -196,11 +194,7 @@ class Tool:
         return sampling.strict if isinstance(sampling, ConstrainedSampling) else None
 
     def json_schema(self) -> dict[str, Any]:
-        """The JSON schema providers see (titles removed, computed once).
-
-        A fresh copy each call: a caller that edits it must not change what
-        every later request sends.
-        """
+        """The JSON schema providers see (titles removed, computed once), a fresh copy each call."""
         return self._frozen_schema().copy()
 
     def shared_json_schema(self) -> dict[str, Any]:
@@ -230,9 +224,7 @@ class Tool:
 
     def uses_strict_mode(self, provider_supports_strict: bool) -> bool:
         """Whether ``strict: true`` goes into the request for this tool."""
-        if self.strict_mode is None or not provider_supports_strict:
-            return False
-        return self._strict[0] is not None
+        return self.strict_mode is not None and provider_supports_strict and self._strict[0] is not None
 
 
 def schema_of(parameters: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
@@ -249,50 +241,22 @@ def schema_of(parameters: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_VALUES = (
-    "items",
-    "additionalItems",
-    "additionalProperties",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "contentSchema",
-)
-
-
 def strip_titles(schema: dict[str, Any]) -> None:
-    """Remove ``title`` keywords in place, walking schema positions only.
+    """Remove ``title`` keywords in place, at schema positions only (``referencing``'s, of drafts 7 and 2020-12):
+    a property *named* ``title`` sits under ``properties`` and is a schema, not a keyword, so it survives."""
+    from referencing.jsonschema import DRAFT7, DRAFT202012
 
-    A property *named* ``title`` sits under ``properties`` and is a schema, not
-    a keyword, so it survives; pydantic's generated titles go.
-    """
     stack: list[Any] = [schema]
     while stack:
         node = stack.pop()
         if not isinstance(node, dict):
             continue
         node.pop("title", None)
-        for key in _SCHEMA_MAPS:
-            sub = node.get(key)
-            if isinstance(sub, dict):
-                stack.extend(sub.values())
-        for key in _SCHEMA_LISTS:
-            sub = node.get(key)
-            if isinstance(sub, list):
-                stack.extend(sub)
-        for key in _SCHEMA_VALUES:
-            sub = node.get(key)
-            if isinstance(sub, dict):
-                stack.append(sub)
-            elif isinstance(sub, list):
-                stack.extend(sub)
+        children: dict[int, Any] = {}  # by identity: both drafts name most subschemas
+        for draft in (DRAFT7, DRAFT202012):
+            with contextlib.suppress(AttributeError, TypeError):  # a malformed keyword: the schema check says
+                children.update((id(child), child) for child in draft.subresources_of(node))
+        stack.extend(children.values())
 
 
 # --- Checking a call's arguments: ``validate_tool_arguments``
@@ -681,7 +645,6 @@ def _convert(value: Any, kind: str) -> Any:
 
 PATTERN_SECONDS = 1.0
 """The longest one pattern check may take."""
-_extended: dict[type, type] = {}
 
 
 class PatternTimeout(Exception):
@@ -743,11 +706,10 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
+@functools.cache
 def bounded_validator(cls: type) -> type:
     """``cls`` (a ``jsonschema`` validator class) with time-limited ``pattern`` and ``patternProperties``."""
     from jsonschema.validators import extend
 
-    extended = _extended.get(cls)
-    if extended is None:
-        extended = _extended[cls] = extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
+    extended: type = extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
     return extended

@@ -32,8 +32,6 @@ from concurrent import futures
 from concurrent.futures import Future
 from typing import Any, cast
 
-_MISSING = object()
-
 
 def _read(descriptor: Any, owner: Any, kind: type, default: Any) -> Any:
     """``descriptor`` (one of ``type``'s own, say) read on ``owner``, if it gives a ``kind``, else ``default``."""
@@ -62,21 +60,14 @@ def has_base(value: Any, *bases: type) -> bool:
 
 def builtin_base(value: Any, bases: tuple[type, ...] = BUILTIN_CONTAINERS + BUILTIN_TEXT) -> type | None:
     """The first of ``bases`` that ``type(value)`` derives from (``list`` for a list subclass), else ``None``."""
-    for cls in mro(type(value)):
-        for base in bases:
-            if cls is base:
-                return base
-    return None
+    return next((base for cls in mro(type(value)) for base in bases if cls is base), None)
 
 
 def class_attribute(cls: type, name: str, default: Any = None) -> Any:
     """``name`` as found in the ``__dict__`` of a class on ``cls``'s MRO, unbound (no descriptor is run,
     no metaclass ``__getattr__``)."""
-    for klass in mro(cls):
-        found = _read(type.__dict__["__dict__"], klass, types.MappingProxyType, {}).get(name, _MISSING)
-        if found is not _MISSING:
-            return found
-    return default
+    namespaces = (_read(type.__dict__["__dict__"], klass, types.MappingProxyType, {}) for klass in mro(cls))
+    return next((namespace[name] for namespace in namespaces if name in namespace), default)
 
 
 def overrides(value: Any, name: str, base: type) -> bool:

@@ -41,6 +41,7 @@ Long: the whole wire format (the body out, the events in) of one API, so it is r
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -60,7 +61,7 @@ from pi_kernel.ai.messages import (
     Usage,
     UserMessage,
 )
-from pi_kernel.ai.models import AssistantMessageEvent, Context, Model, StreamOptions
+from pi_kernel.ai.models import AssistantEventType, AssistantMessageEvent, Context, Model, StreamOptions
 from pi_kernel.ai.providers.openai_format import (
     IMAGE_ONLY_RESULT_TEXT,
     THINKING_OFF,
@@ -186,27 +187,16 @@ def tool_id(call_id: str) -> str:
 def convert_messages(model: Model, messages: Iterable[Message], cache: bool = True) -> list[JSON]:
     """The ``messages`` array, with the cache breakpoint on the latest user message's last block."""
     converted: list[JSON] = []
-    history = replayable_history(messages)
-    index = 0
-    while index < len(history):
-        message = history[index]
-        index += 1
-        if isinstance(message, UserMessage):
-            blocks = _user_blocks(message)
-            if blocks:
+    for results, run in itertools.groupby(replayable_history(messages), lambda m: isinstance(m, ToolResultMessage)):
+        if results:  # every result of an assistant turn goes in one message
+            blocks = [_tool_result(result) for result in run if isinstance(result, ToolResultMessage)]
+            converted.append({"role": "user", "content": blocks})
+            continue
+        for message in run:
+            if isinstance(message, UserMessage) and (blocks := _user_blocks(message)):
                 converted.append({"role": "user", "content": blocks})
-        elif isinstance(message, AssistantMessage):
-            blocks = _assistant_blocks(message, model)
-            if blocks:
+            elif isinstance(message, AssistantMessage) and (blocks := _assistant_blocks(message, model)):
                 converted.append({"role": "assistant", "content": blocks})
-        elif isinstance(message, ToolResultMessage):
-            results = [_tool_result(message)]
-            while index < len(history) and isinstance(history[index], ToolResultMessage):
-                following = history[index]
-                assert isinstance(following, ToolResultMessage)
-                results.append(_tool_result(following))
-                index += 1
-            converted.append({"role": "user", "content": results})
     if cache:
         _place_message_breakpoints(converted)
     return converted
@@ -345,33 +335,30 @@ class AnthropicAssembler:
     # --------------------------------------------------------------- blocks
 
     def _start_block(self, index: Any, block: Any) -> list[AssistantMessageEvent]:
-        out: list[AssistantMessageEvent] = []
-        out.extend(self._stop_block(index))  # a repeated index closes the old block first
-        block_type = field_of(block, "type")
+        out = self._stop_block(index)  # a repeated index closes the old block first
+        kind = field_of(block, "type")
         content = self.message.content
-        if block_type == "text":
-            self._blocks[index] = _Block(len(content))
+        if kind not in ("text", "thinking", "redacted_thinking", "tool_use"):
+            return out  # a server tool's block
+        self._blocks[index] = _Block(len(content), IncrementalJSONParser() if kind == "tool_use" else None)
+        first: JSON | None = None
+        if kind == "text":
             content.append(TextContent(""))
-            out.append(AssistantMessageEvent("text_start", self.message, len(content) - 1))
-            out.extend(self._delta(index, {"type": "text_delta", "text": field_of(block, "text") or ""}))
-        elif block_type == "thinking":
-            self._blocks[index] = _Block(len(content))
+            first = {"type": "text_delta", "text": field_of(block, "text") or ""}
+        elif kind == "thinking":
             content.append(ThinkingContent("", signature=field_of(block, "signature") or None))
-            out.append(AssistantMessageEvent("thinking_start", self.message, len(content) - 1))
-            out.extend(self._delta(index, {"type": "thinking_delta", "thinking": field_of(block, "thinking") or ""}))
-        elif block_type == "redacted_thinking":
-            self._blocks[index] = _Block(len(content))
+            first = {"type": "thinking_delta", "thinking": field_of(block, "thinking") or ""}
+        elif kind == "redacted_thinking":
             content.append(ThinkingContent(REDACTED_THINKING_TEXT, signature=field_of(block, "data"), redacted=True))
-            out.append(AssistantMessageEvent("thinking_start", self.message, len(content) - 1))
-        elif block_type == "tool_use":
-            self._blocks[index] = _Block(len(content), IncrementalJSONParser())
-            call = ToolCall(id=field_of(block, "id") or "", name=field_of(block, "name") or "")
-            content.append(call)
-            out.append(AssistantMessageEvent("toolcall_start", self.message, len(content) - 1))
-            initial = field_of(block, "input")
-            if initial:  # some proxies send the whole input here rather than as deltas
-                out.extend(self._delta(index, {"type": "input_json_delta", "partial_json": json.dumps(initial)}))
-        return out
+        else:
+            content.append(ToolCall(id=field_of(block, "id") or "", name=field_of(block, "name") or ""))
+            initial = field_of(block, "input")  # some proxies send the whole input here rather than as deltas
+            first = {"type": "input_json_delta", "partial_json": json.dumps(initial)} if initial else None
+        started: AssistantEventType = (
+            "text_start" if kind == "text" else "toolcall_start" if kind == "tool_use" else "thinking_start"
+        )
+        out.append(AssistantMessageEvent(started, self.message, len(content) - 1))
+        return out + (self._delta(index, first) if first is not None else [])
 
     def _delta(self, index: Any, delta: Any) -> list[AssistantMessageEvent]:
         block = self._blocks.get(index)
@@ -427,11 +414,8 @@ class AnthropicAssembler:
         stop_reason = STOP_REASONS.get(reason)
         if stop_reason is None:
             return [*out, self.fail("error", f"Provider stop_reason: {reason}")]
-        has_calls = bool(self.message.tool_calls)
-        if stop_reason == "tool_use" and not has_calls:
-            stop_reason = "stop"
-        elif stop_reason == "stop" and has_calls:
-            stop_reason = "tool_use"
+        if stop_reason in ("stop", "tool_use"):  # what the message holds decides
+            stop_reason = "tool_use" if self.message.tool_calls else "stop"
         self.message.stop_reason = stop_reason
         return [*out, AssistantMessageEvent("done", self.message)]
 

@@ -30,13 +30,10 @@ starts with them, written by the provider, not sampled: ``word_count returned 9.
 the model continues from there (``answer_seed``). A long result (a table, a
 traceback) is not seeded: the model answers from the prompt alone.
 
-The answer's token cap (``max_tokens``) used to cut it mid-word. ``SentenceCut``
-holds back the text after the last clean end (a sentence's ``.``/``!``/``?``, a
-line end, the closing fence of a code block) and, when the cap ends the
-answer, drops that tail; an answer without any clean end is kept whole. Holding back costs the first
-token's latency (a whole first sentence), so while the cap is more than ``HOLD_TOKENS`` tokens away the
-text streams as it comes: only the last ``HOLD_TOKENS`` before the cap can be cut, and when the text
-already sent runs past the last clean end (a sentence longer than that), the answer is kept whole.
+When the cap (``max_tokens``) ends the answer, ``SentenceCut`` drops the text after its last clean end (a
+sentence's ``.``/``!``/``?``, a line end, the closing fence of a code block) rather than stop mid-word; an
+answer without any clean end is kept whole. Only the last ``HOLD_TOKENS`` before the cap are held back for
+it (holding from the start would delay the first sentence); a sentence already sent past is kept whole.
 """
 
 from __future__ import annotations
@@ -213,7 +210,8 @@ def chat_messages(
         messages = messages[last_user:]
     for message in messages:
         if isinstance(message, UserMessage):
-            turns.append(_Turn("user", _request_last(message), request=_request(message)))
+            request, text = _request_and_text(message)
+            turns.append(_Turn("user", text, request=request))
         elif isinstance(message, AssistantMessage):
             if message.text:
                 turns.append(_Turn("assistant", message.text))
@@ -225,22 +223,15 @@ def chat_messages(
     return [{"role": turn.role, "content": turn.content()} for turn in turns]
 
 
-def _request(message: UserMessage) -> str:
-    """A user message's request: its text, or its first text part (the kernel's notebook context follows it)."""
+def _request_and_text(message: UserMessage) -> tuple[str, str]:
+    """A user message's request (its text, or its first text part) and its text with the request last: later
+    parts (the kernel's notebook context) are background, and this model answers what comes last (as with tool
+    results)."""
     if isinstance(message.content, str):
-        return message.content
-    return next((block.text.strip() for block in message.content if isinstance(block, TextContent)), "")
-
-
-def _request_last(message: UserMessage) -> str:
-    """A user message's text with its first text part (the request) last: later parts (the kernel's notebook
-    context) are background, and this model answers what comes last (as with tool results)."""
-    if isinstance(message.content, str):
-        return message.content
+        return message.content, message.content
     parts = [block.text for block in message.content if isinstance(block, TextContent)]
-    if len(parts) < 2:
-        return "".join(parts)
-    return f"{''.join(parts[1:]).strip()}\n\n{parts[0].strip()}"
+    request = parts[0].strip() if parts else ""
+    return request, f"{''.join(parts[1:]).strip()}\n\n{request}" if len(parts) > 1 else "".join(parts)
 
 
 MIN_ANSWER_TOKENS = 64
@@ -276,13 +267,9 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 def answer_seed(messages: Sequence[Any]) -> str:
     """The start of an answer that follows tool results: each short result, as its tool returned it
     (``""`` when the answer does not follow tool results, or one of them is long)."""
-    results: list[ToolResultMessage] = []
-    for message in reversed(messages):
-        if not isinstance(message, ToolResultMessage):
-            break
-        results.insert(0, message)
+    results = list(itertools.takewhile(lambda m: isinstance(m, ToolResultMessage), reversed(messages)))
     sentences: list[str] = []
-    for result in results:
+    for result in reversed(results):
         text = " ".join(text_of(result.content).split()) if "\n" not in text_of(result.content).strip() else ""
         if not text or len(text) > SEED_MAX_CHARS:
             return ""
@@ -298,75 +285,39 @@ def last_clean_end(text: str, at_end: bool) -> int:
     in_code = False
     position = 0
     for line in text.splitlines(keepends=True):
-        found, in_code = _line_clean_end(line, position, in_code, at_end)
-        last = found if found is not None else last
+        complete = line.endswith("\n") or at_end
+        body = line.rstrip("\n")
+        if body.strip().startswith("```"):
+            in_code = not in_code
+            if not in_code and complete:
+                last = position + len(body)
+        elif not in_code:
+            for match in _SENTENCE_END.finditer(body):
+                last = position + match.end()
+            if line.endswith("\n") and body.strip():
+                last = position + len(body)
+            elif at_end and body.rstrip()[-1:] in (".", "!", "?"):
+                last = position + len(body.rstrip())
         position += len(line)
     return last
 
 
-def _line_clean_end(line: str, position: int, in_code: bool, at_end: bool) -> tuple[int | None, bool]:
-    """The last clean end in ``line`` (which starts at ``position``; ``None``: none) and whether the text
-    after it is inside a code fence."""
-    complete = line.endswith("\n") or at_end
-    body = line.rstrip("\n")
-    last = None
-    if body.strip().startswith("```"):
-        in_code = not in_code
-        if not in_code and complete:
-            last = position + len(body)
-    elif not in_code:
-        for match in _SENTENCE_END.finditer(body):
-            last = position + match.end()
-        if line.endswith("\n") and body.strip():
-            last = position + len(body)
-        elif at_end and body.rstrip()[-1:] in (".", "!", "?"):
-            last = position + len(body.rstrip())
-    return last, in_code
-
-
-_FENCE_START = re.compile(r"\s*```")
-_LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-"""Where ``str.splitlines`` ends a line."""
-
-
 class SentenceCut:
-    """Streams an answer's text up to its last clean end; ``finish`` gives the rest, or drops it at the cap.
-
-    ``feed`` scans only what is new: each finished line once, and the unfinished one from one character
-    before the new piece (a sentence end needs the character after it). It finds what
-    ``last_clean_end(text, at_end=False)`` finds."""
+    """Streams an answer's text up to its last clean end; ``finish`` gives the rest, or drops it at the cap."""
 
     def __init__(self) -> None:
         self.text = ""
         self.sent = 0
-        self._line = 0  # where the unfinished line starts
-        self._in_code = False  # whether that line starts inside a code fence
-        self._clean = 0  # the last clean end found so far
-        self._scanned = 0  # how far the unfinished line was scanned for sentence ends
 
     def feed(self, piece: str, hold: bool = True) -> str:
-        """The text that can be sent now: up to the last clean end, or all of it when not ``hold``."""
+        """The text that can be sent now: up to the last clean end, or all of it when not ``hold`` (the text
+        is scanned whole, only while held: the last ``HOLD_TOKENS`` before the cap)."""
         self.text += piece
-        self._scan()
-        end = self._clean if hold else len(self.text)
+        end = last_clean_end(self.text, at_end=False) if hold else len(self.text)
         if end <= self.sent:
             return ""
         out, self.sent = self.text[self.sent : end], end
         return out
-
-    def _scan(self) -> None:
-        text = self.text
-        while (brk := _LINE_BREAK.search(text, self._line)) is not None:
-            if brk.group() == "\r" and brk.end() == len(text):
-                break  # may be the first half of "\r\n": the line is not finished yet
-            found, self._in_code = _line_clean_end(text[self._line : brk.end()], self._line, self._in_code, False)
-            self._clean = max(self._clean, found or 0)
-            self._line = self._scanned = brk.end()
-        if self._in_code or _FENCE_START.match(text, self._line):
-            return  # a code line or a fence line, unfinished: no clean end in it yet
-        for match in _SENTENCE_END.finditer(text, max(self._line, self._scanned - 1)):
-            self._clean = max(self._clean, match.end())
-        self._scanned = len(text)
 
     def finish(self, hit_limit: bool) -> str:
         """What is left to send: all of it, or, when the cap ended the answer, up to its last clean end
@@ -401,13 +352,8 @@ def shaped_answer(seed: str, pieces: Iterator[str], stats: Any, max_tokens: int 
 
 DEFAULT_MAX_TOKENS = 384
 TOOL_CALL_MAX_TOKENS = 1024
-"""The bound of a tool call's arguments, whatever ``max_tokens`` (the answer's cap) says.
-
-The grammar bounds every string and list (``local_engine.bounded_gbnf``); when the
-longest arguments it allows are longer (``max_arguments_bytes``), the bound
-grows to hold them (``tool_call_token_cap``). It only stops what the grammar
-leaves open (free-form values nested without end). A lower ``max_tokens``
-would cut a call in the middle of its JSON, and a cut call cannot run."""
+"""The least bound of a tool call's arguments, whatever ``max_tokens`` (the answer's cap) says: a cut call
+cannot run. It only stops what the grammar leaves open (free-form values nested without end)."""
 PUSH_INTERVAL_S = 0.02
 
 

@@ -51,6 +51,7 @@ call's token bound from it, so the bound never cuts what the grammar allows.
 from __future__ import annotations
 
 import codecs
+import functools
 import importlib.util
 import json
 import logging
@@ -91,14 +92,8 @@ def usable_cpus() -> int:
     the quota makes decoding several times slower, not faster.
     """
     count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    for path, parse in (
-        ("/sys/fs/cgroup/cpu.max", lambda text: text.split()),
-        (
-            "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
-            lambda text: [text.strip(), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")],
-        ),
-    ):
-        fields = parse(_read(path))
+    version_1 = [_read(f"/sys/fs/cgroup/cpu/cpu.cfs_{name}_us").strip() for name in ("quota", "period")]
+    for fields in (_read("/sys/fs/cgroup/cpu.max").split(), version_1):  # (cgroup v2, v1): quota and period
         if len(fields) == 2 and fields[0] not in ("max", "-1", "") and fields[1]:
             try:
                 count = min(count, max(1, int(int(fields[0]) / int(fields[1]))))
@@ -217,7 +212,6 @@ class LocalEngine:
     _llama: Any = field(default=None, init=False, repr=False)
     _formatter: Any = field(default=None, init=False, repr=False)
     _end_tokens: frozenset[int] = field(default=frozenset(), init=False, repr=False)
-    _grammars: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = field(
         default_factory=queue.SimpleQueue, init=False, repr=False
     )
@@ -289,32 +283,13 @@ class LocalEngine:
         """Tokens of text that follows a prompt (no BOS, special tokens literal)."""
         return list(self.load().tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-    def grammar(self, key: str, build: Callable[[], Any]) -> Any:
-        if key not in self._grammars:
-            self._grammars[key] = build()
-        return self._grammars[key]
-
     def choice_grammar(self, heads: list[str]) -> Any:
-        from llama_cpp import LlamaGrammar
-
-        rule = "root ::= " + " | ".join(json.dumps(head) for head in heads)
-        return self.grammar("choice:" + rule, lambda: LlamaGrammar.from_string(rule, verbose=False))
+        return _grammar("root ::= " + " | ".join(json.dumps(head) for head in heads))
 
     def schema_grammar(self, schema: dict[str, Any]) -> Any:
         """The grammar of JSON valid for ``schema`` (a plain JSON object if llama.cpp cannot convert it),
         strings and lists bounded where the schema does not bound them (``bounded_gbnf``)."""
-        from llama_cpp import LlamaGrammar
-
-        text = json.dumps(schema, sort_keys=True)
-
-        def build() -> Any:
-            try:
-                return LlamaGrammar.from_string(bounded_gbnf(schema), verbose=False)
-            except Exception as error:  # noqa: BLE001 - any converter failure falls back, validation still checks
-                logger.warning("tool schema not convertible to a grammar (%s); decoding any JSON object", error)
-                return LlamaGrammar.from_string(bounded_gbnf(ANY_JSON_OBJECT_SCHEMA), verbose=False)
-
-        return self.grammar("schema:" + text, build)
+        return _schema_grammar(json.dumps(schema, sort_keys=True))
 
     def decode(
         self,
@@ -456,7 +431,7 @@ def bounded_gbnf(schema: dict[str, Any]) -> str:
 
     Raises what llama.cpp's converter raises for a schema it cannot convert.
     """
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from llama_cpp.llama_grammar import _build_repetition, json_schema_to_gbnf
 
     text = json_schema_to_gbnf(json.dumps(bound_lists(schema)))
     bounded = _bounded_primitives()
@@ -469,16 +444,9 @@ def bounded_gbnf(schema: dict[str, Any]) -> str:
                 raise RuntimeError(f"unexpected {name!r} rule from llama.cpp's converter: {rule}")
             line = f"{name} ::= {replacement}"
         elif name.endswith("additional-kvs") and (match := _ADDITIONAL_KVS.fullmatch(rule)):
-            line = f"{name} ::= {_bounded_repetition(match['kv'])}"
+            line = f"{name} ::= " + _build_repetition(match["kv"], 1, MAX_ITEMS, separator_rule='"," space')
         lines.append(line)
     return "\n".join(lines)
-
-
-def _bounded_repetition(item: str) -> str:
-    """``item`` one to ``MAX_ITEMS`` times, comma-separated."""
-    from llama_cpp.llama_grammar import _build_repetition
-
-    return str(_build_repetition(item, 1, MAX_ITEMS, separator_rule='"," space'))
 
 
 CHAR_BYTES = 6
@@ -503,12 +471,11 @@ def _max_bytes(schema: Any, depth: int) -> int | None:
         values = schema["enum"]
         return max((len(json.dumps(value, ensure_ascii=False).encode()) for value in values), default=0) + 1
     options = schema.get("anyOf") or schema.get("oneOf")
+    kind = schema.get("type")
+    if not isinstance(options, list) and isinstance(kind, list):
+        options = [{**schema, "type": item} for item in kind]
     if isinstance(options, list):
         sizes = [_max_bytes(option, depth + 1) for option in options]
-        return None if not sizes or None in sizes else max(size for size in sizes if size is not None)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        sizes = [_max_bytes({**schema, "type": item}, depth + 1) for item in kind]
         return None if not sizes or None in sizes else max(size for size in sizes if size is not None)
     if kind in _FIXED:
         return _FIXED[kind]
@@ -534,6 +501,22 @@ def _max_bytes(schema: Any, depth: int) -> int | None:
             total += len(json.dumps(name, ensure_ascii=False).encode()) + 3 + size + 2  # "name" space ":" space, ","
         return total
     return None
+
+
+@functools.cache
+def _grammar(gbnf: str) -> Any:
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+@functools.cache
+def _schema_grammar(schema_text: str) -> Any:
+    try:
+        return _grammar(bounded_gbnf(json.loads(schema_text)))
+    except Exception as error:  # noqa: BLE001 - any converter failure falls back, validation still checks
+        logger.warning("tool schema not convertible to a grammar (%s); decoding any JSON object", error)
+        return _grammar(bounded_gbnf(ANY_JSON_OBJECT_SCHEMA))
 
 
 def _serve_jobs(jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]]) -> None:

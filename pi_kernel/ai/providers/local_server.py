@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -129,16 +130,12 @@ class ChunkWriter:
         self.model = model
         self.created = int(time.time())
 
+    def envelope(self, kind: str) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
     def chunk(self, delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-            **extra,
-        }
+        return {**self.envelope("chat.completion.chunk"), "choices": choices, **extra}
 
     def for_event(self, event: AssistantMessageEvent) -> dict[str, Any] | None:
         if event.type == "text_delta":
@@ -173,14 +170,8 @@ def completion_of(message: AssistantMessage, writer: ChunkWriter) -> dict[str, A
     reply: dict[str, Any] = {"role": "assistant", "content": message.text or None}
     if message.tool_calls:
         reply["tool_calls"] = [convert_tool_call(call) for call in message.tool_calls]
-    return {
-        "id": writer.id,
-        "object": "chat.completion",
-        "created": writer.created,
-        "model": writer.model,
-        "choices": [{"index": 0, "message": reply, "finish_reason": FINISH_REASONS[message.stop_reason]}],
-        "usage": usage_of(message),
-    }
+    choice = {"index": 0, "message": reply, "finish_reason": FINISH_REASONS[message.stop_reason]}
+    return {**writer.envelope("chat.completion"), "choices": [choice], "usage": usage_of(message)}
 
 
 def error_body(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
@@ -261,7 +252,7 @@ class LocalModelHandler(BaseHTTPRequestHandler):
         """SSE chunks; the 200 waits for the first event after ``start``, so that a request error
         found before any content (a prompt longer than the context) still gets its 400."""
         writer = ChunkWriter(self.model.id)
-        send = self._sender(controller)
+        send = functools.partial(self._send, controller=controller)
         started = False
         async for event in stream_local(self.model, context, options):
             if not started:
@@ -292,19 +283,16 @@ class LocalModelHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
 
-    def _sender(self, controller: AbortController) -> Callable[[dict[str, Any] | None], bool]:
-        def send(data: dict[str, Any] | None) -> bool:
-            """Write one SSE event (``None``: ``[DONE]``); ``False`` once the client has gone."""
-            line = "[DONE]" if data is None else json.dumps(data)
-            try:
-                self.wfile.write(f"data: {line}\n\n".encode())
-                self.wfile.flush()
-            except OSError:
-                controller.abort("the client disconnected")
-                return False
-            return True
-
-        return send
+    def _send(self, data: dict[str, Any] | None, controller: AbortController) -> bool:
+        """Write one SSE event (``None``: ``[DONE]``); ``False`` once the client has gone (aborting the request)."""
+        line = "[DONE]" if data is None else json.dumps(data)
+        try:
+            self.wfile.write(f"data: {line}\n\n".encode())
+            self.wfile.flush()
+        except OSError:
+            controller.abort("the client disconnected")
+            return False
+        return True
 
 
 def make_server(port: int = DEFAULT_PORT, *, quiet: bool = False) -> ThreadingHTTPServer:

@@ -4,10 +4,12 @@ Issue 25's measures, taken the same way every time:
 
 - **modules touched**: a real Pi kernel (jupyter_client) talking to the scripted
   OpenAI-compatible server runs a warm-up ``%%pi`` cell with one approved call,
-  then installs a profiler (``sys.setprofile`` and ``threading.setprofile`` on
-  every thread) and runs a second such cell: a call to ``add``, approved over the
-  ``pi.approval`` comm, then the answer. Every ``pi_kernel`` module with a Python
-  function that ran during that cell counts. Target: under ``TARGET_MODULES``.
+  then a second such cell: a call to ``add``, approved over the ``pi.approval``
+  comm, then the answer. A profiler installed when the kernel process starts
+  (``sitecustomize``: ``sys.setprofile`` and ``threading.setprofile``, so every
+  thread, the tool workers and the control thread too) records each
+  ``pi_kernel`` module with a Python function that ran; what ran before the
+  second cell is cleared. Target: under ``TARGET_MODULES``.
 - **lines per layer** (``wc -l`` of ``pi_kernel/<layer>/**/*.py``), modules
   importing the masking module, modules calling it (``ai.secrets.mask`` /
   ``MaskedStream``, and with its thin wrappers), modules calling the approval
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import sys
 import tempfile
@@ -36,22 +39,33 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 TARGET_MODULES = 35
 LAYERS = ("ai", "agent", "tools", "widgets", "kernel")
 
-PROFILE_CELL = r"""
-import sys as _s, threading as _t
-_pi_touched = set()
+SITECUSTOMIZE = r"""
+import sys, threading, types
+
+_touch = types.ModuleType("_pi_touch")
+_touch.touched = set()
+sys.modules["_pi_touch"] = _touch
+
+
 def _pi_profile(frame, event, arg):
     if event == "call":
         name = frame.f_globals.get("__name__", "")
         if name.startswith("pi_kernel"):
-            _pi_touched.add(name)
-_s.setprofile(_pi_profile)
-getattr(_t, "setprofile_all_threads", _t.setprofile)(_pi_profile)
+            _touch.touched.add(name)
+
+
+sys.setprofile(_pi_profile)
+threading.setprofile(_pi_profile)
 """
+"""Loaded by the kernel process at start (``sitecustomize``): every thread it ever starts (the shell, the
+control thread, iopub, the tool workers) runs the profiler, so code on any thread counts."""
+
+CLEAR_CELL = '__import__("_pi_touch").touched.clear()  # adds no name the next turn\'s context would describe'
 
 REPORT_CELL = r"""
-import sys as _s, threading as _t, json as _j
-_s.setprofile(None); getattr(_t, "setprofile_all_threads", _t.setprofile)(None)
-print("TOUCHED" + _j.dumps(sorted(_pi_touched)))
+import json as _j, sys as _s, threading as _t, _pi_touch
+_s.setprofile(None); _t.setprofile(None)
+print("TOUCHED" + _j.dumps(sorted(_pi_touch.touched)))
 """
 
 TOOL_CELL = '''
@@ -67,11 +81,17 @@ def add(a: int, b: int) -> int:
 def touched_modules() -> list[str]:
     """The ``pi_kernel`` modules whose functions ran during one warm ``%%pi`` cell with one approved call."""
     from fake_openai import FakeOpenAI, text_chunks, tool_call_chunks
-    from kernel_helpers import KernelDriver, approval_comm, approval_requests, kernel_env, write_test_kernelspecs
+    from kernel_helpers import KernelDriver, approval_comm, approval_requests, kernel_env
+
+    from pi_kernel.kernel.kernelspec import write_kernel_spec
 
     with tempfile.TemporaryDirectory() as jupyter_path, FakeOpenAI() as server:
-        write_test_kernelspecs(Path(jupyter_path))
-        with KernelDriver(env=kernel_env(server.base_url), jupyter_path=jupyter_path) as kernel:
+        site = Path(jupyter_path) / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        python_path = {"PYTHONPATH": f"{site}{os.pathsep}{REPO}"}
+        write_kernel_spec(Path(jupyter_path) / "kernels" / "pi", sys.executable, python_path)
+        with KernelDriver(env={**kernel_env(server.base_url), **python_path}, jupyter_path=jupyter_path) as kernel:
             assert kernel.run(TOOL_CELL).status == "ok"
 
             def run_turn(cell_id: str) -> None:
@@ -90,7 +110,7 @@ def touched_modules() -> list[str]:
                     assert result.status == "ok" and "The sum is 5." in result.text, result.text
 
             run_turn("warm")
-            assert kernel.run(PROFILE_CELL).status == "ok"
+            assert kernel.run(CLEAR_CELL).status == "ok"
             run_turn("measured")
             printed = kernel.run(REPORT_CELL).text
     line = next(line for line in printed.splitlines() if line.startswith("TOUCHED"))

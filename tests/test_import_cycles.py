@@ -133,9 +133,9 @@ def test_pi_kernel_has_no_import_cycles() -> None:
 
 
 def test_the_type_checking_scan_sees_imports_for_type_checkers() -> None:
-    """``views`` names ``ApprovalRequest`` for mypy only: the second scan has the edge, the first has not."""
-    assert "pi_kernel.tools.approval" not in import_graph()["pi_kernel.kernel.views"]
-    assert "pi_kernel.tools.approval" in import_graph(type_only_too=True)["pi_kernel.kernel.views"]
+    """``turn`` names ``ApprovalRequest`` for mypy only: the second scan has the edge, the first has not."""
+    assert "pi_kernel.tools.approval" not in import_graph()["pi_kernel.kernel.turn"]
+    assert "pi_kernel.tools.approval" in import_graph(type_only_too=True)["pi_kernel.kernel.turn"]
 
 
 def test_pi_kernel_has_no_import_cycles_even_through_imports_for_type_checkers() -> None:

@@ -21,9 +21,9 @@ _LAZY = {
     "get_session": ("pi_kernel.kernel.extension", "get_session"),
     "install_kernel_spec": ("pi_kernel.kernel.kernelspec", "install"),
     "make_turn_view": ("pi_kernel.kernel.text_view", "make_turn_view"),
-    "TurnView": ("pi_kernel.kernel.views", "TurnView"),
-    "TurnOptions": ("pi_kernel.kernel.views", "TurnOptions"),
-    "TurnOutcome": ("pi_kernel.kernel.views", "TurnOutcome"),
+    "TurnView": ("pi_kernel.kernel.turn", "TurnView"),
+    "TurnOptions": ("pi_kernel.kernel.turn", "TurnOptions"),
+    "TurnOutcome": ("pi_kernel.kernel.turn", "TurnOutcome"),
     "PiSettings": ("pi_kernel.kernel.config", "PiSettings"),
 }
 

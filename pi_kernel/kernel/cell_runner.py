@@ -57,8 +57,7 @@ from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, re
 from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
 from pi_kernel.kernel.session import PiSession, show_notices, with_context_window
 from pi_kernel.kernel.text_view import make_turn_view
-from pi_kernel.kernel.turn import Turn, interrupt_hook, message_session, shell_request
-from pi_kernel.kernel.views import TurnOptions, TurnOutcome
+from pi_kernel.kernel.turn import Turn, TurnOptions, TurnOutcome, interrupt_hook, message_session, shell_request
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.definition import wrap_tool_definition
 from pi_kernel.tools.paths import environment_secrets
@@ -218,7 +217,7 @@ async def run_turn(session: PiSession, prompt: str, options: TurnOptions, *, blo
     turn.journal = session.turn_journals.begin(session.settings.undo_memory, prompt.splitlines()[0][:60])
     # relative paths from the cwd of now; what the tools change goes into the turn's journal
     turn.context = dataclasses.replace(session.tool_context, cwd=Path.cwd(), journal=turn.journal)
-    turn.view = view = make_turn_view(session, prompt, options, widgets=widgets)
+    turn.view = view = make_turn_view(session, prompt, options, widgets=widgets, model=turn.model)
     replaced = session.conversation.begin(cell_id)  # settled below, whatever happens
     context_before = session.notebook_context.begin(cell_id, rerun=replaced is not None)
     context = contextvars.copy_context()  # approvals resolved on other threads update the view in this cell

@@ -49,9 +49,8 @@ from pi_kernel.kernel.config import PiSettings, dollars, positive_int
 from pi_kernel.kernel.model_resolution import model_from_spec, resolve_model, restrict_default
 from pi_kernel.kernel.notebook_bridge import NotebookBridge
 from pi_kernel.kernel.notebook_context import CellHistory, NotebookContext
-from pi_kernel.kernel.turn import FrontendTracker, Turn, interrupt_hook
+from pi_kernel.kernel.turn import FrontendTracker, Turn, TurnViewFactory, interrupt_hook
 from pi_kernel.kernel.undo import ConversationVersions, TurnJournals, Version, was_compacted
-from pi_kernel.kernel.views import TurnViewFactory
 
 if TYPE_CHECKING:
     from pi_kernel.agent import Agent

@@ -45,14 +45,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pi_kernel.kernel.approval_hook import preview_text, short_json
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.turn import FrontendTracker
-from pi_kernel.kernel.views import TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
+from pi_kernel.kernel.turn import FrontendTracker, TurnOptions, TurnOutcome, TurnView, TurnViewFactory, ViewHost
 from pi_kernel.tools.approval import ApprovalRequest, plain_arguments
 from pi_kernel.widgets.render import StaticOutput, bound_strings, render_static
 from pi_kernel.widgets.turn_state import Block, NoticeBlock, TextBlock, ToolCallBlock, TurnState, content_text
 
 if TYPE_CHECKING:
     from pi_kernel.agent.types import AgentEvent
+    from pi_kernel.ai import Model
 
 logger = logging.getLogger("pi_kernel.kernel")
 
@@ -349,10 +349,13 @@ def widget_view_factory() -> TurnViewFactory | None:
     return make_widget_view
 
 
-def make_turn_view(session: ViewChooser, prompt: str, options: TurnOptions, widgets: bool | None = None) -> TurnView:
+def make_turn_view(
+    session: ViewChooser, prompt: str, options: TurnOptions, widgets: bool | None = None, model: Model | None = None
+) -> TurnView:
     """The view for one turn: ``session.view_factory``, else widgets where they render, else text.
 
     ``widgets``: whether the requesting front-end renders widgets (``None``: any front-end connected so far).
+    ``model``: the turn's own (``--model``), whose provider and context window the view shows.
     A factory returns ``None`` where its view cannot work (the widgets' with no kernel request to attach
     to, say): the text view is chosen here, the one fallback for every front-end.
     """
@@ -368,4 +371,7 @@ def make_turn_view(session: ViewChooser, prompt: str, options: TurnOptions, widg
     state, settings = getattr(view, "state", None), getattr(session, "settings", None)
     if state is not None and settings is not None and hasattr(state, "saves_thinking"):
         state.saves_thinking = settings.save_thinking
+    if state is not None and model is not None and hasattr(state, "context_window"):
+        state.model, state.provider = model.id, model.provider
+        state.context_window = model.resolved_context_window
     return view

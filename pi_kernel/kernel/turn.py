@@ -1,4 +1,5 @@
-"""One ``%%pi`` turn and its two ends: the ``Turn``, the front-end it answers, the interrupt that stops it.
+"""One ``%%pi`` turn and its two ends: the ``Turn`` (its options, view and outcome), the front-end it answers, the
+interrupt that stops it.
 
 This module owns what holds for one cell and what a turn needs to know of
 who is on the other end; ``cell_runner.run_turn`` runs it.
@@ -17,6 +18,18 @@ keeps that context's notebook document while a front-end connects and
 leaves). Otherwise the session knows only whether a turn runs and how to
 stop it (``busy``, ``interrupt``, ``reassert_busy``); nothing of a turn is
 left on the session when it ends.
+
+**Its view** (``TurnView``). The cell runner calls a view from the event
+loop's thread only: ``handle_event`` for every agent event (it must be quick:
+the agent awaits its listeners), ``handle_approval`` when a tool call starts
+or stops waiting for a person, and ``finish`` once with the ``TurnOutcome``.
+``text_view.make_turn_view`` picks the widget view when widgets render in the
+front-end that sent the cell (``FrontendTracker.renders_widgets``) and
+``pi_kernel.widgets`` provides ``make_turn_view``; otherwise the plain-text
+view (``text_view``), which ends in the same static output and is what
+consoles and headless runs get. A session may set ``session.view_factory`` (a
+``TurnViewFactory``) to use another view. A view reads of its session only
+what ``ViewHost`` names (``PiSession`` has it).
 
 **Front-ends** (``FrontendTracker``). Widgets: JupyterLab's and Notebook 7's
 widget manager (ipywidgets 8) opens a ``jupyter.widget.control`` comm when it
@@ -71,16 +84,87 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pi_kernel.kernel import outgoing
-from pi_kernel.kernel.views import TurnOptions, TurnView
 
 if TYPE_CHECKING:  # the agent and tools layers load with the first turn, not at kernel start
-    from pi_kernel.agent.types import AgentTool
-    from pi_kernel.ai import Model
-    from pi_kernel.tools.definition import ToolContext
+    from pi_kernel.agent.types import AgentEvent, AgentTool
+    from pi_kernel.ai import Message, Model
+    from pi_kernel.tools.approval import ApprovalBroker, ApprovalRequest
+    from pi_kernel.tools.definition import ToolContext, ToolDefinition
     from pi_kernel.tools.turn_journal import TurnJournal
+    from pi_kernel.widgets.factory import Steerable
+
+
+TurnStatus = Literal["done", "interrupted", "error"]
+
+
+@dataclass
+class TurnOptions:
+    """The options of one ``%%pi`` cell."""
+
+    model: str | None = None
+    """``--model NAME`` for this cell only."""
+    no_tools: bool = False
+    """``--no-tools``: no tools offered to the model in this cell."""
+    max_turns: int | None = None
+    """``--max-turns N``: stop after N model requests."""
+    approve: str | None = None
+    """``--approve MODE``: the approval mode for this cell only."""
+    cells: bool = False
+    """``--cells``: the ``python`` code of this turn comes back as a new cell below."""
+    thinking: str | None = None
+    """``--thinking off|low|medium|high``: the thinking effort for this cell only."""
+    tool: str | None = None
+    """``--tool NAME``: the model's first request must call tool NAME (``any``: some tool)."""
+
+
+@dataclass
+class TurnOutcome:
+    status: TurnStatus
+    messages: list[Message] = field(default_factory=list)
+    """The messages this cell added (its prompt, answers, tool results)."""
+    error: str | None = None
+    """For ``error``: what went wrong (keys masked)."""
+
+
+class TurnView(Protocol):
+    def handle_event(self, event: AgentEvent) -> None:
+        """Every agent event of the turn."""
+
+    def handle_approval(self, kind: str, request: ApprovalRequest) -> None:
+        """``kind`` is ``requested`` or ``resolved``."""
+
+    def finish(self, outcome: TurnOutcome) -> object:
+        """The turn ended; replace live parts with static output (what it returns is not used)."""
+
+
+class ViewHost(Protocol):
+    """What a turn's view reads of its session (the widget view's ``ViewSession`` is a part of it)."""
+
+    @property
+    def kernel(self) -> Any:
+        """The running ipykernel kernel (untyped), or ``None`` outside one."""
+
+    @property
+    def shell(self) -> Any: ...
+
+    @property
+    def model(self) -> Model | None: ...
+
+    @property
+    def broker(self) -> ApprovalBroker: ...
+
+    def tool_definition(self, name: str) -> ToolDefinition | None: ...
+
+    @property
+    def agent(self) -> Steerable:
+        """The session's agent: a view's message box steers the running turn through it."""
+
+
+TurnViewFactory = Callable[[ViewHost, str, TurnOptions], TurnView | None]
+"""Makes the view of one turn (session, prompt, options); ``None`` where it cannot work."""
 
 
 @dataclass

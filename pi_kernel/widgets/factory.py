@@ -1,4 +1,4 @@
-"""``make_widget_view``: the factory the kernel's ``%%pi`` runner calls (``pi_kernel.kernel.views``).
+"""``make_widget_view``: the factory the kernel's ``%%pi`` runner calls (``pi_kernel.kernel.turn``).
 
 ``pi_kernel.widgets.turn_view`` is imported lazily, once ``ipywidgets`` is
 known to import: it needs ``ipywidgets``, an optional dependency.

@@ -13,8 +13,7 @@ from scripted_model import SCRIPTED_MODEL
 
 from pi_kernel.kernel.approval_hook import SessionApprovals, blocked_cell, nobody_to_ask
 from pi_kernel.kernel.config import PiSettings
-from pi_kernel.kernel.turn import FrontendTracker, Turn
-from pi_kernel.kernel.views import TurnOptions
+from pi_kernel.kernel.turn import FrontendTracker, Turn, TurnOptions
 from pi_kernel.tools.approval import ApprovalBroker
 
 

@@ -449,7 +449,7 @@ def test_a_cell_without_a_model_says_how_to_get_one() -> None:
 
     from pi_kernel.kernel.cell_runner import run_turn
     from pi_kernel.kernel.session import PiSession
-    from pi_kernel.kernel.views import TurnOptions
+    from pi_kernel.kernel.turn import TurnOptions
 
     session = PiSession(shell=object())
     session.set_model(None)

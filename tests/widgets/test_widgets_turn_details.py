@@ -183,7 +183,7 @@ def test_the_widgets_never_import_the_kernel() -> None:
 
 def test_without_a_kernel_request_the_widgets_factory_declines_and_the_kernel_shows_text() -> None:
     from pi_kernel.kernel.text_view import TextTurnView, make_turn_view
-    from pi_kernel.kernel.views import TurnOptions
+    from pi_kernel.kernel.turn import TurnOptions
     from pi_kernel.widgets import make_widget_view
 
     session: Any = SimpleNamespace(
@@ -193,3 +193,20 @@ def test_without_a_kernel_request_the_widgets_factory_declines_and_the_kernel_sh
     assert isinstance(make_turn_view(session, "hi", TurnOptions(), widgets=True), TextTurnView)
     session.view_factory = make_widget_view  # a session's own factory may decline too
     assert isinstance(make_turn_view(session, "hi", TurnOptions()), TextTurnView)
+
+
+def test_a_cells_own_model_gives_the_view_its_provider_and_context_window() -> None:
+    """``%%pi --model X``: the footer's meter measures against X's window, not the session model's."""
+    from pi_kernel.ai import Model
+    from pi_kernel.kernel.text_view import make_turn_view
+    from pi_kernel.kernel.turn import TurnOptions
+
+    session_model = Model(id="small", provider="openai", context_window=8_000)
+    cell_model = Model(id="big", provider="deepseek", context_window=128_000)
+    session: Any = SimpleNamespace(
+        kernel=None, model=session_model, shell=object(), view_factory=None, frontend=SimpleNamespace(widgets=False)
+    )
+    view: Any = make_turn_view(session, "hi", TurnOptions(model="deepseek:big"), model=cell_model)
+    assert (view.state.model, view.state.provider, view.state.context_window) == ("big", "deepseek", 128_000)
+    plain: Any = make_turn_view(session, "hi", TurnOptions())
+    assert plain.state.context_window == 8_000

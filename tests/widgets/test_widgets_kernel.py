@@ -129,6 +129,21 @@ def test_the_widget_managers_states_show_pi_widgets_masked(kernel: KernelDriver)
     assert FAKE_KEY[:12] not in json.dumps(states)
 
 
+def test_a_pi_html_widget_set_from_unmasked_text_sends_no_key(kernel: KernelDriver) -> None:
+    """The views draw masked text, and the net stands behind them: an HTML widget of pi's kit given a key,
+    opened and then updated, never sends it on iopub."""
+    cell = (
+        "import os\nfrom pi_kernel.widgets.kit import WidgetKit\nkit = WidgetKit()\n"
+        "w = kit.html('<b>' + os.environ['OPENAI_API_KEY'] + '</b>')\n"
+        "w.value = '<i>https://me:hunter2@example.com ' + os.environ['OPENAI_API_KEY'] + '</i>'"
+    )
+    result = kernel.run(cell)
+    assert result.status == "ok", result.text
+    sent = json.dumps([m["content"] for m in result.messages if m["msg_type"].startswith("comm")])
+    assert "<b>***</b>" in sent and "***" in sent.split("<i>", 1)[1]  # both values went out, masked
+    assert FAKE_KEY[:12] not in sent and "hunter2" not in sent
+
+
 def _method(message: dict[str, Any]) -> Any:
     data = message["content"].get("data") if message["msg_type"] == "comm_msg" else None
     return data.get("method") if isinstance(data, dict) else None

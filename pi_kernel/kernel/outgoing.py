@@ -5,8 +5,8 @@
 stdin message goes through (in the Pi kernel and after ``%load_ext pi_kernel``); without a kernel,
 ``TerminalMask`` masks ``sys.stdout`` and ``sys.stderr`` while a pi cell runs. So code that composes what
 pi shows calls no mask, except for output a cell can capture before it is sent (``%%capture``: the
-``%pi`` printer and notices use ``print_masked``; an error is sent as one, masked), and text escaped
-or cut before it leaves (the views mask first). Text sent in pieces is masked whole: each pi request's
+``%pi`` printer and notices use ``print_masked``; an error is sent as one, masked); text that is escaped
+or cut before it leaves was masked as it entered (the transcript, the view model ``widgets.turn_state``). Text sent in pieces is masked whole: each pi request's
 stdout and stderr go through one ``MaskedStream``, which holds back what may begin a key until the next
 piece.
 

@@ -6,9 +6,9 @@ stdin message goes through (in the Pi kernel and after ``%load_ext pi_kernel``);
 ``TerminalMask`` masks ``sys.stdout`` and ``sys.stderr`` while a pi cell runs. So code that composes what
 pi shows calls no mask, except for output a cell can capture before it is sent (``%%capture``: the
 ``%pi`` printer and notices use ``print_masked``; an error is sent as one, masked); text that is escaped
-or cut before it leaves was masked as it entered (the transcript, the view model ``widgets.turn_state``). Text sent in pieces is masked whole: each pi request's
-stdout and stderr go through one ``MaskedStream``, which holds back what may begin a key until the next
-piece.
+or cut before it leaves was masked as it entered (the transcript, the view model ``widgets.turn_state``).
+Text sent in pieces is masked whole: each pi request's stdout and stderr go through one ``MaskedStream``,
+which holds back what may begin a key until the next piece.
 
 Masked: the messages of a pi cell, and of a request whose parent is no cell seen (a widget click). A
 cell is pi's when its code names ``%pi`` or ``pi_kernel`` (judged from its ``execute_input``) or when pi
@@ -291,11 +291,6 @@ def masked(
     """The kernel's hook for text masked before it is sent (see the module docstring). ``partial``: text still
     growing (a possible start of a key is left out); ``environ``: whose keys (default: the process's)."""
     return mask(value, secret_values(environ) if environ is not None else secrets, partial=partial)
-
-
-def key_values() -> list[str]:
-    """The keys' values, read once for many ``masked`` calls (a view's redraw)."""
-    return secret_values()
 
 
 def restored(edited: Any, original: Any) -> Any:

@@ -256,6 +256,9 @@ def _spaced_unfinished_start(text: str, secrets: Sequence[str]) -> int:
     return len(text)
 
 
+_PARTIAL_ESCAPE = re.compile(r"(?:<[^<>]*|\\(?:[xu][0-9a-fA-F]{0,3})?|&(?:#x?[0-9a-fA-F]{0,2})?|%[0-9a-fA-F]?)\Z")
+"""An escape or markup tag begun at the very end (``\\x``, ``&#``, ``%7``, ``<b></``): the next byte's
+separator, not yet a letter of the form."""
 _ESCAPE_START = re.compile(r"[\\&#%<]")
 """A separator that begins the next byte of an escaped form (``\\x73``, ``&#115;``, ``%73``, a markup tag)."""
 
@@ -292,6 +295,11 @@ def _encoded_unfinished_start(text: str, secrets: Sequence[str]) -> int:
     holds no key, at most the length of the longest form otherwise."""
     if not secrets or not text:
         return len(text)
+    partial = _PARTIAL_ESCAPE.search(text)
+    if partial is not None and partial.start() > 0:  # judged without it: read as a letter it breaks the form
+        inner = _encoded_unfinished_start(text[: partial.start()], secrets)
+        if inner < partial.start():
+            return inner
     forms, joined, any_run = _stream_forms(tuple(secrets))
     longest = len(forms[0][0]) if forms else 0
     if not longest:
@@ -306,7 +314,9 @@ def _encoded_unfinished_start(text: str, secrets: Sequence[str]) -> int:
         return len(text)
     cut = len(spaced) - held
     first, last = offset + view.position(cut), offset + view.position(len(spaced) - 1) + 1
-    if last < len(text) and ("\n" in text[last:] or (last - first == held and not _ESCAPE_START.search(text, last))):
+    lone = held <= 3 and (first == 0 or not text[first - 1].isalnum())  # a piece of a form sent letter by letter
+    ended = last - first == held and not _ESCAPE_START.search(text, last) and not lone
+    if last < len(text) and ("\n" in text[last:] or ended):
         return len(text)  # a line or a word that ended, not a form spelled out with separators
     # A finished run of a form may end inside the held end (as in ``_unfinished_start``): cut after the run,
     # so it is masked whole rather than shown in two parts.

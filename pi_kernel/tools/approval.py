@@ -256,7 +256,10 @@ def secret_reason(
     else:
         commands = origin_of(tool) == "mcp"
         reasons = (
-            secret_path_reason(text, folder) or (secret_mention_reason(text) if commands else None)
+            # a user's or an MCP tool may open a relative path in the turn's folder or the process's: both judged
+            secret_path_reason(text, folder)
+            or secret_path_reason(text, None)
+            or (secret_mention_reason(text) if commands else None)
             for text in _strings(values)
         )
     return next((reason for reason in reasons if reason is not None), None)

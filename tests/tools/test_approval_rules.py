@@ -213,3 +213,19 @@ async def test_a_bash_command_is_judged_in_the_folder_it_runs_in(
     assert (asked.verdict, asked.rule) == ("ask", "secret-read") and ".env" in (asked.secret or "")
     assert "the project's keys" in text_of(await call_tool(bash, {"command": "cat ./notes.txt"}, ctx))  # what it reads
     assert decide(bash, None, args, _state("auto"), cwd=elsewhere).verdict == "run"  # there it is only notes
+
+
+def test_a_user_tools_relative_path_is_judged_in_the_process_folder_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's (or an MCP) tool may ``open()`` a relative path in the process's folder, which a ``python``
+    call could ``os.chdir`` mid-turn: ``config.txt`` links to a key file only there, and the call asks."""
+    turn_folder, moved = tmp_path / "project", tmp_path / "project" / "data"
+    moved.mkdir(parents=True)
+    (moved / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (moved / ".env").write_text("OPENAI_API_KEY=sk-x\n")
+    (moved / "config.txt").symlink_to(".env")
+    monkeypatch.chdir(moved)  # where the python call's os.chdir('data') left the process
+    read_notes = _tool("read_notes", "auto")
+    asked = decide(read_notes, None, {"path": "config.txt"}, _state("auto"), cwd=turn_folder)
+    assert (asked.verdict, asked.rule) == ("ask", "secret-read") and ".env" in (asked.secret or "")

@@ -63,3 +63,43 @@ def test_streamed_text_spelling_the_key_in_base64_is_masked() -> None:
     for piece in _pieces(f"Encoded: {FORMS['base64']} done", 3):
         block.append(piece)
     assert FORMS["base64"] not in block.text
+
+
+PASSWORD = "Zq7!pW2#vR9$kT4%mX8^bN3&"
+"""A value of a secret-named variable (``DB_PASSWORD``), not shaped like a key."""
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        "".join(f"\\x{byte:02x}" for byte in PASSWORD.encode()),
+        "".join(f"&#{byte};" for byte in PASSWORD.encode()),
+        "".join(f"%{byte:02x}" for byte in PASSWORD.encode()),
+        "<b></b>".join(PASSWORD),
+    ],
+)
+def test_a_cut_that_ends_inside_an_escape_leaves_nothing_of_the_value(spelled: str) -> None:
+    """``cut`` stops before what may begin a masked form; an escape or tag begun at the very end (``\\x``,
+    ``&#``, ``%``, ``<b></``) is the next byte's separator, so the mask that follows finds the value whole."""
+    from pi_kernel.ai.secrets import cut
+
+    text = "value: " + spelled + " and more text after it"
+    for limit in range(len("value: "), len("value: ") + len(spelled) + 1):
+        shown = mask(cut(text, limit, [PASSWORD]), [PASSWORD])
+        assert not any(spelled[:size] in shown for size in range(6, len(spelled) + 1)), (limit, shown[-40:])
+
+
+@pytest.mark.parametrize("form", ["spaced", "decimal", "hex spaced", "entities"])
+def test_a_key_sent_one_character_per_piece_is_masked(form: str) -> None:
+    """A program that writes a spelled-out key a character or two at a time (each piece flushed) must not get
+    it past ``MaskedStream``: a short lone word may be a piece of a form, not a word that ended."""
+    text = {
+        "spaced": " ".join(KEY),
+        "decimal": str(list(KEY.encode())),
+        "hex spaced": KEY.encode().hex(" "),
+        "entities": "".join(f"&#{byte};" for byte in KEY.encode()),
+    }[form]
+    for size in (1, 2):
+        stream = MaskedStream([KEY])
+        shown = "".join(stream.feed(piece) for piece in _pieces(text, size)) + stream.flush()
+        assert text[: len(text) // 2] not in shown, (size, shown[:80])

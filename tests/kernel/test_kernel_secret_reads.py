@@ -102,6 +102,33 @@ def test_read_of_the_environment_asks_and_the_model_never_sees_the_key(
         assert refused.status == "ok" and "OPENAI_API_KEY" not in tool_message["content"]
 
 
+@pytest.mark.kernel
+def test_a_python_call_is_judged_after_the_call_before_it_in_its_batch_ran(
+    server: FakeOpenAI, pi_jupyter_path: str, tmp_path: Path
+) -> None:
+    """The first python call of a batch moves the process into ``data/``, where ``config.txt`` links to a
+    ``.env``; the second reads ``./config.txt``. Judged before the first ran, it looked like a plain file and
+    ran unasked in ``auto``; python calls are judged one at a time, just before each runs, so it asks (and
+    with nobody to ask here, does not run)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / ".env").write_text("DOTENV_SECRET=kept-in-the-dotenv-file\n")
+    (data / "config.txt").symlink_to(".env")
+    env = kernel_env(server.base_url, PI_APPROVAL="auto")
+    with KernelDriver(env=env, jupyter_path=pi_jupyter_path, cwd=tmp_path) as kernel:
+        calls = [
+            ("python", {"code": "import os\nos.chdir('data')"}),
+            ("python", {"code": "open('./config.txt').read()"}),
+        ]
+        server.enqueue(tool_call_chunks(calls), text_chunks("Done."))
+        result = kernel.run("%%pi\nread the config")
+        assert result.status == "ok", result.text
+        kernel.run(f"import os\nos.chdir({str(tmp_path)!r})")
+    results = [m["content"] for m in server.last_body["messages"] if m["role"] == "tool"]
+    assert len(results) == 2 and "kept-in-the-dotenv-file" not in str(server.last_body), results
+    assert "needs approval" in results[1] and "needs approval" not in results[0]  # only the second asked
+
+
 # -- edited arguments keep what the mask hid ------------------------------------------------------------------
 
 

@@ -132,6 +132,9 @@ def create_python_tool(
             "what it defines stays in the user's namespace",
         ),
         approval="ask",
+        # a call is judged just before it runs: an earlier call of the batch may have moved the process's folder
+        # (os.chdir) or defined what a later one reads, so its batch runs one call after the other
+        execution_mode="sequential",
     )
 
 

@@ -62,7 +62,15 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any, overload
 
-from pi_kernel.ai.messages import MAX_DEPTH, map_strings
+from pi_kernel.ai.messages import (
+    MAX_DEPTH,
+    AssistantMessage,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    clean_message,
+    map_strings,
+)
 from pi_kernel.ai.secret_variables import (
     _TOKEN_VALUE,
     _URL_CREDENTIALS,
@@ -163,6 +171,27 @@ def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = Fa
     if isinstance(value, str):
         return strings(value)
     return map_strings(value, strings, lambda key: _mask_text(key, known), max_depth=4 * MAX_DEPTH)
+
+
+def admit(message: Any) -> Any:
+    """``message`` as it enters the transcript, in place (returns it): made sendable and storable
+    (``messages.clean_message``) and every key in the text it carries masked (``mask``): a user
+    message's text (a prompt, the notebook context), an assistant's text and ``error_message`` (a provider's
+    error quoting the request), a tool result's text. The one place keys are masked in the transcript, so no
+    key reaches a provider other than its own, a saved session or a view from there. Thinking is kept as it
+    came (a provider signs it and refuses it changed), and so are tool-call arguments (the call runs with
+    them) and a tool result's ``details`` (never sent to the model; masked where they leave the kernel)."""
+    clean_message(message)
+    secrets = secret_values()  # read once for the whole message
+    if isinstance(message, UserMessage) and isinstance(message.content, str):
+        message.content = mask(message.content, secrets)
+    elif isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
+        for block in message.content:
+            if isinstance(block, TextContent):
+                block.text = mask(block.text, secrets)
+    if isinstance(message, AssistantMessage) and message.error_message:
+        message.error_message = mask(message.error_message, secrets)
+    return message
 
 
 LARGE_TEXT_CHARS = 65_536
@@ -711,6 +740,7 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "MaskedStream",
     "add_secret_value",
+    "admit",
     "cut",
     "is_secret_name",
     "is_secret_variable",

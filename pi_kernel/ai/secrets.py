@@ -6,11 +6,11 @@ environment). ``mask`` replaces the value of every key-like environment
 variable (``is_secret_name``: the one list of secret names every surface uses), every long enough run of one, its hex
 and base64 forms (below), credentials in URLs and ``sk-`` keys
 with ``***``. It is called at the choke points: where text enters (a
-provider's error message, a tool's result) and where it leaves the kernel
+provider's error message; every message entering the transcript, ``admit``:
+a prompt, the notebook context, a tool's result) and where it leaves the kernel
 (iopub and stdin messages: ``pi_kernel.kernel.outgoing``; saved sessions,
-notebook metadata), plus the few places where masking must come before a
-transformation that would hide a key from a later mask (HTML escaping,
-highlighting: those modules say so). Text cut to a length before it is
+notebook metadata), plus the view model (``widgets.turn_state``), so that HTML
+escaping, highlighting and cutting never see a key. Text cut to a length before it is
 masked is cut by ``cut``, which never splits a key. Text that leaves in
 pieces is masked by a ``MaskedStream``, which holds back a tail that may be the
 start of a key in any of the forms below; ``unmask`` undoes the mask in arguments a person edited.

@@ -10,7 +10,6 @@ from typing import Any
 from pi_kernel.agent.tool_execution import FinalizedToolCall, create_tool_result_message
 from pi_kernel.agent.types import AgentToolResult
 from pi_kernel.ai import AbortSignal, TextContent, ToolCall
-from pi_kernel.ai.secrets import admit
 from pi_kernel.tools import ToolContext, ToolDefinition
 from pi_kernel.tools.builtin.edit import EditParams, _pairs, _read_for_edit, prepare_edit_arguments
 from pi_kernel.tools.builtin.edit_diff import apply_edits, generate_diff_string
@@ -44,10 +43,10 @@ def text_of(result: AgentToolResult) -> str:
 
 
 def entered(text: str) -> str:
-    """``text`` as a tool's result enters the transcript, where keys are masked (``secrets.admit``): what the
+    """``text`` as a tool's result enters the transcript, where keys are masked (``tool_execution``): what the
     model and every view get. Tools cut their text never inside a key, so that mask finds each whole."""
     call = FinalizedToolCall(ToolCall("call-1", "tool", {}), AgentToolResult([TextContent(text)]), False)
-    return text_of(AgentToolResult(admit(create_tool_result_message(call, max_chars=None)).content))
+    return text_of(AgentToolResult(create_tool_result_message(call, max_chars=None).content))
 
 
 def preview_edit(arguments: EditParams | dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -18,9 +18,8 @@ settle on their own, as pi waits for its tools (bash returns ``Command aborted``
 so far); the others are cancelled with ``Operation aborted`` and get ``ABORT_CLEANUP_GRACE``
 seconds for their ``finally`` blocks. A sync tool's thread cannot be stopped: its late result is dropped.
 
-The result message (``create_tool_result_message``) is where every tool's result is made for the
-transcript: text and images are bounded for every tool (cut with ``secrets.cut``, which never splits a
-key, so the mask it gets as it enters, ``types.admit``, finds each key whole) (a user tool may
+The result message (``create_tool_result_message``) is where every tool's result enters the
+transcript (``secrets.admit``: keys are masked), then its text and images are bounded (a user tool may
 return a 20 MB string, which sent whole fails the request and every later one). Only the message is
 cut: the ``tool_execution_end`` event keeps the whole result for the notebook (``_pi_results``).
 
@@ -75,7 +74,7 @@ from pi_kernel.ai import (
 )
 from pi_kernel.ai.messages import clean_tool_call
 from pi_kernel.ai.models import put_threadsafe
-from pi_kernel.ai.secrets import cut, secret_values
+from pi_kernel.ai.secrets import admit
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
 """Receives every event; the loop waits for it before going on."""
@@ -487,19 +486,18 @@ def bound_content(content: list[TextContent | ImageContent], max_chars: int | No
     total = sum(len(block.text) for block in content if isinstance(block, TextContent))
     if total <= max_chars:
         return content
-    room, kept = max_chars, 0
-    secrets = secret_values()  # read once for all the blocks
+    room = max_chars
     bounded: list[TextContent | ImageContent] = []
     last_text = 0  # set by the first text block at the latest: it is always kept (``room`` starts above 0)
     for block in content:
         if isinstance(block, TextContent):
             if room <= 0:
                 continue
-            whole = len(block.text) <= room
-            block = TextContent(cut(block.text, room, secrets))  # never ends in a key's first part
-            room, kept = (room - len(block.text)) if whole else 0, kept + len(block.text)
+            block = TextContent(block.text[:room])
+            room -= len(block.text)
             last_text = len(bounded)
         bounded.append(block)
+    kept = max_chars - room
     note = (
         f"\n\n[Tool result cut: showing the first {kept:,} of {total:,} characters "
         f"({total - kept:,} left out; the limit is {max_chars:,}). The full value stays with the user. "
@@ -511,20 +509,22 @@ def bound_content(content: list[TextContent | ImageContent], max_chars: int | No
 
 
 def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | None = None) -> ToolResultMessage:
-    """The message the model gets: its text bounded to ``max_chars`` (``bound_content``). Keys that reached
-    the result (a tool printed the environment, read a ``.env``) are masked as it enters the transcript
-    (``types.admit``, in the loop's emit); the blocks are copied, so that mask never touches the result the
-    ``tool_execution_end`` event keeps."""
+    """The message the model gets. It enters the transcript here (``secrets.admit``: keys that reached the
+    result, a tool printed the environment or read a ``.env``, are masked) before its text is bounded to
+    ``max_chars`` (``bound_content``), so the cut never leaves part of a key. The blocks are copies: the
+    ``tool_execution_end`` event keeps the result as the tool gave it, for the notebook."""
     result = finalized.result
-    content = [dataclasses.replace(block) for block in result.content or []]
-    return ToolResultMessage(
+    message = ToolResultMessage(
         tool_call_id=finalized.tool_call.id,
         tool_name=finalized.tool_call.name,
-        content=bound_content(content, max_chars),
+        content=[dataclasses.replace(block) for block in result.content or []],
         details=result.details,  # never sent to the model; views and saved files mask it where it leaves
         is_error=finalized.is_error,
         usage=result.usage,
     )
+    admit(message)
+    message.content = bound_content(message.content, max_chars)
+    return message
 
 
 # ---------------------------------------------------------------- calling user code

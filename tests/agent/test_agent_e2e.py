@@ -15,7 +15,6 @@ from scripted_model import assert_one_result_per_call
 from pi_kernel.agent import Agent, AgentTool, AgentToolResult, BeforeToolCallResult
 from pi_kernel.agent.tool_execution import FinalizedToolCall, create_tool_result_message
 from pi_kernel.ai import Model, TextContent, ToolCall
-from pi_kernel.ai.secrets import admit
 from pi_kernel.kernel.persistence import save_conversation
 
 
@@ -227,13 +226,13 @@ async def test_a_key_in_a_prompt_or_a_provider_error_reaches_no_request_and_no_s
 
 
 def test_a_tool_result_cut_across_a_key_leaves_no_piece_of_it(monkeypatch: Any) -> None:
-    # The result is bounded before its keys are masked (as it enters): the cut stops before a key's first
-    # part, wherever the limit falls, so nothing of the key reaches the model.
+    # The result enters the transcript (keys masked) before it is bounded: wherever the limit falls, nothing
+    # of the key reaches the model.
     key = "tok-4f9a8b7c6d5e4f3a2b1c0d9e"
     monkeypatch.setenv("BILLING_SERVICE_TOKEN", key)
     for pad in range(0, len(key) + 2):
         result = AgentToolResult([TextContent("x" * (100 - pad) + key + " tail" * 50)])
         call = FinalizedToolCall(ToolCall("c1", "read", {}), result, False)
-        sent = admit(create_tool_result_message(call, max_chars=100 + 3)).content[0].text
+        sent = create_tool_result_message(call, max_chars=100 + 3).content[0].text
         assert "Tool result cut" in sent and not any(key[:size] in sent for size in range(4, len(key) + 1))
         assert result.content[0].text.endswith(key + " tail" * 50)  # the notebook keeps the whole result

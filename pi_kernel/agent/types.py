@@ -38,7 +38,6 @@ from pi_kernel.ai.secrets import admit
 
 ToolExecutionMode = Literal["parallel", "sequential"]
 
-
 DEFAULT_TOOL_RESULT_CHARS = 64_000
 """The default bound on a tool result message's text (``tool_execution.bound_content``): above the
 built-ins' own limit (50 KB plus their notice), so their results pass unchanged."""

@@ -62,6 +62,7 @@ from pi_kernel.agent.types import (
     TransformContext,
     TurnEndEvent,
     TurnStartEvent,
+    admit,
     reduce_agent_state,
 )
 from pi_kernel.ai import (
@@ -82,7 +83,6 @@ from pi_kernel.ai import (
     UserMessage,
 )
 from pi_kernel.ai.models import ToolChoice, error_message
-from pi_kernel.ai.providers.remote import masked_error
 
 logger = logging.getLogger("pi_kernel.agent")
 
@@ -478,8 +478,8 @@ class Agent:
 
     async def _report_failure(self, error: Exception, model: Model, aborted: bool) -> None:
         """A run that raised ends with a failed assistant message and the closing events."""
-        text = masked_error(str(error), None) or type(error).__name__  # text entering the conversation
-        message = error_message(model, text, "aborted" if aborted else "error")
+        text = str(error) or type(error).__name__
+        message = admit(error_message(model, text, "aborted" if aborted else "error"))
         for event in (
             MessageStartEvent(message),
             MessageEndEvent(message),

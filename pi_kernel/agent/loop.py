@@ -65,9 +65,9 @@ from pi_kernel.agent.types import (
     ShouldStopAfterTurnContext,
     TurnEndEvent,
     TurnStartEvent,
+    admit,
 )
 from pi_kernel.ai import AbortSignal, AssistantMessage, Context, Message, StreamOptions, ToolResultMessage, stream
-from pi_kernel.ai.messages import clean_message
 from pi_kernel.ai.models import error_message
 from pi_kernel.ai.overflow import is_context_overflow
 
@@ -79,11 +79,12 @@ async def _poll(source: Callable[[], Any] | None) -> list[Any]:
 
 
 def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
-    """``emit`` awaited; every message is made sendable and storable as it enters (``clean_message``)."""
+    """``emit`` awaited; every message enters the transcript through ``types.admit`` (made sendable and
+    storable, keys masked) before anyone sees it ended."""
 
     async def admit_and_emit(event: AgentEvent) -> None:
         if isinstance(event, MessageEndEvent):
-            clean_message(event.message)
+            admit(event.message)
         await call_hook(emit, event)
 
     return admit_and_emit
@@ -144,6 +145,7 @@ async def run_agent_loop(
     await emit(AgentStartEvent())
     await emit(TurnStartEvent())
     for prompt in prompts:
+        admit(prompt)  # entered before anyone sees it start (a key typed in a prompt is masked)
         await emit(MessageStartEvent(prompt))
         await emit(MessageEndEvent(prompt))
     await _run_turns(current, new_messages, config, signal or AbortSignal(), emit)

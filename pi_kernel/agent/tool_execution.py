@@ -19,7 +19,7 @@ so far); the others are cancelled with ``Operation aborted`` and get ``ABORT_CLE
 seconds for their ``finally`` blocks. A sync tool's thread cannot be stopped: its late result is dropped.
 
 The result message (``create_tool_result_message``) is where every tool's result enters the
-transcript: keys are masked there, and text and images are bounded for every tool (a user tool may
+transcript (``secrets.admit``: keys are masked), then its text and images are bounded (a user tool may
 return a 20 MB string, which sent whole fails the request and every later one). Only the message is
 cut: the ``tool_execution_end`` event keeps the whole result for the notebook (``_pi_results``).
 
@@ -74,7 +74,7 @@ from pi_kernel.ai import (
 )
 from pi_kernel.ai.messages import clean_tool_call
 from pi_kernel.ai.models import put_threadsafe
-from pi_kernel.ai.secrets import mask, secret_values
+from pi_kernel.ai.secrets import admit
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
 """Receives every event; the loop waits for it before going on."""
@@ -509,23 +509,22 @@ def bound_content(content: list[TextContent | ImageContent], max_chars: int | No
 
 
 def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | None = None) -> ToolResultMessage:
-    """The message the model gets: keys that reached the result (a tool printed the environment, read a
-    ``.env``) are masked here, where every tool's result enters the transcript, and its text is bounded to
-    ``max_chars`` (``bound_content``)."""
+    """The message the model gets. It enters the transcript here (``secrets.admit``: keys that reached the
+    result, a tool printed the environment or read a ``.env``, are masked) before its text is bounded to
+    ``max_chars`` (``bound_content``), so the cut never leaves part of a key. The blocks are copies: the
+    ``tool_execution_end`` event keeps the result as the tool gave it, for the notebook."""
     result = finalized.result
-    secrets = secret_values()  # read once for all the blocks
-    content = [
-        dataclasses.replace(block, text=mask(block.text, secrets)) if isinstance(block, TextContent) else block
-        for block in result.content or []
-    ]
-    return ToolResultMessage(
+    message = ToolResultMessage(
         tool_call_id=finalized.tool_call.id,
         tool_name=finalized.tool_call.name,
-        content=bound_content(content, max_chars),
+        content=[dataclasses.replace(block) for block in result.content or []],
         details=result.details,  # never sent to the model; views and saved files mask it where it leaves
         is_error=finalized.is_error,
         usage=result.usage,
     )
+    admit(message)
+    message.content = bound_content(message.content, max_chars)
+    return message
 
 
 # ---------------------------------------------------------------- calling user code

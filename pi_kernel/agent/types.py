@@ -33,8 +33,8 @@ from pi_kernel.ai import (
     Usage,
     UserMessage,
 )
-from pi_kernel.ai.messages import clean_message
 from pi_kernel.ai.models import ToolChoice
+from pi_kernel.ai.secrets import admit
 
 ToolExecutionMode = Literal["parallel", "sequential"]
 
@@ -385,7 +385,7 @@ class AgentState:
         self.system_prompt = system_prompt
         self.model = model
         self._tools: list[Tool] = list(tools)
-        self._messages: list[Any] = [clean_message(message) for message in messages]
+        self._messages: list[Any] = [admit(message) for message in messages]
         self.is_streaming = False
         self.streaming_message: Message | None = None
         self.pending_tool_calls: set[str] = set()
@@ -406,8 +406,9 @@ class AgentState:
     @messages.setter
     def messages(self, messages: Iterable[Any]) -> None:
         # Messages set from outside (a restored conversation, ``Agent(messages=...)``) enter the
-        # transcript too: made sendable and storable (``clean_message``, in place, cheap when clean).
-        self._messages = [clean_message(message) for message in messages]
+        # transcript too (``admit``); the ones already in it entered once, and are not walked again.
+        entered = {id(message) for message in self._messages}
+        self._messages = [message if id(message) in entered else admit(message) for message in messages]
 
     def __repr__(self) -> str:
         model = self.model.id if self.model else None
@@ -425,9 +426,9 @@ def reduce_agent_state(state: AgentState, event: AgentEvent) -> None:
             state.streaming_message = message
         case MessageEndEvent(message=message):
             state.streaming_message = None
-            # Sendable and storable from here on (the loop cleans its messages too; this covers the
-            # ones the agent makes itself: a cancelled run's results, a failed run's message).
-            state.messages.append(clean_message(message))
+            # Entered (``admit``) from here on (the loop admits its messages too; this covers the ones the
+            # agent makes itself: a cancelled run's results, a failed run's message).
+            state.messages.append(admit(message))
         case ToolExecutionStartEvent(tool_call_id=call_id):
             state.pending_tool_calls = state.pending_tool_calls | {call_id}
         case ToolExecutionEndEvent(tool_call_id=call_id):

@@ -13,8 +13,8 @@ name that is not UTF-8 (``os.listdir`` gives lone surrogates such as
 ``"r\\udce9sum\\udce9.txt"``), a lone surrogate escaped in a model's JSON,
 tool-call arguments nested thousands deep (``json`` and ``dataclasses.asdict``
 recurse and raise ``RecursionError``). Each message is made safe once, where it
-enters the transcript (called by the agent loop and by ``%pi load``), so nothing
-downstream ever sees such a value:
+enters the transcript (``secrets.admit``, called by the agent loop and ``AgentState``, so by ``%pi load``
+too, which also masks the keys in its text), so nothing downstream ever sees such a value:
 
 - every string is made valid Unicode: lone surrogates become U+FFFD (a pair
   of surrogates stored as two code points is joined into its character);

@@ -6,11 +6,11 @@ environment). ``mask`` replaces the value of every key-like environment
 variable (``is_secret_name``: the one list of secret names every surface uses), every long enough run of one, its hex
 and base64 forms (below), credentials in URLs and ``sk-`` keys
 with ``***``. It is called at the choke points: where text enters (a
-provider's error message, a tool's result) and where it leaves the kernel
+provider's error message; every message entering the transcript, ``admit``:
+a prompt, the notebook context, a tool's result) and where it leaves the kernel
 (iopub and stdin messages: ``pi_kernel.kernel.outgoing``; saved sessions,
-notebook metadata), plus the few places where masking must come before a
-transformation that would hide a key from a later mask (HTML escaping,
-highlighting: those modules say so). Text cut to a length before it is
+notebook metadata), plus the view model (``widgets.turn_state``), so that HTML
+escaping, highlighting and cutting never see a key. Text cut to a length before it is
 masked is cut by ``cut``, which never splits a key. Text that leaves in
 pieces is masked by a ``MaskedStream``, which holds back a tail that may be the
 start of a key in any of the forms below; ``unmask`` undoes the mask in arguments a person edited.
@@ -62,7 +62,15 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any, overload
 
-from pi_kernel.ai.messages import MAX_DEPTH, map_strings
+from pi_kernel.ai.messages import (
+    MAX_DEPTH,
+    AssistantMessage,
+    TextContent,
+    ToolResultMessage,
+    UserMessage,
+    clean_message,
+    map_strings,
+)
 from pi_kernel.ai.secret_variables import (
     _TOKEN_VALUE,
     _URL_CREDENTIALS,
@@ -163,6 +171,27 @@ def mask(value: Any, secrets: Sequence[str] | None = None, *, partial: bool = Fa
     if isinstance(value, str):
         return strings(value)
     return map_strings(value, strings, lambda key: _mask_text(key, known), max_depth=4 * MAX_DEPTH)
+
+
+def admit(message: Any) -> Any:
+    """``message`` as it enters the transcript, in place (returns it): made sendable and storable
+    (``messages.clean_message``) and every key in the text it carries masked (``mask``): a user
+    message's text (a prompt, the notebook context), an assistant's text and ``error_message`` (a provider's
+    error quoting the request), a tool result's text. The one place keys are masked in the transcript, so no
+    key reaches a provider other than its own, a saved session or a view from there. Thinking is kept as it
+    came (a provider signs it and refuses it changed), and so are tool-call arguments (the call runs with
+    them) and a tool result's ``details`` (never sent to the model; masked where they leave the kernel)."""
+    clean_message(message)
+    secrets = secret_values()  # read once for the whole message
+    if isinstance(message, UserMessage) and isinstance(message.content, str):
+        message.content = mask(message.content, secrets)
+    elif isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
+        for block in message.content:
+            if isinstance(block, TextContent):
+                block.text = mask(block.text, secrets)
+    if isinstance(message, AssistantMessage) and message.error_message:
+        message.error_message = mask(message.error_message, secrets)
+    return message
 
 
 LARGE_TEXT_CHARS = 65_536
@@ -721,6 +750,7 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "MaskedStream",
     "add_secret_value",
+    "admit",
     "cut",
     "is_secret_name",
     "is_secret_variable",

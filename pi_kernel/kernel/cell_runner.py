@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 from pi_kernel.agent.types import AgentEvent, MessageEndEvent
 from pi_kernel.ai import AssistantMessage, Message, TextContent, UserMessage
 from pi_kernel.ai.messages import text_of
-from pi_kernel.kernel import outgoing
 from pi_kernel.kernel.config import THINKING_LEVELS
 from pi_kernel.kernel.model_resolution import NO_MODEL_HELP, model_from_spec, refusal
 from pi_kernel.kernel.outgoing import install_payload_gate, payload_gate
@@ -60,7 +59,6 @@ from pi_kernel.kernel.text_view import make_turn_view
 from pi_kernel.kernel.turn import Turn, TurnOptions, TurnOutcome, interrupt_hook, message_session, shell_request
 from pi_kernel.tools.approval import SESSION_MODES, ApprovalRequest
 from pi_kernel.tools.definition import wrap_tool_definition
-from pi_kernel.tools.paths import environment_secrets
 
 if TYPE_CHECKING:
     from pi_kernel.ai import Context, Tool
@@ -343,7 +341,8 @@ def prompt_message(session: PiSession, prompt: str, provider: str = "") -> UserM
     if context is None:
         return UserMessage([TextContent(prompt)])
     # The blank line keeps the two apart where a provider joins a message's text parts (the local model).
-    return UserMessage([TextContent(prompt), TextContent(f"\n\n{outgoing.masked(context, environment_secrets())}")])
+    # Keys in the context are masked as the message enters the transcript (``agent.types.admit``).
+    return UserMessage([TextContent(prompt), TextContent(f"\n\n{context}")])
 
 
 CANNOT_AWAIT = (

@@ -18,7 +18,7 @@ from typing import Any
 
 from pi_kernel.ai import message_from_dict, to_dict
 from pi_kernel.ai.messages import clean_data, clean_message, message_problem
-from pi_kernel.ai.secrets import mask
+from pi_kernel.kernel.outgoing import masked
 from pi_kernel.tools.files import write_text_atomic
 
 FORMAT = "pi-kernel-conversation"
@@ -51,7 +51,7 @@ def save_conversation(
         "cells": clean_data(dict(cells or {})),  # cell ids come from the front-end: any text
     }
     lines = [json.dumps(header, ensure_ascii=False)]
-    lines += [json.dumps(mask(to_dict(message)), ensure_ascii=False, default=repr) for message in messages]
+    lines += [json.dumps(masked(to_dict(message)), ensure_ascii=False, default=repr) for message in messages]
     # Encoded whole before the file is touched, then written atomically: a failure keeps the previous save.
     write_text_atomic(target, "\n".join(lines) + "\n", make_parents=True)
     return target

@@ -4,6 +4,7 @@ client, HTTP + SSE) against the scripted fake OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -12,7 +13,9 @@ from pydantic import BaseModel
 from scripted_model import assert_one_result_per_call
 
 from pi_kernel.agent import Agent, AgentTool, AgentToolResult, BeforeToolCallResult
-from pi_kernel.ai import Model, TextContent
+from pi_kernel.agent.tool_execution import FinalizedToolCall, create_tool_result_message
+from pi_kernel.ai import Model, TextContent, ToolCall
+from pi_kernel.kernel.persistence import save_conversation
 
 
 class ReadParams(BaseModel):
@@ -197,3 +200,39 @@ async def test_a_cancelled_prompt_leaves_a_history_the_server_accepts(fake_opena
     assert [call["id"] for call in replay[2]["tool_calls"]] == ["c1", "c2"]
     assert [(m["tool_call_id"], m["content"]) for m in replay[3:5]] == [("c1", "hello"), ("c2", "Operation aborted")]
     assert agent.state.messages[-1].text == "fine" and not agent.state.is_streaming
+
+
+async def test_a_key_in_a_prompt_or_a_provider_error_reaches_no_request_and_no_saved_session(
+    fake_openai: FakeOpenAI, monkeypatch: Any, tmp_path: Any
+) -> None:
+    # Keys are masked as a message enters the transcript (``secrets.admit``): a key pasted into a prompt is
+    # never sent to a model provider, and a provider's error quoting one is kept masked.
+    key = "tok-4f9a8b7c6d5e4f3a2b1c0d9e"  # not ``sk-`` shaped: only the environment says it is a key
+    monkeypatch.setenv("BILLING_SERVICE_TOKEN", key)
+    fake_openai.enqueue(HTTPError(400, message=f"bad header X-Billing: {key}"), text_chunks("noted"))
+    agent = agent_for(fake_openai)
+    await agent.prompt(f"my billing token is {key}")
+    assert agent.state.messages[-1].stop_reason == "error"
+    await agent.prompt(f"and {key} again, please")
+
+    assert len(fake_openai.chat_requests) == 2
+    for request in fake_openai.chat_requests:
+        assert key not in json.dumps(request.body) and key not in json.dumps(request.headers)
+    assert "my billing token is ***" in json.dumps(fake_openai.bodies[1])
+    monkeypatch.delenv("BILLING_SERVICE_TOKEN")  # the saved file's own mask no longer knows the key
+    saved = save_conversation(tmp_path / "chat.jsonl", agent.state.messages).read_text()
+    assert key not in saved and "***" in saved
+    assert all(key not in repr(message) for message in agent.state.messages)
+
+
+def test_a_tool_result_cut_across_a_key_leaves_no_piece_of_it(monkeypatch: Any) -> None:
+    # The result enters the transcript (keys masked) before it is bounded: wherever the limit falls, nothing
+    # of the key reaches the model.
+    key = "tok-4f9a8b7c6d5e4f3a2b1c0d9e"
+    monkeypatch.setenv("BILLING_SERVICE_TOKEN", key)
+    for pad in range(0, len(key) + 2):
+        result = AgentToolResult([TextContent("x" * (100 - pad) + key + " tail" * 50)])
+        call = FinalizedToolCall(ToolCall("c1", "read", {}), result, False)
+        sent = create_tool_result_message(call, max_chars=100 + 3).content[0].text
+        assert "Tool result cut" in sent and not any(key[:size] in sent for size in range(4, len(key) + 1))
+        assert result.content[0].text.endswith(key + " tail" * 50)  # the notebook keeps the whole result

@@ -114,8 +114,9 @@ def abort_text(reason: Any) -> str:
 
 def masked_error(text: str, secret: str | None) -> str:
     """An error text entering the conversation: ``mask`` with this request's key too (it may come from a
-    ``.env`` file rather than the environment). The one place provider errors are masked, where the streams
-    are consumed; the agent's own run failures pass through it too."""
+    ``.env`` file rather than the environment, or be given to the call alone). Provider errors are masked
+    here, where the streams are consumed, so a caller of ``stream`` gets them masked too; in an agent the
+    message is masked again as it enters the transcript (``secrets.admit``)."""
     known = secret_values()
     if secret and secret != KEYLESS_PLACEHOLDER and len(secret) >= MIN_SECRET_CHARS:
         known = sorted({secret, *known}, key=len, reverse=True)

@@ -126,9 +126,9 @@ def layer_lines() -> dict[str, int]:
 
 MASKING = {"mask", "MaskedStream"}
 """``ai.secrets``' masking function and its streaming form; a module calls it under any name it imports it as."""
-MASKING_WRAPPERS = {"masked", "masked_error", "print_masked", "MaskedWriter"}
+MASKING_WRAPPERS = {"masked", "masked_error", "print_masked", "MaskedWriter", "admit"}
 """Functions that mask and do little else: the kernel's hook and printer (``outgoing``), provider errors
-(``remote``)."""
+(``remote``), a message entering the transcript (``secrets.admit``)."""
 
 
 def callers(texts: dict[Path, str], functions: set[str]) -> list[Path]:

@@ -38,7 +38,11 @@ text is ``None``, which then breaks every later request and ``%pi history``.
 ``message_problem`` checks every field of a message dict against the shapes
 above (types, required fields, no unknown ones, tool-call arguments and result
 details at most ``MAX_DEPTH`` deep) and says what the first problem is, with its
-place (``content[0].text: expected a string, got null``).
+place (``content[0].text: expected a string, got null``). Not a pydantic
+``TypeAdapter``: in strict mode it takes only instances of these plain
+dataclasses from Python data, and from JSON it reports every union member's
+failure under its own path names (``content.list[union[TextContent,...]].0``),
+where ``%pi load`` names one problem in the transcript's words.
 
 Long: the transcript's types with the cleaning and checking every message passes, so a message is understood
 from one file.

@@ -79,8 +79,7 @@ async def _poll(source: Callable[[], Any] | None) -> list[Any]:
 
 
 def _as_async_emit(emit: Callable[[AgentEvent], Any]) -> Emit:
-    """``emit`` awaited; every message enters the transcript through ``types.admit`` (made sendable and
-    storable, keys masked) before anyone sees it ended."""
+    """``emit`` awaited; a message enters the transcript (``types.admit``: sendable, keys masked) as it ends."""
 
     async def admit_and_emit(event: AgentEvent) -> None:
         if isinstance(event, MessageEndEvent):
@@ -208,10 +207,9 @@ async def _run_turns(
             await emit(TurnEndEvent(message, []))
             break
         tool_results: list[ToolResultMessage] = []
-        has_more_tool_calls = False
+        terminate = True  # no tool call: nothing asks for another request
         if message.tool_calls:
             tool_results, terminate = await execute_tool_calls(context, message, config, signal, emit)
-            has_more_tool_calls = not terminate
             context.messages.extend(tool_results)
             new_messages.extend(tool_results)
         await emit(TurnEndEvent(message, tool_results))
@@ -223,7 +221,7 @@ async def _run_turns(
         ):
             break
         pending = await _poll(config.get_steering_messages)
-        if not has_more_tool_calls and not pending:  # the agent would stop here
+        if terminate and not pending:  # the agent would stop here
             pending = await _poll(config.get_follow_up_messages)
             if not pending:
                 break

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import dataclasses
 import inspect
 import threading
@@ -517,7 +518,7 @@ def create_tool_result_message(finalized: FinalizedToolCall, max_chars: int | No
     message = ToolResultMessage(
         tool_call_id=finalized.tool_call.id,
         tool_name=finalized.tool_call.name,
-        content=[dataclasses.replace(block) for block in result.content or []],
+        content=[copy.copy(block) for block in result.content or []],  # any shape a tool gave (admit checks it)
         details=result.details,  # never sent to the model; views and saved files mask it where it leaves
         is_error=finalized.is_error,
         usage=result.usage,

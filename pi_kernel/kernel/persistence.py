@@ -4,7 +4,8 @@ A header (format, version, model, and the message each ``%%pi`` cell's turn star
 after ``%pi load`` still replaces its turn), then one message a line (``pi_kernel.ai.to_dict``). A
 version-1 file's compaction summary, known by its ``[compacted N turns]`` text in first place, is read as
 one (version 2 writes ``compacted_turns``). Keys are never written: a ``Model`` holds only the name of
-its key's variable, the header only ``provider:id``, and every string is masked on the way out.
+its key's variable, the header only ``provider:id``, and every string is masked on the way out, and on
+the way in (a file written elsewhere may hold a key in a tool call's arguments, which no request masks).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def load_conversation(path: str | Path) -> SavedConversation:
         if problem is not None:
             raise ValueError(f"{source}:{number}: not a message ({problem})")
         try:
-            messages.append(clean_message(message_from_dict(data)))
+            messages.append(clean_message(message_from_dict(masked(data))))  # a foreign file's keys too
         except (ValueError, TypeError, KeyError) as error:  # message_problem should have said: belt and braces
             raise ValueError(f"{source}:{number}: not a message ({error})") from None
     if version == 1 and messages:

@@ -50,6 +50,7 @@ from pi_kernel.ai.secrets import MaskedStream as MaskedStream
 from pi_kernel.ai.secrets import add_secret_value as add_secret_value
 from pi_kernel.ai.secrets import cut as cut
 from pi_kernel.ai.secrets import is_secret_name, secret_values, without_secrets
+from pi_kernel.ai.secrets import mask as mask
 
 environment_secrets = secret_values
 

@@ -236,3 +236,46 @@ def test_a_tool_result_cut_across_a_key_leaves_no_piece_of_it(monkeypatch: Any) 
         sent = create_tool_result_message(call, max_chars=100 + 3).content[0].text
         assert "Tool result cut" in sent and not any(key[:size] in sent for size in range(4, len(key) + 1))
         assert result.content[0].text.endswith(key + " tail" * 50)  # the notebook keeps the whole result
+
+
+class _NoArgs(BaseModel):
+    x: int = 0
+
+
+async def test_a_result_whose_blocks_are_not_content_blocks_still_answers_its_call() -> None:
+    """A tool that returns ``AgentToolResult(content=["notes"])`` (or dicts, a tuple, a string) is a slip, not
+    a reason to lose the call's result: each call still gets exactly one, and the run ends normally."""
+    for content in (["plain str"], [{"type": "text", "text": "hi"}], ("tuple",), "abc"):
+        with FakeOpenAI() as server:
+            server.enqueue(tool_call_chunks([("t", {})]), text_chunks("done"))
+
+            def execute(tool_call_id: str, params: Any, signal: Any, on_update: Any, content: Any = content) -> Any:
+                return AgentToolResult(content=content)
+
+            tool = AgentTool(name="t", description="t", parameters=_NoArgs, execute=execute)
+            agent = Agent(Model("fake-model", provider="llamacpp", base_url=server.base_url), tools=[tool])
+            await agent.prompt("go")
+            roles = [(m.role, getattr(m, "stop_reason", None)) for m in agent.state.messages]
+            assert roles == [("user", None), ("assistant", "tool_use"), ("tool_result", None), ("assistant", "stop")]
+            assert_one_result_per_call(server.last_body["messages"])
+
+
+async def test_a_key_in_a_tool_schema_or_the_system_prompt_is_not_sent(monkeypatch: Any) -> None:
+    """A ``@tool`` parameter that defaults to ``os.environ["OPENAI_API_KEY"]`` puts the key in the tool's JSON
+    schema, and a system prompt may quote one: neither enters the transcript, so both are masked as the request
+    is made."""
+    key = "sk-test-SCHEMA-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+
+    class Ask(BaseModel):
+        question: str = "q"
+        api_key: str = key
+
+    with FakeOpenAI() as server:
+        server.enqueue(text_chunks("ok"))
+        tool = AgentTool(name="ask", description=f"asks with {key}", parameters=Ask, execute=lambda *a: None)
+        model = Model("fake-model", provider="llamacpp", base_url=server.base_url)
+        agent = Agent(model, tools=[tool], system_prompt=f"The key is {key}.")
+        await agent.prompt("go")
+        sent = json.dumps(server.last_body)
+    assert '"tools"' in sent and key not in sent and key[-12:] not in sent and "***" in sent

@@ -353,6 +353,24 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
         load_conversation(path)
 
 
+def test_a_loaded_file_written_elsewhere_brings_no_key_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign file may hold a key in a tool call's arguments, which no request masks (a call runs with its
+    arguments): ``%pi load`` masks every string on the way in, as ``%pi save`` does on the way out."""
+    key = "sk-test-LOADED-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    call = {"type": "tool_call", "id": "c1", "name": "bash", "arguments": {"command": f"curl -H 'Bearer {key}' x"}}
+    rows = [
+        {"format": "pi-kernel-conversation", "version": 2},
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "assistant", "content": [call], "stop_reason": "tool_use"},
+        {"role": "tool_result", "tool_call_id": "c1", "tool_name": "bash", "content": [{"type": "text", "text": "ok"}]},
+    ]
+    path = tmp_path / "foreign.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    loaded = load_conversation(path)
+    assert key not in repr(loaded.messages) and "***" in repr(loaded.messages[1])
+
+
 # -- kernelspec --------------------------------------------------------------------------------
 
 

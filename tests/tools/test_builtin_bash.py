@@ -267,3 +267,16 @@ async def test_the_full_output_file_is_private_masked_and_removed_at_exit(
     out, _ = await done.communicate()
     other = Path(out.decode().strip())
     assert other.name.startswith("pi-bash-") and not other.exists() and not other.parent.exists()  # gone at exit
+
+
+def test_the_end_kept_of_an_over_long_last_line_holds_no_piece_of_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output cut from the end keeps the end of a last line longer than the limit: that end may begin inside a
+    key, in a piece too short for the mask to know, so the line is masked before it is cut."""
+    from pi_kernel.ai.secrets import mask
+    from pi_kernel.tools.builtin.output import truncate_tail
+
+    key = "sk-test-SECRET-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    for n in range(1, len(key) + 1):
+        kept = mask(truncate_tail("x" * 100 + key + "y" * (50 * 1024 - n)).content)
+        assert not any(kept.startswith(key[-size:]) for size in range(2, len(key) + 1)), (n, kept[:40])

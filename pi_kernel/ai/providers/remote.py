@@ -325,6 +325,7 @@ async def _events(
     except Exception as error:  # noqa: BLE001 - a bad tool schema must end the stream, not raise
         yield assembler.fail("error", f"Could not build the request: {type(error).__name__}: {error}")
         return
+    _mask_tools_and_system(body)
 
     task = RequestTask(lambda queue: _produce(sdk, request, api_key, body, options, policy, queue), signal)
     started = False
@@ -356,6 +357,19 @@ async def _events(
             yield event
     finally:
         await task.stop(cancel=True)
+
+
+def _mask_tools_and_system(body: dict[str, Any]) -> None:
+    """Keys in the tools' schemas and descriptions (a ``@tool`` parameter defaulting to ``os.environ[...]``, an
+    MCP server's text) and in the system prompt are masked where they enter a request: they enter no transcript.
+    A tool still runs with its real default (the model leaves the argument out)."""
+    if body.get("tools"):
+        body["tools"] = mask(body["tools"])
+    if "system" in body:  # Anthropic
+        body["system"] = mask(body["system"])
+    messages = body.get("messages") or []
+    if messages and isinstance(messages[0], dict) and messages[0].get("role") in ("system", "developer"):
+        messages[0] = mask(messages[0])
 
 
 async def _produce(

@@ -32,7 +32,7 @@ import threading
 from collections import deque
 from typing import IO, Any, Literal
 
-from pi_kernel.tools.paths import MaskedStream
+from pi_kernel.tools.paths import MaskedStream, mask
 
 DEFAULT_MAX_LINES = 2000
 DEFAULT_MAX_BYTES = 50 * 1024
@@ -125,7 +125,8 @@ def _truncate(content: str, max_lines: int, max_bytes: int, *, tail: bool) -> Tr
         if kept_bytes + line_bytes > max_bytes:
             truncated_by = "bytes"
             if not kept:  # tail only (head checked the first line): keep the end of the last line
-                kept, partial = [truncate_to_bytes_from_end(line, max_bytes)], True
+                # masked before the cut: the end kept may begin inside a key, too short a piece to find
+                kept, partial = [truncate_to_bytes_from_end(mask(line), max_bytes)], True
             break
         kept.append(line)
         kept_bytes += line_bytes

@@ -289,7 +289,7 @@ class LocalEngine:
     def schema_grammar(self, schema: dict[str, Any]) -> Any:
         """The grammar of JSON valid for ``schema`` (a plain JSON object if llama.cpp cannot convert it),
         strings and lists bounded where the schema does not bound them (``bounded_gbnf``)."""
-        return _schema_grammar(json.dumps(schema, sort_keys=True))
+        return _schema_grammar(json.dumps(schema))  # its text keeps the properties in order: the order written
 
     def decode(
         self,
